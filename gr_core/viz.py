@@ -1,0 +1,139 @@
+"""Figures and interactive subgraph views (STYLE.md principle 14).
+
+pyvis is used in ``in_line`` mode (vis-network inlined, ~0.7 MB per graph), because its
+default ``local`` mode still loads vis-network from a CDN and draws nothing offline
+(pyvis#228). Each view is embedded as an ``<iframe srcdoc=...>`` so several graphs per
+notebook each draw in their own box (ECOSYSTEM.md §3.2), and every view has a static PNG
+twin (networkx + matplotlib) for untrusted notebooks and GitHub, which run no JS.
+"""
+from __future__ import annotations
+
+import html
+import re
+import warnings
+from pathlib import Path
+from typing import Iterable
+
+from .data import TextualGraph
+from .runs import atomic_write_text
+
+HIGHLIGHT = "#d62728"
+PLAIN = "#9ecae1"
+PLAIN_EDGE = "#bbbbbb"
+
+
+def set_style() -> None:
+    """One matplotlib style for every figure of the project."""
+    import matplotlib as mpl
+
+    mpl.rcParams.update({"figure.dpi": 100, "savefig.dpi": 150, "font.size": 10, "axes.grid": True,
+                         "grid.alpha": 0.3, "svg.hashsalt": "gr_core", "axes.spines.top": False,
+                         "axes.spines.right": False})
+
+
+def save_figure(fig, out_dir: str | Path, name: str, show: bool = True, formats: Iterable[str] = ("png",)) -> list[Path]:
+    """Save ``fig`` as ``out_dir/name.<fmt>`` with fixed metadata (byte-stable PNG), then show it."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for fmt in formats:
+        meta = {"Date": None} if fmt == "svg" else {"CreationDate": None} if fmt == "pdf" else {"Software": None}
+        path = out_dir / f"{name}.{fmt}"
+        fig.savefig(path, bbox_inches="tight", metadata=meta)
+        paths.append(path)
+    if show:
+        try:
+            from IPython.display import display
+
+            display(fig)
+        except ImportError:
+            pass
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return paths
+
+
+def _label(text: str, width: int = 28) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def graph_network(graph: TextualGraph, highlight_nodes: Iterable[int] = (), highlight_edges: Iterable[int] = (),
+                  height: str = "420px"):
+    """A pyvis ``Network`` of ``graph``; highlighted nodes/edges (by node id / edge row) drawn in red."""
+    from pyvis.network import Network
+
+    hn, he = set(highlight_nodes), set(highlight_edges)
+    net = Network(height=height, width="100%", directed=True, cdn_resources="in_line", notebook=False)
+    for nid, text in graph.nodes[["node_id", "node_attr"]].itertuples(index=False):
+        net.add_node(int(nid), label=_label(str(text)), title=f"{nid}: {text}",
+                     color=HIGHLIGHT if nid in hn else PLAIN)
+    for row, (src, rel, dst) in enumerate(graph.edges[["src", "edge_attr", "dst"]].itertuples(index=False)):
+        net.add_edge(int(src), int(dst), label=_label(str(rel), 20), title=str(rel),
+                     color=HIGHLIGHT if row in he else PLAIN_EDGE, width=3 if row in he else 1)
+    net.set_options('{"physics": {"stabilization": {"iterations": 200}}, "edges": {"font": {"size": 10}}}')
+    return net
+
+
+# pyvis links Bootstrap from a CDN in every mode (pyvis#229). The graph does not use it, and
+# offline the browser would wait on it, so we drop those two tags: the page then loads nothing remote.
+_BOOTSTRAP_TAGS = re.compile(r"<link[^>]*bootstrap[^>]*/>|<script[^>]*bootstrap[^>]*>\s*</script>", re.S)
+
+
+def graph_html(graph: TextualGraph, **kwargs) -> str:
+    """The self-contained HTML page of :func:`graph_network`: no remote script or stylesheet."""
+    return _BOOTSTRAP_TAGS.sub("", graph_network(graph, **kwargs).generate_html())
+
+
+def show_graph(graph: TextualGraph, out_html: str | Path | None = None, height: int = 440, **kwargs) -> str:
+    """Display ``graph`` inline as an offline pyvis view (and write it to ``out_html``).
+
+    Returns the HTML page. JupyterLab renders it only in a trusted notebook (papermill output is
+    untrusted until ``jupyter trust``); the PNG from :func:`draw_graph` is the fallback.
+    """
+    page = graph_html(graph, height=f"{height - 20}px", **kwargs)
+    if out_html is not None:
+        atomic_write_text(out_html, page)
+    try:
+        from IPython.display import HTML, display
+
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Consider using IPython.display.IFrame")
+            display(HTML(f'<iframe srcdoc="{html.escape(page)}" width="100%" height="{height}" '
+                         f'style="border:0"></iframe>'))
+    except ImportError:
+        pass
+    return page
+
+
+def draw_graph(graph: TextualGraph, highlight_nodes: Iterable[int] = (), highlight_edges: Iterable[int] = (),
+               title: str = "", seed: int = 0):
+    """A static matplotlib drawing of ``graph`` (the PNG twin of the pyvis view). Returns the Figure."""
+    import matplotlib.pyplot as plt
+    import networkx as nx
+
+    hn, he = set(highlight_nodes), set(highlight_edges)
+    g = nx.MultiDiGraph()
+    names = dict(zip(graph.nodes.node_id, graph.nodes.node_attr))
+    g.add_nodes_from(names)
+    rows = list(graph.edges[["src", "edge_attr", "dst"]].itertuples(index=False))
+    for src, rel, dst in rows:
+        g.add_edge(src, dst, rel=rel)
+    pos = nx.spring_layout(g, seed=seed)
+    fig, ax = plt.subplots(figsize=(7, 5))
+    ax.grid(False)
+    ax.set_axis_off()
+    nx.draw_networkx_nodes(g, pos, ax=ax, node_size=500,
+                           node_color=[HIGHLIGHT if n in hn else PLAIN for n in g.nodes])
+    nx.draw_networkx_labels(g, pos, ax=ax, labels={n: _label(str(names[n]), 18) for n in g.nodes}, font_size=8)
+    colors = [HIGHLIGHT if i in he else PLAIN_EDGE for i in range(len(rows))]
+    nx.draw_networkx_edges(g, pos, ax=ax, edgelist=[(s, d) for s, _, d in rows], edge_color=colors,
+                           arrows=True, arrowsize=12, node_size=500)
+    edge_labels = {}
+    for src, rel, dst in rows:
+        edge_labels.setdefault((src, dst), []).append(_label(rel, 16))
+    nx.draw_networkx_edge_labels(g, pos, ax=ax, edge_labels={k: " / ".join(v) for k, v in edge_labels.items()},
+                                 font_size=7)
+    if title:
+        ax.set_title(title)
+    return fig

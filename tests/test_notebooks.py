@@ -1,0 +1,38 @@
+"""The real notebooks at the smoke preset, run by the suite runner; assertions on what they record."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.notebooks
+
+
+@pytest.fixture(scope="module")
+def smoke_outputs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("outputs")
+    env = dict(os.environ, GR_OUTPUTS_DIR=str(out))
+    res = subprocess.run([sys.executable, "-m", "gr_core.suite", "--preset", "smoke"], capture_output=True,
+                         text=True, env=env, timeout=1800)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return out / "smoke"
+
+
+def test_suite_passes_every_notebook_at_smoke(smoke_outputs):
+    summary = json.loads((smoke_outputs / "suite.json").read_text())
+    assert summary["counts"]["failed"] == 0 and summary["counts"]["passed"] >= 1
+    for record in summary["notebooks"]:
+        assert (smoke_outputs / "notebooks" / record["notebook"]).is_file()
+
+
+def test_quickstart_records_the_textualized_graph_and_a_scored_answer(smoke_outputs):
+    summary = json.loads((smoke_outputs / "00_quickstart" / "summary.json").read_text())
+    assert (summary["num_nodes"], summary["num_edges"]) == (5, 4)
+    assert summary["desc"].startswith("node_id,node_attr\n0,cannabis\n1,marijuana\n")
+    assert summary["num_questions"] == 2 and len(summary["answers"]) == 2
+    assert 0.0 <= summary["zero_shot_accuracy"] <= 1.0
+    assert (smoke_outputs / "00_quickstart" / "graph.png").stat().st_size > 10_000
+    html = (smoke_outputs / "00_quickstart" / "graph.html").read_text()
+    assert "vis-network" in html and "cdn.jsdelivr" not in html and "cdnjs" not in html
+    assert (smoke_outputs / "00_quickstart" / "env.json").is_file()

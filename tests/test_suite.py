@@ -1,0 +1,61 @@
+import json
+import os
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+
+def _notebook(path, *sources, parameters="x: int = 1"):
+    nb = nbformat.v4.new_notebook()
+    cells = [nbformat.v4.new_code_cell(parameters, metadata={"tags": ["parameters"]})]
+    cells += [nbformat.v4.new_code_cell(src) for src in sources]
+    nb.cells = cells
+    nb.metadata = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+    nbformat.write(nb, path)
+
+
+def _run_suite(tmp_path, *args):
+    env = dict(os.environ, GR_OUTPUTS_DIR=str(tmp_path / "out"))
+    return subprocess.run([sys.executable, "-m", "gr_core.suite", "--preset", "smoke",
+                           "--notebooks-dir", str(tmp_path / "nbs"), *args],
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+@pytest.fixture
+def toy_suite(tmp_path):
+    (tmp_path / "nbs").mkdir()
+    _notebook(tmp_path / "nbs" / "00_first.ipynb", "print('first', x)")
+    _notebook(tmp_path / "nbs" / "01_breaks.ipynb", "y = 2", "raise ValueError('boom in cell')")
+    _notebook(tmp_path / "nbs" / "02_after.ipynb", "print('after')")
+    return tmp_path
+
+
+def test_suite_stops_at_the_first_failure_naming_notebook_and_cell(toy_suite):
+    res = _run_suite(toy_suite)
+    assert res.returncode == 1
+    # In [4]: papermill's injected-parameters cell runs third; cell 3 counts the source notebook's cells
+    assert ("notebook 01_breaks.ipynb, cell In [4] (cell 3 of the notebook: \"raise ValueError('boom in cell')\"): "
+            "ValueError: boom in cell") in res.stderr
+    assert res.stdout.strip().splitlines()[-1] == "1 passed, 1 failed, 1 skipped"
+    executed = toy_suite / "out" / "smoke" / "notebooks"
+    assert (executed / "01_breaks.ipynb").is_file()  # kept, with the error marked
+    assert not (executed / "02_after.ipynb").exists()
+    summary = json.loads((toy_suite / "out" / "smoke" / "suite.json").read_text())
+    assert [n["status"] for n in summary["notebooks"]] == ["passed", "failed", "skipped"]
+
+
+def test_suite_keep_going_runs_the_rest(toy_suite):
+    res = _run_suite(toy_suite, "--keep-going")
+    assert res.returncode == 1
+    assert res.stdout.strip().splitlines()[-1] == "2 passed, 1 failed, 0 skipped"
+
+
+def test_suite_injects_overrides_and_passes(toy_suite):
+    res = _run_suite(toy_suite, "--only", "00", "-p", "x=41")
+    assert res.returncode == 0, res.stderr
+    executed = nbformat.read(toy_suite / "out" / "smoke" / "notebooks" / "00_first.ipynb", as_version=4)
+    printed = "".join(o.get("text", "") for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "first 41" in printed
+    assert res.stdout.strip().splitlines()[-1] == "1 passed, 0 failed, 0 skipped"

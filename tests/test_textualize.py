@@ -1,0 +1,26 @@
+from gr_core.data import graph_from_triples
+from gr_core.textualize import textualize
+
+
+def test_textualize_matches_the_paper_explagraphs_example():
+    # SPEC.md §1.5 / GR paper Table 9, checked by hand.
+    g = graph_from_triples([("entrapment", "capable of", "being abused"), ("being abused", "created by", "police"),
+                            ("police", "capable of", "harm"), ("harm", "used for", "people"),
+                            ("people", "part of", "citizens")])
+    assert textualize(g) == (
+        "node_id,node_attr\n0,entrapment\n1,being abused\n2,police\n3,harm\n4,people\n5,citizens\n"
+        "\n"
+        "src,edge_attr,dst\n0,capable of,1\n1,created by,2\n2,capable of,3\n3,used for,4\n4,part of,5\n"
+    )
+
+
+def test_textualize_quotes_fields_with_commas_like_pandas():
+    g = graph_from_triples([("name: banana; attribute: small, yellow", "on", "table")], lowercase=False)
+    assert textualize(g).splitlines()[1] == '0,"name: banana; attribute: small, yellow"'
+
+
+def test_textualize_keeps_the_graphs_own_node_ids():
+    g = graph_from_triples([("a", "r", "b"), ("b", "r", "c")])
+    g.nodes = g.nodes.iloc[[1, 2]]  # a retrieved subgraph keeps ids 1 and 2
+    g.edges = g.edges.iloc[[1]]
+    assert textualize(g) == "node_id,node_attr\n1,b\n2,c\n\nsrc,edge_attr,dst\n1,r,2\n"
