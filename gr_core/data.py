@@ -142,3 +142,35 @@ def load_split(dataset: str) -> dict[str, list[int]]:
         except ValueError as err:
             raise GraphFormatError(f"{path}: {err}") from None
     return split
+
+
+def induced_subgraph(graph: TextualGraph, node_ids) -> TextualGraph:
+    """The nodes ``node_ids`` (the graph's own ids, kept) and every edge between two of them."""
+    keep = set(int(n) for n in node_ids)
+    nodes = graph.nodes[graph.nodes.node_id.isin(keep)]
+    edges = graph.edges[graph.edges.src.isin(keep) & graph.edges.dst.isin(keep)]
+    return TextualGraph(nodes, edges, graph.question, graph.answers, graph.graph_id, graph.q_entities)
+
+
+def neighbourhood_preview(graph: TextualGraph, max_nodes: int = 60) -> TextualGraph:
+    """At most ``max_nodes`` nodes around the question entities (breadth-first, undirected), for views
+    of graphs too large to draw; graphs already small enough are returned unchanged."""
+    if graph.num_nodes <= max_nodes:
+        return graph
+    names = graph.nodes.node_attr.str.lower()
+    seeds = graph.nodes.node_id[names.isin([e.lower() for e in graph.q_entities])].tolist() or [int(graph.nodes.node_id.iloc[0])]
+    adj: dict[int, list[int]] = {}
+    for s, d in zip(graph.edges.src.tolist(), graph.edges.dst.tolist()):
+        adj.setdefault(s, []).append(d)
+        adj.setdefault(d, []).append(s)
+    order, seen, frontier = list(seeds), set(seeds), list(seeds)
+    while frontier and len(order) < max_nodes:
+        nxt = []
+        for u in frontier:
+            for v in adj.get(u, []):
+                if v not in seen and len(order) < max_nodes:
+                    seen.add(v)
+                    order.append(v)
+                    nxt.append(v)
+        frontier = nxt
+    return induced_subgraph(graph, order)

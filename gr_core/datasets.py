@@ -1,0 +1,319 @@
+"""GraphQA dataset builders over the real raw files (GR paper §4.2, App. C; SPEC.md §4).
+
+Each builder reads one benchmark's raw files and returns ``(records, graphs, kg, notes)``:
+``records`` are the questions (:class:`QARecord`), ``graphs`` one textual graph per record
+(or ``None`` for knowledge-base datasets, whose per-question subgraph is cut from ``kg`` on
+demand), ``notes`` the documented handling counts. Errors name the file, line and field.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .data import EDGE_COLUMNS, GraphFormatError, TextualGraph, graph_from_triples, load_explagraphs
+from .kg import KnowledgeGraph
+from .paths import data_file
+
+
+@dataclass
+class QARecord:
+    """One question: text, gold answers, topic entities (KGQA), its graph's id, extra fields."""
+
+    question: str
+    answers: list[str]
+    graph_id: str
+    q_entities: list[str] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+
+
+def graphqa_split(n: int, seed: int = 42) -> dict[str, list[int]]:
+    """The GR code's 6:2:2 split: ``train_test_split`` with test size 0.4, then 0.5 of the rest.
+
+    With ``seed=42`` and ``n=2766`` this is exactly the reference ExplaGraphs split.
+    """
+    from sklearn.model_selection import train_test_split
+
+    idx = np.arange(n)
+    train, rest = train_test_split(idx, test_size=0.4, random_state=seed)
+    val, test = train_test_split(rest, test_size=0.5, random_state=seed)
+    return {"train": train.tolist(), "val": val.tolist(), "test": test.tolist()}
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    rows = []
+    with open(path, encoding="utf-8") as fh:
+        for i, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                raise GraphFormatError(f"{path}:{i}: not valid JSON ({err.msg})") from None
+    return rows
+
+
+def _checked_triples(row: dict, path: Path, line: int) -> list[tuple[str, str, str]]:
+    triples = row.get("graph")
+    if not isinstance(triples, list):
+        raise GraphFormatError(f"{path}:{line}: field 'graph' must be a list of [head, relation, tail]")
+    for j, t in enumerate(triples):
+        if not (isinstance(t, list) and len(t) == 3 and all(isinstance(x, str) for x in t)):
+            raise GraphFormatError(f"{path}:{line}: field 'graph', triple {j} is {t!r}, expected [head, relation, tail] strings")
+    return [tuple(t) for t in triples]
+
+
+# ---------------------------------------------------------------- ExplaGraphs
+def build_explagraphs():
+    """2,766 rows of ``train_dev.tsv``; the reference split. Records keep the GR question string."""
+    graphs = load_explagraphs()
+    records = [QARecord(g.question, g.answers, g.graph_id) for g in graphs]
+    return records, graphs, None, {}
+
+
+# ---------------------------------------------------------------- WebQSP
+def _webqsp_graph(triples: list[tuple[str, str, str]], record: QARecord) -> TextualGraph:
+    """GR code ``preprocess/webqsp.py``: entities lowercased, relations kept, ids by first appearance
+    (head before tail), duplicate triples kept as multi-edges. Names such as ``nan`` stay strings."""
+    ids: dict[str, int] = {}
+    rows = []
+    for h, r, t in triples:
+        h, t = h.lower(), t.lower()
+        for name in (h, t):
+            if name not in ids:
+                ids[name] = len(ids)
+        rows.append((ids[h], r, ids[t]))
+    nodes = pd.DataFrame({"node_id": np.arange(len(ids), dtype=np.int64), "node_attr": list(ids)})
+    edges = pd.DataFrame(rows, columns=EDGE_COLUMNS).astype({"src": np.int64, "dst": np.int64})
+    return TextualGraph(nodes=nodes, edges=edges, question=record.question, answers=record.answers,
+                        graph_id=record.graph_id, q_entities=record.q_entities)
+
+
+def build_webqsp(file: str = "minigraphs.jsonl"):
+    """WebQSP questions with their graphs (``minigraphs.jsonl``: 1,628; ``full_subgraphs.jsonl``: 18).
+
+    Answers and topic entities are lowercased like the nodes (GR code lowercases the label).
+    """
+    path = data_file("webqsp", file)
+    records, graphs, empty = [], [], 0
+    for line, row in enumerate(_read_jsonl(path), 1):
+        for key in ("id", "question", "answer", "q_entity"):
+            if key not in row:
+                raise GraphFormatError(f"{path}:{line}: missing field {key!r}")
+        rec = QARecord(row["question"], [a.lower() for a in row["answer"]], row["id"],
+                       [e.lower() for e in row["q_entity"]])
+        graph = _webqsp_graph(_checked_triples(row, path, line), rec)
+        empty += graph.num_nodes == 0
+        records.append(rec)
+        graphs.append(graph)
+    return records, graphs, None, {"empty_graphs": empty}
+
+
+# ---------------------------------------------------------------- MetaQA
+def load_metaqa_kb(path: Path | None = None) -> KnowledgeGraph:
+    """The MetaQA KB (``subject|relation|object`` per line) as one :class:`KnowledgeGraph`.
+
+    Entities are identified by name, as in MetaQA, so a movie and a person with the same name are
+    one entity; the 2 resulting self-loops (e.g. ``Patch Adams|written_by|Patch Adams``) are kept.
+    """
+    path = path or data_file("metaqa", "kb.txt")
+    ents: dict[str, int] = {}
+    rels: dict[str, int] = {}
+    heads, relations, tails = [], [], []
+    with open(path, encoding="utf-8") as fh:
+        for i, line in enumerate(fh, 1):
+            parts = line.rstrip("\n").split("|")
+            if len(parts) != 3 or not all(parts):
+                raise GraphFormatError(f"{path}:{i}: expected 'subject|relation|object', got {line.rstrip()!r}")
+            h, r, t = parts
+            heads.append(ents.setdefault(h, len(ents)))
+            relations.append(rels.setdefault(r, len(rels)))
+            tails.append(ents.setdefault(t, len(ents)))
+    if not heads:
+        raise GraphFormatError(f"{path}: the knowledge base has no triples")
+    return KnowledgeGraph(list(ents), list(rels), np.array(heads), np.array(relations), np.array(tails))
+
+
+_TOPIC = re.compile(r"\[([^\]]+)\]")
+
+
+def read_metaqa_questions(path: Path, kg: KnowledgeGraph, on_unknown: str = "raise") -> tuple[list[QARecord], dict]:
+    """``question-with-[topic] \\t answer1|answer2`` lines, the topic linked to the KB by exact name.
+
+    The question text drops the brackets. A topic entity missing from the KB raises an error naming
+    the file and line (``on_unknown="skip"`` drops and counts it instead); answers missing from the
+    KB are kept as strings and counted.
+    """
+    qtype_path = path.with_name(path.stem + "_qtype.txt")
+    qtypes = qtype_path.read_text(encoding="utf-8").splitlines() if qtype_path.exists() else None
+    records, skipped, unknown_answers = [], 0, 0
+    with open(path, encoding="utf-8") as fh:
+        for i, line in enumerate(fh, 1):
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) != 2:
+                raise GraphFormatError(f"{path}:{i}: expected 'question<TAB>answers', got {line.rstrip()!r}")
+            question, answers = parts
+            topic = _TOPIC.search(question)
+            if topic is None:
+                raise GraphFormatError(f"{path}:{i}: field 'question' has no [topic entity]: {question!r}")
+            if topic.group(1) not in kg.entity_id:
+                if on_unknown == "skip":
+                    skipped += 1
+                    continue
+                raise GraphFormatError(f"{path}:{i}: topic entity [{topic.group(1)}] is not in the knowledge base")
+            answer_list = answers.split("|")
+            unknown_answers += sum(a not in kg.entity_id for a in answer_list)
+            extra = {"line": i}
+            if qtypes is not None:
+                extra["qtype"] = qtypes[i - 1]
+            records.append(QARecord(_TOPIC.sub(r"\1", question), answer_list, f"{path.parent.name}/{path.stem}:{i}",
+                                    [topic.group(1)], extra))
+    return records, {"unknown_topic_skipped": skipped, "answers_not_in_kb": unknown_answers}
+
+
+def build_metaqa(hops: int = 2, val_fraction: float = 0.1, seed: int = 42, on_unknown: str = "raise"):
+    """MetaQA ``hops``-hop: train/val from the official dev file (seeded), test = the official test file.
+
+    The official train questions are not available offline (SPEC.md §4.5): a deviation.
+    """
+    if hops not in (1, 2, 3):
+        raise ValueError(f"MetaQA hops={hops} must be 1, 2 or 3")
+    kg = load_metaqa_kb()
+    dev, notes_dev = read_metaqa_questions(data_file("metaqa", f"{hops}-hop", "qa_dev.txt"), kg, on_unknown)
+    test, notes_test = read_metaqa_questions(data_file("metaqa", f"{hops}-hop", "qa_test.txt"), kg, on_unknown)
+    order = np.random.default_rng(seed).permutation(len(dev))
+    n_val = int(round(val_fraction * len(dev)))
+    split = {"train": sorted(order[n_val:].tolist()), "val": sorted(order[:n_val].tolist()),
+             "test": list(range(len(dev), len(dev) + len(test)))}
+    notes = {k: notes_dev[k] + notes_test[k] for k in notes_dev}
+    return dev + test, None, kg, {**notes, "split": split}
+
+
+# ---------------------------------------------------------------- Scene graphs
+def gqa_node_text(obj: dict) -> str:
+    """GR code ``scene_graphs.py``: ``name: …; attribute: a, b; (x,y,w,h): (x, y, w, h)``."""
+    text = f"name: {obj['name']}"
+    if obj.get("attributes"):
+        text += "; attribute: " + ", ".join(obj["attributes"])
+    return text + "; (x,y,w,h): " + str((obj["x"], obj["y"], obj["w"], obj["h"]))
+
+
+def gqa_scene_graph(scene: dict, where: str) -> TextualGraph:
+    """One GQA scene graph: object ids renumbered 0..N-1 in file order, relation edges subject -> object."""
+    objects = scene.get("objects")
+    if not isinstance(objects, dict):
+        raise GraphFormatError(f"{where}: field 'objects' must be a mapping of object id -> object")
+    node_of = {oid: i for i, oid in enumerate(objects)}
+    nodes, edges = [], []
+    for oid, obj in objects.items():
+        missing = {"name", "x", "y", "w", "h"} - set(obj)
+        if missing:
+            raise GraphFormatError(f"{where}: object {oid} lacks field(s) {sorted(missing)}")
+        nodes.append((node_of[oid], gqa_node_text(obj)))
+        for rel in obj.get("relations", []):
+            if rel.get("object") not in node_of:
+                raise GraphFormatError(f"{where}: object {oid} relation {rel.get('name')!r} points to unknown object {rel.get('object')!r}")
+            edges.append((node_of[oid], rel["name"], node_of[rel["object"]]))
+    return TextualGraph(nodes=pd.DataFrame(nodes, columns=["node_id", "node_attr"]),
+                        edges=pd.DataFrame(edges, columns=EDGE_COLUMNS).astype({"src": np.int64, "dst": np.int64}))
+
+
+def _split_by_image(image_ids: list[str], seed: int = 42) -> dict[str, list[int]]:
+    """GR code's SceneGraphs split: 6:2:2 over *unique images* (permuted with ``seed``), so no image
+    appears in two splits; returns question indices."""
+    unique = np.array(sorted(set(image_ids)))
+    unique = unique[np.random.default_rng(seed).permutation(len(unique))]
+    by_image = graphqa_split(len(unique), seed) if len(unique) >= 5 else {"train": list(range(len(unique))), "val": [], "test": []}
+    part = {img: name for name, idx in by_image.items() for img in unique[idx]}
+    return {name: [i for i, img in enumerate(image_ids) if part[img] == name] for name in ("train", "val", "test")}
+
+
+def build_gqa(folder: str = "gqa_micro", seed: int = 42):
+    """GQA scene graphs (``train_sceneGraphs.json``) + ``questions.csv``, in the reference formats."""
+    scenes_path = data_file("scene_graphs", folder, "train_sceneGraphs.json")
+    questions_path = data_file("scene_graphs", folder, "questions.csv")
+    scenes = json.loads(scenes_path.read_text(encoding="utf-8"))
+    cache: dict[str, TextualGraph] = {}
+    records, graphs = [], []
+    with open(questions_path, newline="", encoding="utf-8") as fh:
+        for i, row in enumerate(csv.DictReader(fh), 2):
+            image = row.get("image_id")
+            if image not in scenes:
+                raise GraphFormatError(f"{questions_path}:{i}: field 'image_id' {image!r} has no scene graph in {scenes_path.name}")
+            if image not in cache:
+                cache[image] = gqa_scene_graph(scenes[image], f"{scenes_path}: image {image}")
+            rec = QARecord(row["question"], [row["answer"]], image, extra={"q_id": row["q_id"], "full_answer": row["full_answer"]})
+            base = cache[image]
+            graphs.append(TextualGraph(base.nodes, base.edges, rec.question, rec.answers, image))
+            records.append(rec)
+    return records, graphs, None, {"split": _split_by_image([r.graph_id for r in records], seed), "scenes": len(cache)}
+
+
+# CLEVR relationships[rel][i] lists the objects that are `rel` of object i.
+CLEVR_RELATIONS = {"left": "to the left of", "right": "to the right of", "front": "in front of", "behind": "behind"}
+
+
+def clevr_scene_graph(scene: dict, where: str) -> TextualGraph:
+    """A CLEVR scene in the GQA text format: ``name: cube; attribute: large, brown, rubber; (x,y): (119, 131)``
+    (pixel coordinates of the object's centre), and one edge ``j -[to the left of]-> i`` per relationship."""
+    nodes = []
+    for i, obj in enumerate(scene.get("objects", [])):
+        try:
+            x, y = obj["pixel_coords"][:2]
+            nodes.append((i, f"name: {obj['shape']}; attribute: {obj['size']}, {obj['color']}, {obj['material']}; "
+                             f"(x,y): ({round(x)}, {round(y)})"))
+        except (KeyError, TypeError, ValueError) as err:
+            raise GraphFormatError(f"{where}: object {i}: missing or bad field ({err})") from None
+    edges = []
+    for rel, text in CLEVR_RELATIONS.items():
+        for i, others in enumerate(scene.get("relationships", {}).get(rel, [])):
+            edges.extend((j, text, i) for j in others)
+    return TextualGraph(nodes=pd.DataFrame(nodes, columns=["node_id", "node_attr"]),
+                        edges=pd.DataFrame(edges, columns=EDGE_COLUMNS).astype({"src": np.int64, "dst": np.int64}))
+
+
+def _clevr_answer(value) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"  # the CLEVR vocabulary; the generator stored Python bools
+    return str(value)
+
+
+def build_clevr(val_fraction: float = 0.2, seed: int = 42):
+    """CLEVR (question, scene, answer) pairs whose scene is present: train/val from the train pairs,
+    split by image (seeded); test = the official val pairs."""
+    scenes = {}
+    for name in ("CLEVR_train_scenes_1000.json", "CLEVR_val_scenes_500.json"):
+        path = data_file("scene_graphs", "clevr", name)
+        for s in json.loads(path.read_text(encoding="utf-8"))["scenes"]:
+            scenes[s["image_filename"]] = (s, f"{path}: {s['image_filename']}")
+    graphs_by_image: dict[str, TextualGraph] = {}
+    records, graphs, part, dropped = [], [], [], 0
+    for path in sorted(data_file("scene_graphs", "clevr", "questions").glob("CLEVR_*.json")):
+        for q in json.loads(path.read_text(encoding="utf-8"))["questions"]:
+            if len(q["image_filenames"]) != len(q["answers"]):
+                raise GraphFormatError(f"{path}: question {q.get('question_index')}: image_filenames and answers differ in length")
+            for image, answer in zip(q["image_filenames"], q["answers"]):
+                if image not in scenes:
+                    dropped += 1
+                    continue
+                if image not in graphs_by_image:
+                    graphs_by_image[image] = clevr_scene_graph(*scenes[image])
+                base = graphs_by_image[image]
+                rec = QARecord(q["question"], [_clevr_answer(answer)], image,
+                               extra={"template": q["template_filename"], "source": path.name})
+                records.append(rec)
+                graphs.append(TextualGraph(base.nodes, base.edges, rec.question, rec.answers, image))
+                part.append(q["split"])
+    train_idx = [i for i, s in enumerate(part) if s == "train"]
+    images = sorted({records[i].graph_id for i in train_idx})
+    rng = np.random.default_rng(seed)
+    val_images = set(np.array(images)[rng.permutation(len(images))[: int(round(val_fraction * len(images)))]].tolist())
+    split = {"train": [i for i in train_idx if records[i].graph_id not in val_images],
+             "val": [i for i in train_idx if records[i].graph_id in val_images],
+             "test": [i for i, s in enumerate(part) if s == "val"]}
+    return records, graphs, None, {"split": split, "pairs_without_scene": dropped, "scenes_used": len(graphs_by_image)}

@@ -1,0 +1,352 @@
+"""GraphQA datasets with embeddings, built once per config and cached (GR paper §4, §5.1).
+
+:func:`load_dataset` returns a :class:`GraphQADataset`: questions, the reference or seeded
+split, the textual graph of every question, and sentence embeddings of every node, edge and
+question. Texts are collected into one table of distinct strings and each is encoded once
+(relation names and entities repeat thousands of times). The whole object is cached under
+``.cache/datasets/``, keyed by the builder config, the encoder and the raw files' sha256; a
+truncated or corrupted cache file fails its checksum and is rebuilt.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import time
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from . import datasets as builders
+from .config import EMBEDDED_TEXT_ENCODER, TextEncoderConfig
+from .data import TextualGraph, load_split
+from .kg import KnowledgeGraph, NeighbourhoodConfig
+from .paths import cache_root, data_root
+from .runs import atomic_write_bytes, config_hash, read_json, sha256_file, write_json
+from .text_encoder import EmbeddingStore, EncodeStats
+
+FORMAT_VERSION = 2  # bump when the cached layout or a builder's output changes
+DATASETS = ("explagraphs", "webqsp", "webqsp_full", "metaqa", "gqa_micro", "clevr")
+KGQA = ("webqsp", "webqsp_full", "metaqa")  # answers are graph nodes, so answer coverage is defined
+
+# Raw files (relative to the data root) that each dataset is built from; their checksums key the cache.
+RAW_FILES = {
+    "explagraphs": ["explagraphs/train_dev.tsv", "explagraphs/split/train_indices.txt",
+                    "explagraphs/split/val_indices.txt", "explagraphs/split/test_indices.txt"],
+    "webqsp": ["webqsp/minigraphs.jsonl"],
+    "webqsp_full": ["webqsp/full_subgraphs.jsonl"],
+    "metaqa": ["metaqa/kb.txt"] + [f"metaqa/{h}-hop/qa_{s}{t}.txt" for h in (1, 2, 3) for s in ("dev", "test")
+                                   for t in ("", "_qtype")],
+    "gqa_micro": ["scene_graphs/gqa_micro/train_sceneGraphs.json", "scene_graphs/gqa_micro/questions.csv"],
+    "clevr": ["scene_graphs/clevr/CLEVR_train_scenes_1000.json", "scene_graphs/clevr/CLEVR_val_scenes_500.json"]
+             + [f"scene_graphs/clevr/questions/CLEVR_{s}_1_{t}.json" for s in ("train", "val")
+                for t in ("compare_integer", "one_hop", "same_relate", "single_or", "zero_hop")],
+}
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    """Which dataset to build and how.
+
+    Attributes:
+        name: one of ``DATASETS``.
+        max_questions: keep the first N questions of each split (smoke/quick subsets); None keeps all.
+        split_seed: seed of every re-split (GR code ``random_state=42``).
+        hops, max_expand_degree, max_nodes: MetaQA neighbourhoods (see :class:`NeighbourhoodConfig`).
+        encoder: the sentence encoder (paper: all-roberta-large-v1; here the embedded MiniLM).
+    """
+
+    name: str
+    max_questions: int | None = None
+    split_seed: int = 42  # GR code src/dataset/preprocess/*.py
+    hops: int = 2
+    max_expand_degree: int = 200
+    max_nodes: int = 2000  # GNN-RAG dense subgraphs keep 2,000 entities
+    encoder: str = EMBEDDED_TEXT_ENCODER
+
+    def __post_init__(self) -> None:
+        if self.name not in DATASETS:
+            raise ValueError(f"DatasetConfig.name={self.name!r} is not one of {DATASETS}")
+        if self.max_questions is not None and self.max_questions < 1:
+            raise ValueError(f"DatasetConfig.max_questions={self.max_questions} must be >= 1 or None")
+
+    @property
+    def neighbourhood(self) -> NeighbourhoodConfig:
+        return NeighbourhoodConfig(self.hops, self.max_expand_degree, self.max_nodes)
+
+
+@dataclass
+class GraphQADataset:
+    """Questions over textual graphs, with embeddings.
+
+    Shapes:
+        ``text_emb``: ``(num_texts, dim)`` float32, L2-normalized, one row per distinct text.
+        ``question_emb``: ``(num_questions, dim)``.
+        ``node_text_ids[i]`` / ``edge_text_ids[i]``: rows of ``text_emb`` for graph i's nodes / edges
+        (stored graphs); for KB datasets ``entity_text_ids`` / ``relation_text_ids`` map KB ids instead.
+    """
+
+    config: DatasetConfig
+    records: list[builders.QARecord]
+    split: dict[str, list[int]]
+    texts: list[str]
+    text_emb: np.ndarray
+    question_emb: np.ndarray
+    graphs: list[TextualGraph] | None = None
+    node_text_ids: list[np.ndarray] | None = None
+    edge_text_ids: list[np.ndarray] | None = None
+    kg: KnowledgeGraph | None = None
+    entity_text_ids: np.ndarray | None = None
+    relation_text_ids: np.ndarray | None = None
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def graph(self, i: int) -> TextualGraph:
+        """The textual graph of question ``i`` (for KB datasets: its neighbourhood, cut on demand)."""
+        rec = self.records[i]
+        if self.graphs is not None:
+            g = self.graphs[i]
+            return TextualGraph(g.nodes, g.edges, rec.question, rec.answers, rec.graph_id, rec.q_entities)
+        nodes, edges = self.neighbourhood(i)
+        return self.kg.subgraph(nodes, edges, question=rec.question, answers=rec.answers, graph_id=rec.graph_id,
+                                q_entities=rec.q_entities)
+
+    def neighbourhood(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """KB datasets: question ``i``'s neighbourhood as (entity ids, KB edge ids)."""
+        seeds = [self.kg.entity_id[e] for e in self.records[i].q_entities]
+        return self.kg.neighbourhood(seeds, self.config.neighbourhood)
+
+    def embeddings(self, i: int, graph: TextualGraph | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(x, edge_attr)`` of question ``i``'s graph: ``(num_nodes, dim)`` and ``(num_edges, dim)``."""
+        if self.graphs is not None:
+            return self.text_emb[self.node_text_ids[i]], self.text_emb[self.edge_text_ids[i]]
+        graph = graph if graph is not None else self.graph(i)
+        ent = self.entity_text_ids[graph.nodes.kb_id.to_numpy()]
+        rel = self.relation_text_ids[self.kg.rels[graph.edges.kb_edge.to_numpy()]]
+        return self.text_emb[ent], self.text_emb[rel]
+
+    def to_pyg(self, i: int):
+        """Question ``i``'s graph as a PyG ``Data`` (``x``, ``edge_index`` over row positions, ``edge_attr``)."""
+        import torch
+        from torch_geometric.data import Data
+
+        g = self.graph(i)
+        x, edge_attr = self.embeddings(i, g)
+        pos = {nid: k for k, nid in enumerate(g.nodes.node_id.tolist())}
+        edge_index = torch.tensor([[pos[s] for s in g.edges.src], [pos[d] for d in g.edges.dst]], dtype=torch.long)
+        return Data(x=torch.from_numpy(x), edge_index=edge_index.view(2, -1), edge_attr=torch.from_numpy(edge_attr),
+                    num_nodes=g.num_nodes)
+
+
+class _TextTable:
+    """Distinct strings in first-seen order; ``add`` returns their row ids and counts references."""
+
+    def __init__(self):
+        self.ids: dict[str, int] = {}
+        self.referenced = 0
+
+    def add(self, texts) -> np.ndarray:
+        ids = self.ids
+        out = np.fromiter((ids.setdefault(t, len(ids)) for t in texts), dtype=np.int64)
+        self.referenced += len(out)
+        return out
+
+
+@lru_cache(maxsize=64)
+def _sha256_cached(path: str, size: int, mtime_ns: int) -> str:
+    return sha256_file(path)
+
+
+def raw_checksums(name: str) -> dict[str, str]:
+    root = data_root()
+    out = {}
+    for rel in RAW_FILES[name]:
+        p = root / rel
+        if not p.is_file():
+            from .paths import DataNotFoundError
+
+            raise DataNotFoundError(f"missing raw data file {p} needed by dataset {name!r}")
+        st = p.stat()
+        out[rel] = _sha256_cached(str(p), st.st_size, st.st_mtime_ns)
+    return out
+
+
+def _subset(split: dict[str, list[int]], n: int | None) -> dict[str, list[int]]:
+    return {k: v[:n] if n else list(v) for k, v in split.items()}
+
+
+def build_dataset(cfg: DatasetConfig, store: EmbeddingStore | None = None) -> GraphQADataset:
+    """Build ``cfg``'s dataset from the raw files and encode its texts (no cache)."""
+    start = time.perf_counter()
+    if cfg.name == "explagraphs":
+        records, graphs, kg, notes = builders.build_explagraphs()
+        notes["split"] = load_split("explagraphs")
+    elif cfg.name in ("webqsp", "webqsp_full"):
+        records, graphs, kg, notes = builders.build_webqsp("minigraphs.jsonl" if cfg.name == "webqsp" else "full_subgraphs.jsonl")
+        # No train/val graphs exist offline: a seeded 6:2:2 re-split of the test questions (deviation);
+        # the 18 full subgraphs are a retrieval-scale evaluation set only.
+        notes["split"] = (builders.graphqa_split(len(records), cfg.split_seed) if cfg.name == "webqsp"
+                          else {"train": [], "val": [], "test": list(range(len(records)))})
+    elif cfg.name == "metaqa":
+        records, graphs, kg, notes = builders.build_metaqa(cfg.hops, seed=cfg.split_seed)
+    elif cfg.name == "gqa_micro":
+        records, graphs, kg, notes = builders.build_gqa(seed=cfg.split_seed)
+    else:
+        records, graphs, kg, notes = builders.build_clevr(seed=cfg.split_seed)
+    split = _subset(notes.pop("split"), cfg.max_questions)
+    keep = sorted(i for idx in split.values() for i in idx)
+    remap = {old: new for new, old in enumerate(keep)}
+    records = [records[i] for i in keep]
+    graphs = [graphs[i] for i in keep] if graphs is not None else None
+    split = {k: [remap[i] for i in v] for k, v in split.items()}
+
+    table = _TextTable()
+    ds = GraphQADataset(cfg, records, split, [], np.zeros((0, 0), np.float32), np.zeros((0, 0), np.float32),
+                        graphs=graphs, kg=kg)
+    if graphs is not None:
+        # Questions about one scene share its graph: its texts are referenced (and looked up) once.
+        per_graph: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for rec, g in zip(records, graphs):
+            if rec.graph_id not in per_graph:
+                per_graph[rec.graph_id] = (table.add(g.nodes.node_attr), table.add(g.edges.edge_attr))
+        ds.node_text_ids = [per_graph[r.graph_id][0] for r in records]
+        ds.edge_text_ids = [per_graph[r.graph_id][1] for r in records]
+    else:
+        if cfg.max_questions:  # a subset encodes only the entities its neighbourhoods reach
+            needed = np.unique(np.concatenate([ds.graph(i).nodes.kb_id.to_numpy() for i in range(len(records))]))
+        else:
+            needed = np.arange(kg.num_entities)
+        ds.entity_text_ids = np.full(kg.num_entities, -1, dtype=np.int64)
+        ds.entity_text_ids[needed] = table.add(kg.entities[e] for e in needed)
+        ds.relation_text_ids = table.add(kg.relations)
+        table.referenced += len(kg.heads) * 3 - len(needed) - len(kg.relations)  # each triple names 3 texts
+    question_ids = table.add(r.question for r in records)
+    texts = list(table.ids)
+    encode_start = time.perf_counter()
+    store = store or EmbeddingStore(TextEncoderConfig(model=cfg.encoder))
+    emb, newly_encoded = store.encode(texts, desc=f"encode {cfg.name}")
+    ds.texts, ds.text_emb, ds.question_emb = texts, emb, emb[question_ids]
+    stats = EncodeStats(table.referenced, len(texts))
+    ds.meta = {"notes": notes, "texts_referenced": stats.texts_referenced, "texts_encoded": stats.texts_encoded,
+               "dedup_factor": round(stats.dedup_factor, 3), "newly_encoded": newly_encoded,
+               "encode_seconds": round(time.perf_counter() - encode_start, 2),
+               "build_seconds": round(time.perf_counter() - start, 2), "split_sizes": {k: len(v) for k, v in split.items()}}
+    return ds
+
+
+def cache_key(cfg: DatasetConfig) -> str:
+    return config_hash({"config": asdict(cfg), "raw": raw_checksums(cfg.name), "format": FORMAT_VERSION})
+
+
+def load_dataset(cfg: DatasetConfig | str, force: bool = False, store: EmbeddingStore | None = None,
+                 **overrides) -> GraphQADataset:
+    """The cached dataset for ``cfg``, built (and cached) when missing, stale, or corrupted.
+
+    The pickle sits beside a manifest holding its size and sha256; a mismatch (an interrupted write,
+    a truncated copy) means rebuild, never a silently wrong dataset.
+    """
+    cfg = DatasetConfig(name=cfg, **overrides) if isinstance(cfg, str) else cfg
+    key = cache_key(cfg)
+    folder = cache_root() / "datasets"
+    blob, manifest = folder / f"{cfg.name}-{key}.pkl", folder / f"{cfg.name}-{key}.json"
+    if not force and blob.is_file() and manifest.is_file():
+        info = read_json(manifest)
+        if blob.stat().st_size == info.get("size") and sha256_file(blob) == info.get("sha256"):
+            with open(blob, "rb") as fh:
+                ds = pickle.load(fh)
+            ds.meta["cache"] = {"hit": True, "file": str(blob)}
+            return ds
+    ds = build_dataset(cfg, store)
+    data = pickle.dumps(ds, protocol=pickle.HIGHEST_PROTOCOL)
+    atomic_write_bytes(blob, data)
+    write_json(manifest, {"size": len(data), "sha256": sha256_file(blob), "config": asdict(cfg),
+                          "raw": raw_checksums(cfg.name), "format": FORMAT_VERSION, "pid": os.getpid()})
+    ds.meta["cache"] = {"hit": False, "file": str(blob)}
+    return ds
+
+
+# Table 2 of the GR paper (graphs, mean nodes, mean edges) and Table 4's "before retrieval" tokens;
+# GNN-RAG Table 7 (mean subgraph entities, answer coverage) for the KGQA sets.
+PAPER_STATS = {
+    "explagraphs": {"graphs": 2766, "mean_nodes": 5.17, "mean_edges": 4.25, "source": "GR Table 2"},
+    "gqa_micro": {"graphs": 100000, "mean_nodes": 19.13, "mean_edges": 68.44, "mean_tokens": 1396,
+                  "source": "GR Tables 2, 4 (full GQA SceneGraphs)"},
+    "clevr": {"graphs": 100000, "mean_nodes": 19.13, "mean_edges": 68.44, "mean_tokens": 1396,
+              "source": "GR Tables 2, 4 (GQA SceneGraphs; CLEVR stands in for it)"},
+    "webqsp": {"graphs": 4737, "mean_nodes": 1370.89, "mean_edges": 4252.37, "mean_tokens": 100627,
+               "coverage_any": 0.949, "source": "GR Tables 2, 4 (full 2-hop subgraphs); GNN-RAG Table 7"},
+    "webqsp_full": {"graphs": 4737, "mean_nodes": 1370.89, "mean_edges": 4252.37, "mean_tokens": 100627,
+                    "coverage_any": 0.949, "source": "GR Tables 2, 4; GNN-RAG Table 7"},
+    "metaqa": {"mean_nodes": 497.9, "coverage_any": 0.990, "source": "GNN-RAG Table 7 (MetaQA-3)"},
+}
+
+
+def answer_coverage(graph: TextualGraph) -> tuple[bool, bool]:
+    """(any, all): whether at least one / every gold answer is a node of ``graph`` (case-insensitive)."""
+    names = set(graph.nodes.node_attr.str.lower())
+    hits = [a.lower() in names for a in graph.answers]
+    return any(hits), bool(hits) and all(hits)
+
+
+def describe(ds: GraphQADataset, tokenizer=None, token_sample: int = 200, seed: int = 0) -> dict:
+    """Table 2 statistics of ``ds``: questions, mean nodes and edges, answer coverage, and mean tokens
+    of the textualized graph with ``tokenizer`` (over a seeded sample of ``token_sample`` graphs,
+    because MetaQA-3 and full WebQSP graphs run to ~10^4-10^5 tokens each)."""
+    from .textualize import textualize
+
+    n = len(ds)
+    graphs = ds.graphs if ds.graphs is not None else None
+    nodes, edges, cov_any, cov_all = [], [], [], []
+    for i in range(n):
+        answers = ds.records[i].answers
+        if graphs is None:  # KB: count from the neighbourhood arrays, no tables (30k questions x 10^3 nodes)
+            kb_nodes, kb_edges = ds.neighbourhood(i)
+            inside = set(kb_nodes.tolist())
+            hits = [ds.kg.entity_id.get(a, -1) in inside for a in answers]
+            nodes.append(len(kb_nodes))
+            edges.append(len(kb_edges))
+        else:
+            g = graphs[i]
+            names = set(g.nodes.node_attr.str.lower())
+            hits = [a.lower() in names for a in answers]
+            nodes.append(g.num_nodes)
+            edges.append(g.num_edges)
+        cov_any.append(any(hits))
+        cov_all.append(bool(hits) and all(hits))
+    kgqa = ds.name in KGQA and n > 0
+    out = {"dataset": ds.name, "questions": n, "distinct_graphs": len({r.graph_id for r in ds.records}) if graphs else n,
+           "mean_nodes": float(np.mean(nodes)) if n else 0.0, "mean_edges": float(np.mean(edges)) if n else 0.0,
+           "max_nodes": int(max(nodes, default=0)), "coverage_any": float(np.mean(cov_any)) if kgqa else None,
+           "coverage_all": float(np.mean(cov_all)) if kgqa else None,
+           **{k: v for k, v in ds.meta.items() if k != "cache"}}
+    if tokenizer is not None and n:
+        idx = np.random.default_rng(seed).permutation(n)[:token_sample]
+        texts = [textualize(ds.graph(int(i))) for i in idx]
+        out["mean_tokens"] = float(np.mean([len(t) for t in tokenizer(texts, add_special_tokens=False)["input_ids"]]))
+        out["token_sample"] = len(idx)
+    return out
+
+
+def compare_with_paper(stats: list[dict]):
+    """Our Table 2 statistics beside the papers' (a DataFrame, one row per dataset)."""
+    import pandas as pd
+
+    rows = []
+    for s in stats:
+        paper = PAPER_STATS.get(s["dataset"], {})
+        rows.append({"dataset": s["label"] if "label" in s else s["dataset"], "questions": s["questions"],
+                     "paper graphs": paper.get("graphs"), "mean nodes": round(s["mean_nodes"], 2),
+                     "paper nodes": paper.get("mean_nodes"), "mean edges": round(s["mean_edges"], 2),
+                     "paper edges": paper.get("mean_edges"),
+                     "mean tokens": round(s["mean_tokens"], 1) if "mean_tokens" in s else None,
+                     "paper tokens": paper.get("mean_tokens"),
+                     "answer coverage": None if s["coverage_any"] is None else round(s["coverage_any"], 4),
+                     "paper coverage": paper.get("coverage_any"), "paper source": paper.get("source", "")})
+    return pd.DataFrame(rows)

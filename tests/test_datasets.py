@@ -1,0 +1,165 @@
+"""The builders on the real raw files (no encoding), and their handling of bad input."""
+import json
+
+import pytest
+
+from gr_core import datasets as D
+from gr_core.data import GraphFormatError, load_split
+
+
+def test_graphqa_split_reproduces_the_reference_explagraphs_split():
+    assert D.graphqa_split(2766, seed=42) == load_split("explagraphs")
+
+
+@pytest.fixture(scope="module")
+def webqsp():
+    return D.build_webqsp()
+
+
+def test_webqsp_minigraphs_are_all_1628_questions_lowercased(webqsp):
+    records, graphs, _, notes = webqsp
+    assert len(records) == len(graphs) == 1628 and notes["empty_graphs"] == 0
+    g = graphs[0]
+    assert records[0].graph_id == "WebQTest-0" and records[0].q_entities == ["jamaica"]
+    assert g.nodes.node_attr.tolist()[:2] == ["jamaica", "jamaican english"]
+    assert g.edges.edge_attr.iloc[0] == "language.human_language.countries_spoken_in"  # relations keep case
+    assert all(name == name.lower() for gr in graphs for name in gr.nodes.node_attr)
+
+
+def test_webqsp_answer_coverage_matches_the_data_readme(webqsp):
+    records, graphs, _, _ = webqsp
+    covered = sum(bool(set(r.answers) & set(g.nodes.node_attr)) for r, g in zip(records, graphs))
+    assert covered == 1540  # "an answer is in the graph for 1,540 of 1,628"
+
+
+def test_webqsp_resplit_is_seeded_disjoint_and_6_2_2():
+    split = D.graphqa_split(1628, seed=42)
+    assert {k: len(v) for k, v in split.items()} == {"train": 976, "val": 326, "test": 326}
+    assert len(set(split["train"]) | set(split["val"]) | set(split["test"])) == 1628
+    assert D.graphqa_split(1628, seed=42) == split and D.graphqa_split(1628, seed=1) != split
+
+
+def test_webqsp_full_subgraphs_are_retrieval_scale():
+    records, graphs, _, _ = D.build_webqsp("full_subgraphs.jsonl")
+    assert len(graphs) == 18
+    assert sum(g.num_edges for g in graphs) / 18 == pytest.approx(4044.0)
+    assert 1300 < sum(g.num_nodes for g in graphs) / 18 < 1500
+
+
+def _write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_webqsp_bad_rows_are_named_by_file_and_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("GR_DATA_DIR", str(tmp_path))
+    (tmp_path / "webqsp").mkdir()
+    good = {"id": "q", "question": "?", "answer": ["A"], "q_entity": ["E"], "graph": [["E", "r", "A"]]}
+    _write_jsonl(tmp_path / "webqsp" / "minigraphs.jsonl", [good, {**good, "graph": [["E", "r"]]}])
+    with pytest.raises(GraphFormatError, match=r"minigraphs.jsonl:2: field 'graph', triple 0"):
+        D.build_webqsp()
+    (tmp_path / "webqsp" / "minigraphs.jsonl").write_text(json.dumps(good) + "\n{not json\n")
+    with pytest.raises(GraphFormatError, match=r"minigraphs.jsonl:2: not valid JSON"):
+        D.build_webqsp()
+    _write_jsonl(tmp_path / "webqsp" / "minigraphs.jsonl", [{k: v for k, v in good.items() if k != "q_entity"}])
+    with pytest.raises(GraphFormatError, match=r"minigraphs.jsonl:1: missing field 'q_entity'"):
+        D.build_webqsp()
+
+
+def test_webqsp_empty_graphs_duplicates_self_loops_and_nan_names_are_kept_and_counted(tmp_path, monkeypatch):
+    # Documented handling: an empty graph stays empty (retrieval returns it whole) and is counted;
+    # repeated triples stay multi-edges and self-loops stay (as the GR code keeps them);
+    # names like "nan" or "None" stay strings (the reference's pandas round trip loses them).
+    monkeypatch.setenv("GR_DATA_DIR", str(tmp_path))
+    (tmp_path / "webqsp").mkdir()
+    rows = [{"id": "a", "question": "?", "answer": ["NaN"], "q_entity": ["None"],
+             "graph": [["None", "r", "NaN"], ["None", "r", "NaN"], ["null", "self", "null"]]},
+            {"id": "b", "question": "?", "answer": ["x"], "q_entity": ["y"], "graph": []}]
+    _write_jsonl(tmp_path / "webqsp" / "minigraphs.jsonl", rows)
+    records, graphs, _, notes = D.build_webqsp()
+    assert notes["empty_graphs"] == 1 and graphs[1].num_nodes == 0
+    assert graphs[0].nodes.node_attr.tolist() == ["none", "nan", "null"]
+    assert graphs[0].edges.values.tolist() == [[0, "r", 1], [0, "r", 1], [2, "self", 2]]
+    assert records[0].answers == ["nan"]
+
+
+@pytest.fixture(scope="module")
+def metaqa_kb():
+    return D.load_metaqa_kb()
+
+
+def test_metaqa_kb_has_the_published_size(metaqa_kb):
+    assert (metaqa_kb.num_edges, metaqa_kb.num_entities, len(metaqa_kb.relations)) == (133582, 43234, 9)
+
+
+def test_metaqa_questions_link_the_bracketed_topic_exactly(metaqa_kb):
+    from gr_core.paths import data_file
+
+    records, notes = D.read_metaqa_questions(data_file("metaqa", "1-hop", "qa_dev.txt"), metaqa_kb)
+    assert len(records) == 9992 and notes == {"unknown_topic_skipped": 0, "answers_not_in_kb": 0}
+    first = records[0]
+    assert first.question == "what movies did Temuera Morrison act in"
+    assert first.q_entities == ["Temuera Morrison"] and first.answers == ["Once Were Warriors", "Tracker", "River Queen"]
+    assert first.extra["qtype"] == "actor_to_movie"
+
+
+def test_metaqa_split_trains_on_dev_and_tests_on_official_test():
+    records, _, _, notes = D.build_metaqa(hops=2)
+    split = notes["split"]
+    assert len(split["test"]) == 14872 and len(split["train"]) + len(split["val"]) == 14872
+    assert len(split["val"]) == 1487 and not set(split["train"]) & set(split["val"])
+    assert all(records[i].graph_id.startswith("2-hop/qa_test") for i in split["test"])
+
+
+def test_metaqa_unknown_topic_entity_is_named_or_skipped_and_counted(metaqa_kb, tmp_path):
+    path = tmp_path / "qa_dev.txt"
+    path.write_text("who directed [Kismet]\tWilliam Dieterle\nwho directed [No Such Film]\tX\n")
+    with pytest.raises(GraphFormatError, match=r"qa_dev.txt:2: topic entity \[No Such Film\] is not in the knowledge base"):
+        D.read_metaqa_questions(path, metaqa_kb)
+    records, notes = D.read_metaqa_questions(path, metaqa_kb, on_unknown="skip")
+    assert len(records) == 1 and notes["unknown_topic_skipped"] == 1
+
+
+def test_metaqa_malformed_lines_are_named(tmp_path, metaqa_kb):
+    kb = tmp_path / "kb.txt"
+    kb.write_text("a|r|b\na|r\n")
+    with pytest.raises(GraphFormatError, match=r"kb.txt:2: expected 'subject\|relation\|object'"):
+        D.load_metaqa_kb(kb)
+    qa = tmp_path / "qa.txt"
+    qa.write_text("no topic here\tX\n")
+    with pytest.raises(GraphFormatError, match=r"qa.txt:1: field 'question' has no \[topic entity\]"):
+        D.read_metaqa_questions(qa, metaqa_kb)
+
+
+def test_gqa_micro_reads_the_real_scene_graph_format():
+    records, graphs, _, notes = D.build_gqa()
+    assert len(records) == 33 and notes["scenes"] == 14
+    g = graphs[[r.graph_id for r in records].index("2331146")] if "2331146" in [r.graph_id for r in records] else graphs[0]
+    assert g.nodes.node_attr.str.match(r"^name: [^;]+(; attribute: [^;]+)?; \(x,y,w,h\): \(\d+, \d+, \d+, \d+\)$").all()
+    split = notes["split"]
+    images = {k: {records[i].graph_id for i in v} for k, v in split.items()}
+    assert not (images["train"] & images["val"] or images["train"] & images["test"] or images["val"] & images["test"])
+
+
+def test_gqa_node_text_matches_the_reference_format():
+    obj = {"name": "zebra", "x": 10, "y": 88, "w": 234, "h": 189, "attributes": ["black", "white"]}
+    assert D.gqa_node_text(obj) == "name: zebra; attribute: black, white; (x,y,w,h): (10, 88, 234, 189)"
+    assert D.gqa_node_text({**obj, "attributes": []}) == "name: zebra; (x,y,w,h): (10, 88, 234, 189)"
+
+
+def test_gqa_relation_to_a_missing_object_is_named():
+    scene = {"objects": {"1": {"name": "a", "x": 0, "y": 0, "w": 1, "h": 1, "relations": [{"name": "on", "object": "9"}]}}}
+    with pytest.raises(GraphFormatError, match="scene.json: image 7: object 1 relation 'on' points to unknown object '9'"):
+        D.gqa_scene_graph(scene, "scene.json: image 7")
+
+
+def test_clevr_pairs_split_by_image_with_official_val_as_test():
+    records, graphs, _, notes = D.build_clevr()
+    split = notes["split"]
+    assert len(records) == 850 and {k: len(v) for k, v in split.items()} == {"train": 459, "val": 131, "test": 260}
+    train_images = {records[i].graph_id for i in split["train"]}
+    assert not train_images & {records[i].graph_id for i in split["val"]}
+    assert {a for r in records for a in r.answers} >= {"yes", "no", "0", "cube"}
+    g = graphs[0]
+    n = g.num_nodes
+    assert g.num_edges == 2 * n * (n - 1)  # left/right and front/behind for every ordered pair
+    assert g.nodes.node_attr.iloc[0].startswith("name: ")

@@ -1,0 +1,91 @@
+"""Cached, deduplicated datasets: built once per config and raw data, rebuilt when either changes."""
+import shutil
+
+import numpy as np
+import pytest
+
+from gr_core.graphqa import DatasetConfig, cache_key, describe, load_dataset
+from gr_core.paths import data_root
+from gr_core.text_encoder import EmbeddingStore
+
+
+@pytest.fixture
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("GR_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_second_load_is_a_cache_hit_with_identical_embeddings(private_cache):
+    first = load_dataset("gqa_micro")
+    second = load_dataset("gqa_micro")
+    assert first.meta["cache"]["hit"] is False and second.meta["cache"]["hit"] is True
+    np.testing.assert_array_equal(first.text_emb, second.text_emb)
+
+
+def test_truncated_cache_file_is_detected_and_rebuilt(private_cache):
+    ds = load_dataset("gqa_micro")
+    blob = ds.meta["cache"]["file"]
+    with open(blob, "r+b") as fh:
+        fh.truncate(100)
+    again = load_dataset("gqa_micro")
+    assert again.meta["cache"]["hit"] is False and len(again) == 33
+
+
+def test_changed_config_or_raw_file_changes_the_cache_key(tmp_path, monkeypatch):
+    base = cache_key(DatasetConfig("gqa_micro"))
+    assert cache_key(DatasetConfig("gqa_micro", split_seed=1)) != base
+    copy = tmp_path / "data"
+    shutil.copytree(data_root() / "scene_graphs" / "gqa_micro", copy / "scene_graphs" / "gqa_micro")
+    monkeypatch.setenv("GR_DATA_DIR", str(copy))
+    assert cache_key(DatasetConfig("gqa_micro")) == base
+    with open(copy / "scene_graphs" / "gqa_micro" / "questions.csv", "a") as fh:
+        fh.write("\n")
+    assert cache_key(DatasetConfig("gqa_micro")) != base
+
+
+def test_each_distinct_text_is_encoded_once_and_rows_match(private_cache):
+    ds = load_dataset("gqa_micro")
+    assert ds.meta["texts_encoded"] == len(set(ds.texts)) == len(ds.texts) < ds.meta["texts_referenced"]
+    x, edge_attr = ds.embeddings(0)
+    g = ds.graph(0)
+    assert x.shape == (g.num_nodes, 384) and edge_attr.shape == (g.num_edges, 384)
+    row = ds.texts.index(g.nodes.node_attr.iloc[0])
+    np.testing.assert_array_equal(x[0], ds.text_emb[row])
+
+
+def test_embedding_store_is_shared_across_datasets_and_survives_a_truncated_shard(private_cache):
+    store = EmbeddingStore()
+    emb, new = store.encode(["alpha", "beta"])
+    assert new == 2 and emb.shape == (2, 384)
+    again, new = EmbeddingStore().encode(["beta", "gamma"])
+    assert new == 1
+    np.testing.assert_array_equal(again[0], emb[1])
+    for shard in store.folder.glob("shard-*.pkl"):
+        shard.write_bytes(shard.read_bytes()[:50])
+    _, new = EmbeddingStore().encode(["alpha", "beta", "gamma"])
+    assert new == 3
+
+
+def test_metaqa_subset_cuts_neighbourhoods_from_the_kb_with_answers_inside(private_cache):
+    ds = load_dataset(DatasetConfig("metaqa", hops=1, max_questions=4))
+    assert len(ds) == 12
+    g = ds.graph(0)
+    assert set(ds.records[0].answers) <= set(g.nodes.node_attr)
+    x, edge_attr = ds.embeddings(0, g)
+    assert x.shape == (g.num_nodes, 384) and edge_attr.shape == (g.num_edges, 384)
+    data = ds.to_pyg(0)
+    assert data.num_nodes == g.num_nodes and data.edge_index.shape == (2, g.num_edges)
+    stats = describe(ds)
+    assert stats["coverage_any"] == 1.0 and stats["questions"] == 12
+
+
+def test_describe_reports_table_2_statistics_without_coverage_for_classification(private_cache):
+    ds = load_dataset(DatasetConfig("explagraphs", max_questions=10))
+    stats = describe(ds)
+    assert stats["questions"] == 30 and stats["coverage_any"] is None
+    assert 3 <= stats["mean_nodes"] <= 9
+
+
+def test_unknown_dataset_name_is_rejected():
+    with pytest.raises(ValueError, match="DatasetConfig.name='webqsp2'"):
+        DatasetConfig("webqsp2")
