@@ -174,3 +174,9 @@ def neighbourhood_preview(graph: TextualGraph, max_nodes: int = 60) -> TextualGr
                     nxt.append(v)
         frontier = nxt
     return induced_subgraph(graph, order)
+
+
+def question_nodes(graph: TextualGraph) -> list[int]:
+    """Ids of the nodes whose text is one of the graph's question entities (case-insensitive)."""
+    wanted = {e.lower() for e in graph.q_entities}
+    return [int(n) for n, t in zip(graph.nodes.node_id, graph.nodes.node_attr) if str(t).lower() in wanted]

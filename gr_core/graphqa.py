@@ -284,7 +284,7 @@ PAPER_STATS = {
                "coverage_any": 0.949, "source": "GR Tables 2, 4 (full 2-hop subgraphs); GNN-RAG Table 7"},
     "webqsp_full": {"graphs": 4737, "mean_nodes": 1370.89, "mean_edges": 4252.37, "mean_tokens": 100627,
                     "coverage_any": 0.949, "source": "GR Tables 2, 4; GNN-RAG Table 7"},
-    "metaqa": {"mean_nodes": 497.9, "coverage_any": 0.990, "source": "GNN-RAG Table 7 (MetaQA-3)"},
+    "metaqa_3hop": {"mean_nodes": 497.9, "coverage_any": 0.990, "source": "GNN-RAG Table 7 (MetaQA-3)"},
 }
 
 
@@ -340,7 +340,7 @@ def compare_with_paper(stats: list[dict]):
 
     rows = []
     for s in stats:
-        paper = PAPER_STATS.get(s["dataset"], {})
+        paper = PAPER_STATS.get(s.get("label", s["dataset"]), PAPER_STATS.get(s["dataset"], {}))
         rows.append({"dataset": s["label"] if "label" in s else s["dataset"], "questions": s["questions"],
                      "paper graphs": paper.get("graphs"), "mean nodes": round(s["mean_nodes"], 2),
                      "paper nodes": paper.get("mean_nodes"), "mean edges": round(s["mean_edges"], 2),

@@ -38,3 +38,113 @@ def test_broken_pcst_fast_distribution_is_not_installed():
 
     with pytest.raises(metadata.PackageNotFoundError):
         metadata.version("pcst-fast")
+
+
+# ------------------------------------------------------------------ top-k prizes + PCST
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from gr_core.data import graph_from_triples  # noqa: E402
+from gr_core.retrieval import RetrievalConfig, edge_prizes, node_prizes, retrieve_subgraph  # noqa: E402
+
+
+def test_node_prizes_are_ranks_k_to_1_of_similarity():
+    sim = np.array([0.1, 0.9, 0.5, 0.7], np.float32)
+    assert node_prizes(sim, 3).tolist() == [0, 3, 1, 2]
+    assert node_prizes(sim, 10).tolist() == [1, 4, 2, 3]  # k larger than the graph: capped at |V|
+    assert node_prizes(sim, 0).tolist() == [0, 0, 0, 0]
+
+
+def test_edge_prizes_share_rank_value_within_a_tie_group_official_rule():
+    # groups by similarity: {0.9: 2 edges}, {0.8: 1}, {0.5: 1}; k_e = 3, c = 0.01
+    sim = np.array([0.9, 0.8, 0.9, 0.5, 0.1], np.float32)
+    p = edge_prizes(sim, 3, 0.01, "official")
+    assert p[0] == p[2] == np.float32(1.5)  # 3 / 2
+    assert p[1] == np.float32(1.5 * 0.99)  # 2 / 1 capped by the decayed previous value
+    assert p[3] == np.float32(1.0)  # 1 / 1, below its cap 1.485 * 0.99
+    assert p[4] == 0
+
+
+def test_pyg_rule_subtracts_c_from_the_cap_and_can_go_negative():
+    # A large top tie group: the official rule stays positive, PyG's "previous - c" cap turns negative.
+    sim = np.array([0.9] * 300 + [0.8, 0.7], np.float32)
+    official = edge_prizes(sim, 3, 0.01, "official")
+    pyg = edge_prizes(sim, 3, 0.01, "pyg")
+    assert official[300] > 0 and official[301] > 0
+    assert pyg[300] < 0 and pyg[301] < 0
+
+
+def _toy():
+    # A path a-b-c-d plus a pendant e on b; embeddings make the query match c and edge (c, d).
+    g = graph_from_triples([("a", "r1", "b"), ("b", "r2", "c"), ("c", "r3", "d"), ("b", "r4", "e")])
+    basis = np.eye(9, dtype=np.float32)
+    return g, basis[:5], basis[5:]  # orthogonal texts: similarity 1 to the matched item, 0 elsewhere
+
+
+def test_retrieval_on_a_hand_checked_toy_graph():
+    g, x, e = _toy()
+    q = x[2] + e[2]  # node c and edge c-r3-d
+    res = retrieve_subgraph(g, x, e, q, RetrievalConfig(top_k_nodes=1, top_k_edges=1, edge_cost=0.5))
+    # c has prize 1; edge c-d prize 1 > C_e 0.5 becomes a virtual node of prize 0.5 joined to c and d at cost 0;
+    # every other edge costs 0.5 and brings nothing, so the tree is c -(c,d)- d.
+    assert res.node_prizes.tolist() == [0, 0, 1, 0, 0]
+    assert res.edge_prizes.tolist() == [0, 0, 1, 0]
+    assert res.graph.triples() == [("c", "r3", "d")]
+    assert res.graph.nodes.node_id.tolist() == [2, 3]  # original ids kept
+
+
+def test_whole_graph_setting_and_edgeless_graphs_return_the_input():
+    g, x, e = _toy()
+    assert retrieve_subgraph(g, x, e, x[0], RetrievalConfig(whole_graph=True)).graph is g
+    single = graph_from_triples([])
+    assert retrieve_subgraph(single, x[:0], e[:0], x[0]).graph is single
+
+
+def test_retrieval_is_deterministic():
+    g, x, e = _toy()
+    a = retrieve_subgraph(g, x, e, x[1] + x[3])
+    b = retrieve_subgraph(g, x, e, x[1] + x[3])
+    assert a.node_rows.tolist() == b.node_rows.tolist() and a.edge_rows.tolist() == b.edge_rows.tolist()
+
+
+def _is_connected(nodes, edges):
+    if len(nodes) <= 1:
+        return True
+    adj = {n: set() for n in nodes}
+    for s, d in edges:
+        adj[s].add(d)
+        adj[d].add(s)
+    seen, stack = {nodes[0]}, [nodes[0]]
+    while stack:
+        for v in adj[stack.pop()] - seen:
+            seen.add(v)
+            stack.append(v)
+    return seen == set(nodes)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 30).flatmap(lambda n: st.tuples(
+    st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, 5), st.integers(0, n - 1)), min_size=1, max_size=80),
+    st.integers(0, 2**31 - 1))), st.integers(0, 6), st.integers(0, 6), st.floats(0.0, 2.0), st.sampled_from(["official", "pyg"]))
+def test_pcst_subgraph_is_a_connected_subgraph_with_selected_edge_endpoints(graph, k, k_e, cost, mode):
+    # Random multigraphs with self-loops, repeated relations (tie groups) and disconnected parts.
+    n, triples, seed = graph
+    g = graph_from_triples([(f"n{h}", f"r{r}", f"n{t}") for h, r, t in triples])
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(g.num_nodes, 6)).astype(np.float32)
+    rel_emb = rng.normal(size=(6, 6)).astype(np.float32)
+    e = rel_emb[[int(r[1:]) for r in g.edges.edge_attr]]  # shared relation text -> tied similarities
+    q = rng.normal(size=6).astype(np.float32)
+    res = retrieve_subgraph(g, x, e, q, RetrievalConfig(k, k_e, cost, prize_mode=mode))
+    sub = res.graph
+    node_ids = sub.nodes.node_id.tolist()
+    assert set(node_ids) <= set(g.nodes.node_id) and len(set(node_ids)) == len(node_ids)
+    assert set(res.edge_rows.tolist()) <= set(range(g.num_edges)) and len(set(res.edge_rows.tolist())) == len(res.edge_rows)
+    assert set(sub.edges.src) | set(sub.edges.dst) <= set(node_ids)
+    assert _is_connected(node_ids, list(zip(sub.edges.src, sub.edges.dst)))
+    sims = x @ q  # prizes follow similarity rank: a higher prize never goes to a less similar node
+    order = np.argsort(-res.node_prizes, kind="stable")
+    prized = order[res.node_prizes[order] > 0]
+    assert len(prized) == min(k, g.num_nodes)
+    assert all(sims[a] >= sims[b] for a, b in zip(prized, prized[1:]))
+    assert all(sims[prized[-1]] >= sims[i] for i in range(g.num_nodes) if res.node_prizes[i] == 0) if len(prized) else True

@@ -24,3 +24,8 @@ def test_textualize_keeps_the_graphs_own_node_ids():
     g.nodes = g.nodes.iloc[[1, 2]]  # a retrieved subgraph keeps ids 1 and 2
     g.edges = g.edges.iloc[[1]]
     assert textualize(g) == "node_id,node_attr\n1,b\n2,c\n\nsrc,edge_attr,dst\n1,r,2\n"
+
+
+def test_an_empty_graph_textualizes_to_the_two_headers():
+    g = graph_from_triples([])
+    assert textualize(g) == "node_id,node_attr\n\nsrc,edge_attr,dst\n"

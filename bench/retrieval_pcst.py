@@ -1,0 +1,152 @@
+"""PCST retrieval: ours against PyG's ``retrieval_via_pcst`` on identical inputs, in one process.
+
+    python bench/retrieval_pcst.py   ->  outputs/bench/retrieval_pcst.json
+
+Inputs: the 18 complete WebQSP test subgraphs (embedded with the project's encoder, the question
+as the query) and 30 seeded synthetic graphs of WebQSP size (1,371 nodes, 4,252 edges, 150
+relation embeddings shared with Zipf(1.1) frequencies so tie groups are realistic, hub-heavy
+sources, a query biased towards one node and one relation, names with commas and quotes).
+Single-threaded; 3 warm-up calls; A/B order alternated per input (A B, then B A).
+
+- ``ours``: the default setting (official prize rule, mat-vec similarity on normalized embeddings).
+- ``ours_compat``: PyG's prize rule and exact cosine: the subgraphs must equal PyG's (same node rows,
+  same ordered edge rows, same desc string): ``identical_fraction_compat``.
+- ``differs_fraction_official``: how often the official rule selects a different subgraph than PyG,
+  with the cause recorded per case (PyG's "previous - c" cap makes later tie groups' prizes smaller,
+  or negative once the top group is large: PEERS.md §2.3).
+- ``metaqa_2hop_median_s``: neighbourhood extraction from the 133,582-triple KB + PCST, per official
+  2-hop test question.
+"""
+import time
+
+import numpy as np
+import pandas as pd
+import torch
+from common import summarize, write_result  # noqa: I001
+from torch_geometric.data import Data
+from torch_geometric.llm.utils.backend_utils import retrieval_via_pcst
+
+from gr_core.data import TextualGraph
+from gr_core.graphqa import DatasetConfig, load_dataset
+from gr_core.retrieval import RetrievalConfig, check_pcst_solver, edge_prizes, retrieve_subgraph, similarities
+from gr_core.textualize import textualize
+
+OURS = RetrievalConfig(3, 5, 0.5)
+COMPAT = RetrievalConfig(3, 5, 0.5, prize_mode="pyg", similarity="cosine")
+
+
+def synthetic_graph(seed: int, n: int = 1371, m: int = 4252, dim: int = 384, num_rel: int = 150):
+    """A seeded WebQSP-sized textual graph with embeddings and a query (PEERS.md §6.1's recipe)."""
+    rng = np.random.default_rng(seed)
+    hubs = rng.choice(n, size=20, replace=False)
+    src = np.where(rng.random(m) < 0.4, rng.choice(hubs, size=m), rng.integers(0, n, m))
+    dst = rng.integers(0, n, m)
+    zipf = 1.0 / np.arange(1, num_rel + 1) ** 1.1
+    rel = rng.choice(num_rel, size=m, p=zipf / zipf.sum())
+    x = rng.normal(size=(n, dim)).astype(np.float32)
+    r = rng.normal(size=(num_rel, dim)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    r /= np.linalg.norm(r, axis=1, keepdims=True)
+    q = 0.5 * x[rng.integers(n)] + 0.5 * r[rng.integers(num_rel)] + 0.3 * rng.normal(size=dim).astype(np.float32)
+    names = [f'entity {i}, "alias {i % 7}"' if i % 5 == 0 else f"entity {i}" for i in range(n)]
+    nodes = pd.DataFrame({"node_id": np.arange(n), "node_attr": names})
+    edges = pd.DataFrame({"src": src, "edge_attr": [f"rel.{k}" for k in rel], "dst": dst})
+    return TextualGraph(nodes, edges), x, r[rel], q.astype(np.float32)
+
+
+def pyg_inputs(graph, x, e):
+    return Data(x=torch.from_numpy(x), edge_index=torch.tensor(np.stack([graph.edges.src.to_numpy(), graph.edges.dst.to_numpy()])),
+                edge_attr=torch.from_numpy(e), num_nodes=graph.num_nodes, node_idx=np.arange(graph.num_nodes),
+                edge_idx=np.arange(graph.num_edges))
+
+
+def run_peer(graph, x, e, q):
+    return retrieval_via_pcst(pyg_inputs(graph, x, e), torch.from_numpy(q), graph.nodes, graph.edges, 3, 5, 0.5)
+
+
+def inputs():
+    ds = load_dataset("webqsp_full")
+    for i in range(len(ds)):
+        g = ds.graph(i)
+        x, e = ds.embeddings(i)
+        yield f"webqsp/{ds.records[i].graph_id}", g, np.ascontiguousarray(x), np.ascontiguousarray(e), ds.question_emb[i]
+    for seed in range(30):
+        g, x, e, q = synthetic_graph(seed)
+        yield f"synthetic/{seed}", g, x, e, q
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    check_pcst_solver()
+    cases = list(inputs())
+    for name, g, x, e, q in cases[:3]:  # warm-up
+        run_peer(g, x, e, q)
+        retrieve_subgraph(g, x, e, q, OURS)
+    t_ours, t_compat, t_peer, rows = [], [], [], []
+    for k, (name, g, x, e, q) in enumerate(cases):
+        runs = {}
+        order = ("peer", "ours", "compat") if k % 2 == 0 else ("compat", "ours", "peer")
+        for which in order:
+            t0 = time.perf_counter()
+            if which == "peer":
+                runs[which] = run_peer(g, x, e, q)
+            else:
+                runs[which] = retrieve_subgraph(g, x, e, q, OURS if which == "ours" else COMPAT)
+            dt = time.perf_counter() - t0
+            {"peer": t_peer, "ours": t_ours, "compat": t_compat}[which].append(dt)
+        peer_data, peer_desc = runs["peer"]
+        compat, ours = runs["compat"], runs["ours"]
+        identical = (compat.node_rows.tolist() == np.asarray(peer_data.node_idx).tolist()
+                     and compat.edge_rows.tolist() == np.asarray(peer_data.edge_idx).tolist()
+                     and textualize(compat.graph) == peer_desc)
+        same_official = (sorted(ours.node_rows.tolist()) == sorted(compat.node_rows.tolist())
+                         and sorted(ours.edge_rows.tolist()) == sorted(compat.edge_rows.tolist()))
+        sim_e = similarities(q, e, "cosine")
+        pyg_prizes = edge_prizes(sim_e, 5, 0.01, "pyg")
+        top_group = int((sim_e == sim_e.max()).sum())
+        rows.append({"graph": name, "nodes": g.num_nodes, "edges": g.num_edges, "identical_compat": identical,
+                     "official_differs": not same_official, "top_tie_group": top_group,
+                     "pyg_negative_prize_edges": int((pyg_prizes < 0).sum()),
+                     "subgraph_nodes_official": len(ours.node_rows), "subgraph_nodes_pyg": len(compat.node_rows),
+                     "answer_in_official": bool(set(a.lower() for a in g.answers) & set(ours.graph.nodes.node_attr)),
+                     "answer_in_pyg": bool(set(a.lower() for a in g.answers) & set(compat.graph.nodes.node_attr))})
+    differ = [r for r in rows if r["official_differs"]]
+    result = {
+        "ours_median_s": summarize(t_ours)["median_s"], "ours_p90_s": summarize(t_ours)["p90_s"],
+        "ours_compat_median_s": summarize(t_compat)["median_s"], "ours_compat_p90_s": summarize(t_compat)["p90_s"],
+        "peer_median_s": summarize(t_peer)["median_s"], "peer_p90_s": summarize(t_peer)["p90_s"],
+        "speedup": summarize(t_peer)["median_s"] / summarize(t_ours)["median_s"],
+        "speedup_compat": summarize(t_peer)["median_s"] / summarize(t_compat)["median_s"],
+        "identical_fraction_compat": float(np.mean([r["identical_compat"] for r in rows])),
+        "differs_fraction_official": len(differ) / len(rows),
+        "differs_with_negative_pyg_prizes": sum(r["pyg_negative_prize_edges"] > 0 for r in differ),
+        "webqsp_full": {"ours": summarize(t_ours[:18]), "ours_compat": summarize(t_compat[:18]), "peer": summarize(t_peer[:18])},
+        "synthetic": {"ours": summarize(t_ours[18:]), "ours_compat": summarize(t_compat[18:]), "peer": summarize(t_peer[18:])},
+        "cases": rows, "threads": 1,
+    }
+    result.update(metaqa_2hop())
+    path = write_result("retrieval_pcst", result)
+    print(f"PCST retrieval, {len(rows)} graphs, 1 thread: ours {result['ours_median_s'] * 1e3:.2f} ms median "
+          f"(p90 {result['ours_p90_s'] * 1e3:.2f}), compat {result['ours_compat_median_s'] * 1e3:.2f} ms, "
+          f"PyG {result['peer_median_s'] * 1e3:.1f} ms -> {result['speedup']:.0f}x ({result['speedup_compat']:.0f}x compat); "
+          f"identical in PyG's setting {result['identical_fraction_compat']:.3f}; official rule differs "
+          f"{result['differs_fraction_official']:.3f}; MetaQA 2-hop extraction+PCST {result['metaqa_2hop_median_s'] * 1e3:.2f} ms"
+          f"  -> {path}")
+
+
+def metaqa_2hop() -> dict:
+    ds = load_dataset(DatasetConfig("metaqa", hops=2))
+    times, sizes = [], []
+    for i in ds.split["test"]:
+        t0 = time.perf_counter()
+        g = ds.graph(i)
+        x, e = ds.embeddings(i, g)
+        res = retrieve_subgraph(g, x, e, ds.question_emb[i], OURS)
+        times.append(time.perf_counter() - t0)
+        sizes.append(len(res.node_rows))
+    return {"metaqa_2hop_median_s": summarize(times)["median_s"], "metaqa_2hop_p90_s": summarize(times)["p90_s"],
+            "metaqa_2hop_questions": len(times), "metaqa_2hop_mean_subgraph_nodes": float(np.mean(sizes))}
+
+
+if __name__ == "__main__":
+    main()
