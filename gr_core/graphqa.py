@@ -350,3 +350,12 @@ def compare_with_paper(stats: list[dict]):
                      "answer coverage": None if s["coverage_any"] is None else round(s["coverage_any"], 4),
                      "paper coverage": paper.get("coverage_any"), "paper source": paper.get("source", "")})
     return pd.DataFrame(rows)
+
+
+def retrieve(ds: GraphQADataset, i: int, cfg=None, graph: TextualGraph | None = None):
+    """PCST retrieval for question ``i`` of ``ds``, by default with the dataset's config (``DATASET_RETRIEVAL``)."""
+    from .retrieval import DATASET_RETRIEVAL, retrieve_subgraph
+
+    graph = graph if graph is not None else ds.graph(i)
+    x, edge_attr = ds.embeddings(i, graph)
+    return retrieve_subgraph(graph, x, edge_attr, ds.question_emb[i], cfg or DATASET_RETRIEVAL[ds.name])

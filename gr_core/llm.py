@@ -155,3 +155,9 @@ def generate_batched(model, tokenizer, prompts: list[str], max_new_tokens: int =
 def count_tokens(tokenizer, texts: list[str]) -> list[int]:
     """Token counts of ``texts`` with the LLM's tokenizer (no special tokens)."""
     return [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+
+
+def truncate_tokens(tokenizer, text: str, max_tokens: int = 512) -> str:
+    """The first ``max_tokens`` tokens of ``text`` (GR code cuts the desc to 512 tokens, head first)."""
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    return text if len(ids) <= max_tokens else tokenizer.decode(ids[:max_tokens])

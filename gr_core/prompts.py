@@ -11,6 +11,20 @@ EXPLAGRAPHS_QUESTION = (
 )
 
 
+WEBQSP_QUESTION = "Question: {question}\nAnswer: "
+SCENE_GRAPH_QUESTION = "Question: {question}\n\nAnswer:"
+
+
+def kgqa_question(question: str) -> str:
+    """WebQSP's (and our MetaQA's) question string, as the GR code builds it."""
+    return WEBQSP_QUESTION.format(question=question)
+
+
+def scene_graph_question(question: str) -> str:
+    """SceneGraphs' question string (GR code), used for GQA and CLEVR."""
+    return SCENE_GRAPH_QUESTION.format(question=question)
+
+
 def explagraphs_question(arg1: str, arg2: str) -> str:
     """The ExplaGraphs question string, exactly as the GR code builds it."""
     return EXPLAGRAPHS_QUESTION.format(arg1=arg1, arg2=arg2)

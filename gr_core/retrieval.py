@@ -224,40 +224,69 @@ class RetrievedSubgraph:
     """The PCST subgraph of one question.
 
     Attributes:
-        node_rows: rows (positions) of the input graph's node table kept, sorted.
+        source: the input textual graph.
+        node_rows: rows (positions) of its node table kept, sorted.
         edge_rows: rows of its edge table kept, in the reference order (solver's real edges, then virtual).
-        graph: the subgraph as a textual graph (original node ids kept).
         node_prizes, edge_prizes: the prizes given to every input node / edge.
         edge_cost: C_e after the clamp.
     """
 
+    source: object
     node_rows: np.ndarray
     edge_rows: np.ndarray
-    graph: object
     node_prizes: np.ndarray
     edge_prizes: np.ndarray
     edge_cost: float
 
+    @property
+    def graph(self):
+        """The subgraph as a textual graph (original node ids kept), built on first use."""
+        from .data import TextualGraph
 
-def retrieve_subgraph(graph, x: np.ndarray, edge_attr: np.ndarray, query: np.ndarray,
-                      cfg: RetrievalConfig = RetrievalConfig()) -> RetrievedSubgraph:
+        if "_graph" not in self.__dict__:
+            src = self.source
+            if len(self.node_rows) == src.num_nodes and len(self.edge_rows) == src.num_edges and \
+                    np.array_equal(self.edge_rows, np.arange(src.num_edges)):
+                self.__dict__["_graph"] = src
+            else:
+                self.__dict__["_graph"] = TextualGraph(src.nodes.iloc[self.node_rows], src.edges.iloc[self.edge_rows],
+                                                       src.question, src.answers, src.graph_id, src.q_entities)
+        return self.__dict__["_graph"]
+
+    @property
+    def desc(self) -> str:
+        """The textualized subgraph (= ``textualize(self.graph)``), written straight from the selected rows."""
+        from .data import EDGE_COLUMNS, NODE_COLUMNS
+        from .textualize import _table
+
+        n, e = self.source.nodes, self.source.edges
+        nodes = _table(NODE_COLUMNS, [n[c].to_numpy()[self.node_rows].tolist() for c in NODE_COLUMNS])
+        edges = _table(EDGE_COLUMNS, [e[c].to_numpy()[self.edge_rows].tolist() for c in EDGE_COLUMNS])
+        return nodes + "\n" + edges
+
+
+def retrieve_subgraph(graph, x: np.ndarray | None, edge_attr: np.ndarray | None, query: np.ndarray | None,
+                      cfg: RetrievalConfig = RetrievalConfig(), node_sim: np.ndarray | None = None,
+                      edge_sim: np.ndarray | None = None) -> RetrievedSubgraph:
     """G-Retriever's retrieval: top-k prizes, PCST, mapping back (GR paper Eq. 4-8).
 
     Args:
         graph: a :class:`~gr_core.data.TextualGraph`; ``graph.edges.src/dst`` are node ids.
         x: node embeddings ``(num_nodes, dim)`` in node-table order; edge_attr: ``(num_edges, dim)``.
         query: the question embedding ``(dim,)``.
+        node_sim, edge_sim: precomputed similarities ``(num_nodes,)`` / ``(num_edges,)`` replacing x / edge_attr
+            (see :func:`gr_core.graphqa.retrieve`, which scores each distinct text once).
     Returns:
         the subgraph; a graph with no node or no edge (or ``cfg.whole_graph``) is returned whole.
     """
-    from .data import TextualGraph
-
     n, m = graph.num_nodes, graph.num_edges
     if cfg.whole_graph or n == 0 or m == 0:
-        return RetrievedSubgraph(np.arange(n), np.arange(m), graph, np.zeros(n, np.float32), np.zeros(m, np.float32),
+        return RetrievedSubgraph(graph, np.arange(n), np.arange(m), np.zeros(n, np.float32), np.zeros(m, np.float32),
                                  cfg.edge_cost)
-    n_prizes = node_prizes(similarities(query, x, cfg.similarity), cfg.top_k_nodes)
-    e_prizes = edge_prizes(similarities(query, edge_attr, cfg.similarity), cfg.top_k_edges, cfg.decay, cfg.prize_mode)
+    node_sim = similarities(query, x, cfg.similarity) if node_sim is None else node_sim
+    edge_sim = similarities(query, edge_attr, cfg.similarity) if edge_sim is None else edge_sim
+    n_prizes = node_prizes(node_sim, cfg.top_k_nodes)
+    e_prizes = edge_prizes(edge_sim, cfg.top_k_edges, cfg.decay, cfg.prize_mode)
     cost = cfg.edge_cost
     if cfg.top_k_edges > 0:  # GR code: "reduce the cost of the edges so that at least one edge is chosen"
         cost = min(cost, float(e_prizes.max()) * (1 - cfg.decay / 2))
@@ -283,6 +312,4 @@ def retrieve_subgraph(graph, x: np.ndarray, edge_attr: np.ndarray, query: np.nda
     vertices, sel = solve_pcst(edges, prizes, costs)
     edge_rows = np.concatenate([real_rows[sel[sel < len(real_rows)]], virt_rows[vertices[vertices >= n] - n]])
     node_rows = np.unique(np.concatenate([vertices[vertices < n], src[edge_rows], dst[edge_rows]]))
-    sub = TextualGraph(graph.nodes.iloc[node_rows], graph.edges.iloc[edge_rows], graph.question, graph.answers,
-                       graph.graph_id, graph.q_entities)
-    return RetrievedSubgraph(node_rows, edge_rows, sub, n_prizes, e_prizes, cost)
+    return RetrievedSubgraph(graph, node_rows, edge_rows, n_prizes, e_prizes, cost)

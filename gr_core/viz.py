@@ -123,15 +123,20 @@ def draw_graph(graph: TextualGraph, highlight_nodes: Iterable[int] = (), highlig
     fig, ax = plt.subplots(figsize=(7, 5))
     ax.grid(False)
     ax.set_axis_off()
-    nx.draw_networkx_nodes(g, pos, ax=ax, node_size=500,
-                           node_color=[HIGHLIGHT if n in hn else PLAIN for n in g.nodes])
-    nx.draw_networkx_labels(g, pos, ax=ax, labels={n: _label(str(names[n]), 18) for n in g.nodes}, font_size=8)
+    # Large views label only the highlighted part; the rest is context.
+    crowded = g.number_of_nodes() > 25 and bool(hn)
+    sizes = [500 if (n in hn or not crowded) else 120 for n in g.nodes]
+    nx.draw_networkx_nodes(g, pos, ax=ax, node_size=sizes, node_color=[HIGHLIGHT if n in hn else PLAIN for n in g.nodes])
+    labels = {n: _label(str(names[n]), 18) for n in g.nodes if n in hn or not crowded}
+    nx.draw_networkx_labels(g, pos, ax=ax, labels=labels, font_size=8)
     colors = [HIGHLIGHT if i in he else PLAIN_EDGE for i in range(len(rows))]
-    nx.draw_networkx_edges(g, pos, ax=ax, edgelist=[(s, d) for s, _, d in rows], edge_color=colors,
-                           arrows=True, arrowsize=12, node_size=500)
+    widths = [2.5 if i in he else 0.8 for i in range(len(rows))]
+    nx.draw_networkx_edges(g, pos, ax=ax, edgelist=[(s, d) for s, _, d in rows], edge_color=colors, width=widths,
+                           arrows=True, arrowsize=12, node_size=sizes)
     edge_labels = {}
-    for src, rel, dst in rows:
-        edge_labels.setdefault((src, dst), []).append(_label(rel, 16))
+    for i, (src, rel, dst) in enumerate(rows):
+        if i in he or not crowded:
+            edge_labels.setdefault((src, dst), []).append(_label(rel, 16))
     nx.draw_networkx_edge_labels(g, pos, ax=ax, edge_labels={k: " / ".join(v) for k, v in edge_labels.items()},
                                  font_size=7)
     if title:

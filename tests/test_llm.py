@@ -56,3 +56,13 @@ def test_any_hf_path_is_passed_through_and_bad_configs_are_rejected():
         model_path(LLMConfig(model="embedded:gpt-5"))
     with pytest.raises(ValueError, match="LLMConfig.dtype"):
         LLMConfig(dtype="fp8")
+
+
+def test_truncate_tokens_keeps_the_head_of_the_desc(llm):
+    from gr_core.llm import truncate_tokens
+
+    _, tok = llm
+    text = "node_id,node_attr\n" + "".join(f"{i},entity number {i}\n" for i in range(400))
+    cut = truncate_tokens(tok, text, 512)
+    assert text.startswith(cut[:200]) and count_tokens(tok, [cut])[0] <= 512 < count_tokens(tok, [text])[0]
+    assert truncate_tokens(tok, "short", 512) == "short"

@@ -148,3 +148,52 @@ def test_pcst_subgraph_is_a_connected_subgraph_with_selected_edge_endpoints(grap
     assert len(prized) == min(k, g.num_nodes)
     assert all(sims[a] >= sims[b] for a, b in zip(prized, prized[1:]))
     assert all(sims[prized[-1]] >= sims[i] for i in range(g.num_nodes) if res.node_prizes[i] == 0) if len(prized) else True
+
+
+def test_desc_written_from_rows_equals_textualizing_the_subgraph():
+    from gr_core.textualize import textualize
+
+    g = graph_from_triples([("a, inc", "r1", "b"), ('say "hi"', "r2", "c"), ("c", "r3", "a, inc"), ("b", "r1", "c")])
+    x = np.eye(4, 8, dtype=np.float32)
+    e = np.eye(4, 8, k=4, dtype=np.float32)
+    res = retrieve_subgraph(g, x, e, x[0] + e[2], RetrievalConfig(2, 2, 0.3))
+    assert res.desc == textualize(res.graph)
+    assert len(res.node_rows) >= 2
+
+
+def test_all_prizes_zero_still_returns_a_valid_subgraph():
+    g, x, e = _toy()
+    res = retrieve_subgraph(g, x, e, x[0], RetrievalConfig(top_k_nodes=0, top_k_edges=0))
+    assert (res.node_prizes == 0).all() and (res.edge_prizes == 0).all()
+    assert len(res.edge_rows) == 0 and len(res.node_rows) <= 1
+
+
+def test_single_node_with_a_self_loop():
+    g = graph_from_triples([("a", "r", "a")])
+    x, e = np.ones((1, 4), np.float32), np.ones((1, 4), np.float32)
+    res = retrieve_subgraph(g, x, e, np.ones(4, np.float32))
+    assert res.graph.nodes.node_id.tolist() == [0]
+    assert res.desc.startswith("node_id,node_attr\n0,a\n")
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(3, 40), st.integers(2, 120))
+def test_pyg_setting_gives_the_same_subgraph_and_desc_as_torch_geometric(seed, n, m):
+    import torch
+    from torch_geometric.data import Data
+    from torch_geometric.llm.utils.backend_utils import retrieval_via_pcst
+
+    rng = np.random.default_rng(seed)
+    triples = [(f"n{rng.integers(n)}, x", f"r{rng.integers(4)}", f'n{rng.integers(n)} "q"') for _ in range(m)]
+    g = graph_from_triples(triples)
+    x = rng.normal(size=(g.num_nodes, 8)).astype(np.float32)
+    e = rng.normal(size=(4, 8)).astype(np.float32)[[int(r[1:]) for r in g.edges.edge_attr]]
+    q = rng.normal(size=8).astype(np.float32)
+    data = Data(x=torch.from_numpy(x), edge_index=torch.tensor(np.stack([g.edges.src, g.edges.dst])),
+                edge_attr=torch.from_numpy(e), num_nodes=g.num_nodes, node_idx=np.arange(g.num_nodes),
+                edge_idx=np.arange(g.num_edges))
+    peer, peer_desc = retrieval_via_pcst(data, torch.from_numpy(q), g.nodes, g.edges, 3, 5, 0.5)
+    ours = retrieve_subgraph(g, x, e, q, RetrievalConfig(prize_mode="pyg", similarity="cosine"))
+    assert ours.node_rows.tolist() == np.asarray(peer.node_idx).tolist()
+    assert ours.edge_rows.tolist() == np.asarray(peer.edge_idx).tolist()
+    assert ours.desc == peer_desc

@@ -29,3 +29,17 @@ def test_textualize_keeps_the_graphs_own_node_ids():
 def test_an_empty_graph_textualizes_to_the_two_headers():
     g = graph_from_triples([])
     assert textualize(g) == "node_id,node_attr\n\nsrc,edge_attr,dst\n"
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_TEXT = st.text(alphabet=st.sampled_from(list('ab ,;"\'\n\r\t:()é漢-1')), min_size=1, max_size=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(_TEXT, _TEXT, _TEXT), min_size=1, max_size=8))
+def test_textualize_is_byte_identical_to_pandas_to_csv(triples):
+    g = graph_from_triples(triples, lowercase=False)
+    expected = g.nodes.to_csv(index=False) + "\n" + g.edges.to_csv(index=False, columns=["src", "edge_attr", "dst"])
+    assert textualize(g) == expected

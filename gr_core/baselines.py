@@ -1,0 +1,69 @@
+"""Retrieval baselines on the same interface as PCST (GR paper App. B.2, Table 3 and Table 11).
+
+- **KAPING** [Baek et al. 2023]: the top-k triples by similarity of the verbalized triple
+  ``(head, relation, tail)`` to the question, prepended to the question zero-shot (the paper's
+  k is unspecified; KAPING's own default is 10).
+- **k-hop**: the plain k-hop neighbourhood of the question entities (the most similar node when
+  the graph has none), the retrieval of KGQA pipelines before learned retrievers.
+- **none**: the whole graph; the prompt builder truncates it to the LLM's budget (GR: 512 tokens).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .data import TextualGraph, question_nodes
+from .retrieval import RetrievedSubgraph, similarities
+
+
+def triple_texts(graph: TextualGraph) -> list[str]:
+    """KAPING's verbalization of each edge: ``(head, relation, tail)``."""
+    names = dict(zip(graph.nodes.node_id.tolist(), graph.nodes.node_attr.tolist()))
+    return [f"({names[s]}, {r}, {names[d]})" for s, r, d in zip(graph.edges.src, graph.edges.edge_attr, graph.edges.dst)]
+
+
+def _from_edges(graph: TextualGraph, edge_rows: np.ndarray) -> RetrievedSubgraph:
+    ids = graph.nodes.node_id.to_numpy()
+    row_of = {int(v): i for i, v in enumerate(ids)}
+    ends = {row_of[int(v)] for v in graph.edges.src.to_numpy()[edge_rows]} | \
+           {row_of[int(v)] for v in graph.edges.dst.to_numpy()[edge_rows]}
+    z = np.zeros(0, np.float32)
+    return RetrievedSubgraph(graph, np.array(sorted(ends), dtype=np.int64), np.asarray(edge_rows, np.int64), z, z, 0.0)
+
+
+def retrieve_kaping(graph: TextualGraph, triple_emb: np.ndarray, query: np.ndarray, k: int = 10) -> RetrievedSubgraph:
+    """The ``k`` triples most similar to the question, with their endpoints (most similar first).
+
+    Shapes:
+        triple_emb: ``(num_edges, dim)``, embeddings of :func:`triple_texts`; query: ``(dim,)``.
+    """
+    if graph.num_edges == 0:
+        return RetrievedSubgraph(graph, np.arange(graph.num_nodes), np.zeros(0, np.int64), np.zeros(0, np.float32),
+                                 np.zeros(0, np.float32), 0.0)
+    sim = similarities(query, triple_emb)
+    top = np.argsort(-sim, kind="stable")[:k]
+    return _from_edges(graph, top)
+
+
+def retrieve_khop(graph: TextualGraph, hops: int = 1, x: np.ndarray | None = None,
+                  query: np.ndarray | None = None) -> RetrievedSubgraph:
+    """The ``hops``-hop neighbourhood (undirected) of the question entities, with every edge inside it."""
+    seeds = question_nodes(graph)
+    if not seeds and graph.num_nodes:
+        best = int(np.argmax(similarities(query, x))) if x is not None and query is not None else 0
+        seeds = [int(graph.nodes.node_id.iloc[best])]
+    src, dst = graph.edges.src.to_numpy(), graph.edges.dst.to_numpy()
+    inside = set(seeds)
+    for _ in range(hops):
+        touch = np.isin(src, list(inside)) | np.isin(dst, list(inside))
+        inside |= set(src[touch].tolist()) | set(dst[touch].tolist())
+    edge_rows = np.flatnonzero(np.isin(src, list(inside)) & np.isin(dst, list(inside)))
+    ids = graph.nodes.node_id.to_numpy()
+    node_rows = np.flatnonzero(np.isin(ids, list(inside)))
+    z = np.zeros(0, np.float32)
+    return RetrievedSubgraph(graph, node_rows, edge_rows, z, z, 0.0)
+
+
+def retrieve_none(graph: TextualGraph) -> RetrievedSubgraph:
+    """The whole graph (the "w/o retrieval" ablation and the zero-shot baseline's input)."""
+    z = np.zeros(0, np.float32)
+    return RetrievedSubgraph(graph, np.arange(graph.num_nodes), np.arange(graph.num_edges), z, z, 0.0)

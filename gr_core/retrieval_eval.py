@@ -1,0 +1,146 @@
+"""Retrieval quality and cost on real data (GR paper Tables 4, 10, 11).
+
+Every retriever maps ``(dataset, question index, graph)`` to a :class:`RetrievedSubgraph`; the
+study records, per question, the graph's size and tokens before and after retrieval, whether a
+gold answer is a node of the retrieved subgraph (Table 11's "retrieval accuracy"), and the time.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from .baselines import retrieve_kaping, retrieve_khop, retrieve_none, triple_texts
+from .data import TextualGraph
+from .graphqa import GraphQADataset, retrieve
+from .retrieval import DATASET_RETRIEVAL, RetrievalConfig, RetrievedSubgraph
+from .runs import progress
+from .text_encoder import EmbeddingStore
+
+Retriever = Callable[[GraphQADataset, int, TextualGraph], RetrievedSubgraph]
+
+# GR paper Table 4 (after PCST) and Table 11; Table 10 is the end-task Hit@1 per k (fractions).
+PAPER_TABLE4 = {"webqsp": {"tokens_before": 100627, "nodes_before": 1371, "tokens_after": 610, "nodes_after": 18},
+                "scene_graphs": {"tokens_before": 1396, "nodes_before": 19, "tokens_after": 235, "nodes_after": 5}}
+PAPER_TABLE11 = {"pcst": 70.49, "kaping": 60.81}
+PAPER_TABLE10 = {3: 0.6977, 5: 0.7063, 10: 0.7248, 20: 0.7039}
+
+
+def answer_in(graph: TextualGraph, answers: list[str]) -> bool:
+    """Whether a gold answer is (case-insensitively) the text of a node of ``graph``."""
+    names = set(graph.nodes.node_attr.str.lower())
+    return any(a.lower() in names for a in answers)
+
+
+def kaping_retriever(k: int = 10, store: EmbeddingStore | None = None) -> Retriever:
+    """KAPING top-k triples; triple texts are embedded through the shared store (cached per machine)."""
+    store = store or EmbeddingStore()
+
+    def run(ds, i, graph):
+        emb, _ = store.encode(triple_texts(graph), desc="encode triples") if graph.num_edges else (None, 0)
+        return retrieve_kaping(graph, emb, ds.question_emb[i], k)
+    return run
+
+
+def standard_retrievers(ds: GraphQADataset, store: EmbeddingStore | None = None, kaping_k: int = 10,
+                        hops: int = 1) -> dict[str, Retriever]:
+    """PCST (the dataset's default config), KAPING top-k triples, k-hop neighbourhood, no retrieval."""
+    return {"pcst": lambda d, i, g: retrieve(d, i, graph=g),
+            f"kaping_top{kaping_k}": kaping_retriever(kaping_k, store),
+            f"{hops}hop": lambda d, i, g: retrieve_khop(g, hops, *d.embeddings(i, g)[:1], d.question_emb[i]),
+            "none": lambda d, i, g: retrieve_none(g)}
+
+
+def evaluate_retrievers(ds: GraphQADataset, indices: list[int], retrievers: dict[str, Retriever],
+                        tokenizer=None) -> pd.DataFrame:
+    """One row per (question, retriever): sizes and tokens before/after, answer hit, seconds."""
+    rows = []
+    for i in progress(indices, desc=f"retrieve {ds.name}"):
+        graph = ds.graph(i)
+        before = _tokens(tokenizer, retrieve_none(graph).desc) if tokenizer else None
+        for name, fn in retrievers.items():
+            start = time.perf_counter()
+            res = fn(ds, i, graph)
+            seconds = time.perf_counter() - start
+            sub = res.graph
+            rows.append({"dataset": ds.name, "question": i, "retriever": name, "nodes_before": graph.num_nodes,
+                         "edges_before": graph.num_edges, "tokens_before": before, "nodes_after": sub.num_nodes,
+                         "edges_after": sub.num_edges, "tokens_after": _tokens(tokenizer, res.desc) if tokenizer else None,
+                         "answer_in_subgraph": answer_in(sub, ds.records[i].answers), "seconds": seconds})
+    return pd.DataFrame(rows)
+
+
+def _tokens(tokenizer, text: str) -> int:
+    return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def summarize_retrievers(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per dataset and retriever: mean sizes and tokens before/after, reductions, answer-in-subgraph rate."""
+    g = rows.groupby(["dataset", "retriever"], sort=False)
+    out = g.agg(questions=("question", "count"), nodes_before=("nodes_before", "mean"), nodes_after=("nodes_after", "mean"),
+                edges_after=("edges_after", "mean"), tokens_before=("tokens_before", "mean"),
+                tokens_after=("tokens_after", "mean"), answer_in_subgraph=("answer_in_subgraph", "mean"),
+                median_ms=("seconds", lambda s: 1000 * float(np.median(s)))).reset_index()
+    out["node_reduction_%"] = 100 * (1 - out.nodes_after / out.nodes_before)
+    if out.tokens_before.notna().all():
+        out["token_reduction_%"] = 100 * (1 - out.tokens_after / out.tokens_before)
+    out["answer_in_subgraph"] *= 100
+    return out.round(2)
+
+
+def k_sweep(ds: GraphQADataset, indices: list[int], ks=(3, 5, 10, 20), tokenizer=None) -> pd.DataFrame:
+    """Table 10 analogue: k applied to nodes *and* edges (the paper does not say which), C_e as the
+    dataset default; reports retrieval (answer in subgraph, size, tokens), not the end task."""
+    base = DATASET_RETRIEVAL[ds.name]
+    retrievers = {f"k={k}": (lambda k: lambda d, i, g: retrieve(d, i, RetrievalConfig(k, k, base.edge_cost), g))(k)
+                  for k in ks}
+    table = summarize_retrievers(evaluate_retrievers(ds, indices, retrievers, tokenizer))
+    table["k"] = list(ks) * (len(table) // len(ks))
+    table["paper_hit@1"] = table.k.map(PAPER_TABLE10)
+    return table
+
+
+def explain_retrieval(ds: GraphQADataset, i: int, res: RetrievedSubgraph, top: int = 10) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The ``top`` most similar nodes and edges of question ``i`` with similarity, prize and whether PCST kept them."""
+    from .retrieval import similarities
+
+    graph = res.source
+    x, edge_attr = ds.embeddings(i, graph)
+    q = ds.question_emb[i]
+    ns, es = similarities(q, x), similarities(q, edge_attr)
+    kept_n, kept_e = set(res.node_rows.tolist()), set(res.edge_rows.tolist())
+    n_top = np.argsort(-ns, kind="stable")[:top]
+    e_top = np.argsort(-es, kind="stable")[:top]
+    nodes = pd.DataFrame({"node_id": graph.nodes.node_id.to_numpy()[n_top], "node_attr": graph.nodes.node_attr.to_numpy()[n_top],
+                          "similarity": ns[n_top].round(4), "prize": res.node_prizes[n_top],
+                          "in_subgraph": [r in kept_n for r in n_top]})
+    e = graph.edges
+    edges = pd.DataFrame({"src": e.src.to_numpy()[e_top], "edge_attr": e.edge_attr.to_numpy()[e_top], "dst": e.dst.to_numpy()[e_top],
+                          "similarity": es[e_top].round(4), "prize": res.edge_prizes[e_top].round(4),
+                          "in_subgraph": [r in kept_e for r in e_top]})
+    return nodes, edges
+
+
+def context_view(res: RetrievedSubgraph, max_nodes: int = 60) -> tuple[TextualGraph, list[int], list[int]]:
+    """The retrieved subgraph inside its neighbourhood, for drawing: the subgraph's nodes plus their
+    neighbours up to ``max_nodes``. Returns ``(view, highlighted node ids, highlighted edge rows of view)``."""
+    from .data import induced_subgraph
+
+    graph = res.source
+    ids = graph.nodes.node_id.to_numpy()
+    chosen = [int(v) for v in ids[res.node_rows]]
+    keep = list(dict.fromkeys(chosen))
+    src, dst = graph.edges.src.to_numpy(), graph.edges.dst.to_numpy()
+    touching = np.isin(src, chosen) | np.isin(dst, chosen)
+    for v in np.concatenate([src[touching], dst[touching]]).tolist():
+        if len(keep) >= max(max_nodes, len(chosen)):
+            break
+        if v not in keep:
+            keep.append(int(v))
+    view = induced_subgraph(graph, keep)
+    kept_pairs = set(zip(graph.edges.iloc[res.edge_rows].src, graph.edges.iloc[res.edge_rows].edge_attr,
+                         graph.edges.iloc[res.edge_rows].dst))
+    hl_edges = [k for k, t in enumerate(zip(view.edges.src, view.edges.edge_attr, view.edges.dst)) if t in kept_pairs]
+    return view, chosen, hl_edges
