@@ -288,13 +288,6 @@ PAPER_STATS = {
 }
 
 
-def answer_coverage(graph: TextualGraph) -> tuple[bool, bool]:
-    """(any, all): whether at least one / every gold answer is a node of ``graph`` (case-insensitive)."""
-    names = set(graph.nodes.node_attr.str.lower())
-    hits = [a.lower() in names for a in graph.answers]
-    return any(hits), bool(hits) and all(hits)
-
-
 def describe(ds: GraphQADataset, tokenizer=None, token_sample: int = 200, seed: int = 0) -> dict:
     """Table 2 statistics of ``ds``: questions, mean nodes and edges, answer coverage, and mean tokens
     of the textualized graph with ``tokenizer`` (over a seeded sample of ``token_sample`` graphs,

@@ -14,7 +14,7 @@ import pandas as pd
 
 from .baselines import retrieve_kaping, retrieve_khop, retrieve_none, triple_texts
 from .data import TextualGraph
-from .graphqa import GraphQADataset, retrieve
+from .graphqa import KGQA, GraphQADataset, retrieve
 from .retrieval import DATASET_RETRIEVAL, RetrievalConfig, RetrievedSubgraph
 from .runs import progress
 from .text_encoder import EmbeddingStore
@@ -68,7 +68,9 @@ def evaluate_retrievers(ds: GraphQADataset, indices: list[int], retrievers: dict
             rows.append({"dataset": ds.name, "question": i, "retriever": name, "nodes_before": graph.num_nodes,
                          "edges_before": graph.num_edges, "tokens_before": before, "nodes_after": sub.num_nodes,
                          "edges_after": sub.num_edges, "tokens_after": _tokens(tokenizer, res.desc) if tokenizer else None,
-                         "answer_in_subgraph": answer_in(sub, ds.records[i].answers), "seconds": seconds})
+                         # defined only where answers are graph nodes (KGQA); scene-graph answers are "yes", "2", ...
+                         "answer_in_subgraph": answer_in(sub, ds.records[i].answers) if ds.name in KGQA else None,
+                         "seconds": seconds})
     return pd.DataFrame(rows)
 
 
@@ -81,12 +83,13 @@ def summarize_retrievers(rows: pd.DataFrame) -> pd.DataFrame:
     g = rows.groupby(["dataset", "retriever"], sort=False)
     out = g.agg(questions=("question", "count"), nodes_before=("nodes_before", "mean"), nodes_after=("nodes_after", "mean"),
                 edges_after=("edges_after", "mean"), tokens_before=("tokens_before", "mean"),
-                tokens_after=("tokens_after", "mean"), answer_in_subgraph=("answer_in_subgraph", "mean"),
+                tokens_after=("tokens_after", "mean"),
+                answer_in_subgraph=("answer_in_subgraph", lambda v: v.astype(float).mean()),
                 median_ms=("seconds", lambda s: 1000 * float(np.median(s)))).reset_index()
     out["node_reduction_%"] = 100 * (1 - out.nodes_after / out.nodes_before)
     if out.tokens_before.notna().all():
         out["token_reduction_%"] = 100 * (1 - out.tokens_after / out.tokens_before)
-    out["answer_in_subgraph"] *= 100
+    out["answer_in_subgraph"] = 100 * out["answer_in_subgraph"].astype(float)
     return out.round(2)
 
 

@@ -123,7 +123,8 @@ def progress(iterable: Iterable | None = None, **kwargs):
     if mode == "off":
         from tqdm.std import tqdm
 
-        return tqdm(iterable, disable=True, **kwargs)
+        kwargs["disable"] = True
+        return tqdm(iterable, **kwargs)
     if mode == "plain":
         from tqdm.std import tqdm
 

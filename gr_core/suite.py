@@ -113,8 +113,21 @@ def run_suite(preset: str, notebooks_dir: Path | None = None, only: list[str] | 
     counts = {s: sum(r["status"] == s for r in results) for s in ("passed", "failed", "skipped")}
     summary = {"preset": preset, "notebooks": results, "counts": counts,
                "seconds": round(time.perf_counter() - total_start, 1), "environment": environment_record()}
-    write_json(out_dir / "suite.json", summary)
+    write_json(out_dir / "suite.json", _merge_previous(out_dir / "suite.json", summary) if only else summary)
     return summary
+
+
+def _merge_previous(path: Path, summary: dict) -> dict:
+    """With ``--only``, keep the other notebooks' records of the previous run (marked as such)."""
+    if not path.is_file():
+        return summary
+    try:
+        previous = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return summary
+    ran = {r["notebook"] for r in summary["notebooks"]}
+    kept = [dict(r, from_previous_run=True) for r in previous.get("notebooks", []) if r["notebook"] not in ran]
+    return dict(summary, notebooks=sorted(summary["notebooks"] + kept, key=lambda r: r["notebook"]))
 
 
 def main(argv: list[str] | None = None) -> int:

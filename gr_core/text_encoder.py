@@ -145,7 +145,8 @@ class EmbeddingStore:
         from .runs import atomic_write_bytes, config_hash, progress
 
         missing = [t for t in dict.fromkeys(texts) if t not in self._rows]
-        for start in progress(range(0, len(missing), 4096), desc=desc, unit="chunk"):
+        # A bar only for real work: per-question calls (KAPING's triples) would print one bar each.
+        for start in progress(range(0, len(missing), 4096), desc=desc, unit="chunk", disable=len(missing) <= 4096):
             chunk = missing[start:start + 4096]
             emb = np.asarray(self.encoder.encode(chunk, batch_size=self.cfg.batch_size, convert_to_numpy=True,
                                                  normalize_embeddings=True), dtype=np.float32)

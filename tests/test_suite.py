@@ -59,3 +59,12 @@ def test_suite_injects_overrides_and_passes(toy_suite):
     printed = "".join(o.get("text", "") for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", []))
     assert "first 41" in printed
     assert res.stdout.strip().splitlines()[-1] == "1 passed, 0 failed, 0 skipped"
+
+
+def test_only_runs_merge_into_the_previous_summary(toy_suite):
+    _run_suite(toy_suite, "--keep-going")
+    _run_suite(toy_suite, "--only", "00")
+    summary = json.loads((toy_suite / "out" / "smoke" / "suite.json").read_text())
+    names = [(n["notebook"], n.get("from_previous_run", False)) for n in summary["notebooks"]]
+    assert names == [("00_first.ipynb", False), ("01_breaks.ipynb", True), ("02_after.ipynb", True)]
+    assert summary["counts"] == {"passed": 1, "failed": 0, "skipped": 0}  # counts describe this run only

@@ -1,0 +1,25 @@
+import json
+
+import pytest
+
+from gr_core.runs import atomic_write_text, config_hash, progress, write_json
+
+
+@pytest.mark.parametrize("mode", ["off", "plain", "auto"])
+def test_progress_accepts_a_caller_disable_flag_in_every_mode(monkeypatch, mode):
+    monkeypatch.setenv("GR_PROGRESS", mode)
+    assert list(progress(range(3), disable=True)) == [0, 1, 2]
+    assert list(progress(range(2), desc="x")) == [0, 1]
+
+
+def test_atomic_write_leaves_no_temp_file_and_replaces_whole(tmp_path):
+    path = tmp_path / "a" / "result.json"
+    write_json(path, {"b": 1, "a": [1, 2]})
+    atomic_write_text(path, '{"c": 3}\n')
+    assert json.loads(path.read_text()) == {"c": 3}
+    assert [p.name for p in path.parent.iterdir()] == ["result.json"]
+
+
+def test_config_hash_is_stable_and_order_independent():
+    assert config_hash({"a": 1, "b": [1, 2]}) == config_hash({"b": [1, 2], "a": 1})
+    assert config_hash({"a": 1}) != config_hash({"a": 2})
