@@ -2,8 +2,8 @@
 
     python bench/retrieval_pcst.py   ->  outputs/bench/retrieval_pcst.json
 
-Inputs: the 18 complete WebQSP test subgraphs (embedded with the project's encoder, the question
-as the query) and 30 seeded synthetic graphs of WebQSP size (1,371 nodes, 4,252 edges, 150
+Inputs: the 18 complete WebQSP test subgraphs (embedded with the project's 384-d encoder, the question
+as the query) and 30 seeded synthetic graphs of WebQSP size (1,371 nodes, 4,252 edges, 1024-d features, 150
 relation embeddings shared with Zipf(1.1) frequencies so tie groups are realistic, hub-heavy
 sources, a query biased towards one node and one relation, names with commas and quotes).
 Single-threaded; 3 warm-up calls; A/B order alternated per input (A B, then B A). Both sides are
@@ -35,8 +35,9 @@ OURS = RetrievalConfig(3, 5, 0.5)
 COMPAT = RetrievalConfig(3, 5, 0.5, prize_mode="pyg", similarity="cosine")
 
 
-def synthetic_graph(seed: int, n: int = 1371, m: int = 4252, dim: int = 384, num_rel: int = 150):
-    """A seeded WebQSP-sized textual graph with embeddings and a query (PEERS.md §6.1's recipe)."""
+def synthetic_graph(seed: int, n: int = 1371, m: int = 4252, dim: int = 1024, num_rel: int = 150):
+    """A seeded WebQSP-sized textual graph with embeddings and a query (PEERS.md §6.1's recipe: 1024-d, the
+    width of the paper's all-roberta-large-v1; the real graphs carry our 384-d MiniLM embeddings)."""
     rng = np.random.default_rng(seed)
     hubs = rng.choice(n, size=20, replace=False)
     src = np.where(rng.random(m) < 0.4, rng.choice(hubs, size=m), rng.integers(0, n, m))
