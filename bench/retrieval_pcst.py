@@ -80,7 +80,7 @@ def main() -> None:
     torch.set_num_threads(1)
     check_pcst_solver()
     cases = list(inputs())
-    for name, g, x, e, q in cases[:3]:  # warm-up
+    for _, g, x, e, q in cases[:3]:  # warm-up
         run_peer(g, x, e, q)
         retrieve_subgraph(g, x, e, q, OURS)
     t_ours, t_compat, t_peer, rows = [], [], [], []

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .data import EDGE_COLUMNS, GraphFormatError, TextualGraph, graph_from_triples, load_explagraphs
+from .data import EDGE_COLUMNS, GraphFormatError, TextualGraph, load_explagraphs
 from .kg import KnowledgeGraph
 from .paths import data_file
 

@@ -14,7 +14,6 @@ import pickle
 import time
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 

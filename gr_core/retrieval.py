@@ -19,9 +19,11 @@ therefore checks the solver on a known instance at first use and refuses to run 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from importlib import metadata
 
 import numpy as np
+import pandas as pd
 
 # A 3-node path 0-1-2 with prizes (0, 5, 6) and edge costs (3, 4): the optimum keeps nodes 1, 2
 # and edge 1 (net 5 + 6 - 4 = 7). The broken build returns repeated ids such as [1, 1].
@@ -97,10 +99,6 @@ def solve_pcst(edges: np.ndarray, prizes: np.ndarray, costs: np.ndarray, root: i
 
 
 # ------------------------------------------------------------------ retrieval
-from dataclasses import dataclass  # noqa: E402
-
-import pandas as pd  # noqa: E402
-
 PRIZE_MODES = ("official", "pyg")
 SIMILARITIES = ("dot", "cosine")
 

@@ -49,7 +49,7 @@ def standard_retrievers(ds: GraphQADataset, store: EmbeddingStore | None = None,
     """PCST (the dataset's default config), KAPING top-k triples, k-hop neighbourhood, no retrieval."""
     return {"pcst": lambda d, i, g: retrieve(d, i, graph=g),
             f"kaping_top{kaping_k}": kaping_retriever(kaping_k, store),
-            f"{hops}hop": lambda d, i, g: retrieve_khop(g, hops, *d.embeddings(i, g)[:1], d.question_emb[i]),
+            f"{hops}hop": lambda d, i, g: retrieve_khop(g, hops, d.embeddings(i, g)[0], d.question_emb[i]),
             "none": lambda d, i, g: retrieve_none(g)}
 
 
@@ -97,8 +97,7 @@ def k_sweep(ds: GraphQADataset, indices: list[int], ks=(3, 5, 10, 20), tokenizer
     """Table 10 analogue: k applied to nodes *and* edges (the paper does not say which), C_e as the
     dataset default; reports retrieval (answer in subgraph, size, tokens), not the end task."""
     base = DATASET_RETRIEVAL[ds.name]
-    retrievers = {f"k={k}": (lambda k: lambda d, i, g: retrieve(d, i, RetrievalConfig(k, k, base.edge_cost), g))(k)
-                  for k in ks}
+    retrievers = {f"k={k}": lambda d, i, g, k=k: retrieve(d, i, RetrievalConfig(k, k, base.edge_cost), g) for k in ks}
     table = summarize_retrievers(evaluate_retrievers(ds, indices, retrievers, tokenizer))
     table["k"] = list(ks) * (len(table) // len(ks))
     table["paper_hit@1"] = table.k.map(PAPER_TABLE10)
