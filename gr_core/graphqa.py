@@ -9,6 +9,7 @@ truncated or corrupted cache file fails its checksum and is rebuilt.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import pickle
 import time
@@ -257,15 +258,16 @@ def load_dataset(cfg: DatasetConfig | str, force: bool = False, store: Embedding
     blob, manifest = folder / f"{cfg.name}-{key}.pkl", folder / f"{cfg.name}-{key}.json"
     if not force and blob.is_file() and manifest.is_file():
         info = read_json(manifest)
-        if blob.stat().st_size == info.get("size") and sha256_file(blob) == info.get("sha256"):
-            with open(blob, "rb") as fh:
-                ds = pickle.load(fh)
-            ds.meta["cache"] = {"hit": True, "file": str(blob)}
-            return ds
+        if blob.stat().st_size == info.get("size"):
+            data = blob.read_bytes()  # read once: checksum, then unpickle the same bytes
+            if hashlib.sha256(data).hexdigest() == info.get("sha256"):
+                ds = pickle.loads(data)
+                ds.meta["cache"] = {"hit": True, "file": str(blob)}
+                return ds
     ds = build_dataset(cfg, store)
     data = pickle.dumps(ds, protocol=pickle.HIGHEST_PROTOCOL)
     atomic_write_bytes(blob, data)
-    write_json(manifest, {"size": len(data), "sha256": sha256_file(blob), "config": asdict(cfg),
+    write_json(manifest, {"size": len(data), "sha256": hashlib.sha256(data).hexdigest(), "config": asdict(cfg),
                           "raw": raw_checksums(cfg.name), "format": FORMAT_VERSION, "pid": os.getpid()})
     ds.meta["cache"] = {"hit": False, "file": str(blob)}
     return ds
@@ -294,7 +296,7 @@ def describe(ds: GraphQADataset, tokenizer=None, token_sample: int = 200, seed: 
     from .textualize import textualize
 
     n = len(ds)
-    graphs = ds.graphs if ds.graphs is not None else None
+    graphs = ds.graphs
     nodes, edges, cov_any, cov_all = [], [], [], []
     for i in range(n):
         answers = ds.records[i].answers

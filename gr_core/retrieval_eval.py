@@ -74,6 +74,19 @@ def evaluate_retrievers(ds: GraphQADataset, indices: list[int], retrievers: dict
     return pd.DataFrame(rows)
 
 
+def evaluate_datasets(names: list[str], questions: int = 0, tokenizer=None, kaping_k: int = 10) -> pd.DataFrame:
+    """:func:`evaluate_retrievers` with :func:`standard_retrievers` over the first ``questions`` test questions
+    (0: all) of each named dataset, one table."""
+    from .graphqa import load_dataset
+
+    rows = []
+    for name in names:
+        ds = load_dataset(name)
+        test = ds.split["test"][: questions or None]
+        rows.append(evaluate_retrievers(ds, test, standard_retrievers(ds, kaping_k=kaping_k), tokenizer))
+    return pd.concat(rows, ignore_index=True)
+
+
 def _tokens(tokenizer, text: str) -> int:
     return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
