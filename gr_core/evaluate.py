@@ -67,3 +67,46 @@ def kgqa_report(predictions: list, answers: list[list[str]]) -> dict[str, float]
     """Mean of :func:`kgqa_scores` over questions, in percent (the papers' scale)."""
     rows = [kgqa_scores(p, a) for p, a in zip(predictions, answers)]
     return {k: 100 * float(np.mean([r[k] for r in rows])) for k in rows[0]} if rows else {}
+
+
+# ------------------------------------------------------------------ scene graphs (GQA, CLEVR)
+def scene_graph_correct(prediction: str, label: str) -> bool:
+    """SceneGraphs accuracy as the GR code computes it: the raw label is a case-sensitive substring of the answer."""
+    return label in prediction
+
+
+def scene_graph_exact(prediction: str, label: str) -> bool:
+    """Strict variant: the normalized answer equals the normalized label."""
+    return normalize(prediction) == normalize(label)
+
+
+def task_scores(dataset: str, prediction: str, answers: list[str]) -> dict[str, float]:
+    """Per-question scores for any dataset; ``score`` is the dataset's Table 3 metric.
+
+    ExplaGraphs: first-match accuracy (+ strict: the normalized answer is exactly the label);
+    scene graphs: substring accuracy (+ exact); KGQA: :func:`kgqa_scores` with ``score`` = Hit.
+    """
+    from .prompts import KGQA_DATASETS, SCENE_GRAPH_DATASETS
+
+    if dataset == "explagraphs":
+        ok = explagraphs_correct(prediction, answers[0])
+        return {"score": float(ok), "accuracy": float(ok), "exact": float(normalize(prediction) == normalize(answers[0]))}
+    if dataset in SCENE_GRAPH_DATASETS:
+        ok = scene_graph_correct(prediction, answers[0])
+        return {"score": float(ok), "accuracy": float(ok), "exact": float(scene_graph_exact(prediction, answers[0]))}
+    if dataset in KGQA_DATASETS:
+        # G-Retriever generates "a|b|c" on one line; GNN-RAG's evaluator splits lines. Split on both.
+        s = kgqa_scores(prediction.replace("|", "\n").split("\n"), answers)
+        return {"score": s["hit"], **s}
+    raise ValueError(f"no metric for dataset {dataset!r}")
+
+
+def task_report(dataset: str, predictions: list[str], answers: list[list[str]]) -> dict[str, float]:
+    """Mean of :func:`task_scores` (fractions for accuracy datasets, percent for KGQA, as the papers print)."""
+    from .prompts import KGQA_DATASETS
+
+    rows = [task_scores(dataset, p, a) for p, a in zip(predictions, answers)]
+    if not rows:
+        return {}
+    scale = 100.0 if dataset in KGQA_DATASETS else 1.0
+    return {k: scale * float(np.mean([r[k] for r in rows])) for k in rows[0]} | {"n": len(rows)}

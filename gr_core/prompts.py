@@ -37,3 +37,35 @@ def graph_prompt(desc: str, question: str) -> str:
     desc already ends with a newline (pandas CSV).
     """
     return desc + question
+
+
+# Inference-only baselines (GR paper App. B.2; the GR code has none of these, SPEC.md §2).
+ZERO_COT = "Let's think step by step."  # Kojima et al. 2022
+COT_BAG = "Let's construct a graph with the nodes and edges first."  # Wang et al. 2023 ("build-a-graph")
+INSTRUCTIONS = {"": "", "zero_cot": ZERO_COT, "cot_bag": COT_BAG}
+
+SCENE_GRAPH_DATASETS = ("gqa_micro", "clevr")
+KGQA_DATASETS = ("webqsp", "webqsp_full", "metaqa")
+
+
+def question_for(dataset: str, question: str) -> str:
+    """The dataset's question string (GR code ``src/dataset/*.py``) for a record's question text.
+
+    ExplaGraphs records already hold the full reference string (both arguments and the instruction).
+    """
+    if dataset == "explagraphs":
+        return question
+    if dataset in KGQA_DATASETS:
+        return kgqa_question(question)
+    if dataset in SCENE_GRAPH_DATASETS:
+        return scene_graph_question(question)
+    raise ValueError(f"no question template for dataset {dataset!r}")
+
+
+def label_for(dataset: str, answers: list[str]) -> str:
+    """The training target: KGQA answers lowercased and joined by ``|`` (GR code), otherwise the one label."""
+    if not answers:
+        raise ValueError(f"{dataset}: a record has no answer to train on")
+    if dataset in KGQA_DATASETS:
+        return "|".join(a.lower() for a in answers)
+    return answers[0]

@@ -142,3 +142,29 @@ def draw_graph(graph: TextualGraph, highlight_nodes: Iterable[int] = (), highlig
     if title:
         ax.set_title(title)
     return fig
+
+
+def plot_learning_curves(runs_dir: str | Path, names: Iterable[str] | None = None, title: str = "learning curves"):
+    """Train and validation loss per epoch, one line pair per run, read from each run's ``history.json``."""
+    import json
+
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    paths = sorted(Path(runs_dir).glob("*/history.json"))
+    wanted = set(names) if names is not None else None
+    for path in paths:
+        name = path.parent.name
+        if wanted is not None and name not in wanted:
+            continue
+        hist = json.loads(path.read_text())
+        epochs = [h["epoch"] + 1 for h in hist]
+        line, = ax.plot(epochs, [h["val_loss"] for h in hist], marker="o", label=f"{name} (val)")
+        ax.plot(epochs, [h["train_loss"] for h in hist], ls="--", color=line.get_color(), alpha=0.6)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("loss per label token")
+    ax.set_title(title + "  (solid: validation, dashed: training)")
+    if ax.lines:
+        ax.legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    return fig

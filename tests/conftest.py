@@ -13,3 +13,27 @@ def llm():
     from gr_core.llm import load_llm
 
     return load_llm()
+
+
+@pytest.fixture(scope="session")
+def tiny_llm_dir(tmp_path_factory):
+    """A tiny random Llama (hidden 32, 2 layers) with SmolLM2's tokenizer and chat template, saved as a HF folder.
+
+    It loads through the same ``LLMConfig(model=<path>)`` route as any Hugging Face model, and makes
+    token-stream, freezing and training tests run in seconds.
+    """
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from gr_core.llm import embedded_llm_dir
+
+    tok = AutoTokenizer.from_pretrained(embedded_llm_dir())
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=2048,
+                      bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+                      tie_word_embeddings=True)
+    path = tmp_path_factory.mktemp("tiny_llm")
+    LlamaForCausalLM(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
+    return str(path)

@@ -53,3 +53,25 @@ def test_explagraphs_accuracy_uses_the_first_stance_word():
     assert explagraphs_correct("Support. They counter nothing.", "support")
     assert not explagraphs_correct("counter, not support", "support")
     assert not explagraphs_correct("No", "counter")
+
+
+def test_scene_graph_accuracy_is_a_case_sensitive_raw_substring_as_in_the_gr_code():
+    from gr_core.evaluate import scene_graph_correct, task_scores
+
+    assert scene_graph_correct("The answer is yes.", "yes")
+    assert not scene_graph_correct("Yes", "yes")
+    assert scene_graph_correct("eyes", "yes")  # no word boundary, like the reference
+    s = task_scores("clevr", "There are 2 cubes", ["2"])
+    assert s["score"] == 1.0 and s["exact"] == 0.0
+
+
+def test_task_scores_split_g_retriever_pipes_for_kgqa_and_keep_the_explagraphs_rule():
+    from gr_core.evaluate import task_report, task_scores
+
+    s = task_scores("webqsp", "jamaican english|jamaican creole", ["Jamaican Creole English Language", "jamaican english"])
+    assert s["score"] == 1.0 and s["hit1"] == 1.0 and s["precision_bounded"] == 0.5
+    assert task_scores("explagraphs", "Counter. They support", ["counter"])["score"] == 1.0
+    report = task_report("webqsp", ["a", "b"], [["a"], ["c"]])
+    assert report["score"] == 50.0 and report["n"] == 2
+    with pytest.raises(ValueError, match="no metric"):
+        task_scores("nope", "x", ["x"])

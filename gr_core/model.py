@@ -1,0 +1,414 @@
+"""The soft-prompted LLM (GR paper §5.4, Eq. 9-12; GR code ``src/model/graph_llm.py``; SPEC.md §1.6-1.10).
+
+One module, :class:`GraphLLM`, whose parts are passed in by :class:`ModelConfig`:
+
+- a frozen causal LM (the embedded SmolLM2-135M-Instruct or any Hugging Face model);
+- optionally a graph encoder (:mod:`gr_core.gnn`) and a projector to the LLM's width, giving
+  ``num_graph_tokens`` soft tokens per graph;
+- optionally ``num_soft_tokens`` trainable prompt vectors (prompt tuning);
+- optionally LoRA adapters (peft);
+- optionally the textualized subgraph (cut to ``max_txt_len`` tokens) in the prompt.
+
+Every Table 3 setting is a :class:`ModelConfig` (see :data:`METHODS` and :func:`method_config`).
+
+The token stream of one example (tokenized piecewise with ``add_special_tokens=False``, as the GR code)::
+
+    [chat prefix up to the user content] [soft tokens] [desc[:max_txt_len]] [question] [chat suffix] | [label[:32]] [EOS]
+
+With a chat model the prefix/suffix come from the tokenizer's own template (SmolLM2:
+``<|im_start|>system ... <|im_end|>\\n<|im_start|>user\\n`` and ``<|im_end|>\\n<|im_start|>assistant\\n``), so the
+soft tokens sit at the start of the user turn, where the GR code puts its graph token after ``[INST]``,
+and the label ends with the model's real EOS id (SmolLM2: ``<|im_end|>``). A model without a chat
+template gets the GR code's Llama-2 markers ``<s>[INST]`` ... ``[/INST]`` and ``</s>``. Both are
+documented deviations (SPEC.md §1.9) and fix PyG's ``[/s]`` label and misplaced soft token (PEERS.md §2.4).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import torch
+from torch import nn
+
+from .config import LLMConfig
+from .gnn import GNNConfig, GraphEncoder
+
+GRAPH_SOURCES = ("pcst", "full", "kaping", "none")
+INSTRUCTIONS = ("", "zero_cot", "cot_bag")
+_SENTINEL = "\x00GR_USER_CONTENT\x00"
+
+
+@dataclass(frozen=True)
+class LoRAConfig:
+    """LoRA adapters (GR paper App. B.1; GR code ``src/model/graph_llm.py``)."""
+
+    r: int = 8
+    alpha: int = 16
+    dropout: float = 0.05
+    targets: tuple[str, ...] = ("q_proj", "v_proj")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The parts of one :class:`GraphLLM`.
+
+    Attributes:
+        llm: the frozen LLM.
+        gnn: the graph encoder, or None (no graph soft token).
+        projector: MLP ``h -> 2h -> d_l * num_graph_tokens`` (GR code: Linear, Sigmoid, Linear; d_l read from
+            the LLM). False is the "w/o projection layer" ablation: the GNN's width must then equal d_l.
+        num_graph_tokens: soft tokens per graph (GR: 1).
+        num_soft_tokens: trainable prompt vectors (prompt tuning: 10, initialized from the dataset's prompt string).
+        lora: LoRA adapters on the LLM, or None (the LLM stays frozen).
+        use_desc: put the textualized graph in the prompt.
+        graph_source: which graph is textualized / encoded: ``pcst`` (the dataset's retrieval config; the whole
+            graph for ExplaGraphs), ``full`` (no retrieval), ``kaping`` (top-k triples), ``none``.
+        instruction: ``""``, ``zero_cot`` or ``cot_bag`` (inference-only baselines, SPEC.md §2).
+        max_txt_len: desc token budget (GR code: 512; the question is never cut).
+        kaping_k: triples for ``graph_source="kaping"`` (KAPING's default; the paper gives none).
+    """
+
+    llm: LLMConfig = field(default_factory=LLMConfig)
+    gnn: GNNConfig | None = None
+    projector: bool = True
+    num_graph_tokens: int = 1  # GR code: one graph token
+    num_soft_tokens: int = 0
+    lora: LoRAConfig | None = None
+    use_desc: bool = True
+    graph_source: str = "pcst"
+    instruction: str = ""
+    max_txt_len: int = 512  # GR code src/config.py
+    kaping_k: int = 10
+
+    def __post_init__(self) -> None:
+        if self.graph_source not in GRAPH_SOURCES:
+            raise ValueError(f"ModelConfig.graph_source={self.graph_source!r} is not one of {GRAPH_SOURCES}")
+        if self.instruction not in INSTRUCTIONS:
+            raise ValueError(f"ModelConfig.instruction={self.instruction!r} is not one of {INSTRUCTIONS}")
+        if self.num_soft_tokens < 0 or self.num_graph_tokens < 1 or self.max_txt_len < 0:
+            raise ValueError("ModelConfig: num_soft_tokens >= 0, num_graph_tokens >= 1, max_txt_len >= 0 required")
+
+    @property
+    def trainable(self) -> bool:
+        """Whether this configuration has anything to train (otherwise it is inference-only)."""
+        return self.gnn is not None or self.num_soft_tokens > 0 or self.lora is not None
+
+    @property
+    def needs_graph(self) -> bool:
+        return self.gnn is not None
+
+
+# Table 3 (and Table 12's question-only row) as configurations of the one model (GR paper App. B.2-B.3, SPEC.md §2).
+METHODS: dict[str, dict] = {
+    "question_only": dict(use_desc=False, graph_source="none"),
+    "zero_shot": dict(graph_source="full"),  # "textual graph + question": whole graph cut to 512 tokens
+    "zero_cot": dict(graph_source="full", instruction="zero_cot"),
+    "cot_bag": dict(graph_source="full", instruction="cot_bag"),
+    "kaping": dict(graph_source="kaping"),
+    "prompt_tuning": dict(num_soft_tokens=10, graph_source="pcst"),  # GR run.sh: retrieved subgraphs
+    "graph_token": dict(gnn=True, use_desc=False, graph_source="full"),  # GNN soft prompt, no text, no retrieval
+    "g_retriever": dict(gnn=True, graph_source="pcst"),
+    "lora": dict(lora=True, graph_source="full"),  # GR code: full graph text cut to 512 tokens
+    "g_retriever_lora": dict(gnn=True, lora=True, graph_source="pcst"),
+}
+INFERENCE_ONLY = ("question_only", "zero_shot", "zero_cot", "cot_bag", "kaping")
+
+
+def method_config(method: str, llm: LLMConfig | None = None, gnn: GNNConfig | None = None,
+                  lora: LoRAConfig | None = None, **overrides) -> ModelConfig:
+    """The :class:`ModelConfig` of a named Table 3 method, with the given LLM / GNN / LoRA settings.
+
+    >>> method_config("g_retriever").gnn.kind
+    'gt'
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose one of {sorted(METHODS)}")
+    spec = dict(METHODS[method])
+    spec["gnn"] = (gnn or GNNConfig()) if spec.pop("gnn", False) else None
+    spec["lora"] = (lora or LoRAConfig()) if spec.pop("lora", False) else None
+    return replace(ModelConfig(llm=llm or LLMConfig(), **spec), **overrides)
+
+
+# Prompt-tuning initialization strings (after the GR code's ``pt_llm`` init prompts).
+SOFT_PROMPT_INIT = {
+    "explagraphs": "Question: Do argument 1 and argument 2 support or counter each other? "
+                   "Answer in one word in the form of 'support' or 'counter'.\n\nAnswer:",
+}
+DEFAULT_SOFT_PROMPT_INIT = "Please answer the given question."
+
+
+@dataclass
+class Example:
+    """One prompt: the textualized graph, the question string, the target, and the encoder's graph.
+
+    ``data`` is a PyG ``Data`` (``x (N, dim)``, ``edge_index (2, E)``, ``edge_attr (E, dim)``) when the
+    configuration has a graph encoder. Token ids are filled by :meth:`GraphLLM.tokenize`.
+    """
+
+    uid: str
+    question: str
+    desc: str
+    label: str
+    answers: list[str]
+    data: object = None
+    desc_ids: list[int] | None = None
+    question_ids: list[int] | None = None
+    label_ids: list[int] | None = None
+
+    @property
+    def num_prompt_tokens(self) -> int:
+        return len(self.desc_ids or []) + len(self.question_ids or [])
+
+
+@dataclass
+class PromptTemplate:
+    """The fixed token ids around the user content, read from the tokenizer's chat template."""
+
+    prefix: list[int]
+    suffix: list[int]
+    eos_id: int
+    pad_id: int
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer) -> "PromptTemplate":
+        def ids(text):
+            return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+        if getattr(tokenizer, "chat_template", None):
+            text = tokenizer.apply_chat_template([{"role": "user", "content": _SENTINEL}], tokenize=False,
+                                                 add_generation_prompt=True)
+            if text.count(_SENTINEL) != 1:
+                raise ValueError("the tokenizer's chat template does not render the user message verbatim")
+            before, after = text.split(_SENTINEL)
+            prefix, suffix = ids(before), ids(after)
+        else:  # GR code's Llama-2 markers as text
+            prefix, suffix = ids((tokenizer.bos_token or "") + "[INST]"), ids("[/INST]")
+        if tokenizer.eos_token_id is None:
+            raise ValueError("the tokenizer has no EOS token; the label must end with one (GR code: '</s>')")
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        return cls(prefix, suffix, int(tokenizer.eos_token_id), int(pad))
+
+
+@dataclass
+class Batch:
+    """A left-padded batch. Shapes: ``input_ids``, ``attention_mask``, ``slot_mask``, ``labels``: ``(B, T)``."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    slot_mask: torch.Tensor
+    labels: torch.Tensor | None
+    label_width: int
+    graphs: object = None
+    num_tokens: int = 0
+
+    def to(self, device) -> "Batch":
+        for name in ("input_ids", "attention_mask", "slot_mask", "labels"):
+            value = getattr(self, name)
+            if value is not None:
+                setattr(self, name, value.to(device))
+        if self.graphs is not None:
+            self.graphs = self.graphs.to(device)
+        return self
+
+
+class GraphLLM(nn.Module):
+    """G-Retriever and its baselines: a frozen LLM fed ``[soft tokens; text embeddings]`` (GR Eq. 11-12).
+
+    Args:
+        cfg: the parts (see :class:`ModelConfig`).
+        in_dim: node/edge embedding width, needed when ``cfg.gnn`` is set.
+        llm, tokenizer: an already loaded LLM to reuse (its weights are frozen here); loaded from ``cfg.llm``
+            otherwise.
+        soft_prompt_init: text whose token embeddings initialize the prompt-tuning vectors (repeated or cut).
+    """
+
+    def __init__(self, cfg: ModelConfig, in_dim: int | None = None, llm=None, tokenizer=None,
+                 soft_prompt_init: str = DEFAULT_SOFT_PROMPT_INIT):
+        super().__init__()
+        if llm is None:
+            from .llm import load_llm
+
+            llm, tokenizer = load_llm(cfg.llm)
+        llm.requires_grad_(False)  # frozen unless LoRA below (PyG's port never freezes, PEERS.md finding 4)
+        if cfg.lora is not None:
+            from peft import LoraConfig, get_peft_model
+
+            llm = get_peft_model(llm, LoraConfig(r=cfg.lora.r, lora_alpha=cfg.lora.alpha,
+                                                 lora_dropout=cfg.lora.dropout, target_modules=list(cfg.lora.targets),
+                                                 bias="none", task_type="CAUSAL_LM"))
+        self.cfg = cfg
+        self.llm = llm
+        self.tokenizer = tokenizer
+        self.template = PromptTemplate.from_tokenizer(tokenizer)
+        embedding = llm.get_input_embeddings()
+        self.d_llm = embedding.embedding_dim
+        self.gnn = self.projector = self.soft_prompt = None
+        if cfg.gnn is not None:
+            if in_dim is None:
+                raise ValueError("GraphLLM: a graph encoder needs in_dim (the node embedding width)")
+            self.gnn = GraphEncoder(in_dim, cfg.gnn)
+            h, out = self.gnn.out_dim, self.d_llm * cfg.num_graph_tokens
+            if cfg.projector:
+                self.projector = nn.Sequential(nn.Linear(h, 2 * h), nn.Sigmoid(), nn.Linear(2 * h, out))
+            elif h != out:
+                raise ValueError(f"without a projector the GNN width ({h}) must equal the LLM width x graph tokens "
+                                 f"({out}); set gnn.hidden={out}")
+        if cfg.num_soft_tokens:
+            ids = tokenizer(soft_prompt_init, add_special_tokens=False)["input_ids"] or [self.template.pad_id]
+            ids = (ids * (cfg.num_soft_tokens // len(ids) + 1))[:cfg.num_soft_tokens]
+            with torch.no_grad():
+                init = embedding.weight[torch.tensor(ids, device=embedding.weight.device)].float().clone()
+            self.soft_prompt = nn.Parameter(init)  # (num_soft_tokens, d_llm)
+        self.to(self.device)
+
+    # ------------------------------------------------------------------ bookkeeping
+    @property
+    def device(self) -> torch.device:
+        return self.llm.get_input_embeddings().weight.device
+
+    @property
+    def num_slots(self) -> int:
+        """Soft-token positions per example (graph tokens + prompt-tuning tokens)."""
+        return (self.cfg.num_graph_tokens if self.gnn is not None else 0) + self.cfg.num_soft_tokens
+
+    def trainable_parameters(self) -> dict[str, torch.Tensor]:
+        """Every parameter that trains (GNN, projector, soft prompt, LoRA), by name."""
+        return {n: p for n, p in self.named_parameters() if p.requires_grad}
+
+    def trainable_state(self) -> dict[str, torch.Tensor]:
+        """What a checkpoint stores: trainable parameters plus the GNN's buffers (BatchNorm statistics)."""
+        state = {n: p.detach().cpu().clone() for n, p in self.trainable_parameters().items()}
+        if self.gnn is not None:
+            state.update({f"gnn.{n}": b.detach().cpu().clone() for n, b in self.gnn.named_buffers()})
+        return state
+
+    def load_trainable_state(self, state: dict[str, torch.Tensor]) -> None:
+        missing = set(self.trainable_state()) - set(state)
+        if missing:
+            raise KeyError(f"checkpoint lacks {sorted(missing)[:5]} (a different configuration?)")
+        own = dict(self.named_parameters()) | dict(self.named_buffers())
+        with torch.no_grad():
+            for name, value in state.items():
+                own[name].copy_(value)
+
+    # ------------------------------------------------------------------ prompts
+    def tokenize(self, examples: list[Example]) -> list[Example]:
+        """Fill each example's token ids (desc cut to ``max_txt_len``; label cut to ``max_new_tokens`` + EOS)."""
+        tok = self.tokenizer
+        max_label = self.cfg.llm.max_new_tokens
+        for ex in examples:
+            ex.desc_ids = tok(ex.desc, add_special_tokens=False)["input_ids"][:self.cfg.max_txt_len] \
+                if self.cfg.use_desc and ex.desc else []
+            ex.question_ids = tok(ex.question, add_special_tokens=False)["input_ids"]
+            ex.label_ids = tok(ex.label, add_special_tokens=False)["input_ids"][:max_label] + [self.template.eos_id]
+        return examples
+
+    def token_stream(self, ex: Example, with_label: bool) -> tuple[list[int], int]:
+        """The ids of one example (soft slots hold the pad id) and the index of the first slot."""
+        t = self.template
+        ids = t.prefix + [t.pad_id] * self.num_slots + ex.desc_ids + ex.question_ids + t.suffix
+        return (ids + ex.label_ids if with_label else ids), len(t.prefix)
+
+    def collate(self, examples: list[Example], with_label: bool) -> Batch:
+        """Left-pad a list of tokenized examples (and batch their graphs for the GNN)."""
+        if examples and examples[0].question_ids is None:
+            self.tokenize(examples)
+        streams = [self.token_stream(ex, with_label) for ex in examples]
+        width = max(len(ids) for ids, _ in streams)
+        B = len(examples)
+        input_ids = torch.full((B, width), self.template.pad_id, dtype=torch.long)
+        attention = torch.zeros((B, width), dtype=torch.long)
+        slots = torch.zeros((B, width), dtype=torch.bool)
+        labels = torch.full((B, width), -100, dtype=torch.long) if with_label else None
+        label_width = 0
+        for b, ((ids, first_slot), ex) in enumerate(zip(streams, examples)):
+            start = width - len(ids)
+            input_ids[b, start:] = torch.tensor(ids)
+            attention[b, start:] = 1
+            slots[b, start + first_slot:start + first_slot + self.num_slots] = True
+            if with_label:
+                n = len(ex.label_ids)
+                labels[b, width - n:] = torch.tensor(ex.label_ids)
+                label_width = max(label_width, n)
+        graphs = None
+        if self.gnn is not None:
+            from torch_geometric.data import Batch as PyGBatch
+
+            graphs = PyGBatch.from_data_list([ex.data for ex in examples])
+        return Batch(input_ids, attention, slots, labels, label_width, graphs, int(attention.sum()))
+
+    def soft_tokens(self, batch: Batch) -> torch.Tensor | None:
+        """The soft-token vectors, ``(B, num_slots, d_llm)``: graph tokens first, then prompt-tuning tokens."""
+        parts = []
+        B = batch.input_ids.shape[0]
+        if self.gnn is not None:
+            g = batch.graphs
+            h = self.gnn(g.x, g.edge_index, g.edge_attr, g.batch, B)  # (B, hidden)
+            h = self.projector(h) if self.projector is not None else h
+            parts.append(h.view(B, self.cfg.num_graph_tokens, self.d_llm))
+        if self.soft_prompt is not None:
+            parts.append(self.soft_prompt.unsqueeze(0).expand(B, -1, -1))
+        return torch.cat(parts, dim=1) if parts else None
+
+    def embed(self, batch: Batch) -> torch.Tensor:
+        """``inputs_embeds (B, T, d_llm)``: token embeddings with the soft tokens written into their slots."""
+        embeds = self.llm.get_input_embeddings()(batch.input_ids)
+        soft = self.soft_tokens(batch)
+        if soft is not None:
+            embeds = embeds.masked_scatter(batch.slot_mask.unsqueeze(-1), soft.to(embeds.dtype).reshape(-1))
+        return embeds
+
+    @staticmethod
+    def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
+        """Positions that start at 0 on each row's first real token, so left padding changes nothing."""
+        return (attention_mask.cumsum(-1) - 1).clamp(min=0)
+
+    # ------------------------------------------------------------------ training and inference
+    def forward(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """Summed next-token loss over the label tokens and their count.
+
+        Logits are computed only for the last ``label_width + 1`` positions (left padding puts every label at
+        the end), so the vocabulary projection costs ``B x (label_width + 1)`` rows instead of ``B x T``.
+
+        Returns:
+            ``(loss_sum, num_label_tokens)``, both scalars; the mean loss is their ratio.
+        """
+        embeds = self.embed(batch)
+        keep = batch.label_width + 1
+        out = self.llm(inputs_embeds=embeds, attention_mask=batch.attention_mask,
+                       position_ids=self.position_ids(batch.attention_mask), logits_to_keep=keep, use_cache=False)
+        logits = out.logits[:, :-1].float()  # (B, label_width, V): position t predicts token t + 1
+        target = batch.labels[:, -batch.label_width:]
+        loss_sum = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
+                                               ignore_index=-100, reduction="sum")
+        return loss_sum, (target != -100).sum()
+
+    @torch.inference_mode()
+    def generate(self, batch: Batch, max_new_tokens: int | None = None) -> list[str]:
+        """Batched greedy decoding from ``inputs_embeds`` with the KV cache; stops at EOS.
+
+        Returns:
+            one decoded answer per example (special tokens removed, whitespace stripped).
+        """
+        embeds = self.embed(batch)
+        out = self.llm.generate(inputs_embeds=embeds, attention_mask=batch.attention_mask,
+                                max_new_tokens=max_new_tokens or self.cfg.llm.max_new_tokens, do_sample=False,
+                                eos_token_id=self.template.eos_id, pad_token_id=self.template.pad_id)
+        # transformers >= 5 returns only the new tokens when generating from inputs_embeds (ECOSYSTEM.md §5.2)
+        return [t.strip() for t in self.tokenizer.batch_decode(out, skip_special_tokens=True)]
+
+    def decode_stream(self, batch: Batch, row: int = 0) -> str:
+        """The text of one row of a batch with soft slots shown as ``<soft>`` (for inspection and tests)."""
+        ids = batch.input_ids[row][batch.attention_mask[row].bool()].tolist()
+        slots = batch.slot_mask[row][batch.attention_mask[row].bool()].tolist()
+        pieces, run = [], []
+        for i, s in zip(ids, slots):
+            if s:
+                if run:
+                    pieces.append(self.tokenizer.decode(run))
+                    run = []
+                pieces.append("<soft>")
+            else:
+                run.append(i)
+        if run:
+            pieces.append(self.tokenizer.decode(run))
+        return "".join(pieces)

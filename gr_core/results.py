@@ -1,0 +1,93 @@
+"""Tables built only from run directories (``outputs/<preset>/runs/<name>/metrics.json``).
+
+Table 3 (GR paper, v-final; SPEC.md §3.3a) sits beside ours: ExplaGraphs and SceneGraphs accuracy as
+fractions, WebQSP Hit in percent ("Hit@1" in the paper; SPEC.md §1.11). Our CLEVR column stands in for
+SceneGraphs and MetaQA has no G-Retriever number (the paper does not use it).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .runs import read_json
+
+# (mean, std) per method and paper column; inference-only rows have no std. Question-only: v1 Table 3 and
+# Table 12 (WebQSP 61.16 in Table 12; 0.6136 as a fraction in v1 Table 3).
+PAPER_TABLE3: dict[str, dict[str, tuple[float, float | None]]] = {
+    "question_only": {"explagraphs": (0.5704, None), "webqsp": (61.16, None)},
+    "zero_shot": {"explagraphs": (0.5650, None), "scene_graphs": (0.3974, None), "webqsp": (41.06, None)},
+    "zero_cot": {"explagraphs": (0.5704, None), "scene_graphs": (0.5260, None), "webqsp": (51.30, None)},
+    "cot_bag": {"explagraphs": (0.5794, None), "scene_graphs": (0.5680, None), "webqsp": (39.60, None)},
+    "kaping": {"explagraphs": (0.6227, None), "scene_graphs": (0.4375, None), "webqsp": (52.64, None)},
+    "prompt_tuning": {"explagraphs": (0.5763, 0.0243), "scene_graphs": (0.6341, 0.0024), "webqsp": (48.34, 0.64)},
+    "graph_token": {"explagraphs": (0.8508, 0.0551), "scene_graphs": (0.4903, 0.0105), "webqsp": (57.05, 0.74)},
+    "g_retriever": {"explagraphs": (0.8516, 0.0092), "scene_graphs": (0.8131, 0.0162), "webqsp": (70.49, 1.21)},
+    "lora": {"explagraphs": (0.8538, 0.0353), "scene_graphs": (0.7862, 0.0031), "webqsp": (66.03, 0.47)},
+    "g_retriever_lora": {"explagraphs": (0.8705, 0.0329), "scene_graphs": (0.8683, 0.0072), "webqsp": (73.79, 0.70)},
+}
+PAPER_COLUMN = {"explagraphs": "explagraphs", "clevr": "scene_graphs", "gqa_micro": "scene_graphs",
+                "webqsp": "webqsp", "webqsp_full": "webqsp", "metaqa": None}
+METRIC_NAME = {"explagraphs": "accuracy", "clevr": "accuracy (substring)", "gqa_micro": "accuracy (substring)",
+               "webqsp": "Hit (%)", "webqsp_full": "Hit (%)", "metaqa": "Hit (%)"}
+METHOD_ORDER = ["question_only", "zero_shot", "zero_cot", "cot_bag", "kaping", "prompt_tuning", "graph_token",
+                "g_retriever", "lora", "g_retriever_lora"]
+SETTING = {m: "inference-only" for m in METHOD_ORDER[:5]} | {m: "frozen LLM w/ PT" for m in METHOD_ORDER[5:8]} | \
+          {"lora": "tuned LLM", "g_retriever_lora": "tuned LLM"}
+
+
+def collect_runs(root: str | Path) -> pd.DataFrame:
+    """One row per finished run under ``root`` (a ``runs/`` folder): its ``metrics.json`` as columns."""
+    rows = [read_json(p) for p in sorted(Path(root).glob("*/metrics.json"))]
+    return pd.DataFrame(rows)
+
+
+def _fmt(mean: float, std: float | None, digits: int) -> str:
+    return f"{mean:.{digits}f}" if std is None or np.isnan(std) else f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def table3(runs: pd.DataFrame) -> pd.DataFrame:
+    """Long Table 3: per (dataset, method), our mean ± std over seeds next to the paper's value.
+
+    Columns: dataset, setting, method, metric, seeds, n_test, ours_mean, ours_std, ours, paper_mean, paper_std,
+    paper (the paper's column: SceneGraphs for CLEVR/GQA; none for MetaQA).
+    """
+    if runs.empty:
+        return pd.DataFrame()
+    rows = []
+    for (dataset, method), g in runs.groupby(["dataset", "method"], sort=False):
+        scores = g["score"].astype(float).to_numpy()
+        mean, std = float(scores.mean()), float(scores.std(ddof=1)) if len(scores) > 1 else float("nan")
+        digits = 2 if METRIC_NAME.get(dataset, "").endswith("(%)") else 4
+        col = PAPER_COLUMN.get(dataset)
+        p_mean, p_std = PAPER_TABLE3.get(method, {}).get(col, (None, None)) if col else (None, None)
+        rows.append({"dataset": dataset, "setting": SETTING.get(method, ""), "method": method,
+                     "metric": METRIC_NAME.get(dataset, "score"), "seeds": len(scores),
+                     "n_test": int(g["num_test"].iloc[0]), "ours_mean": round(mean, 4),
+                     "ours_std": None if np.isnan(std) else round(std, 4), "ours": _fmt(mean, std, digits),
+                     "paper_mean": p_mean, "paper_std": p_std,
+                     "paper": "" if p_mean is None else _fmt(p_mean, p_std, digits)})
+    out = pd.DataFrame(rows)
+    out["_m"] = out.method.map({m: i for i, m in enumerate(METHOD_ORDER)}).fillna(99)
+    return out.sort_values(["dataset", "_m"]).drop(columns="_m").reset_index(drop=True)
+
+
+def table3_wide(long: pd.DataFrame) -> pd.DataFrame:
+    """Table 3 as the paper prints it: one row per method, ``ours | paper`` per dataset."""
+    if long.empty:
+        return long
+    long = long.assign(cell=[f"{o}  |  {p or '–'}" for o, p in zip(long.ours, long.paper)])
+    wide = long.pivot(index="method", columns="dataset", values="cell")
+    order = [m for m in METHOD_ORDER if m in wide.index] + [m for m in wide.index if m not in METHOD_ORDER]
+    wide = wide.loc[order]
+    wide.insert(0, "setting", [SETTING.get(m, "") for m in wide.index])
+    return wide.fillna("")
+
+
+def efficiency(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per (dataset, method): prompt tokens, seconds per epoch, training tokens/s, test answers/s (Table 12's columns)."""
+    cols = ["mean_prompt_tokens", "seconds_per_epoch", "train_tokens_per_s", "answers_per_s", "trainable_params"]
+    if runs.empty:
+        return pd.DataFrame()
+    return runs.groupby(["dataset", "method"], sort=False)[cols].mean(numeric_only=True).round(2).reset_index()

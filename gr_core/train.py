@@ -1,0 +1,485 @@
+"""Training and evaluation of one configuration: a run (GR code ``train.py``, ``inference.py``; SPEC.md §1.10).
+
+``run(cfg, run_dir)`` builds the examples, trains when the configuration has trainable parts, reloads
+the best checkpoint, generates on the test split and writes the run directory::
+
+    run_dir/config.json        the RunConfig and its hash
+    run_dir/env.json           package versions, machine, git commit
+    run_dir/history.json       per-epoch train/val loss, learning rate, seconds, tokens/s
+    run_dir/predictions.jsonl  one line per test question
+    run_dir/metrics.json       the metrics and timings (written last: its presence means the run finished)
+    run_dir/ckpt/{last,best}.pt  trainable parameters (+ optimizer state in last.pt); git-ignored
+
+Optimization follows the GR code: AdamW (lr 1e-5, weight decay 0.05, betas (0.9, 0.95)), grad-norm clip
+0.1, one linear warm-up epoch then half-cycle cosine to 5e-6 (updated every step here, every 2 steps in the
+GR code), early stopping on validation loss with patience 2 and the best checkpoint reloaded for test.
+
+Data parallel: the same entry point runs under ``torchrun`` (PyTorch DDP; gloo on CPU, NCCL on GPU). Every
+process walks the same seeded batch order and takes a strided shard of each global batch; the loss is
+normalized by the global label-token count, so N processes follow the same trajectory as one process on
+the same global batch. Only rank 0 writes files and generates.
+
+CLI::
+
+    python -m gr_core.train --config run.json --run-dir outputs/quick/runs/NAME
+    torchrun --standalone --nproc_per_node 2 -m gr_core.train --config run.json --run-dir DIR
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .config import LLMConfig
+from .gnn import GNNConfig
+from .model import Example, GraphLLM, LoRAConfig, ModelConfig, SOFT_PROMPT_INIT, DEFAULT_SOFT_PROMPT_INIT, method_config
+from .runs import atomic_write_bytes, config_hash, environment_record, progress, read_json, seed_everything, write_json
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimization (GR paper App. B.1; GR code ``src/config.py``, ``train.py``, ``lr_schedule.py``).
+
+    ``batch_size`` is the *global* batch: under DDP each of N processes takes ``batch_size / N`` examples.
+    """
+
+    lr: float = 1e-5  # GR paper App. B.1
+    weight_decay: float = 0.05  # GR paper App. B.1
+    betas: tuple[float, float] = (0.9, 0.95)  # GR code train.py
+    grad_clip: float = 0.1  # GR code train.py
+    num_epochs: int = 10  # GR paper App. B.1
+    warmup_epochs: float = 1.0  # GR code src/config.py
+    min_lr: float = 5e-6  # GR code lr_schedule.py
+    patience: int = 2  # GR code src/config.py
+    batch_size: int = 8  # GR code run.sh (the paper's App. B.1 says 4)
+    eval_batch_size: int = 16  # GR code src/config.py
+    bucket_window: int = 50  # batches per length-sorting window (sort within windows, shuffle batches)
+
+    def __post_init__(self) -> None:
+        if self.lr <= 0 or self.num_epochs < 0 or self.batch_size < 1 or self.eval_batch_size < 1:
+            raise ValueError("TrainConfig: lr > 0, num_epochs >= 0, batch sizes >= 1 required")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One Table 3 cell for one seed: dataset, method, model parts, optimization and data sizes.
+
+    Attributes:
+        max_train, max_val, max_test: keep the first N questions of each split (None: all).
+        hops: MetaQA question hops (1-3).
+    """
+
+    dataset: str
+    method: str
+    seed: int = 0
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    max_train: int | None = None
+    max_val: int | None = None
+    max_test: int | None = None
+    hops: int = 2
+
+    @property
+    def name(self) -> str:
+        return f"{self.dataset}-{self.method}-seed{self.seed}"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunConfig":
+        d = dict(d)
+        m = dict(d.pop("model", {}) or {})
+        m["llm"] = LLMConfig(**(m.get("llm") or {}))
+        m["gnn"] = GNNConfig(**m["gnn"]) if m.get("gnn") else None
+        if m.get("lora"):
+            lora = dict(m["lora"])
+            lora["targets"] = tuple(lora.get("targets", LoRAConfig.targets))
+            m["lora"] = LoRAConfig(**lora)
+        t = dict(d.pop("train", {}) or {})
+        if "betas" in t:
+            t["betas"] = tuple(t["betas"])
+        return cls(model=ModelConfig(**m), train=TrainConfig(**t), **d)
+
+
+def make_run_config(dataset: str, method: str, seed: int = 0, llm: LLMConfig | None = None,
+                    gnn: GNNConfig | None = None, train: TrainConfig | None = None, **kwargs) -> RunConfig:
+    """A :class:`RunConfig` for a named method (see :data:`gr_core.model.METHODS`).
+
+    ``kwargs`` go to the RunConfig (``max_train`` ...) or, when they are ModelConfig fields, to the model.
+    """
+    model_fields = set(ModelConfig.__dataclass_fields__)
+    model_kw = {k: kwargs.pop(k) for k in list(kwargs) if k in model_fields}
+    model = method_config(method, llm=llm, gnn=gnn, **model_kw)
+    return RunConfig(dataset=dataset, method=method, seed=seed, model=model, train=train or TrainConfig(), **kwargs)
+
+
+# ---------------------------------------------------------------------- distributed helpers
+@dataclass
+class Dist:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def all_sum(self, *values: float) -> list[float]:
+        """Sum scalars over processes (identity on one process)."""
+        if self.world == 1:
+            return list(values)
+        t = torch.tensor(values, dtype=torch.float64)
+        torch.distributed.all_reduce(t)
+        return t.tolist()
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            torch.distributed.barrier()
+
+
+def init_distributed() -> Dist:
+    """Join the process group torchrun set up (``WORLD_SIZE`` > 1), else a single process."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return Dist()
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+
+
+# ---------------------------------------------------------------------- examples
+def split_indices(ds, cfg: RunConfig) -> dict[str, list[int]]:
+    """The run's train/val/test question indices (first N of each split)."""
+    cut = {"train": cfg.max_train, "val": cfg.max_val, "test": cfg.max_test}
+    return {k: list(ds.split.get(k, []))[:cut[k]] if cut[k] is not None else list(ds.split.get(k, [])) for k in cut}
+
+
+def build_examples(ds, indices: list[int], cfg: ModelConfig, store=None, desc: str = "examples") -> list[Example]:
+    """Retrieve, textualize and (when a GNN is used) tensorize each question's graph.
+
+    The graph is the dataset's PCST subgraph (``pcst``), the whole graph (``full``), KAPING's top-k triples
+    (``kaping``) or nothing (``none``); see :class:`~gr_core.model.ModelConfig`.
+    """
+    from torch_geometric.data import Data
+
+    from .baselines import retrieve_kaping, retrieve_none, triple_texts
+    from .graphqa import retrieve
+    from .prompts import COT_BAG, ZERO_COT, label_for, question_for
+
+    if cfg.graph_source == "kaping" and store is None:
+        from .text_encoder import EmbeddingStore
+
+        store = EmbeddingStore()
+    out = []
+    for i in progress(indices, desc=desc):
+        rec = ds.records[i]
+        g = ds.graph(i)
+        res = None
+        if cfg.graph_source == "pcst":
+            res = retrieve(ds, i, graph=g)
+        elif cfg.graph_source == "full":
+            res = retrieve_none(g)
+        elif cfg.graph_source == "kaping":
+            emb = store.encode(triple_texts(g), desc="encode triples")[0] if g.num_edges else None
+            res = retrieve_kaping(g, emb, ds.question_emb[i], cfg.kaping_k)
+        question = question_for(ds.name, rec.question)
+        if cfg.instruction == "zero_cot":
+            question = question.rstrip() + " " + ZERO_COT
+        elif cfg.instruction == "cot_bag":
+            question = COT_BAG + "\n" + question
+        data = None
+        if cfg.gnn is not None:
+            x, edge_attr = ds.embeddings(i, g)
+            rows = res.node_rows if res is not None else np.arange(0)
+            erows = res.edge_rows if res is not None else np.arange(0)
+            ids = g.nodes.node_id.to_numpy()
+            pos = np.full(int(ids.max()) + 1 if len(ids) else 1, -1, np.int64)
+            pos[ids[rows]] = np.arange(len(rows))
+            src, dst = g.edges.src.to_numpy()[erows], g.edges.dst.to_numpy()[erows]
+            data = Data(x=torch.from_numpy(np.ascontiguousarray(x[rows])),
+                        edge_index=torch.from_numpy(np.stack([pos[src], pos[dst]]).astype(np.int64)).view(2, -1),
+                        edge_attr=torch.from_numpy(np.ascontiguousarray(edge_attr[erows])), num_nodes=len(rows))
+        out.append(Example(uid=str(rec.graph_id), question=question, desc=res.desc if res is not None else "",
+                           label=label_for(ds.name, rec.answers), answers=list(rec.answers), data=data))
+    return out
+
+
+def length_batches(lengths: list[int], batch_size: int, seed: int, window: int = 50) -> list[list[int]]:
+    """Length-bucketed batches: shuffle, sort inside windows of ``window * batch_size``, cut, shuffle batches.
+
+    Examples of similar length share a batch (little padding) while the order stays random per ``seed``.
+    """
+    rng = random.Random(seed)
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    span = max(1, window * batch_size)
+    batches = []
+    for start in range(0, len(order), span):
+        chunk = sorted(order[start:start + span], key=lambda i: lengths[i])
+        batches += [chunk[k:k + batch_size] for k in range(0, len(chunk), batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
+def lr_at(step: int, steps_per_epoch: int, cfg: TrainConfig) -> float:
+    """GR code ``adjust_learning_rate``: linear warm-up, then half-cycle cosine from ``lr`` to ``min_lr``."""
+    epoch = (step + 1) / max(1, steps_per_epoch)
+    if epoch < cfg.warmup_epochs:
+        return cfg.lr * epoch / cfg.warmup_epochs
+    span = max(1e-9, cfg.num_epochs - cfg.warmup_epochs)
+    return cfg.min_lr + (cfg.lr - cfg.min_lr) * 0.5 * (1 + math.cos(math.pi * min(1.0, (epoch - cfg.warmup_epochs) / span)))
+
+
+# ---------------------------------------------------------------------- training
+def _save(path: Path, obj) -> None:
+    import io
+
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def _loss(model, module, batch, dist: Dist) -> tuple[torch.Tensor, float, float]:
+    """``(loss to backpropagate, local loss sum, local label tokens)``; normalized by the global token count."""
+    loss_sum, n = module(batch)
+    _, global_n = dist.all_sum(0.0, float(n))
+    # DDP averages gradients over processes, so scale by world size to get d(sum / global_n)
+    return loss_sum * dist.world / max(global_n, 1.0), float(loss_sum.detach()), float(n)
+
+
+def evaluate_loss(model: GraphLLM, examples: list[Example], batch_size: int, dist: Dist) -> float:
+    """Mean label-token loss over ``examples`` (sharded over processes)."""
+    model.eval()
+    total, count = 0.0, 0.0
+    order = sorted(range(len(examples)), key=lambda i: examples[i].num_prompt_tokens)
+    with torch.no_grad():
+        for start in range(0, len(order), batch_size):
+            idx = order[start:start + batch_size][dist.rank::dist.world]
+            if not idx:
+                continue
+            batch = model.collate([examples[i] for i in idx], with_label=True).to(model.device)
+            s, n = model(batch)
+            total, count = total + float(s), count + float(n)
+    total, count = dist.all_sum(total, count)
+    return total / max(count, 1.0)
+
+
+def fit(model: GraphLLM, train: list[Example], val: list[Example], cfg: TrainConfig, seed: int, ckpt_dir: Path,
+        cfg_hash: str, dist: Dist = Dist(), on_epoch_end=None) -> list[dict]:
+    """Train the trainable parts of ``model``; resume from ``ckpt_dir/last.pt`` when it matches ``cfg_hash``.
+
+    Returns:
+        the per-epoch history; the best-validation-loss parameters are loaded into ``model`` on return.
+    """
+    params = list(model.trainable_parameters().values())
+    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas)
+    module = model
+    if dist.world > 1:
+        from torch.nn.parallel import DistributedDataParallel
+
+        module = DistributedDataParallel(model, device_ids=[dist.local_rank] if model.device.type == "cuda" else None)
+    lengths = [len(ex.desc_ids) + len(ex.question_ids) + len(ex.label_ids) for ex in train]
+    steps_per_epoch = len(length_batches(lengths, cfg.batch_size, 0, cfg.bucket_window))
+    history, best_val, best_epoch, start_epoch = [], float("inf"), -1, 0
+    last, best = ckpt_dir / "last.pt", ckpt_dir / "best.pt"
+    if last.is_file():
+        state = torch.load(last, map_location="cpu", weights_only=False)
+        if state.get("config_hash") == cfg_hash:
+            model.load_trainable_state(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            history, best_val, best_epoch = state["history"], state["best_val"], state["best_epoch"]
+            start_epoch = state["epoch"] + 1
+            torch.set_rng_state(state["torch_rng"])
+            random.setstate(state["py_rng"])
+            np.random.set_state(state["np_rng"])
+    step = start_epoch * steps_per_epoch
+    for epoch in range(start_epoch, cfg.num_epochs):
+        if epoch - best_epoch > cfg.patience and best_epoch >= 0:
+            break
+        model.train()
+        t0, tokens, loss_total, loss_count = time.perf_counter(), 0, 0.0, 0.0
+        batches = length_batches(lengths, cfg.batch_size, seed * 1000 + epoch, cfg.bucket_window)
+        for batch_idx in progress(batches, desc=f"epoch {epoch}", disable=not dist.main):
+            shard = batch_idx[dist.rank::dist.world]
+            if len(batch_idx) < dist.world:  # too small to give every process an example: skipped by all
+                continue
+            for g in optimizer.param_groups:
+                g["lr"] = lr_at(step, steps_per_epoch, cfg)
+            batch = model.collate([train[i] for i in shard], with_label=True).to(model.device)
+            optimizer.zero_grad(set_to_none=True)
+            loss, s, n = _loss(model, module, batch, dist)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+            optimizer.step()
+            step += 1
+            tokens += batch.num_tokens
+            loss_total, loss_count = loss_total + s, loss_count + n
+        train_seconds = time.perf_counter() - t0
+        loss_total, loss_count, tokens = dist.all_sum(loss_total, loss_count, float(tokens))
+        t1 = time.perf_counter()
+        val_loss = evaluate_loss(model, val, cfg.eval_batch_size, dist) if val else loss_total / max(loss_count, 1)
+        row = {"epoch": epoch, "train_loss": loss_total / max(loss_count, 1.0), "val_loss": val_loss,
+               "lr": optimizer.param_groups[0]["lr"], "train_seconds": round(train_seconds, 3),
+               "val_seconds": round(time.perf_counter() - t1, 3), "train_tokens": int(tokens),
+               "train_tokens_per_s": round(tokens / max(train_seconds, 1e-9), 1), "steps": step}
+        history.append(row)
+        if val_loss < best_val:
+            best_val, best_epoch = val_loss, epoch
+            if dist.main:
+                _save(best, {"config_hash": cfg_hash, "epoch": epoch, "model": model.trainable_state()})
+        if dist.main:
+            _save(last, {"config_hash": cfg_hash, "epoch": epoch, "model": model.trainable_state(),
+                         "optimizer": optimizer.state_dict(), "history": history, "best_val": best_val,
+                         "best_epoch": best_epoch, "torch_rng": torch.get_rng_state(), "py_rng": random.getstate(),
+                         "np_rng": np.random.get_state()})
+        dist.barrier()
+        if on_epoch_end is not None:
+            on_epoch_end(epoch, row)
+    if best.is_file():
+        model.load_trainable_state(torch.load(best, map_location="cpu", weights_only=False)["model"])
+    return history
+
+
+def predict(model: GraphLLM, examples: list[Example], batch_size: int, desc: str = "generate") -> tuple[list[str], float]:
+    """Greedy answers for ``examples`` in length-sorted batches (input order kept) and the seconds it took."""
+    model.eval()
+    order = sorted(range(len(examples)), key=lambda i: examples[i].num_prompt_tokens)
+    answers = [""] * len(examples)
+    t0 = time.perf_counter()
+    for start in progress(range(0, len(order), batch_size), desc=desc):
+        idx = order[start:start + batch_size]
+        batch = model.collate([examples[i] for i in idx], with_label=False).to(model.device)
+        for i, a in zip(idx, model.generate(batch)):
+            answers[i] = a
+    return answers, time.perf_counter() - t0
+
+
+# ---------------------------------------------------------------------- one run
+def run(cfg: RunConfig, run_dir: str | Path, ds=None, force: bool = False, on_epoch_end=None) -> dict:
+    """Train (when there is anything to train) and evaluate one configuration; write its run directory.
+
+    A finished run whose ``metrics.json`` carries the same config hash is returned as is (``force`` reruns).
+
+    Returns:
+        the metrics dict written to ``metrics.json``.
+    """
+    from .evaluate import task_report, task_scores
+    from .graphqa import DatasetConfig, load_dataset
+
+    run_dir = Path(run_dir)
+    cfg_hash = config_hash(cfg.to_dict())
+    done = run_dir / "metrics.json"
+    if done.is_file() and not force and read_json(done).get("config_hash") == cfg_hash:
+        return read_json(done)
+    dist = init_distributed()
+    model_cfg = cfg.model
+    if dist.world > 1 and torch.cuda.is_available():
+        model_cfg = replace(model_cfg, llm=replace(model_cfg.llm, device=f"cuda:{dist.local_rank}"))
+    seed_everything(cfg.seed)
+    if ds is None:
+        ds = load_dataset(DatasetConfig(cfg.dataset, hops=cfg.hops))
+    if dist.main:
+        write_json(run_dir / "config.json", {"name": cfg.name, "config_hash": cfg_hash, **cfg.to_dict()})
+        write_json(run_dir / "env.json", environment_record())
+    t_build = time.perf_counter()
+    idx = split_indices(ds, cfg)
+    model = GraphLLM(model_cfg, in_dim=int(ds.text_emb.shape[1]),
+                     soft_prompt_init=SOFT_PROMPT_INIT.get(cfg.dataset, DEFAULT_SOFT_PROMPT_INIT))
+    trained = model_cfg.trainable and cfg.train.num_epochs > 0
+    splits = ("train", "val", "test") if trained else ("test",)
+    examples = {s: model.tokenize(build_examples(ds, idx[s], model_cfg, desc=f"{cfg.dataset} {s}")) for s in splits}
+    build_seconds = time.perf_counter() - t_build
+    history = []
+    if trained:
+        history = fit(model, examples["train"], examples["val"], cfg.train, cfg.seed, run_dir / "ckpt", cfg_hash,
+                      dist, on_epoch_end)
+        if dist.main:
+            write_json(run_dir / "history.json", history)
+    metrics: dict = {}
+    if dist.main:
+        test = examples["test"]
+        answers, gen_seconds = predict(model, test, cfg.train.eval_batch_size, desc=f"{cfg.name} test")
+        lines = []
+        for ex, a in zip(test, answers):
+            lines.append(json.dumps({"id": ex.uid, "prediction": a, "answers": ex.answers,
+                                     **task_scores(cfg.dataset, a, ex.answers)}))
+        atomic_write_bytes(run_dir / "predictions.jsonl", ("\n".join(lines) + "\n").encode())
+        prompt_tokens = [len(model.template.prefix) + model.num_slots + ex.num_prompt_tokens + len(model.template.suffix)
+                         for ex in test]
+        trainable = sum(p.numel() for p in model.trainable_parameters().values())
+        metrics = {"name": cfg.name, "dataset": cfg.dataset, "method": cfg.method, "seed": cfg.seed,
+                   "config_hash": cfg_hash, **task_report(cfg.dataset, answers, [ex.answers for ex in test]),
+                   "num_train": len(examples.get("train", [])), "num_val": len(examples.get("val", [])),
+                   "num_test": len(test), "epochs_run": len(history),
+                   "best_epoch": int(np.argmin([h["val_loss"] for h in history])) if history else None,
+                   "train_seconds": round(sum(h["train_seconds"] for h in history), 2),
+                   "seconds_per_epoch": round(float(np.mean([h["train_seconds"] for h in history])), 2) if history else None,
+                   "train_tokens_per_s": round(float(np.mean([h["train_tokens_per_s"] for h in history])), 1) if history else None,
+                   "inference_seconds": round(gen_seconds, 2), "answers_per_s": round(len(test) / max(gen_seconds, 1e-9), 3),
+                   "build_seconds": round(build_seconds, 2), "mean_prompt_tokens": round(float(np.mean(prompt_tokens)), 1) if test else 0.0,
+                   "trainable_params": trainable, "world_size": dist.world}
+        write_json(done, metrics)
+    dist.barrier()
+    return metrics
+
+
+def run_plan(plan: dict[str, list[str]], seeds: list[int], runs_dir: str | Path, force: bool = False,
+             **settings) -> "pd.DataFrame":
+    """Run every (dataset, method, seed) of ``plan`` (each dataset loaded once); return their metrics.
+
+    Args:
+        plan: dataset name -> method names (see :data:`gr_core.model.METHODS`).
+        settings: :func:`make_run_config` keywords shared by every run (``llm``, ``gnn``, ``train``, ``max_train`` ...).
+    Returns:
+        one row per run (the ``metrics.json`` contents), in plan order.
+    """
+    import pandas as pd
+
+    from .graphqa import DatasetConfig, load_dataset
+
+    rows = []
+    for dataset, methods in plan.items():
+        ds = load_dataset(DatasetConfig(dataset, hops=settings.get("hops", 2)))
+        for method in methods:
+            for seed in seeds:
+                cfg = make_run_config(dataset, method, seed, **settings)
+                t0 = time.perf_counter()
+                metrics = run(cfg, Path(runs_dir) / cfg.name, ds=ds, force=force)
+                print(f"{cfg.name}: score {metrics['score']:.4f} on {metrics['num_test']} test questions "
+                      f"({time.perf_counter() - t0:.0f} s)", flush=True)
+                rows.append(metrics)
+    return pd.DataFrame(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gr_core.train", description=__doc__.split("\n")[0])
+    parser.add_argument("--config", required=True, help="a RunConfig JSON file (see RunConfig.to_dict)")
+    parser.add_argument("--run-dir", required=True, help="where the run directory is written")
+    parser.add_argument("--force", action="store_true", help="rerun even when a finished run matches the config")
+    args = parser.parse_args(argv)
+    try:
+        raw = json.loads(Path(args.config).read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        parser.error(f"cannot read --config {args.config}: {err}")
+    raw = {k: v for k, v in raw.items() if k not in ("name", "config_hash")}
+    metrics = run(RunConfig.from_dict(raw), args.run_dir, force=args.force)
+    if metrics:
+        print(json.dumps({k: metrics[k] for k in ("name", "score", "num_test", "epochs_run") if k in metrics}))
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,195 @@
+import pytest
+import torch
+from torch_geometric.data import Data
+
+from gr_core.config import LLMConfig
+from gr_core.gnn import GNNConfig, GraphEncoder
+from gr_core.model import INFERENCE_ONLY, METHODS, Example, GraphLLM, ModelConfig, method_config
+
+SMALL_GNN = GNNConfig(hidden=16, num_layers=2, heads=2)
+
+
+def _example(n_rows: int, label: str = "bob|alice", seed: int = 0) -> Example:
+    g = torch.Generator().manual_seed(seed)
+    return Example(uid=str(n_rows), question="Question: who wrote it?\nAnswer: ",
+                   desc="node_id,node_attr\n" + "".join(f"{i},entity {i}\n" for i in range(n_rows)),
+                   label=label, answers=label.split("|"),
+                   data=Data(x=torch.randn(3, 8, generator=g), edge_index=torch.tensor([[0, 1], [1, 2]]),
+                             edge_attr=torch.randn(2, 8, generator=g), num_nodes=3))
+
+
+def _model(tiny_llm_dir, method="g_retriever", **kw) -> GraphLLM:
+    torch.manual_seed(0)
+    return GraphLLM(method_config(method, llm=LLMConfig(model=tiny_llm_dir), gnn=SMALL_GNN, **kw), in_dim=8)
+
+
+@pytest.mark.parametrize("kind", ["gt", "gat", "gcn"])
+def test_graph_encoder_pools_one_vector_per_graph(kind):
+    from torch_geometric.data import Batch
+
+    enc = GraphEncoder(8, GNNConfig(kind=kind, hidden=16, num_layers=3, heads=2))
+    b = Batch.from_data_list([_example(1).data, _example(2, seed=1).data])
+    out = enc(b.x, b.edge_index, b.edge_attr, b.batch, 2)
+    assert out.shape == (2, 16)
+
+
+def test_gt_encoder_uses_edge_features_and_gat_does_not():
+    from torch_geometric.data import Batch
+
+    d = _example(1).data
+    changed = Data(x=d.x, edge_index=d.edge_index, edge_attr=d.edge_attr + 1.0, num_nodes=3)
+    for kind, uses_edges in (("gt", True), ("gat", False)):
+        torch.manual_seed(0)
+        enc = GraphEncoder(8, GNNConfig(kind=kind, hidden=16, num_layers=2, heads=2)).eval()
+        a, b = (Batch.from_data_list([g]) for g in (d, changed))
+        diff = (enc(a.x, a.edge_index, a.edge_attr, a.batch, 1) - enc(b.x, b.edge_index, b.edge_attr, b.batch, 1)).abs().max()
+        assert (diff > 1e-6) == uses_edges, kind
+
+
+def test_every_method_is_a_configuration_of_the_one_model():
+    assert set(INFERENCE_ONLY) < set(METHODS)
+    for name in METHODS:
+        cfg = method_config(name)
+        assert isinstance(cfg, ModelConfig)
+        assert cfg.trainable == (name not in INFERENCE_ONLY), name
+    assert method_config("g_retriever").lora is None and method_config("g_retriever_lora").lora.r == 8
+    assert method_config("graph_token").use_desc is False and method_config("prompt_tuning").num_soft_tokens == 10
+    with pytest.raises(ValueError, match="unknown method"):
+        method_config("g_retreiver")
+
+
+def test_frozen_llm_really_stays_frozen_and_only_gnn_and_projector_train(tiny_llm_dir):
+    model = _model(tiny_llm_dir)
+    names = set(model.trainable_parameters())
+    assert names and all(n.startswith(("gnn.", "projector.")) for n in names)
+    assert not any(p.requires_grad for p in model.llm.parameters())
+    llm_before = {n: p.detach().clone() for n, p in model.llm.named_parameters()}
+    proj_before = model.projector[0].weight.detach().clone()
+    opt = torch.optim.AdamW(model.trainable_parameters().values(), lr=1e-2)
+    batch = model.collate(model.tokenize([_example(1), _example(3, seed=1)]), with_label=True)
+    loss, n = model(batch)
+    (loss / n).backward()
+    opt.step()
+    assert all(torch.equal(p, llm_before[name]) for name, p in model.llm.named_parameters())
+    assert not torch.equal(model.projector[0].weight, proj_before)
+
+
+def test_lora_trains_only_adapters_on_q_and_v(tiny_llm_dir):
+    model = _model(tiny_llm_dir, "lora")
+    names = list(model.trainable_parameters())
+    assert names and all("lora_" in n for n in names)
+    assert {n.split(".self_attn.")[1].split(".")[0] for n in names} == {"q_proj", "v_proj"}
+
+
+def test_projector_width_is_derived_from_the_llm(tiny_llm_dir):
+    model = _model(tiny_llm_dir)
+    assert model.projector[-1].out_features == model.llm.config.hidden_size == 32
+    assert model.projector[0].in_features == SMALL_GNN.hidden and model.projector[0].out_features == 2 * SMALL_GNN.hidden
+    with pytest.raises(ValueError, match="without a projector"):
+        _model(tiny_llm_dir, projector=False)
+    no_proj = GraphLLM(method_config("g_retriever", llm=LLMConfig(model=tiny_llm_dir),
+                                     gnn=GNNConfig(hidden=32, num_layers=2, heads=2), projector=False), in_dim=8)
+    assert no_proj.projector is None
+
+
+def test_token_stream_and_label_mask_are_exact(tiny_llm_dir):
+    model = _model(tiny_llm_dir)
+    tok = model.tokenizer
+    batch = model.collate(model.tokenize([_example(1), _example(4, seed=1)]), with_label=True)
+    text = model.decode_stream(batch, 0)
+    user = "<|im_start|>user\n"
+    assert text.startswith("<|im_start|>system\n") and user + "<soft>node_id,node_attr\n0,entity 0\n" in text
+    assert text.endswith("Question: who wrote it?\nAnswer: <|im_end|>\n<|im_start|>assistant\nbob|alice<|im_end|>")
+    assert text.count("<soft>") == 1 and "[/s]" not in text
+    for row in range(2):
+        labels = batch.labels[row]
+        kept = labels[labels != -100]
+        assert tok.decode(kept) == "bob|alice<|im_end|>"
+        assert int(kept[-1]) == tok.eos_token_id  # the real EOS id, not PyG's literal "[/s]"
+        # the supervised positions are exactly the last len(label) positions of the row
+        assert (labels[-len(kept):] != -100).all() and (labels[:-len(kept)] == -100).all()
+    # left padding: the shorter row starts with padding that is masked out
+    assert batch.attention_mask[0, 0] == 0 and batch.attention_mask[1].all()
+
+
+def test_desc_is_cut_to_max_txt_len_and_the_question_never(tiny_llm_dir):
+    model = _model(tiny_llm_dir, max_txt_len=5)
+    ex = model.tokenize([_example(50)])[0]
+    assert len(ex.desc_ids) == 5
+    assert model.tokenizer.decode(ex.question_ids) == "Question: who wrote it?\nAnswer: "
+
+
+def test_labels_are_cut_to_max_new_tokens_plus_eos(tiny_llm_dir):
+    model = GraphLLM(method_config("lora", llm=LLMConfig(model=tiny_llm_dir, max_new_tokens=3)), in_dim=8)
+    ex = model.tokenize([_example(1, label="a|b|c|d|e|f")])[0]
+    assert len(ex.label_ids) == 4 and ex.label_ids[-1] == model.template.eos_id
+
+
+def test_loss_on_label_logits_only_equals_the_full_hf_loss(tiny_llm_dir):
+    model = _model(tiny_llm_dir)
+    model.eval()
+    batch = model.collate(model.tokenize([_example(1), _example(5, label="carol", seed=1)]), with_label=True)
+    loss_sum, n = model(batch)
+    full = model.llm(inputs_embeds=model.embed(batch), attention_mask=batch.attention_mask,
+                     position_ids=model.position_ids(batch.attention_mask), labels=batch.labels)
+    assert torch.allclose(loss_sum / n, full.loss, atol=1e-5)
+
+
+def test_left_padding_changes_neither_loss_nor_answer(tiny_llm_dir):
+    model = _model(tiny_llm_dir)
+    model.eval()
+    short, long = model.tokenize([_example(1), _example(8, seed=1)])
+    alone_sum, alone_n = model(model.collate([short], with_label=True))
+    both = model.collate([short, long], with_label=True)
+    embeds = model.embed(both)
+    out = model.llm(inputs_embeds=embeds, attention_mask=both.attention_mask,
+                    position_ids=model.position_ids(both.attention_mask))
+    labels = both.labels[0]
+    logits = out.logits[0, :-1][labels[1:] != -100]
+    row_loss = torch.nn.functional.cross_entropy(logits, labels[1:][labels[1:] != -100], reduction="sum")
+    assert torch.allclose(row_loss, alone_sum, atol=1e-4)
+
+
+def test_batched_generation_with_soft_tokens_matches_one_by_one_on_the_real_llm(llm):
+    """Left-padded, KV-cached greedy decoding from inputs_embeds gives each row what it gets alone."""
+    model = GraphLLM(method_config("g_retriever", gnn=SMALL_GNN), in_dim=8, llm=llm[0], tokenizer=llm[1]).eval()
+    exs = model.tokenize([_example(1, seed=2), _example(12, seed=3)])
+    exs[0].question = "Question: what is the capital of France?\nAnswer: "
+    model.tokenize(exs)
+    together = model.generate(model.collate(exs, with_label=False), 8)
+    alone = [model.generate(model.collate([ex], with_label=False), 8)[0] for ex in exs]
+    assert together == alone and any(together)
+
+
+def test_prompt_tuning_vectors_start_as_the_init_text_embeddings(tiny_llm_dir):
+    torch.manual_seed(0)
+    model = GraphLLM(method_config("prompt_tuning", llm=LLMConfig(model=tiny_llm_dir)), in_dim=8,
+                     soft_prompt_init="Please answer")
+    ids = model.tokenizer("Please answer", add_special_tokens=False)["input_ids"]
+    expected = model.llm.get_input_embeddings().weight[(ids * 10)[:10]]
+    assert model.soft_prompt.shape == (10, 32) and torch.equal(model.soft_prompt.data, expected)
+    assert list(model.trainable_parameters()) == ["soft_prompt"]
+    text = model.decode_stream(model.collate(model.tokenize([_example(1)]), with_label=False))
+    assert text.count("<soft>") == 10
+
+
+def test_graph_token_has_no_text_graph_and_question_only_has_no_desc(tiny_llm_dir):
+    for method in ("graph_token", "question_only"):
+        model = _model(tiny_llm_dir, method)
+        text = model.decode_stream(model.collate(model.tokenize([_example(3)]), with_label=False))
+        assert "node_id" not in text and "Question: who wrote it?" in text
+        assert text.count("<soft>") == (1 if method == "graph_token" else 0)
+
+
+def test_trainable_state_round_trips_including_batchnorm_statistics(tiny_llm_dir):
+    model = _model(tiny_llm_dir)
+    state = model.trainable_state()
+    assert any(k.endswith("running_mean") for k in state)
+    other = _model(tiny_llm_dir)
+    with torch.no_grad():
+        for p in other.trainable_parameters().values():
+            p.add_(1.0)
+    other.load_trainable_state(state)
+    assert all(torch.equal(other.trainable_state()[k], v) for k, v in state.items())
+    with pytest.raises(KeyError, match="checkpoint lacks"):
+        other.load_trainable_state({})

@@ -1,0 +1,129 @@
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from gr_core.config import LLMConfig
+from gr_core.gnn import GNNConfig
+from gr_core.train import RunConfig, TrainConfig, length_batches, lr_at, make_run_config, run
+
+
+@pytest.fixture(scope="module")
+def explagraphs():
+    from gr_core.graphqa import load_dataset
+
+    return load_dataset("explagraphs")
+
+
+def _cfg(tiny_llm_dir, method="g_retriever", norm="batch", **train) -> RunConfig:
+    t = dict(num_epochs=2, batch_size=4, eval_batch_size=4, lr=1e-2, min_lr=1e-3) | train
+    return make_run_config("explagraphs", method, llm=LLMConfig(model=tiny_llm_dir, max_new_tokens=4),
+                           gnn=GNNConfig(hidden=16, num_layers=2, heads=2, norm=norm), train=TrainConfig(**t),
+                           max_train=8, max_val=4, max_test=3)
+
+
+def test_lr_schedule_warms_up_for_one_epoch_then_decays_by_half_cosine_to_min_lr():
+    cfg = TrainConfig(lr=1e-5, min_lr=5e-6, num_epochs=4, warmup_epochs=1)
+    lrs = [lr_at(s, 10, cfg) for s in range(40)]
+    assert lrs[0] == pytest.approx(1e-6) and lrs[9] == pytest.approx(1e-5)
+    assert all(a < b for a, b in zip(lrs[:9], lrs[1:10]))
+    assert all(a >= b for a, b in zip(lrs[10:], lrs[11:]))
+    assert lrs[-1] == pytest.approx(5e-6)
+
+
+def test_length_batches_cover_every_example_once_group_similar_lengths_and_follow_the_seed():
+    lengths = [5, 100, 6, 98, 7, 99, 8, 97]
+    batches = length_batches(lengths, 2, seed=0)
+    assert sorted(i for b in batches for i in b) == list(range(8))
+    assert all(abs(lengths[b[0]] - lengths[b[-1]]) <= 3 for b in batches)
+    assert batches == length_batches(lengths, 2, seed=0) and batches != length_batches(lengths, 2, seed=5)
+
+
+def test_run_config_round_trips_through_json(tiny_llm_dir):
+    cfg = _cfg(tiny_llm_dir, "g_retriever_lora")
+    assert RunConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+
+
+def test_a_run_writes_its_directory_and_a_finished_run_is_reused(tiny_llm_dir, explagraphs, tmp_path):
+    cfg = _cfg(tiny_llm_dir, num_epochs=1)
+    metrics = run(cfg, tmp_path / "r", ds=explagraphs)
+    for name in ("config.json", "env.json", "history.json", "predictions.jsonl", "metrics.json", "ckpt/best.pt"):
+        assert (tmp_path / "r" / name).is_file(), name
+    assert metrics["num_test"] == 3 and metrics["num_train"] == 8 and metrics["epochs_run"] == 1
+    assert 0.0 <= metrics["score"] <= 1.0 and metrics["trainable_params"] > 0
+    lines = (tmp_path / "r" / "predictions.jsonl").read_text().splitlines()
+    assert len(lines) == 3 and {"id", "prediction", "answers", "score"} <= set(json.loads(lines[0]))
+    stamp = (tmp_path / "r" / "metrics.json").stat().st_mtime_ns
+    assert run(cfg, tmp_path / "r", ds=explagraphs) == metrics
+    assert (tmp_path / "r" / "metrics.json").stat().st_mtime_ns == stamp
+
+
+def test_inference_only_methods_train_nothing(tiny_llm_dir, explagraphs, tmp_path):
+    metrics = run(_cfg(tiny_llm_dir, "zero_shot"), tmp_path / "z", ds=explagraphs)
+    assert metrics["epochs_run"] == 0 and metrics["trainable_params"] == 0
+    assert not (tmp_path / "z" / "history.json").exists()
+
+
+def test_an_interrupted_run_resumes_from_its_last_checkpoint_to_the_same_result(tiny_llm_dir, explagraphs, tmp_path):
+    cfg = _cfg(tiny_llm_dir, num_epochs=3, patience=5)
+    straight = run(cfg, tmp_path / "a", ds=explagraphs)
+
+    seen = []
+
+    def crash(epoch, row):
+        seen.append(row)
+        if epoch == 0:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run(cfg, tmp_path / "b", ds=explagraphs, on_epoch_end=crash)
+    assert (tmp_path / "b" / "ckpt" / "last.pt").is_file() and not (tmp_path / "b" / "metrics.json").exists()
+    resumed = run(cfg, tmp_path / "b", ds=explagraphs)
+    ha = json.loads((tmp_path / "a" / "history.json").read_text())
+    hb = json.loads((tmp_path / "b" / "history.json").read_text())
+    assert [h["epoch"] for h in hb] == [0, 1, 2]
+    assert hb[0] == seen[0]  # epoch 0 was restored from the checkpoint, not trained again
+    for x, y in zip(ha, hb):
+        assert x["train_loss"] == pytest.approx(y["train_loss"], rel=1e-5)
+        assert x["val_loss"] == pytest.approx(y["val_loss"], rel=1e-5)
+    a = torch.load(tmp_path / "a" / "ckpt" / "best.pt", weights_only=False)["model"]
+    b = torch.load(tmp_path / "b" / "ckpt" / "best.pt", weights_only=False)["model"]
+    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+    assert straight["score"] == resumed["score"]
+
+
+def test_early_stopping_keeps_the_best_validation_checkpoint(tiny_llm_dir, explagraphs, tmp_path):
+    run(_cfg(tiny_llm_dir, num_epochs=6, patience=1, lr=0.5, min_lr=0.5), tmp_path / "e", ds=explagraphs)
+    history = json.loads((tmp_path / "e" / "history.json").read_text())
+    best = min(range(len(history)), key=lambda i: history[i]["val_loss"])
+    assert torch.load(tmp_path / "e" / "ckpt" / "best.pt", weights_only=False)["epoch"] == best
+    if len(history) < 6:  # stopped early: exactly `patience` epochs without improvement after the best
+        assert len(history) - 1 - best == 1
+
+
+def test_ddp_on_two_gloo_processes_follows_the_single_process_trajectory(tiny_llm_dir, explagraphs, tmp_path):
+    """torchrun --nproc_per_node 2 (gloo, CPU) vs one process on the same global batch of 4."""
+    cfg = _cfg(tiny_llm_dir, norm="layer", num_epochs=2)  # graph-wise LayerNorm: independent of the sharding
+    (tmp_path / "cfg.json").write_text(json.dumps(cfg.to_dict()))
+    env = dict(os.environ, OMP_NUM_THREADS="1", GR_PROGRESS="off")
+    common = ["-m", "gr_core.train", "--config", str(tmp_path / "cfg.json")]
+    one = subprocess.run([sys.executable, *common, "--run-dir", str(tmp_path / "one")], env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert one.returncode == 0, one.stderr[-3000:]
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                          *common, "--run-dir", str(tmp_path / "two")], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert two.returncode == 0, two.stderr[-3000:]
+    h1 = json.loads((tmp_path / "one" / "history.json").read_text())
+    h2 = json.loads((tmp_path / "two" / "history.json").read_text())
+    assert len(h1) == len(h2) == 2
+    for a, b in zip(h1, h2):
+        assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-4)
+        assert a["val_loss"] == pytest.approx(b["val_loss"], rel=1e-4)
+        assert a["train_tokens"] == b["train_tokens"]
+    assert h1[1]["val_loss"] != pytest.approx(h1[0]["val_loss"], rel=1e-6)  # training really moved
+    m2 = json.loads((tmp_path / "two" / "metrics.json").read_text())
+    assert m2["world_size"] == 2
