@@ -110,3 +110,38 @@ def task_report(dataset: str, predictions: list[str], answers: list[list[str]]) 
         return {}
     scale = 100.0 if dataset in KGQA_DATASETS else 1.0
     return {k: scale * float(np.mean([r[k] for r in rows])) for k in rows[0]} | {"n": len(rows)}
+
+
+# GNN-RAG's published WebQSP scores (GNN-RAG paper Table 2; the committed *_eval_result.txt files).
+REFERENCE_PREDICTIONS = {
+    "GNN-RAG": ("kgqa-gnn-rag_rearev_sbert_predictions.jsonl", {"hit": 85.69, "hit1": 80.59, "f1": 71.28}),
+    "GNN-RAG + RA": ("kgqa-gnn-rag-ra_rearev_sbert_detailed_eval_result.jsonl", {"hit": 90.72, "hit1": 82.80, "f1": 73.49}),
+}
+
+
+def reference_metric_check():
+    """Our KGQA metrics on GNN-RAG's published WebQSP predictions (``webqsp/reference_results``), beside the
+    published scores, with the strict variants and what the unbounded precision does to F1.
+
+    Returns:
+        a DataFrame, one row per prediction file.
+    """
+    import json
+
+    import pandas as pd
+
+    from .paths import data_file
+
+    rows = []
+    for name, (file, paper) in REFERENCE_PREDICTIONS.items():
+        with open(data_file("webqsp", "reference_results", file), encoding="utf-8") as fh:
+            preds = [json.loads(line) for line in fh]
+        scores = [kgqa_scores(p["prediction"], p["ground_truth"]) for p in preds]
+        r = {k: 100 * float(np.mean([s[k] for s in scores])) for k in scores[0]}
+        rows.append({"predictions": name, "n": len(preds), "Hit": round(r["hit"], 2), "paper Hit": paper["hit"],
+                     "Hit@1": round(r["hit1"], 2), "paper Hit@1": paper["hit1"], "F1": round(r["f1"], 2),
+                     "paper F1": paper["f1"], "strict exact Hit": round(r["exact_hit"], 2),
+                     "F1 (bounded precision)": round(r["f1_bounded"], 2),
+                     "rows with precision > 1": sum(s["precision"] > 1 for s in scores),
+                     "max precision": round(max(s["precision"] for s in scores), 2)})
+    return pd.DataFrame(rows)

@@ -89,14 +89,20 @@ class GraphEncoder(nn.Module):
                                   else LayerNorm(d_out, mode="graph") if cfg.norm == "layer" else nn.Identity())
         self.out_dim = cfg.hidden
 
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor, edge_attr: torch.Tensor | None,
-                batch: torch.Tensor, num_graphs: int) -> torch.Tensor:
-        from torch_geometric.nn import global_mean_pool
-
+    def node_forward(self, x: torch.Tensor, edge_index: torch.Tensor, edge_attr: torch.Tensor | None = None,
+                     batch: torch.Tensor | None = None) -> torch.Tensor:
+        """Node embeddings before pooling, ``(N, cfg.hidden)``."""
         for i, conv in enumerate(self.convs):
             x = conv(x, edge_index, edge_attr=edge_attr) if self.cfg.kind == "gt" else conv(x, edge_index)
             if i < len(self.convs) - 1:
                 norm = self.norms[i]
                 x = norm(x, batch) if hasattr(norm, "mode") else norm(x)
                 x = nn.functional.dropout(torch.relu(x), self.cfg.dropout, self.training)
+        return x
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor, edge_attr: torch.Tensor | None,
+                batch: torch.Tensor, num_graphs: int) -> torch.Tensor:
+        from torch_geometric.nn import global_mean_pool
+
+        x = self.node_forward(x, edge_index, edge_attr, batch)
         return global_mean_pool(x, batch, size=num_graphs)  # (num_graphs, hidden); empty graphs pool to 0

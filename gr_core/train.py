@@ -284,9 +284,14 @@ def fit(model: GraphLLM, train: list[Example], val: list[Example], cfg: TrainCon
     """
     params = list(model.trainable_parameters().values())
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas)
+    if not train:
+        raise ValueError("fit: no training examples (does the dataset have a train split? webqsp_full is test-only)")
     module = model
     if dist.world > 1:
         from torch.nn.parallel import DistributedDataParallel
+
+        if model.device.type == "cuda":  # BatchNorm statistics over the global batch, as on one process
+            torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
 
         module = DistributedDataParallel(model, device_ids=[dist.local_rank] if model.device.type == "cuda" else None)
     lengths = [len(ex.desc_ids) + len(ex.question_ids) + len(ex.label_ids) for ex in train]

@@ -161,6 +161,9 @@ def plot_learning_curves(runs_dir: str | Path, names: Iterable[str] | None = Non
         epochs = [h["epoch"] + 1 for h in hist]
         line, = ax.plot(epochs, [h["val_loss"] for h in hist], marker="o", label=f"{name} (val)")
         ax.plot(epochs, [h["train_loss"] for h in hist], ls="--", color=line.get_color(), alpha=0.6)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("epoch")
     ax.set_ylabel("loss per label token")
     ax.set_title(title + "  (solid: validation, dashed: training)")

@@ -75,3 +75,12 @@ def test_task_scores_split_g_retriever_pipes_for_kgqa_and_keep_the_explagraphs_r
     assert report["score"] == 50.0 and report["n"] == 2
     with pytest.raises(ValueError, match="no metric"):
         task_scores("nope", "x", ["x"])
+
+
+def test_reference_metric_check_table_reproduces_both_published_rows():
+    from gr_core.evaluate import reference_metric_check
+
+    table = reference_metric_check()
+    for _, row in table.iterrows():
+        assert (row["Hit"], row["Hit@1"], row["F1"]) == (row["paper Hit"], row["paper Hit@1"], row["paper F1"])
+    assert table.loc[0, "rows with precision > 1"] == 26 and table.loc[0, "F1 (bounded precision)"] == 71.71

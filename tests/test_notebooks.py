@@ -36,3 +36,21 @@ def test_quickstart_records_the_textualized_graph_and_a_scored_answer(smoke_outp
     html = (smoke_outputs / "00_quickstart" / "graph.html").read_text()
     assert "vis-network" in html and "cdn.jsdelivr" not in html and "cdnjs" not in html
     assert (smoke_outputs / "00_quickstart" / "env.json").is_file()
+
+
+def test_training_notebook_writes_run_directories_and_table3_from_them(smoke_outputs):
+    summary = json.loads((smoke_outputs / "03_training" / "summary.json").read_text())
+    names = {r["name"] for r in summary["runs"]}
+    assert names == {"explagraphs-zero_shot-seed0", "explagraphs-g_retriever-seed0",
+                     "explagraphs-g_retriever_lora-seed0", "webqsp-g_retriever-seed0"}
+    for name in names:
+        run_dir = smoke_outputs / "runs" / name
+        metrics = json.loads((run_dir / "metrics.json").read_text())
+        assert metrics["num_test"] == 8 and (run_dir / "config.json").is_file() and (run_dir / "env.json").is_file()
+        assert len((run_dir / "predictions.jsonl").read_text().splitlines()) == 8
+        assert (run_dir / "history.json").is_file() == (metrics["method"] != "zero_shot")
+    rows = {(r["dataset"], r["method"]): r for r in summary["table3"]}
+    assert rows[("explagraphs", "g_retriever")]["paper_mean"] == 0.8516
+    assert rows[("webqsp", "g_retriever")]["paper_mean"] == 70.49
+    assert (smoke_outputs / "03_training" / "table3.csv").is_file()
+    assert (smoke_outputs / "03_training" / "learning_curves.png").stat().st_size > 5_000

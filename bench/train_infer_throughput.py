@@ -1,0 +1,233 @@
+"""Training and batched-inference throughput: our ``GraphLLM`` vs PyG's ``GRetriever``, side by side.
+
+    python bench/train_infer_throughput.py   ->  outputs/bench/train_infer_throughput.json
+
+Both sides get the same LLM (the embedded SmolLM2-135M-Instruct, fp32, from the same HF directory), the
+same graph encoder (our Graph Transformer stack, deep-copied so both start from identical weights; PyG pools
+with its own scatter-mean), the same WebQSP questions with the same PCST subgraphs and desc strings, the same
+labels and batch size (PEERS.md §8.4). Each side runs its own pipeline as a user would:
+
+- ours: length-bucketed batches, the LLM frozen, logits only at label positions, generation with the chat
+  template and EOS stopping, length-sorted inference batches;
+- PyG as shipped: ``GRetriever(LLM(...), gnn)`` with the legacy prompt (no ``sys_prompt``, as its WebQSP
+  example), AdamW over every parameter that requires grad (the whole LLM: it is never frozen, PEERS.md
+  finding 4), batches in dataset order, ``inference`` at its default 128 new tokens and at our 32;
+- PyG with the LLM frozen by hand before building the optimizer (the fix its users must apply).
+
+Throughput counts each side's own real (non-pad) input tokens, prompt + label, per second. MFU divides the
+model FLOPs of those tokens by a float32 matrix-multiply peak measured in the same process:
+4 x N_nonembedding per token for a frozen LLM (forward + activation gradients; no weight gradients),
+6 x N for full fine-tuning, plus the vocabulary projection where it is computed (ours: label positions only;
+PyG: every position). Attention score FLOPs are left out (< 10% at these lengths). A 135M model on a 2-core
+CPU is LLM-bound and not comparable with GPU numbers.
+"""
+from common import machine, summarize, write_result  # noqa: I001
+
+import copy
+import time
+
+import torch
+
+from gr_core.gnn import GNNConfig
+from gr_core.graphqa import DatasetConfig, load_dataset
+from gr_core.llm import embedded_llm_dir
+from gr_core.model import GraphLLM
+from gr_core.train import TrainConfig, build_examples, length_batches, make_run_config, predict
+
+DATASET = "webqsp"
+BATCH = 8  # GR code training batch
+EVAL_BATCH = 16  # GR code eval batch
+TRAIN_EXAMPLES = 40  # 5 batches: 1 warm-up + 4 timed
+INFER_EXAMPLES = 48
+MAX_NEW = 32  # GR code generation budget
+GNN = GNNConfig(kind="gt", hidden=256, num_layers=4, heads=4)  # the quick preset's encoder
+
+
+def gemm_peak_gflops(n: int = 2048, repeats: int = 5) -> float:
+    """Best float32 ``n x n`` matrix-multiply rate of this process, in GFLOP/s."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    torch.mm(a, b)
+    best = min(_time(lambda: torch.mm(a, b)) for _ in range(repeats))
+    return 2 * n ** 3 / best / 1e9
+
+
+def _time(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+class NodeGNN(torch.nn.Module):
+    """Our encoder's node stack with the ``out_channels`` / ``(x, edge_index, edge_attr=)`` interface PyG expects."""
+
+    def __init__(self, encoder):
+        super().__init__()
+        self.enc = encoder
+        self.out_channels = encoder.out_dim
+
+    def forward(self, x, edge_index, edge_attr=None):
+        return self.enc.node_forward(x, edge_index, edge_attr)
+
+
+def llm_flops(llm) -> tuple[int, int]:
+    """(non-embedding parameters, vocabulary-projection MACs per position)."""
+    emb = llm.get_input_embeddings().weight
+    total = sum(p.numel() for p in llm.parameters())
+    return total - emb.numel(), emb.numel()
+
+
+def ours_train(model: GraphLLM, examples, tcfg: TrainConfig) -> dict:
+    params = list(model.trainable_parameters().values())
+    opt = torch.optim.AdamW(params, lr=tcfg.lr, weight_decay=tcfg.weight_decay, betas=tcfg.betas)
+    lengths = [ex.num_prompt_tokens + len(ex.label_ids) for ex in examples]
+    batches = length_batches(lengths, BATCH, seed=0)
+    model.train()
+    times, tokens, label_positions = [], [], []
+    for k, idx in enumerate(batches):
+        batch = model.collate([examples[i] for i in idx], with_label=True)
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            s, n = model(batch)
+            (s / n).backward()
+            torch.nn.utils.clip_grad_norm_(params, tcfg.grad_clip)
+            opt.step()
+        dt = _time(step)
+        if k:  # the first batch is warm-up
+            times.append(dt)
+            tokens.append(batch.num_tokens)
+            label_positions.append(len(idx) * (batch.label_width + 1))
+    return {"seconds": times, "tokens": tokens, "logit_rows": label_positions}
+
+
+def pyg_inputs(examples):
+    from torch_geometric.data import Batch
+
+    g = Batch.from_data_list([ex.data for ex in examples])
+    return dict(question=[ex.question for ex in examples], x=g.x, edge_index=g.edge_index, batch=g.batch,
+                edge_attr=g.edge_attr, additional_text_context=[ex.desc for ex in examples])
+
+
+def pyg_tokens(pyg, examples, with_label: bool) -> int:
+    """PyG's own real input tokens for a batch (its prompt stream, plus one graph token per example)."""
+    args = pyg_inputs(examples)
+    _, mask, _ = pyg.llm._get_embeds(args["question"], args["additional_text_context"], None,
+                                     [ex.label for ex in examples] if with_label else None)
+    return int(mask.sum()) + len(examples)
+
+
+def pyg_train(pyg, examples, tcfg: TrainConfig) -> dict:
+    params = [p for p in pyg.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=tcfg.lr, weight_decay=tcfg.weight_decay, betas=tcfg.betas)
+    pyg.train()
+    times, tokens, rows = [], [], []
+    for k, start in enumerate(range(0, len(examples), BATCH)):
+        chunk = examples[start:start + BATCH]
+        args = pyg_inputs(chunk)
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            loss = pyg(label=[ex.label for ex in chunk], **args)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, tcfg.grad_clip)
+            opt.step()
+        dt = _time(step)
+        if k:
+            times.append(dt)
+            n = pyg_tokens(pyg, chunk, True)
+            tokens.append(n)
+            rows.append(n)  # PyG computes logits at every position (padding included; counted as real tokens here)
+    return {"seconds": times, "tokens": tokens, "logit_rows": rows, "trainable_params": sum(p.numel() for p in params)}
+
+
+def pyg_infer(pyg, examples, max_out_tokens: int) -> dict:
+    pyg.eval()
+    t0 = time.perf_counter()
+    answers = []
+    for start in range(0, len(examples), EVAL_BATCH):
+        answers += pyg.inference(**pyg_inputs(examples[start:start + EVAL_BATCH]), max_out_tokens=max_out_tokens)
+    seconds = time.perf_counter() - t0
+    return {"seconds": seconds, "answers_per_s": len(examples) / seconds,
+            "mean_answer_chars": sum(len(a) for a in answers) / len(answers), "sample": answers[:3]}
+
+
+def main() -> None:
+    from torch_geometric.llm.models import LLM, GRetriever
+
+    torch.manual_seed(0)
+    peak = gemm_peak_gflops()
+    ds = load_dataset(DatasetConfig(DATASET))
+    cfg = make_run_config(DATASET, "g_retriever", gnn=GNN)
+    tcfg = TrainConfig()
+    ours = GraphLLM(cfg.model, in_dim=int(ds.text_emb.shape[1]))
+    train_ex = ours.tokenize(build_examples(ds, ds.split["train"][:TRAIN_EXAMPLES], cfg.model))
+    test_ex = ours.tokenize(build_examples(ds, ds.split["test"][:INFER_EXAMPLES], cfg.model))
+    n_ne, vocab_macs = llm_flops(ours.llm)
+
+    def mfu(run: dict, per_token: int) -> tuple[float, float]:
+        flops = sum(per_token * n_ne * t + per_token * vocab_macs * r for t, r in zip(run["tokens"], run["logit_rows"]))
+        tps = sum(run["tokens"]) / sum(run["seconds"])
+        return tps, flops / sum(run["seconds"]) / 1e9 / peak
+
+    def make_pyg(frozen: bool):
+        torch.manual_seed(0)
+        llm = LLM(str(embedded_llm_dir()), num_params=0.135, dtype=torch.float32)
+        if frozen:
+            llm.llm.requires_grad_(False)
+        return GRetriever(llm, NodeGNN(copy.deepcopy(ours.gnn)))
+
+    # ---- training: ours, PyG as shipped, PyG frozen by hand
+    r_ours = ours_train(ours, train_ex, tcfg)
+    pyg = make_pyg(frozen=False)
+    r_pyg = pyg_train(pyg, train_ex, tcfg)
+    del pyg
+    pyg_frozen = make_pyg(frozen=True)
+    r_pyg_frozen = pyg_train(pyg_frozen, train_ex, tcfg)
+    ours_tps, ours_mfu = mfu(r_ours, 4)
+    peer_tps, peer_mfu = mfu(r_pyg, 6)
+    frozen_tps, frozen_mfu = mfu(r_pyg_frozen, 4)
+
+    # ---- inference (fresh, untrained adapters on both sides; same GNN weights)
+    predict(ours, test_ex[:EVAL_BATCH], EVAL_BATCH)  # warm-up
+    answers, ours_s = predict(ours, test_ex, EVAL_BATCH)
+    r_inf_32 = pyg_infer(pyg_frozen, test_ex, MAX_NEW)
+    r_inf_default = pyg_infer(pyg_frozen, test_ex, 128)
+    ours_aps = len(test_ex) / ours_s
+
+    result = {
+        "dataset": DATASET, "batch_size": BATCH, "eval_batch_size": EVAL_BATCH, "gnn": GNN.__dict__,
+        "timed_train_batches": len(r_ours["seconds"]), "infer_examples": len(test_ex), "max_new_tokens": MAX_NEW,
+        "gemm_peak_gflops": round(peak, 2),
+        "ours_train_tokens_per_s": round(ours_tps, 1), "peer_train_tokens_per_s": round(peer_tps, 1),
+        "train_speedup": round(ours_tps / peer_tps, 3),
+        "peer_frozen_train_tokens_per_s": round(frozen_tps, 1), "train_speedup_vs_frozen_peer": round(ours_tps / frozen_tps, 3),
+        "ours_train_step_s": summarize(r_ours["seconds"]), "peer_train_step_s": summarize(r_pyg["seconds"]),
+        "peer_frozen_train_step_s": summarize(r_pyg_frozen["seconds"]),
+        "ours_tokens_per_batch": sum(r_ours["tokens"]) / len(r_ours["tokens"]),
+        "peer_tokens_per_batch": sum(r_pyg["tokens"]) / len(r_pyg["tokens"]),
+        "ours_trainable_params": sum(p.numel() for p in ours.trainable_parameters().values()),
+        "peer_trainable_params": r_pyg["trainable_params"], "peer_frozen_trainable_params": r_pyg_frozen["trainable_params"],
+        "mfu": round(ours_mfu, 4), "peer_mfu": round(peer_mfu, 4), "peer_frozen_mfu": round(frozen_mfu, 4),
+        "ours_infer_answers_per_s": round(ours_aps, 3),
+        "peer_infer_answers_per_s": round(r_inf_32["answers_per_s"], 3),
+        "infer_speedup": round(ours_aps / r_inf_32["answers_per_s"], 3),
+        "peer_default_128_infer_answers_per_s": round(r_inf_default["answers_per_s"], 3),
+        "infer_speedup_vs_peer_default": round(ours_aps / r_inf_default["answers_per_s"], 3),
+        "ours_mean_answer_chars": sum(len(a) for a in answers) / len(answers),
+        "peer_mean_answer_chars": r_inf_32["mean_answer_chars"], "ours_sample": answers[:3],
+        "peer_sample": r_inf_32["sample"],
+        "mfu_formula": "model FLOPs / s / gemm_peak: (4 frozen | 6 full) x (N_nonembedding x tokens + vocab MACs x logit rows)",
+        "targets": {"train_speedup": 1.5, "infer_speedup": 3.0},
+        "machine_note": machine(),
+    }
+    path = write_result("train_infer_throughput", result)
+    print(f"GEMM peak {peak:.1f} GFLOP/s")
+    print(f"train tokens/s: ours {ours_tps:.0f} (MFU {ours_mfu:.1%}) | PyG as shipped {peer_tps:.0f} (MFU {peer_mfu:.1%}) "
+          f"-> {ours_tps / peer_tps:.2f}x | PyG frozen by hand {frozen_tps:.0f} -> {ours_tps / frozen_tps:.2f}x")
+    print(f"inference answers/s: ours {ours_aps:.2f} | PyG at 32 tokens {r_inf_32['answers_per_s']:.2f} -> "
+          f"{ours_aps / r_inf_32['answers_per_s']:.2f}x | PyG default 128 {r_inf_default['answers_per_s']:.2f} -> "
+          f"{ours_aps / r_inf_default['answers_per_s']:.2f}x   -> {path}")
+
+
+if __name__ == "__main__":
+    main()
