@@ -1,0 +1,363 @@
+"""GNN-RAG retrieval: a question-conditioned GNN reasoner, answer candidates, reasoning paths
+(GNN-RAG paper §4.1-4.2, App. C; GNN-RAG code ``gnn/models/ReaRev``, ``gnn/evaluate.py``,
+``llm/src/utils/graph_utils.py``; SPEC.md §5.2-5.4).
+
+The reasoner follows ReaRev on PyTorch Geometric message passing:
+
+- ``num_ins`` instructions from the question's sentence embedding (ReaRev pools LM token states by attention;
+  we cache sentence embeddings only, so each instruction is a learned projection of it: a deviation);
+- relation features from the relation text's sentence embedding, one projection per direction (facts are used
+  both ways);
+- entities have no text features: their initial state is ReLU of the summed projected incident relations;
+- ``num_iter`` iterations of ``num_gnn`` layers; each layer sends ``ReLU(W_r r ⊙ instruction_k) · p(head)`` along
+  every fact, aggregates per instruction, updates the node state and re-normalizes the node distribution ``p``
+  with a softmax over the graph's nodes; after each iteration the instructions are re-formed from the
+  seed-weighted node states (``QueryReform``) and reasoning restarts from the seeds;
+- loss: KL(uniform over the gold answers in the graph ‖ p); questions with no answer in the graph are masked.
+
+Candidates (SPEC.md §5.3): softmax probabilities, question entities excluded, sorted, added until the
+cumulative probability first exceeds 0.95. Paths (§5.4): shortest paths from question entities to candidates
+that keep **edge direction** (a reversed hop is written with ``<-``) and **every relation** between a pair
+(GNN-RAG's ``nx.Graph`` keeps one and drops direction, PEERS.md finding 8).
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+
+@dataclass(frozen=True)
+class ReasonerConfig:
+    """ReaRev hyperparameters (GNN-RAG WebQSP script and ``parsing.py``; SPEC.md §5.2)."""
+
+    entity_dim: int = 50  # --entity_dim 50
+    num_ins: int = 2  # --num_ins 2 (WebQSP)
+    num_iter: int = 3  # --num_iter 3 (WebQSP)
+    num_gnn: int = 3  # --num_gnn 3
+    dropout: float = 0.2  # linear dropout
+    label_smooth: float = 0.0  # parsing.py has 0.1 but it is unused with the KL loss the scripts select
+
+    def __post_init__(self) -> None:
+        if min(self.entity_dim, self.num_ins, self.num_iter, self.num_gnn) < 1:
+            raise ValueError("ReasonerConfig: entity_dim, num_ins, num_iter, num_gnn must be >= 1")
+        if not 0.0 <= self.label_smooth < 1.0:
+            raise ValueError(f"ReasonerConfig.label_smooth={self.label_smooth} must be in [0, 1)")
+
+
+class FactMessage(torch.nn.Module):
+    """One hop of ``p``-weighted fact messages: ``m_e = ReLU(r_e ⊙ ins) · p(head_e)``, summed at the tail.
+
+    Shapes:
+        input: ``p (N,)``, ``rel (E, D)`` (already projected), ``ins (E, D)`` (the instruction of each edge's graph),
+        ``edge_index (2, E)``; output: ``(N, D)``.
+    """
+
+    def __init__(self):
+        super().__init__()
+        from torch_geometric.nn import MessagePassing
+
+        class _Conv(MessagePassing):
+            def __init__(self):
+                super().__init__(aggr="add")
+
+            def forward(self, p, rel, ins, edge_index, num_nodes):
+                return self.propagate(edge_index, p=p.unsqueeze(-1), rel=rel, ins=ins, size=(num_nodes, num_nodes))
+
+            def message(self, p_j, rel, ins):
+                return torch.relu(rel * ins) * p_j
+
+        self.conv = _Conv()
+
+    def forward(self, p, rel, ins, edge_index, num_nodes):
+        return self.conv(p, rel, ins, edge_index, num_nodes)
+
+
+class ReaRev(nn.Module):
+    """The GNN reasoner: node log-probabilities for one batch of question graphs.
+
+    Args:
+        text_dim: sentence-embedding width (questions and relation texts).
+        cfg: :class:`ReasonerConfig`.
+
+    Shapes (a PyG ``Batch``):
+        ``edge_index (2, E)`` facts head -> tail; ``rel_emb (E, text_dim)``; ``seed (N,)`` bool;
+        ``q_emb (B, text_dim)``; ``batch (N,)``. Output: ``log p (N,)``, normalized per graph.
+    """
+
+    def __init__(self, text_dim: int, cfg: ReasonerConfig = ReasonerConfig()):
+        super().__init__()
+        D, K = cfg.entity_dim, cfg.num_ins
+        self.cfg = cfg
+        self.rel_fwd = nn.Linear(text_dim, D)
+        self.rel_bwd = nn.Linear(text_dim, D)
+        self.entity_init = nn.Linear(D, D)
+        self.instructions = nn.Linear(text_dim, K * D)
+        self.hop = FactMessage()
+        self.update = nn.ModuleList([nn.Linear((K + 1) * D, D) for _ in range(cfg.num_gnn)])
+        self.score = nn.Linear(D, 1)
+        self.reform = nn.Linear(2 * D, D)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, data) -> torch.Tensor:
+        from torch_geometric.utils import scatter, softmax
+
+        D, K = self.cfg.entity_dim, self.cfg.num_ins
+        N, batch = data.num_nodes, data.batch
+        B = data.q_emb.shape[0]
+        src, dst = data.edge_index
+        # facts in both directions: head -> tail with W_fwd, tail -> head with W_bwd
+        edges = torch.cat([data.edge_index, torch.stack([dst, src])], dim=1)
+        rel = torch.cat([self.rel_fwd(data.rel_emb), self.rel_bwd(data.rel_emb)], dim=0)  # (2E, D)
+        edge_graph = batch[edges[1]]
+        h0 = torch.relu(self.entity_init(scatter(rel, edges[1], dim=0, dim_size=N, reduce="sum")))  # (N, D)
+        ins = self.drop(self.instructions(data.q_emb)).view(B, K, D)
+        seed = data.seed.float()
+        p0 = seed / scatter(seed, batch, dim=0, dim_size=B, reduce="sum").clamp(min=1)[batch]
+        log_p = torch.log(p0.clamp(min=1e-30))
+        for _ in range(self.cfg.num_iter):
+            p, h = p0, h0
+            for layer in self.update:
+                agg = [self.hop(p, rel, ins[edge_graph, k], edges, N) for k in range(K)]  # K x (N, D)
+                h = torch.relu(layer(self.drop(torch.cat([h, *agg], dim=-1))))
+                logits = self.score(h).squeeze(-1)
+                log_p = torch.log(softmax(logits, batch, num_nodes=N).clamp(min=1e-30))
+                p = log_p.exp()
+            pooled = scatter(h * seed.unsqueeze(-1), batch, dim=0, dim_size=B, reduce="sum")  # (B, D)
+            ins = torch.relu(self.reform(torch.cat([ins, pooled.unsqueeze(1).expand(-1, K, -1)], dim=-1)))
+        return log_p
+
+    def loss(self, log_p: torch.Tensor, data) -> tuple[torch.Tensor, int]:
+        """KL(uniform over gold answers ‖ p), summed over questions that have an answer in their graph.
+
+        Returns:
+            ``(loss_sum, number of questions with an answer)``.
+        """
+        from torch_geometric.utils import scatter
+
+        B = data.q_emb.shape[0]
+        ans = data.answer.float()
+        count = scatter(ans, data.batch, dim=0, dim_size=B, reduce="sum")  # (B,)
+        target = ans / count.clamp(min=1)[data.batch]
+        if self.cfg.label_smooth:
+            sizes = scatter(torch.ones_like(ans), data.batch, dim=0, dim_size=B, reduce="sum")
+            eps = self.cfg.label_smooth
+            target = (1 - eps) * target + eps / sizes[data.batch]
+        per_node = torch.where(target > 0, target * (torch.log(target.clamp(min=1e-30)) - log_p), torch.zeros_like(target))
+        per_q = scatter(per_node, data.batch, dim=0, dim_size=B, reduce="sum")
+        has = count > 0
+        return per_q[has].sum(), int(has.sum())
+
+
+# ---------------------------------------------------------------------- candidates and paths
+def select_candidates(probs: np.ndarray, seeds: set[int], eps: float = 0.95, max_nodes: int | None = None
+                      ) -> list[tuple[int, float]]:
+    """GNN-RAG's candidate set: nodes by probability (question entities excluded) until the cumulative
+    probability first exceeds ``eps``; nodes below ``(1 - eps) / max_nodes`` are never candidates.
+
+    Args:
+        probs: ``(N,)`` the node distribution of one graph. seeds: node positions of the question entities.
+    Returns:
+        ``[(node position, probability), ...]`` most probable first; empty when every node is a seed.
+    """
+    floor = (1 - eps) / (max_nodes or len(probs) or 1)
+    order = [int(i) for i in np.argsort(-probs, kind="stable") if int(i) not in seeds and probs[i] >= floor]
+    out, total = [], 0.0
+    for i in order:
+        out.append((i, float(probs[i])))
+        total += float(probs[i])
+        if total > eps:
+            break
+    return out
+
+
+@dataclass
+class PathReport:
+    """What :func:`reasoning_paths` did: paths, and the counted reasons for missing ones."""
+
+    lines: list[str]
+    missing_seed: int = 0  # question entity not in the graph
+    no_path: int = 0  # candidate unreachable from every question entity
+    truncated: int = 0  # path lines dropped by the token budget
+
+
+def _hop_texts(u: int, v: int, rel_index: dict) -> list[str]:
+    """Every relation between positions ``u`` and ``v`` with its direction: ``-> r ->`` or ``<- r <-``."""
+    return [f" -> {r} -> " for r in rel_index.get((u, v), [])] + [f" <- {r} <- " for r in rel_index.get((v, u), [])]
+
+
+def reasoning_paths(graph, seeds: list[int], targets: list[int], max_lines_per_pair: int = 8,
+                    token_budget: int | None = None, count_tokens=None) -> PathReport:
+    """Shortest paths from question entities to targets, verbalized with direction and every relation.
+
+    Topology is the undirected simple graph (as GNN-RAG: a path may walk a fact backwards); each hop is then
+    written once per relation between the pair, ``u -> r -> v`` for a fact u->v and ``u <- r <- v`` for a fact
+    v->u, so nothing is overwritten and nothing is reversed. Lines are deduplicated, kept in target order (most
+    probable candidate first), and cut to ``token_budget`` tokens when given (``count_tokens(text) -> int``).
+
+    Args:
+        graph: a :class:`~gr_core.data.TextualGraph`. seeds, targets: node *ids* of ``graph``.
+    """
+    import networkx as nx
+
+    ids = graph.nodes.node_id.tolist()
+    names = dict(zip(ids, graph.nodes.node_attr.tolist()))
+    rel_index: dict[tuple[int, int], list[str]] = {}
+    for s, r, d in zip(graph.edges.src.tolist(), graph.edges.edge_attr.tolist(), graph.edges.dst.tolist()):
+        rels = rel_index.setdefault((s, d), [])
+        if r not in rels:
+            rels.append(r)
+    g = nx.Graph()
+    g.add_nodes_from(ids)
+    g.add_edges_from(rel_index)
+    report = PathReport(lines=[])
+    present = [s for s in seeds if s in names]
+    report.missing_seed = len(seeds) - len(present)
+    seen = set()
+    for t in targets:
+        found = False
+        for s in present:
+            if s == t or not nx.has_path(g, s, t):
+                continue
+            found = True
+            for nodes in nx.all_shortest_paths(g, s, t):
+                hops = [_hop_texts(u, v, rel_index) for u, v in zip(nodes, nodes[1:])]
+                for combo in itertools.islice(itertools.product(*hops), max_lines_per_pair):
+                    line = names[nodes[0]] + "".join(h + names[v] for h, v in zip(combo, nodes[1:]))
+                    if line not in seen:
+                        seen.add(line)
+                        report.lines.append(line)
+        report.no_path += not found
+    if token_budget is not None and count_tokens is not None:
+        kept, used = [], 0
+        for line in report.lines:
+            n = count_tokens(line + "\n")
+            if used + n > token_budget:
+                report.truncated += 1
+                continue
+            kept.append(line)
+            used += n
+        report.lines = kept
+    return report
+
+
+# ---------------------------------------------------------------------- data, training, evaluation
+def question_data(ds, i: int, graph=None):
+    """Question ``i`` of a KGQA dataset as the reasoner's PyG ``Data``.
+
+    Fields: ``edge_index (2, E)`` over node positions, ``rel_emb (E, dim)``, ``seed (N,)`` and ``answer (N,)`` bool
+    masks, ``q_emb (1, dim)``; ``missing_seed`` counts question entities absent from the graph.
+    """
+    from torch_geometric.data import Data
+
+    from .data import question_nodes
+
+    g = graph if graph is not None else ds.graph(i)
+    _, edge_attr = ds.embeddings(i, g)
+    ids = g.nodes.node_id.to_numpy()
+    pos = {int(n): k for k, n in enumerate(ids)}
+    src = np.array([pos[int(s)] for s in g.edges.src], dtype=np.int64)
+    dst = np.array([pos[int(d)] for d in g.edges.dst], dtype=np.int64)
+    seed_ids = question_nodes(g)
+    seed = np.zeros(len(ids), bool)
+    seed[[pos[s] for s in seed_ids]] = True
+    gold = {a.lower() for a in ds.records[i].answers}
+    answer = np.array([str(t).lower() in gold for t in g.nodes.node_attr], bool) & ~seed
+    return Data(edge_index=torch.from_numpy(np.stack([src, dst])).view(2, -1), rel_emb=torch.from_numpy(edge_attr),
+                seed=torch.from_numpy(seed), answer=torch.from_numpy(answer),
+                q_emb=torch.from_numpy(ds.question_emb[i]).view(1, -1), num_nodes=len(ids),
+                missing_seed=len(ds.records[i].q_entities) - len(seed_ids))
+
+
+@dataclass(frozen=True)
+class ReasonerTrainConfig:
+    """GNN-RAG training defaults: Adam lr 5e-4, no decay, grad clip 1.0, batch 8 (SPEC.md §5.2)."""
+
+    lr: float = 5e-4
+    grad_clip: float = 1.0
+    batch_size: int = 8
+    num_epochs: int = 10  # GNN-RAG: 200 on WebQSP; bounded here for CPU, selection on validation H@1
+    seed: int = 0
+
+
+def train_reasoner(train_data: list, val_data: list, text_dim: int, cfg: ReasonerConfig = ReasonerConfig(),
+                   tcfg: ReasonerTrainConfig = ReasonerTrainConfig()) -> tuple[ReaRev, list[dict]]:
+    """Train ReaRev; keep the epoch with the best validation H@1 (GNN-RAG selects on validation).
+
+    Returns:
+        ``(model with the best weights, per-epoch history)``.
+    """
+    import copy
+    import time
+
+    from torch_geometric.loader import DataLoader
+
+    from .runs import progress
+
+    torch.manual_seed(tcfg.seed)
+    model = ReaRev(text_dim, cfg)
+    opt = torch.optim.Adam(model.parameters(), lr=tcfg.lr)
+    loader = DataLoader(train_data, batch_size=tcfg.batch_size, shuffle=True,
+                        generator=torch.Generator().manual_seed(tcfg.seed))
+    history, best, best_state = [], -1.0, None
+    for epoch in range(tcfg.num_epochs):
+        model.train()
+        t0, total, count = time.perf_counter(), 0.0, 0
+        for batch in progress(loader, desc=f"reasoner epoch {epoch}"):
+            loss_sum, n = model.loss(model(batch), batch)
+            if n == 0:
+                continue
+            opt.zero_grad(set_to_none=True)
+            (loss_sum / n).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), tcfg.grad_clip)
+            opt.step()
+            total, count = total + float(loss_sum.detach()), count + n
+        val = evaluate_reasoner(model, val_data) if val_data else {"h1": 0.0}
+        history.append({"epoch": epoch, "train_loss": total / max(count, 1), "val_h1": val["h1"],
+                        "val_f1": val.get("f1"), "seconds": round(time.perf_counter() - t0, 2)})
+        if val["h1"] > best:
+            best, best_state = val["h1"], copy.deepcopy(model.state_dict())
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    return model, history
+
+
+@torch.no_grad()
+def node_probabilities(model: ReaRev, data_list: list, batch_size: int = 32) -> list[np.ndarray]:
+    """Each graph's node distribution ``(N_i,)``."""
+    from torch_geometric.loader import DataLoader
+
+    model.eval()
+    out = []
+    for batch in DataLoader(data_list, batch_size=batch_size):
+        p = model(batch).exp().numpy()
+        for b in range(batch.num_graphs):
+            out.append(p[(batch.batch == b).numpy()])
+    return out
+
+
+def evaluate_reasoner(model: ReaRev, data_list: list, eps: float = 0.95) -> dict:
+    """GNN-only scores as GNN-RAG reports them: H@1 (argmax over non-seed nodes is an answer) and F1 of the
+    ``eps`` candidate set, in percent, plus candidate-set hit, size and the count of questions without a gold
+    answer in their graph (scored as misses here; GNN-RAG's evaluator counts them as hits)."""
+    probs = node_probabilities(model, data_list)
+    h1, f1, hit, sizes, no_gold = [], [], [], [], 0
+    for p, d in zip(probs, data_list):
+        seeds = set(np.flatnonzero(d.seed.numpy()).tolist())
+        gold = set(np.flatnonzero(d.answer.numpy()).tolist())
+        no_gold += not gold
+        masked = p.copy()
+        masked[list(seeds)] = -1
+        h1.append(float(bool(gold) and int(np.argmax(masked)) in gold))
+        cands = {c for c, _ in select_candidates(p, seeds, eps)}
+        sizes.append(len(cands))
+        tp = len(cands & gold)
+        prec, rec = (tp / len(cands) if cands else 0.0), (tp / len(gold) if gold else 0.0)
+        f1.append(2 * prec * rec / (prec + rec) if prec + rec else 0.0)
+        hit.append(float(tp > 0))
+    n = max(len(data_list), 1)
+    return {"h1": 100 * sum(h1) / n, "f1": 100 * sum(f1) / n, "candidate_hit": 100 * sum(hit) / n,
+            "mean_candidates": float(np.mean(sizes)) if sizes else 0.0, "no_gold_in_graph": no_gold, "n": len(data_list)}

@@ -1,0 +1,102 @@
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from torch_geometric.data import Data
+
+from gr_core.data import TextualGraph
+from gr_core.gnn_rag import (ReasonerConfig, ReasonerTrainConfig, ReaRev, evaluate_reasoner, reasoning_paths,
+                             select_candidates, train_reasoner)
+
+
+def _graph(edges, names=None, q_entities=("jamaica",)):
+    nodes = sorted({s for s, _, _ in edges} | {d for _, _, d in edges})
+    names = names or {}
+    return TextualGraph(pd.DataFrame({"node_id": nodes, "node_attr": [names.get(n, f"n{n}") for n in nodes]}),
+                        pd.DataFrame(edges, columns=["src", "edge_attr", "dst"]), q_entities=list(q_entities))
+
+
+def test_paths_keep_direction_and_every_relation_between_a_pair():
+    names = {0: "jamaica", 1: "jamaican english", 2: "kingston"}
+    g = _graph([(1, "language.human_language.countries_spoken_in", 0), (0, "location.country.languages_spoken", 1),
+                (0, "location.country.capital", 2)], names)
+    rep = reasoning_paths(g, [0], [1])
+    # GNN-RAG's undirected nx.Graph keeps one of the two relations and prints the reversed one forward
+    assert sorted(rep.lines) == ["jamaica -> location.country.languages_spoken -> jamaican english",
+                                 "jamaica <- language.human_language.countries_spoken_in <- jamaican english"]
+    assert rep.no_path == 0 and rep.missing_seed == 0
+
+
+def test_multi_hop_paths_enumerate_relation_combinations_and_deduplicate():
+    g = _graph([(0, "r1", 1), (0, "r2", 1), (1, "r3", 2), (1, "r3", 2)])
+    rep = reasoning_paths(g, [0, 0], [2])
+    assert sorted(rep.lines) == ["n0 -> r1 -> n1 -> r3 -> n2", "n0 -> r2 -> n1 -> r3 -> n2"]
+
+
+def test_missing_seed_disconnected_target_and_budget_are_counted_not_raised():
+    g = _graph([(0, "r", 1), (2, "s", 3)])
+    rep = reasoning_paths(g, [0, 99], [1, 3])
+    assert rep.lines == ["n0 -> r -> n1"] and rep.missing_seed == 1 and rep.no_path == 1
+    tight = reasoning_paths(g, [0], [1], token_budget=2, count_tokens=lambda text: len(text.split()))
+    assert tight.lines == [] and tight.truncated == 1
+    assert reasoning_paths(g, [], [1]).lines == []
+
+
+def test_candidates_follow_the_cumulative_095_rule_and_exclude_question_entities():
+    p = np.array([0.5, 0.3, 0.14, 0.04, 0.02])
+    assert select_candidates(p, seeds={0}) == [(1, 0.3), (2, 0.14), (3, 0.04), (4, 0.02)]  # never crosses: all
+    low = np.array([0.5, 0.3, 0.195, 0.005])
+    assert [c for c, _ in select_candidates(low, seeds={0})] == [1, 2]  # 0.005 < (1 - 0.95) / 4: never a candidate
+    q = np.array([0.1, 0.6, 0.36, 0.04])
+    assert [c for c, _ in select_candidates(q, seeds=set())] == [1, 2]  # 0.96 crosses 0.95: the crossing one included
+    assert select_candidates(np.array([1.0]), seeds={0}) == []  # only the question entity: empty, not an error
+
+
+def _toy_question(rng, n=8, dim=16):
+    """A chain of n nodes from the seed; the answer is the node two hops along relation `a` (not `b`)."""
+    rel_a, rel_b = np.ones(dim, np.float32), -np.ones(dim, np.float32)
+    src, dst, rel = [], [], []
+    for k in range(n - 1):
+        src.append(k)
+        dst.append(k + 1)
+        rel.append(rel_a if k < 2 else rel_b)
+    seed = np.zeros(n, bool)
+    seed[0] = True
+    ans = np.zeros(n, bool)
+    ans[2] = True
+    q = rng.normal(size=dim).astype(np.float32) * 0.01 + 1
+    return Data(edge_index=torch.tensor([src, dst]), rel_emb=torch.from_numpy(np.stack(rel)), seed=torch.from_numpy(seed),
+                answer=torch.from_numpy(ans), q_emb=torch.from_numpy(q).view(1, -1), num_nodes=n)
+
+
+def test_rearev_distribution_is_normalized_per_graph_and_starts_at_the_seeds():
+    from torch_geometric.data import Batch
+
+    rng = np.random.default_rng(0)
+    b = Batch.from_data_list([_toy_question(rng), _toy_question(rng, n=5)])
+    log_p = ReaRev(16, ReasonerConfig(entity_dim=8, num_iter=2, num_gnn=2)).eval()(b)
+    sums = torch.zeros(2).index_add_(0, b.batch, log_p.exp())
+    assert torch.allclose(sums, torch.ones(2), atol=1e-5)
+
+
+def test_rearev_learns_a_two_hop_answer_on_toy_graphs():
+    rng = np.random.default_rng(0)
+    data = [_toy_question(rng) for _ in range(32)]
+    model, history = train_reasoner(data[:24], data[24:], 16, ReasonerConfig(entity_dim=16, dropout=0.0),
+                                    ReasonerTrainConfig(lr=1e-2, num_epochs=15))
+    scores = evaluate_reasoner(model, data[24:])
+    assert scores["h1"] == 100.0 and history[0]["train_loss"] > history[-1]["train_loss"]
+
+
+def test_questions_without_an_answer_in_their_graph_are_masked_from_the_loss():
+    rng = np.random.default_rng(0)
+    d = _toy_question(rng)
+    d.answer = torch.zeros_like(d.answer)
+    from torch_geometric.data import Batch
+
+    model = ReaRev(16, ReasonerConfig(entity_dim=8))
+    b = Batch.from_data_list([d])
+    loss, n = model.loss(model(b), b)
+    assert n == 0 and float(loss) == 0.0
+    with pytest.raises(ValueError, match="label_smooth"):
+        ReasonerConfig(label_smooth=1.5)
