@@ -69,3 +69,18 @@ def label_for(dataset: str, answers: list[str]) -> str:
     if dataset in KGQA_DATASETS:
         return "|".join(a.lower() for a in answers)
     return answers[0]
+
+
+# GNN-RAG's RAG prompt (Prompt A, the default; GNN-RAG code llm/; SPEC.md §5.5).
+GNN_RAG_INSTRUCTION = ("Based on the reasoning paths, please answer the given question. Please keep the answer as "
+                       "simple as possible and return all the possible answers as a list.")
+
+
+def gnn_rag_prompt(paths: list[str], question: str) -> str:
+    """The user turn of GNN-RAG's prompt A: instruction, ``Reasoning Paths:`` one per line, ``Question:`` with a ``?``.
+
+    The reference wraps it in Llama-2's ``[INST] <<SYS>> <</SYS>>`` template; we use the LLM's own chat template.
+    """
+    q = question.strip()
+    q = q if q.endswith("?") else q + "?"
+    return f"{GNN_RAG_INSTRUCTION}\n\nReasoning Paths:\n" + "\n".join(paths) + f"\n\nQuestion:\n{q}"

@@ -100,3 +100,15 @@ def test_questions_without_an_answer_in_their_graph_are_masked_from_the_loss():
     assert n == 0 and float(loss) == 0.0
     with pytest.raises(ValueError, match="label_smooth"):
         ReasonerConfig(label_smooth=1.5)
+
+
+def test_gnn_rag_prompt_a_layout():
+    from gr_core.prompts import gnn_rag_prompt
+
+    text = gnn_rag_prompt(["Jamaica -> location.country.languages_spoken -> Jamaican English"],
+                          "what does jamaican people speak")
+    assert text == ("Based on the reasoning paths, please answer the given question. Please keep the answer as simple "
+                    "as possible and return all the possible answers as a list.\n\nReasoning Paths:\n"
+                    "Jamaica -> location.country.languages_spoken -> Jamaican English\n\nQuestion:\n"
+                    "what does jamaican people speak?")
+    assert gnn_rag_prompt([], "who?").endswith("Reasoning Paths:\n\n\nQuestion:\nwho?")
