@@ -269,7 +269,7 @@ def question_data(ds, i: int, graph=None):
     return Data(edge_index=torch.from_numpy(np.stack([src, dst])).view(2, -1), rel_emb=torch.from_numpy(edge_attr),
                 seed=torch.from_numpy(seed), answer=torch.from_numpy(answer),
                 q_emb=torch.from_numpy(ds.question_emb[i]).view(1, -1), num_nodes=len(ids),
-                missing_seed=len(ds.records[i].q_entities) - len(seed_ids))
+                missing_seed=missing_entities(g, ds.records[i].q_entities))
 
 
 @dataclass(frozen=True)
@@ -361,3 +361,96 @@ def evaluate_reasoner(model: ReaRev, data_list: list, eps: float = 0.95) -> dict
     n = max(len(data_list), 1)
     return {"h1": 100 * sum(h1) / n, "f1": 100 * sum(f1) / n, "candidate_hit": 100 * sum(hit) / n,
             "mean_candidates": float(np.mean(sizes)) if sizes else 0.0, "no_gold_in_graph": no_gold, "n": len(data_list)}
+
+
+def missing_entities(graph, q_entities: list[str]) -> int:
+    """Question entities with no node of that name in ``graph`` (counted, never an error)."""
+    names = set(graph.nodes.node_attr.astype(str).str.lower())
+    return sum(e.lower() not in names for e in q_entities)
+
+
+def reasoner_dataset(ds, indices: list[int], desc: str = "reasoner data") -> list:
+    """:func:`question_data` for each question index, with a progress bar."""
+    from .runs import progress
+
+    return [question_data(ds, i) for i in progress(indices, desc=desc)]
+
+
+# ---------------------------------------------------------------------- GNN-RAG's own path code, for comparison
+def reference_paths(graph, seeds: list[int], targets: list[int]) -> list[str]:
+    """GNN-RAG's verbalizer as released (``llm/src/utils/graph_utils.py``): an undirected ``nx.Graph`` keyed by
+    entity *name*, one relation per pair (a later triple overwrites an earlier one), every hop printed ``->``
+    whatever the fact's direction. Kept only to measure what :func:`reasoning_paths` fixes."""
+    import networkx as nx
+
+    names = dict(zip(graph.nodes.node_id.tolist(), graph.nodes.node_attr.tolist()))
+    g = nx.Graph()
+    for s, r, d in zip(graph.edges.src.tolist(), graph.edges.edge_attr.tolist(), graph.edges.dst.tolist()):
+        g.add_edge(names[s], names[d], relation=str(r).strip())
+    lines, seen = [], set()
+    for t in targets:
+        for s in seeds:
+            a, b = names.get(s), names.get(t)
+            if a is None or b is None or a == b or a not in g or b not in g or not nx.has_path(g, a, b):
+                continue
+            for nodes in nx.all_shortest_paths(g, a, b):
+                line = nodes[0] + "".join(f" -> {g[u][v]['relation']} -> {v}" for u, v in zip(nodes, nodes[1:]))
+                if line not in seen:
+                    seen.add(line)
+                    lines.append(line)
+    return lines
+
+
+def _hops(line: str) -> list[tuple[str, str, str, str]]:
+    """``(left, arrow, relation, right)`` per hop of a verbalized path."""
+    import re
+
+    parts = re.split(r" (->|<-) ", line)
+    # parts: e0, arrow, r1, arrow, e1, arrow, r2, arrow, e2 ...
+    return [(parts[k], parts[k + 1], parts[k + 2], parts[k + 4]) for k in range(0, len(parts) - 4, 4)]
+
+
+def compare_path_styles(graph, ours: list[str], reference: list[str]) -> dict:
+    """What GNN-RAG's verbalizer loses on one question, measured against the graph's real facts.
+
+    Returns counts: ``reference_reversed_hops`` (hops printed ``h -> r -> t`` where the fact is really ``t -> r -> h``),
+    ``reference_lines`` / ``ours_lines``, ``relations_only_in_ours`` (distinct (pair, relation) hops the reference drops).
+    """
+    names = dict(zip(graph.nodes.node_id.tolist(), graph.nodes.node_attr.tolist()))
+    facts = {(names[s], str(r).strip(), names[d]) for s, r, d in
+             zip(graph.edges.src.tolist(), graph.edges.edge_attr.tolist(), graph.edges.dst.tolist())}
+    reversed_hops = sum((a, r, b) not in facts and (b, r, a) in facts for line in reference for a, _, r, b in _hops(line))
+
+    def pair_rel(lines):
+        return {(frozenset((a, b)), r) for line in lines for a, _, r, b in _hops(line)}
+    return {"ours_lines": len(ours), "reference_lines": len(reference), "reference_reversed_hops": reversed_hops,
+            "relations_only_in_ours": len(pair_rel(ours) - pair_rel(reference))}
+
+
+def path_study(ds, indices: list[int], probs: list[np.ndarray], eps: float = 0.95) -> "pd.DataFrame":
+    """Per question: candidates, our paths vs GNN-RAG's verbalizer, and the explicit failure counts.
+
+    Columns: ``candidates``, ``empty_candidates``, ``missing_seed``, ``no_path`` (candidates with no path),
+    ``ours_lines``, ``reference_lines``, ``reference_reversed_hops``, ``relations_only_in_ours``,
+    ``answer_in_paths`` (a gold answer is the end of one of our paths).
+    """
+    import pandas as pd
+
+    from .data import question_nodes
+    from .runs import progress
+
+    rows = []
+    for i, p in progress(list(zip(indices, probs)), desc="paths"):
+        g = ds.graph(i)
+        ids = g.nodes.node_id.to_numpy()
+        seeds = question_nodes(g)
+        seed_pos = {int(np.flatnonzero(ids == s)[0]) for s in seeds}
+        cands = [int(ids[c]) for c, _ in select_candidates(p, seed_pos, eps)]
+        rep = reasoning_paths(g, seeds, cands)
+        ref = reference_paths(g, seeds, cands)
+        gold = {a.lower() for a in ds.records[i].answers}
+        ends = {line.rsplit(" -> ", 1)[-1].rsplit(" <- ", 1)[-1].lower() for line in rep.lines}
+        rows.append({"index": i, "candidates": len(cands), "empty_candidates": not cands,
+                     "missing_seed": missing_entities(g, ds.records[i].q_entities), "no_path": rep.no_path,
+                     "answer_in_paths": bool(ends & gold), **compare_path_styles(g, rep.lines, ref)})
+    return pd.DataFrame(rows)

@@ -112,3 +112,28 @@ def test_gnn_rag_prompt_a_layout():
                     "Jamaica -> location.country.languages_spoken -> Jamaican English\n\nQuestion:\n"
                     "what does jamaican people speak?")
     assert gnn_rag_prompt([], "who?").endswith("Reasoning Paths:\n\n\nQuestion:\nwho?")
+
+
+def test_reference_verbalizer_reproduces_gnn_rag_defects_and_the_comparison_counts_them():
+    from gr_core.gnn_rag import compare_path_styles, reference_paths
+
+    names = {0: "jamaica", 1: "jamaican english", 2: "kingston"}
+    g = _graph([(1, "language.human_language.countries_spoken_in", 0), (0, "location.country.languages_spoken", 1)],
+               names)
+    ref = reference_paths(g, [0], [1])
+    assert ref == ["jamaica -> location.country.languages_spoken -> jamaican english"]  # the first relation was overwritten
+    g2 = _graph([(1, "language.human_language.countries_spoken_in", 0)], names)
+    ref2 = reference_paths(g2, [0], [1])
+    assert ref2 == ["jamaica -> language.human_language.countries_spoken_in -> jamaican english"]  # printed forward
+    diff = compare_path_styles(g2, reasoning_paths(g2, [0], [1]).lines, ref2)
+    assert diff["reference_reversed_hops"] == 1 and diff["relations_only_in_ours"] == 0
+    ours = reasoning_paths(g, [0], [1]).lines
+    assert compare_path_styles(g, ours, ref)["relations_only_in_ours"] == 1
+
+
+def test_missing_entities_counts_names_not_nodes():
+    from gr_core.gnn_rag import missing_entities
+
+    g = _graph([(0, "r", 1), (2, "r", 1)], {0: "jamaica", 1: "x", 2: "jamaica"})
+    assert missing_entities(g, ["Jamaica"]) == 0  # two nodes share the name: still one entity found
+    assert missing_entities(g, ["Jamaica", "Cuba"]) == 1
