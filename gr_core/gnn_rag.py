@@ -454,3 +454,76 @@ def path_study(ds, indices: list[int], probs: list[np.ndarray], eps: float = 0.9
                      "missing_seed": missing_entities(g, ds.records[i].q_entities), "no_path": rep.no_path,
                      "answer_in_paths": bool(ends & gold), **compare_path_styles(g, rep.lines, ref)})
     return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------- notebook-level helpers
+PAPER_GNN_ONLY = {  # GNN-RAG paper Table 2 (ReaRev, dense subgraphs) and the MetaQA-3 appendix row (SPEC.md §6)
+    "webqsp": {"h1": 76.4, "f1": 70.9, "source": "ReaRev, GNN-RAG Table 2"},
+}
+
+
+def run_reasoner(dataset: str, hops: int = 2, max_train: int | None = None, max_val: int | None = None,
+                 max_test: int | None = None, cfg: ReasonerConfig = ReasonerConfig(),
+                 tcfg: ReasonerTrainConfig = ReasonerTrainConfig()) -> dict:
+    """Train the reasoner on one KGQA dataset and score it on test.
+
+    Returns:
+        ``{"ds", "model", "history", "metrics", "test_indices", "probs"}``; metrics from :func:`evaluate_reasoner`
+        plus ``train_seconds``.
+    """
+    import time
+
+    from .graphqa import DatasetConfig, load_dataset
+
+    ds = load_dataset(DatasetConfig(dataset, hops=hops))
+    cut = lambda xs, n: list(xs)[:n] if n else list(xs)  # noqa: E731
+    train = reasoner_dataset(ds, cut(ds.split["train"], max_train), f"{dataset} train graphs")
+    val = reasoner_dataset(ds, cut(ds.split["val"], max_val), f"{dataset} val graphs")
+    test_idx = cut(ds.split["test"], max_test)
+    test = reasoner_dataset(ds, test_idx, f"{dataset} test graphs")
+    t0 = time.perf_counter()
+    model, history = train_reasoner(train, val, int(ds.text_emb.shape[1]), cfg, tcfg)
+    seconds = time.perf_counter() - t0
+    metrics = evaluate_reasoner(model, test) | {"train_seconds": round(seconds, 2), "num_train": len(train),
+                                                 "missing_seed": sum(d.missing_seed for d in test)}
+    return {"ds": ds, "model": model, "history": history, "metrics": metrics, "test_indices": test_idx,
+            "probs": node_probabilities(model, test)}
+
+
+def evidence_view(ds, i: int, probs: np.ndarray, eps: float = 0.95, max_candidates: int = 5):
+    """One question's candidates and paths, and a small graph to draw them on.
+
+    Returns:
+        ``(candidates DataFrame, our path lines, GNN-RAG's path lines, view graph, highlighted node ids,
+        highlighted edge rows of the view graph)``. The view is the subgraph induced by the question entities,
+        the top candidates and every node on our paths to them.
+    """
+    import pandas as pd
+
+    from .data import induced_subgraph, question_nodes
+
+    g = ds.graph(i)
+    ids = g.nodes.node_id.to_numpy()
+    names = dict(zip(g.nodes.node_id.tolist(), g.nodes.node_attr.tolist()))
+    seeds = question_nodes(g)
+    seed_pos = {int(np.flatnonzero(ids == s)[0]) for s in seeds}
+    cands = select_candidates(probs, seed_pos, eps)
+    gold = {a.lower() for a in ds.records[i].answers}
+    table = pd.DataFrame([{"node": names[int(ids[c])], "probability": round(p, 4),
+                           "gold answer": names[int(ids[c])].lower() in gold} for c, p in cands])
+    top = [int(ids[c]) for c, _ in cands[:max_candidates]]
+    ours = reasoning_paths(g, seeds, top).lines
+    ref = reference_paths(g, seeds, top)
+    on_path = {n for line in ours for n in _path_names(line)}
+    keep = set(seeds) | set(top) | {n for n, t in names.items() if t in on_path}
+    view = induced_subgraph(g, keep)
+    path_pairs = {(a, b) for line in ours for a, _, _, b in _hops(line)}
+    vn = dict(zip(view.nodes.node_id.tolist(), view.nodes.node_attr.tolist()))
+    edge_rows = [k for k, (s, d) in enumerate(zip(view.edges.src.tolist(), view.edges.dst.tolist()))
+                 if (vn[s], vn[d]) in path_pairs or (vn[d], vn[s]) in path_pairs]
+    return table, ours, ref, view, set(seeds) | set(top), edge_rows
+
+
+def _path_names(line: str) -> list[str]:
+    hops = _hops(line)
+    return [hops[0][0]] + [h[3] for h in hops] if hops else [line]

@@ -54,3 +54,14 @@ def test_training_notebook_writes_run_directories_and_table3_from_them(smoke_out
     assert rows[("webqsp", "g_retriever")]["paper_mean"] == 70.49
     assert (smoke_outputs / "03_training" / "table3.csv").is_file()
     assert (smoke_outputs / "03_training" / "learning_curves.png").stat().st_size > 5_000
+
+
+def test_gnn_rag_notebook_trains_the_reasoner_and_counts_path_failures(smoke_outputs):
+    summary = json.loads((smoke_outputs / "04_gnn_rag" / "summary.json").read_text())
+    rows = {r["dataset"]: r for r in summary["gnn_only"]}
+    assert set(rows) == {"webqsp", "metaqa-1hop"}
+    for r in rows.values():
+        assert r["n"] == 16 and 0.0 <= r["h1"] <= 100.0 and 0.0 <= r["f1"] <= 100.0
+    study = {r["dataset"]: r for r in summary["path_study"]}
+    assert study["webqsp"]["questions"] == 16 and "candidates without a path" in study["webqsp"]
+    assert (smoke_outputs / "04_gnn_rag" / "evidence.png").stat().st_size > 10_000
