@@ -42,7 +42,6 @@ def graph_prompt(desc: str, question: str) -> str:
 # Inference-only baselines (GR paper App. B.2; the GR code has none of these, SPEC.md §2).
 ZERO_COT = "Let's think step by step."  # Kojima et al. 2022
 COT_BAG = "Let's construct a graph with the nodes and edges first."  # Wang et al. 2023 ("build-a-graph")
-INSTRUCTIONS = {"": "", "zero_cot": ZERO_COT, "cot_bag": COT_BAG}
 
 SCENE_GRAPH_DATASETS = ("gqa_micro", "clevr")
 KGQA_DATASETS = ("webqsp", "webqsp_full", "metaqa")
