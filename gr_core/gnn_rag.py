@@ -245,6 +245,21 @@ def reasoning_paths(graph, seeds: list[int], targets: list[int], max_lines_per_p
 
 
 # ---------------------------------------------------------------------- data, training, evaluation
+class deterministic:
+    """Run torch with deterministic algorithms inside the block (restored after).
+
+    The reasoner's scatter sums differ at the 1e-8 level from run to run on CPU otherwise, which after 10 epochs
+    moved MetaQA-2hop test H@1 by 3 questions of 326; with it, reruns are bit-identical at 1 and 2 threads.
+    """
+
+    def __enter__(self):
+        self.before = torch.are_deterministic_algorithms_enabled()
+        torch.use_deterministic_algorithms(True)
+
+    def __exit__(self, *exc):
+        torch.use_deterministic_algorithms(self.before)
+
+
 def question_data(ds, i: int, graph=None):
     """Question ``i`` of a KGQA dataset as the reasoner's PyG ``Data``.
 
@@ -290,6 +305,11 @@ def train_reasoner(train_data: list, val_data: list, text_dim: int, cfg: Reasone
     Returns:
         ``(model with the best weights, per-epoch history)``.
     """
+    with deterministic():
+        return _train_reasoner(train_data, val_data, text_dim, cfg, tcfg)
+
+
+def _train_reasoner(train_data, val_data, text_dim, cfg, tcfg):
     import copy
     import time
 
@@ -333,7 +353,8 @@ def node_probabilities(model: ReaRev, data_list: list, batch_size: int = 32) -> 
     model.eval()
     out = []
     for batch in DataLoader(data_list, batch_size=batch_size):
-        p = model(batch).exp().numpy()
+        with deterministic():
+            p = model(batch).exp().numpy()
         for b in range(batch.num_graphs):
             out.append(p[(batch.batch == b).numpy()])
     return out
@@ -361,6 +382,15 @@ def evaluate_reasoner(model: ReaRev, data_list: list, eps: float = 0.95) -> dict
     n = max(len(data_list), 1)
     return {"h1": 100 * sum(h1) / n, "f1": 100 * sum(f1) / n, "candidate_hit": 100 * sum(hit) / n,
             "mean_candidates": float(np.mean(sizes)) if sizes else 0.0, "no_gold_in_graph": no_gold, "n": len(data_list)}
+
+
+def seed_positions(graph) -> tuple[list[int], set[int]]:
+    """The question entities of ``graph``: their node ids and their row positions."""
+    from .data import question_nodes
+
+    seeds = question_nodes(graph)
+    row = {int(n): k for k, n in enumerate(graph.nodes.node_id.tolist())}
+    return seeds, {row[s] for s in seeds}
 
 
 def missing_entities(graph, q_entities: list[str]) -> int:
@@ -436,15 +466,13 @@ def path_study(ds, indices: list[int], probs: list[np.ndarray], eps: float = 0.9
     """
     import pandas as pd
 
-    from .data import question_nodes
     from .runs import progress
 
     rows = []
     for i, p in progress(list(zip(indices, probs)), desc="paths"):
         g = ds.graph(i)
         ids = g.nodes.node_id.to_numpy()
-        seeds = question_nodes(g)
-        seed_pos = {int(np.flatnonzero(ids == s)[0]) for s in seeds}
+        seeds, seed_pos = seed_positions(g)
         cands = [int(ids[c]) for c, _ in select_candidates(p, seed_pos, eps)]
         rep = reasoning_paths(g, seeds, cands)
         ref = reference_paths(g, seeds, cands)
@@ -500,13 +528,12 @@ def evidence_view(ds, i: int, probs: np.ndarray, eps: float = 0.95, max_candidat
     """
     import pandas as pd
 
-    from .data import induced_subgraph, question_nodes
+    from .data import induced_subgraph
 
     g = ds.graph(i)
     ids = g.nodes.node_id.to_numpy()
     names = dict(zip(g.nodes.node_id.tolist(), g.nodes.node_attr.tolist()))
-    seeds = question_nodes(g)
-    seed_pos = {int(np.flatnonzero(ids == s)[0]) for s in seeds}
+    seeds, seed_pos = seed_positions(g)
     cands = select_candidates(probs, seed_pos, eps)
     gold = {a.lower() for a in ds.records[i].answers}
     table = pd.DataFrame([{"node": names[int(ids[c])], "probability": round(p, 4),
@@ -527,3 +554,32 @@ def evidence_view(ds, i: int, probs: np.ndarray, eps: float = 0.95, max_candidat
 def _path_names(line: str) -> list[str]:
     hops = _hops(line)
     return [hops[0][0]] + [h[3] for h in hops] if hops else [line]
+
+
+def gnn_only_table(results: dict) -> "pd.DataFrame":
+    """One row per dataset of :func:`run_reasoner` results, beside the paper's GNN-only numbers."""
+    import pandas as pd
+
+    rows = []
+    for key, r in results.items():
+        paper = PAPER_GNN_ONLY.get(key, {})
+        rows.append({"dataset": key, **{k: round(v, 2) if isinstance(v, float) else v for k, v in r["metrics"].items()},
+                     "paper H@1": paper.get("h1"), "paper F1": paper.get("f1"), "paper source": paper.get("source", "")})
+    return pd.DataFrame(rows)
+
+
+def summarize_path_study(studies: dict) -> "pd.DataFrame":
+    """One row per dataset of :func:`path_study` frames: failures counted, path lines, what GNN-RAG's code loses."""
+    import pandas as pd
+
+    rows = []
+    for key, df in studies.items():
+        rows.append({"dataset": key, "questions": len(df), "mean candidates": round(df.candidates.mean(), 2),
+                     "empty candidate sets": int(df.empty_candidates.sum()),
+                     "missing question entities": int(df.missing_seed.sum()),
+                     "candidates without a path": int(df.no_path.sum()),
+                     "answer at a path end (%)": round(100 * df.answer_in_paths.mean(), 1),
+                     "our lines": round(df.ours_lines.mean(), 1), "GNN-RAG lines": round(df.reference_lines.mean(), 1),
+                     "questions with reversed hops in GNN-RAG (%)": round(100 * (df.reference_reversed_hops > 0).mean(), 1),
+                     "questions with relations GNN-RAG drops (%)": round(100 * (df.relations_only_in_ours > 0).mean(), 1)})
+    return pd.DataFrame(rows)

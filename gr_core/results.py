@@ -91,3 +91,17 @@ def efficiency(runs: pd.DataFrame) -> pd.DataFrame:
     if runs.empty:
         return pd.DataFrame()
     return runs.groupby(["dataset", "method"], sort=False)[cols].mean(numeric_only=True).round(2).reset_index()
+
+
+def sample_predictions(runs_dir: str | Path, names, k: int = 2) -> pd.DataFrame:
+    """The first ``k`` test answers of each run, with gold answers and per-question score."""
+    import json
+
+    rows = []
+    for name in names:
+        with open(Path(runs_dir) / name / "predictions.jsonl", encoding="utf-8") as fh:
+            for line in list(fh)[:k]:
+                p = json.loads(line)
+                rows.append({"run": name, "prediction": p["prediction"][:80], "gold": "|".join(p["answers"])[:60],
+                             "score": p["score"]})
+    return pd.DataFrame(rows)

@@ -137,3 +137,15 @@ def test_missing_entities_counts_names_not_nodes():
     g = _graph([(0, "r", 1), (2, "r", 1)], {0: "jamaica", 1: "x", 2: "jamaica"})
     assert missing_entities(g, ["Jamaica"]) == 0  # two nodes share the name: still one entity found
     assert missing_entities(g, ["Jamaica", "Cuba"]) == 1
+
+
+def test_reasoner_training_is_bit_reproducible():
+    rng = np.random.default_rng(1)
+    data = [_toy_question(rng) for _ in range(16)]
+    runs = [train_reasoner(data[:12], data[12:], 16, ReasonerConfig(entity_dim=8), ReasonerTrainConfig(num_epochs=2))
+            for _ in range(2)]
+    a, b = (dict(m.state_dict()) for m, _ in runs)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    strip = [[{k: v for k, v in h.items() if k != "seconds"} for h in hist] for _, hist in runs]
+    assert strip[0] == strip[1]
+    assert not torch.are_deterministic_algorithms_enabled()  # restored after training
