@@ -504,10 +504,10 @@ def run_reasoner(dataset: str, hops: int = 2, max_train: int | None = None, max_
     from .graphqa import DatasetConfig, load_dataset
 
     ds = load_dataset(DatasetConfig(dataset, hops=hops))
-    cut = lambda xs, n: list(xs)[:n] if n else list(xs)  # noqa: E731
-    train = reasoner_dataset(ds, cut(ds.split["train"], max_train), f"{dataset} train graphs")
-    val = reasoner_dataset(ds, cut(ds.split["val"], max_val), f"{dataset} val graphs")
-    test_idx = cut(ds.split["test"], max_test)
+    # max_* of None or 0 keep the whole split
+    train = reasoner_dataset(ds, list(ds.split["train"])[:max_train or None], f"{dataset} train graphs")
+    val = reasoner_dataset(ds, list(ds.split["val"])[:max_val or None], f"{dataset} val graphs")
+    test_idx = list(ds.split["test"])[:max_test or None]
     test = reasoner_dataset(ds, test_idx, f"{dataset} test graphs")
     t0 = time.perf_counter()
     model, history = train_reasoner(train, val, int(ds.text_emb.shape[1]), cfg, tcfg)

@@ -40,7 +40,7 @@ import torch
 
 from .config import LLMConfig
 from .gnn import GNNConfig
-from .model import Example, GraphLLM, LoRAConfig, ModelConfig, SOFT_PROMPT_INIT, DEFAULT_SOFT_PROMPT_INIT, method_config
+from .model import DEFAULT_SOFT_PROMPT_INIT, SOFT_PROMPT_INIT, Example, GraphLLM, LoRAConfig, ModelConfig, method_config
 from .runs import atomic_write_bytes, config_hash, environment_record, progress, read_json, seed_everything, write_json
 
 
@@ -162,7 +162,7 @@ def init_distributed() -> Dist:
 def split_indices(ds, cfg: RunConfig) -> dict[str, list[int]]:
     """The run's train/val/test question indices (first N of each split)."""
     cut = {"train": cfg.max_train, "val": cfg.max_val, "test": cfg.max_test}
-    return {k: list(ds.split.get(k, []))[:cut[k]] if cut[k] is not None else list(ds.split.get(k, [])) for k in cut}
+    return {k: list(ds.split.get(k, []))[:n] for k, n in cut.items()}  # [:None] keeps the whole split
 
 
 def build_examples(ds, indices: list[int], cfg: ModelConfig, store=None, desc: str = "examples") -> list[Example]:
@@ -173,14 +173,12 @@ def build_examples(ds, indices: list[int], cfg: ModelConfig, store=None, desc: s
     """
     from torch_geometric.data import Data
 
-    from .baselines import retrieve_kaping, retrieve_none, triple_texts
+    from .baselines import retrieve_none
     from .graphqa import retrieve
     from .prompts import COT_BAG, ZERO_COT, label_for, question_for
+    from .retrieval_eval import kaping_retriever
 
-    if cfg.graph_source == "kaping" and store is None:
-        from .text_encoder import EmbeddingStore
-
-        store = EmbeddingStore()
+    kaping = kaping_retriever(cfg.kaping_k, store) if cfg.graph_source == "kaping" else None
     out = []
     for i in progress(indices, desc=desc):
         rec = ds.records[i]
@@ -190,9 +188,8 @@ def build_examples(ds, indices: list[int], cfg: ModelConfig, store=None, desc: s
             res = retrieve(ds, i, graph=g)
         elif cfg.graph_source == "full":
             res = retrieve_none(g)
-        elif cfg.graph_source == "kaping":
-            emb = store.encode(triple_texts(g), desc="encode triples")[0] if g.num_edges else None
-            res = retrieve_kaping(g, emb, ds.question_emb[i], cfg.kaping_k)
+        elif kaping is not None:
+            res = kaping(ds, i, g)
         question = question_for(ds.name, rec.question)
         if cfg.instruction == "zero_cot":
             question = question.rstrip() + " " + ZERO_COT

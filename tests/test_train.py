@@ -127,3 +127,13 @@ def test_ddp_on_two_gloo_processes_follows_the_single_process_trajectory(tiny_ll
     assert h1[1]["val_loss"] != pytest.approx(h1[0]["val_loss"], rel=1e-6)  # training really moved
     m2 = json.loads((tmp_path / "two" / "metrics.json").read_text())
     assert m2["world_size"] == 2
+
+
+def test_kaping_examples_hold_the_top_k_triples_as_desc(explagraphs):
+    from gr_core.model import method_config
+    from gr_core.train import build_examples
+
+    ex = build_examples(explagraphs, explagraphs.split["test"][:2], method_config("kaping", kaping_k=2))
+    for e in ex:
+        edges = e.desc.split("\n\n")[1].strip().splitlines()
+        assert edges[0] == "src,edge_attr,dst" and len(edges) - 1 == 2
