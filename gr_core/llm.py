@@ -88,20 +88,28 @@ def model_path(cfg: LLMConfig) -> str:
     return cfg.model
 
 
+def load_tokenizer(cfg: LLMConfig | None = None):
+    """The LLM's tokenizer alone (pad token = EOS when it has none), e.g. to count tokens before loading weights."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path(cfg or LLMConfig()))
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
 def load_llm(cfg: LLMConfig | None = None):
     """Load the tokenizer and causal LM in eval mode with every weight frozen.
 
     Returns:
         ``(model, tokenizer)``; the model sits on the resolved device in the resolved dtype.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     cfg = cfg or LLMConfig()
     device = resolve_device(cfg.device)
     path = model_path(cfg)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer = load_tokenizer(cfg)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=resolve_dtype(cfg.dtype, device)).to(device)
     model.eval()
     model.requires_grad_(False)

@@ -396,6 +396,21 @@ class GraphLLM(nn.Module):
         # transformers >= 5 returns only the new tokens when generating from inputs_embeds (ECOSYSTEM.md §5.2)
         return [t.strip() for t in self.tokenizer.batch_decode(out, skip_special_tokens=True)]
 
+    @torch.inference_mode()
+    def generate_beams(self, batch: Batch, num_beams: int = 3, max_new_tokens: int | None = None) -> list[list[str]]:
+        """Beam search (RoG's relation-path decoding, k beams); every beam returned, best first.
+
+        Returns:
+            per example, ``num_beams`` decoded strings.
+        """
+        embeds = self.embed(batch)
+        out = self.llm.generate(inputs_embeds=embeds, attention_mask=batch.attention_mask,
+                                max_new_tokens=max_new_tokens or self.cfg.llm.max_new_tokens, do_sample=False,
+                                num_beams=num_beams, num_return_sequences=num_beams, early_stopping=True,
+                                eos_token_id=self.template.eos_id, pad_token_id=self.template.pad_id)
+        texts = [t.strip() for t in self.tokenizer.batch_decode(out, skip_special_tokens=True)]
+        return [texts[k:k + num_beams] for k in range(0, len(texts), num_beams)]
+
     def decode_stream(self, batch: Batch, row: int = 0) -> str:
         """The text of one row of a batch with soft slots shown as ``<soft>`` (for inspection and tests)."""
         ids = batch.input_ids[row][batch.attention_mask[row].bool()].tolist()

@@ -75,11 +75,29 @@ GNN_RAG_INSTRUCTION = ("Based on the reasoning paths, please answer the given qu
                        "simple as possible and return all the possible answers as a list.")
 
 
+def gnn_rag_parts(paths: list[str] | None, question: str) -> tuple[str, str]:
+    """GNN-RAG's prompt A as ``(evidence part, question part)``; their concatenation is :func:`gnn_rag_prompt`.
+
+    ``paths=None`` gives the no-retrieval prompt (RoG's LLM-only instruction, no ``Reasoning Paths`` block).
+    The split lets :class:`~gr_core.model.GraphLLM` cut the evidence to its budget while the question stays whole.
+    """
+    q = question.strip()
+    q = q if q.endswith("?") else q + "?"
+    if paths is None:
+        return NO_RETRIEVAL_INSTRUCTION, f"\n\nQuestion:\n{q}"
+    return f"{GNN_RAG_INSTRUCTION}\n\nReasoning Paths:\n" + "\n".join(paths), f"\n\nQuestion:\n{q}"
+
+
 def gnn_rag_prompt(paths: list[str], question: str) -> str:
     """The user turn of GNN-RAG's prompt A: instruction, ``Reasoning Paths:`` one per line, ``Question:`` with a ``?``.
 
     The reference wraps it in Llama-2's ``[INST] <<SYS>> <</SYS>>`` template; we use the LLM's own chat template.
     """
-    q = question.strip()
-    q = q if q.endswith("?") else q + "?"
-    return f"{GNN_RAG_INSTRUCTION}\n\nReasoning Paths:\n" + "\n".join(paths) + f"\n\nQuestion:\n{q}"
+    return "".join(gnn_rag_parts(paths, question))
+
+
+# RoG's prompts (RoG code ``src/qa_prediction/build_qa_input.py`` and ``src/qa_prediction/gen_rule_path.py``).
+NO_RETRIEVAL_INSTRUCTION = ("Please answer the following questions. Please keep the answer as simple as possible and "
+                            "return all the possible answer as a list.")
+ROG_PLANNING_PROMPT = ("Please generate a valid relation path that can be helpful for answering the following "
+                       "question: {question}")

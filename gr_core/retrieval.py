@@ -265,7 +265,8 @@ class RetrievedSubgraph:
 
 def retrieve_subgraph(graph, x: np.ndarray | None, edge_attr: np.ndarray | None, query: np.ndarray | None,
                       cfg: RetrievalConfig = RetrievalConfig(), node_sim: np.ndarray | None = None,
-                      edge_sim: np.ndarray | None = None) -> RetrievedSubgraph:
+                      edge_sim: np.ndarray | None = None, extra_node_prizes: np.ndarray | None = None
+                      ) -> RetrievedSubgraph:
     """G-Retriever's retrieval: top-k prizes, PCST, mapping back (GR paper Eq. 4-8).
 
     Args:
@@ -274,6 +275,8 @@ def retrieve_subgraph(graph, x: np.ndarray | None, edge_attr: np.ndarray | None,
         query: the question embedding ``(dim,)``.
         node_sim, edge_sim: precomputed similarities ``(num_nodes,)`` / ``(num_edges,)`` replacing x / edge_attr
             (see :func:`gr_core.graphqa.retrieve`, which scores each distinct text once).
+        extra_node_prizes: ``(num_nodes,)`` added to the top-k node prizes (a learned prize, e.g. the GNN's
+            node probabilities in :func:`gr_core.gnn_rag_llm.gnn_prize_evidence`).
     Returns:
         the subgraph; a graph with no node or no edge (or ``cfg.whole_graph``) is returned whole.
     """
@@ -284,6 +287,10 @@ def retrieve_subgraph(graph, x: np.ndarray | None, edge_attr: np.ndarray | None,
     node_sim = similarities(query, x, cfg.similarity) if node_sim is None else node_sim
     edge_sim = similarities(query, edge_attr, cfg.similarity) if edge_sim is None else edge_sim
     n_prizes = node_prizes(node_sim, cfg.top_k_nodes)
+    if extra_node_prizes is not None:
+        if extra_node_prizes.shape != (n,):
+            raise ValueError(f"extra_node_prizes has shape {extra_node_prizes.shape}, expected ({n},)")
+        n_prizes = n_prizes + extra_node_prizes.astype(np.float32)
     e_prizes = edge_prizes(edge_sim, cfg.top_k_edges, cfg.decay, cfg.prize_mode)
     cost = cfg.edge_cost
     if cfg.top_k_edges > 0:  # GR code: "reduce the cost of the edges so that at least one edge is chosen"

@@ -65,3 +65,23 @@ def test_gnn_rag_notebook_trains_the_reasoner_and_counts_path_failures(smoke_out
     study = {r["dataset"]: r for r in summary["path_study"]}
     assert study["webqsp"]["questions"] == 16 and "candidates without a path" in study["webqsp"]
     assert (smoke_outputs / "04_gnn_rag" / "evidence.png").stat().st_size > 10_000
+
+
+def test_gnn_rag_notebook_answers_with_every_retriever_and_records_metrics(smoke_outputs):
+    from gr_core.gnn_rag_llm import RETRIEVERS
+
+    out = smoke_outputs / "04_gnn_rag"
+    summary = json.loads((out / "summary.json").read_text())
+    rows = {(r["dataset"], r["retriever"]): r for r in summary["retrievers"]}
+    assert set(rows) == {(d, r) for d in ("webqsp", "metaqa-1hop") for r in RETRIEVERS}
+    for r in rows.values():
+        assert r["questions"] == 4 and 0.0 <= r["Hit"] <= 100.0 and r["median tokens"] > 0
+    assert rows[("webqsp", "gnn+rog")]["paper Hit"] == 90.7
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert {"Hit", "Hit@1", "F1"} <= set(metrics["webqsp"]["gnn"]) and "gnn_only" in metrics["metaqa-1hop"]
+    assert len((out / "predictions.jsonl").read_text().splitlines()) == 2 * 4 * len(RETRIEVERS)
+    paths = json.loads((out / "relation_paths.json").read_text())
+    assert set(paths) == {"webqsp", "metaqa-1hop"} and len(paths["webqsp"]["paths"]) == 4
+    for family in ("webqsp", "metaqa"):
+        assert summary["llm_training"][family]["answer_generator"]["train_examples"] > 0
+        assert (out / "runs" / f"{family}-relation-generator" / "history.json").is_file()

@@ -1,0 +1,240 @@
+"""GNN-RAG's LLM half: prompts, RoG relation paths and grounding, evidence unions, GNN prizes for PCST, the LoRA
+generators and the retriever evaluation with its bad-input counts (tiny random LLM, synthetic graphs)."""
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from gr_core.config import LLMConfig
+from gr_core.data import TextualGraph
+from gr_core.gnn_rag_llm import (RETRIEVERS, Evidence, GNNRAGConfig, answer_examples, answer_hops, collect_evidence,
+                                 evaluate_retrievers, fact_lines, fit_lines, format_relation_path, gnn_prizes,
+                                 ground_relation_paths, hop_table, metrics_record, parse_relation_path, rag_example,
+                                 relation_sequences, retriever_table, train_lora_llm)
+from gr_core.model import GraphLLM, LoRAConfig, ModelConfig
+from gr_core.prompts import GNN_RAG_INSTRUCTION, gnn_rag_parts, gnn_rag_prompt
+from gr_core.train import TrainConfig
+
+
+def _graph(edges, names=None, q_entities=("jamaica",), extra_nodes=()):
+    nodes = sorted({s for s, _, _ in edges} | {d for _, _, d in edges} | set(extra_nodes))
+    names = names or {}
+    return TextualGraph(pd.DataFrame({"node_id": nodes, "node_attr": [names.get(n, f"n{n}") for n in nodes]}),
+                        pd.DataFrame(edges, columns=["src", "edge_attr", "dst"]), q_entities=list(q_entities))
+
+
+JAMAICA = {0: "jamaica", 1: "english", 2: "kingston", 3: "caribbean"}
+
+
+def test_prompt_parts_concatenate_to_prompt_a_and_no_retrieval_has_no_paths_block():
+    desc, q = gnn_rag_parts(["a -> r -> b"], "who is b")
+    assert desc + q == gnn_rag_prompt(["a -> r -> b"], "who is b")
+    assert desc.startswith(GNN_RAG_INSTRUCTION) and q == "\n\nQuestion:\nwho is b?"
+    none_desc, none_q = gnn_rag_parts(None, "who is b?")
+    assert "Reasoning Paths" not in none_desc and none_q == "\n\nQuestion:\nwho is b?"
+    ex = rag_example("7", "who is b", ["a -> r -> b"], ["B", "c"])
+    assert ex.label == "B\nc" and ex.desc == desc
+
+
+def test_relation_paths_round_trip_and_drop_direction():
+    lines = ["jamaica -> location.country.languages_spoken -> english",
+             "jamaica <- language.countries_spoken_in <- english -> language.family -> germanic",
+             "jamaica -> location.country.languages_spoken -> patois"]
+    seqs = relation_sequences(lines)
+    assert seqs == [("location.country.languages_spoken",), ("language.countries_spoken_in", "language.family")]
+    assert parse_relation_path(format_relation_path(seqs[1])) == seqs[1]
+    assert parse_relation_path("<PATH>a<SEP> b <SEP></PATH>") == ("a", "b")
+    assert parse_relation_path("a sentence, not a path") == ("a sentence, not a path",)
+
+
+def test_grounding_follows_the_exact_relation_sequence_either_way_and_keeps_direction():
+    g = _graph([(0, "capital", 2), (1, "spoken_in", 0), (2, "near", 3), (0, "near", 3), (3, "near", 0)], JAMAICA)
+    assert ground_relation_paths(g, [0], [("spoken_in",)]) == ["jamaica <- spoken_in <- english"]
+    two = ground_relation_paths(g, [0], [("capital", "near")])
+    assert two == ["jamaica -> capital -> kingston -> near -> caribbean"]
+    # two "near" facts between jamaica and caribbean (both directions): both kept; cycles back to jamaica are not
+    assert ground_relation_paths(g, [0], [("near", "near")]) == ["jamaica -> near -> caribbean <- near <- kingston",
+                                                                 "jamaica <- near <- caribbean <- near <- kingston"]
+    # a missing seed or an unknown relation grounds nothing (counted by the caller)
+    assert ground_relation_paths(g, [99], [("capital",)]) == [] and ground_relation_paths(g, [0], [("nope",)]) == []
+    wide = _graph([(0, "r", k) for k in range(1, 30)], {0: "jamaica"})
+    assert len(ground_relation_paths(wide, [0], [("r",)], max_lines=5)) == 5
+
+
+def test_evidence_union_keeps_the_first_retrievers_order_and_counts():
+    a = Evidence(["x -> r -> y", "x -> s -> z"], missing_seed=1)
+    b = Evidence(["x -> s -> z", "y <- t <- w"], no_path=2, empty_candidates=True)
+    u = a.union(b)
+    assert u.lines == ["x -> r -> y", "x -> s -> z", "y <- t <- w"]
+    assert (u.missing_seed, u.no_path, u.empty_candidates, u.ungrounded) == (1, 2, True, False)
+    assert u.entities() == {"x", "y", "z", "w"}
+
+
+def test_fact_lines_and_answer_hops():
+    g = _graph([(0, "capital", 2), (0, "capital", 2), (2, "near", 3)], JAMAICA, extra_nodes=[1])
+    assert fact_lines(g) == ["jamaica -> capital -> kingston", "kingston -> near -> caribbean"]
+    assert fact_lines(g, [2]) == ["kingston -> near -> caribbean"]
+    assert answer_hops(g, [0], [3]) == 2 and answer_hops(g, [0], [1]) is None and answer_hops(g, [], [3]) is None
+
+
+def test_gnn_prizes_scale_candidates_and_pin_the_question_entities():
+    g = _graph([(0, "r", 1), (1, "r", 2), (2, "r", 3)], JAMAICA)
+    p = np.array([0.02, 0.08, 0.6, 0.3])
+    prizes = gnn_prizes(g, p, top_k=3)
+    assert prizes[0] == 3.0 and prizes[2] == pytest.approx(3.0) and prizes[3] == pytest.approx(1.5)
+    assert prizes[1] == pytest.approx(0.4)  # the 0.95 set: 0.6 + 0.3 + 0.08 crosses 0.95 at node 1
+
+
+def test_extra_node_prizes_reach_the_pcst_solver_and_bad_shapes_are_named():
+    from gr_core.retrieval import RetrievalConfig, retrieve_subgraph
+
+    g = _graph([(0, "r", 1), (1, "r", 2), (2, "r", 3), (3, "r", 4)], {0: "jamaica"})
+    x, e = np.eye(5, 4, dtype=np.float32), np.ones((4, 4), np.float32) * 0.1
+    cfg = RetrievalConfig(top_k_nodes=1, top_k_edges=0, edge_cost=0.5)
+    q = np.array([1, 0, 0, 0], np.float32)
+    plain = retrieve_subgraph(g, x, e, q, cfg)
+    boosted = retrieve_subgraph(g, x, e, q, cfg, extra_node_prizes=np.array([0, 0, 0, 0, 5.0], np.float32))
+    assert 4 not in plain.node_rows and 4 in boosted.node_rows
+    with pytest.raises(ValueError, match="extra_node_prizes has shape"):
+        retrieve_subgraph(g, x, e, q, cfg, extra_node_prizes=np.zeros(3, np.float32))
+
+
+def test_fit_lines_keeps_whole_lines_in_order(tiny_llm_dir):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_llm_dir)
+    lines = ["a -> r -> b", "a -> a very long relation name indeed -> c", "d -> r -> e"]
+    n = [len(tok(x + "\n", add_special_tokens=False)["input_ids"]) for x in lines]
+    kept, dropped = fit_lines(lines, n[0] + n[2], tok)
+    assert kept == [lines[0], lines[2]] and dropped == 1
+    assert fit_lines([], 10, tok) == ([], 0)
+
+
+class FakeKGQA:
+    """Four WebQSP-shaped questions: a normal one, a question entity missing from its graph, a disconnected graph,
+    and a graph whose every node is a question entity (so the GNN has no candidate)."""
+
+    name = "webqsp"
+
+    def __init__(self):
+        connected = [(0, "location.country.languages_spoken", 1), (0, "location.country.capital", 2), (2, "near", 3)]
+        self.graphs = [
+            _graph(connected, JAMAICA),
+            _graph(connected, JAMAICA, q_entities=("atlantis",)),
+            _graph([(0, "location.country.capital", 2), (1, "near", 3)], JAMAICA),
+            _graph([(0, "borders", 1)], {0: "jamaica", 1: "haiti"}, q_entities=("jamaica", "haiti")),
+        ]
+        self.records = [SimpleNamespace(question=q, answers=a, q_entities=g.q_entities, graph_id=k)
+                        for k, (q, a, g) in enumerate(zip(
+                            ["what language is spoken in jamaica", "what language is spoken in atlantis",
+                             "what sea is jamaica in", "what borders jamaica"],
+                            [["english"], ["english"], ["caribbean"], ["cuba"]], self.graphs))]
+        self.split = {"train": [0, 2], "val": [0], "test": [0, 1, 2, 3]}
+        rng = np.random.default_rng(0)
+        self.question_emb = rng.normal(size=(4, 8)).astype(np.float32)
+        self._rng = rng
+
+    def graph(self, i):
+        return self.graphs[i]
+
+    def embeddings(self, i, g):
+        rng = np.random.default_rng(i)
+        return rng.normal(size=(g.num_nodes, 8)).astype(np.float32), rng.normal(size=(g.num_edges, 8)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def generator(tiny_llm_dir, tmp_path_factory):
+    ds = FakeKGQA()
+    train = [rag_example("0", ds.records[0].question, ["jamaica -> location.country.languages_spoken -> english"],
+                         ["english"]),
+             rag_example("2", ds.records[2].question, [], ["caribbean"])]
+    val = [rag_example("0", ds.records[0].question, [], ["english"])]
+    run_dir = tmp_path_factory.mktemp("gen")
+    model, history = train_lora_llm(train, val, run_dir, LLMConfig(model=tiny_llm_dir, max_new_tokens=6),
+                                    TrainConfig(lr=1e-3, num_epochs=1, batch_size=2), max_txt_len=128)
+    return model, history, run_dir
+
+
+def test_lora_generator_trains_checkpoints_and_reloads_without_retraining(generator, tiny_llm_dir):
+    model, history, run_dir = generator
+    assert len(history) == 1 and (run_dir / "ckpt" / "best.pt").is_file() and (run_dir / "history.json").is_file()
+    assert all("lora" in n for n in model.trainable_parameters())
+    ds = FakeKGQA()
+    train = [rag_example("0", ds.records[0].question, ["jamaica -> location.country.languages_spoken -> english"],
+                         ["english"]), rag_example("2", ds.records[2].question, [], ["caribbean"])]
+    val = [rag_example("0", ds.records[0].question, [], ["english"])]
+    again, history2 = train_lora_llm(train, val, run_dir, LLMConfig(model=tiny_llm_dir, max_new_tokens=6),
+                                     TrainConfig(lr=1e-3, num_epochs=1, batch_size=2), max_txt_len=128)
+    assert history2 == history  # same config and data: the finished checkpoint is reused, nothing retrains
+    for (n, a), b in zip(model.trainable_state().items(), again.trainable_state().values()):
+        assert torch.equal(a, b), n
+
+
+def test_no_retrieval_answers_come_from_the_untuned_llm(tiny_llm_dir):
+    tuned = GraphLLM(ModelConfig(llm=LLMConfig(model=tiny_llm_dir), lora=LoRAConfig(), graph_source="none"))
+    with torch.no_grad():
+        for n, p in tuned.trainable_parameters().items():
+            p.add_(torch.randn_like(p) * 0.5)  # make the adapters matter
+    base = GraphLLM(ModelConfig(llm=LLMConfig(model=tiny_llm_dir), graph_source="none"))
+    ex = [rag_example("0", "what is spoken in jamaica", None, ["english"])]
+    batch = base.collate(base.tokenize(ex), with_label=True)
+    with torch.no_grad():
+        base_loss = base(batch)[0]
+        tuned_loss = tuned(tuned.collate(tuned.tokenize(ex), with_label=True))[0]
+        with tuned.llm.disable_adapter():
+            disabled_loss = tuned(tuned.collate(ex, with_label=True))[0]
+    assert torch.allclose(disabled_loss, base_loss) and not torch.allclose(tuned_loss, base_loss)
+    assert answer_examples(tuned, ex, 1, adapters=False)[0] == answer_examples(base, ex, 1)[0]
+
+
+def test_beam_search_returns_every_beam(generator):
+    model, _, _ = generator
+    from gr_core.gnn_rag_llm import generate_relation_paths
+
+    ex = model.tokenize([rag_example("0", "q", [], ["a"]), rag_example("1", "another q", [], ["b"])])
+    beams = model.generate_beams(model.collate(ex, with_label=False), num_beams=3, max_new_tokens=4)
+    assert len(beams) == 2 and all(len(b) == 3 for b in beams)
+    paths = generate_relation_paths(model, ["q one", "q two", "q three"], beams=3, batch_size=2)
+    assert len(paths) == 3 and all(isinstance(p, list) and len(p) <= 3 for p in paths)
+
+
+def test_every_retriever_answers_and_bad_input_is_counted_not_raised(generator):
+    model, _, _ = generator
+    ds = FakeKGQA()
+    probs = [np.array([0.01, 0.9, 0.05, 0.04]), np.array([0.01, 0.9, 0.05, 0.04]),
+             np.array([0.01, 0.01, 0.08, 0.9]), np.array([0.5, 0.5])]
+    rel = [[("location.country.languages_spoken",)], [("location.country.languages_spoken",)], [("nope",)], []]
+    rows = evaluate_retrievers("webqsp", ds, [0, 1, 2, 3], probs, model, rel, RETRIEVERS, GNNRAGConfig(), batch_size=4)
+    assert len(rows) == 4 * len(RETRIEVERS) and set(rows.retriever) == set(RETRIEVERS)
+    by = {(r.retriever, r.index): r for r in rows.itertuples()}
+    assert by[("gnn", 0)].coverage == 1.0 and by[("gnn", 0)].hops == 1 and by[("rog", 0)].coverage == 1.0
+    # RoG's one line is also one of the GNN's: deduplicated in the union
+    assert by[("gnn+rog", 0)].evidence_lines == by[("gnn", 0)].evidence_lines == 2
+    assert by[("none", 0)].evidence_lines == 0 and by[("none", 0)].coverage == 0.0
+    assert all(by[(r, 1)].missing_seed == 1 for r in RETRIEVERS)  # "atlantis" is not in its graph
+    assert by[("gnn", 1)].no_path >= 1 and by[("rog", 1)].ungrounded
+    # disconnected: caribbean (p 0.9) has no path from jamaica, kingston (0.08) has one
+    assert by[("gnn", 2)].no_path == 1 and by[("gnn", 2)].evidence_lines == 1 and by[("rog", 2)].ungrounded
+    assert by[("gnn", 3)].empty_candidates and by[("gnn_pcst", 3)].empty_candidates
+    assert np.isnan(by[("gnn", 3)].hops)  # cuba is not in the graph: unreachable
+    assert (rows.input_tokens > 0).all() and rows.prediction.map(lambda p: isinstance(p, str)).all()
+    table = retriever_table(rows)
+    gnn = table[table.retriever == "gnn"].iloc[0]
+    assert gnn["questions"] == 4 and gnn["empty candidate sets"] == 1 and gnn["missing question entities"] == 1
+    assert gnn["paper Hit"] == 85.7 and table.set_index("retriever").loc["rog", "LLM calls"] == 4
+    hops = hop_table(rows)
+    assert set(hops.hops) == {"1", "unreachable"} and (hops.questions > 0).all()
+    metrics = metrics_record(rows)
+    assert set(metrics["webqsp"]) == set(RETRIEVERS) and {"Hit", "Hit@1", "F1"} <= set(metrics["webqsp"]["gnn"])
+
+
+def test_collect_evidence_requires_probabilities_for_gnn_retrievers_and_rejects_unknown_names(generator):
+    ds = FakeKGQA()
+    with pytest.raises(ValueError, match="node probabilities"):
+        collect_evidence(ds, 0, None, None, ("gnn",))
+    assert collect_evidence(ds, 0, None, [("location.country.capital",)], ("none", "rog", "pcst"))["rog"].lines == \
+        ["jamaica -> location.country.capital -> kingston"]
+    with pytest.raises(ValueError, match="unknown retrievers"):
+        evaluate_retrievers("webqsp", ds, [0], None, generator[0], None, ("bm25",))
