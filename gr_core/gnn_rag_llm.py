@@ -28,11 +28,11 @@ from pathlib import Path
 import numpy as np
 
 from .config import LLMConfig
-from .gnn_rag import _hops, _path_names, missing_entities, reasoning_paths, select_candidates, seed_positions
+from .gnn_rag import _hops, _path_names, missing_entities, reasoning_paths, seed_positions, select_candidates
 from .llm import load_tokenizer
 from .model import Example, GraphLLM, LoRAConfig, ModelConfig
 from .prompts import ROG_PLANNING_PROMPT, gnn_rag_parts
-from .runs import progress, seed_everything, write_json
+from .runs import config_hash, progress, seed_everything, write_json
 from .train import TrainConfig, fit, predict
 
 RETRIEVERS = ("none", "gnn", "rog", "gnn+rog", "pcst", "gnn+pcst", "gnn_pcst")
@@ -302,8 +302,6 @@ def train_lora_llm(train_ex: list[Example], val_ex: list[Example], run_dir: str 
     run_dir = Path(run_dir)
     key = {"model": asdict(cfg), "train": asdict(train), "seed": seed, "train_data": _digest(train_ex),
            "val_data": _digest(val_ex), "num_train": len(train_ex), "num_val": len(val_ex)}
-    from .runs import config_hash
-
     history = fit(model, train_ex, val_ex, train, seed, run_dir / "ckpt", config_hash(key))
     write_json(run_dir / "config.json", {**key, "config_hash": config_hash(key)})
     write_json(run_dir / "history.json", history)

@@ -96,7 +96,8 @@ def gnn_rag_prompt(paths: list[str], question: str) -> str:
     return "".join(gnn_rag_parts(paths, question))
 
 
-# RoG's prompts (RoG code ``src/qa_prediction/build_qa_input.py`` and ``src/qa_prediction/gen_rule_path.py``).
+# RoG's prompts: no-retrieval = ``PromptBuilder.SAQ_INSTRUCTION`` (RoG code ``src/qa_prediction/build_qa_input.py``);
+# planning = ``src/qa_prediction/gen_rule_path.py`` (SPEC.md §5.1).
 NO_RETRIEVAL_INSTRUCTION = ("Please answer the following questions. Please keep the answer as simple as possible and "
                             "return all the possible answer as a list.")
 ROG_PLANNING_PROMPT = ("Please generate a valid relation path that can be helpful for answering the following "

@@ -9,10 +9,27 @@ import torch
 
 from gr_core.config import LLMConfig
 from gr_core.data import TextualGraph
-from gr_core.gnn_rag_llm import (RETRIEVERS, Evidence, GNNRAGConfig, answer_examples, answer_hops, collect_evidence,
-                                 evaluate_retrievers, fact_lines, fit_lines, format_relation_path, gnn_prizes,
-                                 ground_relation_paths, hop_table, metrics_record, parse_relation_path, rag_example,
-                                 relation_sequences, retriever_table, train_lora_llm)
+from gr_core.gnn_rag_llm import (
+    RETRIEVERS,
+    Evidence,
+    GNNRAGConfig,
+    answer_examples,
+    answer_hops,
+    collect_evidence,
+    evaluate_retrievers,
+    fact_lines,
+    fit_lines,
+    format_relation_path,
+    gnn_prizes,
+    ground_relation_paths,
+    hop_table,
+    metrics_record,
+    parse_relation_path,
+    rag_example,
+    relation_sequences,
+    retriever_table,
+    train_lora_llm,
+)
 from gr_core.model import GraphLLM, LoRAConfig, ModelConfig
 from gr_core.prompts import GNN_RAG_INSTRUCTION, gnn_rag_parts, gnn_rag_prompt
 from gr_core.train import TrainConfig
@@ -134,7 +151,6 @@ class FakeKGQA:
         self.split = {"train": [0, 2], "val": [0], "test": [0, 1, 2, 3]}
         rng = np.random.default_rng(0)
         self.question_emb = rng.normal(size=(4, 8)).astype(np.float32)
-        self._rng = rng
 
     def graph(self, i):
         return self.graphs[i]
