@@ -490,6 +490,12 @@ PAPER_GNN_ONLY = {  # GNN-RAG paper Table 2 (ReaRev, dense subgraphs) and the Me
 }
 
 
+def dataset_keys(datasets: list[str], metaqa_hops: list[int]) -> list[tuple[str, str, int]]:
+    """``(key, dataset name, hops)`` per run: MetaQA once per hop set (``metaqa-2hop``), the others as named."""
+    keys = [(name, name, 2) for name in datasets if name != "metaqa"]
+    return keys + ([(f"metaqa-{h}hop", "metaqa", int(h)) for h in metaqa_hops] if "metaqa" in datasets else [])
+
+
 def run_reasoner(dataset: str, hops: int = 2, max_train: int | None = None, max_val: int | None = None,
                  max_test: int | None = None, cfg: ReasonerConfig = ReasonerConfig(),
                  tcfg: ReasonerTrainConfig = ReasonerTrainConfig()) -> dict:

@@ -332,9 +332,11 @@ def answer_examples(model: GraphLLM, examples: list[Example], batch_size: int, a
 
 # ---------------------------------------------------------------------- one dataset, every retriever
 def collect_evidence(ds, i: int, probs: np.ndarray | None, relation_paths: list[tuple[str, ...]] | None,
-                     retrievers: tuple[str, ...] = RETRIEVERS, cfg: GNNRAGConfig = GNNRAGConfig()) -> dict[str, Evidence]:
-    """Every requested retriever's evidence for question ``i`` (each base retriever computed once)."""
-    g = ds.graph(i)
+                     retrievers: tuple[str, ...] = RETRIEVERS, cfg: GNNRAGConfig = GNNRAGConfig(),
+                     graph=None) -> dict[str, Evidence]:
+    """Every requested retriever's evidence for question ``i`` (each base retriever computed once; ``graph``:
+    the question's graph when the caller already has it)."""
+    g = graph if graph is not None else ds.graph(i)
     qe = ds.records[i].q_entities
     seeds, _ = seed_positions(g)
     base: dict[str, Evidence] = {"none": Evidence(missing_seed=missing_entities(g, qe))}
@@ -388,7 +390,7 @@ def evaluate_retrievers(key: str, ds, indices: list[int], probs: list[np.ndarray
         g = ds.graph(i)
         seeds, _ = seed_positions(g)
         ev = collect_evidence(ds, i, probs[k] if probs is not None else None,
-                              relation_paths[k] if relation_paths is not None else None, retrievers, cfg)
+                              relation_paths[k] if relation_paths is not None else None, retrievers, cfg, g)
         per_q.append((ev, answer_hops(g, seeds, gold_ids(g, ds.records[i].answers, seeds))))
     rows = []
     for r in retrievers:
@@ -492,6 +494,26 @@ PAPER_GNN_RAG = {
 PAPER_HOPS_F1 = {  # GNN-RAG Table 8 (WebQSP F1 by hops)
     ("rog", 1): 73.4, ("rog", 2): 63.3, ("gnn", 1): 72.0, ("gnn", 2): 69.8, ("gnn+rog", 1): 74.6, ("gnn+rog", 2): 71.1,
 }
+
+
+def training_table(training: dict) -> "pd.DataFrame":
+    """One row per LoRA fine-tune of :func:`run_gnn_rag`'s ``training``: examples, epochs, final val loss, seconds."""
+    import pandas as pd
+
+    return pd.DataFrame([{"family": family, "model": name, "train examples": v["train_examples"],
+                          "val examples": v["val_examples"], "epochs": len(v["history"]),
+                          "final val loss": round(v["history"][-1]["val_loss"], 3) if v["history"] else None,
+                          "seconds": v["seconds"]}
+                         for family, info in training.items() for name, v in info.items()
+                         if isinstance(v, dict) and "history" in v])
+
+
+def one_question(rows: "pd.DataFrame", dataset: str, position: int = 0) -> "pd.DataFrame":
+    """Every retriever's evidence size, coverage, prompt tokens and answer for one test question of ``dataset``."""
+    sub = rows[rows.dataset == dataset]
+    index = sub["index"].drop_duplicates().iloc[position]
+    return sub[sub["index"] == index][["retriever", "evidence_lines", "coverage", "input_tokens", "prediction",
+                                       "answers", "hit"]]
 
 
 def retriever_table(rows: "pd.DataFrame") -> "pd.DataFrame":

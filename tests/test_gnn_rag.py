@@ -149,3 +149,11 @@ def test_reasoner_training_is_bit_reproducible():
     strip = [[{k: v for k, v in h.items() if k != "seconds"} for h in hist] for _, hist in runs]
     assert strip[0] == strip[1]
     assert not torch.are_deterministic_algorithms_enabled()  # restored after training
+
+
+def test_dataset_keys_run_metaqa_once_per_hop_set():
+    from gr_core.gnn_rag import dataset_keys
+
+    assert dataset_keys(["webqsp", "metaqa"], [1, 3]) == [("webqsp", "webqsp", 2), ("metaqa-1hop", "metaqa", 1),
+                                                          ("metaqa-3hop", "metaqa", 3)]
+    assert dataset_keys(["webqsp"], [1]) == [("webqsp", "webqsp", 2)]

@@ -24,11 +24,13 @@ from gr_core.gnn_rag_llm import (
     ground_relation_paths,
     hop_table,
     metrics_record,
+    one_question,
     parse_relation_path,
     rag_example,
     relation_sequences,
     retriever_table,
     train_lora_llm,
+    training_table,
 )
 from gr_core.model import GraphLLM, LoRAConfig, ModelConfig
 from gr_core.prompts import GNN_RAG_INSTRUCTION, gnn_rag_parts, gnn_rag_prompt
@@ -175,6 +177,11 @@ def generator(tiny_llm_dir, tmp_path_factory):
 
 def test_lora_generator_trains_checkpoints_and_reloads_without_retraining(generator, tiny_llm_dir):
     model, history, run_dir = generator
+    table = training_table({"webqsp": {"answer_generator": {"history": history, "train_examples": 2, "val_examples": 1,
+                                                            "seconds": 1.0}, "relation_path_seconds": {"webqsp": 0.1}}})
+    assert table.to_dict("records") == [{"family": "webqsp", "model": "answer_generator", "train examples": 2,
+                                         "val examples": 1, "epochs": 1,
+                                         "final val loss": round(history[0]["val_loss"], 3), "seconds": 1.0}]
     assert len(history) == 1 and (run_dir / "ckpt" / "best.pt").is_file() and (run_dir / "history.json").is_file()
     assert all("lora" in n for n in model.trainable_parameters())
     ds = FakeKGQA()
@@ -244,6 +251,8 @@ def test_every_retriever_answers_and_bad_input_is_counted_not_raised(generator):
     assert set(hops.hops) == {"1", "unreachable"} and (hops.questions > 0).all()
     metrics = metrics_record(rows)
     assert set(metrics["webqsp"]) == set(RETRIEVERS) and {"Hit", "Hit@1", "F1"} <= set(metrics["webqsp"]["gnn"])
+    view = one_question(rows, "webqsp", 2)
+    assert list(view.retriever) == list(RETRIEVERS) and (rows.loc[view.index, "index"] == 2).all()
 
 
 def test_collect_evidence_requires_probabilities_for_gnn_retrievers_and_rejects_unknown_names(generator):
