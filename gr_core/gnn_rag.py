@@ -279,8 +279,8 @@ def question_data(ds, i: int, graph=None):
     seed_ids = question_nodes(g)
     seed = np.zeros(len(ids), bool)
     seed[[pos[s] for s in seed_ids]] = True
-    gold = {a.lower() for a in ds.records[i].answers}
-    answer = np.array([str(t).lower() in gold for t in g.nodes.node_attr], bool) & ~seed
+    answer = np.zeros(len(ids), bool)
+    answer[[pos[a] for a in gold_ids(g, ds.records[i].answers, seed_ids)]] = True
     return Data(edge_index=torch.from_numpy(np.stack([src, dst])).view(2, -1), rel_emb=torch.from_numpy(edge_attr),
                 seed=torch.from_numpy(seed), answer=torch.from_numpy(answer),
                 q_emb=torch.from_numpy(ds.question_emb[i]).view(1, -1), num_nodes=len(ids),
@@ -391,6 +391,13 @@ def seed_positions(graph) -> tuple[list[int], set[int]]:
     seeds = question_nodes(graph)
     row = {int(n): k for k, n in enumerate(graph.nodes.node_id.tolist())}
     return seeds, {row[s] for s in seeds}
+
+
+def gold_ids(graph, answers: list[str], seeds: list[int]) -> list[int]:
+    """Node ids whose text is a gold answer (case-insensitive; question entities excluded)."""
+    gold, seeds = {a.lower() for a in answers}, set(seeds)
+    return [int(n) for n, t in zip(graph.nodes.node_id, graph.nodes.node_attr)
+            if str(t).lower() in gold and int(n) not in seeds]
 
 
 def missing_entities(graph, q_entities: list[str]) -> int:

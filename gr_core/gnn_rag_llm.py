@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from .config import LLMConfig
-from .gnn_rag import _hops, _path_names, missing_entities, reasoning_paths, seed_positions, select_candidates
+from .gnn_rag import _hops, _path_names, gold_ids, missing_entities, reasoning_paths, seed_positions, select_candidates
 from .llm import load_tokenizer
 from .model import Example, GraphLLM, LoRAConfig, ModelConfig
 from .prompts import ROG_PLANNING_PROMPT, gnn_rag_parts
@@ -66,8 +66,10 @@ class GNNRAGConfig:
     prize_scale: float = 1.0
 
     def __post_init__(self) -> None:
-        if not 0 < self.eps <= 1 or self.evidence_tokens < 1 or self.rog_beams < 1 or self.max_lines_per_pair < 1:
-            raise ValueError("GNNRAGConfig: 0 < eps <= 1, evidence_tokens >= 1, rog_beams >= 1, max_lines_per_pair >= 1")
+        if not 0 < self.eps <= 1 or self.evidence_tokens < 1 or self.rog_beams < 1 or self.max_lines_per_pair < 1 \
+                or self.prize_scale <= 0:
+            raise ValueError("GNNRAGConfig: 0 < eps <= 1, evidence_tokens >= 1, rog_beams >= 1, max_lines_per_pair >= 1, "
+                             "prize_scale > 0 required")
 
 
 @dataclass
@@ -93,13 +95,6 @@ class Evidence:
 
 
 # ---------------------------------------------------------------------- retrievers
-def gold_ids(graph, answers: list[str], seeds: list[int]) -> list[int]:
-    """Node ids whose text is a gold answer (question entities excluded)."""
-    gold = {a.lower() for a in answers}
-    return [int(n) for n, t in zip(graph.nodes.node_id, graph.nodes.node_attr)
-            if str(t).lower() in gold and int(n) not in set(seeds)]
-
-
 def answer_hops(graph, seeds: list[int], targets: list[int]) -> int | None:
     """Shortest undirected distance from any question entity to any gold answer (None: unreachable)."""
     import networkx as nx
@@ -114,13 +109,13 @@ def answer_hops(graph, seeds: list[int], targets: list[int]) -> int | None:
     return int(min(found)) if found else None
 
 
-def gnn_evidence(graph, probs: np.ndarray, q_entities: list[str], cfg: GNNRAGConfig = GNNRAGConfig()) -> Evidence:
+def gnn_evidence(graph, probs: np.ndarray, cfg: GNNRAGConfig = GNNRAGConfig()) -> Evidence:
     """GNN-RAG: paths from the question entities to the GNN's candidates (``probs``: ``(N,)`` in node order)."""
     ids = graph.nodes.node_id.to_numpy()
     seeds, seed_pos = seed_positions(graph)
     cands = [int(ids[c]) for c, _ in select_candidates(probs, seed_pos, cfg.eps)]
     rep = reasoning_paths(graph, seeds, cands, cfg.max_lines_per_pair)
-    return Evidence(rep.lines, missing_entities(graph, q_entities), rep.no_path, not cands)
+    return Evidence(rep.lines, no_path=rep.no_path, empty_candidates=not cands)
 
 
 def fact_lines(graph, edge_rows=None) -> list[str]:
@@ -132,14 +127,11 @@ def fact_lines(graph, edge_rows=None) -> list[str]:
     return list(dict.fromkeys(lines))
 
 
-def pcst_evidence(ds, i: int, graph, q_entities: list[str], extra_node_prizes: np.ndarray | None = None) -> Evidence:
+def pcst_evidence(ds, i: int, graph, extra_node_prizes: np.ndarray | None = None) -> Evidence:
     """G-Retriever's PCST subgraph for question ``i`` (dataset config), as fact lines."""
-    from .retrieval import DATASET_RETRIEVAL, retrieve_subgraph
+    from .graphqa import retrieve
 
-    x, edge_attr = ds.embeddings(i, graph)
-    res = retrieve_subgraph(graph, x, edge_attr, ds.question_emb[i], DATASET_RETRIEVAL[ds.name],
-                            extra_node_prizes=extra_node_prizes)
-    return Evidence(fact_lines(graph, res.edge_rows), missing_entities(graph, q_entities))
+    return Evidence(fact_lines(graph, retrieve(ds, i, graph=graph, extra_node_prizes=extra_node_prizes).edge_rows))
 
 
 def gnn_prizes(graph, probs: np.ndarray, top_k: int, cfg: GNNRAGConfig = GNNRAGConfig()) -> np.ndarray:
@@ -161,15 +153,14 @@ def gnn_prizes(graph, probs: np.ndarray, top_k: int, cfg: GNNRAGConfig = GNNRAGC
     return prizes
 
 
-def gnn_prize_evidence(ds, i: int, graph, probs: np.ndarray, q_entities: list[str],
-                       cfg: GNNRAGConfig = GNNRAGConfig()) -> Evidence:
+def gnn_prize_evidence(ds, i: int, graph, probs: np.ndarray, cfg: GNNRAGConfig = GNNRAGConfig()) -> Evidence:
     """PCST whose node prizes are the text top-k prizes plus :func:`gnn_prizes` (a trainable retrieval)."""
     from .retrieval import DATASET_RETRIEVAL
 
     extra = gnn_prizes(graph, probs, DATASET_RETRIEVAL[ds.name].top_k_nodes, cfg)
-    ev = pcst_evidence(ds, i, graph, q_entities, extra)
     _, seed_pos = seed_positions(graph)
-    ev.empty_candidates = not select_candidates(probs, seed_pos, cfg.eps)
+    ev = pcst_evidence(ds, i, graph, extra)
+    ev.empty_candidates = not np.delete(extra, list(seed_pos)).any()  # no candidate got a prize
     return ev
 
 
@@ -337,22 +328,23 @@ def collect_evidence(ds, i: int, probs: np.ndarray | None, relation_paths: list[
     """Every requested retriever's evidence for question ``i`` (each base retriever computed once; ``graph``:
     the question's graph when the caller already has it)."""
     g = graph if graph is not None else ds.graph(i)
-    qe = ds.records[i].q_entities
     seeds, _ = seed_positions(g)
-    base: dict[str, Evidence] = {"none": Evidence(missing_seed=missing_entities(g, qe))}
+    base: dict[str, Evidence] = {"none": Evidence()}
     need = {p for r in retrievers for p in r.split("+")}
     if need & {"gnn", "gnn_pcst"} and probs is None:
         raise ValueError("collect_evidence: the gnn retrievers need the GNN's node probabilities")
     if "gnn" in need:
-        base["gnn"] = gnn_evidence(g, probs, qe, cfg)
+        base["gnn"] = gnn_evidence(g, probs, cfg)
     if "rog" in need:
-        paths = relation_paths or []
-        lines = ground_relation_paths(g, seeds, paths, cfg.rog_max_lines)
-        base["rog"] = Evidence(lines, missing_entities(g, qe), ungrounded=not lines)
+        lines = ground_relation_paths(g, seeds, relation_paths or [], cfg.rog_max_lines)
+        base["rog"] = Evidence(lines, ungrounded=not lines)
     if "pcst" in need:
-        base["pcst"] = pcst_evidence(ds, i, g, qe)
+        base["pcst"] = pcst_evidence(ds, i, g)
     if "gnn_pcst" in need:
-        base["gnn_pcst"] = gnn_prize_evidence(ds, i, g, probs, qe, cfg)
+        base["gnn_pcst"] = gnn_prize_evidence(ds, i, g, probs, cfg)
+    missing = missing_entities(g, ds.records[i].q_entities)  # the same for every retriever: counted once
+    for ev in base.values():
+        ev.missing_seed = missing
     out = {}
     for r in retrievers:
         parts = r.split("+")

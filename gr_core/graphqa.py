@@ -346,10 +346,12 @@ def compare_with_paper(stats: list[dict]):
     return pd.DataFrame(rows)
 
 
-def retrieve(ds: GraphQADataset, i: int, cfg=None, graph: TextualGraph | None = None):
-    """PCST retrieval for question ``i`` of ``ds``, by default with the dataset's config (``DATASET_RETRIEVAL``)."""
+def retrieve(ds: GraphQADataset, i: int, cfg=None, graph: TextualGraph | None = None, extra_node_prizes=None):
+    """PCST retrieval for question ``i`` of ``ds``, by default with the dataset's config (``DATASET_RETRIEVAL``);
+    ``extra_node_prizes`` ``(num_nodes,)`` are added to the text prizes (see :func:`~gr_core.retrieval.retrieve_subgraph`)."""
     from .retrieval import DATASET_RETRIEVAL, retrieve_subgraph
 
     graph = graph if graph is not None else ds.graph(i)
     x, edge_attr = ds.embeddings(i, graph)
-    return retrieve_subgraph(graph, x, edge_attr, ds.question_emb[i], cfg or DATASET_RETRIEVAL[ds.name])
+    return retrieve_subgraph(graph, x, edge_attr, ds.question_emb[i], cfg or DATASET_RETRIEVAL[ds.name],
+                             extra_node_prizes=extra_node_prizes)

@@ -276,7 +276,7 @@ def retrieve_subgraph(graph, x: np.ndarray | None, edge_attr: np.ndarray | None,
         node_sim, edge_sim: precomputed similarities ``(num_nodes,)`` / ``(num_edges,)`` replacing x / edge_attr
             (see :func:`gr_core.graphqa.retrieve`, which scores each distinct text once).
         extra_node_prizes: ``(num_nodes,)`` added to the top-k node prizes (a learned prize, e.g. the GNN's
-            node probabilities in :func:`gr_core.gnn_rag_llm.gnn_prize_evidence`).
+            node probabilities in :func:`gr_core.gnn_rag_llm.gnn_prize_evidence`, via :func:`gr_core.graphqa.retrieve`).
     Returns:
         the subgraph; a graph with no node or no edge (or ``cfg.whole_graph``) is returned whole.
     """
