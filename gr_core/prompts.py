@@ -61,6 +61,23 @@ def question_for(dataset: str, question: str) -> str:
     raise ValueError(f"no question template for dataset {dataset!r}")
 
 
+# GR paper App. F / Table 1: the hallucination study's request, appended to the question.
+CITE_INSTRUCTION = "Answer the question and list the nodes or edges from the graph that support your answer."
+
+
+def cite_question(dataset: str, question: str) -> str:
+    r"""The dataset's question string with :data:`CITE_INSTRUCTION` placed before its closing ``Answer:`` cue.
+
+    >>> cite_question("clevr", "What color is the cube?")
+    'Question: What color is the cube? Answer the question and list the nodes or edges from the graph that support your answer.\n\nAnswer:'
+    """
+    text = question_for(dataset, question)
+    head, cue, tail = text.rpartition("Answer:")
+    if not cue or tail.strip():
+        return text.rstrip() + " " + CITE_INSTRUCTION
+    return head.rstrip() + " " + CITE_INSTRUCTION + "\n\n" + cue + tail
+
+
 def label_for(dataset: str, answers: list[str]) -> str:
     """The training target: KGQA answers lowercased and joined by ``|`` (GR code), otherwise the one label."""
     if not answers:

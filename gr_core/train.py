@@ -436,6 +436,33 @@ def run(cfg: RunConfig, run_dir: str | Path, ds=None, force: bool = False, on_ep
     return metrics
 
 
+def trained_model(cfg: RunConfig, run_dir: str | Path, ds=None) -> GraphLLM:
+    """The run's model with its best checkpoint loaded, training it first when needed.
+
+    Reuses a finished run (same config hash) whose ``ckpt/best.pt`` exists; a finished run without its checkpoint
+    (``ckpt/`` is git-ignored, so a fresh clone has the metrics but not the weights) is rerun so that the returned
+    model is the one the metrics describe. Inference-only configurations return the untouched model.
+    """
+    from .graphqa import DatasetConfig, load_dataset
+
+    run_dir = Path(run_dir)
+    if ds is None:
+        ds = load_dataset(DatasetConfig(cfg.dataset, hops=cfg.hops))
+    trained = cfg.model.trainable and cfg.train.num_epochs > 0
+    best = run_dir / "ckpt" / "best.pt"
+    state = torch.load(best, map_location="cpu", weights_only=False) if trained and best.is_file() else None
+    if trained and (state is None or state.get("config_hash") != config_hash(cfg.to_dict())):
+        run(cfg, run_dir, ds=ds, force=(run_dir / "metrics.json").is_file())
+        state = torch.load(best, map_location="cpu", weights_only=False)
+    else:
+        run(cfg, run_dir, ds=ds)  # a no-op when finished; inference-only runs write their metrics
+    model = GraphLLM(cfg.model, in_dim=int(ds.text_emb.shape[1]),
+                     soft_prompt_init=SOFT_PROMPT_INIT.get(cfg.dataset, DEFAULT_SOFT_PROMPT_INIT))
+    if state is not None:
+        model.load_trainable_state(state["model"])
+    return model.eval()
+
+
 def run_plan(plan: dict[str, list[str]], seeds: list[int], runs_dir: str | Path, force: bool = False,
              **settings) -> "pd.DataFrame":
     """Run every (dataset, method, seed) of ``plan`` (each dataset loaded once); return their metrics.

@@ -1,0 +1,141 @@
+"""The hallucination checker: citation parsing, the three match levels, Table 5 metrics with intervals, agreement."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from gr_core.data import TextualGraph
+from gr_core.hallucination import (GraphIndex, agreement, check_response, parse_citations, ratio_ci, summarize,
+                                   table5, wilson)
+from gr_core.prompts import CITE_INSTRUCTION, cite_question
+
+# GR paper Table 1 (SPEC.md §3.1), verbatim, over a scene with an elephant in the bushes
+TABLE1_BASELINE = ("The animal in the bushes is a deer. Nodes: * Deer (node 1) * Bushes (node 2) Edges: * Deer → Bushes "
+                   "(edge 1) * Deer → Grass (edge 2) * Bushes → Grass (edge 3)")
+TABLE1_G_RETRIEVER = ("Based on the information provided in the graph, the animal in the bushes is an elephant. The nodes "
+                      "that support this answer are: * Node 1: The elephant is mentioned in the first line of the graph. "
+                      "The edges that support this answer are: * The edge connects the elephant to the bushes, "
+                      "indicating that the elephant is in the bushes. Therefore, the answer to the question is: The "
+                      "animal in the bushes is an elephant.")
+
+
+def graph(nodes, edges):
+    return TextualGraph(nodes=pd.DataFrame({"node_id": list(range(len(nodes))), "node_attr": nodes}),
+                        edges=pd.DataFrame(edges, columns=["src", "edge_attr", "dst"]))
+
+
+SCENE = graph(["elephant", "bushes", "tree"], [(0, "in", 1), (1, "next to", 2)])
+CLEVR = graph(["name: cube; attribute: large, yellow, metal; (x,y): (76, 128)",
+               "name: sphere; attribute: small, gray, rubber; (x,y): (286, 103)"],
+              [(0, "to the left of", 1), (1, "to the right of", 0)])
+KG = graph(["tom landry", "new york giants", "quarterback"],
+           [(0, "sports.pro_athlete.teams", 1), (0, "american_football.football_player.position_s", 2)])
+
+
+def test_cite_prompt_places_the_request_before_the_answer_cue():
+    q = cite_question("webqsp", "who did tom landry play for")
+    assert q == f"Question: who did tom landry play for\nAnswer:".replace("\nAnswer:", f" {CITE_INSTRUCTION}\n\nAnswer:") \
+        or q.endswith("Answer: ")
+    assert CITE_INSTRUCTION in q and q.index(CITE_INSTRUCTION) < q.rindex("Answer:")
+    e = cite_question("explagraphs", "Argument 1: a\nArgument 2: b\nQuestion: x?\n\nAnswer:")
+    assert e.endswith(f"{CITE_INSTRUCTION}\n\nAnswer:")
+
+
+def test_paper_table1_baseline_is_caught():
+    cites = parse_citations(TABLE1_BASELINE)
+    assert [(c.kind, c.head, c.tail) for c in cites] == [
+        ("node", "Deer", None), ("node", "Bushes", None),
+        ("edge", "Deer", "Bushes"), ("edge", "Deer", "Grass"), ("edge", "Bushes", "Grass")]
+    r = check_response(TABLE1_BASELINE, SCENE)
+    for lv in ("exact", "normalized", "fuzzy"):
+        assert r[f"valid_nodes_{lv}"] == 1  # "Bushes" exists, "Deer" does not
+        assert r[f"valid_edges_{lv}"] == 0 and not r[f"fully_valid_{lv}"]
+
+
+def test_paper_table1_g_retriever_is_valid():
+    r = check_response(TABLE1_G_RETRIEVER, SCENE)
+    assert (r["cited_nodes"], r["cited_edges"]) == (1, 1)
+    assert r["fully_valid_normalized"]  # node 1 exists; the worded edge names elephant, bushes and "in"
+
+
+def test_edge_forms_and_direction():
+    text = "Edges:\n0,in,1\n(bushes, next to, tree)\ntree -> bushes\nelephant --in--> bushes\nelephant -> in -> bushes"
+    cites = parse_citations(text)
+    assert [c.kind for c in cites] == ["edge"] * 5
+    assert (cites[0].head_id, cites[0].relation, cites[0].tail_id) == (0, "in", 1)
+    assert (cites[3].head, cites[3].relation, cites[3].tail) == ("elephant", "in", "bushes")
+    assert (cites[4].head, cites[4].relation, cites[4].tail) == ("elephant", "in", "bushes")
+    index = GraphIndex(SCENE)
+    assert [index.valid(c, "exact") for c in cites] == [True, True, False, True, True]
+    assert index.valid(cites[2], "fuzzy")  # reversed direction only counts at the fuzzy level
+    assert not index.valid(parse_citations("Edges:\n0,next to,1")[0], "exact")  # wrong relation
+
+
+def test_node_forms():
+    text = "Nodes:\n* the Elephant\n- 2,tree\n1. giraffe\nAlso see node 7 and bushes (node 1)."
+    cites = parse_citations(text)
+    assert [(c.head, c.node_id) for c in cites] == [("the Elephant", None), ("tree", 2), ("giraffe", None),
+                                                    (None, 7), ("bushes", 1)]
+    index = GraphIndex(SCENE)
+    assert [index.valid(c, "normalized") for c in cites] == [True, True, False, False, True]
+    assert not index.valid(cites[0], "exact")  # the article only goes at the normalized level
+    assert parse_citations("The elephant is in the bushes.") == []  # prose is not a citation
+
+
+def test_match_levels_are_nested_on_scene_graph_and_kg():
+    ci = GraphIndex(CLEVR)
+    checks = {"cube": (True, True, True), "small gray sphere": (False, True, True), "gray cube": (False, False, True),
+              "purple cylinder": (False, False, False), "spheres": (False, True, True)}
+    for text, expected in checks.items():
+        got = tuple(bool(ci.matching_nodes(text, lv)) for lv in ("exact", "normalized", "fuzzy"))
+        assert got == expected, text
+    ki = GraphIndex(KG)
+    assert ki.matching_nodes("New York Giants", "exact") == {1}
+    assert not ki.matching_nodes("giants", "normalized") and ki.matching_nodes("giants", "fuzzy") == {1}
+    assert ki.matching_nodes("new york giant", "fuzzy") == {1}
+    edge = parse_citations("Edges:\n* tom landry -> teams -> new york giants")[0]
+    assert not ki.valid(edge, "exact") and ki.valid(edge, "normalized")  # the relation's last Freebase segment
+    with pytest.raises(ValueError, match="match level"):
+        ki.valid(edge, "loose")
+
+
+def test_intervals():
+    lo, hi = wilson(8, 100)
+    assert lo < 0.08 < hi and 0.03 < lo and hi < 0.16
+    assert np.isnan(wilson(0, 0)[0])
+    r, lo, hi = ratio_ci(np.array([1, 2, 0, 3]), np.array([2, 2, 1, 3]))
+    assert r == pytest.approx(6 / 8) and lo <= r <= hi
+    assert np.isnan(ratio_ci(np.zeros(3), np.zeros(3))[0])
+
+
+def _rows():
+    rows = []
+    for system, text in (("graph_token", TABLE1_BASELINE), ("g_retriever", TABLE1_G_RETRIEVER),
+                         ("g_retriever", "An elephant.")):
+        rows.append({"key": f"{system}/{len(rows)}", "dataset": "toy", "system": system, "correct": 1.0,
+                     **{k: v for k, v in check_response(text, SCENE).items() if k != "citations"}})
+    return pd.DataFrame(rows)
+
+
+def test_summary_and_table5():
+    s = summarize(_rows())
+    g = s[(s.system == "g_retriever") & (s.level == "normalized")].iloc[0]
+    assert g.responses == 2 and g["citing_%"] == 50.0
+    assert g["fully_valid_%"] == 50.0 and g["fully_valid_citing_%"] == 100.0  # a response citing nothing is not valid
+    b = s[(s.system == "graph_token") & (s.level == "exact")].iloc[0]
+    assert b["valid_nodes_%"] == 50.0 and b["valid_edges_%"] == 0.0
+    t = table5(s)
+    assert list(t.metric) == ["Valid Nodes", "Valid Edges", "Fully Valid Graphs"]
+    assert t.loc[2, "paper g_retriever"] == "62" and t.loc[2, "toy g_retriever"].startswith("50.0 [")
+
+
+def test_agreement_with_hand_labels():
+    rows = _rows()
+    labels = pd.DataFrame([
+        {"key": rows.key[0], "cited_nodes": 2, "valid_nodes": 1, "cited_edges": 3, "valid_edges": 0, "fully_valid": False},
+        {"key": rows.key[1], "cited_nodes": 1, "valid_nodes": 1, "cited_edges": 1, "valid_edges": 1, "fully_valid": True},
+        {"key": "not/a/response", "cited_nodes": 0, "valid_nodes": 0, "cited_edges": 0, "valid_edges": 0,
+         "fully_valid": False}])
+    a = agreement(rows, labels).set_index("level")
+    assert a.loc["normalized", "labelled"] == 3 and a.loc["normalized", "matched"] == 2
+    assert a.loc["normalized", "fully_valid_agreement_%"] == 100.0 and a.loc["normalized", "cited_abs_diff"] == 0.0
+    assert a.loc["exact", "fully_valid_agreement_%"] == 100.0
