@@ -267,35 +267,49 @@ class GraphIndex:
         return (bool(a) and set(a) <= set(b)) or _similar(" ".join(a), " ".join(b)) or \
             _similar(" ".join(a), " ".join(tokens(relation.split(".")[-1])))
 
-    def node_valid(self, c: Citation, level: str) -> bool:
+    def nodes_of(self, c: Citation, level: str) -> set[int]:
+        """The ids of the nodes a node citation matches (empty: not in the graph)."""
         name = c.head if c.head is not None else (None if c.node_id is not None else c.text)
         if name:
-            return bool(self.matching_nodes(name, level))
-        return c.node_id in self.by_id
+            return self.matching_nodes(name, level)
+        return {c.node_id} if c.node_id in self.by_id else set()
 
-    def edge_valid(self, c: Citation, level: str) -> bool:
+    def edges_of(self, c: Citation, level: str) -> set[int]:
+        """The row indices of the edges an edge citation matches (empty: not in the graph)."""
         if c.head_id is not None:
-            rels = self.edge_pairs.get((c.head_id, c.tail_id), [])
-            if level == "fuzzy":
-                rels = rels + self.edge_pairs.get((c.tail_id, c.head_id), [])
-            return any(self.relation_match(c.relation, r, level) for r in rels)
-        if c.head is None:  # an edge in words: some edge's two endpoint names (and relation, unless fuzzy) in it
+            pairs = {(c.head_id, c.tail_id)} | ({(c.tail_id, c.head_id)} if level == "fuzzy" else set())
+            return {j for j, (s, r, d) in enumerate(self.edges)
+                    if (s, d) in pairs and self.relation_match(c.relation, r, level)}
+        if c.head is None:  # an edge in words: its two endpoint names (and relation, unless fuzzy) are in the text
             toks = set(tokens(c.text))
-            for s, r, d in self.edges:
-                hs, ds = self.by_id[s].name_tokens, self.by_id[d].name_tokens
-                if hs and ds and hs <= toks and ds <= toks and (level == "fuzzy" or set(tokens(r)) <= toks):
-                    return True
-            return False
+            return {j for j, (s, r, d) in enumerate(self.edges)
+                    if self.by_id[s].name_tokens and self.by_id[d].name_tokens
+                    and self.by_id[s].name_tokens <= toks and self.by_id[d].name_tokens <= toks
+                    and (level == "fuzzy" or set(tokens(r)) <= toks)}
         heads, tails = self.matching_nodes(c.head, level), self.matching_nodes(c.tail, level)
-        pairs = [(h, t) for h in heads for t in tails]
-        if level == "fuzzy":
-            pairs += [(t, h) for h, t in pairs]
-        return any(self.relation_match(c.relation, r, level) for p in pairs for r in self.edge_pairs.get(p, []))
+        if not heads or not tails:
+            return set()
+        return {j for j, (s, r, d) in enumerate(self.edges)
+                if ((s in heads and d in tails) or (level == "fuzzy" and s in tails and d in heads))
+                and self.relation_match(c.relation, r, level)}
 
     def valid(self, c: Citation, level: str) -> bool:
+        """Whether the citation names something that exists in the graph, at ``level``."""
         if level not in LEVELS:
             raise ValueError(f"match level {level!r} is not one of {LEVELS}")
-        return self.node_valid(c, level) if c.kind == "node" else self.edge_valid(c, level)
+        return bool(self.nodes_of(c, level) if c.kind == "node" else self.edges_of(c, level))
+
+    def evidence(self, citations: list[Citation], level: str = "normalized") -> tuple[set[int], set[int]]:
+        """The node ids and edge rows the citations point at (for highlighting; invalid citations add nothing)."""
+        nodes, edges = set(), set()
+        for c in citations:
+            if c.kind == "node":
+                nodes |= self.nodes_of(c, level)
+            else:
+                rows = self.edges_of(c, level)
+                edges |= rows
+                nodes |= {n for j in rows for n in (self.edges[j][0], self.edges[j][2])}
+        return nodes, edges
 
 
 def check_response(response: str, graph, levels=LEVELS) -> dict:
@@ -421,6 +435,28 @@ def summarize(rows: pd.DataFrame, by=("dataset", "system"), levels=LEVELS, seed:
     return pd.DataFrame(out)
 
 
+# GR paper Table 1 (SPEC.md §3.1), verbatim: the prompt-tuned baseline and G-Retriever on "What kind of animal is in
+# the bushes?"
+TABLE1_RESPONSES = {
+    "graph prompt tuning": "The animal in the bushes is a deer. Nodes: * Deer (node 1) * Bushes (node 2) Edges: * Deer "
+                           "→ Bushes (edge 1) * Deer → Grass (edge 2) * Bushes → Grass (edge 3)",
+    "g_retriever": "Based on the information provided in the graph, the animal in the bushes is an elephant. The nodes "
+                   "that support this answer are: * Node 1: The elephant is mentioned in the first line of the graph. "
+                   "The edges that support this answer are: * The edge connects the elephant to the bushes, indicating "
+                   "that the elephant is in the bushes. Therefore, the answer to the question is: The animal in the "
+                   "bushes is an elephant.",
+}
+
+
+def table1_scene():
+    """A three-object scene for Table 1's question (the paper does not print its graph): elephant in bushes."""
+    from .data import TextualGraph
+
+    return TextualGraph(nodes=pd.DataFrame({"node_id": [0, 1, 2], "node_attr": ["elephant", "bushes", "tree"]}),
+                        edges=pd.DataFrame({"src": [0, 1], "edge_attr": ["in", "next to"], "dst": [1, 2]}),
+                        question="What kind of animal is in the bushes?", answers=["elephant"])
+
+
 PAPER_TABLE5 = {  # SPEC.md §3.5: SceneGraphs, 100 hand-checked responses per system
     "graph_token": {"valid_nodes_%": 31.0, "valid_edges_%": 12.0, "fully_valid_%": 8.0},
     "g_retriever": {"valid_nodes_%": 77.0, "valid_edges_%": 76.0, "fully_valid_%": 62.0},
@@ -470,4 +506,133 @@ def agreement(rows: pd.DataFrame, labels: pd.DataFrame, levels=LEVELS) -> pd.Dat
                     "valid_abs_diff": float((merged.valid_nodes_human + merged.valid_edges_human
                                              - merged[f"valid_nodes_{lv}"] - merged[f"valid_edges_{lv}"]).abs().mean())
                     if n else float("nan")})
+    return pd.DataFrame(out)
+
+
+# ---------------------------------------------------------------------- the study, end to end
+def run_study(datasets: list[str], systems: list[str], runs_dir, settings: dict, questions: int | None = None,
+              max_new_tokens: int = 128, batch_size: int = 16, seed: int = 0) -> pd.DataFrame:
+    """Every (dataset, system): the trained run (reused, or trained with ``settings``), its responses to the
+    citation request on the first ``questions`` test questions (None: all), and the checker's verdicts.
+
+    Args:
+        systems: Table 3 method names; the paper's pair is ``graph_token`` (its "LLM w/ graph prompt tuning")
+            and ``g_retriever``.
+        settings: :func:`gr_core.train.make_run_config` keywords; equal to notebook 03's, so its runs are reused.
+    Returns:
+        one row per response (:func:`audit`), datasets and systems in the order given.
+    """
+    from pathlib import Path
+
+    from .graphqa import DatasetConfig, load_dataset
+    from .runs import seed_everything
+    from .train import make_run_config, trained_model
+
+    frames = []
+    for name in datasets:
+        ds = load_dataset(DatasetConfig(name))
+        indices = list(ds.split["test"])[:questions]
+        for system in systems:
+            cfg = make_run_config(name, system, seed, **settings)
+            model = trained_model(cfg, Path(runs_dir) / cfg.name, ds)
+            seed_everything(seed)
+            responses = cite_responses(model, ds, indices, max_new_tokens, batch_size)
+            frames.append(audit(ds, indices, responses, system))
+            del model
+    return pd.concat(frames, ignore_index=True)
+
+
+LABEL_FIELDS = ("key", "cited_nodes", "valid_nodes", "cited_edges", "valid_edges", "fully_valid")
+
+
+def label_template(rows: pd.DataFrame, k: int = 30, seed: int = 0) -> list[dict]:
+    """A sample of responses to check by hand, half of them citing something (when there are enough).
+
+    Each record carries the response, the question's graph id and empty fields for the human's counts.
+    """
+    rng = np.random.default_rng(seed)
+    citing = rows[(rows.cited_nodes + rows.cited_edges) > 0]
+    rest = rows.drop(citing.index)
+    take = min(len(citing), (k + 1) // 2)
+    idx = [citing.index[j] for j in rng.permutation(len(citing))[:take]]
+    idx += [rest.index[j] for j in rng.permutation(len(rest))[:k - take]]
+    return [{"key": rows.key[i], "dataset": rows.dataset[i], "system": rows.system[i], "graph_id": rows.graph_id[i],
+             "question": rows.question[i], "response": rows.response[i],
+             **{f: None for f in LABEL_FIELDS[1:]}, "note": ""} for i in idx]
+
+
+def load_labels(path) -> pd.DataFrame:
+    """Hand labels (JSON lines with :data:`LABEL_FIELDS`); a malformed line is an error naming file and line."""
+    import json
+    from pathlib import Path
+
+    rows = []
+    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{n}: not JSON ({e.msg})") from None
+        missing = [f for f in LABEL_FIELDS if rec.get(f) is None]
+        if missing:
+            raise ValueError(f"{path}:{n}: hand label lacks {missing}")
+        for f in LABEL_FIELDS[1:5]:
+            if not isinstance(rec[f], int) or rec[f] < 0:
+                raise ValueError(f"{path}:{n}: field {f!r} must be a count >= 0, got {rec[f]!r}")
+        if rec["valid_nodes"] > rec["cited_nodes"] or rec["valid_edges"] > rec["cited_edges"]:
+            raise ValueError(f"{path}:{n}: more valid than cited citations")
+        rows.append(rec)
+    return pd.DataFrame(rows, columns=list(LABEL_FIELDS) + ["note"])
+
+
+def plot_table5(summary: pd.DataFrame, level: str = "normalized"):
+    """Bars of Valid Nodes, Valid Edges and Fully Valid Graphs per dataset and system at ``level`` (95% CIs),
+    the paper's SceneGraphs numbers as hatched bars."""
+    import matplotlib.pyplot as plt
+
+    metrics = (("valid_nodes_%", "Valid Nodes"), ("valid_edges_%", "Valid Edges"), ("fully_valid_%", "Fully Valid"))
+    sub = summary[summary.level == level].reset_index(drop=True)
+    groups = [(f"{r.dataset}\n{r.system}", r) for r in sub.itertuples(index=False)]
+    groups += [(f"paper (SceneGraphs)\n{s}", None) for s in PAPER_TABLE5]
+    fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(groups)), 3.6))
+    width = 0.8 / len(metrics)
+    for j, (metric, label) in enumerate(metrics):
+        xs, ys, lo, hi, hatch = [], [], [], [], []
+        for x, (name, r) in enumerate(groups):
+            if r is None:
+                y, ci = PAPER_TABLE5[name.split("\n")[1]][metric], (np.nan, np.nan)
+            else:
+                y, ci = sub.loc[x, metric], sub.loc[x, metric.replace("_%", "_ci")]
+            y = 0.0 if y != y else y
+            xs.append(x + (j - 1) * width)
+            ys.append(y)
+            lo.append(0 if ci[0] != ci[0] else max(0.0, y - ci[0]))
+            hi.append(0 if ci[1] != ci[1] else max(0.0, ci[1] - y))
+            hatch.append(r is None)
+        bars = ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=label, color=f"C{j}")
+        for b, h in zip(bars, hatch):
+            if h:
+                b.set_hatch("//")
+                b.set_alpha(0.5)
+    ax.set_xticks(range(len(groups)), [g for g, _ in groups], fontsize=8)
+    ax.set_ylabel("%")
+    ax.set_ylim(0, 100)
+    ax.set_title(f"Hallucination (GR Table 5), match level: {level}")
+    ax.legend(fontsize=8, ncols=3, loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+def examples(rows: pd.DataFrame, k: int = 2, level: str = "normalized") -> pd.DataFrame:
+    """The first ``k`` citing responses per (dataset, system) (the first responses when none cites), with the
+    checker's verdict on each citation at ``level``."""
+    out = []
+    for _, g in rows.groupby(["dataset", "system"], sort=False):
+        citing = g[(g.cited_nodes + g.cited_edges) > 0]
+        for r in (citing if len(citing) else g).head(k).itertuples(index=False):
+            out.append({"dataset": r.dataset, "system": r.system, "question": r.question, "gold": r.answers,
+                        "response": r.response,
+                        "citations": "; ".join(f"{'✓' if c[level] else '✗'} {c['kind']} {c['text'][:40]}"
+                                               for c in r.citations) or "(none)"})
     return pd.DataFrame(out)

@@ -436,6 +436,23 @@ def run(cfg: RunConfig, run_dir: str | Path, ds=None, force: bool = False, on_ep
     return metrics
 
 
+def run_settings(llm_model: str = "embedded:smollm2-135m-instruct", device: str = "auto", max_new_tokens: int = 32,
+                 gnn_kind: str = "gt", gnn_hidden: int = 1024, gnn_layers: int = 4, gnn_heads: int = 4,
+                 num_epochs: int = 10, lr: float = 1e-5, batch_size: int = 8, eval_batch_size: int = 16,
+                 max_train: int = 0, max_val: int = 0, max_test: int = 0, max_txt_len: int = 512) -> dict:
+    """The :func:`make_run_config` keywords from the flat notebook parameters (0 keeps a whole split).
+
+    Notebooks 03, 05 and 07 build their runs through this one function, so equal parameters give equal config
+    hashes and a run trained by one notebook is reused by the others. Defaults are the paper's (GR App. B.1).
+    """
+    return dict(
+        llm=LLMConfig(model=llm_model, device=device, max_new_tokens=max_new_tokens),
+        gnn=GNNConfig(kind=gnn_kind, hidden=gnn_hidden, num_layers=gnn_layers, heads=gnn_heads),
+        train=TrainConfig(num_epochs=num_epochs, lr=lr, batch_size=batch_size, eval_batch_size=eval_batch_size),
+        max_train=max_train or None, max_val=max_val or None, max_test=max_test or None, max_txt_len=max_txt_len,
+    )
+
+
 def trained_model(cfg: RunConfig, run_dir: str | Path, ds=None) -> GraphLLM:
     """The run's model with its best checkpoint loaded, training it first when needed.
 

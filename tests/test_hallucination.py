@@ -4,18 +4,12 @@ import pandas as pd
 import pytest
 
 from gr_core.data import TextualGraph
-from gr_core.hallucination import (GraphIndex, agreement, check_response, parse_citations, ratio_ci, summarize,
+from gr_core.hallucination import (TABLE1_RESPONSES, GraphIndex, agreement, check_response, parse_citations, ratio_ci, summarize, table1_scene,
                                    table5, wilson)
 from gr_core.prompts import CITE_INSTRUCTION, cite_question
 
-# GR paper Table 1 (SPEC.md §3.1), verbatim, over a scene with an elephant in the bushes
-TABLE1_BASELINE = ("The animal in the bushes is a deer. Nodes: * Deer (node 1) * Bushes (node 2) Edges: * Deer → Bushes "
-                   "(edge 1) * Deer → Grass (edge 2) * Bushes → Grass (edge 3)")
-TABLE1_G_RETRIEVER = ("Based on the information provided in the graph, the animal in the bushes is an elephant. The nodes "
-                      "that support this answer are: * Node 1: The elephant is mentioned in the first line of the graph. "
-                      "The edges that support this answer are: * The edge connects the elephant to the bushes, "
-                      "indicating that the elephant is in the bushes. Therefore, the answer to the question is: The "
-                      "animal in the bushes is an elephant.")
+TABLE1_BASELINE = TABLE1_RESPONSES["graph prompt tuning"]
+TABLE1_G_RETRIEVER = TABLE1_RESPONSES["g_retriever"]
 
 
 def graph(nodes, edges):
@@ -23,7 +17,7 @@ def graph(nodes, edges):
                         edges=pd.DataFrame(edges, columns=["src", "edge_attr", "dst"]))
 
 
-SCENE = graph(["elephant", "bushes", "tree"], [(0, "in", 1), (1, "next to", 2)])
+SCENE = table1_scene()
 CLEVR = graph(["name: cube; attribute: large, yellow, metal; (x,y): (76, 128)",
                "name: sphere; attribute: small, gray, rubber; (x,y): (286, 103)"],
               [(0, "to the left of", 1), (1, "to the right of", 0)])
@@ -139,3 +133,33 @@ def test_agreement_with_hand_labels():
     assert a.loc["normalized", "labelled"] == 3 and a.loc["normalized", "matched"] == 2
     assert a.loc["normalized", "fully_valid_agreement_%"] == 100.0 and a.loc["normalized", "cited_abs_diff"] == 0.0
     assert a.loc["exact", "fully_valid_agreement_%"] == 100.0
+
+
+def test_evidence_points_at_the_cited_parts():
+    index = GraphIndex(SCENE)
+    nodes, edges = index.evidence(parse_citations("Nodes:\n* elephant\n* deer\nEdges:\n* elephant -> bushes"))
+    assert nodes == {0, 1} and edges == {0}
+
+
+def test_label_template_and_loader(tmp_path):
+    import json
+
+    from gr_core.hallucination import label_template, load_labels
+
+    rows = _rows().assign(graph_id="g", question="q?", response=["a", "b", "c"])
+    sample = label_template(rows, k=2)
+    assert len(sample) == 2 and all(s["fully_valid"] is None for s in sample)
+    assert sum(rows.set_index("key").loc[s["key"], "cited_nodes"] > 0 for s in sample) == 1
+    good = {"key": "k", "cited_nodes": 1, "valid_nodes": 1, "cited_edges": 0, "valid_edges": 0, "fully_valid": True}
+    path = tmp_path / "labels.jsonl"
+    path.write_text(json.dumps(good) + "\n\n" + json.dumps({**good, "valid_nodes": 2}) + "\n")
+    with pytest.raises(ValueError, match=r"labels.jsonl:3: more valid than cited"):
+        load_labels(path)
+    path.write_text(json.dumps(good) + "\n{oops\n")
+    with pytest.raises(ValueError, match=r"labels.jsonl:2: not JSON"):
+        load_labels(path)
+    path.write_text(json.dumps({**good, "fully_valid": None}) + "\n")
+    with pytest.raises(ValueError, match=r"labels.jsonl:1: hand label lacks \['fully_valid'\]"):
+        load_labels(path)
+    path.write_text(json.dumps(good) + "\n")
+    assert load_labels(path).key.tolist() == ["k"]
