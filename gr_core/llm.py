@@ -88,6 +88,13 @@ def model_path(cfg: LLMConfig) -> str:
     return cfg.model
 
 
+def hidden_size(cfg: LLMConfig | None = None) -> int:
+    """The LLM's embedding width d_l, read from its config (no weights loaded): 576 for SmolLM2-135M."""
+    from transformers import AutoConfig
+
+    return int(AutoConfig.from_pretrained(model_path(cfg or LLMConfig())).hidden_size)
+
+
 def load_tokenizer(cfg: LLMConfig | None = None):
     """The LLM's tokenizer alone (pad token = EOS when it has none), e.g. to count tokens before loading weights."""
     from transformers import AutoTokenizer

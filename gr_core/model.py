@@ -65,6 +65,8 @@ class ModelConfig:
         instruction: ``""``, ``zero_cot`` or ``cot_bag`` (inference-only baselines, SPEC.md §2).
         max_txt_len: desc token budget (GR code: 512; the question is never cut).
         kaping_k: triples for ``graph_source="kaping"`` (KAPING's default; the paper gives none).
+        top_k: k = k_e of the PCST retrieval (GR Table 10's k); None keeps the dataset's defaults.
+        edge_cost: C_e of the PCST retrieval; None keeps the dataset's default.
     """
 
     llm: LLMConfig = field(default_factory=LLMConfig)
@@ -78,12 +80,16 @@ class ModelConfig:
     instruction: str = ""
     max_txt_len: int = 512  # GR code src/config.py
     kaping_k: int = 10
+    top_k: int | None = None
+    edge_cost: float | None = None
 
     def __post_init__(self) -> None:
         if self.graph_source not in GRAPH_SOURCES:
             raise ValueError(f"ModelConfig.graph_source={self.graph_source!r} is not one of {GRAPH_SOURCES}")
         if self.instruction not in INSTRUCTIONS:
             raise ValueError(f"ModelConfig.instruction={self.instruction!r} is not one of {INSTRUCTIONS}")
+        if (self.top_k is not None and self.top_k < 1) or (self.edge_cost is not None and self.edge_cost < 0):
+            raise ValueError(f"ModelConfig: top_k >= 1 and edge_cost >= 0 required (got {self.top_k}, {self.edge_cost})")
         if self.num_soft_tokens < 0 or self.num_graph_tokens < 1 or self.max_txt_len < 0:
             raise ValueError("ModelConfig: num_soft_tokens >= 0, num_graph_tokens >= 1, max_txt_len >= 0 required")
 
@@ -95,6 +101,18 @@ class ModelConfig:
     @property
     def needs_graph(self) -> bool:
         return self.gnn is not None
+
+    def retrieval(self, dataset: str):
+        """The PCST :class:`~gr_core.retrieval.RetrievalConfig` for ``dataset``: its default, with ``top_k`` and
+        ``edge_cost`` applied when set."""
+        from .retrieval import DATASET_RETRIEVAL
+
+        cfg = DATASET_RETRIEVAL[dataset]
+        if self.top_k is not None:
+            cfg = replace(cfg, top_k_nodes=self.top_k, top_k_edges=self.top_k)
+        if self.edge_cost is not None:
+            cfg = replace(cfg, edge_cost=self.edge_cost)
+        return cfg
 
 
 # Table 3 (and Table 12's question-only row) as configurations of the one model (GR paper App. B.2-B.3, SPEC.md §2).
@@ -109,6 +127,14 @@ METHODS: dict[str, dict] = {
     "g_retriever": dict(gnn=True, graph_source="pcst"),
     "lora": dict(lora=True, graph_source="full"),  # GR code: full graph text cut to 512 tokens
     "g_retriever_lora": dict(gnn=True, lora=True, graph_source="pcst"),
+    # GR Table 6 ablations (App. B.3). "w/o graph encoder" (10 trainable soft tokens + retrieved text) is exactly
+    # prompt_tuning above and reuses its run.
+    "gr_wo_projector": dict(gnn=True, projector=False, gnn_width="llm"),  # GNN output width = LLM width, no MLP
+    "gr_wo_text": dict(gnn=True, use_desc=False, graph_source="pcst"),  # question only as text
+    "gr_wo_retrieval": dict(gnn=True, graph_source="full"),  # whole graph (text cut to 512 tokens), no PCST
+    # GR Table 7: graph encoders (g_retriever itself is the Graph Transformer)
+    "g_retriever_gcn": dict(gnn=True, gnn_kind="gcn", graph_source="pcst"),
+    "g_retriever_gat": dict(gnn=True, gnn_kind="gat", graph_source="pcst"),
 }
 INFERENCE_ONLY = ("question_only", "zero_shot", "zero_cot", "cot_bag", "kaping")
 
@@ -123,7 +149,14 @@ def method_config(method: str, llm: LLMConfig | None = None, gnn: GNNConfig | No
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {sorted(METHODS)}")
     spec = dict(METHODS[method])
+    gnn_kind, gnn_width = spec.pop("gnn_kind", None), spec.pop("gnn_width", None)
     spec["gnn"] = (gnn or GNNConfig()) if spec.pop("gnn", False) else None
+    if spec["gnn"] is not None and gnn_kind:
+        spec["gnn"] = replace(spec["gnn"], kind=gnn_kind)
+    if spec["gnn"] is not None and gnn_width == "llm":
+        from .llm import hidden_size
+
+        spec["gnn"] = replace(spec["gnn"], hidden=hidden_size(llm or LLMConfig()))
     spec["lora"] = (lora or LoRAConfig()) if spec.pop("lora", False) else None
     return replace(ModelConfig(llm=llm or LLMConfig(), **spec), **overrides)
 

@@ -75,6 +75,7 @@ class RunConfig:
     Attributes:
         max_train, max_val, max_test: keep the first N questions of each split (None: all).
         hops: MetaQA question hops (1-3).
+        variant: a suffix naming runs of one method with different settings (the k sweep: ``k10-ce0.5``).
     """
 
     dataset: str
@@ -86,13 +87,22 @@ class RunConfig:
     max_val: int | None = None
     max_test: int | None = None
     hops: int = 2
+    variant: str = ""
 
     @property
     def name(self) -> str:
-        return f"{self.dataset}-{self.method}-seed{self.seed}"
+        variant = f"-{self.variant}" if self.variant else ""
+        return f"{self.dataset}-{self.method}{variant}-seed{self.seed}"
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        # fields added after runs were recorded leave the dict (and so the config hash) unchanged at their defaults
+        for key in ("top_k", "edge_cost"):
+            if d["model"][key] is None:
+                del d["model"][key]
+        if not d["variant"]:
+            del d["variant"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "RunConfig":
@@ -185,7 +195,7 @@ def build_examples(ds, indices: list[int], cfg: ModelConfig, store=None, desc: s
         g = ds.graph(i)
         res = None
         if cfg.graph_source == "pcst":
-            res = retrieve(ds, i, graph=g)
+            res = retrieve(ds, i, cfg=cfg.retrieval(ds.name), graph=g)
         elif cfg.graph_source == "full":
             res = retrieve_none(g)
         elif kaping is not None:

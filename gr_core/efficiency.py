@@ -1,0 +1,186 @@
+"""Efficiency: what each way of putting a graph into the prompt costs, and how it scales (GR Tables 4 and 12).
+
+Three ways, timed per question on the same graphs:
+
+``whole graph``
+    textualize every node and edge (G-Retriever's "before retrieval"; the inference-only baselines).
+``pcst``
+    G-Retriever's top-k prizes + Prize-Collecting Steiner Tree, then textualize the subgraph.
+``gnn paths``
+    GNN-RAG: the reasoner's node probabilities, the 0.95 candidate rule, shortest paths from the question entities,
+    verbalized.
+
+Tokens are counted with the LLM's tokenizer on what each method produces, before any prompt budget (GNN-RAG cuts
+its paths to a token budget, G-Retriever its text to 512 tokens); seconds exclude loading the question's graph
+(common to all three). The GNN's cost depends on how sure the reasoner is: an unsure one spreads the 0.95 mass
+over many candidates and so writes many paths.
+"""
+from __future__ import annotations
+
+import re
+import time
+
+import numpy as np
+import pandas as pd
+
+METHODS = ("whole graph", "pcst", "gnn paths")
+
+# SPEC.md §3.4: GR Table 4 (v-final)
+PAPER_TABLE4 = {
+    "scene_graphs": {"tokens_before": 1396, "nodes_before": 19, "min_epoch_before": 123.1, "tokens_after": 235,
+                     "nodes_after": 5, "min_epoch_after": 86.8},
+    "webqsp": {"tokens_before": 100627, "nodes_before": 1371, "min_epoch_before": 18.7, "tokens_after": 610,
+               "nodes_after": 18, "min_epoch_after": 6.2},
+}
+# SPEC.md §3.12: GR Table 12 (WebQSP, 2 x A100-80G): Hit@1 and time (inference: minutes for the test set)
+PAPER_TABLE12 = {
+    "question_only": (61.16, "31 min"), "zero_shot": (41.06, "40 min"), "prompt_tuning": (48.34, "18.7 min/epoch"),
+    "g_retriever": (70.49, "6.2 min/epoch"), "lora": (66.03, "19 min/epoch"), "g_retriever_lora": (73.79, "6.9 min/epoch"),
+}
+TABLE12_LABEL = {"question_only": "Question only", "zero_shot": "Textual graph and question",
+                 "prompt_tuning": "Prompt tuning", "g_retriever": "G-Retriever", "lora": "LoRA",
+                 "g_retriever_lora": "G-Retriever w/ LoRA"}
+
+
+def cost_rows(ds, indices: list[int], key: str, tokenizer, reasoner=None, eps: float = 0.95) -> pd.DataFrame:
+    """One row per (question, method): graph size, prompt tokens and seconds of that method.
+
+    Args:
+        key: the label of this graph set in the rows (``metaqa-2hop``, ``webqsp_full``).
+        reasoner: a trained :class:`~gr_core.gnn_rag.ReaRev` for ``gnn paths`` (None leaves that method out).
+    Returns:
+        columns ``key, question, nodes, edges, method, nodes_after, tokens, seconds``.
+    """
+    from .gnn_rag import node_probabilities, question_data
+    from .gnn_rag_llm import GNNRAGConfig, gnn_evidence
+    from .graphqa import retrieve
+    from .runs import progress
+    from .textualize import textualize
+
+    def count(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    rows = []
+    if reasoner is not None and indices:  # first-call setup (allocator, kernels) is not a per-question cost
+        node_probabilities(reasoner, [question_data(ds, indices[0])])
+    for i in progress(indices, desc=f"{key} costs"):
+        g = ds.graph(i)
+        base = {"key": key, "question": i, "nodes": g.num_nodes, "edges": g.num_edges}
+        t0 = time.perf_counter()
+        desc = textualize(g)
+        rows.append({**base, "method": "whole graph", "nodes_after": g.num_nodes,
+                     "seconds": time.perf_counter() - t0, "tokens": count(desc)})
+        t0 = time.perf_counter()
+        res = retrieve(ds, i, graph=g)
+        rows.append({**base, "method": "pcst", "nodes_after": res.graph.num_nodes,
+                     "seconds": time.perf_counter() - t0, "tokens": count(res.desc)})
+        if reasoner is not None:
+            t0 = time.perf_counter()
+            probs = node_probabilities(reasoner, [question_data(ds, i, g)])[0]
+            ev = gnn_evidence(g, probs, GNNRAGConfig(eps=eps))
+            seconds = time.perf_counter() - t0
+            names = {n for line in ev.lines for n in re.split(r" (?:->|<-) ", line)[::2]}  # entity, rel, entity, ...
+            rows.append({**base, "method": "gnn paths", "nodes_after": len(names), "seconds": seconds,
+                         "tokens": count("\n".join(ev.lines))})
+    return pd.DataFrame(rows)
+
+
+def cost_summary(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per graph set and method: questions, mean nodes, mean / median tokens, median and p90 milliseconds."""
+    g = rows.groupby(["key", "method"], sort=False)
+    out = g.agg(questions=("question", "count"), nodes=("nodes", "mean"), edges=("edges", "mean"),
+                nodes_after=("nodes_after", "mean"), mean_tokens=("tokens", "mean"),
+                median_tokens=("tokens", "median"),
+                median_ms=("seconds", lambda s: 1000 * float(np.median(s))),
+                p90_ms=("seconds", lambda s: 1000 * float(np.quantile(s, 0.9)))).reset_index()
+    return out.round(2)
+
+
+def scaling_fit(rows: pd.DataFrame) -> pd.DataFrame:
+    """The slope of log(tokens) and log(seconds) against log(nodes) per method: ~1 grows with the graph, ~0 does not."""
+    out = []
+    for method, g in rows.groupby("method", sort=False):
+        g = g[(g.nodes > 0) & (g.tokens > 0) & (g.seconds > 0)]
+        if g.nodes.nunique() < 2:
+            continue
+        x = np.log(g.nodes.to_numpy(float))
+        out.append({"method": method, "questions": len(g),
+                    "tokens_slope": float(np.polyfit(x, np.log(g.tokens.to_numpy(float)), 1)[0]),
+                    "seconds_slope": float(np.polyfit(x, np.log(g.seconds.to_numpy(float)), 1)[0])})
+    return pd.DataFrame(out).round(3)
+
+
+def plot_scaling(rows: pd.DataFrame):
+    """Prompt tokens and milliseconds against graph size (nodes), log-log, one colour per method, one marker per
+    graph set."""
+    import matplotlib.pyplot as plt
+
+    markers = dict(zip(rows.key.unique(), "osD^vP*X"))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for j, method in enumerate(METHODS):
+        sub = rows[rows.method == method]
+        for key, g in sub.groupby("key", sort=False):
+            for ax, col, scale in ((axes[0], "tokens", 1), (axes[1], "seconds", 1000)):
+                ax.scatter(g.nodes, np.maximum(g[col] * scale, 1e-3), s=10, alpha=0.5, color=f"C{j}",
+                           marker=markers[key], label=f"{method} · {key}")
+    for ax, label in ((axes[0], "prompt tokens"), (axes[1], "milliseconds per question")):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("graph size (nodes)")
+        ax.set_ylabel(label)
+    axes[0].set_title("what the LLM must read")
+    axes[1].set_title("time to build the prompt's graph part")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="center right", markerscale=1.5)
+    fig.tight_layout(rect=(0, 0, 0.8, 1))
+    return fig
+
+
+def table4(summary: pd.DataFrame, runs: pd.DataFrame, rows: dict[str, tuple[str, str]]) -> pd.DataFrame:
+    """GR Table 4: tokens and nodes before / after retrieval, and minutes per training epoch without / with it.
+
+    Args:
+        summary: :func:`cost_summary` rows.
+        runs: run metrics (:func:`gr_core.results.collect_runs`).
+        rows: table row -> (graph set key in ``summary``, training dataset of the runs), e.g.
+            ``{"webqsp": ("webqsp_full", "webqsp")}``: sizes from the full graphs, epochs from the mini-graph runs.
+    """
+    by = {r["name"]: r for r in runs.to_dict("records")}
+    out = []
+    for label, (key, dataset) in rows.items():
+        s = summary[summary.key == key].set_index("method")
+        if "whole graph" not in s.index:
+            continue
+        before = by.get(f"{dataset}-gr_wo_retrieval-seed0", {})
+        after = by.get(f"{dataset}-g_retriever-seed0", {})
+        rec = {"row": label, "sizes from": key, "epochs from": dataset,
+               "tokens_before": s.loc["whole graph", "mean_tokens"], "nodes_before": s.loc["whole graph", "nodes"],
+               "min_epoch_before": None if before.get("seconds_per_epoch") is None else round(before["seconds_per_epoch"] / 60, 2),
+               "tokens_after": s.loc["pcst", "mean_tokens"], "nodes_after": s.loc["pcst", "nodes_after"],
+               "min_epoch_after": None if after.get("seconds_per_epoch") is None else round(after["seconds_per_epoch"] / 60, 2)}
+        rec["token_reduction_%"] = round(100 * (1 - rec["tokens_after"] / rec["tokens_before"]), 1)
+        rec["node_reduction_%"] = round(100 * (1 - rec["nodes_after"] / rec["nodes_before"]), 1)
+        if rec["min_epoch_before"] and rec["min_epoch_after"]:
+            rec["epoch_reduction_%"] = round(100 * (1 - rec["min_epoch_after"] / rec["min_epoch_before"]), 1)
+        paper = PAPER_TABLE4.get("scene_graphs" if dataset in ("clevr", "gqa_micro") else dataset, {})
+        rec.update({f"paper {k}": v for k, v in paper.items()})
+        out.append(rec)
+    return pd.DataFrame(out)
+
+
+def table12(runs: pd.DataFrame, dataset: str = "webqsp", seed: int = 0) -> pd.DataFrame:
+    """GR Table 12: each configuration's score and time (minutes per training epoch, or inference minutes and
+    seconds per question for the inference-only rows), ours beside the paper's."""
+    by = {r["name"]: r for r in runs.to_dict("records")}
+    out = []
+    for method, label in TABLE12_LABEL.items():
+        r = by.get(f"{dataset}-{method}-seed{seed}")
+        paper_score, paper_time = PAPER_TABLE12[method]
+        rec = {"method": label, "name": method, "ours": None, "n_test": None, "min/epoch": None,
+               "inference s/question": None, "paper Hit@1": paper_score, "paper time": paper_time}
+        if r is not None:
+            rec.update({"ours": r["score"], "n_test": r["num_test"],
+                        "min/epoch": None if r.get("seconds_per_epoch") is None else round(r["seconds_per_epoch"] / 60, 2),
+                        "inference s/question": round(r["inference_seconds"] / max(r["num_test"], 1), 3)})
+        out.append(rec)
+    return pd.DataFrame(out)
