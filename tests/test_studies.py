@@ -1,0 +1,155 @@
+"""Studies (issue 7): ablation configurations, run-name and hash stability, efficiency costs, the results report."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gr_core.config import LLMConfig
+from gr_core.efficiency import cost_rows, cost_summary, scaling_fit, table4, table12
+from gr_core.gnn import GNNConfig
+from gr_core.model import GraphLLM, ModelConfig, method_config
+from gr_core.report import claims, load_tables, markdown_table, to_markdown
+from gr_core.results import k_sweep_table, table6, table7
+from gr_core.runs import config_hash
+from gr_core.train import RunConfig, make_run_config, run_settings
+from test_gnn_rag_llm import FakeKGQA
+
+
+# ---------------------------------------------------------------------- ablation configurations
+def test_ablations_are_configurations_of_the_one_model(tiny_llm_dir):
+    llm = LLMConfig(model=tiny_llm_dir)
+    gnn = GNNConfig(hidden=16, num_layers=2, heads=2)
+    no_proj = method_config("gr_wo_projector", llm=llm, gnn=gnn)
+    assert no_proj.projector is False and no_proj.gnn.hidden == 32  # the tiny LLM's width, read from its config
+    model = GraphLLM(no_proj, in_dim=8)
+    assert model.projector is None and model.gnn.out_dim == model.d_llm == 32
+    assert method_config("gr_wo_text", gnn=gnn).use_desc is False
+    assert method_config("gr_wo_retrieval", gnn=gnn).graph_source == "full"
+    assert method_config("g_retriever_gcn", gnn=gnn).gnn.kind == "gcn"
+    assert method_config("g_retriever_gat", gnn=gnn).gnn == GNNConfig(kind="gat", hidden=16, num_layers=2, heads=2)
+
+
+def test_k_and_edge_cost_override_the_dataset_retrieval_and_name_the_run():
+    assert ModelConfig().retrieval("webqsp") == __import__("gr_core.retrieval", fromlist=["x"]).DATASET_RETRIEVAL["webqsp"]
+    r = ModelConfig(top_k=10, edge_cost=1.0).retrieval("webqsp")
+    assert (r.top_k_nodes, r.top_k_edges, r.edge_cost) == (10, 10, 1.0)
+    cfg = make_run_config("webqsp", "g_retriever", 0, variant="k10-ce1.0", top_k=10, edge_cost=1.0)
+    assert cfg.name == "webqsp-g_retriever-k10-ce1.0-seed0"
+    assert RunConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ValueError, match="top_k >= 1"):
+        ModelConfig(top_k=0)
+
+
+def test_new_fields_leave_old_run_hashes_unchanged():
+    # a run recorded before top_k / edge_cost / variant existed must keep its config hash (and so be reused)
+    cfg = make_run_config("clevr", "g_retriever", 0, **run_settings(gnn_hidden=256, num_epochs=2, lr=1e-3))
+    d = cfg.to_dict()
+    assert "top_k" not in d["model"] and "edge_cost" not in d["model"] and "variant" not in d
+    old = json.loads(json.dumps(d))  # what an old config.json holds
+    assert config_hash(RunConfig.from_dict(old).to_dict()) == config_hash(d)
+    k = make_run_config("clevr", "g_retriever", 0, top_k=5, **run_settings(gnn_hidden=256, num_epochs=2, lr=1e-3))
+    assert config_hash(k.to_dict()) != config_hash(d)
+
+
+def _metrics(name, method, score, dataset="webqsp", **extra):
+    return {"name": name, "dataset": dataset, "method": method, "score": score, "num_test": 10, **extra}
+
+
+def test_ablation_tables_read_runs_and_put_the_paper_beside():
+    runs = pd.DataFrame([_metrics("webqsp-g_retriever-seed0", "g_retriever", 50.0),
+                         _metrics("webqsp-gr_wo_text-seed0", "gr_wo_text", 40.0),
+                         _metrics("webqsp-g_retriever_gcn-seed0", "g_retriever_gcn", 52.0)])
+    t6 = table6(runs).set_index("method")
+    assert t6.loc["gr_wo_text", "ours_drop_%"] == 20.0 and t6.loc["gr_wo_text", "paper"] == 56.96
+    assert np.isnan(t6.loc["gr_wo_projector", "ours"]) and t6.loc["g_retriever", "paper_drop_%"] == 0.0
+    t7 = table7(runs, datasets=("webqsp",)).set_index("encoder")
+    assert t7.loc["GCN", "webqsp ours"] == 52.0 and t7.loc["GCN", "webqsp paper"] == 70.70
+
+
+def test_k_sweep_chooses_on_validation_loss(tmp_path):
+    for k, val, test in ((3, 1.5, 40.0), (10, 1.2, 35.0)):
+        d = tmp_path / f"r{k}"
+        d.mkdir()
+        (d / "config.json").write_text(json.dumps({"model": {"top_k": k, "edge_cost": 0.5}}))
+        (d / "metrics.json").write_text(json.dumps({"score": test, "num_test": 10, "mean_prompt_tokens": 100.0}))
+        (d / "history.json").write_text(json.dumps([{"val_loss": val + 0.3}, {"val_loss": val}]))
+    t = k_sweep_table(tmp_path, ["r3", "r10"]).set_index("k")
+    assert t.chosen.tolist() == [False, True] and t.loc[10, "best_val_loss"] == 1.2  # chosen although test is lower
+    assert t.loc[10, "paper (Hit@1, C_e unstated)"] == 72.48
+
+
+# ---------------------------------------------------------------------- efficiency
+def test_costs_of_whole_graph_pcst_and_gnn_paths(tiny_llm_dir):
+    from gr_core.gnn_rag import ReaRev, ReasonerConfig
+    from gr_core.llm import load_tokenizer
+
+    ds = FakeKGQA()
+    tok = load_tokenizer(LLMConfig(model=tiny_llm_dir))
+    reasoner = ReaRev(8, ReasonerConfig(entity_dim=8)).eval()
+    rows = cost_rows(ds, [0, 1, 2, 3], "fake", tok, reasoner)
+    assert set(rows.method) == {"whole graph", "pcst", "gnn paths"} and len(rows) == 12
+    assert (rows.seconds >= 0).all() and (rows[rows.method == "whole graph"].tokens > 0).all()
+    whole = rows[rows.method == "whole graph"].set_index("question")
+    assert (rows[rows.method == "pcst"].set_index("question").nodes_after <= whole.nodes_after).all()
+    assert rows[(rows.method == "gnn paths") & (rows.question == 3)].tokens.item() == 0  # no candidate: no paths
+    s = cost_summary(rows)
+    assert s.set_index("method").loc["whole graph", "questions"] == 4
+    assert len(cost_rows(ds, [0], "fake", tok)) == 2  # no reasoner: no GNN row
+
+
+def test_scaling_slopes_and_tables_4_and_12():
+    nodes = np.array([10, 100, 1000])
+    rows = pd.concat([pd.DataFrame({"key": "k", "question": range(3), "nodes": nodes, "method": "whole graph",
+                                    "tokens": 20 * nodes, "seconds": 1e-5 * nodes, "nodes_after": nodes}),
+                      pd.DataFrame({"key": "k", "question": range(3), "nodes": nodes, "method": "pcst",
+                                    "tokens": [300, 300, 300], "seconds": [1e-3] * 3, "nodes_after": [8, 8, 8]})])
+    fit = scaling_fit(rows).set_index("method")
+    assert fit.loc["whole graph", "tokens_slope"] == pytest.approx(1.0) and fit.loc["pcst", "tokens_slope"] == 0.0
+    summary = cost_summary(rows.assign(edges=0))
+    runs = pd.DataFrame([_metrics("webqsp-g_retriever-seed0", "g_retriever", 50.0, seconds_per_epoch=60.0,
+                                  inference_seconds=5.0),
+                         _metrics("webqsp-gr_wo_retrieval-seed0", "gr_wo_retrieval", 45.0, seconds_per_epoch=180.0,
+                                  inference_seconds=9.0)])
+    t4 = table4(summary, runs, {"webqsp": ("k", "webqsp")}).iloc[0]
+    assert (t4.min_epoch_before, t4.min_epoch_after, t4["epoch_reduction_%"]) == (3.0, 1.0, 66.7)
+    assert t4["token_reduction_%"] == pytest.approx(100 * (1 - 300 / 7400), abs=0.1) and t4["paper tokens_after"] == 610
+    t12 = table12(runs).set_index("name")
+    assert t12.loc["g_retriever", "min/epoch"] == 1.0 and t12.loc["g_retriever", "inference s/question"] == 0.5
+    assert pd.isna(t12.loc["lora", "ours"]) and t12.loc["lora", "paper Hit@1"] == 66.03
+
+
+# ---------------------------------------------------------------------- the report
+def _write(root, rel, df):
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(path, index=False)
+
+
+def test_report_judges_claims_from_the_files_only(tmp_path):
+    assert set(claims(load_tables(tmp_path)).verdict) == {"not testable here"}  # nothing run yet
+    _write(tmp_path, "03_training/table3.csv", pd.DataFrame({
+        "dataset": ["webqsp"] * 4 + ["explagraphs"] * 2,
+        "method": ["prompt_tuning", "graph_token", "g_retriever", "g_retriever_lora", "graph_token", "g_retriever"],
+        "ours_mean": [20.0, 30.0, 40.0, 35.0, 0.6, 0.5]}))
+    _write(tmp_path, "04_gnn_rag/retrievers.csv", pd.DataFrame({
+        "dataset": ["webqsp"] * 3, "retriever": ["none", "gnn", "gnn+rog"], "Hit": [10.0, 48.0, 48.0]}))
+    _write(tmp_path, "05_hallucination/table5_all_levels.csv", pd.DataFrame({
+        "dataset": ["clevr", "clevr"], "system": ["graph_token", "g_retriever"], "level": ["normalized"] * 2,
+        "citing_%": [0.0, 1.0], "fully_valid_%": [0.0, 1.0]}))
+    c = claims(load_tables(tmp_path)).set_index("claim")
+    verdict = {k.split(" (")[0].split(":")[0]: v for k, v in c.verdict.items()}
+    assert verdict["G-Retriever beats prompt tuning and GraphToken"] == "partly"  # webqsp yes, explagraphs no
+    assert verdict["LoRA helps"] == "not reproduced"
+    assert verdict["GNN-RAG beats the plain LLM"] == "reproduced"
+    assert verdict["Retrieval augmentation helps"] == "not reproduced"  # a tie is not a win
+    hall = c[c.index.str.startswith("Hallucination")].iloc[0]
+    assert hall.verdict == "not testable here" and "do not cite" in hall.evidence
+    md = to_markdown(load_tables(tmp_path), claims(load_tables(tmp_path)), "toy")
+    assert "## GR Table 3: main results" in md and "`outputs/toy/03_training/table3.csv`" in md
+    assert "## Not found" in md and "07_ablations/table6.csv" in md
+
+
+def test_markdown_table_escapes_and_formats():
+    md = markdown_table(pd.DataFrame({"a": ["x|y", None], "b": [1234567.0, 0.123456]}))
+    assert md.splitlines() == ["| a | b |", "|---|---|", "| x\\|y | 1,234,567 |", "|  | 0.1235 |"]
