@@ -34,7 +34,7 @@ import pandas as pd
 LEVELS = ("exact", "normalized", "fuzzy")
 FUZZY_RATIO = 0.8  # difflib ratio for the fuzzy level
 _ARTICLES = {"a", "an", "the", "node", "nodes", "edge", "edges", "object"}
-_ARROW = re.compile(r"\s*(?:-+\[([^\]]+)\]-+>|-+\s*([^->\n]{1,60}?)\s*-+>|<?-+>|→|⟶|=>)\s*")
+_ARROW = re.compile(r"\s*(?:-+\[([^\]]+)\]-+>|-{2,}\s*([^->\n]{1,60}?)\s*-{2,}>|<?-+>|→|⟶|=>)\s*")
 _ID_TRIPLE = re.compile(r"^\(?\s*(\d+)\s*,\s*([^,()]+?)\s*,\s*(\d+)\s*\)?$")
 _ID_NODE = re.compile(r"^(\d+)\s*,\s*(.+)$")
 _PAREN_TRIPLE = re.compile(r"\(([^(),]+),([^(),]+),([^(),]+)\)")
@@ -127,7 +127,8 @@ def parse_citations(response: str) -> list[Citation]:
     Read, line by line: a ``Nodes:`` / ``Edges:`` heading (also "The nodes that support this answer are:") switches
     to that list, whose bullet or numbered items (``* x``, ``- x``, ``1. x``) and same-line remainder (split on
     ``,``/``;`` for nodes) are citations; anywhere, an edge line (``3,behind,5``, ``(h, r, t)``, ``h -> t``,
-    ``h --r--> t``, ``h -> r -> t``), a copied node line (``3,cube``) inside a list, and ``node N`` references
+    ``h --r--> t``, ``h -> r -> t``), a copied node line (``3,cube``) inside a list (the textualized graph's
+    ``node_id,node_attr`` / ``src,edge_attr,dst`` headers, echoed, start lists too), and ``node N`` references
     (``cube (node 3)``, ``Node 3: cube``). Node text for a ``node`` citation is kept in ``head`` when it names the node.
     Prose outside these forms is not a citation.
     """
@@ -142,6 +143,9 @@ def parse_citations(response: str) -> list[Citation]:
             continue
         h = _HEADING.match(line)
         items: list[str] = []
+        if line.lower().replace(" ", "") in ("node_id,node_attr", "src,edge_attr,dst"):  # the prompt's CSV, echoed
+            mode = "node" if line.lower().startswith("node") else "edge"
+            continue
         if h:
             mode = "node" if h.group(1).lower().startswith("node") else "edge"
             rest = _clean(h.group(2))
@@ -370,8 +374,9 @@ def audit(ds, indices: list[int], responses: list[str], system: str, levels=LEVE
         row = check_response(text, ds.graph(i), levels)
         score = task_scores(ds.name, text, list(rec.answers))
         digest = hashlib.sha256(text.encode()).hexdigest()[:12]
-        rows.append({"key": f"{ds.name}/{system}/{rec.graph_id}/{digest}", "dataset": ds.name, "system": system,
-                     "graph_id": str(rec.graph_id), "question": rec.question, "answers": list(rec.answers),
+        # the question index makes the key unique (CLEVR asks several questions about one scene)
+        rows.append({"key": f"{ds.name}/{system}/q{i}/{digest}", "dataset": ds.name, "system": system,
+                     "index": int(i), "graph_id": str(rec.graph_id), "question": rec.question, "answers": list(rec.answers),
                      "response": text, "correct": float(score["score"]), **row})
     return pd.DataFrame(rows)
 
@@ -520,7 +525,8 @@ def run_study(datasets: list[str], systems: list[str], runs_dir, settings: dict,
             and ``g_retriever``.
         settings: :func:`gr_core.train.make_run_config` keywords; equal to notebook 03's, so its runs are reused.
     Returns:
-        one row per response (:func:`audit`), datasets and systems in the order given.
+        one row per response (:func:`audit`), datasets and systems in the order given. Responses are cached under
+        ``.cache/hallucination/``, keyed by the run's config hash, the questions, the budget and the request.
     """
     from pathlib import Path
 
@@ -528,17 +534,31 @@ def run_study(datasets: list[str], systems: list[str], runs_dir, settings: dict,
     from .runs import seed_everything
     from .train import make_run_config, trained_model
 
+    from .paths import cache_root
+    from .prompts import CITE_INSTRUCTION
+    from .runs import config_hash, read_json, write_json
+
     frames = []
     for name in datasets:
         ds = load_dataset(DatasetConfig(name))
         indices = list(ds.split["test"])[:questions]
         for system in systems:
             cfg = make_run_config(name, system, seed, **settings)
-            model = trained_model(cfg, Path(runs_dir) / cfg.name, ds)
-            seed_everything(seed)
-            responses = cite_responses(model, ds, indices, max_new_tokens, batch_size)
+            # responses are cached by everything that makes them, so re-checking (a new parser, new hand labels)
+            # does not regenerate them; the run's checkpoint is fixed by its config hash
+            key = config_hash({"run": config_hash(cfg.to_dict()), "questions": [str(ds.records[i].graph_id)
+                               for i in indices], "max_new_tokens": max_new_tokens, "request": CITE_INSTRUCTION,
+                               "batch_size": batch_size, "seed": seed})
+            cached = cache_root() / "hallucination" / f"{cfg.name}-{key}.json"
+            if cached.is_file():
+                responses = read_json(cached)["responses"]
+            else:
+                model = trained_model(cfg, Path(runs_dir) / cfg.name, ds)
+                seed_everything(seed)
+                responses = cite_responses(model, ds, indices, max_new_tokens, batch_size)
+                write_json(cached, {"run": cfg.name, "responses": responses})
+                del model
             frames.append(audit(ds, indices, responses, system))
-            del model
     return pd.concat(frames, ignore_index=True)
 
 

@@ -27,8 +27,7 @@ KG = graph(["tom landry", "new york giants", "quarterback"],
 
 def test_cite_prompt_places_the_request_before_the_answer_cue():
     q = cite_question("webqsp", "who did tom landry play for")
-    assert q == f"Question: who did tom landry play for\nAnswer:".replace("\nAnswer:", f" {CITE_INSTRUCTION}\n\nAnswer:") \
-        or q.endswith("Answer: ")
+    assert q == f"Question: who did tom landry play for {CITE_INSTRUCTION}\n\nAnswer: "  # WebQSP's cue keeps its space
     assert CITE_INSTRUCTION in q and q.index(CITE_INSTRUCTION) < q.rindex("Answer:")
     e = cite_question("explagraphs", "Argument 1: a\nArgument 2: b\nQuestion: x?\n\nAnswer:")
     assert e.endswith(f"{CITE_INSTRUCTION}\n\nAnswer:")
@@ -163,3 +162,12 @@ def test_label_template_and_loader(tmp_path):
         load_labels(path)
     path.write_text(json.dumps(good) + "\n")
     assert load_labels(path).key.tolist() == ["k"]
+
+
+def test_an_echoed_textualized_graph_is_read_as_citations_and_hyphens_are_not_arrows():
+    text = "node_id,node_attr\n0,elephant\n5,lion\n\nsrc,edge_attr,dst\n0,in,1\n\nA well-known -> fact? no: Tom-Landry -> x"
+    cites = parse_citations(text)
+    assert [(c.kind, c.node_id, c.head_id) for c in cites[:3]] == [("node", 0, None), ("node", 5, None), ("edge", None, 0)]
+    r = check_response(text, SCENE)
+    assert r["valid_nodes_exact"] == 1 and r["valid_edges_exact"] == 1
+    assert all(c.relation != "Landry" for c in cites)
