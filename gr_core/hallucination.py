@@ -515,6 +515,20 @@ def agreement(rows: pd.DataFrame, labels: pd.DataFrame, levels=LEVELS) -> pd.Dat
 
 
 # ---------------------------------------------------------------------- the study, end to end
+def response_cache(cfg, ds, indices: list[int], max_new_tokens: int, batch_size: int, seed: int):
+    """Where :func:`run_study` caches one run's responses: keyed by everything that makes them (the run's config
+    hash, which fixes its checkpoint; the questions; the budget; the request; batch and seed), so re-checking with a
+    new parser or new hand labels does not regenerate them."""
+    from .paths import cache_root
+    from .prompts import CITE_INSTRUCTION
+    from .runs import config_hash
+
+    key = config_hash({"run": config_hash(cfg.to_dict()), "questions": [str(ds.records[i].graph_id) for i in indices],
+                       "max_new_tokens": max_new_tokens, "request": CITE_INSTRUCTION, "batch_size": batch_size,
+                       "seed": seed})
+    return cache_root() / "hallucination" / f"{cfg.name}-{key}.json"
+
+
 def run_study(datasets: list[str], systems: list[str], runs_dir, settings: dict, questions: int | None = None,
               max_new_tokens: int = 128, batch_size: int = 16, seed: int = 0) -> pd.DataFrame:
     """Every (dataset, system): the trained run (reused, or trained with ``settings``), its responses to the
@@ -534,9 +548,7 @@ def run_study(datasets: list[str], systems: list[str], runs_dir, settings: dict,
     from .runs import seed_everything
     from .train import make_run_config, trained_model
 
-    from .paths import cache_root
-    from .prompts import CITE_INSTRUCTION
-    from .runs import config_hash, read_json, write_json
+    from .runs import read_json, write_json
 
     frames = []
     for name in datasets:
@@ -544,12 +556,7 @@ def run_study(datasets: list[str], systems: list[str], runs_dir, settings: dict,
         indices = list(ds.split["test"])[:questions]
         for system in systems:
             cfg = make_run_config(name, system, seed, **settings)
-            # responses are cached by everything that makes them, so re-checking (a new parser, new hand labels)
-            # does not regenerate them; the run's checkpoint is fixed by its config hash
-            key = config_hash({"run": config_hash(cfg.to_dict()), "questions": [str(ds.records[i].graph_id)
-                               for i in indices], "max_new_tokens": max_new_tokens, "request": CITE_INSTRUCTION,
-                               "batch_size": batch_size, "seed": seed})
-            cached = cache_root() / "hallucination" / f"{cfg.name}-{key}.json"
+            cached = response_cache(cfg, ds, indices, max_new_tokens, batch_size, seed)
             if cached.is_file():
                 responses = read_json(cached)["responses"]
             else:
