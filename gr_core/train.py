@@ -452,7 +452,7 @@ def run_settings(llm_model: str = "embedded:smollm2-135m-instruct", device: str 
                  max_train: int = 0, max_val: int = 0, max_test: int = 0, max_txt_len: int = 512) -> dict:
     """The :func:`make_run_config` keywords from the flat notebook parameters (0 keeps a whole split).
 
-    Notebooks 03, 05 and 07 build their runs through this one function, so equal parameters give equal config
+    Notebooks 03, 05, 06 and 07 build their runs through this one function, so equal parameters give equal config
     hashes and a run trained by one notebook is reused by the others. Defaults are the paper's (GR App. B.1).
     """
     return dict(
