@@ -124,7 +124,8 @@ def test_ablation_notebook_writes_tables_6_7_8_10(smoke_outputs):
     summary = json.loads((smoke_outputs / "07_ablations" / "summary.json").read_text())
     t6 = {r["method"]: r for r in summary["table6"]}
     assert t6["g_retriever"]["ours"] is not None and t6["gr_wo_text"]["ours"] is not None
-    assert t6["gr_wo_projector"]["ours"] is None and t6["gr_wo_text"]["paper"] == 56.96
+    assert t6["gr_wo_projector"]["ours"] != t6["gr_wo_projector"]["ours"]  # not run at smoke: NaN
+    assert t6["gr_wo_text"]["paper"] == 56.96
     assert [r["encoder"] for r in summary["table7"]] == ["GCN", "GAT", "Graph Transformer"]
     (k3,) = summary["table10"]
     assert k3["k"] == 3 and k3["chosen"] and k3["n_test"] == 8
