@@ -136,7 +136,7 @@ def _hallucination_claim(t: dict) -> Claim:
         ev.append(f"{d}: fully valid {a['fully_valid_%']:.1f}% vs {b['fully_valid_%']:.1f}%")
     if not flags and silent:
         return Claim("G-Retriever", "Hallucination drops: more valid citations than graph prompt tuning (Table 5)",
-                     "not testable here", "the models do not cite (fewer than 5% of responses list nodes or edges): "
+                     "not testable here", "on no dataset do both systems cite (each must list nodes or edges in at least 5% of its responses): "
                      + "; ".join(silent), src)
     return Claim("G-Retriever", "Hallucination drops: more valid citations than graph prompt tuning (Table 5)",
                  _verdict(flags), "; ".join(ev + silent) or "no dataset has both systems", src)

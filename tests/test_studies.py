@@ -144,7 +144,7 @@ def test_report_judges_claims_from_the_files_only(tmp_path):
     assert verdict["GNN-RAG beats the plain LLM"] == "reproduced"
     assert verdict["Retrieval augmentation helps"] == "not reproduced"  # a tie is not a win
     hall = c[c.index.str.startswith("Hallucination")].iloc[0]
-    assert hall.verdict == "not testable here" and "do not cite" in hall.evidence
+    assert hall.verdict == "not testable here" and "do both systems cite" in hall.evidence
     md = to_markdown(load_tables(tmp_path), claims(load_tables(tmp_path)), "toy")
     assert "## GR Table 3: main results" in md and "`outputs/toy/03_training/table3.csv`" in md
     assert "## Not found" in md and "07_ablations/table6.csv" in md
