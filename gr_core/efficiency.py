@@ -23,6 +23,8 @@ import time
 import numpy as np
 import pandas as pd
 
+from .results import by_name
+
 METHODS = ("whole graph", "pcst", "gnn paths")
 
 # SPEC.md §3.4: GR Table 4 (v-final)
@@ -85,6 +87,42 @@ def cost_rows(ds, indices: list[int], key: str, tokenizer, reasoner=None, eps: f
     return pd.DataFrame(rows)
 
 
+def scaling_study(sets: list[str], tokenizer, questions: int | None = None, reasoner_train: int | None = None,
+                  reasoner_epochs: int = 4, seed: int = 0) -> pd.DataFrame:
+    """:func:`cost_rows` over graph sets named like ``metaqa-2hop``, ``webqsp_full``, ``clevr``.
+
+    One GNN reasoner is trained per KGQA dataset (``reasoner_train`` questions, ``reasoner_epochs``; the complete
+    WebQSP graphs use WebQSP's); other graph sets get no ``gnn paths`` rows.
+    """
+    from .gnn_rag import ReasonerTrainConfig, run_reasoner
+    from .graphqa import DatasetConfig, load_dataset
+
+    reasoners, frames = {}, []
+    for key in sets:
+        name, hops = ("metaqa", int(key.split("-")[1][0])) if key.startswith("metaqa") else (key, 2)
+        train_on = "webqsp" if name == "webqsp_full" else name
+        if name in ("metaqa", "webqsp", "webqsp_full") and (train_on, hops) not in reasoners:
+            r = run_reasoner(train_on, hops, max_train=reasoner_train,
+                             max_val=max(1, reasoner_train // 4) if reasoner_train else None, max_test=1,
+                             tcfg=ReasonerTrainConfig(num_epochs=reasoner_epochs, seed=seed))
+            reasoners[(train_on, hops)] = r["model"]
+            print(f"reasoner {train_on} ({hops} hops): {r['metrics']['num_train']} questions, "
+                  f"{r['metrics']['train_seconds']:.0f} s", flush=True)
+        ds = load_dataset(DatasetConfig(name, hops=hops))
+        frames.append(cost_rows(ds, list(ds.split["test"])[:questions or None], key, tokenizer,
+                                reasoners.get((train_on, hops))))
+    return pd.concat(frames, ignore_index=True)
+
+
+def runs_plan(table4_rows: dict, table12_methods: list[str]) -> dict[str, list[str]]:
+    """The training runs Tables 4 and 12 read: with / without retrieval per Table 4 row, Table 12's on WebQSP."""
+    plan: dict[str, list[str]] = {}
+    for _, dataset in table4_rows.values():
+        plan.setdefault(dataset, []).extend(m for m in ("g_retriever", "gr_wo_retrieval") if m not in plan[dataset])
+    plan.setdefault("webqsp", []).extend(m for m in table12_methods if m not in plan["webqsp"])
+    return plan
+
+
 def cost_summary(rows: pd.DataFrame) -> pd.DataFrame:
     """Per graph set and method: questions, mean nodes, mean / median tokens, median and p90 milliseconds."""
     g = rows.groupby(["key", "method"], sort=False)
@@ -145,7 +183,7 @@ def table4(summary: pd.DataFrame, runs: pd.DataFrame, rows: dict[str, tuple[str,
         rows: table row -> (graph set key in ``summary``, training dataset of the runs), e.g.
             ``{"webqsp": ("webqsp_full", "webqsp")}``: sizes from the full graphs, epochs from the mini-graph runs.
     """
-    by = {r["name"]: r for r in runs.to_dict("records")}
+    by = by_name(runs)
     out = []
     for label, (key, dataset) in rows.items():
         s = summary[summary.key == key].set_index("method")
@@ -171,7 +209,7 @@ def table4(summary: pd.DataFrame, runs: pd.DataFrame, rows: dict[str, tuple[str,
 def table12(runs: pd.DataFrame, dataset: str = "webqsp", seed: int = 0) -> pd.DataFrame:
     """GR Table 12: each configuration's score and time (minutes per training epoch, or inference minutes and
     seconds per question for the inference-only rows), ours beside the paper's."""
-    by = {r["name"]: r for r in runs.to_dict("records")}
+    by = by_name(runs)
     out = []
     for method, label in TABLE12_LABEL.items():
         r = by.get(f"{dataset}-{method}-seed{seed}")

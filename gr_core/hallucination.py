@@ -349,15 +349,8 @@ def cite_responses(model, ds, indices: list[int], max_new_tokens: int = 128, bat
     examples = build_examples(ds, indices, model.cfg, desc=f"{ds.name} cite")
     for ex, i in zip(examples, indices):
         ex.question = cite_question(ds.name, ds.records[i].question)
-    examples = model.tokenize(examples)
-    old = model.cfg.llm.max_new_tokens
-    try:
-        from dataclasses import replace
-
-        model.cfg = replace(model.cfg, llm=replace(model.cfg.llm, max_new_tokens=max_new_tokens))
-        answers, _ = predict(model, examples, batch_size, desc=f"{ds.name} cite")
-    finally:
-        model.cfg = replace(model.cfg, llm=replace(model.cfg.llm, max_new_tokens=old))
+    answers, _ = predict(model, model.tokenize(examples), batch_size, desc=f"{ds.name} cite",
+                         max_new_tokens=max_new_tokens)
     return answers
 
 
@@ -529,10 +522,11 @@ def response_cache(cfg, ds, indices: list[int], max_new_tokens: int, batch_size:
     return cache_root() / "hallucination" / f"{cfg.name}-{key}.json"
 
 
-def run_study(datasets: list[str], systems: list[str], runs_dir, settings: dict, questions: int | None = None,
+def run_study(datasets: list[str], systems: list[str], runs_dir, settings: dict, questions: dict | int | None = None,
               max_new_tokens: int = 128, batch_size: int = 16, seed: int = 0) -> pd.DataFrame:
     """Every (dataset, system): the trained run (reused, or trained with ``settings``), its responses to the
-    citation request on the first ``questions`` test questions (None: all), and the checker's verdicts.
+    citation request on the first ``questions`` test questions (a dict per dataset; None or 0: all), and the
+    checker's verdicts.
 
     Args:
         systems: Table 3 method names; the paper's pair is ``graph_token`` (its "LLM w/ graph prompt tuning")
@@ -553,7 +547,8 @@ def run_study(datasets: list[str], systems: list[str], runs_dir, settings: dict,
     frames = []
     for name in datasets:
         ds = load_dataset(DatasetConfig(name))
-        indices = list(ds.split["test"])[:questions]
+        n = questions.get(name) if isinstance(questions, dict) else questions
+        indices = list(ds.split["test"])[:n or None]
         for system in systems:
             cfg = make_run_config(name, system, seed, **settings)
             cached = response_cache(cfg, ds, indices, max_new_tokens, batch_size, seed)
@@ -649,6 +644,20 @@ def plot_table5(summary: pd.DataFrame, level: str = "normalized"):
     ax.legend(fontsize=8, ncols=3, loc="upper left")
     fig.tight_layout()
     return fig
+
+
+def first_citing_evidence(rows: pd.DataFrame, level: str = "normalized"):
+    """The first response that cites something, with its question's graph and the node ids / edge rows it points at
+    (for highlighting), as ``(row, graph, nodes, edges)``; None when no response cites."""
+    from .graphqa import DatasetConfig, load_dataset
+
+    citing = rows[(rows.cited_nodes + rows.cited_edges) > 0]
+    if citing.empty:
+        return None
+    r = citing.iloc[0]
+    graph = load_dataset(DatasetConfig(r.dataset)).graph(int(r["index"]))
+    nodes, edges = GraphIndex(graph).evidence(parse_citations(r.response), level)
+    return r, graph, nodes, edges
 
 
 def examples(rows: pd.DataFrame, k: int = 2, level: str = "normalized") -> pd.DataFrame:

@@ -123,13 +123,14 @@ PAPER_TABLE8 = {"Llama-2-7b": 70.49, "Llama-2-13b": 75.58}  # SPEC.md §3.8, Web
 PAPER_TABLE10 = {3: 69.77, 5: 70.63, 10: 72.48, 20: 70.39}  # SPEC.md §3.10, WebQSP Hit@1 (fractions x 100)
 
 
-def _by_name(runs: pd.DataFrame) -> dict[str, dict]:
+def by_name(runs: pd.DataFrame) -> dict[str, dict]:
+    """Run metrics keyed by run name."""
     return {r["name"]: r for r in runs.to_dict("records")}
 
 
 def table6(runs: pd.DataFrame, dataset: str = "webqsp", seed: int = 0) -> pd.DataFrame:
     """GR Table 6: each ablation's score and its relative drop from the full model, ours beside the paper's."""
-    by = _by_name(runs)
+    by = by_name(runs)
     full = by.get(f"{dataset}-g_retriever-seed{seed}")
     rows = []
     for method, label in TABLE6_LABEL.items():
@@ -145,7 +146,7 @@ def table6(runs: pd.DataFrame, dataset: str = "webqsp", seed: int = 0) -> pd.Dat
 
 def table7(runs: pd.DataFrame, datasets=("webqsp", "explagraphs"), seed: int = 0) -> pd.DataFrame:
     """GR Table 7: G-Retriever with a GCN, GAT or Graph Transformer encoder, ours beside the paper's."""
-    by = _by_name(runs)
+    by = by_name(runs)
     rows = []
     for method, label in TABLE7_LABEL.items():
         rec = {"encoder": label, "method": method}

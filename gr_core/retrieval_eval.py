@@ -106,13 +106,18 @@ def summarize_retrievers(rows: pd.DataFrame) -> pd.DataFrame:
     return out.round(2)
 
 
-def k_sweep(ds: GraphQADataset, indices: list[int], ks=(3, 5, 10, 20), tokenizer=None) -> pd.DataFrame:
-    """Table 10 analogue: k applied to nodes *and* edges (the paper does not say which), C_e as the
-    dataset default; reports retrieval (answer in subgraph, size, tokens), not the end task."""
+def k_sweep(ds: GraphQADataset, indices: list[int], ks=(3, 5, 10, 20), tokenizer=None,
+            edge_costs=None) -> pd.DataFrame:
+    """Table 10 analogue: k applied to nodes *and* edges (the paper does not say which), C_e the dataset default or
+    each of ``edge_costs``; reports retrieval (answer in subgraph, size, tokens), not the end task."""
     base = DATASET_RETRIEVAL[ds.name]
-    retrievers = {f"k={k}": lambda d, i, g, k=k: retrieve(d, i, RetrievalConfig(k, k, base.edge_cost), g) for k in ks}
+    grid = [(k, ce) for k in ks for ce in (edge_costs or [base.edge_cost])]
+    retrievers = {(f"k={k}" if not edge_costs else f"k={k}, C_e={ce}"):
+                  (lambda d, i, g, k=k, ce=ce: retrieve(d, i, RetrievalConfig(k, k, ce), g)) for k, ce in grid}
     table = summarize_retrievers(evaluate_retrievers(ds, indices, retrievers, tokenizer))
-    table["k"] = list(ks) * (len(table) // len(ks))
+    table["k"] = [k for k, _ in grid] * (len(table) // len(grid))
+    if edge_costs:
+        table["C_e"] = [ce for _, ce in grid] * (len(table) // len(grid))
     table["paper_hit@1"] = table.k.map(PAPER_TABLE10)
     return table
 

@@ -363,8 +363,10 @@ def fit(model: GraphLLM, train: list[Example], val: list[Example], cfg: TrainCon
     return history
 
 
-def predict(model: GraphLLM, examples: list[Example], batch_size: int, desc: str = "generate") -> tuple[list[str], float]:
-    """Greedy answers for ``examples`` in length-sorted batches (input order kept) and the seconds it took."""
+def predict(model: GraphLLM, examples: list[Example], batch_size: int, desc: str = "generate",
+            max_new_tokens: int | None = None) -> tuple[list[str], float]:
+    """Greedy answers for ``examples`` in length-sorted batches (input order kept) and the seconds it took
+    (``max_new_tokens``: the model's own budget when None)."""
     model.eval()
     order = sorted(range(len(examples)), key=lambda i: examples[i].num_prompt_tokens)
     answers = [""] * len(examples)
@@ -372,7 +374,7 @@ def predict(model: GraphLLM, examples: list[Example], batch_size: int, desc: str
     for start in progress(range(0, len(order), batch_size), desc=desc):
         idx = order[start:start + batch_size]
         batch = model.collate([examples[i] for i in idx], with_label=False).to(model.device)
-        for i, a in zip(idx, model.generate(batch)):
+        for i, a in zip(idx, model.generate(batch, max_new_tokens)):
             answers[i] = a
     return answers, time.perf_counter() - t0
 
@@ -488,6 +490,23 @@ def trained_model(cfg: RunConfig, run_dir: str | Path, ds=None) -> GraphLLM:
     if state is not None:
         model.load_trainable_state(state["model"])
     return model.eval()
+
+
+def run_k_grid(dataset: str, k_grid, ce_grid, seed: int, runs_dir: str | Path, ds=None, **settings) -> list[str]:
+    """G-Retriever once per (k, C_e) (GR Table 10; run names ``<dataset>-g_retriever-k<k>-ce<C_e>-seed<s>``).
+
+    Returns:
+        the run names, in grid order (read them back with :func:`gr_core.results.k_sweep_table`).
+    """
+    names = []
+    for k in k_grid:
+        for ce in ce_grid:
+            cfg = make_run_config(dataset, "g_retriever", seed, variant=f"k{k}-ce{ce}", top_k=int(k),
+                                  edge_cost=float(ce), **settings)
+            m = run(cfg, Path(runs_dir) / cfg.name, ds=ds)
+            print(f"{cfg.name}: test {m['score']:.2f}, {m['mean_prompt_tokens']:.0f} prompt tokens", flush=True)
+            names.append(cfg.name)
+    return names
 
 
 def run_plan(plan: dict[str, list[str]], seeds: list[int], runs_dir: str | Path, force: bool = False,

@@ -153,3 +153,10 @@ def test_report_judges_claims_from_the_files_only(tmp_path):
 def test_markdown_table_escapes_and_formats():
     md = markdown_table(pd.DataFrame({"a": ["x|y", None], "b": [1234567.0, 0.123456]}))
     assert md.splitlines() == ["| a | b |", "|---|---|", "| x\\|y | 1,234,567 |", "|  | 0.1235 |"]
+
+
+def test_runs_plan_lists_tables_4_and_12_runs_once():
+    from gr_core.efficiency import runs_plan
+
+    plan = runs_plan({"webqsp": ["webqsp_full", "webqsp"], "clevr": ["clevr", "clevr"]}, ["question_only", "g_retriever"])
+    assert plan == {"webqsp": ["g_retriever", "gr_wo_retrieval", "question_only"], "clevr": ["g_retriever", "gr_wo_retrieval"]}
