@@ -92,6 +92,7 @@ class ReaRev(nn.Module):
         super().__init__()
         D, K = cfg.entity_dim, cfg.num_ins
         self.cfg = cfg
+        self.text_dim = text_dim
         self.rel_fwd = nn.Linear(text_dim, D)
         self.rel_bwd = nn.Linear(text_dim, D)
         self.entity_init = nn.Linear(D, D)
@@ -182,6 +183,7 @@ class PathReport:
     missing_seed: int = 0  # question entity not in the graph
     no_path: int = 0  # candidate unreachable from every question entity
     truncated: int = 0  # path lines dropped by the token budget
+    nodes: list = None  # node ids on the kept paths, in first-seen order (for highlighting)
 
 
 def _hop_texts(u: int, v: int, rel_index: dict) -> list[str]:
@@ -214,6 +216,7 @@ def reasoning_paths(graph, seeds: list[int], targets: list[int], max_lines_per_p
     g.add_nodes_from(ids)
     g.add_edges_from(rel_index)
     report = PathReport(lines=[])
+    line_nodes: list[list[int]] = []
     present = [s for s in seeds if s in names]
     report.missing_seed = len(seeds) - len(present)
     seen = set()
@@ -230,6 +233,7 @@ def reasoning_paths(graph, seeds: list[int], targets: list[int], max_lines_per_p
                     if line not in seen:
                         seen.add(line)
                         report.lines.append(line)
+                        line_nodes.append(nodes)
         report.no_path += not found
     if token_budget is not None and count_tokens is not None:
         kept, used = [], 0
@@ -240,7 +244,9 @@ def reasoning_paths(graph, seeds: list[int], targets: list[int], max_lines_per_p
                 continue
             kept.append(line)
             used += n
+        line_nodes = [n for line, n in zip(report.lines, line_nodes) if line in set(kept)]
         report.lines = kept
+    report.nodes = list(dict.fromkeys(int(v) for nodes in line_nodes for v in nodes))
     return report
 
 
@@ -411,6 +417,37 @@ def reasoner_dataset(ds, indices: list[int], desc: str = "reasoner data") -> lis
     from .runs import progress
 
     return [question_data(ds, i) for i in progress(indices, desc=desc)]
+
+
+def save_reasoner(model: ReaRev, path, meta: dict | None = None):
+    """Write a trained reasoner (weights, its :class:`ReasonerConfig`, the text width) atomically to ``path``."""
+    import io
+    from dataclasses import asdict
+
+    from .runs import atomic_write_bytes
+
+    buf = io.BytesIO()
+    torch.save({"config": asdict(model.cfg), "text_dim": model.text_dim, "state": model.state_dict(),
+                "meta": meta or {}}, buf)
+    return atomic_write_bytes(path, buf.getvalue())
+
+
+def save_reasoners(results: dict, folder) -> list:
+    """Each trained reasoner of :func:`run_reasoner` results as ``folder/<key>.pt`` (for ``GraphChat(retriever="gnn")``);
+    the files sit beside the results they produced but are git-ignored, like every checkpoint."""
+    from pathlib import Path
+
+    return [save_reasoner(r["model"], Path(folder) / f"{key}.pt",
+                          {"key": key, "dataset": r["ds"].name, "hops": r["ds"].config.hops, "metrics": r["metrics"]})
+            for key, r in results.items()]
+
+
+def load_reasoner(path) -> ReaRev:
+    """A reasoner saved by :func:`save_reasoner`, in eval mode."""
+    blob = torch.load(path, map_location="cpu", weights_only=False)
+    model = ReaRev(int(blob["text_dim"]), ReasonerConfig(**blob["config"]))
+    model.load_state_dict(blob["state"])
+    return model.eval()
 
 
 # ---------------------------------------------------------------------- GNN-RAG's own path code, for comparison

@@ -59,15 +59,17 @@ def _label(text: str, width: int = 28) -> str:
 
 
 def graph_network(graph: TextualGraph, highlight_nodes: Iterable[int] = (), highlight_edges: Iterable[int] = (),
-                  height: str = "420px"):
-    """A pyvis ``Network`` of ``graph``; highlighted nodes/edges (by node id / edge row) drawn in red."""
+                  height: str = "420px", node_colors: dict[int, str] | None = None):
+    """A pyvis ``Network`` of ``graph``; highlighted nodes/edges (by node id / edge row) drawn in red, and
+    ``node_colors`` (node id -> colour) overriding any node's colour."""
     from pyvis.network import Network
 
     hn, he = set(highlight_nodes), set(highlight_edges)
+    node_colors = node_colors or {}
     net = Network(height=height, width="100%", directed=True, cdn_resources="in_line", notebook=False)
     for nid, text in graph.nodes[["node_id", "node_attr"]].itertuples(index=False):
         net.add_node(int(nid), label=_label(str(text)), title=f"{nid}: {text}",
-                     color=HIGHLIGHT if nid in hn else PLAIN)
+                     color=node_colors.get(int(nid), HIGHLIGHT if nid in hn else PLAIN))
     for row, (src, rel, dst) in enumerate(graph.edges[["src", "edge_attr", "dst"]].itertuples(index=False)):
         net.add_edge(int(src), int(dst), label=_label(str(rel), 20), title=str(rel),
                      color=HIGHLIGHT if row in he else PLAIN_EDGE, width=3 if row in he else 1)
