@@ -452,7 +452,8 @@ class Turn:
             most similar nodes).
         evidence: the retrieved subgraph (the graph's own node ids); ``desc`` its text as the LLM read it (cut).
         linked: node ids of the entities linked in the question (and carried from the previous turn).
-        answer_nodes: node ids the answer names (matched at the checker's ``normalized`` level in the searched graph).
+        answer_nodes: node ids of the searched graph the answer names (a part matched at the checker's ``normalized``
+            level, or a node name written in a sentence), the question's own entities excluded.
         citations: each parsed citation with its verdict per match level (see :mod:`gr_core.hallucination`).
         cited_nodes, cited_edges: node ids and evidence edge rows the valid citations point at (for highlighting).
         paths: GNN-RAG's reasoning paths (``retriever="gnn"``).
@@ -848,27 +849,29 @@ class GraphChat:
         evidence = TextualGraph(ev.nodes[NODE_COLUMNS], ev.edges[EDGE_COLUMNS])
         nodes, edge_rows = GraphIndex(evidence).evidence(parse_citations(turn.answer))
         turn.cited_nodes, turn.cited_edges = sorted(nodes), sorted(edge_rows)
-        turn.answer_nodes = self._answer_nodes(turn.answer, scope)
+        turn.answer_nodes = self.answer_nodes(turn.answer, turn.question, scope)
         turn.timings["check"] = time.perf_counter() - t
         if not turn.answer_nodes and turn.status == "answered":
             turn.note = "the answer names no node of the graph (it may not be grounded in it)"
         return turn
 
-    @staticmethod
-    def _answer_nodes(answer: str, graph: TextualGraph) -> list[int]:
-        """Node ids the answer names: its first line split on ``|``, ``,``, ``;`` and " and ", each part matched at
-        the checker's ``normalized`` level (case, articles, plurals aside)."""
+    def answer_nodes(self, answer: str, question: str, graph: TextualGraph) -> list[int]:
+        """Node ids of ``graph`` the answer names: the parts of its first line (split on ``|``, ``,``, ``;``, " and ")
+        matched at the checker's ``normalized`` level, and node names written inside a sentence ("... was designed by
+        Charles Babbage"); the entities the question itself names are not answers."""
         from .hallucination import GraphIndex
 
         head = answer.strip().splitlines()[0] if answer.strip() else ""
         parts = [p.strip(" .") for p in re.split(r"\||,|;|\band\b", head) if p.strip(" .")]
-        if not parts:
-            return []
-        index = GraphIndex(graph)
         found: list[int] = []
-        for p in parts[:10]:
-            found += sorted(index.matching_nodes(p, "normalized"))
-        return list(dict.fromkeys(found))
+        if parts:
+            index = GraphIndex(graph)
+            for p in parts[:10]:
+                found += sorted(index.matching_nodes(p, "normalized"))
+        found += [int(self.index.node_ids[r]) for r in self.index.link(answer)]
+        asked = {int(self.index.node_ids[r]) for r in self.index.link(question)}
+        inside = set(graph.nodes.node_id.tolist())
+        return [n for n in dict.fromkeys(found) if n in inside and n not in asked]
 
     def ask(self, question: str) -> Turn:
         """One turn: retrieve, answer, check; the turn joins the history (empty and unrelated questions do not)."""

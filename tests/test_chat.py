@@ -184,7 +184,10 @@ def test_citations_are_checked_and_answer_nodes_found(chat):
 
     check = check_response(turn.answer, turn.scope)
     assert [c["normalized"] for c in check["citations"]] == [True, False]
-    assert GraphChat._answer_nodes(turn.answer, turn.scope) == [ids["Lana Wachowski"]]
+    assert chat.answer_nodes(turn.answer, turn.question, turn.scope) == [ids["Lana Wachowski"]]
+    # names inside a sentence count; the question's own entity is not an answer
+    said = "The Matrix was directed by Lana Wachowski, who also made Cloud Atlas."
+    assert chat.answer_nodes(said, turn.question, turn.scope) == [ids["Lana Wachowski"], ids["Cloud Atlas"]]
 
 
 def test_gnn_retriever_needs_a_reasoner_and_uses_a_saved_one(tmp_path, tiny_llm_dir):
