@@ -16,7 +16,8 @@ Measured per graph:
   citation request, with the Hit of the 12 answers (a small sample: an indication, not a score);
 - quality beside speed (MetaQA): how often the topic entity is linked, how often a gold answer is in the evidence,
   the evidence size in nodes and LLM tokens, for the default setting (the paper's KGQA rule: k = 3, k_e = 5,
-  C_e = 0.5, in the 2-hop neighbourhood) and three variants (edge tie-break, k = 10, 3 hops); the share of MetaQA questions the relevance rule calls unrelated, and of 30 off-topic questions
+  C_e = 0.5, in the 2-hop neighbourhood), three variants (edge tie-break, k = 10, 3 hops) and, when notebook 04 has
+  saved a reasoner, GNN-RAG's reasoning paths; the share of MetaQA questions the relevance rule calls unrelated, and of 30 off-topic questions
   (listed below).
 
 Side by side: G-Retriever's retrieval run on the *whole* KB (``whole_kb_pcst``: what the reference code does with one
@@ -31,12 +32,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 from common import summarize, write_result  # noqa: I001
 
-from gr_core.chat import ChatIndex, GraphChat, find_checkpoint, load_graph
+from gr_core.chat import ChatIndex, GraphChat, find_checkpoint, find_reasoner, load_graph
 from gr_core.paths import data_file
 from gr_core.retrieval import retrieve_subgraph
 
@@ -129,7 +131,8 @@ def retrieval_study(chat: GraphChat, qs: list[dict], tokenizer) -> tuple[dict, l
     summary = {"retrieval_median_s": float(np.median(rt)), "retrieval": summarize(rt),
                "under_50ms_fraction": float(np.mean([s < 0.05 for s in rt])),
                "encode_median_s": float(np.median([r["encode_s"] for r in rows])),
-               "pcst_median_s": float(np.median([r["pcst_s"] for r in rows if r["pcst_s"] is not None])),
+               "pcst_median_s": float(np.median([r["pcst_s"] for r in rows if r["pcst_s"] is not None]))
+        if any(r["pcst_s"] is not None for r in rows) else None,
                "topic_linked": float(np.mean([r["topic_linked"] for r in rows])),
                "answer_in_evidence": float(np.mean([r["answer_in_evidence"] for r in rows])),
                "answer_in_searched": float(np.mean([r["answer_in_searched"] for r in rows])),
@@ -204,6 +207,14 @@ def main() -> None:
         summary, rows = retrieval_study(chat, qs, tok)
         studies[label] = {**summary, "per_question": rows}
     chat.config = default_cfg
+    reasoner = find_reasoner()
+    if reasoner is not None:  # GNN-RAG's paths, when notebook 04 has saved a reasoner
+        gnn = GraphChat(kb, model="zero_shot", kind=kind, retriever="gnn", reasoner=reasoner)
+        gnn.retrieve(qs[0]["question"])
+        summary, rows = retrieval_study(gnn, qs, tok)
+        studies[f"GNN-RAG paths ({Path(reasoner).parent.parent.parent.name}/{Path(reasoner).name})"] = {
+            **summary, "per_question": rows}
+        del gnn
     main_study = studies["default (paper rule: k = 3, k_e = 5, 2 hops)"]
     off = []
     for q in OFF_TOPIC:

@@ -19,7 +19,8 @@ file of ``head, relation, tail`` triples up to a MetaQA-sized KB), indexes it on
 
 Deviations from the paper, all documented in ``notebooks/00_chat.ipynb``: linking and the neighbourhood cut are ours
 (G-Retriever runs PCST over each question's whole stored subgraph); linked entities get the top node prize so that the
-question's own entity is never dropped by PCST; a question that names no entity and is not close to any node and relation of the graph
+question's own entity is never dropped by PCST; a question that names no entity and is not close to any node and
+relation of the graph
 (``relevance_threshold``, ``relation_threshold``) is answered "not in the graph" without calling the LLM.
 
 Command line::
@@ -163,7 +164,8 @@ def read_graph_csv(nodes_path: str | Path, edges_path: str | Path) -> TextualGra
                     try:
                         v = int(v)
                     except ValueError:
-                        raise GraphFormatError(f"{path}:{line}: field '{c}' must be an integer node id, got {v!r}") from None
+                        raise GraphFormatError(f"{path}:{line}: field '{c}' must be an integer node id, "
+                                               f"got {v!r}") from None
                 values.append(v)
             rows.append((line, values))
         tables[path] = rows
@@ -386,7 +388,8 @@ class ChatConfig:
         retriever: ``pcst`` (G-Retriever) or ``gnn`` (GNN-RAG's reasoning paths; needs a trained reasoner).
         top_k_nodes, top_k_edges, edge_cost: override the kind's PCST settings (None keeps them).
         link_k: most similar nodes that seed the neighbourhood of a large graph when the question links no entity.
-        hops, max_nodes, max_expand_degree: the neighbourhood cut for large graphs (see :class:`~gr_core.kg.NeighbourhoodConfig`).
+        hops, max_nodes, max_expand_degree: the neighbourhood cut for large graphs
+            (see :class:`~gr_core.kg.NeighbourhoodConfig`).
         whole_graph_edges: graphs with at most this many edges are searched whole (the paper's setting).
         edge_tiebreak: weight of the endpoints' similarity added to each edge's relation similarity, which breaks the
             relation tie groups of KBs with few relations (0 = the paper's rule; see :meth:`GraphChat.retrieve`).
@@ -553,6 +556,24 @@ def find_checkpoint(kind: str, outputs: str | Path | None = None, llm_model: str
     return None
 
 
+# Saved reasoners (notebook 04) that serve a KG chat, first found wins: MetaQA's multi-hop ones, then WebQSP's.
+REASONER_KEYS = ("metaqa-2hop", "metaqa-3hop", "metaqa-1hop", "webqsp")
+
+
+def find_reasoner(outputs: str | Path | None = None, presets=CHECKPOINT_PRESETS) -> Path | None:
+    """A GNN-RAG reasoner saved by notebook 04 (``outputs/<preset>/04_gnn_rag/reasoners/<key>.pt``), best preset
+    first, in :data:`REASONER_KEYS` order; None when there is none."""
+    from .paths import OUTPUTS_ENV, repo_root
+
+    root = Path(outputs or os.environ.get(OUTPUTS_ENV) or repo_root() / "outputs")
+    for preset in presets:
+        for key in REASONER_KEYS:
+            path = root / preset / "04_gnn_rag" / "reasoners" / f"{key}.pt"
+            if path.is_file():
+                return path
+    return None
+
+
 def load_answerer(model: str, kind: str, llm_model: str, device: str, max_txt_len: int, in_dim: int):
     """The GraphLLM that answers: ``auto`` (a trained checkpoint for ``kind``, else zero-shot), ``zero_shot``, or a
     run directory. Returns ``(GraphLLM, description, run_dir or None)``."""
@@ -572,7 +593,8 @@ def load_answerer(model: str, kind: str, llm_model: str, device: str, max_txt_le
             raise FileNotFoundError(f"{run_dir}: not a finished training run (needs config.json and ckpt/best.pt)")
     if run_dir is None:
         cfg = method_config("zero_shot", llm=LLMConfig(model=llm_model, device=device), max_txt_len=max_txt_len)
-        why = f" (no trained {kind} checkpoint in outputs/{{{','.join(CHECKPOINT_PRESETS)}}}/runs)" if model == "auto" else ""
+        presets = ",".join(CHECKPOINT_PRESETS)
+        why = f" (no trained {kind} checkpoint in outputs/{{{presets}}}/runs)" if model == "auto" else ""
         return GraphLLM(cfg).eval(), f"zero-shot {llm_model}{why}", None
     raw = {k: v for k, v in read_json(run_dir / "config.json").items() if k not in ("name", "config_hash")}
     cfg = RunConfig.from_dict(raw)
@@ -607,7 +629,7 @@ class GraphChat:
             ``"zero_shot"``, or a run directory.
         llm_model: the LLM (the embedded SmolLM2-135M-Instruct, or any Hugging Face path).
         reasoner: a trained GNN-RAG reasoner (:class:`~gr_core.gnn_rag.ReaRev`) or its saved file, for
-            ``retriever="gnn"``.
+            ``retriever="gnn"``; when not given, the one :func:`find_reasoner` finds in ``outputs/``.
         config: a :class:`ChatConfig`; keyword arguments override its fields.
 
     >>> chat = GraphChat("my_kg.tsv")                          # doctest: +SKIP
@@ -633,10 +655,17 @@ class GraphChat:
         self.model_spec, self.llm_model, self.device = model, llm_model, device
         self._llm = None
         self.model_name = ""
+        if reasoner is None and self.config.retriever == "gnn":
+            reasoner = find_reasoner()
+        self.reasoner_path = str(reasoner) if isinstance(reasoner, (str, Path)) else None
         self.reasoner = self._load_reasoner(reasoner) if reasoner is not None else None
+        dim = int(self.index.node_emb.shape[1])
+        if self.reasoner is not None and getattr(self.reasoner, "text_dim", dim) != dim:
+            raise ValueError(f"the reasoner reads {self.reasoner.text_dim}-d text embeddings; this graph is indexed with "
+                             f"{dim}-d ones (a different sentence encoder)")
         if self.config.retriever == "gnn" and self.reasoner is None:
-            raise ValueError("retriever='gnn' needs a trained reasoner: pass reasoner=<ReaRev or its .pt file> "
-                             "(notebook 04 saves them under outputs/<preset>/04_gnn_rag/reasoners/)")
+            raise ValueError("retriever='gnn' needs a trained reasoner and none was found in outputs/{full,quick}/"
+                             "04_gnn_rag/reasoners/ (notebook 04 saves them there): pass reasoner=<ReaRev or its .pt>")
         self.history: list[Turn] = []
 
     # ------------------------------------------------------------------ lazy parts
@@ -727,7 +756,8 @@ class GraphChat:
         t = time.perf_counter()
         local_seeds = np.flatnonzero(np.isin(nodes, seeds))
         if len(edges) == 0:
-            keep = np.unique(np.concatenate([local_seeds, np.argsort(-node_sim[nodes])[:max(cfg.retrieval.top_k_nodes, 1)]]))
+            similar = np.argsort(-node_sim[nodes])[:max(cfg.retrieval.top_k_nodes, 1)]
+            keep = np.unique(np.concatenate([local_seeds, similar]))
             turn.evidence = TextualGraph(scope.nodes.iloc[keep], scope.edges.iloc[:0])
             turn.status = "no_edges"
             turn.note = "the graph has no edges here: the evidence is the most similar nodes"
@@ -742,9 +772,9 @@ class GraphChat:
             edge_sim = rel_sim[index.kg.rels[edges]]
             if cfg.edge_tiebreak:
                 # Edges carry their relation's similarity (GR Eq. 4), so a KB with few relations has tie groups of
-                # thousands of edges whose shared prize is tiny, and the "at least one edge" clamp then makes every
-                # edge nearly free: PCST returns hundreds of nodes. Ordering each tie group by how close the edge's
-                # endpoints are to the question keeps the relation order and gives the top k_e edges real prizes.
+                # hundreds of edges whose shared prize is tiny, and the "at least one edge" clamp lowers C_e to it.
+                # Ordering each tie group by how close the edge's endpoints are to the question keeps the relation
+                # order and gives the top k_e edges real prizes (bench/chat.py: smaller evidence, less coverage).
                 ends = node_sim[index.kg.heads[edges]] + node_sim[index.kg.tails[edges]]
                 edge_sim = edge_sim + np.float32(cfg.edge_tiebreak) * ends
             res = retrieve_subgraph(scope, None, None, None, cfg.retrieval, node_sim=node_sim[nodes],
@@ -795,7 +825,8 @@ class GraphChat:
         cfg = self.config
         kept: list[str] = []
         used = 0
-        for turn in reversed([t for t in self.history if t.status == "answered"][-cfg.history_turns:] if cfg.history_turns else []):
+        answered = [t for t in self.history if t.status == "answered"]
+        for turn in reversed(answered[-cfg.history_turns:] if cfg.history_turns else []):
             text = f"Q: {turn.question}\nA: {turn.answer}\n"
             n = count_tokens(self.llm.tokenizer, [text])[0]
             if used + n > cfg.history_tokens:
@@ -835,8 +866,8 @@ class GraphChat:
                         edge_index=torch.from_numpy(ei).view(2, -1),
                         edge_attr=torch.from_numpy(np.ascontiguousarray(self.index.rel_emb[self.index.kg.rels[kb_edges]])),
                         num_nodes=len(rows))
-        ex = Example(uid="chat", question=self.prompt_question(turn.question, turn.follow_up), desc=turn.desc, label="", answers=[],
-                     data=data)
+        ex = Example(uid="chat", question=self.prompt_question(turn.question, turn.follow_up), desc=turn.desc, label="",
+                     answers=[], data=data)
         batch = net.collate(net.tokenize([ex]), with_label=False).to(net.device)
         turn.answer = net.generate(batch, self.config.max_new_tokens)[0]
         turn.model = self.model_name

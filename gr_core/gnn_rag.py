@@ -23,7 +23,7 @@ that keep **edge direction** (a reversed hop is written with ``<-``) and **every
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -183,7 +183,7 @@ class PathReport:
     missing_seed: int = 0  # question entity not in the graph
     no_path: int = 0  # candidate unreachable from every question entity
     truncated: int = 0  # path lines dropped by the token budget
-    nodes: list = None  # node ids on the kept paths, in first-seen order (for highlighting)
+    nodes: list[int] = field(default_factory=list)  # node ids on the kept paths, first-seen order (for highlighting)
 
 
 def _hop_texts(u: int, v: int, rel_index: dict) -> list[str]:

@@ -190,16 +190,24 @@ def test_citations_are_checked_and_answer_nodes_found(chat):
     assert chat.answer_nodes(said, turn.question, turn.scope) == [ids["Lana Wachowski"], ids["Cloud Atlas"]]
 
 
-def test_gnn_retriever_needs_a_reasoner_and_uses_a_saved_one(tmp_path, tiny_llm_dir):
+def test_gnn_retriever_needs_a_reasoner_and_uses_a_saved_one(tmp_path, tiny_llm_dir, monkeypatch):
     import torch
 
+    from gr_core.chat import find_reasoner
     from gr_core.gnn_rag import ReaRev, ReasonerConfig, load_reasoner, save_reasoner
 
+    monkeypatch.setenv("GR_OUTPUTS_DIR", str(tmp_path / "outputs"))  # no saved reasoner there
     with pytest.raises(ValueError, match="needs a trained reasoner"):
         GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, retriever="gnn")
     torch.manual_seed(0)
     path = save_reasoner(ReaRev(384, ReasonerConfig(entity_dim=8)), tmp_path / "r.pt", {"note": "untrained"})
     assert load_reasoner(path).cfg.entity_dim == 8
+    assert find_reasoner(tmp_path / "none") is None
+    saved = save_reasoner(ReaRev(384, ReasonerConfig(entity_dim=8)), tmp_path / "quick" / "04_gnn_rag" / "reasoners" /
+                          "webqsp.pt")
+    assert find_reasoner(tmp_path) == saved
+    with pytest.raises(ValueError, match="reads 16-d text embeddings"):
+        GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, retriever="gnn", reasoner=ReaRev(16))
     chat = GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, retriever="gnn", reasoner=path, max_new_tokens=4)
     turn = chat.ask("Who directed The Matrix?")
     assert turn.status == "answered" and turn.paths and "gnn" in turn.timings
