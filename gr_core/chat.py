@@ -874,29 +874,31 @@ class GraphChat:
         turn.timings["answer"] = time.perf_counter() - t
         t = time.perf_counter()
         scope = TextualGraph(turn.scope.nodes[NODE_COLUMNS], turn.scope.edges[EDGE_COLUMNS])
-        check = check_response(turn.answer, scope)
+        scope_index = GraphIndex(scope)  # one matcher for the citations and the answer's names
+        check = check_response(turn.answer, scope, index=scope_index)
         turn.citations = check["citations"]
         turn.fully_valid = check["fully_valid_normalized"] if turn.citations else None
         evidence = TextualGraph(ev.nodes[NODE_COLUMNS], ev.edges[EDGE_COLUMNS])
         nodes, edge_rows = GraphIndex(evidence).evidence(parse_citations(turn.answer))
         turn.cited_nodes, turn.cited_edges = sorted(nodes), sorted(edge_rows)
-        turn.answer_nodes = self.answer_nodes(turn.answer, turn.question, scope)
+        turn.answer_nodes = self.answer_nodes(turn.answer, turn.question, scope, scope_index)
         turn.timings["check"] = time.perf_counter() - t
         if not turn.answer_nodes and turn.status == "answered":
             turn.note = "the answer names no node of the graph (it may not be grounded in it)"
         return turn
 
-    def answer_nodes(self, answer: str, question: str, graph: TextualGraph) -> list[int]:
+    def answer_nodes(self, answer: str, question: str, graph: TextualGraph, graph_index=None) -> list[int]:
         """Node ids of ``graph`` the answer names: the parts of its first line (split on ``|``, ``,``, ``;``, " and ")
         matched at the checker's ``normalized`` level, and node names written inside a sentence ("... was designed by
-        Charles Babbage"); the entities the question itself names are not answers."""
+        Charles Babbage"); the entities the question itself names are not answers. ``graph_index``: ``graph``'s
+        :class:`~gr_core.hallucination.GraphIndex` when already built."""
         from .hallucination import GraphIndex
 
         head = answer.strip().splitlines()[0] if answer.strip() else ""
         parts = [p.strip(" .") for p in re.split(r"\||,|;|\band\b", head) if p.strip(" .")]
         found: list[int] = []
         if parts:
-            index = GraphIndex(graph)
+            index = graph_index if graph_index is not None else GraphIndex(graph)
             for p in parts[:10]:
                 found += sorted(index.matching_nodes(p, "normalized"))
         found += [int(self.index.node_ids[r]) for r in self.index.link(answer)]
@@ -929,6 +931,22 @@ class GraphChat:
                 self.reset()
             out.append(self.ask(q))
         return out
+
+
+def show_turns(turns: list[Turn], out_dir: str | Path, height: int = 420) -> None:
+    """Each turn's evidence inline (offline pyvis) with its PNG twin, written as ``out_dir/turn<k>.html`` / ``.png``;
+    a turn without evidence prints why."""
+    from .viz import draw_graph, save_figure
+
+    for k, turn in enumerate(turns):
+        if turn.evidence is None:
+            print(f"turn {k}: {turn.status}: {turn.note}")
+            continue
+        print(f"turn {k}: {turn.question}  ->  {turn.answer!r}")
+        turn.show(out_html=Path(out_dir) / f"turn{k}.html", height=height)
+        marked = set(turn.answer_nodes) | set(turn.cited_nodes) | set(turn.linked)
+        save_figure(draw_graph(turn.evidence, highlight_nodes=marked, highlight_edges=turn.cited_edges,
+                               title=turn.question), out_dir, f"turn{k}")
 
 
 def save_turns(turns: list[Turn], path: str | Path, meta: dict | None = None) -> Path:

@@ -316,15 +316,16 @@ class GraphIndex:
         return nodes, edges
 
 
-def check_response(response: str, graph, levels=LEVELS) -> dict:
-    """Parse one response and check its citations against ``graph`` (a TextualGraph).
+def check_response(response: str, graph, levels=LEVELS, index: GraphIndex | None = None) -> dict:
+    """Parse one response and check its citations against ``graph`` (a TextualGraph; ``index``: its
+    :class:`GraphIndex` when the caller already built one).
 
     Returns:
         ``cited_nodes``, ``cited_edges``, per level ``valid_nodes_<level>``, ``valid_edges_<level>``,
         ``fully_valid_<level>`` (cites something, all valid), and ``citations`` (each with its verdicts).
     """
     cites = parse_citations(response)
-    index = GraphIndex(graph)
+    index = index if index is not None else GraphIndex(graph)
     row: dict = {"cited_nodes": sum(c.kind == "node" for c in cites),
                  "cited_edges": sum(c.kind == "edge" for c in cites), "citations": []}
     verdicts = {lv: [index.valid(c, lv) for c in cites] for lv in levels}
