@@ -599,19 +599,18 @@ def load_answerer(model: str, kind: str, llm_model: str, device: str, max_txt_le
     raw = {k: v for k, v in read_json(run_dir / "config.json").items() if k not in ("name", "config_hash")}
     cfg = RunConfig.from_dict(raw)
     mcfg = replace(cfg.model, llm=replace(cfg.model.llm, device=device))
-    if mcfg.gnn is not None and in_dim != checkpoint_in_dim(run_dir):
-        raise ValueError(f"{run_dir}: its graph encoder reads {checkpoint_in_dim(run_dir)}-d text embeddings; this "
-                         f"graph is indexed with {in_dim}-d ones (a different sentence encoder)")
+    state = torch.load(run_dir / "ckpt" / "best.pt", map_location="cpu", weights_only=False)["model"]  # read once
+    if mcfg.gnn is not None and in_dim != checkpoint_in_dim(state, run_dir):
+        raise ValueError(f"{run_dir}: its graph encoder reads {checkpoint_in_dim(state, run_dir)}-d text embeddings; "
+                         f"this graph is indexed with {in_dim}-d ones (a different sentence encoder)")
     net = GraphLLM(mcfg, in_dim=in_dim)
-    net.load_trainable_state(torch.load(run_dir / "ckpt" / "best.pt", map_location="cpu", weights_only=False)["model"])
+    net.load_trainable_state(state)
     return net.eval(), f"trained {cfg.method} ({run_dir.parent.parent.name}/{run_dir.name})", run_dir
 
 
-def checkpoint_in_dim(run_dir: Path) -> int:
-    """The text-embedding width a checkpoint's graph encoder was trained on (its first layer's input)."""
-    import torch
-
-    state = torch.load(Path(run_dir) / "ckpt" / "best.pt", map_location="cpu", weights_only=False)["model"]
+def checkpoint_in_dim(state: dict, run_dir: Path | str = "") -> int:
+    """The text-embedding width a checkpoint's graph encoder was trained on (its first layer's input), from the
+    checkpoint's ``model`` state dict."""
     for name, value in state.items():
         if name.startswith("gnn.") and name.endswith("weight") and value.dim() == 2:
             return int(value.shape[1])
