@@ -13,7 +13,7 @@ import yaml
 
 EMBEDDED_LLM = "embedded:smollm2-135m-instruct"
 EMBEDDED_TEXT_ENCODER = "embedded:all-minilm-l6-v2"
-PRESETS = ("smoke", "quick", "full")
+PRESETS = ("smoke", "quick", "cpu", "full")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 

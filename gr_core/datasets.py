@@ -186,10 +186,13 @@ def build_metaqa(hops: int = 2, val_fraction: float = 0.1, seed: int = 42, on_un
     kg = load_metaqa_kb()
     dev, notes_dev = read_metaqa_questions(data_file("metaqa", f"{hops}-hop", "qa_dev.txt"), kg, on_unknown)
     test, notes_test = read_metaqa_questions(data_file("metaqa", f"{hops}-hop", "qa_test.txt"), kg, on_unknown)
-    order = np.random.default_rng(seed).permutation(len(dev))
+    # The files are grouped by question type, so every split is kept in a seeded random order: "the first N" of a
+    # split (the presets' subsets) is then a random sample of all types, not one or two of them.
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(dev))
     n_val = int(round(val_fraction * len(dev)))
-    split = {"train": sorted(order[n_val:].tolist()), "val": sorted(order[:n_val].tolist()),
-             "test": list(range(len(dev), len(dev) + len(test)))}
+    split = {"train": order[n_val:].tolist(), "val": order[:n_val].tolist(),
+             "test": (len(dev) + rng.permutation(len(test))).tolist()}
     notes = {k: notes_dev[k] + notes_test[k] for k in notes_dev}
     return dev + test, None, kg, {**notes, "split": split}
 

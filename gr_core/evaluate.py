@@ -90,7 +90,9 @@ def task_scores(dataset: str, prediction: str, answers: list[str]) -> dict[str, 
 
     if dataset == "explagraphs":
         ok = explagraphs_correct(prediction, answers[0])
-        return {"score": float(ok), "accuracy": float(ok), "exact": float(normalize(prediction) == normalize(answers[0]))}
+        # "valid": the answer parses as one label (a trained model should answer in the expected form)
+        return {"score": float(ok), "accuracy": float(ok), "exact": float(normalize(prediction) == normalize(answers[0])),
+                "valid": float(normalize(prediction) in ("support", "counter"))}
     if dataset in SCENE_GRAPH_DATASETS:
         ok = scene_graph_correct(prediction, answers[0])
         return {"score": float(ok), "accuracy": float(ok), "exact": float(scene_graph_exact(prediction, answers[0]))}

@@ -26,7 +26,7 @@ from .paths import cache_root, data_root
 from .runs import atomic_write_bytes, config_hash, read_json, sha256_file, write_json
 from .text_encoder import EmbeddingStore, EncodeStats
 
-FORMAT_VERSION = 2  # bump when the cached layout or a builder's output changes
+FORMAT_VERSION = 3  # bump when the cached layout or a builder's output changes
 DATASETS = ("explagraphs", "webqsp", "webqsp_full", "metaqa", "gqa_micro", "clevr")
 KGQA = ("webqsp", "webqsp_full", "metaqa")  # answers are graph nodes, so answer coverage is defined
 

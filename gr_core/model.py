@@ -33,6 +33,7 @@ from .config import LLMConfig
 from .gnn import GNNConfig, GraphEncoder
 
 GRAPH_SOURCES = ("pcst", "full", "kaping", "none")
+GRAPH_TOKEN_NORMS = ("none", "batch", "rms")
 INSTRUCTIONS = ("", "zero_cot", "cot_bag")
 _SENTINEL = "\x00GR_USER_CONTENT\x00"
 
@@ -67,6 +68,11 @@ class ModelConfig:
         kaping_k: triples for ``graph_source="kaping"`` (KAPING's default; the paper gives none).
         top_k: k = k_e of the PCST retrieval (GR Table 10's k); None keeps the dataset's defaults.
         edge_cost: C_e of the PCST retrieval; None keeps the dataset's default.
+        graph_token_norm: ``none`` (GR code), ``batch`` (the projected token standardized across the batch, then
+            scaled by the token embeddings' per-feature std) or ``rms`` (each token rescaled to the mean norm of a
+            token embedding). Measured on ExplaGraphs and not better than ``none`` (docs/explagraphs_learning.md).
+        system_prompt: the chat template's system turn; None keeps the template's own (SmolLM2's adds 16 tokens to
+            every prompt), ``""`` gives an empty one (the quick preset's ExplaGraphs runs).
     """
 
     llm: LLMConfig = field(default_factory=LLMConfig)
@@ -82,8 +88,12 @@ class ModelConfig:
     kaping_k: int = 10
     top_k: int | None = None
     edge_cost: float | None = None
+    graph_token_norm: str = "none"  # GR code: the projector's output as is
+    system_prompt: str | None = None  # None: the chat template's own (SmolLM2: 16 tokens); "": an empty system turn
 
     def __post_init__(self) -> None:
+        if self.graph_token_norm not in GRAPH_TOKEN_NORMS:
+            raise ValueError(f"ModelConfig.graph_token_norm={self.graph_token_norm!r} is not one of {GRAPH_TOKEN_NORMS}")
         if self.graph_source not in GRAPH_SOURCES:
             raise ValueError(f"ModelConfig.graph_source={self.graph_source!r} is not one of {GRAPH_SOURCES}")
         if self.instruction not in INSTRUCTIONS:
@@ -202,12 +212,14 @@ class PromptTemplate:
     pad_id: int
 
     @classmethod
-    def from_tokenizer(cls, tokenizer) -> "PromptTemplate":
+    def from_tokenizer(cls, tokenizer, system: str | None = None) -> "PromptTemplate":
+        """``system``: the system turn's text; None keeps the chat template's default system prompt."""
         def ids(text):
             return tokenizer(text, add_special_tokens=False)["input_ids"]
 
         if getattr(tokenizer, "chat_template", None):
-            text = tokenizer.apply_chat_template([{"role": "user", "content": _SENTINEL}], tokenize=False,
+            turns = ([] if system is None else [{"role": "system", "content": system}])
+            text = tokenizer.apply_chat_template(turns + [{"role": "user", "content": _SENTINEL}], tokenize=False,
                                                  add_generation_prompt=True)
             if text.count(_SENTINEL) != 1:
                 raise ValueError("the tokenizer's chat template does not render the user message verbatim")
@@ -271,7 +283,7 @@ class GraphLLM(nn.Module):
         self.cfg = cfg
         self.llm = llm
         self.tokenizer = tokenizer
-        self.template = PromptTemplate.from_tokenizer(tokenizer)
+        self.template = PromptTemplate.from_tokenizer(tokenizer, cfg.system_prompt)
         embedding = llm.get_input_embeddings()
         self.d_llm = embedding.embedding_dim
         self.gnn = self.projector = self.soft_prompt = None
@@ -285,6 +297,13 @@ class GraphLLM(nn.Module):
             elif h != out:
                 raise ValueError(f"without a projector the GNN width ({h}) must equal the LLM width x graph tokens "
                                  f"({out}); set gnn.hidden={out}")
+            with torch.no_grad():
+                w = embedding.weight.float()
+                # the scale of an ordinary token: per-feature std and mean row norm of the input embeddings
+                self.register_buffer("token_std", w.std(0).clone(), persistent=False)  # (d_llm,)
+                self.register_buffer("token_norm", w.norm(dim=1).mean().clone(), persistent=False)  # ()
+            if cfg.graph_token_norm == "batch":
+                self.token_bn = nn.BatchNorm1d(self.d_llm, affine=False)
         if cfg.num_soft_tokens:
             ids = tokenizer(soft_prompt_init, add_special_tokens=False)["input_ids"] or [self.template.pad_id]
             ids = (ids * (cfg.num_soft_tokens // len(ids) + 1))[:cfg.num_soft_tokens]
@@ -312,6 +331,8 @@ class GraphLLM(nn.Module):
         state = {n: p.detach().cpu().clone() for n, p in self.trainable_parameters().items()}
         if self.gnn is not None:
             state.update({f"gnn.{n}": b.detach().cpu().clone() for n, b in self.gnn.named_buffers()})
+        if hasattr(self, "token_bn"):
+            state.update({f"token_bn.{n}": b.detach().cpu().clone() for n, b in self.token_bn.named_buffers()})
         return state
 
     def load_trainable_state(self, state: dict[str, torch.Tensor]) -> None:
@@ -377,7 +398,12 @@ class GraphLLM(nn.Module):
             g = batch.graphs
             h = self.gnn(g.x, g.edge_index, g.edge_attr, g.batch, B)  # (B, hidden)
             h = self.projector(h) if self.projector is not None else h
-            parts.append(h.view(B, self.cfg.num_graph_tokens, self.d_llm))
+            h = h.view(B, self.cfg.num_graph_tokens, self.d_llm)
+            if self.cfg.graph_token_norm == "batch":  # standardized across graphs, at the token embeddings' scale
+                h = self.token_bn(h.reshape(-1, self.d_llm)).view_as(h) * self.token_std
+            elif self.cfg.graph_token_norm == "rms":  # each token rescaled to an ordinary token's norm
+                h = h * (self.token_norm / h.norm(dim=-1, keepdim=True).clamp(min=1e-6))
+            parts.append(h)
         if self.soft_prompt is not None:
             parts.append(self.soft_prompt.unsqueeze(0).expand(B, -1, -1))
         return torch.cat(parts, dim=1) if parts else None

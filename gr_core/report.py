@@ -1,9 +1,11 @@
 """The results report: every table the notebooks wrote under ``outputs/<preset>/``, and a verdict per paper claim.
 
-Nothing here computes a result: tables are read from the CSV files the notebooks wrote; a claim's verdict compares
-numbers in those files (point estimates of one seed unless the table says otherwise: a verdict is not a significance
-test, and the evidence column shows how close each comparison is). A verdict is ``reproduced``, ``partly`` (holds on some datasets only), ``not reproduced``,
-or ``not testable here`` (the numbers it needs are missing, or the measurement cannot say, with the reason).
+Nothing here trains or answers: tables are read from the CSV files the notebooks wrote, and each comparison of two
+systems is a paired test on the per-question answers in their run directories (``runs/<name>/predictions.jsonl``)
+or notebook 04's ``predictions.jsonl``: exact McNemar on right / wrong, both scores, n and p printed. A comparison is
+``reproduced`` only when it goes the paper's way and p < 0.05, ``contradicted`` when significant the other way, and
+``not significant`` otherwise. Measurement claims (tokens cut, epochs shortened) keep a threshold verdict
+(``reproduced`` / ``partly`` / ``not reproduced``); ``not testable here`` says which numbers are missing.
 """
 from __future__ import annotations
 
@@ -46,11 +48,26 @@ def load_tables(root: str | Path) -> dict[str, pd.DataFrame]:
 
 @dataclass
 class Claim:
+    """One paper claim on one dataset: ``system_a`` beats ``system_b``, judged by a paired test where one exists.
+
+    ``score_a`` / ``score_b`` are on the dataset's metric scale (accuracy as a fraction, Hit in percent), ``n`` is
+    the number of test questions both answered and ``p`` the two-sided paired p-value (exact McNemar); claims
+    that are measurements rather than comparisons of answers (token counts, epoch times) carry neither.
+    """
+
     paper: str
     claim: str
     verdict: str
     evidence: str
     source: str
+    dataset: str = ""
+    system_a: str = ""
+    system_b: str = ""
+    score_a: float | None = None
+    score_b: float | None = None
+    n: int | None = None
+    p: float | None = None
+    test: str = ""
 
 
 def _verdict(flags: list[bool]) -> str:
@@ -59,32 +76,55 @@ def _verdict(flags: list[bool]) -> str:
     return "reproduced" if all(flags) else ("partly" if any(flags) else "not reproduced")
 
 
-def _table3_claims(t: dict) -> list[Claim]:
+KGQA_PERCENT = ("webqsp", "webqsp_full", "metaqa")
+
+
+def paired_claim(paper: str, claim: str, dataset: str, runs_dir: Path, run_a: str, run_b: str, source: str,
+                 label_a: str | None = None, label_b: str | None = None) -> Claim:
+    """Run ``run_a`` against ``run_b`` on the same test questions (exact McNemar on right / wrong); runs scored on
+    different questions are ``not testable here``."""
+    from .results import paired
+    from .stats import verdict
+
+    r = paired(runs_dir, run_a, run_b)
+    scale = 100.0 if dataset in KGQA_PERCENT else 1.0
+    label_a, label_b = label_a or run_a, label_b or run_b
+    if not r.get("n"):
+        return Claim(paper, claim, "not testable here", r.get("note", "no paired answers"), source, dataset,
+                     label_a, label_b)
+    a, b = r["score_a"] * scale, r["score_b"] * scale
+    v = verdict(r["diff"], r["p"])
+    ev = f"{label_a} {a:.4g} vs {label_b} {b:.4g} on the same {r['n']} questions, p = {r['p']:.3g} ({r['test']})"
+    return Claim(paper, claim, v, ev, source, dataset, label_a, label_b, round(a, 4), round(b, 4), r["n"],
+                 float(f"{r['p']:.4g}"), r["test"])
+
+
+def _runs_dir(root: Path | None) -> Path | None:
+    return None if root is None else Path(root) / "runs"
+
+
+def _table3_claims(t: dict, root: Path | None) -> list[Claim]:
     df = t.get("03_training/table3")
-    out = []
-    if df is None:
-        return [Claim("G-Retriever", c, "not testable here", "notebook 03 has not written table3.csv", "03_training/table3.csv")
+    src = "03_training/table3.csv"
+    if df is None or root is None:
+        return [Claim("G-Retriever", c, "not testable here", "notebook 03 has not written table3.csv", src)
                 for c in ("G-Retriever beats prompt tuning and GraphToken", "LoRA helps (G-Retriever w/ LoRA > G-Retriever)")]
-    score = {(r.dataset, r.method): r.ours_mean for r in df.itertuples()}
-    flags, ev = [], []
-    for d in sorted(df.dataset.unique()):
-        g = score.get((d, "g_retriever"))
-        rivals = {m: score[(d, m)] for m in ("prompt_tuning", "graph_token") if (d, m) in score}
-        if g is None or not rivals:
-            continue
-        flags.append(all(g > v for v in rivals.values()))
-        ev.append(f"{d}: G-Retriever {g:g} vs " + ", ".join(f"{m} {v:g}" for m, v in rivals.items()))
-    out.append(Claim("G-Retriever", "G-Retriever beats prompt tuning and GraphToken (Table 3)", _verdict(flags),
-                     "; ".join(ev) or "no dataset has G-Retriever and a prompt-tuning row", "03_training/table3.csv"))
-    flags, ev = [], []
-    for d in sorted(df.dataset.unique()):
-        a, b = score.get((d, "g_retriever_lora")), score.get((d, "g_retriever"))
-        if a is None or b is None:
-            continue
-        flags.append(a > b)
-        ev.append(f"{d}: w/ LoRA {a:g} vs {b:g}")
-    out.append(Claim("G-Retriever", "LoRA helps: G-Retriever w/ LoRA beats G-Retriever (Table 3)", _verdict(flags),
-                     "; ".join(ev) or "no dataset has both rows", "03_training/table3.csv"))
+    rows = {(r.dataset, r.method) for r in df.itertuples()}
+    out = []
+    pairs = [("G-Retriever beats GraphToken (Table 3)", "g_retriever", "graph_token"),
+             ("G-Retriever beats prompt tuning (Table 3)", "g_retriever", "prompt_tuning"),
+             ("LoRA helps: G-Retriever w/ LoRA beats G-Retriever (Table 3)", "g_retriever_lora", "g_retriever"),
+             ("G-Retriever beats the graph-only classifier (our reference row)", "g_retriever", "gnn_classifier"),
+             ("G-Retriever beats the majority class (our reference row)", "g_retriever", "majority")]
+    for claim, a, b in pairs:
+        paper = "G-Retriever" if "reference row" not in claim else "this project"
+        found = False
+        for d in sorted(df.dataset.unique()):
+            if (d, a) in rows and (d, b) in rows:
+                found = True
+                out.append(paired_claim(paper, claim, d, _runs_dir(root), f"{d}-{a}-seed0", f"{d}-{b}-seed0", src, a, b))
+        if not found and paper == "G-Retriever":
+            out.append(Claim(paper, claim, "not testable here", f"no dataset has both {a} and {b}", src))
     return out
 
 
@@ -142,62 +182,72 @@ def _hallucination_claim(t: dict) -> Claim:
                  _verdict(flags), "; ".join(ev + silent) or "no dataset has both systems", src)
 
 
-def _ablation_claims(t: dict) -> list[Claim]:
+def _ablation_claims(t: dict, root: Path | None) -> list[Claim]:
     df = t.get("07_ablations/table6")
     src = "07_ablations/table6.csv"
-    if df is None:
-        return [Claim("G-Retriever", "Every ablated component matters (Table 6)", "not testable here",
-                      "notebook 07 has not run", src)]
-    full = df[df.method == "g_retriever"].ours.iloc[0] if (df.method == "g_retriever").any() else None
-    flags, ev = [], []
+    claim = "Every ablated component matters: the full model beats each ablation (Table 6)"
+    if df is None or root is None:
+        return [Claim("G-Retriever", claim, "not testable here", "notebook 07 has not run", src)]
+    out = []
+    d = str(df.dataset.iloc[0]) if "dataset" in df else "webqsp"
     for r in df[df.method != "g_retriever"].itertuples():
-        if pd.isna(r.ours) or full is None or pd.isna(full):
+        if pd.isna(r.ours):
+            out.append(Claim("G-Retriever", claim, "not testable here", f"{r.ablation}: not run", src, d,
+                             "g_retriever", r.method))
             continue
-        flags.append(r.ours < full)
-        ev.append(f"{r.ablation}: {r.ours:g} vs full {full:g}")
-    missing = [r.ablation for r in df[df.method != "g_retriever"].itertuples() if pd.isna(r.ours)]
-    verdict = _verdict(flags)
-    if missing and verdict == "reproduced":
-        verdict = "partly"  # holds for every ablation run, but not all were run
-    if missing:
-        ev.append("not run: " + ", ".join(missing))
-    out = [Claim("G-Retriever", "Every ablated component matters: each ablation scores below the full model (Table 6)",
-                 verdict, "; ".join(ev) or "ablation rows missing", src)]
+        out.append(paired_claim("G-Retriever", f"{claim}: {r.ablation}", d, _runs_dir(root), f"{d}-g_retriever-seed0",
+                                f"{d}-{r.method}-seed0", src, "g_retriever", r.method))
     t10 = t.get("07_ablations/table10")
     if t10 is not None and len(t10) > 1:
-        best = t10.loc[t10.test.idxmax()]
-        chosen = t10[t10.chosen] if "chosen" in t10 else t10.iloc[:0]
-        ev = f"best test k={best.k:g} ({best.test:g}); chosen on validation: " + \
-             (", ".join(f"k={r.k:g}, C_e={r.C_e:g} -> test {r.test:g}" for r in chosen.itertuples()) or "none")
-        out.append(Claim("G-Retriever", "A larger k than the default helps (Table 10: k = 10 best)",
-                         "reproduced" if best.k > t10.k.min() else "not reproduced", ev, "07_ablations/table10.csv"))
+        big, small = t10.loc[t10.k.idxmax()], t10.loc[t10.k.idxmin()]
+        c = paired_claim("G-Retriever", "A larger k than the default helps (Table 10: k = 10 beats k = 3)", d,
+                         _runs_dir(root), big["name"], small["name"], "07_ablations/table10.csv",
+                         f"k={big.k:g}", f"k={small.k:g}")
+        if "chosen" in t10 and t10.chosen.any():
+            c.evidence += "; chosen on validation: k=" + ", ".join(f"{r.k:g}" for r in t10[t10.chosen].itertuples())
+        out.append(c)
     return out
 
 
-def _gnn_rag_claims(t: dict) -> list[Claim]:
-    df = t.get("04_gnn_rag/retrievers")
-    src = "04_gnn_rag/retrievers.csv"
-    if df is None:
-        return [Claim("GNN-RAG", c, "not testable here", "notebook 04 has not run", src)
-                for c in ("GNN-RAG beats the plain LLM", "Retrieval augmentation (GNN + RoG) helps")]
-    hit = {(r.dataset, r.retriever): r.Hit for r in df.itertuples()}
+def _gnn_rag_claims(t: dict, root: Path | None) -> list[Claim]:
+    from .stats import compare, verdict
+
+    src = "04_gnn_rag/predictions.jsonl"
+    path = None if root is None else Path(root) / src
+    specs = (("GNN-RAG beats the plain LLM (Hit; Tables 2, 4)", "gnn", "none"),
+             ("Retrieval augmentation helps: GNN + RoG beats GNN alone (Hit; Table 4)", "gnn+rog", "gnn"))
+    if path is None or not path.is_file():
+        return [Claim("GNN-RAG", c, "not testable here", "notebook 04 has not run", src) for c, _, _ in specs]
+    preds = pd.read_json(path, lines=True)
     out = []
-    for claim, a, b in (("GNN-RAG beats the plain LLM (Hit; Tables 2, 4)", "gnn", "none"),
-                        ("Retrieval augmentation helps: GNN + RoG beats GNN alone (Hit; Table 4)", "gnn+rog", "gnn")):
-        flags, ev = [], []
-        for d in df.dataset.unique():
-            if (d, a) in hit and (d, b) in hit:
-                flags.append(hit[(d, a)] > hit[(d, b)])
-                ev.append(f"{d}: {hit[(d, a)]:g} vs {hit[(d, b)]:g}")
-        out.append(Claim("GNN-RAG", claim, _verdict(flags), "; ".join(ev), src))
+    for claim, a, b in specs:
+        for d in preds.dataset.unique():
+            pa = preds[(preds.dataset == d) & (preds.retriever == a)].set_index("index").hit
+            pb = preds[(preds.dataset == d) & (preds.retriever == b)].set_index("index").hit
+            common = pa.index.intersection(pb.index)
+            if not len(common):
+                continue
+            r = compare(pa.loc[common].to_numpy(), pb.loc[common].to_numpy())
+            sa, sb = 100 * r["score_a"], 100 * r["score_b"]
+            out.append(Claim("GNN-RAG", claim, verdict(r["diff"], r["p"]),
+                             f"{a} {sa:.4g} vs {b} {sb:.4g} on the same {r['n']} questions, p = {r['p']:.3g} ({r['test']})",
+                             src, d, a, b, round(sa, 4), round(sb, 4), r["n"], float(f"{r['p']:.4g}"), r["test"]))
     return out
 
 
-def claims(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """One row per paper claim: paper, claim, verdict, the numbers behind it, and the file they come from."""
-    rows = _table3_claims(tables) + _efficiency_claims(tables) + [_hallucination_claim(tables)] + \
-        _ablation_claims(tables) + _gnn_rag_claims(tables)
-    return pd.DataFrame([r.__dict__ for r in rows])
+def claims(tables: dict[str, pd.DataFrame], root: str | Path | None = None) -> pd.DataFrame:
+    """One row per paper claim and dataset: the verdict, both scores, n, the paired p-value, and the file.
+
+    ``root`` (``outputs/<preset>``) gives the run directories and per-question predictions the paired tests need;
+    without it every comparison is ``not testable here``. A comparison is ``reproduced`` only when it goes the
+    paper's way and p < 0.05, ``contradicted`` when significant the other way, ``not significant`` otherwise.
+    """
+    root = None if root is None else Path(root)
+    rows = _table3_claims(tables, root) + _efficiency_claims(tables) + [_hallucination_claim(tables)] + \
+        _ablation_claims(tables, root) + _gnn_rag_claims(tables, root)
+    cols = ["paper", "claim", "dataset", "verdict", "system_a", "system_b", "score_a", "score_b", "n", "p", "test",
+            "evidence", "source"]
+    return pd.DataFrame([r.__dict__ for r in rows])[cols]
 
 
 def figures(root: str | Path) -> list[Path]:

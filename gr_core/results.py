@@ -31,9 +31,10 @@ PAPER_COLUMN = {"explagraphs": "explagraphs", "clevr": "scene_graphs", "gqa_micr
                 "webqsp": "webqsp", "webqsp_full": "webqsp", "metaqa": None}
 METRIC_NAME = {"explagraphs": "accuracy", "clevr": "accuracy (substring)", "gqa_micro": "accuracy (substring)",
                "webqsp": "Hit (%)", "webqsp_full": "Hit (%)", "metaqa": "Hit (%)"}
-METHOD_ORDER = ["question_only", "zero_shot", "zero_cot", "cot_bag", "kaping", "prompt_tuning", "graph_token",
-                "g_retriever", "lora", "g_retriever_lora"]
-SETTING = {m: "inference-only" for m in METHOD_ORDER[:5]} | {m: "frozen LLM w/ PT" for m in METHOD_ORDER[5:8]} | \
+METHOD_ORDER = ["majority", "negation_parity", "gnn_classifier", "question_only", "zero_shot", "zero_cot", "cot_bag",
+                "kaping", "prompt_tuning", "graph_token", "g_retriever", "lora", "g_retriever_lora"]
+SETTING = {m: "no LLM (reference)" for m in METHOD_ORDER[:3]} | \
+          {m: "inference-only" for m in METHOD_ORDER[3:8]} | {m: "frozen LLM w/ PT" for m in METHOD_ORDER[8:11]} | \
           {"lora": "tuned LLM", "g_retriever_lora": "tuned LLM"}
 
 
@@ -47,25 +48,68 @@ def _fmt(mean: float, std: float | None, digits: int) -> str:
     return f"{mean:.{digits}f}" if std is None or np.isnan(std) else f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
-def table3(runs: pd.DataFrame) -> pd.DataFrame:
+def question_scores(runs_dir: str | Path, name: str, key: str = "score") -> pd.Series:
+    """One run's per-question ``key`` (from ``predictions.jsonl``), indexed by question id in file order."""
+    import json
+
+    with open(Path(runs_dir) / name / "predictions.jsonl", encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh if line.strip()]
+    return pd.Series([float(r.get(key, float("nan"))) for r in rows], index=[str(r["id"]) for r in rows], name=name)
+
+
+def paired(runs_dir: str | Path, name_a: str, name_b: str, binary: bool = True) -> dict:
+    """Run ``name_a`` against ``name_b`` on the same test questions (:func:`gr_core.stats.compare`).
+
+    Runs scored on different question sets are never compared: the result then has ``p = nan`` and a ``note``.
+    """
+    from .stats import compare
+
+    try:
+        a, b = question_scores(runs_dir, name_a), question_scores(runs_dir, name_b)
+    except FileNotFoundError as err:
+        return {"n": 0, "p": float("nan"), "diff": float("nan"), "note": f"missing predictions: {err.filename}"}
+    if list(a.index) != list(b.index):
+        return {"n": 0, "p": float("nan"), "diff": float("nan"),
+                "note": f"different test questions ({len(a)} vs {len(b)}): not compared"}
+    return compare(a.to_numpy(), b.to_numpy(), binary=binary)
+
+
+def table3(runs: pd.DataFrame, runs_dir: str | Path | None = None, reference: str = "zero_shot") -> pd.DataFrame:
     """Long Table 3: per (dataset, method), our mean ± std over seeds next to the paper's value.
 
-    Columns: dataset, setting, method, metric, seeds, n_test, ours_mean, ours_std, ours, paper_mean, paper_std,
+    With ``runs_dir`` each row also gets the Wilson 95% interval of the first seed's score over its ``n_test``
+    questions (``ci_low``, ``ci_high``, on the score's scale) and ``p_vs_zero_shot``, the exact McNemar p-value of
+    that run against the ``reference`` method's run on the same questions (NaN when the question sets differ).
+
+    Columns: dataset, setting, method, metric, seeds, n_test, ours_mean, ours_std, ours, ci_low, ci_high,
+    valid_answers (ExplaGraphs: share of answers that are exactly a label), p_vs_zero_shot, paper_mean, paper_std,
     paper (the paper's column: SceneGraphs for CLEVR/GQA; none for MetaQA).
     """
     if runs.empty:
         return pd.DataFrame()
     rows = []
     for (dataset, method), g in runs.groupby(["dataset", "method"], sort=False):
+        g = g.sort_values("seed")
         scores = g["score"].astype(float).to_numpy()
         mean, std = float(scores.mean()), float(scores.std(ddof=1)) if len(scores) > 1 else float("nan")
         digits = 2 if METRIC_NAME.get(dataset, "").endswith("(%)") else 4
+        n = int(g["num_test"].iloc[0])
+        low, high = score_interval(dataset, float(scores[0]), n)
         col = PAPER_COLUMN.get(dataset)
         p_mean, p_std = PAPER_TABLE3.get(method, {}).get(col, (None, None)) if col else (None, None)
+        p_ref = float("nan")
+        if runs_dir is not None and method != reference:
+            ref = runs[(runs.dataset == dataset) & (runs.method == reference) & (runs.seed == g["seed"].iloc[0])]
+            if len(ref):
+                p_ref = paired(runs_dir, g["name"].iloc[0], ref["name"].iloc[0])["p"]
+        valid = g["valid"].iloc[0] if "valid" in g and pd.notna(g["valid"].iloc[0]) else None
         rows.append({"dataset": dataset, "setting": SETTING.get(method, ""), "method": method,
                      "metric": METRIC_NAME.get(dataset, "score"), "seeds": len(scores),
-                     "n_test": int(g["num_test"].iloc[0]), "ours_mean": round(mean, 4),
+                     "n_test": n, "ours_mean": round(mean, 4),
                      "ours_std": None if np.isnan(std) else round(std, 4), "ours": _fmt(mean, std, digits),
+                     "ci_low": low, "ci_high": high,
+                     "valid_answers": None if valid is None else round(float(valid), 4),
+                     "p_vs_zero_shot": None if np.isnan(p_ref) else float(f"{p_ref:.4g}"),
                      "paper_mean": p_mean, "paper_std": p_std,
                      "paper": "" if p_mean is None else _fmt(p_mean, p_std, digits)})
     out = pd.DataFrame(rows)
@@ -91,6 +135,24 @@ def efficiency(runs: pd.DataFrame) -> pd.DataFrame:
     if runs.empty:
         return pd.DataFrame()
     return runs.groupby(["dataset", "method"], sort=False)[cols].mean(numeric_only=True).round(2).reset_index()
+
+
+def confusion(runs_dir: str | Path, name: str, labels=("support", "counter")) -> pd.DataFrame:
+    """Gold label (rows) x answered label (columns) of one classification run; answers that are no label count
+    under ``other`` (the first label named in the answer decides, as the ExplaGraphs metric does)."""
+    import json
+    import re
+
+    pattern = re.compile("|".join(map(re.escape, labels)), re.IGNORECASE)
+    table = pd.DataFrame(0, index=list(labels), columns=[*labels, "other"])
+    with open(Path(runs_dir) / name / "predictions.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            r = json.loads(line)
+            m = pattern.search(r["prediction"])
+            gold = r["answers"][0].strip().lower()
+            table.loc[gold, m.group(0).lower() if m else "other"] += 1
+    table.index.name, table.columns.name = "gold", "answered"
+    return table
 
 
 def sample_predictions(runs_dir: str | Path, names, k: int = 2) -> pd.DataFrame:
@@ -123,6 +185,18 @@ PAPER_TABLE8 = {"Llama-2-7b": 70.49, "Llama-2-13b": 75.58}  # SPEC.md §3.8, Web
 PAPER_TABLE10 = {3: 69.77, 5: 70.63, 10: 72.48, 20: 70.39}  # SPEC.md §3.10, WebQSP Hit@1 (fractions x 100)
 
 
+def score_interval(dataset: str, score: float | None, n: int | None) -> tuple[float | None, float | None]:
+    """The Wilson 95% interval of a run's score on its ``n`` test questions, on the score's own scale
+    (fractions for accuracy datasets, percent for KGQA Hit)."""
+    from .stats import wilson_interval
+
+    if score is None or not n or score != score:
+        return None, None
+    scale = 100.0 if METRIC_NAME.get(dataset, "").endswith("(%)") else 1.0
+    low, high = wilson_interval(score / scale * n, int(n))
+    return round(low * scale, 4), round(high * scale, 4)
+
+
 def by_name(runs: pd.DataFrame) -> dict[str, dict]:
     """Run metrics keyed by run name."""
     return {r["name"]: r for r in runs.to_dict("records")}
@@ -138,9 +212,10 @@ def table6(runs: pd.DataFrame, dataset: str = "webqsp", seed: int = 0) -> pd.Dat
         ours = None if r is None else float(r["score"])
         drop = None if ours is None or full is None or not full["score"] else 100 * (float(full["score"]) - ours) / float(full["score"])
         paper = PAPER_TABLE6[method]
+        low, high = score_interval(dataset, ours, None if r is None else r["num_test"])
         rows.append({"dataset": dataset, "method": method, "ablation": label, "ours": ours,
                      "ours_drop_%": None if drop is None else round(drop, 2), "n_test": None if r is None else r["num_test"],
-                     "paper": paper, "paper_drop_%": round(100 * (70.49 - paper) / 70.49, 2)})
+                     "ci_low": low, "ci_high": high, "paper": paper, "paper_drop_%": round(100 * (70.49 - paper) / 70.49, 2)})
     return pd.DataFrame(rows)
 
 
@@ -168,8 +243,10 @@ def k_sweep_table(runs_dir: str | Path, names: list[str]) -> pd.DataFrame:
         cfg, m = read_json(d / "config.json"), read_json(d / "metrics.json")
         hist = read_json(d / "history.json") if (d / "history.json").is_file() else []
         k, ce = cfg["model"].get("top_k"), cfg["model"].get("edge_cost")
+        low, high = score_interval(m["dataset"], float(m["score"]), m["num_test"])
         rows.append({"name": name, "k": k, "C_e": ce, "best_val_loss": min((h["val_loss"] for h in hist), default=None),
-                     "test": float(m["score"]), "n_test": m["num_test"], "mean_prompt_tokens": m["mean_prompt_tokens"],
+                     "test": float(m["score"]), "n_test": m["num_test"], "ci_low": low, "ci_high": high,
+                     "mean_prompt_tokens": m["mean_prompt_tokens"],
                      "paper (Hit@1, C_e unstated)": PAPER_TABLE10.get(k)})
     out = pd.DataFrame(rows)
     if len(out) and out.best_val_loss.notna().any():

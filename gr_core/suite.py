@@ -80,6 +80,7 @@ def run_suite(preset: str, notebooks_dir: Path | None = None, only: list[str] | 
         logging.basicConfig(level=logging.INFO, format="%(message)s")
     notebooks = find_notebooks(notebooks_dir, only)
     results, failed = [], False
+    previous = _previous_seconds(out_dir / "suite.json")
     total_start = time.perf_counter()
     for i, nb in enumerate(notebooks, 1):
         if failed and not keep_going:
@@ -87,7 +88,8 @@ def run_suite(preset: str, notebooks_dir: Path | None = None, only: list[str] | 
             continue
         params = notebook_parameters(preset, nb.stem, overrides)
         target = out_dir / "notebooks" / nb.name
-        print(f"[{i}/{len(notebooks)}] {nb.name}  parameters={params}", flush=True)
+        print(f"[{i}/{len(notebooks)}] {nb.name}  {progress_line(time.perf_counter() - total_start, notebooks[i - 1:], previous)}"
+              f"\n      parameters={params}", flush=True)
         start = time.perf_counter()
         record = {"notebook": nb.name, "output": str(target.relative_to(root)) if target.is_relative_to(root) else str(target),
                   "parameters": params}
@@ -111,14 +113,51 @@ def run_suite(preset: str, notebooks_dir: Path | None = None, only: list[str] | 
                   file=sys.stderr, flush=True)
         results.append(record)
     counts = {s: sum(r["status"] == s for r in results) for s in ("passed", "failed", "skipped")}
-    summary = {"preset": preset, "notebooks": results, "counts": counts,
-               "seconds": round(time.perf_counter() - total_start, 1), "environment": environment_record()}
+    seconds = round(time.perf_counter() - total_start, 1)
+    summary = {"preset": preset, "notebooks": results, "counts": counts, "seconds": seconds,
+               "environment": environment_record()}
+    if not only:  # the whole suite ran: its time is the suite's total (a partial run never replaces it)
+        summary["total_seconds"] = seconds
     write_json(out_dir / "suite.json", _merge_previous(out_dir / "suite.json", summary) if only else summary)
+    print(f"suite {preset}: {_minutes(seconds)} in all", flush=True)
     return summary
 
 
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def _previous_seconds(path: Path) -> dict[str, float]:
+    """Seconds per notebook of the last run recorded in ``suite.json`` (passed notebooks only)."""
+    try:
+        previous = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return {r["notebook"]: float(r["seconds"]) for r in previous.get("notebooks", [])
+            if r.get("status") == "passed" and "seconds" in r}
+
+
+def progress_line(elapsed: float, remaining: list[Path], previous: dict[str, float]) -> str:
+    """``elapsed 3.2 min, about 41 min left`` from the last run's time of each remaining notebook.
+
+    Notebooks the last run did not time are named instead of guessed (their time is unknown, and a run reusing
+    cached results is faster than a cold one, so the estimate is an upper bound only when the caches are empty).
+
+    >>> progress_line(90, [Path("01_a.ipynb"), Path("02_b.ipynb")], {"01_a.ipynb": 120.0})
+    'elapsed 1.5 min, about 2.0 min left (no earlier time for 02_b)'
+    """
+    known = [previous[nb.name] for nb in remaining if nb.name in previous]
+    unknown = [nb.stem for nb in remaining if nb.name not in previous]
+    line = f"elapsed {_minutes(elapsed)}"
+    if known:
+        line += f", about {_minutes(sum(known))} left"
+    if unknown:
+        line += f" ({'no earlier time for ' + ', '.join(unknown)})" if known else f", no earlier time for {', '.join(unknown)}"
+    return line
+
+
 def _merge_previous(path: Path, summary: dict) -> dict:
-    """With ``--only``, keep the other notebooks' records of the previous run (marked as such)."""
+    """With ``--only``, keep the other notebooks' records and the whole-suite ``total_seconds`` of the previous run."""
     if not path.is_file():
         return summary
     try:
@@ -127,7 +166,11 @@ def _merge_previous(path: Path, summary: dict) -> dict:
         return summary
     ran = {r["notebook"] for r in summary["notebooks"]}
     kept = [dict(r, from_previous_run=True) for r in previous.get("notebooks", []) if r["notebook"] not in ran]
-    return dict(summary, notebooks=sorted(summary["notebooks"] + kept, key=lambda r: r["notebook"]))
+    merged = dict(summary, notebooks=sorted(summary["notebooks"] + kept, key=lambda r: r["notebook"]))
+    if "total_seconds" in previous:
+        merged["total_seconds"] = previous["total_seconds"]
+        merged["total_seconds_from"] = previous.get("total_seconds_from", previous.get("environment", {}).get("git_commit"))
+    return merged
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,7 +188,6 @@ def main(argv: list[str] | None = None) -> int:
     summary = run_suite(args.preset, args.notebooks_dir, args.only, dict(args.param),
                         args.keep_going, args.log_output, args.cell_timeout)
     c = summary["counts"]
-    print(f"suite {args.preset}: {summary['seconds']} s")
     print(f"{c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped")
     return 1 if c["failed"] else 0
 

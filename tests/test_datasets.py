@@ -108,6 +108,15 @@ def test_metaqa_split_trains_on_dev_and_tests_on_official_test():
     assert len(split["test"]) == 14872 and len(split["train"]) + len(split["val"]) == 14872
     assert len(split["val"]) == 1487 and not set(split["train"]) & set(split["val"])
     assert all(records[i].graph_id.startswith("2-hop/qa_test") for i in split["test"])
+    assert sorted(split["test"]) == list(range(14872, 2 * 14872))
+
+
+def test_metaqa_first_questions_of_every_split_mix_question_types():
+    """The files are grouped by type: the first 326 questions in file order are all actor_to_movie (1-hop)."""
+    records, _, _, notes = D.build_metaqa(hops=1)
+    for name, idx in notes["split"].items():
+        types = {records[i].extra["qtype"] for i in idx[:326]}
+        assert len(types) >= 8, (name, types)  # MetaQA 1-hop has 13 types
 
 
 def test_metaqa_unknown_topic_entity_is_named_or_skipped_and_counted(metaqa_kb, tmp_path):

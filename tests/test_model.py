@@ -193,3 +193,40 @@ def test_trainable_state_round_trips_including_batchnorm_statistics(tiny_llm_dir
     assert all(torch.equal(other.trainable_state()[k], v) for k, v in state.items())
     with pytest.raises(KeyError, match="checkpoint lacks"):
         other.load_trainable_state({})
+
+
+@pytest.mark.parametrize("norm", ["batch", "rms"])
+def test_graph_token_norm_options_put_the_graph_token_at_an_ordinary_tokens_scale(tiny_llm_dir, norm):
+    model = _model(tiny_llm_dir, graph_token_norm=norm)
+    batch = model.collate([_example(1), _example(2, seed=1), _example(3, seed=2)], with_label=False)
+    soft = model.soft_tokens(batch)  # (B, 1, d)
+    assert soft.shape == (3, 1, model.d_llm)
+    if norm == "rms":
+        assert torch.allclose(soft.norm(dim=-1), model.token_norm.expand(3, 1), atol=1e-4)
+    else:  # standardized across the batch, then scaled by the embeddings' per-feature std
+        assert torch.allclose(soft.mean(0), torch.zeros(1, model.d_llm), atol=1e-4)
+    assert any(k.startswith("token_bn.") for k in model.trainable_state()) == (norm == "batch")
+    with pytest.raises(ValueError, match="graph_token_norm"):
+        ModelConfig(graph_token_norm="layer")
+
+
+def test_an_empty_system_prompt_drops_the_templates_default(tiny_llm_dir):
+    default, empty = _model(tiny_llm_dir), _model(tiny_llm_dir, system_prompt="")
+    text = default.tokenizer.decode(default.template.prefix)
+    assert "You are a helpful AI assistant" in text
+    assert "You are a helpful" not in empty.tokenizer.decode(empty.template.prefix)
+    assert len(default.template.prefix) - len(empty.template.prefix) == 16  # SmolLM2's system prompt
+    assert empty.template.suffix == default.template.suffix
+
+
+def test_each_graphs_token_lands_in_its_own_example(tiny_llm_dir):
+    model = _model(tiny_llm_dir).eval()
+    examples = [_example(1), _example(4, seed=1), _example(2, seed=2)]  # different lengths: different left padding
+    batch = model.collate(examples, with_label=False)
+    with torch.no_grad():
+        soft = model.soft_tokens(batch)  # (3, 1, d)
+        embeds = model.embed(batch)
+    for b in range(3):
+        (pos,) = batch.slot_mask[b].nonzero().flatten().tolist()
+        assert torch.equal(embeds[b, pos], soft[b, 0])
+    assert not torch.allclose(soft[0], soft[1])  # the graphs differ, so do their tokens

@@ -155,7 +155,9 @@ def test_report_notebook_judges_every_claim(smoke_outputs):
     out = smoke_outputs / "08_report"
     summary = json.loads((out / "summary.json").read_text())
     verdicts = {c["claim"]: c["verdict"] for c in summary["claims"]}
-    assert len(verdicts) >= 8 and set(verdicts.values()) <= {"reproduced", "partly", "not reproduced", "not testable here"}
+    assert len(verdicts) >= 8 and set(verdicts.values()) <= {"reproduced", "contradicted", "not significant", "partly",
+                                                             "not reproduced", "not testable here"}
+    assert all("n" in c and "p" in c for c in summary["claims"])
     assert "03_training/table3" in summary["tables"] and "07_ablations/table6" in summary["tables"]
     report = (out / "report.md").read_text()
     assert report.startswith("# Results report: preset `smoke`") and "## GR Table 5: hallucination" in report

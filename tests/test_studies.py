@@ -126,26 +126,54 @@ def _write(root, rel, df):
     df.to_csv(path, index=False)
 
 
-def test_report_judges_claims_from_the_files_only(tmp_path):
-    assert set(claims(load_tables(tmp_path)).verdict) == {"not testable here"}  # nothing run yet
+def _run(root, name, correct):
+    """A run directory with per-question right (1) / wrong (0) answers on questions q0, q1, ..."""
+    d = root / "runs" / name
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "predictions.jsonl").write_text("".join(json.dumps({"id": f"q{i}", "score": float(c)}) + "\n"
+                                                 for i, c in enumerate(correct)))
+
+
+def test_report_judges_claims_by_paired_tests(tmp_path):
+    assert set(claims(load_tables(tmp_path), tmp_path).verdict) == {"not testable here"}  # nothing run yet
     _write(tmp_path, "03_training/table3.csv", pd.DataFrame({
         "dataset": ["webqsp"] * 4 + ["explagraphs"] * 2,
         "method": ["prompt_tuning", "graph_token", "g_retriever", "g_retriever_lora", "graph_token", "g_retriever"],
         "ours_mean": [20.0, 30.0, 40.0, 35.0, 0.6, 0.5]}))
-    _write(tmp_path, "04_gnn_rag/retrievers.csv", pd.DataFrame({
-        "dataset": ["webqsp"] * 3, "retriever": ["none", "gnn", "gnn+rog"], "Hit": [10.0, 48.0, 48.0]}))
+    n = 40
+    _run(tmp_path, "webqsp-g_retriever-seed0", [1] * 30 + [0] * 10)
+    _run(tmp_path, "webqsp-graph_token-seed0", [1] * 5 + [0] * 35)          # 25 discordant, all for G-Retriever
+    _run(tmp_path, "webqsp-prompt_tuning-seed0", [1] * 28 + [0] * 12)       # 2 discordant: not significant
+    _run(tmp_path, "webqsp-g_retriever_lora-seed0", [1] * 31 + [0] * 9)
+    _run(tmp_path, "explagraphs-g_retriever-seed0", [0] * n)
+    _run(tmp_path, "explagraphs-graph_token-seed0", [1] * 20 + [0] * 20)    # significant the other way
+    c = claims(load_tables(tmp_path), tmp_path)
+    row = {(r.claim.split(" (")[0], r.dataset): r for r in c.itertuples()}
+    gt = row[("G-Retriever beats GraphToken", "webqsp")]
+    assert (gt.verdict, gt.score_a, gt.score_b, gt.n) == ("reproduced", 75.0, 12.5, 40) and gt.p < 1e-6
+    assert row[("G-Retriever beats prompt tuning", "webqsp")].verdict == "not significant"
+    assert row[("G-Retriever beats GraphToken", "explagraphs")].verdict == "contradicted"
+    assert row[("LoRA helps: G-Retriever w/ LoRA beats G-Retriever", "webqsp")].p == 1.0
+    # rows scored on different questions are never compared
+    _run(tmp_path, "webqsp-graph_token-seed0", [1] * 10)
+    gt = claims(load_tables(tmp_path), tmp_path).query("dataset == 'webqsp'").iloc[0]
+    assert gt.verdict == "not testable here" and "different test questions" in gt.evidence
+    preds = [{"dataset": "webqsp", "retriever": r, "index": i, "hit": float(h)}
+             for r, hits in (("none", [0] * 30), ("gnn", [1] * 20 + [0] * 10), ("gnn+rog", [1] * 20 + [0] * 10))
+             for i, h in enumerate(hits)]
+    (tmp_path / "04_gnn_rag").mkdir()
+    (tmp_path / "04_gnn_rag" / "predictions.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
     _write(tmp_path, "05_hallucination/table5_all_levels.csv", pd.DataFrame({
         "dataset": ["clevr", "clevr"], "system": ["graph_token", "g_retriever"], "level": ["normalized"] * 2,
         "citing_%": [0.0, 1.0], "fully_valid_%": [0.0, 1.0]}))
-    c = claims(load_tables(tmp_path)).set_index("claim")
-    verdict = {k.split(" (")[0].split(":")[0]: v for k, v in c.verdict.items()}
-    assert verdict["G-Retriever beats prompt tuning and GraphToken"] == "partly"  # webqsp yes, explagraphs no
-    assert verdict["LoRA helps"] == "not reproduced"
+    c = claims(load_tables(tmp_path), tmp_path)
+    verdict = {r.claim.split(" (")[0].split(":")[0]: r.verdict for r in c.itertuples()}
     assert verdict["GNN-RAG beats the plain LLM"] == "reproduced"
-    assert verdict["Retrieval augmentation helps"] == "not reproduced"  # a tie is not a win
-    hall = c[c.index.str.startswith("Hallucination")].iloc[0]
+    assert verdict["Retrieval augmentation helps"] == "not significant"  # a tie is not a win
+    hall = c[c.claim.str.startswith("Hallucination")].iloc[0]
     assert hall.verdict == "not testable here" and "do both systems cite" in hall.evidence
-    md = to_markdown(load_tables(tmp_path), claims(load_tables(tmp_path)), "toy")
+    assert {"n", "p", "score_a", "score_b"} <= set(c.columns)
+    md = to_markdown(load_tables(tmp_path), c, "toy")
     assert "## GR Table 3: main results" in md and "`outputs/toy/03_training/table3.csv`" in md
     assert "## Not found" in md and "07_ablations/table6.csv" in md
 

@@ -68,3 +68,24 @@ def test_only_runs_merge_into_the_previous_summary(toy_suite):
     names = [(n["notebook"], n.get("from_previous_run", False)) for n in summary["notebooks"]]
     assert names == [("00_first.ipynb", False), ("01_breaks.ipynb", True), ("02_after.ipynb", True)]
     assert summary["counts"] == {"passed": 1, "failed": 0, "skipped": 0}  # counts describe this run only
+
+
+def test_a_partial_run_keeps_the_whole_suites_total_and_prints_what_is_left(toy_suite):
+    first = _run_suite(toy_suite, "--keep-going")
+    total = json.loads((toy_suite / "out" / "smoke" / "suite.json").read_text())["total_seconds"]
+    assert "[1/3] 00_first.ipynb  elapsed 0 s, no earlier time for 00_first, 01_breaks, 02_after" in first.stdout
+    again = _run_suite(toy_suite, "--only", "00", "02")
+    # the second run knows the first run's times: elapsed and an estimate of what is left
+    assert "[1/2] 00_first.ipynb  elapsed 0 s, about " in again.stdout and " left" in again.stdout
+    summary = json.loads((toy_suite / "out" / "smoke" / "suite.json").read_text())
+    assert summary["total_seconds"] == total  # the partial run's own seconds do not replace the whole run's
+    assert "suite smoke:" in again.stdout
+
+
+def test_progress_line_estimates_from_the_last_run():
+    from pathlib import Path
+
+    from gr_core.suite import progress_line
+
+    assert progress_line(30, [Path("05_x.ipynb")], {"05_x.ipynb": 600.0}) == "elapsed 30 s, about 10.0 min left"
+    assert progress_line(0, [Path("05_x.ipynb")], {}) == "elapsed 0 s, no earlier time for 05_x"

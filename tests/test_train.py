@@ -8,6 +8,7 @@ import torch
 
 from gr_core.config import LLMConfig
 from gr_core.gnn import GNNConfig
+from gr_core.model import GraphLLM, method_config
 from gr_core.train import RunConfig, TrainConfig, length_batches, lr_at, make_run_config, run
 
 
@@ -59,6 +60,11 @@ def test_a_run_writes_its_directory_and_a_finished_run_is_reused(tiny_llm_dir, e
     stamp = (tmp_path / "r" / "metrics.json").stat().st_mtime_ns
     assert run(cfg, tmp_path / "r", ds=explagraphs) == metrics
     assert (tmp_path / "r" / "metrics.json").stat().st_mtime_ns == stamp
+    # the kept checkpoint, scored again, gives the run's own test score
+    from gr_core.train import score_checkpoint
+
+    again = score_checkpoint(tmp_path / "r", "best", splits=("test",), ds=explagraphs)
+    assert again["epoch"] == 0 and again["test"] == {"score": metrics["score"], "n": 3}
 
 
 def test_inference_only_methods_train_nothing(tiny_llm_dir, explagraphs, tmp_path):
@@ -137,3 +143,31 @@ def test_kaping_examples_hold_the_top_k_triples_as_desc(explagraphs):
     for e in ex:
         edges = e.desc.split("\n\n")[1].strip().splitlines()
         assert edges[0] == "src,edge_attr,dst" and len(edges) - 1 == 2
+
+
+def test_warmup_fraction_and_graph_lr_scale_the_schedule(tiny_llm_dir):
+    from gr_core.train import param_groups
+
+    cfg = TrainConfig(lr=1e-3, num_epochs=2, warmup_fraction=0.1, min_lr=0.0)
+    # 10 steps per epoch: the warm-up is the first 2 of 20 steps, then the half cosine
+    assert lr_at(0, 10, cfg) == pytest.approx(1e-3 * 0.1 / 0.2)
+    assert lr_at(1, 10, cfg) == pytest.approx(1e-3)
+    assert lr_at(19, 10, cfg) == pytest.approx(0.0, abs=1e-12)
+    model = GraphLLM(method_config("g_retriever_lora", llm=LLMConfig(model=tiny_llm_dir),
+                                   gnn=GNNConfig(hidden=16, num_layers=2, heads=2)), in_dim=8)
+    groups = param_groups(model, TrainConfig(lr=1e-4, graph_lr=1e-3))
+    graph, lora = groups
+    assert graph["lr_scale"] == pytest.approx(10.0) and lora["lr_scale"] == 1.0
+    names = {id(p): n for n, p in model.named_parameters()}
+    assert all(names[id(p)].startswith(("gnn.", "projector.")) for p in graph["params"])
+    assert all("lora" in names[id(p)] for p in lora["params"])
+
+
+def test_new_options_at_their_defaults_keep_old_config_hashes():
+    cfg = make_run_config("explagraphs", "g_retriever")
+    d = cfg.to_dict()
+    assert "graph_token_norm" not in d["model"] and "system_prompt" not in d["model"]
+    assert "graph_lr" not in d["train"] and "warmup_fraction" not in d["train"]
+    changed = make_run_config("explagraphs", "g_retriever", system_prompt="", train=TrainConfig(warmup_fraction=0.1))
+    assert changed.to_dict()["model"]["system_prompt"] == "" and changed.to_dict()["train"]["warmup_fraction"] == 0.1
+    assert RunConfig.from_dict(changed.to_dict()) == changed
