@@ -185,12 +185,12 @@ PAPER_TABLE8 = {"Llama-2-7b": 70.49, "Llama-2-13b": 75.58}  # SPEC.md §3.8, Web
 PAPER_TABLE10 = {3: 69.77, 5: 70.63, 10: 72.48, 20: 70.39}  # SPEC.md §3.10, WebQSP Hit@1 (fractions x 100)
 
 
-def score_interval(dataset: str, score: float | None, n: int | None) -> tuple[float | None, float | None]:
+def score_interval(dataset: str | None, score: float | None, n: int | None) -> tuple[float | None, float | None]:
     """The Wilson 95% interval of a run's score on its ``n`` test questions, on the score's own scale
-    (fractions for accuracy datasets, percent for KGQA Hit)."""
+    (fractions for accuracy datasets, percent for KGQA Hit); ``(None, None)`` for an unknown dataset or no n."""
     from .stats import wilson_interval
 
-    if score is None or not n or score != score:
+    if score is None or not n or score != score or dataset not in METRIC_NAME:
         return None, None
     scale = 100.0 if METRIC_NAME.get(dataset, "").endswith("(%)") else 1.0
     low, high = wilson_interval(score / scale * n, int(n))
@@ -243,7 +243,7 @@ def k_sweep_table(runs_dir: str | Path, names: list[str]) -> pd.DataFrame:
         cfg, m = read_json(d / "config.json"), read_json(d / "metrics.json")
         hist = read_json(d / "history.json") if (d / "history.json").is_file() else []
         k, ce = cfg["model"].get("top_k"), cfg["model"].get("edge_cost")
-        low, high = score_interval(m["dataset"], float(m["score"]), m["num_test"])
+        low, high = score_interval(m.get("dataset") or cfg.get("dataset"), float(m["score"]), m["num_test"])
         rows.append({"name": name, "k": k, "C_e": ce, "best_val_loss": min((h["val_loss"] for h in hist), default=None),
                      "test": float(m["score"]), "n_test": m["num_test"], "ci_low": low, "ci_high": high,
                      "mean_prompt_tokens": m["mean_prompt_tokens"],

@@ -65,15 +65,21 @@ def test_quickstart_records_the_textualized_graph_and_a_scored_answer(smoke_outp
 def test_training_notebook_writes_run_directories_and_table3_from_them(smoke_outputs):
     summary = json.loads((smoke_outputs / "03_training" / "summary.json").read_text())
     names = {r["name"] for r in summary["runs"]}
+    references = {"explagraphs-majority-seed0", "explagraphs-negation_parity-seed0", "explagraphs-gnn_classifier-seed0"}
     assert names == {"explagraphs-zero_shot-seed0", "explagraphs-g_retriever-seed0",
-                     "explagraphs-g_retriever_lora-seed0", "webqsp-g_retriever-seed0"}
+                     "explagraphs-g_retriever_lora-seed0", "webqsp-g_retriever-seed0"} | references
     for name in names:
         run_dir = smoke_outputs / "runs" / name
         metrics = json.loads((run_dir / "metrics.json").read_text())
         assert metrics["num_test"] == 8 and (run_dir / "config.json").is_file() and (run_dir / "env.json").is_file()
         assert len((run_dir / "predictions.jsonl").read_text().splitlines()) == 8
-        assert (run_dir / "history.json").is_file() == (metrics["method"] != "zero_shot")
+        trained = name not in references and metrics["method"] != "zero_shot"
+        assert (run_dir / "history.json").is_file() == trained
     rows = {(r["dataset"], r["method"]): r for r in summary["table3"]}
+    gr = rows[("explagraphs", "g_retriever")]
+    assert gr["n_test"] == 8 and gr["ci_low"] <= gr["ours_mean"] <= gr["ci_high"] and 0 <= gr["p_vs_zero_shot"] <= 1
+    assert rows[("explagraphs", "majority")]["setting"] == "no LLM (reference)"
+    assert (smoke_outputs / "03_training" / "confusion.csv").is_file()
     assert rows[("explagraphs", "g_retriever")]["paper_mean"] == 0.8516
     assert rows[("webqsp", "g_retriever")]["paper_mean"] == 70.49
     assert (smoke_outputs / "03_training" / "table3.csv").is_file()

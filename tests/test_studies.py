@@ -72,7 +72,8 @@ def test_k_sweep_chooses_on_validation_loss(tmp_path):
         d = tmp_path / f"r{k}"
         d.mkdir()
         (d / "config.json").write_text(json.dumps({"model": {"top_k": k, "edge_cost": 0.5}}))
-        (d / "metrics.json").write_text(json.dumps({"score": test, "num_test": 10, "mean_prompt_tokens": 100.0}))
+        (d / "metrics.json").write_text(json.dumps({"dataset": "webqsp", "score": test, "num_test": 10,
+                                                    "mean_prompt_tokens": 100.0}))
         (d / "history.json").write_text(json.dumps([{"val_loss": val + 0.3}, {"val_loss": val}]))
     t = k_sweep_table(tmp_path, ["r3", "r10"]).set_index("k")
     assert t.chosen.tolist() == [False, True] and t.loc[10, "best_val_loss"] == 1.2  # chosen although test is lower
