@@ -140,8 +140,8 @@ def _previous_seconds(path: Path) -> dict[str, float]:
 def progress_line(elapsed: float, remaining: list[Path], previous: dict[str, float]) -> str:
     """``elapsed 3.2 min, about 41 min left`` from the last run's time of each remaining notebook.
 
-    Notebooks the last run did not time are named instead of guessed (their time is unknown, and a run reusing
-    cached results is faster than a cold one, so the estimate is an upper bound only when the caches are empty).
+    Notebooks the last run did not time are named instead of guessed. The estimate assumes this run costs what the
+    last one did: with warm caches or finished runs to reuse it is faster than a cold run, and the other way round.
 
     >>> progress_line(90, [Path("01_a.ipynb"), Path("02_b.ipynb")], {"01_a.ipynb": 120.0})
     'elapsed 1.5 min, about 2.0 min left (no earlier time for 02_b)'
