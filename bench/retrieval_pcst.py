@@ -14,7 +14,7 @@ timed producing the same outputs: the subgraph and its textualized desc.
   same ordered edge rows, same desc string): ``identical_fraction_compat``.
 - ``differs_fraction_official``: how often the official rule selects a different subgraph than PyG,
   with the cause recorded per case (PyG's "previous - c" cap makes later tie groups' prizes smaller,
-  or negative once the top group is large: PEERS.md §2.3).
+  or negative once the top group is large: docs/peers.md 4).
 - ``metaqa_2hop_median_s``: neighbourhood extraction from the 133,582-triple KB + PCST, per official
   2-hop test question.
 """
@@ -36,7 +36,7 @@ COMPAT = RetrievalConfig(3, 5, 0.5, prize_mode="pyg", similarity="cosine")
 
 
 def synthetic_graph(seed: int, n: int = 1371, m: int = 4252, dim: int = 1024, num_rel: int = 150):
-    """A seeded WebQSP-sized textual graph with embeddings and a query (PEERS.md §6.1's recipe: 1024-d, the
+    """A seeded WebQSP-sized textual graph with embeddings and a query (docs/peers.md's recipe: 1024-d, the
     width of the paper's all-roberta-large-v1; the real graphs carry our 384-d MiniLM embeddings)."""
     rng = np.random.default_rng(seed)
     hubs = rng.choice(n, size=20, replace=False)

@@ -5,12 +5,12 @@
 Both sides get the same LLM (the embedded SmolLM2-135M-Instruct, fp32, from the same HF directory), the
 same graph encoder (our Graph Transformer stack, deep-copied so both start from identical weights; PyG pools
 with its own scatter-mean), the same WebQSP questions with the same PCST subgraphs and desc strings, the same
-labels and batch size (PEERS.md §8.4). Each side runs its own pipeline as a user would:
+labels and batch size (docs/peers.md). Each side runs its own pipeline as a user would:
 
 - ours: length-bucketed batches, the LLM frozen, logits only at label positions, generation with the chat
   template and EOS stopping, length-sorted inference batches;
 - PyG as shipped: ``GRetriever(LLM(...), gnn)`` with the legacy prompt (no ``sys_prompt``, as its WebQSP
-  example), AdamW over every parameter that requires grad (the whole LLM: it is never frozen, PEERS.md
+  example), AdamW over every parameter that requires grad (the whole LLM: it is never frozen, docs/peers.md
   finding 4), batches in dataset order, ``inference`` at its default 128 new tokens and at our 32;
 - PyG with the LLM frozen by hand before building the optimizer (the fix its users must apply).
 

@@ -2,7 +2,7 @@
 
 Importing the package sets ``HF_HUB_OFFLINE=1`` unless the caller set it: every model is
 loaded from a local path, and huggingface_hub reads the variable once, at its own import
-(ECOSYSTEM.md §5.3). Export ``HF_HUB_OFFLINE=0`` before starting Python to allow hub ids.
+(docs/environment.md). Export ``HF_HUB_OFFLINE=0`` before starting Python to allow hub ids.
 """
 import os
 

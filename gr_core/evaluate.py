@@ -1,5 +1,5 @@
 """Metrics exactly as the references compute them (GR code ``src/utils/evaluate.py``; GNN-RAG
-``llm/src/qa_prediction/evaluate_results.py``; SPEC.md §1.11, §5.8), plus strict variants."""
+``llm/src/qa_prediction/evaluate_results.py``; docs/method.md §1.6, §3.4), plus strict variants."""
 from __future__ import annotations
 
 import re

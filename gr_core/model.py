@@ -1,4 +1,4 @@
-"""The soft-prompted LLM (GR paper §5.4, Eq. 9-12; GR code ``src/model/graph_llm.py``; SPEC.md §1.6-1.10).
+"""The soft-prompted LLM (GR paper §5.4, Eq. 9-12; GR code ``src/model/graph_llm.py``; docs/method.md §1.3-1.5).
 
 One module, :class:`GraphLLM`, whose parts are passed in by :class:`ModelConfig`:
 
@@ -20,7 +20,7 @@ With a chat model the prefix/suffix come from the tokenizer's own template (Smol
 soft tokens sit at the start of the user turn, where the GR code puts its graph token after ``[INST]``,
 and the label ends with the model's real EOS id (SmolLM2: ``<|im_end|>``). A model without a chat
 template gets the GR code's Llama-2 markers ``<s>[INST]`` ... ``[/INST]`` and ``</s>``. Both are
-documented deviations (SPEC.md §1.9) and fix PyG's ``[/s]`` label and misplaced soft token (PEERS.md §2.4).
+documented deviations (docs/method.md §1.4) and fix PyG's ``[/s]`` label and misplaced soft token (docs/peers.md 2-3).
 """
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ class ModelConfig:
         use_desc: put the textualized graph in the prompt.
         graph_source: which graph is textualized / encoded: ``pcst`` (the dataset's retrieval config; the whole
             graph for ExplaGraphs), ``full`` (no retrieval), ``kaping`` (top-k triples), ``none``.
-        instruction: ``""``, ``zero_cot`` or ``cot_bag`` (inference-only baselines, SPEC.md §2).
+        instruction: ``""``, ``zero_cot`` or ``cot_bag`` (inference-only baselines, docs/method.md §1.7).
         max_txt_len: desc token budget (GR code: 512; the question is never cut).
         kaping_k: triples for ``graph_source="kaping"`` (KAPING's default; the paper gives none).
         top_k: k = k_e of the PCST retrieval (GR Table 10's k); None keeps the dataset's defaults.
@@ -125,7 +125,7 @@ class ModelConfig:
         return cfg
 
 
-# Table 3 (and Table 12's question-only row) as configurations of the one model (GR paper App. B.2-B.3, SPEC.md §2).
+# Table 3 (and Table 12's question-only row) as configurations of the one model (GR paper App. B.2-B.3, docs/method.md §1.7).
 METHODS: dict[str, dict] = {
     "question_only": dict(use_desc=False, graph_source="none"),
     "zero_shot": dict(graph_source="full"),  # "textual graph + question": whole graph cut to 512 tokens
@@ -273,7 +273,7 @@ class GraphLLM(nn.Module):
             from .llm import load_llm
 
             llm, tokenizer = load_llm(cfg.llm)
-        llm.requires_grad_(False)  # frozen unless LoRA below (PyG's port never freezes, PEERS.md finding 4)
+        llm.requires_grad_(False)  # frozen unless LoRA below (PyG's port never freezes, docs/peers.md 1)
         if cfg.lora is not None:
             from peft import LoraConfig, get_peft_model
 
@@ -452,7 +452,7 @@ class GraphLLM(nn.Module):
         out = self.llm.generate(inputs_embeds=embeds, attention_mask=batch.attention_mask,
                                 max_new_tokens=max_new_tokens or self.cfg.llm.max_new_tokens, do_sample=False,
                                 eos_token_id=self.template.eos_id, pad_token_id=self.template.pad_id)
-        # transformers >= 5 returns only the new tokens when generating from inputs_embeds (ECOSYSTEM.md §5.2)
+        # transformers >= 5 returns only the new tokens when generating from inputs_embeds (docs/environment.md)
         return [t.strip() for t in self.tokenizer.batch_decode(out, skip_special_tokens=True)]
 
     @torch.inference_mode()

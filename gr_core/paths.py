@@ -2,7 +2,7 @@
 
 Every notebook, test and benchmark resolves paths through these functions and never
 through the current directory, because papermill, nbval and JupyterLab each start
-kernels in a different working directory (ECOSYSTEM.md §1.3).
+kernels in a different working directory (docs/environment.md).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Prompt strings per dataset (GR code ``src/dataset/*.py``; SPEC.md §1.9).
+"""Prompt strings per dataset (GR code ``src/dataset/*.py``; docs/method.md §1.4).
 
 The reference wraps ``desc + question`` in Llama-2 ``[INST]`` markers; with a chat model we
-use its own chat template instead (a documented deviation, SPEC.md §1.9).
+use its own chat template instead (a documented deviation, docs/method.md §1.4).
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def graph_prompt(desc: str, question: str) -> str:
     return desc + question
 
 
-# Inference-only baselines (GR paper App. B.2; the GR code has none of these, SPEC.md §2).
+# Inference-only baselines (GR paper App. B.2; the GR code has none of these, docs/method.md §1.7).
 ZERO_COT = "Let's think step by step."  # Kojima et al. 2022
 COT_BAG = "Let's construct a graph with the nodes and edges first."  # Wang et al. 2023 ("build-a-graph")
 
@@ -87,7 +87,7 @@ def label_for(dataset: str, answers: list[str]) -> str:
     return answers[0]
 
 
-# GNN-RAG's RAG prompt (Prompt A, the default; GNN-RAG code llm/; SPEC.md §5.5).
+# GNN-RAG's RAG prompt (Prompt A, the default; GNN-RAG code llm/; docs/method.md §3.3).
 GNN_RAG_INSTRUCTION = ("Based on the reasoning paths, please answer the given question. Please keep the answer as "
                        "simple as possible and return all the possible answers as a list.")
 
@@ -114,7 +114,7 @@ def gnn_rag_prompt(paths: list[str], question: str) -> str:
 
 
 # RoG's prompts: no-retrieval = ``PromptBuilder.SAQ_INSTRUCTION`` (RoG code ``src/qa_prediction/build_qa_input.py``);
-# planning = ``src/qa_prediction/gen_rule_path.py`` (SPEC.md §5.1).
+# planning = ``src/qa_prediction/gen_rule_path.py`` (docs/method.md §3.3).
 NO_RETRIEVAL_INSTRUCTION = ("Please answer the following questions. Please keep the answer as simple as possible and "
                             "return all the possible answer as a list.")
 ROG_PLANNING_PROMPT = ("Please generate a valid relation path that can be helpful for answering the following "

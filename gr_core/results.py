@@ -1,7 +1,7 @@
 """Tables built only from run directories (``outputs/<preset>/runs/<name>/metrics.json``).
 
-Table 3 (GR paper, v-final; SPEC.md §3.3a) sits beside ours: ExplaGraphs and SceneGraphs accuracy as
-fractions, WebQSP Hit in percent ("Hit@1" in the paper; SPEC.md §1.11). Our CLEVR column stands in for
+Table 3 (GR paper, final version) sits beside ours: ExplaGraphs and SceneGraphs accuracy as
+fractions, WebQSP Hit in percent ("Hit@1" in the paper; docs/method.md §1.6). Our CLEVR column stands in for
 SceneGraphs and MetaQA has no G-Retriever number (the paper does not use it).
 """
 from __future__ import annotations
@@ -170,19 +170,19 @@ def sample_predictions(runs_dir: str | Path, names, k: int = 2) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------- ablations (GR Tables 6, 7, 8, 10)
-# SPEC.md §3.6: WebQSP Hit@1, full model 70.49; "w/o graph encoder" = 10 trainable soft tokens = our prompt_tuning.
+# WebQSP Hit@1, full model 70.49; "w/o graph encoder" = 10 trainable soft tokens = our prompt_tuning.
 PAPER_TABLE6 = {"g_retriever": 70.49, "prompt_tuning": 54.62, "gr_wo_projector": 69.70, "gr_wo_text": 56.96,
                 "gr_wo_retrieval": 63.84}
 TABLE6_LABEL = {"g_retriever": "G-Retriever (full)", "prompt_tuning": "w/o graph encoder (10 soft tokens)",
                 "gr_wo_projector": "w/o projection layer", "gr_wo_text": "w/o textualized graph",
                 "gr_wo_retrieval": "w/o retrieval"}
-# SPEC.md §3.7 (v-final): WebQSP Hit@1, ExplaGraphs accuracy
+# WebQSP Hit@1, ExplaGraphs accuracy
 PAPER_TABLE7 = {"g_retriever_gcn": {"webqsp": 70.70, "explagraphs": 0.8394},
                 "g_retriever_gat": {"webqsp": 70.27, "explagraphs": 0.8430},
                 "g_retriever": {"webqsp": 70.49, "explagraphs": 0.8516}}
 TABLE7_LABEL = {"g_retriever_gcn": "GCN", "g_retriever_gat": "GAT", "g_retriever": "Graph Transformer"}
-PAPER_TABLE8 = {"Llama-2-7b": 70.49, "Llama-2-13b": 75.58}  # SPEC.md §3.8, WebQSP Hit@1
-PAPER_TABLE10 = {3: 69.77, 5: 70.63, 10: 72.48, 20: 70.39}  # SPEC.md §3.10, WebQSP Hit@1 (fractions x 100)
+PAPER_TABLE8 = {"Llama-2-7b": 70.49, "Llama-2-13b": 75.58}  # WebQSP Hit@1
+PAPER_TABLE10 = {3: 69.77, 5: 70.63, 10: 72.48, 20: 70.39}  # WebQSP Hit@1 (fractions x 100)
 
 
 def score_interval(dataset: str | None, score: float | None, n: int | None) -> tuple[float | None, float | None]:

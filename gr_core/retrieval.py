@@ -1,7 +1,7 @@
 """Subgraph retrieval (GR paper §5.2-5.3; GR code ``src/dataset/utils/retrieval.py``).
 
 Cosine top-k prizes for nodes (rank prizes k..1, Eq. 6) and edges (tie groups share their rank
-value, SPEC.md §1.4), the virtual-node construction that lets ``pcst_fast`` take edge prizes,
+value, docs/method.md §1.1), the virtual-node construction that lets ``pcst_fast`` take edge prizes,
 the solver call (unrooted, one cluster, GW pruning) and the mapping back to a subgraph that keeps
 the graph's own node ids. Every per-node and per-edge step is vectorized (numpy); the only Python
 loops run k_e times (finding the k_e largest distinct similarities, and their float32 prize
@@ -9,7 +9,7 @@ recurrence, reproduced step by step as the reference computes it), never over ed
 
 Two prize rules: ``"official"`` (the GR code since commit 07cbdb9: each tie group is capped by the
 previous group's value, then decayed by (1 - c)) and ``"pyg"`` (torch_geometric's
-``retrieval_via_pcst``, which caps at "previous - c" as well: PEERS.md §2.3), so that we can show
+``retrieval_via_pcst``, which caps at "previous - c" as well: docs/peers.md 4), so that we can show
 identical subgraphs to PyG in its own setting and the official behaviour by default.
 
 ``pcst_fast==1.0.10`` returns silently wrong vertex ids under numpy 2 (fraenkel-lab/pcst_fast#16);
@@ -110,7 +110,7 @@ class RetrievalConfig:
     Attributes:
         top_k_nodes: k of Eq. 5-6 (GR App. B.1: WebQSP 3, SceneGraphs 3). 0 gives no node prizes.
         top_k_edges: k_e (GR code: WebQSP 5, SceneGraphs 3).
-        edge_cost: C_e of Eq. 8 (WebQSP 0.5; SceneGraphs: paper 1, code 0.5, SPEC.md §9 #3).
+        edge_cost: C_e of Eq. 8 (WebQSP 0.5; SceneGraphs: paper 1, code 0.5, docs/method.md §1.1).
         prize_mode: ``"official"`` (GR code) or ``"pyg"`` (torch_geometric's variant).
         similarity: ``"dot"`` = a mat-vec on our L2-normalized embeddings (cosine up to rounding, 15x faster);
             ``"cosine"`` = torch's ``CosineSimilarity``, bit-identical to both reference implementations.
@@ -137,7 +137,7 @@ class RetrievalConfig:
             raise ValueError(f"RetrievalConfig.edge_cost={self.edge_cost} must be >= 0")
 
 
-# Per-dataset defaults (GR paper App. B.1 and GR code; SPEC.md §1.4).
+# Per-dataset defaults (GR paper App. B.1 and GR code; docs/method.md §1.1).
 DATASET_RETRIEVAL = {
     "webqsp": RetrievalConfig(3, 5, 0.5),
     "webqsp_full": RetrievalConfig(3, 5, 0.5),
@@ -181,7 +181,7 @@ def node_prizes(sim: np.ndarray, k: int) -> np.ndarray:
 
 
 def edge_prizes(sim: np.ndarray, k: int, c: float = 0.01, mode: str = "official") -> np.ndarray:
-    """Edge prizes by tie group (SPEC.md §1.4): the j-th highest distinct similarity's edges share
+    """Edge prizes by tie group (docs/method.md §1.1): the j-th highest distinct similarity's edges share
     ``min((k - j) / |group|, cap)``; ``cap`` starts at k and becomes ``value * (1 - c)`` (``"official"``)
     or the same minus c (``"pyg"``: the cap is ``previous - c``). Edges below the k-th value get 0.
 

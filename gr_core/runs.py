@@ -113,7 +113,7 @@ def seed_everything(seed: int) -> None:
 
 
 def progress(iterable: Iterable | None = None, **kwargs):
-    """The one progress bar of the project (ECOSYSTEM.md §6.1).
+    """The one progress bar of the project (docs/environment.md).
 
     ``GR_PROGRESS=plain`` (the suite runner and CI): plain tqdm, refreshed every
     ``GR_PROGRESS_INTERVAL`` seconds (default 10) so logs stay short; ``off``: disabled;

@@ -1,4 +1,4 @@
-"""The notebook runner: execute the numbered notebooks in order with a preset (STYLE.md principle 15).
+"""The notebook runner: execute the numbered notebooks in order with a preset.
 
     python -m gr_core.suite --preset quick            # every notebook, outputs/quick/
     python -m gr_core.suite --preset smoke --only 00  # one notebook

@@ -1,4 +1,4 @@
-"""Training and evaluation of one configuration: a run (GR code ``train.py``, ``inference.py``; SPEC.md §1.10).
+"""Training and evaluation of one configuration: a run (GR code ``train.py``, ``inference.py``; docs/method.md §1.5).
 
 ``run(cfg, run_dir)`` builds the examples, trains when the configuration has trainable parts, reloads
 the best checkpoint, generates on the test split and writes the run directory::

@@ -1,9 +1,9 @@
-"""Figures and interactive subgraph views (STYLE.md principle 14).
+"""Figures and interactive subgraph views.
 
 pyvis is used in ``in_line`` mode (vis-network inlined, ~0.7 MB per graph), because its
 default ``local`` mode still loads vis-network from a CDN and draws nothing offline
 (pyvis#228). Each view is embedded as an ``<iframe srcdoc=...>`` so several graphs per
-notebook each draw in their own box (ECOSYSTEM.md §3.2), and every view has a static PNG
+notebook each draw in their own box, and every view has a static PNG
 twin (networkx + matplotlib) for untrusted notebooks and GitHub, which run no JS.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 import os
 
-# Before any Hugging Face import: models load from local paths only (ECOSYSTEM.md §5.3).
+# Before any Hugging Face import: models load from local paths only (docs/environment.md).
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("GR_PROGRESS", "off")
 

@@ -21,7 +21,7 @@ def test_gnn_rag_webqsp_scores_are_reproduced_from_its_predictions():
     assert report["f1"] == pytest.approx(71.28257365406769)
     assert report["precision"] == pytest.approx(77.18506449319466)
     assert report["recall"] == pytest.approx(73.76651533728501)
-    assert report["exact_hit"] == pytest.approx(85.20, abs=0.005)  # PEERS.md §6.4, strict variant
+    assert report["exact_hit"] == pytest.approx(85.20, abs=0.005)  # docs/peers.md 7
 
 
 def test_gnn_rag_ra_scores_are_reproduced_and_match_row_by_row():
@@ -37,7 +37,7 @@ def test_unbounded_reference_precision_exceeds_one_and_the_bounded_variant_does_
     rows = _rows("kgqa-gnn-rag_rearev_sbert_predictions.jsonl")
     scores = [kgqa_scores(r["prediction"], r["ground_truth"]) for r in rows]
     over = [s["precision"] for s in scores if s["precision"] > 1]
-    assert len(over) == 26 and max(over) == pytest.approx(10.78, abs=0.01)  # PEERS.md finding 9
+    assert len(over) == 26 and max(over) == pytest.approx(10.78, abs=0.01)  # docs/peers.md 6
     assert max(s["precision_bounded"] for s in scores) <= 1
 
 

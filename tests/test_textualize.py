@@ -3,7 +3,7 @@ from gr_core.textualize import textualize
 
 
 def test_textualize_matches_the_paper_explagraphs_example():
-    # SPEC.md §1.5 / GR paper Table 9, checked by hand.
+    # docs/method.md §1.2 / GR paper Table 9, checked by hand.
     g = graph_from_triples([("entrapment", "capable of", "being abused"), ("being abused", "created by", "police"),
                             ("police", "capable of", "harm"), ("harm", "used for", "people"),
                             ("people", "part of", "citizens")])
