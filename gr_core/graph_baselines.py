@@ -29,6 +29,7 @@ from .gnn import GNNConfig, GraphEncoder
 from .runs import atomic_write_bytes, config_hash, environment_record, read_json, seed_everything, write_json
 
 BASELINES = ("majority", "negation_parity", "gnn_classifier")
+CLASSIFICATION_DATASETS = ("explagraphs",)  # one stored graph and one label per question
 
 
 def is_negated(relation: str) -> bool:
@@ -162,4 +163,21 @@ def run_graph_baselines(ds, runs_dir: str | Path, max_train: int | None = None, 
                    "num_val": len(split["val"]), "num_test": len(split["test"]), **extra}
         write_json(done, metrics)
         out.append(metrics)
+    return out
+
+
+def reference_runs(by_dataset: dict[str, dict], runs_dir: str | Path, seed: int = 0, methods=BASELINES) -> list[dict]:
+    """The reference rows for every classification dataset of a plan (ExplaGraphs), on the LLM runs' own splits.
+
+    Args:
+        by_dataset: dataset -> run settings (:func:`gr_core.train.dataset_settings`); their ``max_*`` cut the splits.
+    Returns:
+        the reference runs' metrics (empty when no dataset of the plan has one graph and one label per question).
+    """
+    from .graphqa import DatasetConfig, load_dataset
+
+    out = []
+    for name in [d for d in by_dataset if d in CLASSIFICATION_DATASETS]:
+        sizes = {k: by_dataset[name].get(k) for k in ("max_train", "max_val", "max_test")}
+        out += run_graph_baselines(load_dataset(DatasetConfig(name)), runs_dir, seed=seed, methods=methods, **sizes)
     return out

@@ -297,11 +297,11 @@ class GraphLLM(nn.Module):
             elif h != out:
                 raise ValueError(f"without a projector the GNN width ({h}) must equal the LLM width x graph tokens "
                                  f"({out}); set gnn.hidden={out}")
-            with torch.no_grad():
-                w = embedding.weight.float()
-                # the scale of an ordinary token: per-feature std and mean row norm of the input embeddings
-                self.register_buffer("token_std", w.std(0).clone(), persistent=False)  # (d_llm,)
-                self.register_buffer("token_norm", w.norm(dim=1).mean().clone(), persistent=False)  # ()
+            if cfg.graph_token_norm != "none":
+                with torch.no_grad():  # the scale of an ordinary token: per-feature std, mean row norm
+                    w = embedding.weight.float()
+                    self.register_buffer("token_std", w.std(0).clone(), persistent=False)  # (d_llm,)
+                    self.register_buffer("token_norm", w.norm(dim=1).mean().clone(), persistent=False)  # ()
             if cfg.graph_token_norm == "batch":
                 self.token_bn = nn.BatchNorm1d(self.d_llm, affine=False)
         if cfg.num_soft_tokens:

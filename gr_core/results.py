@@ -137,6 +137,14 @@ def efficiency(runs: pd.DataFrame) -> pd.DataFrame:
     return runs.groupby(["dataset", "method"], sort=False)[cols].mean(numeric_only=True).round(2).reset_index()
 
 
+def best_trained_run(runs: pd.DataFrame, dataset: str) -> str | None:
+    """The name of ``dataset``'s trained run (``epochs_run`` > 0) with the best test score, or None."""
+    if runs.empty or "epochs_run" not in runs:
+        return None
+    trained = runs[(runs.dataset == dataset) & (runs.epochs_run.fillna(0) > 0)]
+    return None if trained.empty else str(trained.sort_values("score").iloc[-1]["name"])
+
+
 def confusion(runs_dir: str | Path, name: str, labels=("support", "counter")) -> pd.DataFrame:
     """Gold label (rows) x answered label (columns) of one classification run; answers that are no label count
     under ``other`` (the first label named in the answer decides, as the ExplaGraphs metric does)."""

@@ -10,6 +10,7 @@ from gr_core.config import LLMConfig
 from gr_core.gnn import GNNConfig
 from gr_core.model import GraphLLM, method_config
 from gr_core.train import TrainConfig, fit, predict
+from test_model import _example, train_step  # the CPU model tests' helpers
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (run with -m gpu on a GPU machine)")]
@@ -18,8 +19,6 @@ GNN = GNNConfig(hidden=16, num_layers=2, heads=2)
 
 
 def _examples(n=8):
-    from test_model import _example
-
     return [_example(1 + i % 4, label="support" if i % 2 else "counter", seed=i) for i in range(n)]
 
 
@@ -34,13 +33,7 @@ def test_g_retriever_step_in_bf16_keeps_the_llm_frozen(tiny_llm_dir):
     assert model.device.type == "cuda" and next(model.llm.parameters()).dtype == torch.bfloat16
     llm_before = {n: p.detach().clone() for n, p in model.llm.named_parameters()}
     proj_before = model.projector[0].weight.detach().clone()
-    opt = torch.optim.AdamW(model.trainable_parameters().values(), lr=1e-2)
-    batch = model.collate(model.tokenize(_examples()), with_label=True).to(model.device)
-    with torch.autocast("cuda", dtype=torch.bfloat16):
-        loss, n = model(batch)
-    assert torch.isfinite(loss)
-    (loss / n).backward()
-    opt.step()
+    assert torch.isfinite(train_step(model, _examples(), autocast=True))
     assert all(torch.equal(p, llm_before[k]) for k, p in model.llm.named_parameters())
     assert not torch.equal(model.projector[0].weight, proj_before)
 
@@ -49,13 +42,7 @@ def test_lora_step_in_bf16_trains_only_the_adapters(tiny_llm_dir):
     model = _model(tiny_llm_dir, "g_retriever_lora")
     frozen = {n: p.detach().clone() for n, p in model.llm.named_parameters() if "lora" not in n}
     lora = {n: p.detach().clone() for n, p in model.llm.named_parameters() if "lora_B" in n}
-    opt = torch.optim.AdamW(model.trainable_parameters().values(), lr=1e-2)
-    batch = model.collate(model.tokenize(_examples()), with_label=True).to(model.device)
-    with torch.autocast("cuda", dtype=torch.bfloat16):
-        loss, n = model(batch)
-    (loss / n).backward()
-    opt.step()
-    assert torch.isfinite(loss)
+    assert torch.isfinite(train_step(model, _examples(), autocast=True))
     assert all(torch.equal(p, frozen[k]) for k, p in model.llm.named_parameters() if k in frozen)
     assert any(not torch.equal(p, lora[k]) for k, p in model.llm.named_parameters() if k in lora)
 

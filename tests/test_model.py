@@ -58,6 +58,17 @@ def test_every_method_is_a_configuration_of_the_one_model():
         method_config("g_retreiver")
 
 
+def train_step(model, examples, autocast: bool = False) -> torch.Tensor:
+    """One AdamW step (lr 1e-2) on ``examples``; returns the summed label loss (bf16 autocast on CUDA if asked)."""
+    opt = torch.optim.AdamW(model.trainable_parameters().values(), lr=1e-2)
+    batch = model.collate(model.tokenize(examples), with_label=True).to(model.device)
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+        loss, n = model(batch)
+    (loss / n).backward()
+    opt.step()
+    return loss
+
+
 def test_frozen_llm_really_stays_frozen_and_only_gnn_and_projector_train(tiny_llm_dir):
     model = _model(tiny_llm_dir)
     names = set(model.trainable_parameters())
@@ -65,11 +76,7 @@ def test_frozen_llm_really_stays_frozen_and_only_gnn_and_projector_train(tiny_ll
     assert not any(p.requires_grad for p in model.llm.parameters())
     llm_before = {n: p.detach().clone() for n, p in model.llm.named_parameters()}
     proj_before = model.projector[0].weight.detach().clone()
-    opt = torch.optim.AdamW(model.trainable_parameters().values(), lr=1e-2)
-    batch = model.collate(model.tokenize([_example(1), _example(3, seed=1)]), with_label=True)
-    loss, n = model(batch)
-    (loss / n).backward()
-    opt.step()
+    train_step(model, [_example(1), _example(3, seed=1)])
     assert all(torch.equal(p, llm_before[name]) for name, p in model.llm.named_parameters())
     assert not torch.equal(model.projector[0].weight, proj_before)
 
