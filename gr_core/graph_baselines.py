@@ -130,12 +130,13 @@ def run_graph_baselines(ds, runs_dir: str | Path, max_train: int | None = None, 
         raise ValueError(f"unknown graph baseline(s) {unknown}; choose from {BASELINES}")
     if ds.graphs is None:
         raise ValueError(f"{ds.name}: the graph baselines need one stored graph per question (a classification set)")
-    cut = {"train": max_train, "val": max_val, "test": max_test}
-    split = {k: list(ds.split.get(k, []))[:n] for k, n in cut.items()}
+    from .train import split_indices
+
+    split = split_indices(ds, max_train=max_train, max_val=max_val, max_test=max_test)
     out = []
     for method in methods:
-        config = {"dataset": ds.name, "method": method, "seed": seed, **{f"max_{k}": n for k, n in cut.items()},
-                  "classifier": asdict(cfg) if method == "gnn_classifier" else None}
+        config = {"dataset": ds.name, "method": method, "seed": seed, "max_train": max_train, "max_val": max_val,
+                  "max_test": max_test, "classifier": asdict(cfg) if method == "gnn_classifier" else None}
         h = config_hash(config)
         run_dir = Path(runs_dir) / f"{ds.name}-{method}-seed{seed}"
         done = run_dir / "metrics.json"

@@ -178,9 +178,12 @@ def init_distributed() -> Dist:
 
 
 # ---------------------------------------------------------------------- examples
-def split_indices(ds, cfg: RunConfig) -> dict[str, list[int]]:
-    """The run's train/val/test question indices (first N of each split)."""
-    cut = {"train": cfg.max_train, "val": cfg.max_val, "test": cfg.max_test}
+def split_indices(ds, cfg: RunConfig | None = None, max_train: int | None = None, max_val: int | None = None,
+                  max_test: int | None = None) -> dict[str, list[int]]:
+    """The train/val/test question indices of a run (its ``max_*``, or the given ones): the first N of each split."""
+    if cfg is not None:
+        max_train, max_val, max_test = cfg.max_train, cfg.max_val, cfg.max_test
+    cut = {"train": max_train, "val": max_val, "test": max_test}
     return {k: list(ds.split.get(k, []))[:n] for k, n in cut.items()}  # [:None] keeps the whole split
 
 
