@@ -422,14 +422,16 @@ class GraphLLM(nn.Module):
         return (attention_mask.cumsum(-1) - 1).clamp(min=0)
 
     # ------------------------------------------------------------------ training and inference
-    def forward(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, batch: Batch, with_match: bool = False):
         """Summed next-token loss over the label tokens and their count.
 
         Logits are computed only for the last ``label_width + 1`` positions (left padding puts every label at
         the end), so the vocabulary projection costs ``B x (label_width + 1)`` rows instead of ``B x T``.
 
         Returns:
-            ``(loss_sum, num_label_tokens)``, both scalars; the mean loss is their ratio.
+            ``(loss_sum, num_label_tokens)``, both scalars; the mean loss is their ratio. With ``with_match``
+            also ``match (B,)`` bool: every label token is the argmax given the label tokens before it, which is
+            exactly when greedy decoding starts with the label (so a teacher-forced pass measures greedy accuracy).
         """
         embeds = self.embed(batch)
         keep = batch.label_width + 1
@@ -439,6 +441,9 @@ class GraphLLM(nn.Module):
         target = batch.labels[:, -batch.label_width:]
         loss_sum = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
                                                ignore_index=-100, reduction="sum")
+        if with_match:
+            match = ((logits.argmax(-1) == target) | (target == -100)).all(-1)  # (B,)
+            return loss_sum, (target != -100).sum(), match
         return loss_sum, (target != -100).sum()
 
     @torch.inference_mode()

@@ -5,14 +5,15 @@ the best checkpoint, generates on the test split and writes the run directory::
 
     run_dir/config.json        the RunConfig and its hash
     run_dir/env.json           package versions, machine, git commit
-    run_dir/history.json       per-epoch train/val loss, learning rate, seconds, tokens/s
+    run_dir/history.json       per-epoch train/val loss, validation greedy match, learning rate, seconds, tokens/s
     run_dir/predictions.jsonl  one line per test question
     run_dir/metrics.json       the metrics and timings (written last: its presence means the run finished)
     run_dir/ckpt/{last,best}.pt  trainable parameters (+ optimizer state in last.pt); git-ignored
 
 Optimization follows the GR code: AdamW (lr 1e-5, weight decay 0.05, betas (0.9, 0.95)), grad-norm clip
 0.1, one linear warm-up epoch then half-cycle cosine to 5e-6 (updated every step here, every 2 steps in the
-GR code), early stopping on validation loss with patience 2 and the best checkpoint reloaded for test.
+GR code), early stopping on validation loss with patience 2 and the best checkpoint reloaded for test
+(``select_on="val_match"`` chooses on validation greedy accuracy instead, from the same forward pass).
 
 Data parallel: the same entry point runs under ``torchrun`` (PyTorch DDP; gloo on CPU, NCCL on GPU). Every
 process walks the same seeded batch order and takes a strided shard of each global batch; the loss is
@@ -64,10 +65,20 @@ class TrainConfig:
     bucket_window: int = 50  # batches per length-sorting window (sort within windows, shuffle batches)
     graph_lr: float | None = None  # lr of the soft-prompt parts (GNN, projector, prompt vectors); None: ``lr`` (GR code)
     warmup_fraction: float | None = None  # warm-up as a fraction of all steps; None: ``warmup_epochs`` (GR code)
+    # the checkpoint kept (and early stopping): lowest validation loss (None, GR code) or "val_match", the highest
+    # share of validation answers that greedy decoding gets exactly right (measured in the same teacher-forced pass)
+    select_on: str | None = None
 
     def __post_init__(self) -> None:
         if self.lr <= 0 or self.num_epochs < 0 or self.batch_size < 1 or self.eval_batch_size < 1:
             raise ValueError("TrainConfig: lr > 0, num_epochs >= 0, batch sizes >= 1 required")
+        if self.select_on not in (None, "val_loss", "val_match"):
+            raise ValueError(f"TrainConfig.select_on must be 'val_loss' or 'val_match', not {self.select_on!r}")
+
+    def selection_key(self, row: dict) -> float:
+        """Lower is better: the validation loss, or the share of validation answers missed (``select_on``)."""
+        match = row.get("val_match", float("nan"))
+        return 1.0 - match if self.select_on == "val_match" and not math.isnan(match) else row["val_loss"]
 
 
 @dataclass(frozen=True)
@@ -106,7 +117,7 @@ class RunConfig:
             del d["model"]["graph_token_norm"]
         if d["model"]["system_prompt"] is None:
             del d["model"]["system_prompt"]
-        for key in ("graph_lr", "warmup_fraction"):
+        for key in ("graph_lr", "warmup_fraction", "select_on"):
             if d["train"][key] is None:
                 del d["train"][key]
         if not d["variant"]:
@@ -297,10 +308,11 @@ def _loss(model, module, batch, dist: Dist) -> tuple[torch.Tensor, float, float]
     return loss_sum * dist.world / max(global_n, 1.0), float(loss_sum.detach()), float(n)
 
 
-def evaluate_loss(model: GraphLLM, examples: list[Example], batch_size: int, dist: Dist) -> float:
-    """Mean label-token loss over ``examples`` (sharded over processes)."""
+def evaluate_loss(model: GraphLLM, examples: list[Example], batch_size: int, dist: Dist) -> tuple[float, float]:
+    """Mean label-token loss over ``examples`` and the share whose label greedy decoding would produce exactly
+    (one teacher-forced pass, sharded over processes; see :meth:`GraphLLM.forward`)."""
     model.eval()
-    total, count = 0.0, 0.0
+    total, count, matched = 0.0, 0.0, 0.0
     order = sorted(range(len(examples)), key=lambda i: examples[i].num_prompt_tokens)
     with torch.no_grad():
         for start in range(0, len(order), batch_size):
@@ -308,10 +320,10 @@ def evaluate_loss(model: GraphLLM, examples: list[Example], batch_size: int, dis
             if not idx:
                 continue
             batch = model.collate([examples[i] for i in idx], with_label=True).to(model.device)
-            s, n = model(batch)
-            total, count = total + float(s), count + float(n)
-    total, count = dist.all_sum(total, count)
-    return total / max(count, 1.0)
+            s, n, match = model(batch, with_match=True)
+            total, count, matched = total + float(s), count + float(n), matched + float(match.sum())
+    total, count, matched = dist.all_sum(total, count, matched)
+    return total / max(count, 1.0), matched / max(len(examples), 1)
 
 
 def fit(model: GraphLLM, train: list[Example], val: list[Example], cfg: TrainConfig, seed: int, ckpt_dir: Path,
@@ -319,7 +331,8 @@ def fit(model: GraphLLM, train: list[Example], val: list[Example], cfg: TrainCon
     """Train the trainable parts of ``model``; resume from ``ckpt_dir/last.pt`` when it matches ``cfg_hash``.
 
     Returns:
-        the per-epoch history; the best-validation-loss parameters are loaded into ``model`` on return.
+        the per-epoch history; the parameters of the epoch chosen on validation (``cfg.select_on``) are loaded
+        into ``model`` on return.
     """
     params = list(model.trainable_parameters().values())
     optimizer = torch.optim.AdamW(param_groups(model, cfg), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas)
@@ -372,14 +385,16 @@ def fit(model: GraphLLM, train: list[Example], val: list[Example], cfg: TrainCon
         train_seconds = time.perf_counter() - t0
         loss_total, loss_count, tokens = dist.all_sum(loss_total, loss_count, float(tokens))
         t1 = time.perf_counter()
-        val_loss = evaluate_loss(model, val, cfg.eval_batch_size, dist) if val else loss_total / max(loss_count, 1)
+        val_loss, val_match = (evaluate_loss(model, val, cfg.eval_batch_size, dist) if val
+                               else (loss_total / max(loss_count, 1), float("nan")))
         row = {"epoch": epoch, "train_loss": loss_total / max(loss_count, 1.0), "val_loss": val_loss,
+               "val_match": val_match,
                "lr": optimizer.param_groups[0]["lr"], "train_seconds": round(train_seconds, 3),
                "val_seconds": round(time.perf_counter() - t1, 3), "train_tokens": int(tokens),
                "train_tokens_per_s": round(tokens / max(train_seconds, 1e-9), 1), "steps": step}
         history.append(row)
-        if val_loss < best_val:
-            best_val, best_epoch = val_loss, epoch
+        if cfg.selection_key(row) < best_val:
+            best_val, best_epoch = cfg.selection_key(row), epoch
             if dist.main:
                 _save(best, {"config_hash": cfg_hash, "epoch": epoch, "model": model.trainable_state()})
         if dist.main:
@@ -468,7 +483,7 @@ def run(cfg: RunConfig, run_dir: str | Path, ds=None, force: bool = False, on_ep
                    "config_hash": cfg_hash, **task_report(cfg.dataset, answers, [ex.answers for ex in test]),
                    "num_train": len(examples.get("train", [])), "num_val": len(examples.get("val", [])),
                    "num_test": len(test), "epochs_run": len(history),
-                   "best_epoch": int(np.argmin([h["val_loss"] for h in history])) if history else None,
+                   "best_epoch": int(np.argmin([cfg.train.selection_key(h) for h in history])) if history else None,
                    "train_seconds": round(sum(h["train_seconds"] for h in history), 2),
                    "seconds_per_epoch": round(float(np.mean([h["train_seconds"] for h in history])), 2) if history else None,
                    "train_tokens_per_s": round(float(np.mean([h["train_tokens_per_s"] for h in history])), 1) if history else None,
@@ -484,7 +499,8 @@ def run_settings(llm_model: str = "embedded:smollm2-135m-instruct", device: str 
                  gnn_kind: str = "gt", gnn_hidden: int = 1024, gnn_layers: int = 4, gnn_heads: int = 4,
                  num_epochs: int = 10, lr: float = 1e-5, batch_size: int = 8, eval_batch_size: int = 16,
                  max_train: int = 0, max_val: int = 0, max_test: int = 0, max_txt_len: int = 512,
-                 warmup_fraction: float | None = None, system_prompt: str | None = None) -> dict:
+                 warmup_fraction: float | None = None, system_prompt: str | None = None,
+                 select_on: str | None = None) -> dict:
     """The :func:`make_run_config` keywords from the flat notebook parameters (0 keeps a whole split).
 
     Notebooks 03, 05, 06 and 07 build their runs through this one function, so equal parameters give equal config
@@ -494,7 +510,7 @@ def run_settings(llm_model: str = "embedded:smollm2-135m-instruct", device: str 
         llm=LLMConfig(model=llm_model, device=device, max_new_tokens=max_new_tokens),
         gnn=GNNConfig(kind=gnn_kind, hidden=gnn_hidden, num_layers=gnn_layers, heads=gnn_heads),
         train=TrainConfig(num_epochs=num_epochs, lr=lr, batch_size=batch_size, eval_batch_size=eval_batch_size,
-                          warmup_fraction=warmup_fraction),
+                          warmup_fraction=warmup_fraction, select_on=select_on),
         max_train=max_train or None, max_val=max_val or None, max_test=max_test or None, max_txt_len=max_txt_len,
         system_prompt=system_prompt,
     )
@@ -503,15 +519,22 @@ def run_settings(llm_model: str = "embedded:smollm2-135m-instruct", device: str 
 def dataset_settings(params: dict, per_dataset: dict | None, datasets) -> dict[str, dict]:
     """:func:`run_settings` per dataset: the flat notebook ``params`` with ``per_dataset[name]`` on top.
 
-    >>> s = dataset_settings({"max_train": 128}, {"explagraphs": {"max_train": 0}}, ["explagraphs", "webqsp"])
-    >>> s["explagraphs"]["max_train"], s["webqsp"]["max_train"]
-    (None, 128)
+    A key ``"dataset/method"`` sets one method's runs on that dataset, on top of the dataset's own settings.
+
+    >>> s = dataset_settings({"max_train": 128}, {"explagraphs": {"max_train": 0},
+    ...                      "explagraphs/graph_token": {"num_epochs": 1}}, ["explagraphs", "webqsp"])
+    >>> s["explagraphs"]["max_train"], s["webqsp"]["max_train"], s["explagraphs/graph_token"]["train"].num_epochs
+    (None, 128, 1)
     """
     per_dataset = per_dataset or {}
-    unknown = sorted(set(per_dataset) - set(datasets))
+    unknown = sorted({key.split("/")[0] for key in per_dataset} - set(datasets))
     if unknown:
         raise ValueError(f"per-dataset settings name datasets that are not in the plan: {unknown}")
-    return {name: run_settings(**{**params, **(per_dataset.get(name) or {})}) for name in datasets}
+    out = {name: run_settings(**{**params, **(per_dataset.get(name) or {})}) for name in datasets}
+    for key in (k for k in per_dataset if "/" in k):
+        name = key.split("/")[0]
+        out[key] = run_settings(**{**params, **(per_dataset.get(name) or {}), **(per_dataset[key] or {})})
+    return out
 
 
 def trained_model(cfg: RunConfig, run_dir: str | Path, ds=None) -> GraphLLM:
@@ -593,7 +616,8 @@ def run_plan(plan: dict[str, list[str]], seeds: list[int], runs_dir: str | Path,
 
     Args:
         plan: dataset name -> method names (see :data:`gr_core.model.METHODS`).
-        by_dataset: dataset name -> its own settings (from :func:`dataset_settings`), used instead of ``settings``.
+        by_dataset: dataset name (or ``"dataset/method"``) -> its own settings (from :func:`dataset_settings`),
+            used instead of ``settings``.
         settings: :func:`make_run_config` keywords shared by every run (``llm``, ``gnn``, ``train``, ``max_train`` ...).
     Returns:
         one row per run (the ``metrics.json`` contents), in plan order.
@@ -607,8 +631,9 @@ def run_plan(plan: dict[str, list[str]], seeds: list[int], runs_dir: str | Path,
         own = dict((by_dataset or {}).get(dataset) or settings)
         ds = load_dataset(DatasetConfig(dataset, hops=own.get("hops", 2)))
         for method in methods:
+            mine = (by_dataset or {}).get(f"{dataset}/{method}") or own
             for seed in seeds:
-                cfg = make_run_config(dataset, method, seed, **own)
+                cfg = make_run_config(dataset, method, seed, **mine)
                 t0 = time.perf_counter()
                 metrics = run(cfg, Path(runs_dir) / cfg.name, ds=ds, force=force)
                 print(f"{cfg.name}: score {metrics['score']:.4f} on {metrics['num_test']} test questions "

@@ -167,7 +167,48 @@ def test_new_options_at_their_defaults_keep_old_config_hashes():
     cfg = make_run_config("explagraphs", "g_retriever")
     d = cfg.to_dict()
     assert "graph_token_norm" not in d["model"] and "system_prompt" not in d["model"]
-    assert "graph_lr" not in d["train"] and "warmup_fraction" not in d["train"]
+    assert "graph_lr" not in d["train"] and "warmup_fraction" not in d["train"] and "select_on" not in d["train"]
     changed = make_run_config("explagraphs", "g_retriever", system_prompt="", train=TrainConfig(warmup_fraction=0.1))
     assert changed.to_dict()["model"]["system_prompt"] == "" and changed.to_dict()["train"]["warmup_fraction"] == 0.1
     assert RunConfig.from_dict(changed.to_dict()) == changed
+
+
+def test_the_teacher_forced_match_is_greedy_decoding_starting_with_the_label(tiny_llm_dir, explagraphs):
+    from gr_core.train import build_examples
+
+    cfg = _cfg(tiny_llm_dir, method="zero_shot")
+    model = GraphLLM(cfg.model, in_dim=int(explagraphs.text_emb.shape[1]))
+    examples = model.tokenize(build_examples(explagraphs, explagraphs.split["val"][:12], cfg.model))
+    batch = model.collate(examples, with_label=False)
+    with torch.inference_mode():  # greedy token ids, as GraphLLM.generate decodes them
+        greedy = model.llm.generate(inputs_embeds=model.embed(batch), attention_mask=batch.attention_mask,
+                                    max_new_tokens=2, do_sample=False, eos_token_id=model.template.eos_id,
+                                    pad_token_id=model.template.pad_id).tolist()
+    for k, ex in enumerate(examples):  # half of the labels are the greedy answer, half differ in their 2nd token
+        ex.label_ids = greedy[k][:2] if k % 2 == 0 else [greedy[k][0], (greedy[k][1] + 1) % len(model.tokenizer)]
+    _, _, match = model(model.collate(examples, with_label=True), with_match=True)
+    assert match.tolist() == [k % 2 == 0 for k in range(len(examples))]
+
+
+def test_select_on_val_match_keeps_the_epoch_with_the_most_validation_answers_right(tiny_llm_dir, explagraphs,
+                                                                                   tmp_path):
+    run(_cfg(tiny_llm_dir, num_epochs=3, patience=3, select_on="val_match"), tmp_path / "m", ds=explagraphs)
+    history = json.loads((tmp_path / "m" / "history.json").read_text())
+    assert all(0.0 <= h["val_match"] <= 1.0 for h in history)
+    best = max(range(len(history)), key=lambda i: (history[i]["val_match"], -i))
+    assert torch.load(tmp_path / "m" / "ckpt" / "best.pt", weights_only=False)["epoch"] == best
+    assert json.loads((tmp_path / "m" / "metrics.json").read_text())["best_epoch"] == best
+    with pytest.raises(ValueError, match="select_on"):
+        TrainConfig(select_on="accuracy")
+
+
+def test_per_method_settings_apply_to_one_method_of_one_dataset():
+    from gr_core.train import dataset_settings
+
+    s = dataset_settings({"max_train": 64, "num_epochs": 2}, {"explagraphs": {"max_train": 0},
+                         "explagraphs/graph_token": {"num_epochs": 1, "batch_size": 4}}, ["explagraphs", "webqsp"])
+    assert s["explagraphs"]["train"].num_epochs == 2 and s["explagraphs/graph_token"]["train"].num_epochs == 1
+    assert s["explagraphs/graph_token"]["max_train"] is None and s["explagraphs/graph_token"]["train"].batch_size == 4
+    assert s["webqsp"]["max_train"] == 64
+    with pytest.raises(ValueError, match="clevr"):
+        dataset_settings({}, {"clevr/g_retriever": {}}, ["explagraphs"])
