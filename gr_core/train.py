@@ -308,7 +308,7 @@ def _loss(model, module, batch, dist: Dist) -> tuple[torch.Tensor, float, float]
     return loss_sum * dist.world / max(global_n, 1.0), float(loss_sum.detach()), float(n)
 
 
-def evaluate_loss(model: GraphLLM, examples: list[Example], batch_size: int, dist: Dist) -> tuple[float, float]:
+def evaluate_validation(model: GraphLLM, examples: list[Example], batch_size: int, dist: Dist) -> tuple[float, float]:
     """Mean label-token loss over ``examples`` and the share whose label greedy decoding would produce exactly
     (one teacher-forced pass, sharded over processes; see :meth:`GraphLLM.forward`)."""
     model.eval()
@@ -385,7 +385,7 @@ def fit(model: GraphLLM, train: list[Example], val: list[Example], cfg: TrainCon
         train_seconds = time.perf_counter() - t0
         loss_total, loss_count, tokens = dist.all_sum(loss_total, loss_count, float(tokens))
         t1 = time.perf_counter()
-        val_loss, val_match = (evaluate_loss(model, val, cfg.eval_batch_size, dist) if val
+        val_loss, val_match = (evaluate_validation(model, val, cfg.eval_batch_size, dist) if val
                                else (loss_total / max(loss_count, 1), float("nan")))
         row = {"epoch": epoch, "train_loss": loss_total / max(loss_count, 1.0), "val_loss": val_loss,
                "val_match": val_match,
@@ -393,8 +393,9 @@ def fit(model: GraphLLM, train: list[Example], val: list[Example], cfg: TrainCon
                "val_seconds": round(time.perf_counter() - t1, 3), "train_tokens": int(tokens),
                "train_tokens_per_s": round(tokens / max(train_seconds, 1e-9), 1), "steps": step}
         history.append(row)
-        if cfg.selection_key(row) < best_val:
-            best_val, best_epoch = cfg.selection_key(row), epoch
+        key = cfg.selection_key(row)
+        if key < best_val:
+            best_val, best_epoch = key, epoch
             if dist.main:
                 _save(best, {"config_hash": cfg_hash, "epoch": epoch, "model": model.trainable_state()})
         if dist.main:
