@@ -15,6 +15,11 @@ The reasoner follows ReaRev on PyTorch Geometric message passing:
   seed-weighted node states (``QueryReform``) and reasoning restarts from the seeds;
 - loss: KL(uniform over the gold answers in the graph ‖ p); questions with no answer in the graph are masked.
 
+Five switches of :class:`ReasonerConfig` (off by default until notebook 04's change table has measured them) bring
+this to ReaRev as released: question entities masked out of every layer's softmax, a self-loop fact per entity, node
+states carried across iterations, forward and inverse messages kept apart with a relation linear per layer, and a
+gated Fusion per instruction. Instructions still come from the sentence embedding, not from token states.
+
 Candidates (docs/method.md §3.2): softmax probabilities, question entities excluded, sorted, added until the
 cumulative probability first exceeds 0.95. Paths (§5.4): shortest paths from question entities to candidates
 that keep **edge direction** (a reversed hop is written with ``<-``) and **every relation** between a pair
@@ -40,6 +45,17 @@ class ReasonerConfig:
     num_gnn: int = 3  # --num_gnn 3
     dropout: float = 0.2  # linear dropout
     label_smooth: float = 0.0  # parsing.py has 0.1 but it is unused with the KL loss the scripts select
+    # ReaRev as released (cmavro/GNN-RAG ``gnn/``). Each switch off reproduces this module's first version, which
+    # notebook 04's change table measures each switch against (:data:`REASONER_CHANGES`).
+    mask_seeds: bool = False  # question entities out of every layer's softmax (dataset_load.py: seeds are padding
+    #                           in candidate_entities; reasongnn.py adds VERY_NEG_NUMBER to padding)
+    self_loops: bool = False  # one self-loop fact per entity (parsing.py --use_self_loop True; _build_fact_mat)
+    keep_states: bool = False  # node states carried from one iteration to the next (rearev.py resets only the
+    #                            distribution to the seeds)
+    split_directions: bool = False  # forward and inverse messages apart for each instruction, a relation linear per
+    #                                 layer, dropout before scoring (reasongnn.py reason_layer / reason_layer_inv)
+    fusion_reform: bool = False  # each instruction updated by its own gated Fusion with the seeds' states
+    #                              (query_update.py QueryReform; the first version: one shared ReLU layer)
 
     def __post_init__(self) -> None:
         if min(self.entity_dim, self.num_ins, self.num_iter, self.num_gnn) < 1:
@@ -76,6 +92,21 @@ class FactMessage(torch.nn.Module):
         return self.conv(p, rel, ins, edge_index, num_nodes)
 
 
+class Fusion(nn.Module):
+    """ReaRev's gated update ``g * W_r[x, y, x - y] + (1 - g) * x`` with ``g = sigmoid(W_g[x, y, x - y])``
+    (``query_update.py``; no biases). Shapes: ``x, y (B, D)`` -> ``(B, D)``."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.r = nn.Linear(3 * dim, dim, bias=False)
+        self.g = nn.Linear(3 * dim, dim, bias=False)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        xy = torch.cat([x, y, x - y], dim=-1)
+        gate = torch.sigmoid(self.g(xy))
+        return gate * self.r(xy) + (1 - gate) * x
+
+
 class ReaRev(nn.Module):
     """The GNN reasoner: node log-probabilities for one batch of question graphs.
 
@@ -98,37 +129,66 @@ class ReaRev(nn.Module):
         self.entity_init = nn.Linear(D, D)
         self.instructions = nn.Linear(text_dim, K * D)
         self.hop = FactMessage()
-        self.update = nn.ModuleList([nn.Linear((K + 1) * D, D) for _ in range(cfg.num_gnn)])
+        channels = 2 * K if cfg.split_directions else K  # messages per layer: per instruction (and direction)
+        self.update = nn.ModuleList([nn.Linear((channels + 1) * D, D) for _ in range(cfg.num_gnn)])
         self.score = nn.Linear(D, 1)
-        self.reform = nn.Linear(2 * D, D)
+        if cfg.split_directions:
+            self.rel_layer = nn.ModuleList([nn.Linear(D, D) for _ in range(cfg.num_gnn)])
+        if cfg.self_loops:
+            # the self-loop "relation" has no text: a learned vector where relation-text embeddings live
+            self.self_rel = nn.Parameter(torch.randn(text_dim) / text_dim ** 0.5)
+        if cfg.fusion_reform:
+            self.fusion = nn.ModuleList([Fusion(D) for _ in range(K)])
+        else:
+            self.reform = nn.Linear(2 * D, D)
         self.drop = nn.Dropout(cfg.dropout)
 
     def forward(self, data) -> torch.Tensor:
         from torch_geometric.utils import scatter, softmax
 
-        D, K = self.cfg.entity_dim, self.cfg.num_ins
+        cfg = self.cfg
+        D, K = cfg.entity_dim, cfg.num_ins
         N, batch = data.num_nodes, data.batch
         B = data.q_emb.shape[0]
         src, dst = data.edge_index
+        rel_text = data.rel_emb
+        if cfg.self_loops:
+            loops = torch.arange(N, device=src.device)
+            src, dst = torch.cat([src, loops]), torch.cat([dst, loops])
+            rel_text = torch.cat([rel_text, self.self_rel.expand(N, -1)], dim=0)
         # facts in both directions: head -> tail with W_fwd, tail -> head with W_bwd
-        edges = torch.cat([data.edge_index, torch.stack([dst, src])], dim=1)
-        rel = torch.cat([self.rel_fwd(data.rel_emb), self.rel_bwd(data.rel_emb)], dim=0)  # (2E, D)
+        fwd, inv = torch.stack([src, dst]), torch.stack([dst, src])
+        rel_f, rel_b = self.rel_fwd(rel_text), self.rel_bwd(rel_text)  # (E, D) each
+        edges, rel = torch.cat([fwd, inv], dim=1), torch.cat([rel_f, rel_b], dim=0)  # (2, 2E), (2E, D)
         edge_graph = batch[edges[1]]
         h0 = torch.relu(self.entity_init(scatter(rel, edges[1], dim=0, dim_size=N, reduce="sum")))  # (N, D)
         ins = self.drop(self.instructions(data.q_emb)).view(B, K, D)
         seed = data.seed.float()
         p0 = seed / scatter(seed, batch, dim=0, dim_size=B, reduce="sum").clamp(min=1)[batch]
         log_p = torch.log(p0.clamp(min=1e-30))
-        for _ in range(self.cfg.num_iter):
-            p, h = p0, h0
-            for layer in self.update:
-                agg = [self.hop(p, rel, ins[edge_graph, k], edges, N) for k in range(K)]  # K x (N, D)
+        h = h0
+        for _ in range(cfg.num_iter):
+            p = p0
+            h = h if cfg.keep_states else h0
+            for j, layer in enumerate(self.update):
+                if cfg.split_directions:
+                    rf, rb = self.rel_layer[j](rel_f), self.rel_layer[j](rel_b)
+                    g = batch[fwd[1]]
+                    agg = [m for k in range(K) for m in (self.hop(p, rf, ins[g, k], fwd, N),
+                                                          self.hop(p, rb, ins[g, k], inv, N))]  # 2K x (N, D)
+                else:
+                    agg = [self.hop(p, rel, ins[edge_graph, k], edges, N) for k in range(K)]  # K x (N, D)
                 h = torch.relu(layer(self.drop(torch.cat([h, *agg], dim=-1))))
-                logits = self.score(h).squeeze(-1)
+                logits = self.score(self.drop(h) if cfg.split_directions else h).squeeze(-1)
+                if cfg.mask_seeds:  # a graph made only of seeds keeps a uniform distribution over them
+                    logits = logits - 1e9 * seed
                 log_p = torch.log(softmax(logits, batch, num_nodes=N).clamp(min=1e-30))
                 p = log_p.exp()
             pooled = scatter(h * seed.unsqueeze(-1), batch, dim=0, dim_size=B, reduce="sum")  # (B, D)
-            ins = torch.relu(self.reform(torch.cat([ins, pooled.unsqueeze(1).expand(-1, K, -1)], dim=-1)))
+            if cfg.fusion_reform:
+                ins = torch.stack([self.fusion[k](ins[:, k], pooled) for k in range(K)], dim=1)
+            else:
+                ins = torch.relu(self.reform(torch.cat([ins, pooled.unsqueeze(1).expand(-1, K, -1)], dim=-1)))
         return log_p
 
     def loss(self, log_p: torch.Tensor, data) -> tuple[torch.Tensor, int]:
@@ -366,28 +426,34 @@ def node_probabilities(model: ReaRev, data_list: list, batch_size: int = 32) -> 
     return out
 
 
+def question_scores(model: ReaRev, data_list: list, eps: float = 0.95) -> list[dict]:
+    """Per question: ``h1`` (the most probable non-seed node is a gold answer), ``f1`` of the ``eps`` candidate set,
+    ``hit`` (a candidate is gold), ``candidates`` (its size), ``gold`` (gold answers in the graph)."""
+    rows = []
+    for p, d in zip(node_probabilities(model, data_list), data_list):
+        seeds = set(np.flatnonzero(d.seed.numpy()).tolist())
+        gold = set(np.flatnonzero(d.answer.numpy()).tolist())
+        masked = p.copy()
+        masked[list(seeds)] = -1
+        cands = {c for c, _ in select_candidates(p, seeds, eps)}
+        tp = len(cands & gold)
+        prec, rec = (tp / len(cands) if cands else 0.0), (tp / len(gold) if gold else 0.0)
+        rows.append({"h1": float(bool(gold) and int(np.argmax(masked)) in gold),
+                     "f1": 2 * prec * rec / (prec + rec) if prec + rec else 0.0, "hit": float(tp > 0),
+                     "candidates": len(cands), "gold": len(gold)})
+    return rows
+
+
 def evaluate_reasoner(model: ReaRev, data_list: list, eps: float = 0.95) -> dict:
     """GNN-only scores as GNN-RAG reports them: H@1 (argmax over non-seed nodes is an answer) and F1 of the
     ``eps`` candidate set, in percent, plus candidate-set hit, size and the count of questions without a gold
     answer in their graph (scored as misses here; GNN-RAG's evaluator counts them as hits)."""
-    probs = node_probabilities(model, data_list)
-    h1, f1, hit, sizes, no_gold = [], [], [], [], 0
-    for p, d in zip(probs, data_list):
-        seeds = set(np.flatnonzero(d.seed.numpy()).tolist())
-        gold = set(np.flatnonzero(d.answer.numpy()).tolist())
-        no_gold += not gold
-        masked = p.copy()
-        masked[list(seeds)] = -1
-        h1.append(float(bool(gold) and int(np.argmax(masked)) in gold))
-        cands = {c for c, _ in select_candidates(p, seeds, eps)}
-        sizes.append(len(cands))
-        tp = len(cands & gold)
-        prec, rec = (tp / len(cands) if cands else 0.0), (tp / len(gold) if gold else 0.0)
-        f1.append(2 * prec * rec / (prec + rec) if prec + rec else 0.0)
-        hit.append(float(tp > 0))
-    n = max(len(data_list), 1)
-    return {"h1": 100 * sum(h1) / n, "f1": 100 * sum(f1) / n, "candidate_hit": 100 * sum(hit) / n,
-            "mean_candidates": float(np.mean(sizes)) if sizes else 0.0, "no_gold_in_graph": no_gold, "n": len(data_list)}
+    rows = question_scores(model, data_list, eps)
+    n = max(len(rows), 1)
+    return {"h1": 100 * sum(r["h1"] for r in rows) / n, "f1": 100 * sum(r["f1"] for r in rows) / n,
+            "candidate_hit": 100 * sum(r["hit"] for r in rows) / n,
+            "mean_candidates": float(np.mean([r["candidates"] for r in rows])) if rows else 0.0,
+            "no_gold_in_graph": sum(r["gold"] == 0 for r in rows), "n": len(rows)}
 
 
 def seed_positions(graph) -> tuple[list[int], set[int]]:
@@ -566,6 +632,64 @@ def run_reasoner(dataset: str, hops: int = 2, max_train: int | None = None, max_
                                                  "missing_seed": sum(d.missing_seed for d in test)}
     return {"ds": ds, "model": model, "history": history, "metrics": metrics, "test_indices": test_idx,
             "probs": node_probabilities(model, test)}
+
+
+# Notebook 04's change table: each switch of :class:`ReasonerConfig` that brings the reasoner to ReaRev as released,
+# applied on top of the ones before it (cumulative), so each row's difference to the row above is that change alone.
+REASONER_CHANGES: list[tuple[str, dict]] = [
+    ("first version", {}),
+    ("+ seeds masked in every layer's softmax", {"mask_seeds": True}),
+    ("+ a self-loop fact per entity", {"self_loops": True}),
+    ("+ node states kept across iterations", {"keep_states": True}),
+    ("+ directions apart, a relation linear per layer", {"split_directions": True}),
+    ("+ a gated Fusion per instruction", {"fusion_reform": True}),
+]
+
+
+def reasoner_change_table(dataset: str, hops: int = 2, max_train: int | None = None, max_val: int | None = None,
+                          cfg: ReasonerConfig = ReasonerConfig(), tcfg: ReasonerTrainConfig = ReasonerTrainConfig(),
+                          changes: list[tuple[str, dict]] = REASONER_CHANGES) -> tuple["pd.DataFrame", "pd.DataFrame"]:
+    """Train the reasoner once per cumulative change and score each on **validation** (the test split is not read).
+
+    Returns:
+        ``(table, by_type)``: per change, validation H@1 / F1 (percent), its 95% Wilson interval, the difference to
+        the row above, mean candidate-set size and training seconds; and per change and question type (MetaQA's
+        ``qtype``; one type ``"all"`` elsewhere) the validation H@1.
+    """
+    import time
+    from dataclasses import replace
+
+    import pandas as pd
+
+    from .graphqa import DatasetConfig, load_dataset
+    from .stats import wilson_interval
+
+    ds = load_dataset(DatasetConfig(dataset, hops=hops))
+    val_idx = list(ds.split["val"])[:max_val or None]
+    train = reasoner_dataset(ds, list(ds.split["train"])[:max_train or None], f"{dataset} train graphs")
+    val = reasoner_dataset(ds, val_idx, f"{dataset} val graphs")
+    qtypes = [(ds.records[i].extra or {}).get("qtype", "all") for i in val_idx]
+    rows, by_type, fields = [], [], {}
+    for name, change in changes:
+        fields = {**fields, **change}
+        c = replace(cfg, **fields)
+        t0 = time.perf_counter()
+        model, history = train_reasoner(train, val, int(ds.text_emb.shape[1]), c, tcfg)
+        seconds = time.perf_counter() - t0
+        scores = question_scores(model, val)
+        hits = sum(r["h1"] for r in scores)
+        low, high = wilson_interval(int(hits), len(scores))
+        rows.append({"change": name, "val H@1": 100 * hits / max(len(scores), 1), "ci_low": 100 * low,
+                     "ci_high": 100 * high, "val F1": 100 * float(np.mean([r["f1"] for r in scores])),
+                     "mean candidates": float(np.mean([r["candidates"] for r in scores])), "n": len(scores),
+                     "best epoch": max(history, key=lambda h: h["val_h1"])["epoch"] if history else None,
+                     "train seconds": round(seconds, 1)})
+        frame = pd.DataFrame(scores).assign(qtype=qtypes)
+        for t, g in frame.groupby("qtype"):
+            by_type.append({"change": name, "qtype": t, "n": len(g), "val H@1": 100 * g.h1.mean()})
+    table = pd.DataFrame(rows)
+    table.insert(2, "difference", table["val H@1"].diff())
+    return table.round(2), pd.DataFrame(by_type).round(2)
 
 
 def evidence_view(ds, i: int, probs: np.ndarray, eps: float = 0.95, max_candidates: int = 5):

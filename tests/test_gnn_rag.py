@@ -88,6 +88,59 @@ def test_rearev_learns_a_two_hop_answer_on_toy_graphs():
     assert scores["h1"] == 100.0 and history[0]["train_loss"] > history[-1]["train_loss"]
 
 
+SWITCHES = ["mask_seeds", "self_loops", "keep_states", "split_directions", "fusion_reform"]
+
+
+@pytest.mark.parametrize("switch", SWITCHES + ["all"])
+def test_each_rearev_switch_keeps_a_distribution_per_graph_and_learns_the_two_hop_answer(switch):
+    from torch_geometric.data import Batch
+
+    on = {s: True for s in SWITCHES} if switch == "all" else {switch: True}
+    rng = np.random.default_rng(0)
+    b = Batch.from_data_list([_toy_question(rng), _toy_question(rng, n=5)])
+    log_p = ReaRev(16, ReasonerConfig(entity_dim=8, num_iter=2, num_gnn=2, **on)).eval()(b)
+    sums = torch.zeros(2).index_add_(0, b.batch, log_p.exp())
+    assert torch.allclose(sums, torch.ones(2), atol=1e-5)
+    data = [_toy_question(rng) for _ in range(32)]
+    model, _ = train_reasoner(data[:24], data[24:], 16, ReasonerConfig(entity_dim=16, dropout=0.0, **on),
+                              ReasonerTrainConfig(lr=1e-2, num_epochs=15))
+    assert evaluate_reasoner(model, data[24:])["h1"] == 100.0
+
+
+def test_masked_seeds_hold_no_probability_after_reasoning_and_a_seed_only_graph_stays_finite():
+    from torch_geometric.data import Batch
+
+    rng = np.random.default_rng(0)
+    only_seed = Data(edge_index=torch.tensor([[0], [0]]), rel_emb=torch.ones(1, 16), seed=torch.tensor([True]),
+                     answer=torch.tensor([False]), q_emb=torch.ones(1, 16), num_nodes=1)
+    b = Batch.from_data_list([_toy_question(rng), only_seed])
+    with torch.no_grad():
+        p = ReaRev(16, ReasonerConfig(entity_dim=8, mask_seeds=True)).eval()(b).exp()
+        first = ReaRev(16, ReasonerConfig(entity_dim=8)).eval()(b).exp()
+    assert float(p[b.seed & (b.batch == 0)].sum()) < 1e-6
+    assert torch.isfinite(p).all() and abs(float(p[b.batch == 1].sum()) - 1.0) < 1e-6
+    # without the switch the seed keeps part of the mass (the first version's behaviour the change table measures)
+    assert float(first[b.seed & (b.batch == 0)].sum()) > 1e-6
+
+
+def test_switches_add_only_their_own_parameters_and_old_saved_reasoners_load_as_the_first_version(tmp_path):
+    from gr_core.gnn_rag import load_reasoner, save_reasoner
+
+    names = lambda cfg: {n.split(".")[0] for n, _ in ReaRev(16, cfg).named_parameters()}  # noqa: E731
+    base = names(ReasonerConfig(entity_dim=8))
+    assert names(ReasonerConfig(entity_dim=8, self_loops=True)) - base == {"self_rel"}
+    assert names(ReasonerConfig(entity_dim=8, split_directions=True)) - base == {"rel_layer"}
+    assert names(ReasonerConfig(entity_dim=8, fusion_reform=True)) ^ base == {"fusion", "reform"}
+    assert names(ReasonerConfig(entity_dim=8, mask_seeds=True, keep_states=True)) == base
+    model = ReaRev(16, ReasonerConfig(entity_dim=8))
+    path = save_reasoner(model, tmp_path / "r.pt")
+    blob = torch.load(path, weights_only=False)
+    for key in SWITCHES:  # a file written before the switches existed
+        del blob["config"][key]
+    torch.save(blob, path)
+    assert load_reasoner(path).cfg == ReasonerConfig(entity_dim=8)
+
+
 def test_questions_without_an_answer_in_their_graph_are_masked_from_the_loss():
     rng = np.random.default_rng(0)
     d = _toy_question(rng)
