@@ -1,10 +1,20 @@
 import os
+import time
 
 # Before any Hugging Face import: models load from local paths only (docs/environment.md).
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("GR_PROGRESS", "off")
 
 import pytest  # noqa: E402
+
+# Set when pytest imports this file while collecting, before any test runs (nbval's notebook items included).
+SESSION_START = time.time()
+
+
+@pytest.fixture(scope="session")
+def session_start() -> float:
+    """The wall-clock time this pytest session began collecting (for "was it written by this session?")."""
+    return SESSION_START
 
 
 @pytest.fixture(scope="session")
