@@ -540,10 +540,8 @@ def run_study(datasets: list[str], systems: list[str], runs_dir, settings: dict,
     from pathlib import Path
 
     from .graphqa import DatasetConfig, load_dataset
-    from .runs import seed_everything
+    from .runs import read_json, seed_everything, write_json
     from .train import make_run_config, trained_model
-
-    from .runs import read_json, write_json
 
     frames = []
     for name in datasets:

@@ -1,0 +1,53 @@
+"""``python -m gr_core.chat``: ask questions about a graph from the command line."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..data import GraphFormatError
+from .config import KINDS, ChatConfig
+from .conversation import GraphChat, save_turns
+from .graphs import graph_from_triple_list, read_graph_csv, read_triples
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gr_core.chat",
+                                     description="Ask questions about a graph; prints each answer and its evidence.")
+    src = parser.add_mutually_exclusive_group(required=True)
+    src.add_argument("--triples", help="a file of head<TAB>relation<TAB>tail lines ('|' or ',' also accepted)")
+    src.add_argument("--csv", nargs=2, metavar=("NODES", "EDGES"), help="node_id,node_attr and src,edge_attr,dst files")
+    src.add_argument("--graph", help="metaqa, webqsp_full:<i>, explagraphs:<i>, clevr:<i>")
+    parser.add_argument("questions", nargs="+", help="one or more questions, asked in order as one conversation")
+    parser.add_argument("--model", default="auto", help="auto | zero_shot | a training run directory (default auto)")
+    parser.add_argument("--llm", default="embedded:smollm2-135m-instruct", help="LLM (embedded or a HF path)")
+    parser.add_argument("--kind", choices=KINDS, help="kind of graph (default: kg for files)")
+    parser.add_argument("--retriever", choices=("pcst", "gnn"), default="pcst")
+    parser.add_argument("--reasoner", help="a GNN-RAG reasoner file (for --retriever gnn)")
+    parser.add_argument("--cite", action="store_true", help="also ask the model to list the supporting nodes and edges")
+    parser.add_argument("--max-new-tokens", type=int, default=ChatConfig.max_new_tokens)
+    parser.add_argument("--independent", action="store_true", help="answer each question on its own (no history)")
+    parser.add_argument("--json", help="also write the turns to this JSON file")
+    args = parser.parse_args(argv)
+    graph = args.triples or (",".join(args.csv) if args.csv else args.graph)
+    try:
+        if args.triples:
+            graph = graph_from_triple_list(read_triples(args.triples))
+        elif args.csv:
+            graph = read_graph_csv(*args.csv)
+        overrides = {"kind": args.kind} if args.kind else {}
+        chat = GraphChat(graph, model=args.model, llm_model=args.llm, reasoner=args.reasoner,
+                         retriever=args.retriever, cite=args.cite, max_new_tokens=args.max_new_tokens, **overrides)
+    except (GraphFormatError, FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"graph: {chat.index.num_nodes} nodes, {chat.index.num_edges} edges (indexed in {chat.index.seconds:.1f} s"
+          f"{', cached' if chat.index.cached else ''})", flush=True)
+    turns = chat.ask_many(args.questions, conversation=not args.independent)
+    for turn in turns:
+        print()
+        print(turn)
+        print(f"[{turn.status}; model: {turn.model or '-'}; retrieval {turn.timings.get('retrieval', 0) * 1000:.0f} ms, "
+              f"answer {turn.timings.get('answer', 0):.1f} s]")
+    if args.json:
+        save_turns(turns, args.json, {"graph": args.triples or args.csv or args.graph, "model": chat.model_name})
+    return 0

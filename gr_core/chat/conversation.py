@@ -1,0 +1,458 @@
+"""The conversation: :class:`GraphChat` links, retrieves, answers and checks each :class:`Turn`."""
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..data import EDGE_COLUMNS, NODE_COLUMNS, TextualGraph
+from .config import KIND_RELATION_THRESHOLD, KIND_TEMPLATE, ChatConfig
+from .graphs import graph_from_triple_list, load_graph
+from .index import BRACKET, STOP_WORDS, WORD, ChatIndex
+from .models import find_reasoner, load_answerer
+
+# A follow-up question: a leading "and" / "what about", or a pronoun that points back at the last turn
+FOLLOW_UP = re.compile(r"^\s*(and|also|what about|how about)\b|\b(it|its|they|them|their|he|him|his|she|her|that|"
+                       r"this|those|these|there|the same)\b", re.I)
+
+
+STATUSES = ("answered", "empty_question", "unrelated", "no_edges")
+
+
+@dataclass
+class Turn:
+    """One question and its answer, with the evidence behind it.
+
+    Attributes:
+        status: ``answered``; ``empty_question`` (nothing asked, no model call); ``unrelated`` (the graph holds
+            nothing close to the question: no model call); ``no_edges`` (a graph without edges: the evidence is the
+            most similar nodes).
+        evidence: the retrieved subgraph (the graph's own node ids); ``desc`` its text as the LLM read it (cut).
+        linked: node ids of the entities linked in the question (and carried from the previous turn).
+        answer_nodes: node ids of the searched graph the answer names (a part matched at the checker's ``normalized``
+            level, or a node name written in a sentence), the question's own entities excluded.
+        citations: each parsed citation with its verdict per match level (see :mod:`gr_core.hallucination`).
+        cited_nodes, cited_edges: node ids and evidence edge rows the valid citations point at (for highlighting).
+        paths: GNN-RAG's reasoning paths (``retriever="gnn"``).
+        timings: seconds per step (``encode``, ``link``, ``scope``, ``pcst``/``gnn``, ``retrieval``, ``answer``, ``check``).
+    """
+
+    question: str
+    answer: str = ""
+    status: str = "answered"
+    note: str = ""
+    evidence: TextualGraph | None = None
+    desc: str = ""
+    linked: list[int] = field(default_factory=list)
+    answer_nodes: list[int] = field(default_factory=list)
+    citations: list[dict] = field(default_factory=list)
+    cited_nodes: list[int] = field(default_factory=list)
+    cited_edges: list[int] = field(default_factory=list)
+    fully_valid: bool | None = None
+    paths: list[str] = field(default_factory=list)
+    follow_up: bool = False
+    model: str = ""
+    best_similarity: float | None = None
+    best_relation_similarity: float | None = None
+    searched_nodes: int = 0
+    searched_edges: int = 0
+    timings: dict = field(default_factory=dict)
+    scope: TextualGraph | None = field(default=None, repr=False)  # the searched graph (citations are checked on it)
+
+    def triples(self) -> list[tuple[str, str, str]]:
+        """The evidence as ``(head, relation, tail)`` strings."""
+        return self.evidence.triples() if self.evidence is not None else []
+
+    def to_dict(self) -> dict:
+        """A JSON-ready record (evidence as node and triple lists)."""
+        from dataclasses import fields
+
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("evidence", "scope")}
+        ev = self.evidence
+        d["evidence_nodes"] = [] if ev is None else [
+            {"node_id": int(n), "text": str(t)} for n, t in zip(ev.nodes.node_id, ev.nodes.node_attr)]
+        d["evidence_triples"] = [list(t) for t in self.triples()]
+        return d
+
+    def show(self, out_html: str | Path | None = None, height: int = 420) -> str:
+        """The evidence as an offline pyvis view: question entities green, answer and cited nodes red, cited edges red."""
+        from ..viz import show_graph
+
+        if self.evidence is None or self.evidence.num_nodes == 0:
+            print(f"(no evidence: {self.note or self.status})")
+            return ""
+        colors = {n: "#2ca02c" for n in self.linked}
+        colors.update({n: "#d62728" for n in set(self.answer_nodes) | set(self.cited_nodes)})
+        return show_graph(self.evidence, out_html=out_html, height=height, node_colors=colors,
+                          highlight_edges=self.cited_edges)
+
+    def __str__(self) -> str:
+        lines = [f"Q: {self.question}", f"A: {self.answer}" if self.answer else f"A: ({self.status}) {self.note}"]
+        if self.evidence is not None and self.evidence.num_edges:
+            lines.append(f"evidence ({self.evidence.num_nodes} nodes, {self.evidence.num_edges} edges):")
+            lines += [f"  ({h} | {r} | {t})" for h, r, t in self.triples()[:20]]
+            if self.evidence.num_edges > 20:
+                lines.append(f"  ... {self.evidence.num_edges - 20} more")
+        if self.citations:
+            ok = sum(bool(c.get("normalized")) for c in self.citations)
+            lines.append(f"citations: {ok} of {len(self.citations)} found in the graph")
+        if self.note and self.answer:
+            lines.append(f"note: {self.note}")
+        return "\n".join(lines)
+
+
+class GraphChat:
+    """A conversation with one graph.
+
+    Args:
+        graph: a :class:`~gr_core.data.TextualGraph`, a spec for :func:`load_graph` (``"metaqa"``, a triples file,
+            ``"nodes.csv,edges.csv"``, ``"webqsp_full:0"``), or a list of ``(head, relation, tail)`` tuples.
+        model: ``"auto"`` (a trained G-Retriever for this kind of graph from ``outputs/``, else zero-shot),
+            ``"zero_shot"``, or a run directory.
+        llm_model: the LLM (the embedded SmolLM2-135M-Instruct, or any Hugging Face path).
+        reasoner: a trained GNN-RAG reasoner (:class:`~gr_core.gnn_rag.ReaRev`) or its saved file, for
+            ``retriever="gnn"``; when not given, the one :func:`find_reasoner` finds in ``outputs/``.
+        config: a :class:`ChatConfig`; keyword arguments override its fields.
+
+    >>> chat = GraphChat("my_kg.tsv")                          # doctest: +SKIP
+    >>> print(chat.ask("who directed The Matrix?"))            # doctest: +SKIP
+    """
+
+    def __init__(self, graph, model: str = "auto", llm_model: str = "embedded:smollm2-135m-instruct",
+                 device: str = "auto", encoder: str | None = None, reasoner=None, config: ChatConfig | None = None,
+                 **overrides):
+        kind = overrides.pop("kind", None)
+        source = "graph"
+        if isinstance(graph, (str, Path)):
+            graph, spec_kind, source = load_graph(str(graph))
+            kind = kind or spec_kind
+        elif isinstance(graph, list):
+            graph, source = graph_from_triple_list(graph), "triples"
+        self.config = replace(config or ChatConfig(), **({"kind": kind} if kind else {}), **overrides)
+        self.source = source
+        self.graph = graph
+        self.index = ChatIndex.build(graph, encoder)
+        self.encoder_name = encoder
+        self._encoder = None
+        self.model_spec, self.llm_model, self.device = model, llm_model, device
+        self._llm = None
+        self.model_name = ""
+        if reasoner is None and self.config.retriever == "gnn":
+            reasoner = find_reasoner()
+        self.reasoner_path = str(reasoner) if isinstance(reasoner, (str, Path)) else None
+        self.reasoner = self._load_reasoner(reasoner) if reasoner is not None else None
+        dim = int(self.index.node_emb.shape[1])
+        if self.reasoner is not None and getattr(self.reasoner, "text_dim", dim) != dim:
+            raise ValueError(f"the reasoner reads {self.reasoner.text_dim}-d text embeddings; this graph is indexed with "
+                             f"{dim}-d ones (a different sentence encoder)")
+        if self.config.retriever == "gnn" and self.reasoner is None:
+            raise ValueError("retriever='gnn' needs a trained reasoner and none was found in outputs/{full,quick}/"
+                             "04_gnn_rag/reasoners/ (notebook 04 saves them there): pass reasoner=<ReaRev or its .pt>")
+        self.history: list[Turn] = []
+
+    # ------------------------------------------------------------------ lazy parts
+    @staticmethod
+    def _load_reasoner(reasoner):
+        if isinstance(reasoner, (str, Path)):
+            from ..gnn_rag import load_reasoner
+
+            return load_reasoner(reasoner)
+        return reasoner
+
+    @property
+    def encoder(self):
+        if self._encoder is None:
+            from ..config import EMBEDDED_TEXT_ENCODER, TextEncoderConfig
+            from ..text_encoder import load_text_encoder
+
+            self._encoder = load_text_encoder(TextEncoderConfig(model=self.encoder_name or EMBEDDED_TEXT_ENCODER))
+        return self._encoder
+
+    @property
+    def llm(self):
+        """The answering GraphLLM, loaded on first use."""
+        if self._llm is None:
+            self._llm, self.model_name, _ = load_answerer(self.model_spec, self.config.kind, self.llm_model, self.device,
+                                                          self.config.max_txt_len, int(self.index.node_emb.shape[1]))
+        return self._llm
+
+    def reuse_model(self, other: "GraphChat") -> None:
+        """Answer with ``other``'s already loaded model (no second load); it must suit this graph's kind."""
+        self._llm, self.model_name = other.llm, other.model_name
+
+    def reset(self) -> None:
+        """Forget the conversation (the index and models stay loaded)."""
+        self.history = []
+
+    def embed(self, text: str) -> np.ndarray:
+        """The question's sentence embedding ``(dim,)``, L2-normalized."""
+        return np.asarray(self.encoder.encode([text], normalize_embeddings=True, convert_to_numpy=True)[0], np.float32)
+
+    # ------------------------------------------------------------------ retrieval
+    def retrieve(self, question: str) -> Turn:
+        """Steps 1-2 for ``question`` in the current conversation: a :class:`Turn` with its evidence, not answered."""
+        cfg, index = self.config, self.index
+        turn = Turn(question=question)
+        t0 = time.perf_counter()
+        prev = self.history[-1] if self.history else None
+        linked = index.link(question)
+        turn.follow_up = prev is not None and prev.status == "answered" and bool(FOLLOW_UP.search(question))
+        query_text = f"{prev.question} {question}" if turn.follow_up else question
+        t = time.perf_counter()
+        q = self.embed(query_text)
+        turn.timings["encode"] = time.perf_counter() - t
+        t = time.perf_counter()
+        node_sim, rel_sim = index.similarities(q)
+        carried = []
+        if turn.follow_up:
+            carried = index.rows_of(prev.linked + prev.answer_nodes)
+        seeds = list(dict.fromkeys(linked + carried))
+        k = min(cfg.link_k, index.num_nodes)
+        top = np.argpartition(-node_sim, k - 1)[:k] if k else np.zeros(0, np.int64)
+        turn.best_similarity = float(node_sim.max())
+        turn.linked = [int(index.node_ids[r]) for r in seeds]
+        turn.timings["link"] = time.perf_counter() - t
+        turn.best_relation_similarity = float(rel_sim.max()) if len(rel_sim) else None
+        rel_threshold = cfg.relation_threshold if cfg.relation_threshold is not None else KIND_RELATION_THRESHOLD[cfg.kind]
+        named = bool(BRACKET.search(question) and linked) or any(
+            sum(w not in STOP_WORDS for w in WORD.findall(index.kg.entities[r].lower())) >= 2 for r in linked)
+        asks_relation = turn.best_relation_similarity is None or turn.best_relation_similarity >= rel_threshold
+        if not (turn.follow_up or named or (turn.best_similarity >= cfg.relevance_threshold and asks_relation)):
+            turn.status = "unrelated"
+            best = index.kg.entities[int(np.argmax(node_sim))]
+            why = (f"the closest node, {best!r}, has similarity {turn.best_similarity:.2f} < {cfg.relevance_threshold}"
+                   if turn.best_similarity < cfg.relevance_threshold else
+                   f"the closest relation, {index.kg.relations[int(np.argmax(rel_sim))]!r}, has similarity "
+                   f"{turn.best_relation_similarity:.2f} < {rel_threshold}")
+            turn.note = f"nothing in this graph seems to be about the question: it names no entity of the graph and {why}"
+            turn.timings["retrieval"] = time.perf_counter() - t0
+            return turn
+        t = time.perf_counter()
+        # The neighbourhood grows from the linked entities (GNN-RAG: entity linking, then k hops); the most similar
+        # nodes seed it only when nothing is linked, since a similar hub (a genre, a tag) would fill the node cap.
+        nodes, edges = index.scope(np.asarray(seeds, np.int64) if seeds else top, cfg.hops,
+                                   cfg.max_nodes, cfg.max_expand_degree, cfg.whole_graph_edges)
+        scope = index.subgraph(nodes, edges)
+        turn.searched_nodes, turn.searched_edges = len(nodes), len(edges)
+        turn.timings["scope"] = time.perf_counter() - t
+        t = time.perf_counter()
+        local_seeds = np.flatnonzero(np.isin(nodes, seeds))
+        if len(edges) == 0:
+            similar = np.argsort(-node_sim[nodes])[:max(cfg.retrieval.top_k_nodes, 1)]
+            keep = np.unique(np.concatenate([local_seeds, similar]))
+            turn.evidence = TextualGraph(scope.nodes.iloc[keep], scope.edges.iloc[:0])
+            turn.status = "no_edges"
+            turn.note = "the graph has no edges here: the evidence is the most similar nodes"
+        elif cfg.retriever == "gnn":
+            turn.evidence, turn.paths = self._gnn_evidence(scope, nodes, edges, q, local_seeds, node_sim)
+            turn.timings["gnn"] = time.perf_counter() - t
+        else:
+            from ..retrieval import retrieve_subgraph
+
+            extra = np.zeros(len(nodes), np.float32)
+            extra[local_seeds] = max(cfg.retrieval.top_k_nodes, 1)  # linked entities: the top node prize
+            edge_sim = rel_sim[index.kg.rels[edges]]
+            if cfg.edge_tiebreak:
+                # Edges carry their relation's similarity (GR Eq. 4), so a KB with few relations has tie groups of
+                # hundreds of edges whose shared prize is tiny, and the "at least one edge" clamp lowers C_e to it.
+                # Ordering each tie group by how close the edge's endpoints are to the question keeps the relation
+                # order and gives the top k_e edges real prizes (bench/chat.py: smaller evidence, less coverage).
+                ends = node_sim[index.kg.heads[edges]] + node_sim[index.kg.tails[edges]]
+                edge_sim = edge_sim + np.float32(cfg.edge_tiebreak) * ends
+            res = retrieve_subgraph(scope, None, None, None, cfg.retrieval, node_sim=node_sim[nodes],
+                                    edge_sim=edge_sim, extra_node_prizes=extra)
+            turn.evidence = res.graph
+            turn.timings["pcst"] = time.perf_counter() - t
+        from ..textualize import textualize
+
+        turn.desc = textualize(TextualGraph(turn.evidence.nodes[NODE_COLUMNS], turn.evidence.edges[EDGE_COLUMNS]))
+        turn.scope = scope
+        turn.timings["retrieval"] = time.perf_counter() - t0
+        return turn
+
+    def _gnn_evidence(self, scope: TextualGraph, nodes: np.ndarray, edges: np.ndarray, q: np.ndarray,
+                      local_seeds: np.ndarray, node_sim: np.ndarray) -> tuple[TextualGraph, list[str]]:
+        """GNN-RAG on the searched graph: node probabilities, the 0.95 candidate set, shortest paths from the linked
+        nodes (the most similar node when none is linked); the evidence is the subgraph the paths run through."""
+        import torch
+        from torch_geometric.data import Data
+
+        from ..data import induced_subgraph
+        from ..gnn_rag import node_probabilities, reasoning_paths, select_candidates
+
+        if len(local_seeds) == 0:
+            local_seeds = np.array([int(np.argmax(node_sim[nodes]))])
+        seed = np.zeros(len(nodes), bool)
+        seed[local_seeds] = True
+        pos = np.full(self.index.num_nodes, -1, np.int64)
+        pos[nodes] = np.arange(len(nodes))
+        kg = self.index.kg
+        data = Data(edge_index=torch.from_numpy(np.stack([pos[kg.heads[edges]], pos[kg.tails[edges]]])).view(2, -1),
+                    rel_emb=torch.from_numpy(self.index.rel_emb[kg.rels[edges]]), seed=torch.from_numpy(seed),
+                    answer=torch.zeros(len(nodes), dtype=torch.bool), q_emb=torch.from_numpy(q).view(1, -1),
+                    num_nodes=len(nodes))
+        probs = node_probabilities(self.reasoner, [data])[0]
+        ids = scope.nodes.node_id.to_numpy()
+        cands = [int(ids[c]) for c, _ in select_candidates(probs, set(local_seeds.tolist()))][:5]
+        report = reasoning_paths(scope, [int(ids[s]) for s in local_seeds], cands)
+        keep = set(int(ids[s]) for s in local_seeds) | set(report.nodes)
+        sub = induced_subgraph(scope, keep)
+        return TextualGraph(sub.nodes, sub.edges), report.lines
+
+    # ------------------------------------------------------------------ answering
+    def history_text(self) -> str:
+        """Earlier answered turns, most recent kept first, within ``history_turns`` and ``history_tokens``."""
+        from ..llm import count_tokens
+
+        cfg = self.config
+        kept: list[str] = []
+        used = 0
+        answered = [t for t in self.history if t.status == "answered"]
+        for turn in reversed(answered[-cfg.history_turns:] if cfg.history_turns else []):
+            text = f"Q: {turn.question}\nA: {turn.answer}\n"
+            n = count_tokens(self.llm.tokenizer, [text])[0]
+            if used + n > cfg.history_tokens:
+                break
+            kept.insert(0, text)
+            used += n
+        return "Earlier in this conversation:\n" + "".join(kept) + "\n" if kept else ""
+
+    def prompt_question(self, question: str, follow_up: bool = True) -> str:
+        """The question string the LLM reads after the evidence: the recent conversation (for a follow-up only: a new
+        question stands alone, as its retrieval does), then the kind's template (with the citation request when
+        ``cite``)."""
+        from ..prompts import cite_question, question_for
+
+        dataset = KIND_TEMPLATE[self.config.kind]
+        q = cite_question(dataset, question) if self.config.cite else question_for(dataset, question)
+        return (self.history_text() if follow_up else "") + q
+
+    def answer(self, turn: Turn) -> Turn:
+        """Step 3-4: generate the answer from the turn's evidence, then check it against the searched graph."""
+        import torch
+        from torch_geometric.data import Data
+
+        from ..hallucination import GraphIndex, check_response, parse_citations
+        from ..model import Example
+
+        net = self.llm
+        t = time.perf_counter()
+        ev = turn.evidence
+        data = None
+        if net.gnn is not None:
+            rows = ev.nodes.row.to_numpy()
+            pos = {int(n): k for k, n in enumerate(ev.nodes.node_id.tolist())}
+            kb_edges = ev.edges.kb_edge.to_numpy() if "kb_edge" in ev.edges else np.zeros(0, np.int64)
+            ei = np.array([[pos[int(s)] for s in ev.edges.src], [pos[int(d)] for d in ev.edges.dst]], np.int64)
+            data = Data(x=torch.from_numpy(np.ascontiguousarray(self.index.node_emb[rows])),
+                        edge_index=torch.from_numpy(ei).view(2, -1),
+                        edge_attr=torch.from_numpy(np.ascontiguousarray(self.index.rel_emb[self.index.kg.rels[kb_edges]])),
+                        num_nodes=len(rows))
+        ex = Example(uid="chat", question=self.prompt_question(turn.question, turn.follow_up), desc=turn.desc, label="",
+                     answers=[], data=data)
+        batch = net.collate(net.tokenize([ex]), with_label=False).to(net.device)
+        turn.answer = net.generate(batch, self.config.max_new_tokens)[0]
+        turn.model = self.model_name
+        turn.timings["answer"] = time.perf_counter() - t
+        t = time.perf_counter()
+        scope = TextualGraph(turn.scope.nodes[NODE_COLUMNS], turn.scope.edges[EDGE_COLUMNS])
+        scope_index = GraphIndex(scope)  # one matcher for the citations and the answer's names
+        check = check_response(turn.answer, scope, index=scope_index)
+        turn.citations = check["citations"]
+        turn.fully_valid = check["fully_valid_normalized"] if turn.citations else None
+        evidence = TextualGraph(ev.nodes[NODE_COLUMNS], ev.edges[EDGE_COLUMNS])
+        nodes, edge_rows = GraphIndex(evidence).evidence(parse_citations(turn.answer))
+        turn.cited_nodes, turn.cited_edges = sorted(nodes), sorted(edge_rows)
+        turn.answer_nodes = self.answer_nodes(turn.answer, turn.question, scope, scope_index)
+        turn.timings["check"] = time.perf_counter() - t
+        if not turn.answer_nodes and turn.status == "answered":
+            turn.note = "the answer names no node of the graph (it may not be grounded in it)"
+        return turn
+
+    def answer_nodes(self, answer: str, question: str, graph: TextualGraph, graph_index=None) -> list[int]:
+        """Node ids of ``graph`` the answer names: the parts of its first line (split on ``|``, ``,``, ``;``, " and ")
+        matched at the checker's ``normalized`` level, and node names written inside a sentence ("... was designed by
+        Charles Babbage"); the entities the question itself names are not answers. ``graph_index``: ``graph``'s
+        :class:`~gr_core.hallucination.GraphIndex` when already built."""
+        from ..hallucination import GraphIndex
+
+        head = answer.strip().splitlines()[0] if answer.strip() else ""
+        parts = [p.strip(" .") for p in re.split(r"\||,|;|\band\b", head) if p.strip(" .")]
+        found: list[int] = []
+        if parts:
+            index = graph_index if graph_index is not None else GraphIndex(graph)
+            for p in parts[:10]:
+                found += sorted(index.matching_nodes(p, "normalized"))
+        found += [int(self.index.node_ids[r]) for r in self.index.link(answer)]
+        asked = {int(self.index.node_ids[r]) for r in self.index.link(question)}
+        inside = set(graph.nodes.node_id.tolist())
+        return [n for n in dict.fromkeys(found) if n in inside and n not in asked]
+
+    def ask(self, question: str) -> Turn:
+        """One turn: retrieve, answer, check; the turn joins the history (empty and unrelated questions do not)."""
+        question = (question or "").strip()
+        if not question:
+            return Turn(question="", status="empty_question", note="the question is empty: ask something about the graph")
+        t0 = time.perf_counter()
+        turn = self.retrieve(question)
+        if turn.status in ("answered", "no_edges"):
+            self.answer(turn)
+        else:
+            turn.answer = "I could not find anything about this in the graph."
+        turn.timings["total"] = time.perf_counter() - t0
+        turn.timings = {k: round(v, 4) for k, v in turn.timings.items()}
+        if turn.status != "unrelated":
+            self.history.append(turn)
+        return turn
+
+    def ask_many(self, questions: list[str], conversation: bool = True) -> list[Turn]:
+        """Each question in turn; ``conversation=False`` resets the history before each one (independent questions)."""
+        out = []
+        for q in questions:
+            if not conversation:
+                self.reset()
+            out.append(self.ask(q))
+        return out
+
+
+def show_turns(turns: list[Turn], out_dir: str | Path, height: int = 420) -> None:
+    """Each turn's evidence inline (offline pyvis) with its PNG twin, written as ``out_dir/turn<k>.html`` / ``.png``;
+    a turn without evidence prints why."""
+    from ..viz import draw_graph, save_figure
+
+    for k, turn in enumerate(turns):
+        if turn.evidence is None:
+            print(f"turn {k}: {turn.status}: {turn.note}")
+            continue
+        print(f"turn {k}: {turn.question}  ->  {turn.answer!r}")
+        turn.show(out_html=Path(out_dir) / f"turn{k}.html", height=height)
+        marked = set(turn.answer_nodes) | set(turn.cited_nodes) | set(turn.linked)
+        save_figure(draw_graph(turn.evidence, highlight_nodes=marked, highlight_edges=turn.cited_edges,
+                               title=turn.question), out_dir, f"turn{k}")
+
+
+def save_turns(turns: list[Turn], path: str | Path, meta: dict | None = None) -> Path:
+    """The turns as one JSON file (atomic): ``{"meta": ..., "turns": [Turn.to_dict(), ...]}``."""
+    from ..runs import write_json
+
+    return write_json(path, {"meta": meta or {}, "turns": [t.to_dict() for t in turns]})
+
+
+def turns_table(turns: list[Turn]) -> pd.DataFrame:
+    """One row per turn: status, answer, evidence size, whether the answer names a node of the evidence, the
+    citations found in the graph, and the time of each step."""
+    rows = []
+    for t in turns:
+        ev_ids = set(t.evidence.nodes.node_id.tolist()) if t.evidence is not None else set()
+        rows.append({"question": t.question, "status": t.status, "answer": t.answer, "follow_up": t.follow_up,
+                     "evidence nodes": t.evidence.num_nodes if t.evidence is not None else 0,
+                     "evidence edges": t.evidence.num_edges if t.evidence is not None else 0,
+                     "answer in evidence": bool(set(t.answer_nodes) & ev_ids),
+                     "citations valid": f"{sum(bool(c.get('normalized')) for c in t.citations)}/{len(t.citations)}",
+                     "retrieval ms": round(1000 * t.timings.get("retrieval", 0.0), 1),
+                     "answer s": round(t.timings.get("answer", 0.0), 2)})
+    return pd.DataFrame(rows)

@@ -1,0 +1,170 @@
+"""Reading user graphs for the chat: triples files, GraphQA CSV pairs, benchmark graphs by spec; writing triples.
+
+Every reader raises :class:`~gr_core.data.GraphFormatError` naming the file, line and field of bad input.
+"""
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..data import EDGE_COLUMNS, NODE_COLUMNS, GraphFormatError, TextualGraph
+
+
+def _open_text(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise GraphFormatError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise GraphFormatError(f"{path}: is a directory, expected a file") from None
+    except OSError as err:
+        raise GraphFormatError(f"{path}: cannot read: {err.strerror or err}") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[:err.start].count(b"\n") + 1
+        raise GraphFormatError(f"{path}:{line}: not UTF-8 text (byte {err.start}); save the file as UTF-8") from None
+
+
+_TRIPLE_HEADERS = {("head", "relation", "tail"), ("subject", "predicate", "object"), ("src", "edge_attr", "dst"),
+                   ("source", "relation", "target"), ("h", "r", "t"), ("subject", "relation", "object")}
+
+
+def read_triples(path: str | Path, delimiter: str | None = None) -> list[tuple[str, str, str]]:
+    """``head, relation, tail`` per line from a text file.
+
+    The delimiter is a tab, ``|`` (MetaQA's ``kb.txt``) or ``,`` (CSV quoting allowed), detected from the first data
+    line unless given. Blank lines and lines starting with ``#`` are skipped; a header line naming the three columns
+    (``head,relation,tail``, ``subject,predicate,object``, ``src,edge_attr,dst`` ...) is skipped.
+
+    Raises:
+        GraphFormatError: naming the file and line of an unreadable file, a line without exactly three fields, an
+            empty field, or a file with no triple.
+    """
+    path = Path(path)
+    text = _open_text(path)
+    lines = text.splitlines()
+    triples: list[tuple[str, str, str]] = []
+    names = {"\t": "tabs", "|": "'|'", ",": "commas"}
+    for lineno, raw in enumerate(lines, 1):
+        if not raw.strip() or raw.lstrip().startswith("#"):
+            continue
+        if delimiter is None:
+            delimiter = "\t" if "\t" in raw else "|" if "|" in raw else "," if "," in raw else None
+            if delimiter is None:
+                raise GraphFormatError(f"{path}:{lineno}: cannot tell the delimiter: expected 'head<TAB>relation<TAB>"
+                                       f"tail' (or separated by '|' or ','), got {raw[:80]!r}")
+        fields = next(csv.reader([raw], delimiter=",")) if delimiter == "," else raw.split(delimiter)
+        fields = [f.strip() for f in fields]
+        if len(fields) != 3:
+            raise GraphFormatError(f"{path}:{lineno}: expected 3 fields (head, relation, tail) separated by "
+                                   f"{names.get(delimiter, repr(delimiter))}, found {len(fields)}: {raw[:80]!r}")
+        if not triples and tuple(f.lower() for f in fields) in _TRIPLE_HEADERS:
+            continue
+        for name, value in zip(("head", "relation", "tail"), fields):
+            if not value:
+                raise GraphFormatError(f"{path}:{lineno}: field '{name}' is empty: {raw[:80]!r}")
+        triples.append((fields[0], fields[1], fields[2]))
+    if not triples:
+        raise GraphFormatError(f"{path}: no triple found (expected lines 'head<TAB>relation<TAB>tail')")
+    return triples
+
+
+def graph_from_triple_list(triples: list[tuple[str, str, str]]) -> TextualGraph:
+    """A textual graph with one node per distinct entity string (case kept: the KB's own names, as MetaQA's)."""
+    from ..data import graph_from_triples
+
+    return graph_from_triples(triples, lowercase=False)
+
+
+def read_graph_csv(nodes_path: str | Path, edges_path: str | Path) -> TextualGraph:
+    """The GraphQA table pair (GR Table 9): ``node_id,node_attr`` and ``src,edge_attr,dst`` CSV files.
+
+    Raises:
+        GraphFormatError: naming the file, line and field of a missing column, a non-integer or repeated node id, or
+            an edge whose endpoint is not a node.
+    """
+    tables = {}
+    for path, columns in ((Path(nodes_path), NODE_COLUMNS), (Path(edges_path), EDGE_COLUMNS)):
+        reader = csv.DictReader(io.StringIO(_open_text(path)))
+        missing = [c for c in columns if c not in (reader.fieldnames or [])]
+        if missing:
+            raise GraphFormatError(f"{path}:1: header lacks column(s) {missing} (found {reader.fieldnames})")
+        rows = []
+        for row in reader:
+            line = reader.line_num
+            values = []
+            for c in columns:
+                v = row.get(c)
+                if v is None:
+                    raise GraphFormatError(f"{path}:{line}: field '{c}' is missing")
+                if c in ("node_id", "src", "dst"):
+                    try:
+                        v = int(v)
+                    except ValueError:
+                        raise GraphFormatError(f"{path}:{line}: field '{c}' must be an integer node id, "
+                                               f"got {v!r}") from None
+                values.append(v)
+            rows.append((line, values))
+        tables[path] = rows
+    (npath, nrows), (epath, erows) = tables.items()
+    seen: dict[int, int] = {}
+    for line, (nid, _) in nrows:
+        if nid in seen:
+            raise GraphFormatError(f"{npath}:{line}: field 'node_id' repeats id {nid} (first on line {seen[nid]})")
+        seen[nid] = line
+    for line, (s, _, d) in erows:
+        for name, v in (("src", s), ("dst", d)):
+            if v not in seen:
+                raise GraphFormatError(f"{epath}:{line}: field '{name}' names node {v}, which is not in {npath}")
+    if not nrows:
+        raise GraphFormatError(f"{npath}: no node")
+    nodes = pd.DataFrame([v for _, v in nrows], columns=NODE_COLUMNS).astype({"node_id": np.int64, "node_attr": str})
+    edges = pd.DataFrame([v for _, v in erows], columns=EDGE_COLUMNS).astype({"src": np.int64, "edge_attr": str,
+                                                                              "dst": np.int64})
+    return TextualGraph(nodes, edges)
+
+
+def load_graph(spec: str) -> tuple[TextualGraph, str, str]:
+    """A graph named by a short spec: ``metaqa`` (the MetaQA KB), ``webqsp_full:<i>``, ``webqsp:<i>``,
+    ``explagraphs:<i>``, ``clevr:<i>`` (the i-th question's graph), a triples file path, or ``nodes.csv,edges.csv``.
+
+    Returns:
+        ``(graph, kind, source)``: the kind (``kg``, ``scene``, ``explanation``) serves checkpoint choice and
+        templates; the source names where the graph came from (and keys the index cache).
+    """
+    from ..paths import data_file
+
+    name, _, arg = spec.partition(":")
+    if spec == "metaqa":
+        path = data_file("metaqa", "kb.txt")
+        return graph_from_triple_list(read_triples(path, "|")), "kg", str(path)
+    if name in ("webqsp_full", "webqsp", "explagraphs", "clevr", "gqa_micro") and arg.isdigit():
+        from ..graphqa import load_dataset
+
+        ds = load_dataset(name)
+        i = int(arg)
+        if i >= len(ds):
+            raise ValueError(f"graph spec {spec!r}: {name} has {len(ds)} graphs")
+        g = ds.graph(i)
+        kind = "kg" if name.startswith("webqsp") else "explanation" if name == "explagraphs" else "scene"
+        return TextualGraph(g.nodes[NODE_COLUMNS], g.edges[EDGE_COLUMNS], graph_id=f"{name}:{i}"), kind, spec
+    if "," in spec and not Path(spec).exists():
+        nodes, edges = spec.split(",", 1)
+        return read_graph_csv(nodes, edges), "kg", spec
+    return graph_from_triple_list(read_triples(spec)), "kg", spec
+
+
+def write_triples(triples, path: str | Path) -> Path:
+    """Write ``(head, relation, tail)`` triples as a tab-separated file with a header (atomic), the format
+    :func:`read_triples` and the command line read."""
+    from ..runs import atomic_write_text
+
+    for h, r, t in triples:
+        if any("\t" in x or "\n" in x for x in (h, r, t)):
+            raise ValueError(f"a triple field contains a tab or newline: {(h, r, t)!r}")
+    return atomic_write_text(path, "head\trelation\ttail\n" + "".join(f"{h}\t{r}\t{t}\n" for h, r, t in triples))

@@ -1,0 +1,184 @@
+"""The chat's index of one graph: KB arrays, CSR adjacency, embeddings, a name table; linking, scope, subgraphs."""
+from __future__ import annotations
+
+import hashlib
+import pickle
+import re
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..data import EDGE_COLUMNS, NODE_COLUMNS, GraphFormatError, TextualGraph
+from ..kg import KnowledgeGraph, NeighbourhoodConfig
+
+FORMAT_VERSION = 2  # bump when the cached index layout changes (2: the class moved into gr_core.chat.index)
+# Words that never make a one-word entity name on their own (linking) and that do not count as content words
+# (whether a question names an entity of the graph)
+STOP_WORDS = {"a", "an", "the", "of", "in", "on", "at", "to", "for", "by", "with", "and", "or", "is", "are", "was",
+              "were", "be", "do", "does", "did", "what", "which", "who", "whom", "whose", "when", "where", "why", "how",
+              "that", "this", "it", "its", "from", "as", "me", "i", "you", "he", "she", "they", "them", "his", "her",
+              "their", "star", "movie", "movies", "film", "films", "also", "about", "any", "some", "all", "there",
+              "other", "same"}
+WORD = re.compile(r"[\w'’.-]+", re.U)
+BRACKET = re.compile(r"\[([^\]]+)\]")
+
+
+def _scene_name(text: str) -> str:
+    m = re.match(r"\s*name:\s*([^;]*)", text)
+    return m.group(1).strip() if m else text
+
+
+def _digest(graph: TextualGraph) -> str:
+    h = hashlib.sha256()
+    for col in NODE_COLUMNS:
+        h.update("\x1f".join(map(str, graph.nodes[col].tolist())).encode())
+    for col in EDGE_COLUMNS:
+        h.update("\x1f".join(map(str, graph.edges[col].tolist())).encode())
+    return h.hexdigest()
+
+
+@dataclass
+class ChatIndex:
+    """One graph, indexed once: the KB arrays (entity id = node row), CSR adjacency, embeddings, a name table.
+
+    Shapes:
+        ``node_emb``: ``(num_nodes, dim)`` float32, L2-normalized; ``rel_emb``: ``(num_relations, dim)``;
+        ``node_ids``: ``(num_nodes,)`` the graph's own node ids (shown in the prompt and the evidence).
+    """
+
+    kg: KnowledgeGraph
+    node_ids: np.ndarray
+    node_emb: np.ndarray
+    rel_emb: np.ndarray
+    names: dict[str, list[int]]
+    max_name_words: int
+    digest: str
+    seconds: float = 0.0
+    cached: bool = False
+
+    @property
+    def num_nodes(self) -> int:
+        return self.kg.num_entities
+
+    @property
+    def num_edges(self) -> int:
+        return self.kg.num_edges
+
+    @classmethod
+    def build(cls, graph: TextualGraph, encoder: str | None = None, cache: bool = True) -> "ChatIndex":
+        """Index ``graph``: texts embedded once each (:class:`~gr_core.text_encoder.EmbeddingStore`, shared with the
+        datasets), the whole index pickled under ``.cache/chat/`` keyed by the graph's content and the encoder."""
+        from ..config import EMBEDDED_TEXT_ENCODER, TextEncoderConfig
+        from ..paths import cache_root
+        from ..runs import atomic_write_bytes, config_hash
+        from ..text_encoder import EmbeddingStore, encoder_identity
+
+        t0 = time.perf_counter()
+        if graph.num_nodes == 0:
+            raise GraphFormatError("the graph has no node: nothing to chat about")
+        enc = TextEncoderConfig(model=encoder or EMBEDDED_TEXT_ENCODER)
+        digest = _digest(graph)
+        key = config_hash({"graph": digest, "encoder": encoder_identity(enc), "format": FORMAT_VERSION})
+        path = cache_root() / "chat" / f"index-{key}.pkl"
+        if cache and path.is_file():
+            try:
+                index = pickle.loads(path.read_bytes())
+                index.seconds, index.cached = time.perf_counter() - t0, True
+                return index
+            except Exception:  # a truncated file: rebuild it
+                path.unlink(missing_ok=True)
+        node_ids = graph.nodes.node_id.to_numpy(np.int64)
+        texts = graph.nodes.node_attr.astype(str).tolist()
+        pos = pd.Series(np.arange(len(node_ids)), index=node_ids)
+        if pos.index.has_duplicates:
+            raise GraphFormatError(f"node id {int(pos.index[pos.index.duplicated()][0])} appears twice in the node table")
+        rel_names, rel_ids = np.unique(graph.edges.edge_attr.astype(str).to_numpy(), return_inverse=True)
+        heads, tails = pos.reindex(graph.edges.src).to_numpy(), pos.reindex(graph.edges.dst).to_numpy()
+        if np.isnan(heads.astype(float)).any() or np.isnan(tails.astype(float)).any():
+            raise GraphFormatError("an edge names a node id that is not in the node table")
+        kg = KnowledgeGraph(texts, rel_names.tolist(), heads.astype(np.int64), rel_ids, tails.astype(np.int64))
+        store = EmbeddingStore(enc)
+        distinct = list(dict.fromkeys(texts + rel_names.tolist()))
+        emb, _ = store.encode(distinct, desc="index graph")
+        row = {t: k for k, t in enumerate(distinct)}
+        node_emb = emb[[row[t] for t in texts]]
+        rel_emb = emb[[row[t] for t in rel_names.tolist()]] if len(rel_names) else np.zeros((0, emb.shape[1]), np.float32)
+        names: dict[str, list[int]] = {}
+        longest = 1
+        for k, t in enumerate(texts):
+            name = " ".join(WORD.findall(_scene_name(t).lower()))
+            if len(name) >= 2:
+                names.setdefault(name, []).append(k)
+                longest = max(longest, len(name.split()))
+        index = cls(kg, node_ids, node_emb.astype(np.float32), rel_emb.astype(np.float32), names, min(longest, 12),
+                    digest)
+        if cache:
+            atomic_write_bytes(path, pickle.dumps(index, protocol=pickle.HIGHEST_PROTOCOL))
+        index.seconds = time.perf_counter() - t0
+        return index
+
+    # ------------------------------------------------------------------ linking
+    def link(self, question: str) -> list[int]:
+        """Node rows whose name the question writes: ``[Name]`` spans, else the longest word n-grams equal to a node
+        name (not overlapping; a one-word name only when it is not a common word, or written capitalized).
+
+        Returns node rows, in the order they appear in the question.
+        """
+        found: list[int] = []
+        for span in BRACKET.findall(question):
+            found += self.names.get(" ".join(WORD.findall(span.lower())), [])
+        if found:
+            return list(dict.fromkeys(found))
+        words = WORD.findall(BRACKET.sub(r"\1", question))
+        low = [w.lower().strip(".'’") for w in words]
+        taken = [False] * len(words)
+        hits: list[tuple[int, list[int]]] = []
+        for n in range(min(self.max_name_words, len(words)), 0, -1):
+            for s in range(len(words) - n + 1):
+                if any(taken[s:s + n]):
+                    continue
+                gram = " ".join(low[s:s + n])
+                rows = self.names.get(gram)
+                if not rows or all(w in STOP_WORDS for w in low[s:s + n]):
+                    continue
+                if n == 1 and (low[s] in STOP_WORDS or not words[s][:1].isupper() or s == 0):
+                    continue  # one-word names (titles such as "Up", tags such as "drama") only capitalized mid-sentence
+                hits.append((s, rows))
+                taken[s:s + n] = [True] * n
+        return list(dict.fromkeys(r for _, rows in sorted(hits) for r in rows))
+
+    def rows_of(self, node_ids) -> list[int]:
+        """Index rows of the graph's node ids (ids that are not in the graph are dropped)."""
+        if "_pos" not in self.__dict__:
+            self.__dict__["_pos"] = pd.Index(self.node_ids)
+        rows = self.__dict__["_pos"].get_indexer(list(node_ids))
+        return [int(r) for r in rows if r >= 0]
+
+    # ------------------------------------------------------------------ scope and retrieval
+    def similarities(self, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Cosine similarity of the question to every node ``(num_nodes,)`` and every relation ``(num_relations,)``."""
+        from ..retrieval import similarities
+
+        return similarities(query, self.node_emb), similarities(query, self.rel_emb)
+
+    def scope(self, seeds: np.ndarray, hops: int, max_nodes: int, max_expand_degree: int, whole_graph_edges: int
+              ) -> tuple[np.ndarray, np.ndarray]:
+        """The part of the graph a turn searches: everything when the graph is small, else the seeds' neighbourhood.
+
+        Returns:
+            ``(node rows, edge rows)`` of the index.
+        """
+        if self.num_edges <= whole_graph_edges:
+            return np.arange(self.num_nodes), np.arange(self.num_edges)
+        return self.kg.neighbourhood(seeds, NeighbourhoodConfig(hops, max_expand_degree, max_nodes))
+
+    def subgraph(self, nodes: np.ndarray, edges: np.ndarray) -> TextualGraph:
+        """Node rows / edge rows as a textual graph with the graph's own node ids (``row``, ``kb_edge`` kept)."""
+        ents = np.asarray(self.kg.entities, dtype=object)
+        rels = np.asarray(self.kg.relations, dtype=object)
+        node_df = pd.DataFrame({"node_id": self.node_ids[nodes], "node_attr": ents[nodes], "row": nodes})
+        edge_df = pd.DataFrame({"src": self.node_ids[self.kg.heads[edges]], "edge_attr": rels[self.kg.rels[edges]],
+                                "dst": self.node_ids[self.kg.tails[edges]], "kb_edge": edges})
+        return TextualGraph(node_df, edge_df)

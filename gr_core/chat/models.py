@@ -1,0 +1,97 @@
+"""The chat's models: trained G-Retriever checkpoints and GNN-RAG reasoners found under ``outputs/``, the answerer."""
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+from .config import CHECKPOINT_PRESETS, KIND_DATASETS
+
+
+def find_checkpoint(kind: str, outputs: str | Path | None = None, llm_model: str | None = None,
+                    presets=CHECKPOINT_PRESETS) -> Path | None:
+    """The run directory of a trained G-Retriever for ``kind`` (``outputs/<preset>/runs/<dataset>-g_retriever-seed*``),
+    best preset first, then dataset order of :data:`KIND_DATASETS`; only runs whose ``ckpt/best.pt`` carries the
+    hash of their ``config.json`` (and, when ``llm_model`` is given, were trained on that LLM)."""
+    import torch
+
+    from ..paths import OUTPUTS_ENV, repo_root
+    from ..runs import config_hash, read_json
+    from ..train import RunConfig
+
+    root = Path(outputs or os.environ.get(OUTPUTS_ENV) or repo_root() / "outputs")
+    for preset in presets:
+        for dataset in KIND_DATASETS[kind]:
+            for run_dir in sorted((root / preset / "runs").glob(f"{dataset}-g_retriever-seed*")):
+                cfg_path, best = run_dir / "config.json", run_dir / "ckpt" / "best.pt"
+                if not (cfg_path.is_file() and best.is_file()):
+                    continue
+                raw = {k: v for k, v in read_json(cfg_path).items() if k not in ("name", "config_hash")}
+                cfg = RunConfig.from_dict(raw)
+                if llm_model and cfg.model.llm.model != llm_model:
+                    continue
+                state = torch.load(best, map_location="cpu", weights_only=False)
+                if state.get("config_hash") == config_hash(cfg.to_dict()):
+                    return run_dir
+    return None
+
+
+# Saved reasoners (notebook 04) that serve a KG chat, first found wins: MetaQA's multi-hop ones, then WebQSP's.
+REASONER_KEYS = ("metaqa-2hop", "metaqa-3hop", "metaqa-1hop", "webqsp")
+
+
+def find_reasoner(outputs: str | Path | None = None, presets=CHECKPOINT_PRESETS) -> Path | None:
+    """A GNN-RAG reasoner saved by notebook 04 (``outputs/<preset>/04_gnn_rag/reasoners/<key>.pt``), best preset
+    first, in :data:`REASONER_KEYS` order; None when there is none."""
+    from ..paths import OUTPUTS_ENV, repo_root
+
+    root = Path(outputs or os.environ.get(OUTPUTS_ENV) or repo_root() / "outputs")
+    for preset in presets:
+        for key in REASONER_KEYS:
+            path = root / preset / "04_gnn_rag" / "reasoners" / f"{key}.pt"
+            if path.is_file():
+                return path
+    return None
+
+
+def load_answerer(model: str, kind: str, llm_model: str, device: str, max_txt_len: int, in_dim: int):
+    """The GraphLLM that answers: ``auto`` (a trained checkpoint for ``kind``, else zero-shot), ``zero_shot``, or a
+    run directory. Returns ``(GraphLLM, description, run_dir or None)``."""
+    import torch
+
+    from ..config import LLMConfig
+    from ..model import GraphLLM, method_config
+    from ..runs import read_json
+    from ..train import RunConfig
+
+    run_dir = None
+    if model == "auto":
+        run_dir = find_checkpoint(kind, llm_model=llm_model)
+    elif model != "zero_shot":
+        run_dir = Path(model)
+        if not (run_dir / "config.json").is_file() or not (run_dir / "ckpt" / "best.pt").is_file():
+            raise FileNotFoundError(f"{run_dir}: not a finished training run (needs config.json and ckpt/best.pt)")
+    if run_dir is None:
+        cfg = method_config("zero_shot", llm=LLMConfig(model=llm_model, device=device), max_txt_len=max_txt_len)
+        presets = ",".join(CHECKPOINT_PRESETS)
+        why = f" (no trained {kind} checkpoint in outputs/{{{presets}}}/runs)" if model == "auto" else ""
+        return GraphLLM(cfg).eval(), f"zero-shot {llm_model}{why}", None
+    raw = {k: v for k, v in read_json(run_dir / "config.json").items() if k not in ("name", "config_hash")}
+    cfg = RunConfig.from_dict(raw)
+    mcfg = replace(cfg.model, llm=replace(cfg.model.llm, device=device))
+    state = torch.load(run_dir / "ckpt" / "best.pt", map_location="cpu", weights_only=False)["model"]  # read once
+    if mcfg.gnn is not None and in_dim != checkpoint_in_dim(state, run_dir):
+        raise ValueError(f"{run_dir}: its graph encoder reads {checkpoint_in_dim(state, run_dir)}-d text embeddings; "
+                         f"this graph is indexed with {in_dim}-d ones (a different sentence encoder)")
+    net = GraphLLM(mcfg, in_dim=in_dim)
+    net.load_trainable_state(state)
+    return net.eval(), f"trained {cfg.method} ({run_dir.parent.parent.name}/{run_dir.name})", run_dir
+
+
+def checkpoint_in_dim(state: dict, run_dir: Path | str = "") -> int:
+    """The text-embedding width a checkpoint's graph encoder was trained on (its first layer's input), from the
+    checkpoint's ``model`` state dict."""
+    for name, value in state.items():
+        if name.startswith("gnn.") and name.endswith("weight") and value.dim() == 2:
+            return int(value.shape[1])
+    raise ValueError(f"{run_dir}: no graph encoder weight in the checkpoint")
