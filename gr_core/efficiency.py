@@ -23,22 +23,11 @@ import time
 import numpy as np
 import pandas as pd
 
+from .published import PAPER_TABLE4, PAPER_TABLE12
 from .results import by_name
 
 METHODS = ("whole graph", "pcst", "gnn paths")
 
-# GR Table 4 (final version)
-PAPER_TABLE4 = {
-    "scene_graphs": {"tokens_before": 1396, "nodes_before": 19, "min_epoch_before": 123.1, "tokens_after": 235,
-                     "nodes_after": 5, "min_epoch_after": 86.8},
-    "webqsp": {"tokens_before": 100627, "nodes_before": 1371, "min_epoch_before": 18.7, "tokens_after": 610,
-               "nodes_after": 18, "min_epoch_after": 6.2},
-}
-# GR Table 12 (WebQSP, 2 x A100-80G): Hit@1 and time (inference: minutes for the test set)
-PAPER_TABLE12 = {
-    "question_only": (61.16, "31 min"), "zero_shot": (41.06, "40 min"), "prompt_tuning": (48.34, "18.7 min/epoch"),
-    "g_retriever": (70.49, "6.2 min/epoch"), "lora": (66.03, "19 min/epoch"), "g_retriever_lora": (73.79, "6.9 min/epoch"),
-}
 TABLE12_LABEL = {"question_only": "Question only", "zero_shot": "Textual graph and question",
                  "prompt_tuning": "Prompt tuning", "g_retriever": "G-Retriever", "lora": "LoRA",
                  "g_retriever_lora": "G-Retriever w/ LoRA"}

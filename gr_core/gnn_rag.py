@@ -34,6 +34,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from .published import PAPER_GNN_ONLY
+
 
 @dataclass(frozen=True)
 class ReasonerConfig:
@@ -595,11 +597,6 @@ def path_study(ds, indices: list[int], probs: list[np.ndarray], eps: float = 0.9
 
 
 # ---------------------------------------------------------------------- notebook-level helpers
-PAPER_GNN_ONLY = {  # GNN-RAG paper Table 2 (ReaRev, dense subgraphs) and its MetaQA-3 appendix row
-    "webqsp": {"h1": 76.4, "f1": 70.9, "source": "ReaRev, GNN-RAG Table 2"},
-}
-
-
 def dataset_keys(datasets: list[str], metaqa_hops: list[int]) -> list[tuple[str, str, int]]:
     """``(key, dataset name, hops)`` per run: MetaQA once per hop set (``metaqa-2hop``), the others as named."""
     keys = [(name, name, 2) for name in datasets if name != "metaqa"]

@@ -32,6 +32,7 @@ from .gnn_rag import _hops, _path_names, gold_ids, missing_entities, reasoning_p
 from .llm import load_tokenizer
 from .model import Example, GraphLLM, LoRAConfig, ModelConfig
 from .prompts import ROG_PLANNING_PROMPT, gnn_rag_parts
+from .published import PAPER_GNN_RAG, PAPER_HOPS_F1
 from .runs import config_hash, progress, seed_everything, write_json
 from .train import TrainConfig, fit, predict
 
@@ -472,22 +473,6 @@ def run_gnn_rag(results: dict, run_dir: str | Path, llm: LLMConfig = LLMConfig()
 
 
 # ---------------------------------------------------------------------- tables
-# GNN-RAG paper numbers for our rows (Hit / H@1 / F1 in %, median input tokens; GNN-RAG paper Tables 2, 4).
-PAPER_GNN_RAG = {
-    ("webqsp", "none"): {"Hit": 64.4, "source": "untuned LLaMA2-Chat-7B, Table 5"},
-    ("webqsp", "rog"): {"Hit": 85.7, "Hit@1": 80.0, "F1": 70.8, "tokens": 202, "source": "RoG, Tables 4/12 (d)"},
-    ("webqsp", "gnn"): {"Hit": 85.7, "Hit@1": 80.6, "F1": 71.3, "tokens": 144, "source": "GNN-RAG, Tables 2/4 (e)"},
-    ("webqsp", "gnn+rog"): {"Hit": 90.7, "Hit@1": 82.8, "F1": 73.5, "tokens": 299,
-                            "source": "GNN-RAG+RA, Tables 2/4 (h)"},
-    ("webqsp", "pcst"): {"Hit@1": 70.1, "source": "G-Retriever (LLaMA2-7B), GNN-RAG Table 2"},
-    ("metaqa-3hop", "gnn"): {"Hit@1": 98.6, "source": "GNN-RAG, Table 11"},
-    ("metaqa-3hop", "rog"): {"Hit@1": 84.8, "source": "RoG, GNN-RAG Table 11"},
-}
-PAPER_HOPS_F1 = {  # GNN-RAG Table 8 (WebQSP F1 by hops)
-    ("rog", 1): 73.4, ("rog", 2): 63.3, ("gnn", 1): 72.0, ("gnn", 2): 69.8, ("gnn+rog", 1): 74.6, ("gnn+rog", 2): 71.1,
-}
-
-
 def training_table(training: dict) -> "pd.DataFrame":
     """One row per LoRA fine-tune of :func:`run_gnn_rag`'s ``training``: examples, epochs, final val loss, seconds."""
     import pandas as pd

@@ -23,6 +23,7 @@ from .config import EMBEDDED_TEXT_ENCODER, TextEncoderConfig
 from .data import TextualGraph, load_split
 from .kg import KnowledgeGraph, NeighbourhoodConfig
 from .paths import cache_root, data_root
+from .published import PAPER_STATS
 from .runs import atomic_write_bytes, config_hash, read_json, sha256_file, write_json
 from .text_encoder import EmbeddingStore, EncodeStats
 
@@ -271,22 +272,6 @@ def load_dataset(cfg: DatasetConfig | str, force: bool = False, store: Embedding
                           "raw": raw_checksums(cfg.name), "format": FORMAT_VERSION, "pid": os.getpid()})
     ds.meta["cache"] = {"hit": False, "file": str(blob)}
     return ds
-
-
-# Table 2 of the GR paper (graphs, mean nodes, mean edges) and Table 4's "before retrieval" tokens;
-# GNN-RAG Table 7 (mean subgraph entities, answer coverage) for the KGQA sets.
-PAPER_STATS = {
-    "explagraphs": {"graphs": 2766, "mean_nodes": 5.17, "mean_edges": 4.25, "source": "GR Table 2"},
-    "gqa_micro": {"graphs": 100000, "mean_nodes": 19.13, "mean_edges": 68.44, "mean_tokens": 1396,
-                  "source": "GR Tables 2, 4 (full GQA SceneGraphs)"},
-    "clevr": {"graphs": 100000, "mean_nodes": 19.13, "mean_edges": 68.44, "mean_tokens": 1396,
-              "source": "GR Tables 2, 4 (GQA SceneGraphs; CLEVR stands in for it)"},
-    "webqsp": {"graphs": 4737, "mean_nodes": 1370.89, "mean_edges": 4252.37, "mean_tokens": 100627,
-               "coverage_any": 0.949, "source": "GR Tables 2, 4 (full 2-hop subgraphs); GNN-RAG Table 7"},
-    "webqsp_full": {"graphs": 4737, "mean_nodes": 1370.89, "mean_edges": 4252.37, "mean_tokens": 100627,
-                    "coverage_any": 0.949, "source": "GR Tables 2, 4; GNN-RAG Table 7"},
-    "metaqa_3hop": {"mean_nodes": 497.9, "coverage_any": 0.990, "source": "GNN-RAG Table 7 (MetaQA-3)"},
-}
 
 
 def describe(ds: GraphQADataset, tokenizer=None, token_sample: int = 200, seed: int = 0) -> dict:

@@ -11,24 +11,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .published import PAPER_COLUMN, PAPER_TABLE3, PAPER_TABLE6, PAPER_TABLE7, PAPER_TABLE10
 from .runs import read_json
 
-# (mean, std) per method and paper column; inference-only rows have no std. Question-only: v1 Table 3 and
-# Table 12 (WebQSP 61.16 in Table 12; 0.6136 as a fraction in v1 Table 3).
-PAPER_TABLE3: dict[str, dict[str, tuple[float, float | None]]] = {
-    "question_only": {"explagraphs": (0.5704, None), "webqsp": (61.16, None)},
-    "zero_shot": {"explagraphs": (0.5650, None), "scene_graphs": (0.3974, None), "webqsp": (41.06, None)},
-    "zero_cot": {"explagraphs": (0.5704, None), "scene_graphs": (0.5260, None), "webqsp": (51.30, None)},
-    "cot_bag": {"explagraphs": (0.5794, None), "scene_graphs": (0.5680, None), "webqsp": (39.60, None)},
-    "kaping": {"explagraphs": (0.6227, None), "scene_graphs": (0.4375, None), "webqsp": (52.64, None)},
-    "prompt_tuning": {"explagraphs": (0.5763, 0.0243), "scene_graphs": (0.6341, 0.0024), "webqsp": (48.34, 0.64)},
-    "graph_token": {"explagraphs": (0.8508, 0.0551), "scene_graphs": (0.4903, 0.0105), "webqsp": (57.05, 0.74)},
-    "g_retriever": {"explagraphs": (0.8516, 0.0092), "scene_graphs": (0.8131, 0.0162), "webqsp": (70.49, 1.21)},
-    "lora": {"explagraphs": (0.8538, 0.0353), "scene_graphs": (0.7862, 0.0031), "webqsp": (66.03, 0.47)},
-    "g_retriever_lora": {"explagraphs": (0.8705, 0.0329), "scene_graphs": (0.8683, 0.0072), "webqsp": (73.79, 0.70)},
-}
-PAPER_COLUMN = {"explagraphs": "explagraphs", "clevr": "scene_graphs", "gqa_micro": "scene_graphs",
-                "webqsp": "webqsp", "webqsp_full": "webqsp", "metaqa": None}
 METRIC_NAME = {"explagraphs": "accuracy", "clevr": "accuracy (substring)", "gqa_micro": "accuracy (substring)",
                "webqsp": "Hit (%)", "webqsp_full": "Hit (%)", "metaqa": "Hit (%)"}
 METHOD_ORDER = ["majority", "negation_parity", "gnn_classifier", "question_only", "zero_shot", "zero_cot", "cot_bag",
@@ -178,19 +163,10 @@ def sample_predictions(runs_dir: str | Path, names, k: int = 2) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------- ablations (GR Tables 6, 7, 8, 10)
-# WebQSP Hit@1, full model 70.49; "w/o graph encoder" = 10 trainable soft tokens = our prompt_tuning.
-PAPER_TABLE6 = {"g_retriever": 70.49, "prompt_tuning": 54.62, "gr_wo_projector": 69.70, "gr_wo_text": 56.96,
-                "gr_wo_retrieval": 63.84}
 TABLE6_LABEL = {"g_retriever": "G-Retriever (full)", "prompt_tuning": "w/o graph encoder (10 soft tokens)",
                 "gr_wo_projector": "w/o projection layer", "gr_wo_text": "w/o textualized graph",
                 "gr_wo_retrieval": "w/o retrieval"}
-# WebQSP Hit@1, ExplaGraphs accuracy
-PAPER_TABLE7 = {"g_retriever_gcn": {"webqsp": 70.70, "explagraphs": 0.8394},
-                "g_retriever_gat": {"webqsp": 70.27, "explagraphs": 0.8430},
-                "g_retriever": {"webqsp": 70.49, "explagraphs": 0.8516}}
 TABLE7_LABEL = {"g_retriever_gcn": "GCN", "g_retriever_gat": "GAT", "g_retriever": "Graph Transformer"}
-PAPER_TABLE8 = {"Llama-2-7b": 70.49, "Llama-2-13b": 75.58}  # WebQSP Hit@1
-PAPER_TABLE10 = {3: 69.77, 5: 70.63, 10: 72.48, 20: 70.39}  # WebQSP Hit@1 (fractions x 100)
 
 
 def score_interval(dataset: str | None, score: float | None, n: int | None) -> tuple[float | None, float | None]:

@@ -15,17 +15,13 @@ import pandas as pd
 from .baselines import retrieve_kaping, retrieve_khop, retrieve_none, triple_texts
 from .data import TextualGraph
 from .graphqa import KGQA, GraphQADataset, retrieve
+from .published import PAPER_TABLE10
 from .retrieval import DATASET_RETRIEVAL, RetrievalConfig, RetrievedSubgraph
 from .runs import progress
 from .text_encoder import EmbeddingStore
 
 Retriever = Callable[[GraphQADataset, int, TextualGraph], RetrievedSubgraph]
 
-# GR paper Table 4 (after PCST) and Table 11; Table 10 is the end-task Hit@1 per k (fractions).
-PAPER_TABLE4 = {"webqsp": {"tokens_before": 100627, "nodes_before": 1371, "tokens_after": 610, "nodes_after": 18},
-                "scene_graphs": {"tokens_before": 1396, "nodes_before": 19, "tokens_after": 235, "nodes_after": 5}}
-PAPER_TABLE11 = {"pcst": 70.49, "kaping": 60.81}
-PAPER_TABLE10 = {3: 0.6977, 5: 0.7063, 10: 0.7248, 20: 0.7039}
 
 
 def answer_in(graph: TextualGraph, answers: list[str]) -> bool:
