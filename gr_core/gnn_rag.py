@@ -449,7 +449,9 @@ def question_scores(model: ReaRev, data_list: list, eps: float = 0.95) -> list[d
 def evaluate_reasoner(model: ReaRev, data_list: list, eps: float = 0.95) -> dict:
     """GNN-only scores as GNN-RAG reports them: H@1 (argmax over non-seed nodes is an answer) and F1 of the
     ``eps`` candidate set, in percent, plus candidate-set hit, size and the count of questions without a gold
-    answer in their graph (scored as misses here; GNN-RAG's evaluator counts them as hits)."""
+    answer in their graph (misses, as in GNN-RAG's evaluator, which counts a hit only for a question whose answer
+    list is empty). F1's recall counts the gold answers in the graph (GNN-RAG's: every gold answer, so ours reads higher
+    where answers are missing from the graph)."""
     rows = question_scores(model, data_list, eps)
     n = max(len(rows), 1)
     return {"h1": 100 * sum(r["h1"] for r in rows) / n, "f1": 100 * sum(r["f1"] for r in rows) / n,

@@ -232,7 +232,8 @@ def k_sweep_table(runs_dir: str | Path, names: list[str]) -> pd.DataFrame:
                      "test": float(m["score"]), "n_test": m["num_test"], "ci_low": low, "ci_high": high,
                      "mean_prompt_tokens": m["mean_prompt_tokens"],
                      "paper (Hit@1, C_e unstated)": PAPER_TABLE10.get(k)})
-    out = pd.DataFrame(rows)
+    out = pd.DataFrame(rows, columns=["name", "k", "C_e", "best_val_loss", "test", "n_test", "ci_low", "ci_high",
+                                      "mean_prompt_tokens", "paper (Hit@1, C_e unstated)"])
     if len(out) and out.best_val_loss.notna().any():
         out["chosen"] = out.best_val_loss == out.best_val_loss.min()
     return out

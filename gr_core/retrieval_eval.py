@@ -105,7 +105,11 @@ def summarize_retrievers(rows: pd.DataFrame) -> pd.DataFrame:
 def k_sweep(ds: GraphQADataset, indices: list[int], ks=(3, 5, 10, 20), tokenizer=None,
             edge_costs=None) -> pd.DataFrame:
     """Table 10 analogue: k applied to nodes *and* edges (the paper does not say which), C_e the dataset default or
-    each of ``edge_costs``; reports retrieval (answer in subgraph, size, tokens), not the end task."""
+    each of ``edge_costs``; reports retrieval (answer in subgraph, size, tokens), not the end task. An empty ``ks``
+    gives an empty table with the columns (a preset that sweeps nothing)."""
+    if not len(ks):
+        return pd.DataFrame(columns=["dataset", "retriever", "questions", "nodes_after", "tokens_after",
+                                     "answer_in_subgraph", "median_ms", "k", "paper_hit@1"])
     base = DATASET_RETRIEVAL[ds.name]
     grid = [(k, ce) for k in ks for ce in (edge_costs or [base.edge_cost])]
     retrievers = {(f"k={k}" if not edge_costs else f"k={k}, C_e={ce}"):

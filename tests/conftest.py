@@ -1,4 +1,5 @@
 import os
+import sys
 import time
 
 # Before any Hugging Face import: models load from local paths only (docs/environment.md).
@@ -52,3 +53,31 @@ def tiny_llm_dir(tmp_path_factory):
     LlamaForCausalLM(cfg).save_pretrained(path)
     tok.save_pretrained(path)
     return str(path)
+
+
+@pytest.fixture(autouse=True)
+def _shared_data_guard(request, monkeypatch):
+    """With ``GR_TEST_GUARD_DATA=1``, a test not marked ``data`` that resolves the shared data folder fails, naming
+    itself: ``GR_TEST_GUARD_DATA=1 pytest tests -m "not data and not notebooks"`` checks that the marks are complete
+    (``pytest -m "not data"`` then runs without ``../shared/data``). Off by default."""
+    if not os.environ.get("GR_TEST_GUARD_DATA") or request.node.get_closest_marker("data"):
+        yield
+        return
+    import gr_core.paths as paths
+
+    real = paths.data_root
+    try:
+        shared = real()
+    except paths.DataNotFoundError:
+        shared = None
+
+    def guarded():
+        root = real()
+        if shared is not None and root == shared:
+            raise AssertionError(f"{request.node.nodeid} reads the shared data folder {root}: mark it @pytest.mark.data")
+        return root
+
+    for name, module in list(sys.modules.items()):
+        if (name == "gr_core" or name.startswith("gr_core.")) and getattr(module, "data_root", None) is real:
+            monkeypatch.setattr(module, "data_root", guarded)
+    yield

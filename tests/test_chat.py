@@ -215,6 +215,7 @@ def test_gnn_retriever_needs_a_reasoner_and_uses_a_saved_one(tmp_path, tiny_llm_
     assert "The Matrix" in set(turn.evidence.nodes.node_attr)
 
 
+@pytest.mark.data
 def test_checkpoints_are_found_by_kind_with_a_matching_hash_and_never_from_smoke(tmp_path):
     import torch
 

@@ -12,6 +12,7 @@ def explagraphs():
     return load_explagraphs()
 
 
+@pytest.mark.data
 def test_explagraphs_has_every_row_and_the_reference_split(explagraphs):
     split = load_split("explagraphs")
     assert len(explagraphs) == 2766
@@ -19,6 +20,7 @@ def test_explagraphs_has_every_row_and_the_reference_split(explagraphs):
     assert sorted(split["train"] + split["val"] + split["test"]) == list(range(2766))
 
 
+@pytest.mark.data
 def test_explagraphs_reproduces_the_reference_csvs_byte_for_byte(explagraphs):
     ref = {}
     with tarfile.open(data_file("explagraphs", "reference_nodes_edges_split.tar.gz")) as tar:

@@ -7,6 +7,7 @@ from gr_core import datasets as D
 from gr_core.data import GraphFormatError, load_split
 
 
+@pytest.mark.data
 def test_graphqa_split_reproduces_the_reference_explagraphs_split():
     assert D.graphqa_split(2766, seed=42) == load_split("explagraphs")
 
@@ -16,6 +17,7 @@ def webqsp():
     return D.build_webqsp()
 
 
+@pytest.mark.data
 def test_webqsp_minigraphs_are_all_1628_questions_lowercased(webqsp):
     records, graphs, _, notes = webqsp
     assert len(records) == len(graphs) == 1628 and notes["empty_graphs"] == 0
@@ -26,6 +28,7 @@ def test_webqsp_minigraphs_are_all_1628_questions_lowercased(webqsp):
     assert all(name == name.lower() for gr in graphs for name in gr.nodes.node_attr)
 
 
+@pytest.mark.data
 def test_webqsp_answer_coverage_matches_the_data_readme(webqsp):
     records, graphs, _, _ = webqsp
     covered = sum(bool(set(r.answers) & set(g.nodes.node_attr)) for r, g in zip(records, graphs))
@@ -39,6 +42,7 @@ def test_webqsp_resplit_is_seeded_disjoint_and_6_2_2():
     assert D.graphqa_split(1628, seed=42) == split and D.graphqa_split(1628, seed=1) != split
 
 
+@pytest.mark.data
 def test_webqsp_full_subgraphs_are_retrieval_scale():
     records, graphs, _, _ = D.build_webqsp("full_subgraphs.jsonl")
     assert len(graphs) == 18
@@ -50,6 +54,7 @@ def _write_jsonl(path, rows):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
+@pytest.mark.data
 def test_webqsp_bad_rows_are_named_by_file_and_line(tmp_path, monkeypatch):
     monkeypatch.setenv("GR_DATA_DIR", str(tmp_path))
     (tmp_path / "webqsp").mkdir()
@@ -65,6 +70,7 @@ def test_webqsp_bad_rows_are_named_by_file_and_line(tmp_path, monkeypatch):
         D.build_webqsp()
 
 
+@pytest.mark.data
 def test_webqsp_empty_graphs_duplicates_self_loops_and_nan_names_are_kept_and_counted(tmp_path, monkeypatch):
     # Documented handling: an empty graph stays empty (retrieval returns it whole) and is counted;
     # repeated triples stay multi-edges and self-loops stay (as the GR code keeps them);
@@ -87,10 +93,12 @@ def metaqa_kb():
     return D.load_metaqa_kb()
 
 
+@pytest.mark.data
 def test_metaqa_kb_has_the_published_size(metaqa_kb):
     assert (metaqa_kb.num_edges, metaqa_kb.num_entities, len(metaqa_kb.relations)) == (133582, 43234, 9)
 
 
+@pytest.mark.data
 def test_metaqa_questions_link_the_bracketed_topic_exactly(metaqa_kb):
     from gr_core.paths import data_file
 
@@ -102,6 +110,7 @@ def test_metaqa_questions_link_the_bracketed_topic_exactly(metaqa_kb):
     assert first.extra["qtype"] == "actor_to_movie"
 
 
+@pytest.mark.data
 def test_metaqa_split_trains_on_dev_and_tests_on_official_test():
     records, _, _, notes = D.build_metaqa(hops=2)
     split = notes["split"]
@@ -111,6 +120,7 @@ def test_metaqa_split_trains_on_dev_and_tests_on_official_test():
     assert sorted(split["test"]) == list(range(14872, 2 * 14872))
 
 
+@pytest.mark.data
 def test_metaqa_first_questions_of_every_split_mix_question_types():
     """The files are grouped by type: the first 326 questions in file order are all actor_to_movie (1-hop)."""
     records, _, _, notes = D.build_metaqa(hops=1)
@@ -119,6 +129,7 @@ def test_metaqa_first_questions_of_every_split_mix_question_types():
         assert len(types) >= 8, (name, types)  # MetaQA 1-hop has 13 types
 
 
+@pytest.mark.data
 def test_metaqa_unknown_topic_entity_is_named_or_skipped_and_counted(metaqa_kb, tmp_path):
     path = tmp_path / "qa_dev.txt"
     path.write_text("who directed [Kismet]\tWilliam Dieterle\nwho directed [No Such Film]\tX\n")
@@ -128,6 +139,7 @@ def test_metaqa_unknown_topic_entity_is_named_or_skipped_and_counted(metaqa_kb, 
     assert len(records) == 1 and notes["unknown_topic_skipped"] == 1
 
 
+@pytest.mark.data
 def test_metaqa_malformed_lines_are_named(tmp_path, metaqa_kb):
     kb = tmp_path / "kb.txt"
     kb.write_text("a|r|b\na|r\n")
@@ -139,6 +151,7 @@ def test_metaqa_malformed_lines_are_named(tmp_path, metaqa_kb):
         D.read_metaqa_questions(qa, metaqa_kb)
 
 
+@pytest.mark.data
 def test_gqa_micro_reads_the_real_scene_graph_format():
     records, graphs, _, notes = D.build_gqa()
     assert len(records) == 33 and notes["scenes"] == 14
@@ -161,6 +174,7 @@ def test_gqa_relation_to_a_missing_object_is_named():
         D.gqa_scene_graph(scene, "scene.json: image 7")
 
 
+@pytest.mark.data
 def test_clevr_pairs_split_by_image_with_official_val_as_test():
     records, graphs, _, notes = D.build_clevr()
     split = notes["split"]

@@ -12,6 +12,7 @@ def _rows(name):
         return [json.loads(line) for line in fh]
 
 
+@pytest.mark.data
 def test_gnn_rag_webqsp_scores_are_reproduced_from_its_predictions():
     rows = _rows("kgqa-gnn-rag_rearev_sbert_predictions.jsonl")
     report = kgqa_report([r["prediction"] for r in rows], [r["ground_truth"] for r in rows])
@@ -24,6 +25,7 @@ def test_gnn_rag_webqsp_scores_are_reproduced_from_its_predictions():
     assert report["exact_hit"] == pytest.approx(85.20, abs=0.005)  # docs/peers.md 7
 
 
+@pytest.mark.data
 def test_gnn_rag_ra_scores_are_reproduced_and_match_row_by_row():
     rows = _rows("kgqa-gnn-rag-ra_rearev_sbert_detailed_eval_result.jsonl")
     report = kgqa_report([r["prediction"] for r in rows], [r["ground_truth"] for r in rows])
@@ -33,6 +35,7 @@ def test_gnn_rag_ra_scores_are_reproduced_and_match_row_by_row():
         assert (s["hit"], s["hit1"]) == (r["hit"], r["hit1"]) and s["f1"] == pytest.approx(r["f1"]), r["id"]
 
 
+@pytest.mark.data
 def test_unbounded_reference_precision_exceeds_one_and_the_bounded_variant_does_not():
     rows = _rows("kgqa-gnn-rag_rearev_sbert_predictions.jsonl")
     scores = [kgqa_scores(r["prediction"], r["ground_truth"]) for r in rows]
@@ -77,6 +80,7 @@ def test_task_scores_split_g_retriever_pipes_for_kgqa_and_keep_the_explagraphs_r
         task_scores("nope", "x", ["x"])
 
 
+@pytest.mark.data
 def test_reference_metric_check_table_reproduces_both_published_rows():
     from gr_core.evaluate import reference_metric_check
 

@@ -15,6 +15,7 @@ def private_cache(tmp_path, monkeypatch):
     return tmp_path / "cache"
 
 
+@pytest.mark.data
 def test_second_load_is_a_cache_hit_with_identical_embeddings(private_cache):
     first = load_dataset("gqa_micro")
     second = load_dataset("gqa_micro")
@@ -22,6 +23,7 @@ def test_second_load_is_a_cache_hit_with_identical_embeddings(private_cache):
     np.testing.assert_array_equal(first.text_emb, second.text_emb)
 
 
+@pytest.mark.data
 def test_truncated_cache_file_is_detected_and_rebuilt(private_cache):
     ds = load_dataset("gqa_micro")
     blob = ds.meta["cache"]["file"]
@@ -31,6 +33,7 @@ def test_truncated_cache_file_is_detected_and_rebuilt(private_cache):
     assert again.meta["cache"]["hit"] is False and len(again) == 33
 
 
+@pytest.mark.data
 def test_changed_config_or_raw_file_changes_the_cache_key(tmp_path, monkeypatch):
     base = cache_key(DatasetConfig("gqa_micro"))
     assert cache_key(DatasetConfig("gqa_micro", split_seed=1)) != base
@@ -43,6 +46,7 @@ def test_changed_config_or_raw_file_changes_the_cache_key(tmp_path, monkeypatch)
     assert cache_key(DatasetConfig("gqa_micro")) != base
 
 
+@pytest.mark.data
 def test_each_distinct_text_is_encoded_once_and_rows_match(private_cache):
     ds = load_dataset("gqa_micro")
     assert ds.meta["texts_encoded"] == len(set(ds.texts)) == len(ds.texts) < ds.meta["texts_referenced"]
@@ -66,6 +70,7 @@ def test_embedding_store_is_shared_across_datasets_and_survives_a_truncated_shar
     assert new == 3
 
 
+@pytest.mark.data
 def test_metaqa_subset_cuts_neighbourhoods_from_the_kb_with_answers_inside(private_cache):
     ds = load_dataset(DatasetConfig("metaqa", hops=1, max_questions=4))
     assert len(ds) == 12
@@ -79,6 +84,7 @@ def test_metaqa_subset_cuts_neighbourhoods_from_the_kb_with_answers_inside(priva
     assert stats["coverage_any"] == 1.0 and stats["questions"] == 12
 
 
+@pytest.mark.data
 def test_describe_reports_table_2_statistics_without_coverage_for_classification(private_cache):
     ds = load_dataset(DatasetConfig("explagraphs", max_questions=10))
     stats = describe(ds)

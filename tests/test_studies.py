@@ -80,6 +80,17 @@ def test_k_sweep_chooses_on_validation_loss(tmp_path):
     assert t.loc[10, "paper (Hit@1, C_e unstated)"] == 72.48
 
 
+def test_an_empty_k_grid_gives_empty_tables_that_keep_their_columns(tmp_path):
+    from gr_core.report import load_tables
+    from gr_core.retrieval_eval import k_sweep
+
+    t10, t11 = k_sweep_table(tmp_path, []), k_sweep(None, [], ks=[])
+    assert len(t10) == 0 and "best_val_loss" in t10 and len(t11) == 0 and "paper_hit@1" in t11
+    (tmp_path / "07_ablations").mkdir()
+    t10.to_csv(tmp_path / "07_ablations" / "table10.csv", index=False)  # what notebook 07 writes, read back by 08
+    assert list(load_tables(tmp_path)["07_ablations/table10"].columns) == list(t10.columns)
+
+
 # ---------------------------------------------------------------------- efficiency
 def test_costs_of_whole_graph_pcst_and_gnn_paths(tiny_llm_dir):
     from gr_core.gnn_rag import ReaRev, ReasonerConfig

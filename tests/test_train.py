@@ -48,6 +48,7 @@ def test_run_config_round_trips_through_json(tiny_llm_dir):
     assert RunConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
 
 
+@pytest.mark.data
 def test_a_run_writes_its_directory_and_a_finished_run_is_reused(tiny_llm_dir, explagraphs, tmp_path):
     cfg = _cfg(tiny_llm_dir, num_epochs=1)
     metrics = run(cfg, tmp_path / "r", ds=explagraphs)
@@ -67,12 +68,14 @@ def test_a_run_writes_its_directory_and_a_finished_run_is_reused(tiny_llm_dir, e
     assert again["epoch"] == 0 and again["test"] == {"score": metrics["score"], "n": 3}
 
 
+@pytest.mark.data
 def test_inference_only_methods_train_nothing(tiny_llm_dir, explagraphs, tmp_path):
     metrics = run(_cfg(tiny_llm_dir, "zero_shot"), tmp_path / "z", ds=explagraphs)
     assert metrics["epochs_run"] == 0 and metrics["trainable_params"] == 0
     assert not (tmp_path / "z" / "history.json").exists()
 
 
+@pytest.mark.data
 def test_an_interrupted_run_resumes_from_its_last_checkpoint_to_the_same_result(tiny_llm_dir, explagraphs, tmp_path):
     cfg = _cfg(tiny_llm_dir, num_epochs=3, patience=5)
     straight = run(cfg, tmp_path / "a", ds=explagraphs)
@@ -101,6 +104,7 @@ def test_an_interrupted_run_resumes_from_its_last_checkpoint_to_the_same_result(
     assert straight["score"] == resumed["score"]
 
 
+@pytest.mark.data
 def test_early_stopping_keeps_the_best_validation_checkpoint(tiny_llm_dir, explagraphs, tmp_path):
     run(_cfg(tiny_llm_dir, num_epochs=6, patience=1, lr=0.5, min_lr=0.5), tmp_path / "e", ds=explagraphs)
     history = json.loads((tmp_path / "e" / "history.json").read_text())
@@ -110,6 +114,7 @@ def test_early_stopping_keeps_the_best_validation_checkpoint(tiny_llm_dir, expla
         assert len(history) - 1 - best == 1
 
 
+@pytest.mark.data
 def test_ddp_on_two_gloo_processes_follows_the_single_process_trajectory(tiny_llm_dir, explagraphs, tmp_path):
     """torchrun --nproc_per_node 2 (gloo, CPU) vs one process on the same global batch of 4."""
     cfg = _cfg(tiny_llm_dir, norm="layer", num_epochs=2)  # graph-wise LayerNorm: independent of the sharding
@@ -135,6 +140,7 @@ def test_ddp_on_two_gloo_processes_follows_the_single_process_trajectory(tiny_ll
     assert m2["world_size"] == 2
 
 
+@pytest.mark.data
 def test_kaping_examples_hold_the_top_k_triples_as_desc(explagraphs):
     from gr_core.model import method_config
     from gr_core.train import build_examples
@@ -173,6 +179,7 @@ def test_new_options_at_their_defaults_keep_old_config_hashes():
     assert RunConfig.from_dict(changed.to_dict()) == changed
 
 
+@pytest.mark.data
 def test_the_teacher_forced_match_is_greedy_decoding_starting_with_the_label(tiny_llm_dir, explagraphs):
     from gr_core.train import build_examples
 
@@ -190,6 +197,7 @@ def test_the_teacher_forced_match_is_greedy_decoding_starting_with_the_label(tin
     assert match.tolist() == [k % 2 == 0 for k in range(len(examples))]
 
 
+@pytest.mark.data
 def test_select_on_val_match_keeps_the_epoch_with_the_most_validation_answers_right(tiny_llm_dir, explagraphs,
                                                                                    tmp_path):
     run(_cfg(tiny_llm_dir, num_epochs=3, patience=3, select_on="val_match"), tmp_path / "m", ds=explagraphs)
