@@ -756,3 +756,46 @@ def summarize_path_study(studies: dict) -> "pd.DataFrame":
                      "questions with reversed hops in GNN-RAG (%)": round(100 * (df.reference_reversed_hops > 0).mean(), 1),
                      "questions with relations GNN-RAG drops (%)": round(100 * (df.relations_only_in_ours > 0).mean(), 1)})
     return pd.DataFrame(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m gr_core.gnn_rag --keys metaqa-2hop,webqsp --out DIR``: :func:`reasoner_change_table` per dataset key
+    (validation only), written as ``DIR/reasoner_changes.csv``, ``..._by_type.csv`` and ``reasoner_changes.json``
+    (settings, package versions, commit)."""
+    import argparse
+    from dataclasses import asdict
+    from pathlib import Path
+
+    import pandas as pd
+
+    from .runs import environment_record, write_json
+
+    parser = argparse.ArgumentParser(prog="python -m gr_core.gnn_rag", description=main.__doc__)
+    parser.add_argument("--keys", required=True, help="comma-separated: webqsp, metaqa-1hop, metaqa-2hop, metaqa-3hop")
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--max-train", type=int, default=976)
+    parser.add_argument("--max-val", type=int, default=200)
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--first-and-last", default="", help="keys that train only the first version and all switches")
+    args = parser.parse_args(argv)
+    cfg, tcfg = ReasonerConfig(), ReasonerTrainConfig(num_epochs=args.epochs, seed=0)
+    every = {k: True for _, change in REASONER_CHANGES for k in change}
+    short = set(filter(None, args.first_and_last.split(",")))
+    tables, types = {}, {}
+    for key in args.keys.split(","):
+        name, hops = ("metaqa", int(key.split("-")[1][0])) if key.startswith("metaqa") else (key, 2)
+        changes = [REASONER_CHANGES[0], ("all five switches", every)] if key in short else REASONER_CHANGES
+        tables[key], types[key] = reasoner_change_table(name, hops, args.max_train, args.max_val, cfg, tcfg, changes)
+        print(key, tables[key].to_string(), sep="\n", flush=True)
+        args.out.mkdir(parents=True, exist_ok=True)
+        pd.concat(tables, names=["dataset", None]).reset_index(level=0).to_csv(args.out / "reasoner_changes.csv",
+                                                                               index=False)
+        pd.concat(types, names=["dataset", None]).reset_index(level=0).to_csv(args.out / "reasoner_changes_by_type.csv",
+                                                                              index=False)
+        write_json(args.out / "reasoner_changes.json", {"settings": {**vars(args), "out": str(args.out),
+                   "reasoner": asdict(cfg), "train": asdict(tcfg)}, "env": environment_record()})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
