@@ -162,7 +162,7 @@ class ReaRev(nn.Module):
         fwd, inv = torch.stack([src, dst]), torch.stack([dst, src])
         rel_f, rel_b = self.rel_fwd(rel_text), self.rel_bwd(rel_text)  # (E, D) each
         edges, rel = torch.cat([fwd, inv], dim=1), torch.cat([rel_f, rel_b], dim=0)  # (2, 2E), (2E, D)
-        edge_graph = batch[edges[1]]
+        edge_graph, fwd_graph = batch[edges[1]], batch[dst]  # each fact's graph (both directions; forward only)
         h0 = torch.relu(self.entity_init(scatter(rel, edges[1], dim=0, dim_size=N, reduce="sum")))  # (N, D)
         ins = self.drop(self.instructions(data.q_emb)).view(B, K, D)
         seed = data.seed.float()
@@ -175,9 +175,8 @@ class ReaRev(nn.Module):
             for j, layer in enumerate(self.update):
                 if cfg.split_directions:
                     rf, rb = self.rel_layer[j](rel_f), self.rel_layer[j](rel_b)
-                    g = batch[fwd[1]]
-                    agg = [m for k in range(K) for m in (self.hop(p, rf, ins[g, k], fwd, N),
-                                                          self.hop(p, rb, ins[g, k], inv, N))]  # 2K x (N, D)
+                    agg = [m for k in range(K) for m in (self.hop(p, rf, ins[fwd_graph, k], fwd, N),
+                                                          self.hop(p, rb, ins[fwd_graph, k], inv, N))]  # 2K x (N, D)
                 else:
                     agg = [self.hop(p, rel, ins[edge_graph, k], edges, N) for k in range(K)]  # K x (N, D)
                 h = torch.relu(layer(self.drop(torch.cat([h, *agg], dim=-1))))
@@ -691,6 +690,29 @@ def reasoner_change_table(dataset: str, hops: int = 2, max_train: int | None = N
     return table.round(2), pd.DataFrame(by_type).round(2)
 
 
+def reasoner_change_tables(keys: list[str], max_train: int | None = None, max_val: int | None = None,
+                           cfg: ReasonerConfig = ReasonerConfig(), tcfg: ReasonerTrainConfig = ReasonerTrainConfig(),
+                           first_and_last: tuple[str, ...] = (), on_key=None) -> tuple["pd.DataFrame", "pd.DataFrame"]:
+    """:func:`reasoner_change_table` for each dataset key of :func:`dataset_keys` (``webqsp``, ``metaqa-2hop`` ...),
+    concatenated with a ``dataset`` column; keys in ``first_and_last`` train only the first version and all switches.
+    ``on_key(table, by_type)`` is called after each key with the tables so far (to save partial results)."""
+    import pandas as pd
+
+    known = {key: (name, hops) for key, name, hops in dataset_keys(["webqsp", "metaqa"], [1, 2, 3])}
+    every = {field: True for _, change in REASONER_CHANGES for field in change}
+    tables, types = {}, {}
+    for key in keys:
+        if key not in known:
+            raise ValueError(f"dataset key {key!r} is not one of {sorted(known)}")
+        changes = [REASONER_CHANGES[0], ("all five switches", every)] if key in first_and_last else REASONER_CHANGES
+        tables[key], types[key] = reasoner_change_table(*known[key], max_train, max_val, cfg, tcfg, changes)
+        table = pd.concat(tables, names=["dataset", None]).reset_index(level=0)
+        by_type = pd.concat(types, names=["dataset", None]).reset_index(level=0)
+        if on_key is not None:
+            on_key(table, by_type)
+    return (table, by_type) if keys else (pd.DataFrame(), pd.DataFrame())
+
+
 def evidence_view(ds, i: int, probs: np.ndarray, eps: float = 0.95, max_candidates: int = 5):
     """One question's candidates and paths, and a small graph to draw them on.
 
@@ -766,8 +788,6 @@ def main(argv: list[str] | None = None) -> int:
     from dataclasses import asdict
     from pathlib import Path
 
-    import pandas as pd
-
     from .runs import environment_record, write_json
 
     parser = argparse.ArgumentParser(prog="python -m gr_core.gnn_rag", description=main.__doc__)
@@ -779,21 +799,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-and-last", default="", help="keys that train only the first version and all switches")
     args = parser.parse_args(argv)
     cfg, tcfg = ReasonerConfig(), ReasonerTrainConfig(num_epochs=args.epochs, seed=0)
-    every = {k: True for _, change in REASONER_CHANGES for k in change}
-    short = set(filter(None, args.first_and_last.split(",")))
-    tables, types = {}, {}
-    for key in args.keys.split(","):
-        name, hops = ("metaqa", int(key.split("-")[1][0])) if key.startswith("metaqa") else (key, 2)
-        changes = [REASONER_CHANGES[0], ("all five switches", every)] if key in short else REASONER_CHANGES
-        tables[key], types[key] = reasoner_change_table(name, hops, args.max_train, args.max_val, cfg, tcfg, changes)
-        print(key, tables[key].to_string(), sep="\n", flush=True)
+
+    def save(table, by_type):
         args.out.mkdir(parents=True, exist_ok=True)
-        pd.concat(tables, names=["dataset", None]).reset_index(level=0).to_csv(args.out / "reasoner_changes.csv",
-                                                                               index=False)
-        pd.concat(types, names=["dataset", None]).reset_index(level=0).to_csv(args.out / "reasoner_changes_by_type.csv",
-                                                                              index=False)
+        print(table.to_string(), flush=True)
+        table.to_csv(args.out / "reasoner_changes.csv", index=False)
+        by_type.to_csv(args.out / "reasoner_changes_by_type.csv", index=False)
         write_json(args.out / "reasoner_changes.json", {"settings": {**vars(args), "out": str(args.out),
                    "reasoner": asdict(cfg), "train": asdict(tcfg)}, "env": environment_record()})
+
+    reasoner_change_tables(args.keys.split(","), args.max_train, args.max_val, cfg, tcfg,
+                           tuple(filter(None, args.first_and_last.split(","))), on_key=save)
     return 0
 
 

@@ -1,8 +1,9 @@
 """Every number the two papers publish that this project compares with, in one place.
 
-One scale everywhere, the paper's own: accuracy as a fraction (ExplaGraphs, SceneGraphs), Hit / Hit@1 / F1 and
-coverage in percent (WebQSP, MetaQA), tokens and nodes as counts, minutes per epoch as minutes. GR: He et al.,
-G-Retriever (NeurIPS 2024, final version); GNN-RAG: Mavromatis & Karypis (2024). Each table names its source.
+One scale everywhere, the paper's own: accuracy as a fraction (ExplaGraphs, SceneGraphs), Hit / Hit@1 / F1 in
+percent (WebQSP, MetaQA), answer coverage as a fraction, tokens and nodes as counts, minutes per epoch as minutes.
+GR: He et al., G-Retriever (NeurIPS 2024, final version); GNN-RAG: Mavromatis & Karypis (2024). Each table names its
+source.
 """
 from __future__ import annotations
 

@@ -49,9 +49,15 @@ def standard_retrievers(ds: GraphQADataset, store: EmbeddingStore | None = None,
             "none": lambda d, i, g: retrieve_none(g)}
 
 
+ROW_COLUMNS = ["dataset", "question", "retriever", "nodes_before", "edges_before", "tokens_before", "nodes_after",
+               "edges_after", "tokens_after", "answer_in_subgraph", "seconds"]
+
+
 def evaluate_retrievers(ds: GraphQADataset, indices: list[int], retrievers: dict[str, Retriever],
                         tokenizer=None) -> pd.DataFrame:
     """One row per (question, retriever): sizes and tokens before/after, answer hit, seconds."""
+    if not retrievers:
+        return pd.DataFrame(columns=ROW_COLUMNS)
     rows = []
     for i in progress(indices, desc=f"retrieve {ds.name}"):
         graph = ds.graph(i)
@@ -67,7 +73,7 @@ def evaluate_retrievers(ds: GraphQADataset, indices: list[int], retrievers: dict
                          # defined only where answers are graph nodes (KGQA); scene-graph answers are "yes", "2", ...
                          "answer_in_subgraph": answer_in(sub, ds.records[i].answers) if ds.name in KGQA else None,
                          "seconds": seconds})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=ROW_COLUMNS)  # the columns even without rows (no question or no retriever)
 
 
 def evaluate_datasets(names: list[str], questions: int = 0, tokenizer=None, kaping_k: int = 10) -> pd.DataFrame:
@@ -107,17 +113,14 @@ def k_sweep(ds: GraphQADataset, indices: list[int], ks=(3, 5, 10, 20), tokenizer
     """Table 10 analogue: k applied to nodes *and* edges (the paper does not say which), C_e the dataset default or
     each of ``edge_costs``; reports retrieval (answer in subgraph, size, tokens), not the end task. An empty ``ks``
     gives an empty table with the columns (a preset that sweeps nothing)."""
-    if not len(ks):
-        return pd.DataFrame(columns=["dataset", "retriever", "questions", "nodes_after", "tokens_after",
-                                     "answer_in_subgraph", "median_ms", "k", "paper_hit@1"])
-    base = DATASET_RETRIEVAL[ds.name]
-    grid = [(k, ce) for k in ks for ce in (edge_costs or [base.edge_cost])]
-    retrievers = {(f"k={k}" if not edge_costs else f"k={k}, C_e={ce}"):
-                  (lambda d, i, g, k=k, ce=ce: retrieve(d, i, RetrievalConfig(k, k, ce), g)) for k, ce in grid}
+    base_cost = DATASET_RETRIEVAL[ds.name].edge_cost if len(ks) and not edge_costs else None
+    grid = {(f"k={k}" if not edge_costs else f"k={k}, C_e={ce}"): (k, ce) for k in ks for ce in (edge_costs or [base_cost])}
+    retrievers = {name: (lambda d, i, g, k=k, ce=ce: retrieve(d, i, RetrievalConfig(k, k, ce), g))
+                  for name, (k, ce) in grid.items()}
     table = summarize_retrievers(evaluate_retrievers(ds, indices, retrievers, tokenizer))
-    table["k"] = [k for k, _ in grid] * (len(table) // len(grid))
+    table["k"] = table.retriever.map(lambda name: grid[name][0])
     if edge_costs:
-        table["C_e"] = [ce for _, ce in grid] * (len(table) // len(grid))
+        table["C_e"] = table.retriever.map(lambda name: grid[name][1])
     table["paper_hit@1"] = table.k.map(PAPER_TABLE10)
     return table
 
