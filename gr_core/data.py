@@ -157,8 +157,7 @@ def neighbourhood_preview(graph: TextualGraph, max_nodes: int = 60) -> TextualGr
     of graphs too large to draw; graphs already small enough are returned unchanged."""
     if graph.num_nodes <= max_nodes:
         return graph
-    names = graph.nodes.node_attr.str.lower()
-    seeds = graph.nodes.node_id[names.isin([e.lower() for e in graph.q_entities])].tolist() or [int(graph.nodes.node_id.iloc[0])]
+    seeds = question_nodes(graph) or [int(graph.nodes.node_id.iloc[0])]
     adj: dict[int, list[int]] = {}
     for s, d in zip(graph.edges.src.tolist(), graph.edges.dst.tolist()):
         adj.setdefault(s, []).append(d)
@@ -177,6 +176,11 @@ def neighbourhood_preview(graph: TextualGraph, max_nodes: int = 60) -> TextualGr
 
 
 def question_nodes(graph: TextualGraph) -> list[int]:
-    """Ids of the nodes whose text is one of the graph's question entities (case-insensitive)."""
-    wanted = {e.lower() for e in graph.q_entities}
-    return [int(n) for n, t in zip(graph.nodes.node_id, graph.nodes.node_attr) if str(t).lower() in wanted]
+    """Ids of the nodes whose text is exactly one of the graph's question entities.
+
+    Exact, not case-insensitive: in MetaQA's KB 6,164 names collide with another name when lower-cased (the tag
+    ``drama`` and the genre ``Drama``; docs/method.md §3.1), and a lower-cased match links the wrong entity. Loaders
+    that normalise case (WebQSP lower-cases nodes, answers and topic entities, as G-Retriever's code does) do it
+    on both sides."""
+    wanted = set(graph.q_entities)
+    return [int(n) for n, t in zip(graph.nodes.node_id, graph.nodes.node_attr) if str(t) in wanted]

@@ -47,16 +47,17 @@ class ReasonerConfig:
     num_gnn: int = 3  # --num_gnn 3
     dropout: float = 0.2  # linear dropout
     label_smooth: float = 0.0  # parsing.py has 0.1 but it is unused with the KL loss the scripts select
-    # ReaRev as released (cmavro/GNN-RAG ``gnn/``). Each switch off reproduces this module's first version, which
-    # notebook 04's change table measures each switch against (:data:`REASONER_CHANGES`).
-    mask_seeds: bool = False  # question entities out of every layer's softmax (dataset_load.py: seeds are padding
+    # ReaRev as released (cmavro/GNN-RAG ``gnn/``), on by default. All five off reproduce this module's first version,
+    # which notebook 04's change table measures each switch against (:data:`REASONER_CHANGES`); a reasoner saved
+    # before the switches existed loads with them off (:func:`load_reasoner`).
+    mask_seeds: bool = True  # question entities out of every layer's softmax (dataset_load.py: seeds are padding
     #                           in candidate_entities; reasongnn.py adds VERY_NEG_NUMBER to padding)
-    self_loops: bool = False  # one self-loop fact per entity (parsing.py --use_self_loop True; _build_fact_mat)
-    keep_states: bool = False  # node states carried from one iteration to the next (rearev.py resets only the
+    self_loops: bool = True  # one self-loop fact per entity (parsing.py --use_self_loop True; _build_fact_mat)
+    keep_states: bool = True  # node states carried from one iteration to the next (rearev.py resets only the
     #                            distribution to the seeds)
-    split_directions: bool = False  # forward and inverse messages apart for each instruction, a relation linear per
+    split_directions: bool = True  # forward and inverse messages apart for each instruction, a relation linear per
     #                                 layer, dropout before scoring (reasongnn.py reason_layer / reason_layer_inv)
-    fusion_reform: bool = False  # each instruction updated by its own gated Fusion with the seeds' states
+    fusion_reform: bool = True  # each instruction updated by its own gated Fusion with the seeds' states
     #                              (query_update.py QueryReform; the first version: one shared ReLU layer)
 
     def __post_init__(self) -> None:
@@ -64,6 +65,10 @@ class ReasonerConfig:
             raise ValueError("ReasonerConfig: entity_dim, num_ins, num_iter, num_gnn must be >= 1")
         if not 0.0 <= self.label_smooth < 1.0:
             raise ValueError(f"ReasonerConfig.label_smooth={self.label_smooth} must be in [0, 1)")
+
+
+# The switches of :class:`ReasonerConfig` that bring the first version to ReaRev as released.
+SWITCH_NAMES = ("mask_seeds", "self_loops", "keep_states", "split_directions", "fusion_reform")
 
 
 class FactMessage(torch.nn.Module):
@@ -469,16 +474,16 @@ def seed_positions(graph) -> tuple[list[int], set[int]]:
 
 
 def gold_ids(graph, answers: list[str], seeds: list[int]) -> list[int]:
-    """Node ids whose text is a gold answer (case-insensitive; question entities excluded)."""
-    gold, seeds = {a.lower() for a in answers}, set(seeds)
-    return [int(n) for n, t in zip(graph.nodes.node_id, graph.nodes.node_attr)
-            if str(t).lower() in gold and int(n) not in seeds]
+    """Node ids whose text is exactly a gold answer (question entities excluded; exact for the reason given in
+    :func:`gr_core.data.question_nodes`)."""
+    gold, seeds = set(answers), set(seeds)
+    return [int(n) for n, t in zip(graph.nodes.node_id, graph.nodes.node_attr) if str(t) in gold and int(n) not in seeds]
 
 
 def missing_entities(graph, q_entities: list[str]) -> int:
     """Question entities with no node of that name in ``graph`` (counted, never an error)."""
-    names = set(graph.nodes.node_attr.astype(str).str.lower())
-    return sum(e.lower() not in names for e in q_entities)
+    names = set(graph.nodes.node_attr.astype(str))
+    return sum(e not in names for e in q_entities)
 
 
 def reasoner_dataset(ds, indices: list[int], desc: str = "reasoner data") -> list:
@@ -514,7 +519,9 @@ def save_reasoners(results: dict, folder) -> list:
 def load_reasoner(path) -> ReaRev:
     """A reasoner saved by :func:`save_reasoner`, in eval mode."""
     blob = torch.load(path, map_location="cpu", weights_only=False)
-    model = ReaRev(int(blob["text_dim"]), ReasonerConfig(**blob["config"]))
+    # A file written before the switches existed describes the first version: its missing switches are off.
+    config = {name: False for name in SWITCH_NAMES} | blob["config"]
+    model = ReaRev(int(blob["text_dim"]), ReasonerConfig(**config))
     model.load_state_dict(blob["state"])
     return model.eval()
 
@@ -589,8 +596,8 @@ def path_study(ds, indices: list[int], probs: list[np.ndarray], eps: float = 0.9
         cands = [int(ids[c]) for c, _ in select_candidates(p, seed_pos, eps)]
         rep = reasoning_paths(g, seeds, cands)
         ref = reference_paths(g, seeds, cands)
-        gold = {a.lower() for a in ds.records[i].answers}
-        ends = {line.rsplit(" -> ", 1)[-1].rsplit(" <- ", 1)[-1].lower() for line in rep.lines}
+        gold = set(ds.records[i].answers)
+        ends = {line.rsplit(" -> ", 1)[-1].rsplit(" <- ", 1)[-1] for line in rep.lines}
         rows.append({"index": i, "candidates": len(cands), "empty_candidates": not cands,
                      "missing_seed": missing_entities(g, ds.records[i].q_entities), "no_path": rep.no_path,
                      "answer_in_paths": bool(ends & gold), **compare_path_styles(g, rep.lines, ref)})
@@ -635,7 +642,7 @@ def run_reasoner(dataset: str, hops: int = 2, max_train: int | None = None, max_
 # Notebook 04's change table: each switch of :class:`ReasonerConfig` that brings the reasoner to ReaRev as released,
 # applied on top of the ones before it (cumulative), so each row's difference to the row above is that change alone.
 REASONER_CHANGES: list[tuple[str, dict]] = [
-    ("first version", {}),
+    ("first version", {name: False for name in SWITCH_NAMES}),
     ("+ seeds masked in every layer's softmax", {"mask_seeds": True}),
     ("+ a self-loop fact per entity", {"self_loops": True}),
     ("+ node states kept across iterations", {"keep_states": True}),
@@ -730,9 +737,9 @@ def evidence_view(ds, i: int, probs: np.ndarray, eps: float = 0.95, max_candidat
     names = dict(zip(g.nodes.node_id.tolist(), g.nodes.node_attr.tolist()))
     seeds, seed_pos = seed_positions(g)
     cands = select_candidates(probs, seed_pos, eps)
-    gold = {a.lower() for a in ds.records[i].answers}
+    gold = set(ds.records[i].answers)
     table = pd.DataFrame([{"node": names[int(ids[c])], "probability": round(p, 4),
-                           "gold answer": names[int(ids[c])].lower() in gold} for c, p in cands])
+                           "gold answer": names[int(ids[c])] in gold} for c, p in cands])
     top = [int(ids[c]) for c, _ in cands[:max_candidates]]
     ours = reasoning_paths(g, seeds, top).lines
     ref = reference_paths(g, seeds, top)

@@ -293,8 +293,8 @@ def describe(ds: GraphQADataset, tokenizer=None, token_sample: int = 200, seed: 
             edges.append(len(kb_edges))
         else:
             g = graphs[i]
-            names = set(g.nodes.node_attr.str.lower())
-            hits = [a.lower() in names for a in answers]
+            names = set(g.nodes.node_attr.astype(str))  # exact, like the KB branch above
+            hits = [a in names for a in answers]
             nodes.append(g.num_nodes)
             edges.append(g.num_edges)
         cov_any.append(any(hits))

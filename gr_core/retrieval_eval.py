@@ -25,9 +25,10 @@ Retriever = Callable[[GraphQADataset, int, TextualGraph], RetrievedSubgraph]
 
 
 def answer_in(graph: TextualGraph, answers: list[str]) -> bool:
-    """Whether a gold answer is (case-insensitively) the text of a node of ``graph``."""
-    names = set(graph.nodes.node_attr.str.lower())
-    return any(a.lower() in names for a in answers)
+    """Whether a gold answer is exactly the text of a node of ``graph`` (exact, as
+    :func:`gr_core.data.question_nodes` explains: MetaQA's ``Drama`` is not its tag ``drama``)."""
+    names = set(graph.nodes.node_attr.astype(str))
+    return any(a in names for a in answers)
 
 
 def kaping_retriever(k: int = 10, store: EmbeddingStore | None = None) -> Retriever:

@@ -41,10 +41,10 @@ def test_khop_without_question_entities_starts_at_the_most_similar_node():
     assert set(res.graph.nodes.node_attr) == {"alps", "europe"}
 
 
-def test_no_retrieval_is_the_whole_graph_and_answers_are_found_case_insensitively():
+def test_no_retrieval_is_the_whole_graph_and_answers_are_found_by_exact_name():
     g = _graph()
     assert retrieve_none(g).graph is g
-    assert answer_in(g, ["Europe"]) and not answer_in(g, ["asia"])
+    assert answer_in(g, ["europe"]) and not answer_in(g, ["Europe"]) and not answer_in(g, ["asia"])
 
 
 def test_context_view_highlights_exactly_the_retrieved_part():

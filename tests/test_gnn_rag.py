@@ -5,8 +5,8 @@ import torch
 from torch_geometric.data import Data
 
 from gr_core.data import TextualGraph
-from gr_core.gnn_rag import (ReasonerConfig, ReasonerTrainConfig, ReaRev, evaluate_reasoner, reasoning_paths,
-                             select_candidates, train_reasoner)
+from gr_core.gnn_rag import (SWITCH_NAMES, ReasonerConfig, ReasonerTrainConfig, ReaRev, evaluate_reasoner,
+                             reasoning_paths, select_candidates, train_reasoner)
 
 
 def _graph(edges, names=None, q_entities=("jamaica",)):
@@ -88,14 +88,15 @@ def test_rearev_learns_a_two_hop_answer_on_toy_graphs():
     assert scores["h1"] == 100.0 and history[0]["train_loss"] > history[-1]["train_loss"]
 
 
-SWITCHES = ["mask_seeds", "self_loops", "keep_states", "split_directions", "fusion_reform"]
+SWITCHES = list(SWITCH_NAMES)
+FIRST = {s: False for s in SWITCHES}  # the first version: every switch off
 
 
 @pytest.mark.parametrize("switch", SWITCHES + ["all"])
 def test_each_rearev_switch_keeps_a_distribution_per_graph_and_learns_the_two_hop_answer(switch):
     from torch_geometric.data import Batch
 
-    on = {s: True for s in SWITCHES} if switch == "all" else {switch: True}
+    on = {} if switch == "all" else FIRST | {switch: True}  # "all": the defaults, ReaRev as released
     rng = np.random.default_rng(0)
     b = Batch.from_data_list([_toy_question(rng), _toy_question(rng, n=5)])
     log_p = ReaRev(16, ReasonerConfig(entity_dim=8, num_iter=2, num_gnn=2, **on)).eval()(b)
@@ -115,8 +116,8 @@ def test_masked_seeds_hold_no_probability_after_reasoning_and_a_seed_only_graph_
                      answer=torch.tensor([False]), q_emb=torch.ones(1, 16), num_nodes=1)
     b = Batch.from_data_list([_toy_question(rng), only_seed])
     with torch.no_grad():
-        p = ReaRev(16, ReasonerConfig(entity_dim=8, mask_seeds=True)).eval()(b).exp()
-        first = ReaRev(16, ReasonerConfig(entity_dim=8)).eval()(b).exp()
+        p = ReaRev(16, ReasonerConfig(entity_dim=8)).eval()(b).exp()  # the default masks the seeds
+        first = ReaRev(16, ReasonerConfig(entity_dim=8, **FIRST)).eval()(b).exp()
     assert float(p[b.seed & (b.batch == 0)].sum()) < 1e-6
     assert torch.isfinite(p).all() and abs(float(p[b.batch == 1].sum()) - 1.0) < 1e-6
     # without the switch the seed keeps part of the mass (the first version's behaviour the change table measures)
@@ -127,18 +128,19 @@ def test_switches_add_only_their_own_parameters_and_old_saved_reasoners_load_as_
     from gr_core.gnn_rag import load_reasoner, save_reasoner
 
     names = lambda cfg: {n.split(".")[0] for n, _ in ReaRev(16, cfg).named_parameters()}  # noqa: E731
-    base = names(ReasonerConfig(entity_dim=8))
-    assert names(ReasonerConfig(entity_dim=8, self_loops=True)) - base == {"self_rel"}
-    assert names(ReasonerConfig(entity_dim=8, split_directions=True)) - base == {"rel_layer"}
-    assert names(ReasonerConfig(entity_dim=8, fusion_reform=True)) ^ base == {"fusion", "reform"}
-    assert names(ReasonerConfig(entity_dim=8, mask_seeds=True, keep_states=True)) == base
-    model = ReaRev(16, ReasonerConfig(entity_dim=8))
+    base = names(ReasonerConfig(entity_dim=8, **FIRST))
+    assert names(ReasonerConfig(entity_dim=8, **FIRST | {"self_loops": True})) - base == {"self_rel"}
+    assert names(ReasonerConfig(entity_dim=8, **FIRST | {"split_directions": True})) - base == {"rel_layer"}
+    assert names(ReasonerConfig(entity_dim=8, **FIRST | {"fusion_reform": True})) ^ base == {"fusion", "reform"}
+    assert names(ReasonerConfig(entity_dim=8, **FIRST | {"mask_seeds": True, "keep_states": True})) == base
+    model = ReaRev(16, ReasonerConfig(entity_dim=8, **FIRST))
     path = save_reasoner(model, tmp_path / "r.pt")
     blob = torch.load(path, weights_only=False)
     for key in SWITCHES:  # a file written before the switches existed
         del blob["config"][key]
     torch.save(blob, path)
-    assert load_reasoner(path).cfg == ReasonerConfig(entity_dim=8)
+    assert load_reasoner(path).cfg == ReasonerConfig(entity_dim=8, **FIRST)
+    assert ReasonerConfig() == ReasonerConfig(**{s: True for s in SWITCHES})  # ReaRev as released by default
 
 
 def test_questions_without_an_answer_in_their_graph_are_masked_from_the_loss():
@@ -188,8 +190,9 @@ def test_missing_entities_counts_names_not_nodes():
     from gr_core.gnn_rag import missing_entities
 
     g = _graph([(0, "r", 1), (2, "r", 1)], {0: "jamaica", 1: "x", 2: "jamaica"})
-    assert missing_entities(g, ["Jamaica"]) == 0  # two nodes share the name: still one entity found
-    assert missing_entities(g, ["Jamaica", "Cuba"]) == 1
+    assert missing_entities(g, ["jamaica"]) == 0  # two nodes share the name: still one entity found
+    assert missing_entities(g, ["jamaica", "Cuba"]) == 1
+    assert missing_entities(g, ["Jamaica"]) == 1  # matching is exact: another case is another name
 
 
 def test_reasoner_training_is_bit_reproducible():
@@ -210,3 +213,14 @@ def test_dataset_keys_run_metaqa_once_per_hop_set():
     assert dataset_keys(["webqsp", "metaqa"], [1, 3]) == [("webqsp", "webqsp", 2), ("metaqa-1hop", "metaqa", 1),
                                                           ("metaqa-3hop", "metaqa", 3)]
     assert dataset_keys(["webqsp"], [1]) == [("webqsp", "webqsp", 2)]
+
+
+def test_exact_case_matching_keeps_two_names_that_differ_only_in_case_apart():
+    from gr_core.data import question_nodes
+    from gr_core.gnn_rag import gold_ids
+
+    nodes = pd.DataFrame({"node_id": [0, 1, 2, 3], "node_attr": ["Heat", "heat", "Drama", "drama"]})
+    edges = pd.DataFrame({"src": [0, 0, 1], "edge_attr": ["has_genre", "has_tags", "has_genre"], "dst": [2, 3, 2]})
+    g = TextualGraph(nodes=nodes, edges=edges, question="what genre is Heat", answers=["Drama"], q_entities=["Heat"])
+    seeds = question_nodes(g)
+    assert seeds == [0] and gold_ids(g, g.answers, seeds) == [2]
