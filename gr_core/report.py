@@ -286,3 +286,4 @@ def to_markdown(tables: dict[str, pd.DataFrame], claim_table: pd.DataFrame, pres
     if missing:
         lines += ["## Not found", "", "These tables were not written for this preset: " + ", ".join(missing), ""]
     return "\n".join(lines)
+

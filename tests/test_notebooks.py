@@ -205,3 +205,5 @@ def test_report_notebook_judges_every_claim(smoke_outputs):
     assert "03_training/table3" in summary["tables"] and "07_ablations/table6" in summary["tables"]
     report = (out / "report.md").read_text()
     assert report.startswith("# Results report: preset `smoke`") and "## GR Table 5: hallucination" in report
+    results = (smoke_outputs / "RESULTS.md").read_text()  # the summary the README links
+    assert results.startswith("# Results: preset `smoke`") and "## Headline numbers" in results

@@ -10,6 +10,7 @@ from gr_core.efficiency import cost_rows, cost_summary, scaling_fit, table4, tab
 from gr_core.gnn import GNNConfig
 from gr_core.model import GraphLLM, ModelConfig, method_config
 from gr_core.report import claims, load_tables, markdown_table, to_markdown
+from gr_core.summary import headline, results_markdown
 from gr_core.results import k_sweep_table, table6, table7
 from gr_core.runs import config_hash
 from gr_core.train import RunConfig, make_run_config, run_settings
@@ -188,6 +189,17 @@ def test_report_judges_claims_by_paired_tests(tmp_path):
     md = to_markdown(load_tables(tmp_path), c, "toy")
     assert "## GR Table 3: main results" in md and "`outputs/toy/03_training/table3.csv`" in md
     assert "## Not found" in md and "07_ablations/table6.csv" in md
+    results = results_markdown(load_tables(tmp_path), c, "toy", tmp_path / "no-bench")
+    assert "| GR Table 3, webqsp: g_retriever" in results and "do not edit by hand" in results
+    assert "Speed benchmarks" not in results  # no bench files: no empty section
+
+
+def test_headline_rows_carry_n_an_interval_and_the_file(tmp_path):
+    _write(tmp_path, "04_gnn_rag/gnn_only.csv", pd.DataFrame({
+        "dataset": ["metaqa-2hop"], "h1": [75.0], "f1": [50.0], "n": [200], "train_seconds": [40.0],
+        "num_train": [976], "paper H@1": [None], "paper F1": [None]}))
+    (row,) = headline(load_tables(tmp_path)).to_dict("records")
+    assert row["n"] == "200" and row["ours"] == "75 [68.57, 80.49] / 50" and row["file"] == "04_gnn_rag/gnn_only.csv"
 
 
 def test_markdown_table_escapes_and_formats():

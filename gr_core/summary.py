@@ -1,0 +1,138 @@
+"""``RESULTS.md``: the headline numbers, the papers' claims and the speed benchmarks, generated from ``outputs/``.
+
+Notebook 08 writes it beside the full report (:mod:`gr_core.report`) so that no number in the README is copied by
+hand: each row names the file it was read from.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from .report import markdown_table
+from .stats import wilson_interval
+
+
+def _num(v, digits: int = 4) -> str:
+    if v is None or (isinstance(v, float) and v != v) or v == "":
+        return "–"
+    if isinstance(v, str):
+        return v
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.{digits}g}"
+
+
+def _interval(row, value: str, low: str = "ci_low", high: str = "ci_high") -> str:
+    if low in row and row[low] == row[low]:
+        return f"{_num(row[value])} [{_num(row[low])}, {_num(row[high])}]"
+    return _num(row[value])
+
+
+def headline(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """One row per headline number: what was measured, ours (with its 95% interval where the table has one), n,
+    the paper's number and the file it comes from. Rows whose table was not written for this preset are left out.
+
+    Returns:
+        columns ``what``, ``ours``, ``n``, ``paper``, ``file``.
+    """
+    rows = []
+
+    def add(what, ours, n, paper, key):
+        rows.append({"what": what, "ours": ours, "n": _num(n), "paper": _num(paper), "file": f"{key}.csv"})
+
+    if (t := tables.get("03_training/table3")) is not None:
+        for _, r in t.iterrows():
+            detail = ", ".join(str(r[c]) for c in ("setting", "metric") if c in r and r[c] == r[c])
+            add(f"GR Table 3, {r['dataset']}: {r['method']}" + (f" ({detail})" if detail else ""),
+                _interval(r, "ours" if "ours" in r else "ours_mean"), r.get("n_test"), r.get("paper"),
+                "03_training/table3")
+    if (t := tables.get("01_datasets/table2")) is not None:
+        for _, r in t[t.dataset == "webqsp_full"].iterrows():
+            add("WebQSP complete graphs: mean nodes / edges / tokens (GR Tables 2, 4)",
+                " / ".join(_num(r[c]) for c in ("mean nodes", "mean edges", "mean tokens")), r["questions"],
+                " / ".join(_num(r[c]) for c in ("paper nodes", "paper edges", "paper tokens")), "01_datasets/table2")
+    if (t := tables.get("06_efficiency/table4")) is not None:
+        for _, r in t.iterrows():
+            add(f"Retrieval before -> after on {r['sizes from']}: tokens; minutes per epoch (GR Table 4)",
+                f"{_num(r['tokens_before'])} -> {_num(r['tokens_after'])} (-{_num(r['token_reduction_%'])}%); "
+                f"{_num(r['min_epoch_before'])} -> {_num(r['min_epoch_after'])}", "–",
+                f"{_num(r['paper tokens_before'])} -> {_num(r['paper tokens_after'])}; "
+                f"{_num(r['paper min_epoch_before'])} -> {_num(r['paper min_epoch_after'])}", "06_efficiency/table4")
+    if (t := tables.get("02_retrieval/table4_table11")) is not None:
+        for _, r in t[t.answer_in_subgraph.notna()].iterrows():  # defined where answers are nodes
+            add(f"Answer in the retrieved subgraph, {r['dataset']}, {r['retriever']} (%)", _num(r["answer_in_subgraph"]),
+                r["questions"], "–", "02_retrieval/table4_table11")
+    if (t := tables.get("04_gnn_rag/gnn_only")) is not None:
+        for _, r in t.iterrows():
+            low, high = wilson_interval(int(round(r["h1"] * r["n"] / 100)), int(r["n"]))
+            add(f"GNN reasoner alone, {r['dataset']}: H@1 / F1 ({int(r['num_train'])} training questions, "
+                f"{_num(r['train_seconds'])} s)", f"{_num(r['h1'])} [{_num(100 * low)}, {_num(100 * high)}] / "
+                f"{_num(r['f1'])}", r["n"],
+                f"{_num(r.get('paper H@1'))} / {_num(r.get('paper F1'))}", "04_gnn_rag/gnn_only")
+    if (t := tables.get("04_gnn_rag/retrievers")) is not None:
+        for _, r in t.iterrows():
+            add(f"GNN-RAG LLM, {r['dataset']}, retriever {r['retriever']}: Hit / Hit@1 / F1",
+                f"{_num(r['Hit'])} / {_num(r['Hit@1'])} / {_num(r['F1'])}", r["questions"],
+                f"{_num(r.get('paper Hit'))} / {_num(r.get('paper Hit@1'))} / {_num(r.get('paper F1'))}",
+                "04_gnn_rag/retrievers")
+    if (t := tables.get("05_hallucination/table5")) is not None:
+        for _, r in t[t.metric == "Fully Valid Graphs"].iterrows():
+            ours = [c for c in t.columns if c != "metric" and not c.startswith("paper")]
+            add("Fully Valid Graphs, % (GR Table 5): " + " / ".join(ours), " / ".join(_num(r[c]) for c in ours), "–",
+                " / ".join(_num(r[c]) for c in t.columns if c.startswith("paper")), "05_hallucination/table5")
+    if (t := tables.get("07_ablations/table6")) is not None:
+        for _, r in t[t.ours.notna()].iterrows():
+            add(f"GR Table 6, {r['dataset']}: {r['ablation']}", _interval(r, "ours"), r["n_test"], r["paper"],
+                "07_ablations/table6")
+    return pd.DataFrame(rows, columns=["what", "ours", "n", "paper", "file"])
+
+
+def benchmarks(bench_root: str | Path) -> pd.DataFrame:
+    """The speed benchmarks' summaries (``outputs/bench/*.json``, written by ``python bench/NAME.py``) beside their
+    targets; files not written are left out. Columns ``what``, ``ours``, ``target``, ``file``."""
+    rows, root = [], Path(bench_root)
+
+    def read(name):
+        path = root / f"{name}.json"
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    if (d := read("train_infer_throughput")) is not None:
+        rows += [{"what": "training tokens/s, ours vs PyG GRetriever (same LLM, GNN, data, batch)",
+                  "ours": f"{_num(d['ours_train_tokens_per_s'])} vs {_num(d['peer_train_tokens_per_s'])} "
+                          f"({_num(d['train_speedup'])}x; MFU {_num(100 * d['mfu'], 3)}%)", "target": "1.5x"},
+                 {"what": "answers/s at equal token budget, ours vs PyG GRetriever",
+                  "ours": f"{_num(d['infer_speedup'])}x ({_num(d['infer_speedup_vs_peer_default'])}x vs PyG's "
+                          "default 128 new tokens)", "target": "3x"}]
+        rows[-2]["file"] = rows[-1]["file"] = "bench/train_infer_throughput.json"
+    if (d := read("chat")) is not None:
+        s = d["summary"]
+        rows.append({"what": "chat retrieval on the MetaQA KB (133,582 triples), median",
+                     "ours": f"{_num(s['kb_retrieval_median_ms'])} ms (whole-KB PCST "
+                             f"{_num(s['kb_whole_graph_pcst_median_ms'])} ms)", "target": "< 50 ms",
+                     "file": "bench/chat.json"})
+        answered = d.get("graphs", {}).get("metaqa_kb", {}).get("answer", [])
+        n = answered[0].get("answer_n", "?") if answered else "?"  # every model answers the same questions
+        for name, value in s.get("kb_answer_hit", {}).items():
+            rows.append({"what": f"chat answer Hit on {n} MetaQA test questions: {name}",
+                         "ours": f"{_num(100 * value, 3)}%",
+                         "target": "–", "file": "bench/chat.json"})
+    return pd.DataFrame(rows, columns=["what", "ours", "target", "file"])
+
+
+def results_markdown(tables: dict[str, pd.DataFrame], claim_table: pd.DataFrame, preset: str,
+                     bench_root: str | Path | None = None) -> str:
+    """``RESULTS.md``: the headline numbers, the claims' verdicts and the benchmarks, generated (never edited by
+    hand); ``bench_root`` is ``outputs/bench`` (left out when None)."""
+    cols = ["paper", "claim", "dataset", "verdict", "evidence"]
+    bench = benchmarks(bench_root) if bench_root is not None else pd.DataFrame()
+    return "\n".join([
+        f"# Results: preset `{preset}`", "",
+        f"Generated by notebook `08_report` from the files under `outputs/{preset}/` (each row names its file); do "
+        "not edit by hand. Scores are on each table's scale (accuracy as a fraction, Hit / H@1 in percent), with a "
+        "95% Wilson interval in brackets where the table has one; `n` is the number of test questions. The full "
+        "report with every table: [`08_report/report.md`](08_report/report.md).", "",
+        "## Headline numbers", "", markdown_table(headline(tables)), "",
+        "## The papers' claims, judged by paired tests on the same questions", "",
+        markdown_table(claim_table[cols]), ""]
+        + (["## Speed benchmarks (`outputs/bench/`, the same machine for ours and the peer)", "",
+            markdown_table(bench.assign(file=["../" + f for f in bench.file])), ""] if len(bench) else []))
