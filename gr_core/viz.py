@@ -173,3 +173,44 @@ def plot_learning_curves(runs_dir: str | Path, names: Iterable[str] | None = Non
         ax.legend(fontsize=7, loc="upper right")
     fig.tight_layout()
     return fig
+
+
+def plot_table5(summary, level: str = "normalized"):
+    """Bars of Valid Nodes, Valid Edges and Fully Valid Graphs per dataset and system at ``level`` (95% CIs),
+    the paper's SceneGraphs numbers as hatched bars."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from .published import PAPER_TABLE5
+
+    metrics = (("valid_nodes_%", "Valid Nodes"), ("valid_edges_%", "Valid Edges"), ("fully_valid_%", "Fully Valid"))
+    sub = summary[summary.level == level].reset_index(drop=True)
+    groups = [(f"{r.dataset}\n{r.system}", r) for r in sub.itertuples(index=False)]
+    groups += [(f"paper (SceneGraphs)\n{s}", None) for s in PAPER_TABLE5]
+    fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(groups)), 3.6))
+    width = 0.8 / len(metrics)
+    for j, (metric, label) in enumerate(metrics):
+        xs, ys, lo, hi, hatch = [], [], [], [], []
+        for x, (name, r) in enumerate(groups):
+            if r is None:
+                y, ci = PAPER_TABLE5[name.split("\n")[1]][metric], (np.nan, np.nan)
+            else:
+                y, ci = sub.loc[x, metric], sub.loc[x, metric.replace("_%", "_ci")]
+            y = 0.0 if y != y else y
+            xs.append(x + (j - 1) * width)
+            ys.append(y)
+            lo.append(0 if ci[0] != ci[0] else max(0.0, y - ci[0]))
+            hi.append(0 if ci[1] != ci[1] else max(0.0, ci[1] - y))
+            hatch.append(r is None)
+        bars = ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=label, color=f"C{j}")
+        for b, h in zip(bars, hatch):
+            if h:
+                b.set_hatch("//")
+                b.set_alpha(0.5)
+    ax.set_xticks(range(len(groups)), [g for g, _ in groups], fontsize=8)
+    ax.set_ylabel("%")
+    ax.set_ylim(0, 100)
+    ax.set_title(f"Hallucination (GR Table 5), match level: {level}")
+    ax.legend(fontsize=8, ncols=3, loc="upper left")
+    fig.tight_layout()
+    return fig

@@ -180,7 +180,7 @@ def test_citations_are_checked_and_answer_nodes_found(chat):
     turn.answer = "Lana Wachowski\nEdges:\n* The Matrix -> directed_by -> Lana Wachowski\n* The Matrix -> directed_by -> Bob"
     ids = dict(zip(chat.graph.nodes.node_attr, chat.graph.nodes.node_id))
     # the check step alone, on a given answer (generation skipped)
-    from gr_core.hallucination import check_response
+    from gr_core.citations import check_response
 
     check = check_response(turn.answer, turn.scope)
     assert [c["normalized"] for c in check["citations"]] == [True, False]

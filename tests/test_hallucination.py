@@ -4,8 +4,8 @@ import pandas as pd
 import pytest
 
 from gr_core.data import TextualGraph
-from gr_core.hallucination import (TABLE1_RESPONSES, GraphIndex, agreement, check_response, parse_citations, ratio_ci, summarize, table1_scene,
-                                   table5, wilson)
+from gr_core.citations import CitationMatcher, check_response, parse_citations
+from gr_core.hallucination import TABLE1_RESPONSES, agreement, ratio_ci, summarize, table1_scene, table5, wilson
 from gr_core.prompts import CITE_INSTRUCTION, cite_question
 
 TABLE1_BASELINE = TABLE1_RESPONSES["graph prompt tuning"]
@@ -57,7 +57,7 @@ def test_edge_forms_and_direction():
     assert (cites[0].head_id, cites[0].relation, cites[0].tail_id) == (0, "in", 1)
     assert (cites[3].head, cites[3].relation, cites[3].tail) == ("elephant", "in", "bushes")
     assert (cites[4].head, cites[4].relation, cites[4].tail) == ("elephant", "in", "bushes")
-    index = GraphIndex(SCENE)
+    index = CitationMatcher(SCENE)
     assert [index.valid(c, "exact") for c in cites] == [True, True, False, True, True]
     assert index.valid(cites[2], "fuzzy")  # reversed direction only counts at the fuzzy level
     assert not index.valid(parse_citations("Edges:\n0,next to,1")[0], "exact")  # wrong relation
@@ -68,20 +68,20 @@ def test_node_forms():
     cites = parse_citations(text)
     assert [(c.head, c.node_id) for c in cites] == [("the Elephant", None), ("tree", 2), ("giraffe", None),
                                                     (None, 7), ("bushes", 1)]
-    index = GraphIndex(SCENE)
+    index = CitationMatcher(SCENE)
     assert [index.valid(c, "normalized") for c in cites] == [True, True, False, False, True]
     assert not index.valid(cites[0], "exact")  # the article only goes at the normalized level
     assert parse_citations("The elephant is in the bushes.") == []  # prose is not a citation
 
 
 def test_match_levels_are_nested_on_scene_graph_and_kg():
-    ci = GraphIndex(CLEVR)
+    ci = CitationMatcher(CLEVR)
     checks = {"cube": (True, True, True), "small gray sphere": (False, True, True), "gray cube": (False, False, True),
               "purple cylinder": (False, False, False), "spheres": (False, True, True)}
     for text, expected in checks.items():
         got = tuple(bool(ci.matching_nodes(text, lv)) for lv in ("exact", "normalized", "fuzzy"))
         assert got == expected, text
-    ki = GraphIndex(KG)
+    ki = CitationMatcher(KG)
     assert ki.matching_nodes("New York Giants", "exact") == {1}
     assert not ki.matching_nodes("giants", "normalized") and ki.matching_nodes("giants", "fuzzy") == {1}
     assert ki.matching_nodes("new york giant", "fuzzy") == {1}
@@ -135,7 +135,7 @@ def test_agreement_with_hand_labels():
 
 
 def test_evidence_points_at_the_cited_parts():
-    index = GraphIndex(SCENE)
+    index = CitationMatcher(SCENE)
     nodes, edges = index.evidence(parse_citations("Nodes:\n* elephant\n* deer\nEdges:\n* elephant -> bushes"))
     assert nodes == {0, 1} and edges == {0}
 

@@ -14,7 +14,7 @@ file of ``head, relation, tail`` triples up to a MetaQA-sized KB), indexes it on
    the recent conversation (cut to ``history_tokens``), and the question; the model is a trained G-Retriever checkpoint from
    ``outputs/`` for this kind of graph when one exists, otherwise the frozen LLM zero-shot;
 4. **check**: the response's cited nodes and edges are parsed and matched against the searched graph with the
-   hallucination study's checker (:func:`gr_core.hallucination.check_response`), and the answer's own entity names
+   hallucination study's checker (:func:`gr_core.citations.check_response`), and the answer's own entity names
    are looked up in the graph.
 
 Deviations from the paper, all documented in ``notebooks/00_chat.ipynb``: linking and the neighbourhood cut are ours

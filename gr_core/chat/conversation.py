@@ -336,7 +336,7 @@ class GraphChat:
         import torch
         from torch_geometric.data import Data
 
-        from ..hallucination import GraphIndex, check_response, parse_citations
+        from ..citations import CitationMatcher, check_response, parse_citations
         from ..model import Example
 
         net = self.llm
@@ -360,12 +360,12 @@ class GraphChat:
         turn.timings["answer"] = time.perf_counter() - t
         t = time.perf_counter()
         scope = TextualGraph(turn.scope.nodes[NODE_COLUMNS], turn.scope.edges[EDGE_COLUMNS])
-        scope_index = GraphIndex(scope)  # one matcher for the citations and the answer's names
+        scope_index = CitationMatcher(scope)  # one matcher for the citations and the answer's names
         check = check_response(turn.answer, scope, index=scope_index)
         turn.citations = check["citations"]
         turn.fully_valid = check["fully_valid_normalized"] if turn.citations else None
         evidence = TextualGraph(ev.nodes[NODE_COLUMNS], ev.edges[EDGE_COLUMNS])
-        nodes, edge_rows = GraphIndex(evidence).evidence(parse_citations(turn.answer))
+        nodes, edge_rows = CitationMatcher(evidence).evidence(parse_citations(turn.answer))
         turn.cited_nodes, turn.cited_edges = sorted(nodes), sorted(edge_rows)
         turn.answer_nodes = self.answer_nodes(turn.answer, turn.question, scope, scope_index)
         turn.timings["check"] = time.perf_counter() - t
@@ -377,14 +377,14 @@ class GraphChat:
         """Node ids of ``graph`` the answer names: the parts of its first line (split on ``|``, ``,``, ``;``, " and ")
         matched at the checker's ``normalized`` level, and node names written inside a sentence ("... was designed by
         Charles Babbage"); the entities the question itself names are not answers. ``graph_index``: ``graph``'s
-        :class:`~gr_core.hallucination.GraphIndex` when already built."""
-        from ..hallucination import GraphIndex
+        :class:`~gr_core.citations.CitationMatcher` when already built."""
+        from ..citations import CitationMatcher
 
         head = answer.strip().splitlines()[0] if answer.strip() else ""
         parts = [p.strip(" .") for p in re.split(r"\||,|;|\band\b", head) if p.strip(" .")]
         found: list[int] = []
         if parts:
-            index = graph_index if graph_index is not None else GraphIndex(graph)
+            index = graph_index if graph_index is not None else CitationMatcher(graph)
             for p in parts[:10]:
                 found += sorted(index.matching_nodes(p, "normalized"))
         found += [int(self.index.node_ids[r]) for r in self.index.link(answer)]
