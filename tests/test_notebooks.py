@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 pytestmark = [pytest.mark.notebooks, pytest.mark.data]
@@ -169,6 +170,10 @@ def test_hallucination_notebook_checks_every_response_with_intervals(smoke_outpu
         (s, lv) for s in ("graph_token", "g_retriever") for lv in ("exact", "normalized", "fuzzy")}
     assert len((out / "to_label.jsonl").read_text().splitlines()) == 8  # fewer responses than the 30 asked
     assert (out / "table5.png").stat().st_size > 5_000 and (out / "table5.pdf").is_file()
+    checker = pd.read_csv(out / "checker_validation.csv").set_index(["dataset", "level"])
+    assert checker.loc[("webqsp", "exact"), "precision_%"] == 100.0  # no false citation accepted exactly
+    assert checker.loc[("webqsp", "normalized"), "recall_%"] >= 99.0
+    assert summary["checker_validation"] and summary["parameters"]["validation_graphs"] == 100
 
 
 def test_efficiency_notebook_measures_costs_and_tables_4_and_12(smoke_outputs):

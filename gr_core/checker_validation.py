@@ -1,0 +1,174 @@
+"""The citation checker measured against citations whose truth is known by construction (GR paper §6.4, Table 5).
+
+The paper hand-checks 100 responses per system; this project's checker (:mod:`gr_core.citations`) does it
+automatically, so its precision and recall must be measured, not assumed. Responses written by a model have no
+ground truth, so here each citation is *made* from a real graph of the dataset, either true (a node or edge that
+exists, possibly written with surface noise a reader would accept) or false by a controlled corruption:
+
+true cases
+    ``node``: a node's name as written in the graph; ``node, noisy``: the same with another case, a leading article
+    and a plural ``s``; ``edge``: ``head -> relation -> tail`` of an existing edge; ``edge, short relation``: the
+    same with a Freebase relation cut to its last segment (``people.person.nationality`` -> ``nationality``).
+false cases
+    ``renamed node``: a node name from another graph of the dataset that no node of this graph has;
+    ``partial name``: the first word of a multi-word name when no node is called that;
+    ``invented edge``: two nodes of the graph joined by a relation of the graph, in neither direction an edge;
+    ``reversed edge``: an existing edge written tail -> relation -> head, when the graph has no such edge;
+    ``renamed endpoint``: an existing edge with its head replaced by a name from another graph.
+
+Each case is one response (``Nodes:`` / ``Edges:`` followed by a bullet, the form the parser reads), so a parse
+failure counts as the checker judging the citation invalid. Scene-graph objects are cited the way a reader would
+name them (``large red cube``: attributes, then the name). By design the fuzzy level accepts partial names and
+reversed edges, so its precision is expected to drop: the table says by how much.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from .citations import LEVELS, CitationMatcher, parse_citations
+
+TRUE_CASES = ("node", "node, noisy", "edge", "edge, short relation")
+FALSE_CASES = ("renamed node", "partial name", "invented edge", "reversed edge", "renamed endpoint")
+
+
+def cited_name(node_text: str) -> str:
+    """How a reader names a node: scene-graph objects (``name: cube; attribute: large, red; ...``) as
+    ``large red cube``, other nodes by their text."""
+    fields = dict(re.findall(r"(name|attribute)s?:\s*([^;]*)", node_text))
+    if "name" not in fields:
+        return node_text.strip()
+    attrs = [a.strip() for a in fields.get("attribute", "").split(",") if a.strip()]
+    return " ".join(attrs + [fields["name"].strip()])
+
+
+def _noisy(name: str) -> str:
+    """Another case, a leading article, and a plural ``s`` on a last word that is a plain word of 3+ letters."""
+    words = name.split()
+    if not words:
+        return name
+    last = words[-1]
+    plural = last + "s" if last.isalpha() and len(last) >= 3 and not last.endswith("s") else last
+    return "The " + " ".join(words[:-1] + [plural]).upper()
+
+
+def _response(kind: str, text: str) -> str:
+    return f"{'Nodes' if kind == 'node' else 'Edges'}:\n- {text}"
+
+
+def constructed_cases(graph, other_names: list[str], rng: np.random.Generator, per_case: int = 1) -> list[dict]:
+    """Up to ``per_case`` citations of every case for one graph (a case is skipped where the graph cannot give it,
+    e.g. no reversible edge). ``other_names``: node names of other graphs, for renamings.
+
+    Returns:
+        dicts with ``case``, ``truth`` (True: the citation names something in the graph), ``kind`` and ``response``.
+    """
+    names = {int(n): cited_name(str(t)) for n, t in zip(graph.nodes.node_id, graph.nodes.node_attr)}
+    own = {v.lower() for v in names.values()}
+    edges = list(zip(graph.edges.src.astype(int), graph.edges.edge_attr.astype(str), graph.edges.dst.astype(int)))
+    edge_set = {(s, r, d) for s, r, d in edges}
+    foreign = [n for n in other_names if n.lower() not in own and n.strip()]
+    out: list[dict] = []
+
+    def add(case: str, truth: bool, kind: str, text: str) -> None:
+        out.append({"case": case, "truth": truth, "kind": kind, "response": _response(kind, text)})
+
+    node_ids = [i for i, n in names.items() if n]
+    pairs_named = {(names[s], names[d]) for s, _, d in edges}
+    for _ in range(per_case):
+        if node_ids:
+            n = names[node_ids[rng.integers(len(node_ids))]]
+            add("node", True, "node", n)
+            add("node, noisy", True, "node", _noisy(n))
+        if foreign:
+            add("renamed node", False, "node", foreign[rng.integers(len(foreign))])
+        multi = [names[i] for i in node_ids if len(names[i].split()) > 1 and names[i].split()[0].lower() not in own]
+        if multi:
+            add("partial name", False, "node", multi[rng.integers(len(multi))].split()[0])
+        if edges and node_ids:
+            s, r, d = edges[rng.integers(len(edges))]
+            add("edge", True, "edge", f"{names[s]} -> {r} -> {names[d]}")
+            short = r.split(".")[-1] if "." in r else r.upper()
+            add("edge, short relation", True, "edge", f"{names[s]} -> {short} -> {names[d]}")
+            reversible = [(s, r, d) for s, r, d in edges if (d, r, s) not in edge_set and names[s] != names[d]]
+            if reversible:
+                s, r, d = reversible[rng.integers(len(reversible))]
+                add("reversed edge", False, "edge", f"{names[d]} -> {r} -> {names[s]}")
+            if foreign:
+                add("renamed endpoint", False, "edge", f"{foreign[rng.integers(len(foreign))]} -> {r} -> {names[d]}")
+            relations = sorted({r for _, r, _ in edges})
+            for _attempt in range(20):  # an invented pair: both nodes exist, the edge does not (either way)
+                a, b = (node_ids[k] for k in rng.integers(len(node_ids), size=2))
+                r = relations[rng.integers(len(relations))]
+                if a != b and (names[a], names[b]) not in pairs_named and (names[b], names[a]) not in pairs_named:
+                    add("invented edge", False, "edge", f"{names[a]} -> {r} -> {names[b]}")
+                    break
+    return out
+
+
+def judge(graph, cases: list[dict], levels=LEVELS) -> list[dict]:
+    """Each case with the checker's verdict per level (``parsed``: the parser found exactly one citation of the
+    case's kind; a case not parsed is judged invalid at every level)."""
+    matcher = CitationMatcher(graph)
+    rows = []
+    for c in cases:
+        cites = [x for x in parse_citations(c["response"]) if x.kind == c["kind"]]
+        parsed = len(cites) == 1
+        rows.append({**c, "parsed": parsed, **{lv: parsed and matcher.valid(cites[0], lv) for lv in levels}})
+    return rows
+
+
+def validate_checker(ds, indices: list[int], seed: int = 0, per_case: int = 1, levels=LEVELS) -> pd.DataFrame:
+    """Constructed citations on the graphs of ``ds`` at ``indices``, judged by the checker: one row per citation
+    (``dataset``, ``index``, ``case``, ``truth``, ``kind``, ``response``, ``parsed``, one bool column per level)."""
+    rng = np.random.default_rng(seed)
+    graphs = {i: ds.graph(i) for i in indices}
+    pool = sorted({cited_name(str(t)) for g in graphs.values() for t in g.nodes.node_attr})
+    rows = []
+    for i, g in graphs.items():
+        for r in judge(g, constructed_cases(g, pool, rng, per_case), levels):
+            rows.append({"dataset": ds.name, "index": int(i), **r})
+    return pd.DataFrame(rows)
+
+
+def validate_on_datasets(names: list[str], graphs: int = 100, seed: int = 0) -> pd.DataFrame:
+    """:func:`validate_checker` on the first ``graphs`` test graphs of each dataset in ``names``, concatenated."""
+    from .graphqa import load_dataset
+
+    frames = []
+    for name in names:
+        ds = load_dataset(name)
+        frames.append(validate_checker(ds, list(ds.split["test"])[:graphs or None], seed=seed))
+    return pd.concat(frames, ignore_index=True)
+
+
+def checker_scores(rows: pd.DataFrame, levels=LEVELS) -> pd.DataFrame:
+    """Per dataset and level: precision (of citations judged valid, the share truly valid) and recall (of truly
+    valid citations, the share judged valid), in percent, with their counts and 95% Wilson intervals."""
+    from .stats import wilson_interval
+
+    out = []
+    for dataset, g in rows.groupby("dataset", sort=False):
+        for lv in levels:
+            said = g[g[lv]]
+            true = g[g.truth]
+            tp = int((said.truth).sum())
+            p_lo, p_hi = wilson_interval(tp, len(said))
+            r_lo, r_hi = wilson_interval(tp, len(true))
+            out.append({"dataset": dataset, "level": lv, "precision_%": 100 * tp / len(said) if len(said) else np.nan,
+                        "precision_ci": (round(100 * p_lo, 1), round(100 * p_hi, 1)), "judged_valid": len(said),
+                        "recall_%": 100 * tp / max(len(true), 1), "recall_ci": (round(100 * r_lo, 1), round(100 * r_hi, 1)),
+                        "truly_valid": len(true), "citations": len(g)})
+    return pd.DataFrame(out).round(2)
+
+
+def acceptance_by_case(rows: pd.DataFrame, levels=LEVELS) -> pd.DataFrame:
+    """Per dataset and case: n, the share parsed, and the share judged valid at each level (percent). True cases
+    should be accepted (recall), false ones rejected."""
+    table = rows.groupby(["dataset", "case"], sort=False).agg(
+        truth=("truth", "first"), n=("truth", "size"), parsed=("parsed", "mean"), **{lv: (lv, "mean") for lv in levels})
+    for col in ["parsed", *levels]:
+        table[col] = (100 * table[col]).round(1)
+    return table.reset_index()
