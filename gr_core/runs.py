@@ -133,3 +133,40 @@ def progress(iterable: Iterable | None = None, **kwargs):
     from tqdm.auto import tqdm
 
     return tqdm(iterable, **kwargs)
+
+
+class RunConflictError(ValueError):
+    """A run directory already holds a finished run of another configuration."""
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+    return out
+
+
+def check_run_identity(run_dir: str | Path, cfg_dict: dict, cfg_hash: str) -> bool:
+    """Whether ``run_dir`` holds a finished run of this configuration (True), or no finished run (False).
+
+    A run's name (``dataset-method-seedN``) does not identify its configuration, so a finished run of *another*
+    configuration under the same name is never overwritten silently.
+
+    Raises:
+        RunConflictError: naming the directory, both config hashes and the fields that differ.
+    """
+    run_dir = Path(run_dir)
+    done = run_dir / "metrics.json"
+    if not done.is_file():
+        return False
+    old_hash = read_json(done).get("config_hash")
+    if old_hash == cfg_hash:
+        return True
+    old = read_json(run_dir / "config.json") if (run_dir / "config.json").is_file() else {}
+    old, new = _flat({k: v for k, v in old.items() if k not in ("name", "config_hash")}), _flat(cfg_dict)
+    diff = [f"{k}: {old.get(k, '(absent)')!r} -> {new.get(k, '(absent)')!r}" for k in sorted(set(old) | set(new))
+            if old.get(k) != new.get(k)]
+    raise RunConflictError(
+        f"{run_dir} holds a finished run of another configuration (config hash {old_hash}, this one {cfg_hash}; "
+        f"differing: {'; '.join(diff[:8]) or 'fields not recorded'}). Delete the directory, give this run another "
+        "name (RunConfig.variant), or pass force=True to overwrite it.")

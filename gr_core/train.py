@@ -42,7 +42,8 @@ import torch
 from .config import LLMConfig
 from .gnn import GNNConfig
 from .model import DEFAULT_SOFT_PROMPT_INIT, SOFT_PROMPT_INIT, Example, GraphLLM, LoRAConfig, ModelConfig, method_config
-from .runs import atomic_write_bytes, config_hash, environment_record, progress, read_json, seed_everything, write_json
+from .runs import (atomic_write_bytes, check_run_identity, config_hash, environment_record, progress, read_json,
+                   seed_everything, write_json)
 
 
 @dataclass(frozen=True)
@@ -431,7 +432,8 @@ def predict(model: GraphLLM, examples: list[Example], batch_size: int, desc: str
 def run(cfg: RunConfig, run_dir: str | Path, ds=None, force: bool = False, on_epoch_end=None) -> dict:
     """Train (when there is anything to train) and evaluate one configuration; write its run directory.
 
-    A finished run whose ``metrics.json`` carries the same config hash is returned as is (``force`` reruns).
+    A finished run whose ``metrics.json`` carries the same config hash is returned as is (``force`` reruns); a
+    finished run of another configuration in ``run_dir`` raises :class:`~gr_core.runs.RunConflictError` unless ``force``.
 
     Returns:
         the metrics dict written to ``metrics.json``.
@@ -442,7 +444,7 @@ def run(cfg: RunConfig, run_dir: str | Path, ds=None, force: bool = False, on_ep
     run_dir = Path(run_dir)
     cfg_hash = config_hash(cfg.to_dict())
     done = run_dir / "metrics.json"
-    if done.is_file() and not force and read_json(done).get("config_hash") == cfg_hash:
+    if not force and check_run_identity(run_dir, cfg.to_dict(), cfg_hash):
         return read_json(done)
     dist = init_distributed()
     model_cfg = cfg.model
@@ -553,8 +555,10 @@ def trained_model(cfg: RunConfig, run_dir: str | Path, ds=None) -> GraphLLM:
     trained = cfg.model.trainable and cfg.train.num_epochs > 0
     best = run_dir / "ckpt" / "best.pt"
     state = torch.load(best, map_location="cpu", weights_only=False) if trained and best.is_file() else None
-    if trained and (state is None or state.get("config_hash") != config_hash(cfg.to_dict())):
-        run(cfg, run_dir, ds=ds, force=(run_dir / "metrics.json").is_file())
+    cfg_hash = config_hash(cfg.to_dict())
+    finished = check_run_identity(run_dir, cfg.to_dict(), cfg_hash)  # refuses another configuration's run
+    if trained and (state is None or state.get("config_hash") != cfg_hash):
+        run(cfg, run_dir, ds=ds, force=finished)  # this configuration's metrics, its weights missing: retrain
         state = torch.load(best, map_location="cpu", weights_only=False)
     else:
         run(cfg, run_dir, ds=ds)  # a no-op when finished; inference-only runs write their metrics
