@@ -111,10 +111,15 @@ def load_preset(preset: str) -> dict[str, dict[str, Any]]:
 
 
 def notebook_parameters(preset: str, notebook_stem: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Merged parameters for one notebook: ``_all``, then the notebook's own, then ``overrides``."""
+    """Merged parameters for one notebook: ``_all``, then ``_training`` (the training block shared by the notebooks it
+    lists, so that they build the same run configurations and reuse each other's runs), then the notebook's own, then
+    ``overrides``."""
     table = load_preset(preset)
     params: dict[str, Any] = {"preset": preset}
     params.update(table.get("_all") or {})
+    shared = table.get("_training") or {}
+    if notebook_stem in (shared.get("notebooks") or []):
+        params.update({k: v for k, v in shared.items() if k != "notebooks"})
     params.update(table.get(notebook_stem) or {})
     params.update(overrides or {})
     return params

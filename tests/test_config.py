@@ -15,7 +15,16 @@ def test_every_preset_loads_and_names_only_existing_notebooks():
     stems = {p.stem for p in (repo_root() / "notebooks").glob("[0-9][0-9]_*.ipynb")}
     for preset in PRESETS:
         table = load_preset(preset)
-        assert set(table) - {"_all"} <= stems, f"{preset}.yaml names a notebook that does not exist"
+        assert set(table) - {"_all", "_training"} <= stems, f"{preset}.yaml names a notebook that does not exist"
+        assert set(table["_training"]["notebooks"]) <= stems
+
+
+def test_notebooks_that_share_runs_get_the_same_training_parameters_from_one_block():
+    for preset in PRESETS:
+        listed = load_preset(preset)["_training"]["notebooks"]
+        keys = set(load_preset(preset)["_training"]) - {"notebooks"}
+        shared = [{k: notebook_parameters(preset, nb)[k] for k in keys} for nb in listed]
+        assert all(s == shared[0] for s in shared), f"{preset}: notebooks {listed} would train different runs"
 
 
 def test_overrides_win_over_the_preset():
@@ -48,5 +57,7 @@ def test_every_preset_sets_only_parameters_the_notebooks_have(preset):
     table = load_preset(preset)
     for notebook in sorted((repo_root() / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         defaults = _parameters_cell_defaults(notebook)
-        for key in table.get(notebook.stem) or {}:
-            assert key in defaults, f"{preset}.yaml sets {key!r}, which {notebook.name} has no parameter for"
+        shared = table["_training"] if notebook.stem in table["_training"]["notebooks"] else {}
+        for key in {**shared, **(table.get(notebook.stem) or {})}:
+            if key != "notebooks":
+                assert key in defaults, f"{preset}.yaml sets {key!r}, which {notebook.name} has no parameter for"
