@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from torch import nn
+from torch_geometric.data import Data
 
 from .published import PAPER_GNN_ONLY
 
@@ -122,8 +123,10 @@ class ReaRev(nn.Module):
         cfg: :class:`ReasonerConfig`.
 
     Shapes (a PyG ``Batch``):
-        ``edge_index (2, E)`` facts head -> tail; ``rel_emb (E, text_dim)``; ``seed (N,)`` bool;
-        ``q_emb (B, text_dim)``; ``batch (N,)``. Output: ``log p (N,)``, normalized per graph.
+        ``edge_index (2, E)`` facts head -> tail; the relations either as ``rel_table (R, text_dim)`` (each graph's
+        distinct relation texts, :class:`QuestionGraph`) with ``rel_id (E,)`` rows of it, or as ``rel_emb (E,
+        text_dim)``; ``seed (N,)`` bool; ``q_emb (B, text_dim)``; ``batch (N,)``. Output: ``log p (N,)``,
+        normalized per graph.
     """
 
     def __init__(self, text_dim: int, cfg: ReasonerConfig = ReasonerConfig()):
@@ -158,14 +161,20 @@ class ReaRev(nn.Module):
         N, batch = data.num_nodes, data.batch
         B = data.q_emb.shape[0]
         src, dst = data.edge_index
-        rel_text = data.rel_emb
+        # relation texts: each distinct relation projected once, then gathered per fact (MetaQA has 9 relations
+        # and ~10^3 facts a graph); the self-loop relation is one more row
+        if "rel_table" in data:
+            table, rel_id = data.rel_table, data.rel_id
+        else:
+            table, rel_id = data.rel_emb, torch.arange(src.numel(), device=src.device)
         if cfg.self_loops:
             loops = torch.arange(N, device=src.device)
             src, dst = torch.cat([src, loops]), torch.cat([dst, loops])
-            rel_text = torch.cat([rel_text, self.self_rel.expand(N, -1)], dim=0)
+            rel_id = torch.cat([rel_id, torch.full_like(loops, table.shape[0])])
+            table = torch.cat([table, self.self_rel.unsqueeze(0)], dim=0)
         # facts in both directions: head -> tail with W_fwd, tail -> head with W_bwd
         fwd, inv = torch.stack([src, dst]), torch.stack([dst, src])
-        rel_f, rel_b = self.rel_fwd(rel_text), self.rel_bwd(rel_text)  # (E, D) each
+        rel_f, rel_b = self.rel_fwd(table)[rel_id], self.rel_bwd(table)[rel_id]  # (E, D) each
         edges, rel = torch.cat([fwd, inv], dim=1), torch.cat([rel_f, rel_b], dim=0)  # (2, 2E), (2E, D)
         edge_graph, fwd_graph = batch[edges[1]], batch[dst]  # each fact's graph (both directions; forward only)
         h0 = torch.relu(self.entity_init(scatter(rel, edges[1], dim=0, dim_size=N, reduce="sum")))  # (N, D)
@@ -332,18 +341,29 @@ class deterministic:
         torch.use_deterministic_algorithms(self.before)
 
 
+class QuestionGraph(Data):
+    """A question's graph for the reasoner: a PyG ``Data`` whose ``rel_id`` is offset by each graph's relation-table
+    size when batched (as ``edge_index`` is by its node count)."""
+
+    def __inc__(self, key, value, *args, **kwargs):
+        if key == "rel_id":
+            return self.rel_table.size(0)
+        return super().__inc__(key, value, *args, **kwargs)
+
+
 def question_data(ds, i: int, graph=None):
     """Question ``i`` of a KGQA dataset as the reasoner's PyG ``Data``.
 
-    Fields: ``edge_index (2, E)`` over node positions, ``rel_emb (E, dim)``, ``seed (N,)`` and ``answer (N,)`` bool
-    masks, ``q_emb (1, dim)``; ``missing_seed`` counts question entities absent from the graph.
+    Fields: ``edge_index (2, E)`` over node positions, ``rel_table (R, dim)`` the graph's distinct relation texts and
+    ``rel_id (E,)`` each fact's row of it, ``seed (N,)`` and ``answer (N,)`` bool masks, ``q_emb (1, dim)``;
+    ``missing_seed`` counts question entities absent from the graph.
     """
-    from torch_geometric.data import Data
-
     from .data import question_nodes
 
     g = graph if graph is not None else ds.graph(i)
     _, edge_attr = ds.embeddings(i, g)
+    # one row per distinct relation text (E x 384 floats per graph would not fit for MetaQA's whole training splits)
+    _, first, rel_id = np.unique(g.edges.edge_attr.astype(str).to_numpy(), return_index=True, return_inverse=True)
     ids = g.nodes.node_id.to_numpy()
     pos = {int(n): k for k, n in enumerate(ids)}
     src = np.array([pos[int(s)] for s in g.edges.src], dtype=np.int64)
@@ -353,7 +373,9 @@ def question_data(ds, i: int, graph=None):
     seed[[pos[s] for s in seed_ids]] = True
     answer = np.zeros(len(ids), bool)
     answer[[pos[a] for a in gold_ids(g, ds.records[i].answers, seed_ids)]] = True
-    return Data(edge_index=torch.from_numpy(np.stack([src, dst])).view(2, -1), rel_emb=torch.from_numpy(edge_attr),
+    return QuestionGraph(edge_index=torch.from_numpy(np.stack([src, dst])).view(2, -1),
+                rel_table=torch.from_numpy(np.ascontiguousarray(edge_attr[first])),
+                rel_id=torch.from_numpy(rel_id.astype(np.int64).reshape(-1)),
                 seed=torch.from_numpy(seed), answer=torch.from_numpy(answer),
                 q_emb=torch.from_numpy(ds.question_emb[i]).view(1, -1), num_nodes=len(ids),
                 missing_seed=missing_entities(g, ds.records[i].q_entities))

@@ -224,3 +224,22 @@ def test_exact_case_matching_keeps_two_names_that_differ_only_in_case_apart():
     g = TextualGraph(nodes=nodes, edges=edges, question="what genre is Heat", answers=["Drama"], q_entities=["Heat"])
     seeds = question_nodes(g)
     assert seeds == [0] and gold_ids(g, g.answers, seeds) == [2]
+
+
+def test_a_relation_table_gives_the_same_distribution_as_per_fact_relation_texts():
+    from torch_geometric.data import Batch
+
+    from gr_core.gnn_rag import QuestionGraph
+
+    rng = np.random.default_rng(0)
+    per_fact = [_toy_question(rng), _toy_question(rng, n=5)]
+    tabled = []
+    for d in per_fact:  # the toy relations are two texts: +1 and -1 vectors
+        table, rel_id = torch.unique(d.rel_emb, dim=0, return_inverse=True)
+        tabled.append(QuestionGraph(edge_index=d.edge_index, rel_table=table, rel_id=rel_id, seed=d.seed,
+                                    answer=d.answer, q_emb=d.q_emb, num_nodes=d.num_nodes))
+    b = Batch.from_data_list(tabled)
+    assert b.rel_table.shape[0] == 4 and int(b.rel_id.max()) == 3  # ids offset per graph when batched
+    model = ReaRev(16, ReasonerConfig(entity_dim=8)).eval()
+    with torch.no_grad():
+        assert torch.allclose(model(b), model(Batch.from_data_list(per_fact)), atol=1e-5)

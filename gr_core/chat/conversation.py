@@ -279,10 +279,9 @@ class GraphChat:
         """GNN-RAG on the searched graph: node probabilities, the 0.95 candidate set, shortest paths from the linked
         nodes (the most similar node when none is linked); the evidence is the subgraph the paths run through."""
         import torch
-        from torch_geometric.data import Data
 
         from ..data import induced_subgraph
-        from ..gnn_rag import node_probabilities, reasoning_paths, select_candidates
+        from ..gnn_rag import QuestionGraph, node_probabilities, reasoning_paths, select_candidates
 
         if len(local_seeds) == 0:
             local_seeds = np.array([int(np.argmax(node_sim[nodes]))])
@@ -291,10 +290,10 @@ class GraphChat:
         pos = np.full(self.index.num_nodes, -1, np.int64)
         pos[nodes] = np.arange(len(nodes))
         kg = self.index.kg
-        data = Data(edge_index=torch.from_numpy(np.stack([pos[kg.heads[edges]], pos[kg.tails[edges]]])).view(2, -1),
-                    rel_emb=torch.from_numpy(self.index.rel_emb[kg.rels[edges]]), seed=torch.from_numpy(seed),
-                    answer=torch.zeros(len(nodes), dtype=torch.bool), q_emb=torch.from_numpy(q).view(1, -1),
-                    num_nodes=len(nodes))
+        data = QuestionGraph(edge_index=torch.from_numpy(np.stack([pos[kg.heads[edges]], pos[kg.tails[edges]]])).view(2, -1),
+                             rel_table=torch.from_numpy(self.index.rel_emb), rel_id=torch.from_numpy(kg.rels[edges]).long(),
+                             seed=torch.from_numpy(seed), answer=torch.zeros(len(nodes), dtype=torch.bool),
+                             q_emb=torch.from_numpy(q).view(1, -1), num_nodes=len(nodes))
         probs = node_probabilities(self.reasoner, [data])[0]
         ids = scope.nodes.node_id.to_numpy()
         cands = [int(ids[c]) for c, _ in select_candidates(probs, set(local_seeds.tolist()))][:5]
