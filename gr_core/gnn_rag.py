@@ -390,6 +390,7 @@ class ReasonerTrainConfig:
     batch_size: int = 8
     num_epochs: int = 10  # GNN-RAG: 200 on WebQSP; bounded here for CPU, selection on validation H@1
     seed: int = 0
+    time_budget_s: float = 0.0  # 0: none; else no epoch starts that would end past it (judged by the last epoch)
 
 
 def train_reasoner(train_data: list, val_data: list, text_dim: int, cfg: ReasonerConfig = ReasonerConfig(),
@@ -417,7 +418,11 @@ def _train_reasoner(train_data, val_data, text_dim, cfg, tcfg):
     loader = DataLoader(train_data, batch_size=tcfg.batch_size, shuffle=True,
                         generator=torch.Generator().manual_seed(tcfg.seed))
     history, best, best_state = [], -1.0, None
+    start = time.perf_counter()
     for epoch in range(tcfg.num_epochs):
+        if tcfg.time_budget_s and history and \
+                time.perf_counter() - start + history[-1]["seconds"] > tcfg.time_budget_s:
+            break  # the next epoch would overrun the budget
         model.train()
         t0, total, count = time.perf_counter(), 0.0, 0
         for batch in progress(loader, desc=f"reasoner epoch {epoch}"):
@@ -809,6 +814,55 @@ def summarize_path_study(studies: dict) -> "pd.DataFrame":
     return pd.DataFrame(rows)
 
 
+def reasoner_test_run(key: str, out_dir, max_train: int | None = None, max_val: int | None = None,
+                      max_test: int | None = None, cfg: ReasonerConfig = ReasonerConfig(),
+                      tcfg: ReasonerTrainConfig = ReasonerTrainConfig()) -> dict:
+    """Train the reasoner on one dataset key (``metaqa-3hop``, ``webqsp``) and score it on test; write ``out_dir``:
+    ``metrics.json`` (H@1 with its 95% Wilson interval, F1, n, training seconds and epochs, the history, settings and
+    environment), ``by_type.csv`` (test H@1 per MetaQA question type) and ``by_candidates.csv`` (H@1 by the size
+    of the 0.95 candidate set, to show where the errors are)."""
+    from dataclasses import asdict
+    from pathlib import Path
+
+    import pandas as pd
+
+    from .runs import environment_record, write_json
+    from .stats import wilson_interval
+
+    known = {k: (name, hops) for k, name, hops in dataset_keys(["webqsp", "metaqa"], [1, 2, 3])}
+    if key not in known:
+        raise ValueError(f"dataset key {key!r} is not one of {sorted(known)}")
+    out_dir = Path(out_dir)
+    result = run_reasoner(*known[key], max_train or None, max_val or None, max_test or None, cfg, tcfg)
+    ds, test_idx = result["ds"], result["test_indices"]
+    scores = pd.DataFrame(question_scores(result["model"], reasoner_dataset(ds, test_idx, f"{key} test graphs")))
+    scores["qtype"] = [(ds.records[i].extra or {}).get("qtype", "all") for i in test_idx]
+    hits = int(scores.h1.sum())
+    low, high = wilson_interval(hits, len(scores))
+    metrics = {"key": key, **result["metrics"], "h1_ci": [round(100 * low, 2), round(100 * high, 2)],
+               "epochs_run": len(result["history"]), "history": result["history"],
+               "settings": {"max_train": max_train, "max_val": max_val, "max_test": max_test,
+                            "reasoner": asdict(cfg), "train": asdict(tcfg)},
+               "command": f"python -m gr_core.gnn_rag --test --keys {key} --max-train {max_train or 0} "
+                          f"--max-val {max_val or 0} --max-test {max_test or 0} --epochs {tcfg.num_epochs} "
+                          f"--budget-minutes {tcfg.time_budget_s / 60:g} --out {out_dir.parent}",
+               "env": environment_record()}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json(out_dir / "metrics.json", metrics)
+    by_type = scores.groupby("qtype").agg(n=("h1", "size"), h1=("h1", "mean"), f1=("f1", "mean"),
+                                          candidates=("candidates", "mean")).reset_index()
+    by_type[["h1", "f1"]] *= 100
+    by_type.round(2).to_csv(out_dir / "by_type.csv", index=False)
+    bins = pd.cut(scores.candidates, [0, 1, 2, 5, 10, 50, 200, 10**6], right=True)
+    by_size = scores.groupby(bins, observed=True).agg(n=("h1", "size"), h1=("h1", "mean")).reset_index()
+    by_size["h1"] *= 100
+    by_size.astype({"candidates": str}).round(2).to_csv(out_dir / "by_candidates.csv", index=False)
+    save_reasoner(result["model"], out_dir / f"{key}.pt")
+    print(f"{key}: test H@1 {metrics['h1']:.2f} [{low * 100:.1f}, {high * 100:.1f}] F1 {metrics['f1']:.2f} "
+          f"n {len(scores)}, {metrics['epochs_run']} epochs, {metrics['train_seconds']:.0f} s", flush=True)
+    return metrics
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m gr_core.gnn_rag --keys metaqa-2hop,webqsp --out DIR``: :func:`reasoner_change_table` per dataset key
     (validation only), written as ``DIR/reasoner_changes.csv``, ``..._by_type.csv`` and ``reasoner_changes.json``
@@ -822,12 +876,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gr_core.gnn_rag", description=main.__doc__)
     parser.add_argument("--keys", required=True, help="comma-separated: webqsp, metaqa-1hop, metaqa-2hop, metaqa-3hop")
     parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--max-train", type=int, default=976)
+    parser.add_argument("--max-train", type=int, default=976, help="0: the whole training split")
     parser.add_argument("--max-val", type=int, default=200)
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--first-and-last", default="", help="keys that train only the first version and all switches")
+    parser.add_argument("--test", action="store_true",
+                        help="train the default reasoner once per key and score it on test (reasoner_test_run)")
+    parser.add_argument("--max-test", type=int, default=0, help="with --test: test questions (0: the whole split)")
+    parser.add_argument("--budget-minutes", type=float, default=0.0, help="training time budget per key (0: none)")
     args = parser.parse_args(argv)
-    cfg, tcfg = ReasonerConfig(), ReasonerTrainConfig(num_epochs=args.epochs, seed=0)
+    cfg = ReasonerConfig()
+    tcfg = ReasonerTrainConfig(num_epochs=args.epochs, seed=0, time_budget_s=60 * args.budget_minutes)
+    if args.test:
+        for key in args.keys.split(","):
+            reasoner_test_run(key, args.out / key, args.max_train, args.max_val, args.max_test, cfg, tcfg)
+        return 0
 
     def save(table, by_type):
         args.out.mkdir(parents=True, exist_ok=True)

@@ -243,3 +243,11 @@ def test_a_relation_table_gives_the_same_distribution_as_per_fact_relation_texts
     model = ReaRev(16, ReasonerConfig(entity_dim=8)).eval()
     with torch.no_grad():
         assert torch.allclose(model(b), model(Batch.from_data_list(per_fact)), atol=1e-5)
+
+
+def test_a_time_budget_stops_training_before_an_epoch_that_would_overrun_it():
+    rng = np.random.default_rng(0)
+    data = [_toy_question(rng) for _ in range(16)]
+    _, history = train_reasoner(data[:12], data[12:], 16, ReasonerConfig(entity_dim=8),
+                                ReasonerTrainConfig(num_epochs=50, time_budget_s=1e-6))
+    assert len(history) == 1  # the first epoch always runs; the second would end past the budget
