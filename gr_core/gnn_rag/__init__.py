@@ -1,0 +1,51 @@
+"""GNN-RAG retrieval: a question-conditioned GNN reasoner, answer candidates, reasoning paths
+(GNN-RAG paper §4.1-4.2, App. C; GNN-RAG code ``gnn/models/ReaRev``, ``gnn/evaluate.py``,
+``llm/src/utils/graph_utils.py``; docs/method.md §3.1-3.2).
+
+The reasoner follows ReaRev on PyTorch Geometric message passing:
+
+- ``num_ins`` instructions from the question's sentence embedding (ReaRev pools LM token states by attention;
+  we cache sentence embeddings only, so each instruction is a learned projection of it: a deviation);
+- relation features from the relation text's sentence embedding, one projection per direction (facts are used
+  both ways);
+- entities have no text features: their initial state is ReLU of the summed projected incident relations;
+- ``num_iter`` iterations of ``num_gnn`` layers; each layer sends ``ReLU(W_r r ⊙ instruction_k) · p(head)`` along
+  every fact, aggregates per instruction, updates the node state and re-normalizes the node distribution ``p``
+  with a softmax over the graph's nodes; after each iteration the instructions are re-formed from the
+  seed-weighted node states (``QueryReform``) and reasoning restarts from the seeds;
+- loss: KL(uniform over the gold answers in the graph ‖ p); questions with no answer in the graph are masked.
+
+Five switches of :class:`ReasonerConfig`, on by default, bring this package's first version to ReaRev as released
+(notebook 04's change table measures each): question entities masked out of every layer's softmax, a self-loop fact
+per entity, node states carried across iterations, forward and inverse messages kept apart with a relation linear
+per layer, and a gated Fusion per instruction. Instructions still come from the sentence embedding, not from token states.
+
+Candidates (docs/method.md §3.2): softmax probabilities, question entities excluded, sorted, added until the
+cumulative probability first exceeds 0.95. Paths (§5.4): shortest paths from question entities to candidates
+that keep **edge direction** (a reversed hop is written with ``<-``) and **every relation** between a pair
+(GNN-RAG's ``nx.Graph`` keeps one and drops direction, docs/peers.md 5).
+
+The package: ``model`` (the configuration and the network), ``training`` (data, training, scoring, saved reasoners),
+``paths`` (candidates and reasoning paths, GNN-RAG's own path code for comparison), ``studies`` (notebook 04's studies
+and the command line, ``python -m gr_core.gnn_rag``).
+"""
+
+from .model import (ReasonerConfig, SWITCH_NAMES, FactMessage, Fusion, ReaRev)
+from .training import (deterministic_algorithms, QuestionGraph, question_data, ReasonerTrainConfig, train_reasoner,
+                       node_probabilities, question_scores, evaluate_reasoner,
+                       reasoner_dataset, save_reasoner, save_reasoners, load_reasoner)
+from .paths import (select_candidates, seed_positions, gold_ids, missing_entities, PathReport, reasoning_paths,
+                    reference_paths, _hops, compare_path_styles, path_study, evidence_view,
+                    _path_names, summarize_path_study)
+from .studies import (dataset_keys, run_reasoner, REASONER_CHANGES, reasoner_change_table, reasoner_change_tables,
+                      gnn_only_table, reasoner_test_run, main)
+
+__all__ = [
+    "ReasonerConfig", "SWITCH_NAMES", "FactMessage", "Fusion", "ReaRev", "deterministic_algorithms",
+    "QuestionGraph", "question_data", "ReasonerTrainConfig", "train_reasoner", "node_probabilities",
+    "question_scores", "evaluate_reasoner", "reasoner_dataset", "save_reasoner", "save_reasoners", "load_reasoner",
+    "select_candidates", "seed_positions", "gold_ids", "missing_entities", "PathReport", "reasoning_paths",
+    "reference_paths", "_hops", "compare_path_styles", "path_study", "evidence_view", "_path_names",
+    "summarize_path_study", "dataset_keys", "run_reasoner", "REASONER_CHANGES", "reasoner_change_table",
+    "reasoner_change_tables", "gnn_only_table", "reasoner_test_run", "main",
+]

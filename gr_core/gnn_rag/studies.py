@@ -1,0 +1,233 @@
+"""Notebook 04's studies of the reasoner: one training per dataset key, the one-change-at-a-time table toward
+ReaRev as released, test runs on whole splits, and the command line (``python -m gr_core.gnn_rag``)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..published import PAPER_GNN_ONLY
+from .model import SWITCH_NAMES, ReasonerConfig
+from .training import (ReasonerTrainConfig, evaluate_reasoner, node_probabilities, question_scores, reasoner_dataset,
+                       save_reasoner, train_reasoner)
+
+
+# ---------------------------------------------------------------------- notebook-level helpers
+def dataset_keys(datasets: list[str], metaqa_hops: list[int]) -> list[tuple[str, str, int]]:
+    """``(key, dataset name, hops)`` per run: MetaQA once per hop set (``metaqa-2hop``), the others as named."""
+    keys = [(name, name, 2) for name in datasets if name != "metaqa"]
+    return keys + ([(f"metaqa-{h}hop", "metaqa", int(h)) for h in metaqa_hops] if "metaqa" in datasets else [])
+
+
+def run_reasoner(dataset: str, hops: int = 2, max_train: int | None = None, max_val: int | None = None,
+                 max_test: int | None = None, cfg: ReasonerConfig = ReasonerConfig(),
+                 tcfg: ReasonerTrainConfig = ReasonerTrainConfig()) -> dict:
+    """Train the reasoner on one KGQA dataset and score it on test.
+
+    Returns:
+        ``{"ds", "model", "history", "metrics", "test_indices", "probs"}``; metrics from :func:`evaluate_reasoner`
+        plus ``train_seconds``.
+    """
+    import time
+
+    from ..graphqa import DatasetConfig, load_dataset
+
+    ds = load_dataset(DatasetConfig(dataset, hops=hops))
+    # max_* of None or 0 keep the whole split
+    train = reasoner_dataset(ds, list(ds.split["train"])[:max_train or None], f"{dataset} train graphs")
+    val = reasoner_dataset(ds, list(ds.split["val"])[:max_val or None], f"{dataset} val graphs")
+    test_idx = list(ds.split["test"])[:max_test or None]
+    test = reasoner_dataset(ds, test_idx, f"{dataset} test graphs")
+    t0 = time.perf_counter()
+    model, history = train_reasoner(train, val, int(ds.text_emb.shape[1]), cfg, tcfg)
+    seconds = time.perf_counter() - t0
+    metrics = evaluate_reasoner(model, test) | {"train_seconds": round(seconds, 2), "num_train": len(train),
+                                                 "missing_seed": sum(d.missing_seed for d in test)}
+    return {"ds": ds, "model": model, "history": history, "metrics": metrics, "test_indices": test_idx,
+            "probs": node_probabilities(model, test)}
+
+
+# Notebook 04's change table: each switch of :class:`ReasonerConfig` that brings the reasoner to ReaRev as released,
+# applied on top of the ones before it (cumulative), so each row's difference to the row above is that change alone.
+REASONER_CHANGES: list[tuple[str, dict]] = [
+    ("first version", {name: False for name in SWITCH_NAMES}),
+    ("+ seeds masked in every layer's softmax", {"mask_seeds": True}),
+    ("+ a self-loop fact per entity", {"self_loops": True}),
+    ("+ node states kept across iterations", {"keep_states": True}),
+    ("+ directions apart, a relation linear per layer", {"split_directions": True}),
+    ("+ a gated Fusion per instruction", {"fusion_reform": True}),
+]
+
+
+def reasoner_change_table(dataset: str, hops: int = 2, max_train: int | None = None, max_val: int | None = None,
+                          cfg: ReasonerConfig = ReasonerConfig(), tcfg: ReasonerTrainConfig = ReasonerTrainConfig(),
+                          changes: list[tuple[str, dict]] = REASONER_CHANGES) -> tuple["pd.DataFrame", "pd.DataFrame"]:
+    """Train the reasoner once per cumulative change and score each on **validation** (the test split is not read).
+
+    Returns:
+        ``(table, by_type)``: per change, validation H@1 / F1 (percent), its 95% Wilson interval, the difference to
+        the row above, mean candidate-set size and training seconds; and per change and question type (MetaQA's
+        ``qtype``; one type ``"all"`` elsewhere) the validation H@1.
+    """
+    import time
+    from dataclasses import replace
+
+    import pandas as pd
+
+    from ..graphqa import DatasetConfig, load_dataset
+    from ..stats import wilson_interval
+
+    ds = load_dataset(DatasetConfig(dataset, hops=hops))
+    val_idx = list(ds.split["val"])[:max_val or None]
+    train = reasoner_dataset(ds, list(ds.split["train"])[:max_train or None], f"{dataset} train graphs")
+    val = reasoner_dataset(ds, val_idx, f"{dataset} val graphs")
+    qtypes = [(ds.records[i].extra or {}).get("qtype", "all") for i in val_idx]
+    rows, by_type, fields = [], [], {}
+    for name, change in changes:
+        fields = {**fields, **change}
+        c = replace(cfg, **fields)
+        t0 = time.perf_counter()
+        model, history = train_reasoner(train, val, int(ds.text_emb.shape[1]), c, tcfg)
+        seconds = time.perf_counter() - t0
+        scores = question_scores(model, val)
+        hits = sum(r["h1"] for r in scores)
+        low, high = wilson_interval(int(hits), len(scores))
+        rows.append({"change": name, "val H@1": 100 * hits / max(len(scores), 1), "ci_low": 100 * low,
+                     "ci_high": 100 * high, "val F1": 100 * float(np.mean([r["f1"] for r in scores])),
+                     "mean candidates": float(np.mean([r["candidates"] for r in scores])), "n": len(scores),
+                     "best epoch": max(history, key=lambda h: h["val_h1"])["epoch"] if history else None,
+                     "train seconds": round(seconds, 1)})
+        frame = pd.DataFrame(scores).assign(qtype=qtypes)
+        for t, g in frame.groupby("qtype"):
+            by_type.append({"change": name, "qtype": t, "n": len(g), "val H@1": 100 * g.h1.mean()})
+    table = pd.DataFrame(rows)
+    table.insert(2, "difference", table["val H@1"].diff())
+    return table.round(2), pd.DataFrame(by_type).round(2)
+
+
+def reasoner_change_tables(keys: list[str], max_train: int | None = None, max_val: int | None = None,
+                           cfg: ReasonerConfig = ReasonerConfig(), tcfg: ReasonerTrainConfig = ReasonerTrainConfig(),
+                           first_and_last: tuple[str, ...] = (), on_key=None) -> tuple["pd.DataFrame", "pd.DataFrame"]:
+    """:func:`reasoner_change_table` for each dataset key of :func:`dataset_keys` (``webqsp``, ``metaqa-2hop`` ...),
+    concatenated with a ``dataset`` column; keys in ``first_and_last`` train only the first version and all switches.
+    ``on_key(table, by_type)`` is called after each key with the tables so far (to save partial results)."""
+    import pandas as pd
+
+    known = {key: (name, hops) for key, name, hops in dataset_keys(["webqsp", "metaqa"], [1, 2, 3])}
+    every = {field: True for _, change in REASONER_CHANGES for field in change}
+    tables, types = {}, {}
+    for key in keys:
+        if key not in known:
+            raise ValueError(f"dataset key {key!r} is not one of {sorted(known)}")
+        changes = [REASONER_CHANGES[0], ("all five switches", every)] if key in first_and_last else REASONER_CHANGES
+        tables[key], types[key] = reasoner_change_table(*known[key], max_train, max_val, cfg, tcfg, changes)
+        table = pd.concat(tables, names=["dataset", None]).reset_index(level=0)
+        by_type = pd.concat(types, names=["dataset", None]).reset_index(level=0)
+        if on_key is not None:
+            on_key(table, by_type)
+    return (table, by_type) if keys else (pd.DataFrame(), pd.DataFrame())
+
+
+def gnn_only_table(results: dict) -> "pd.DataFrame":
+    """One row per dataset of :func:`run_reasoner` results, beside the paper's GNN-only numbers."""
+    import pandas as pd
+
+    rows = []
+    for key, r in results.items():
+        paper = PAPER_GNN_ONLY.get(key, {})
+        rows.append({"dataset": key, **{k: round(v, 2) if isinstance(v, float) else v for k, v in r["metrics"].items()},
+                     "paper H@1": paper.get("h1"), "paper F1": paper.get("f1"), "paper source": paper.get("source", "")})
+    return pd.DataFrame(rows)
+
+
+def reasoner_test_run(key: str, out_dir, max_train: int | None = None, max_val: int | None = None,
+                      max_test: int | None = None, cfg: ReasonerConfig = ReasonerConfig(),
+                      tcfg: ReasonerTrainConfig = ReasonerTrainConfig()) -> dict:
+    """Train the reasoner on one dataset key (``metaqa-3hop``, ``webqsp``) and score it on test; write ``out_dir``:
+    ``metrics.json`` (H@1 with its 95% Wilson interval, F1, n, training seconds and epochs, the history, settings and
+    environment), ``by_type.csv`` (test H@1 per MetaQA question type) and ``by_candidates.csv`` (H@1 by the size
+    of the 0.95 candidate set, to show where the errors are)."""
+    from dataclasses import asdict
+    from pathlib import Path
+
+    import pandas as pd
+
+    from ..runs import environment_record, write_json
+    from ..stats import wilson_interval
+
+    known = {k: (name, hops) for k, name, hops in dataset_keys(["webqsp", "metaqa"], [1, 2, 3])}
+    if key not in known:
+        raise ValueError(f"dataset key {key!r} is not one of {sorted(known)}")
+    out_dir = Path(out_dir)
+    result = run_reasoner(*known[key], max_train or None, max_val or None, max_test or None, cfg, tcfg)
+    ds, test_idx = result["ds"], result["test_indices"]
+    scores = pd.DataFrame(question_scores(result["model"], reasoner_dataset(ds, test_idx, f"{key} test graphs")))
+    scores["qtype"] = [(ds.records[i].extra or {}).get("qtype", "all") for i in test_idx]
+    hits = int(scores.h1.sum())
+    low, high = wilson_interval(hits, len(scores))
+    metrics = {"key": key, **result["metrics"], "h1_ci": [round(100 * low, 2), round(100 * high, 2)],
+               "epochs_run": len(result["history"]), "history": result["history"],
+               "settings": {"max_train": max_train, "max_val": max_val, "max_test": max_test,
+                            "reasoner": asdict(cfg), "train": asdict(tcfg)},
+               "command": f"python -m gr_core.gnn_rag --test --keys {key} --max-train {max_train or 0} "
+                          f"--max-val {max_val or 0} --max-test {max_test or 0} --epochs {tcfg.num_epochs} "
+                          f"--budget-minutes {tcfg.time_budget_s / 60:g} --out {out_dir.parent}",
+               "env": environment_record()}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json(out_dir / "metrics.json", metrics)
+    by_type = scores.groupby("qtype").agg(n=("h1", "size"), h1=("h1", "mean"), f1=("f1", "mean"),
+                                          candidates=("candidates", "mean")).reset_index()
+    by_type[["h1", "f1"]] *= 100
+    by_type.round(2).to_csv(out_dir / "by_type.csv", index=False)
+    bins = pd.cut(scores.candidates, [0, 1, 2, 5, 10, 50, 200, 10**6], right=True)
+    by_size = scores.groupby(bins, observed=True).agg(n=("h1", "size"), h1=("h1", "mean")).reset_index()
+    by_size["h1"] *= 100
+    by_size.astype({"candidates": str}).round(2).to_csv(out_dir / "by_candidates.csv", index=False)
+    save_reasoner(result["model"], out_dir / f"{key}.pt")
+    print(f"{key}: test H@1 {metrics['h1']:.2f} [{low * 100:.1f}, {high * 100:.1f}] F1 {metrics['f1']:.2f} "
+          f"n {len(scores)}, {metrics['epochs_run']} epochs, {metrics['train_seconds']:.0f} s", flush=True)
+    return metrics
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m gr_core.gnn_rag --keys metaqa-2hop,webqsp --out DIR``: :func:`reasoner_change_table` per dataset key
+    (validation only), written as ``DIR/reasoner_changes.csv``, ``..._by_type.csv`` and ``reasoner_changes.json``
+    (settings, package versions, commit)."""
+    import argparse
+    from dataclasses import asdict
+    from pathlib import Path
+
+    from ..runs import environment_record, write_json
+
+    parser = argparse.ArgumentParser(prog="python -m gr_core.gnn_rag", description=main.__doc__)
+    parser.add_argument("--keys", required=True, help="comma-separated: webqsp, metaqa-1hop, metaqa-2hop, metaqa-3hop")
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--max-train", type=int, default=976, help="0: the whole training split")
+    parser.add_argument("--max-val", type=int, default=200)
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--first-and-last", default="", help="keys that train only the first version and all switches")
+    parser.add_argument("--test", action="store_true",
+                        help="train the default reasoner once per key and score it on test (reasoner_test_run)")
+    parser.add_argument("--max-test", type=int, default=0, help="with --test: test questions (0: the whole split)")
+    parser.add_argument("--budget-minutes", type=float, default=0.0, help="training time budget per key (0: none)")
+    args = parser.parse_args(argv)
+    cfg = ReasonerConfig()
+    tcfg = ReasonerTrainConfig(num_epochs=args.epochs, seed=0, time_budget_s=60 * args.budget_minutes)
+    if args.test:
+        for key in args.keys.split(","):
+            reasoner_test_run(key, args.out / key, args.max_train, args.max_val, args.max_test, cfg, tcfg)
+        return 0
+
+    def save(table, by_type):
+        args.out.mkdir(parents=True, exist_ok=True)
+        print(table.to_string(), flush=True)
+        table.to_csv(args.out / "reasoner_changes.csv", index=False)
+        by_type.to_csv(args.out / "reasoner_changes_by_type.csv", index=False)
+        write_json(args.out / "reasoner_changes.json", {"settings": {**vars(args), "out": str(args.out),
+                   "reasoner": asdict(cfg), "train": asdict(tcfg)}, "env": environment_record()})
+
+    reasoner_change_tables(args.keys.split(","), args.max_train, args.max_val, cfg, tcfg,
+                           tuple(filter(None, args.first_and_last.split(","))), on_key=save)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

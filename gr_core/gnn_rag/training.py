@@ -1,0 +1,219 @@
+"""The reasoner's data (one PyG graph per question), training with selection on validation H@1, scoring, and
+saved reasoners (GNN-RAG paper §4.1; GNN-RAG code ``gnn/train_model.py``, ``gnn/evaluate.py``)."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch_geometric.data import Data
+
+from .model import ReaRev, ReasonerConfig, SWITCH_NAMES
+from .paths import gold_ids, missing_entities, select_candidates
+
+
+# ---------------------------------------------------------------------- data, training, evaluation
+@contextmanager
+def deterministic_algorithms():
+    """Run torch with deterministic algorithms inside the block (the previous setting restored after).
+
+    The reasoner's scatter sums differ at the 1e-8 level from run to run on CPU otherwise, which after 10 epochs
+    moved MetaQA-2hop test H@1 by 3 questions of 326; with it, reruns are bit-identical at 1 and 2 threads.
+    """
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before)
+
+
+class QuestionGraph(Data):
+    """A question's graph for the reasoner: a PyG ``Data`` whose ``rel_id`` is offset by each graph's relation-table
+    size when batched (as ``edge_index`` is by its node count)."""
+
+    def __inc__(self, key, value, *args, **kwargs):
+        if key == "rel_id":
+            return self.rel_table.size(0)
+        return super().__inc__(key, value, *args, **kwargs)
+
+
+def question_data(ds, i: int, graph=None):
+    """Question ``i`` of a KGQA dataset as the reasoner's PyG ``Data``.
+
+    Fields: ``edge_index (2, E)`` over node positions, ``rel_table (R, dim)`` the graph's distinct relation texts and
+    ``rel_id (E,)`` each fact's row of it, ``seed (N,)`` and ``answer (N,)`` bool masks, ``q_emb (1, dim)``;
+    ``missing_seed`` counts question entities absent from the graph.
+    """
+    from ..data import question_nodes
+
+    g = graph if graph is not None else ds.graph(i)
+    _, edge_attr = ds.embeddings(i, g)
+    # one row per distinct relation text (E x 384 floats per graph would not fit for MetaQA's whole training splits)
+    _, first, rel_id = np.unique(g.edges.edge_attr.astype(str).to_numpy(), return_index=True, return_inverse=True)
+    ids = g.nodes.node_id.to_numpy()
+    pos = {int(n): k for k, n in enumerate(ids)}
+    src = np.array([pos[int(s)] for s in g.edges.src], dtype=np.int64)
+    dst = np.array([pos[int(d)] for d in g.edges.dst], dtype=np.int64)
+    seed_ids = question_nodes(g)
+    seed = np.zeros(len(ids), bool)
+    seed[[pos[s] for s in seed_ids]] = True
+    answer = np.zeros(len(ids), bool)
+    answer[[pos[a] for a in gold_ids(g, ds.records[i].answers, seed_ids)]] = True
+    return QuestionGraph(edge_index=torch.from_numpy(np.stack([src, dst])).view(2, -1),
+                rel_table=torch.from_numpy(np.ascontiguousarray(edge_attr[first])),
+                rel_id=torch.from_numpy(rel_id.astype(np.int64).reshape(-1)),
+                seed=torch.from_numpy(seed), answer=torch.from_numpy(answer),
+                q_emb=torch.from_numpy(ds.question_emb[i]).view(1, -1), num_nodes=len(ids),
+                missing_seed=missing_entities(g, ds.records[i].q_entities))
+
+
+@dataclass(frozen=True)
+class ReasonerTrainConfig:
+    """GNN-RAG training defaults: Adam lr 5e-4, no decay, grad clip 1.0, batch 8 (docs/method.md §3.1)."""
+
+    lr: float = 5e-4
+    grad_clip: float = 1.0
+    batch_size: int = 8
+    num_epochs: int = 10  # GNN-RAG: 200 on WebQSP; bounded here for CPU, selection on validation H@1
+    seed: int = 0
+    time_budget_s: float = 0.0  # 0: none; else no epoch starts that would end past it (judged by the last epoch)
+
+
+def train_reasoner(train_data: list, val_data: list, text_dim: int, cfg: ReasonerConfig = ReasonerConfig(),
+                   tcfg: ReasonerTrainConfig = ReasonerTrainConfig()) -> tuple[ReaRev, list[dict]]:
+    """Train ReaRev; keep the epoch with the best validation H@1 (GNN-RAG selects on validation).
+
+    Returns:
+        ``(model with the best weights, per-epoch history)``.
+    """
+    with deterministic_algorithms():
+        return _train_reasoner(train_data, val_data, text_dim, cfg, tcfg)
+
+
+def _train_reasoner(train_data, val_data, text_dim, cfg, tcfg):
+    import copy
+    import time
+
+    from torch_geometric.loader import DataLoader
+
+    from ..runs import progress
+
+    torch.manual_seed(tcfg.seed)
+    model = ReaRev(text_dim, cfg)
+    opt = torch.optim.Adam(model.parameters(), lr=tcfg.lr)
+    loader = DataLoader(train_data, batch_size=tcfg.batch_size, shuffle=True,
+                        generator=torch.Generator().manual_seed(tcfg.seed))
+    history, best, best_state = [], -1.0, None
+    start = time.perf_counter()
+    for epoch in range(tcfg.num_epochs):
+        if tcfg.time_budget_s and history and \
+                time.perf_counter() - start + history[-1]["seconds"] > tcfg.time_budget_s:
+            break  # the next epoch would overrun the budget
+        model.train()
+        t0, total, count = time.perf_counter(), 0.0, 0
+        for batch in progress(loader, desc=f"reasoner epoch {epoch}"):
+            loss_sum, n = model.loss(model(batch), batch)
+            if n == 0:
+                continue
+            opt.zero_grad(set_to_none=True)
+            (loss_sum / n).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), tcfg.grad_clip)
+            opt.step()
+            total, count = total + float(loss_sum.detach()), count + n
+        val = evaluate_reasoner(model, val_data) if val_data else {"h1": 0.0}
+        history.append({"epoch": epoch, "train_loss": total / max(count, 1), "val_h1": val["h1"],
+                        "val_f1": val.get("f1"), "seconds": round(time.perf_counter() - t0, 2)})
+        if val["h1"] > best:
+            best, best_state = val["h1"], copy.deepcopy(model.state_dict())
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    return model, history
+
+
+@torch.no_grad()
+def node_probabilities(model: ReaRev, data_list: list, batch_size: int = 32) -> list[np.ndarray]:
+    """Each graph's node distribution ``(N_i,)``."""
+    from torch_geometric.loader import DataLoader
+
+    model.eval()
+    out = []
+    for batch in DataLoader(data_list, batch_size=batch_size):
+        with deterministic_algorithms():
+            p = model(batch).exp().numpy()
+        for b in range(batch.num_graphs):
+            out.append(p[(batch.batch == b).numpy()])
+    return out
+
+
+def question_scores(model: ReaRev, data_list: list, eps: float = 0.95) -> list[dict]:
+    """Per question: ``h1`` (the most probable non-seed node is a gold answer), ``f1`` of the ``eps`` candidate set,
+    ``hit`` (a candidate is gold), ``candidates`` (its size), ``gold`` (gold answers in the graph)."""
+    rows = []
+    for p, d in zip(node_probabilities(model, data_list), data_list):
+        seeds = set(np.flatnonzero(d.seed.numpy()).tolist())
+        gold = set(np.flatnonzero(d.answer.numpy()).tolist())
+        masked = p.copy()
+        masked[list(seeds)] = -1
+        cands = {c for c, _ in select_candidates(p, seeds, eps)}
+        tp = len(cands & gold)
+        prec, rec = (tp / len(cands) if cands else 0.0), (tp / len(gold) if gold else 0.0)
+        rows.append({"h1": float(bool(gold) and int(np.argmax(masked)) in gold),
+                     "f1": 2 * prec * rec / (prec + rec) if prec + rec else 0.0, "hit": float(tp > 0),
+                     "candidates": len(cands), "gold": len(gold)})
+    return rows
+
+
+def evaluate_reasoner(model: ReaRev, data_list: list, eps: float = 0.95) -> dict:
+    """GNN-only scores as GNN-RAG reports them: H@1 (argmax over non-seed nodes is an answer) and F1 of the
+    ``eps`` candidate set, in percent, plus candidate-set hit, size and the count of questions without a gold
+    answer in their graph (misses, as in GNN-RAG's evaluator, which counts a hit only for a question whose answer
+    list is empty). F1's recall counts the gold answers in the graph (GNN-RAG's: every gold answer, so ours reads higher
+    where answers are missing from the graph)."""
+    rows = question_scores(model, data_list, eps)
+    n = max(len(rows), 1)
+    return {"h1": 100 * sum(r["h1"] for r in rows) / n, "f1": 100 * sum(r["f1"] for r in rows) / n,
+            "candidate_hit": 100 * sum(r["hit"] for r in rows) / n,
+            "mean_candidates": float(np.mean([r["candidates"] for r in rows])) if rows else 0.0,
+            "no_gold_in_graph": sum(r["gold"] == 0 for r in rows), "n": len(rows)}
+
+
+def reasoner_dataset(ds, indices: list[int], desc: str = "reasoner data") -> list:
+    """:func:`question_data` for each question index, with a progress bar."""
+    from ..runs import progress
+
+    return [question_data(ds, i) for i in progress(indices, desc=desc)]
+
+
+def save_reasoner(model: ReaRev, path, meta: dict | None = None):
+    """Write a trained reasoner (weights, its :class:`ReasonerConfig`, the text width) atomically to ``path``."""
+    import io
+    from dataclasses import asdict
+
+    from ..runs import atomic_write_bytes
+
+    buf = io.BytesIO()
+    torch.save({"config": asdict(model.cfg), "text_dim": model.text_dim, "state": model.state_dict(),
+                "meta": meta or {}}, buf)
+    return atomic_write_bytes(path, buf.getvalue())
+
+
+def save_reasoners(results: dict, folder) -> list:
+    """Each trained reasoner of :func:`run_reasoner` results as ``folder/<key>.pt`` (for ``GraphChat(retriever="gnn")``);
+    the files sit beside the results they produced but are git-ignored, like every checkpoint."""
+    from pathlib import Path
+
+    return [save_reasoner(r["model"], Path(folder) / f"{key}.pt",
+                          {"key": key, "dataset": r["ds"].name, "hops": r["ds"].config.hops, "metrics": r["metrics"]})
+            for key, r in results.items()]
+
+
+def load_reasoner(path) -> ReaRev:
+    """A reasoner saved by :func:`save_reasoner`, in eval mode."""
+    blob = torch.load(path, map_location="cpu", weights_only=False)
+    # A file written before the switches existed describes the first version: its missing switches are off.
+    config = {name: False for name in SWITCH_NAMES} | blob["config"]
+    model = ReaRev(int(blob["text_dim"]), ReasonerConfig(**config))
+    model.load_state_dict(blob["state"])
+    return model.eval()
