@@ -18,8 +18,11 @@ false cases
 
 Each case is one response (``Nodes:`` / ``Edges:`` followed by a bullet, the form the parser reads), so a parse
 failure counts as the checker judging the citation invalid. Scene-graph objects are cited the way a reader would
-name them (``large red cube``: attributes, then the name). By design the fuzzy level accepts partial names and
-reversed edges, so its precision is expected to drop: the table says by how much.
+name them (``large red cube``: attributes, then the name), which the ``exact`` level never accepts (it compares with
+the node's text or bare name), so CLEVR's exact column says nothing about the checker. A false case is never a true
+citation in disguise: names are compared by their normalized tokens (a renamed node's new name is no node's name
+at that level; a reversed or invented edge is no edge between any two nodes of those names). By design the fuzzy
+level accepts partial names and reversed edges, so its precision is expected to drop: the table says by how much.
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from .citations import LEVELS, CitationMatcher, parse_citations
+from .citations import LEVELS, CitationMatcher, parse_citations, tokens
 
 TRUE_CASES = ("node", "node, noisy", "edge", "edge, short relation")
 FALSE_CASES = ("renamed node", "partial name", "invented edge", "reversed edge", "renamed endpoint")
@@ -66,17 +69,20 @@ def constructed_cases(graph, other_names: list[str], rng: np.random.Generator, p
         dicts with ``case``, ``truth`` (True: the citation names something in the graph), ``kind`` and ``response``.
     """
     names = {int(n): cited_name(str(t)) for n, t in zip(graph.nodes.node_id, graph.nodes.node_attr)}
-    own = {v.lower() for v in names.values()}
+    # a name is "own" by the checker's most lenient identity short of fuzzy: its normalized tokens, or a scene
+    # object's bare name, so that no false case is secretly a true citation
+    own = {tokens(v) for v in names.values()} | {tokens(m.group(1)) for t in graph.nodes.node_attr.astype(str)
+                                                 if (m := re.search(r"name:\s*([^;]*)", t))}
     edges = list(zip(graph.edges.src.astype(int), graph.edges.edge_attr.astype(str), graph.edges.dst.astype(int)))
-    edge_set = {(s, r, d) for s, r, d in edges}
-    foreign = [n for n in other_names if n.lower() not in own and n.strip()]
+    named = {(tokens(names[s]), r, tokens(names[d])) for s, r, d in edges}  # duplicate names are one citation
+    foreign = [n for n in other_names if n.strip() and tokens(n) not in own]
     out: list[dict] = []
 
     def add(case: str, truth: bool, kind: str, text: str) -> None:
         out.append({"case": case, "truth": truth, "kind": kind, "response": _response(kind, text)})
 
     node_ids = [i for i, n in names.items() if n]
-    pairs_named = {(names[s], names[d]) for s, _, d in edges}
+    pairs_named = {(a, b) for a, _, b in named}
     for _ in range(per_case):
         if node_ids:
             n = names[node_ids[rng.integers(len(node_ids))]]
@@ -84,7 +90,7 @@ def constructed_cases(graph, other_names: list[str], rng: np.random.Generator, p
             add("node, noisy", True, "node", _noisy(n))
         if foreign:
             add("renamed node", False, "node", foreign[rng.integers(len(foreign))])
-        multi = [names[i] for i in node_ids if len(names[i].split()) > 1 and names[i].split()[0].lower() not in own]
+        multi = [names[i] for i in node_ids if len(names[i].split()) > 1 and tokens(names[i].split()[0]) not in own]
         if multi:
             add("partial name", False, "node", multi[rng.integers(len(multi))].split()[0])
         if edges and node_ids:
@@ -92,7 +98,8 @@ def constructed_cases(graph, other_names: list[str], rng: np.random.Generator, p
             add("edge", True, "edge", f"{names[s]} -> {r} -> {names[d]}")
             short = r.split(".")[-1] if "." in r else r.upper()
             add("edge, short relation", True, "edge", f"{names[s]} -> {short} -> {names[d]}")
-            reversible = [(s, r, d) for s, r, d in edges if (d, r, s) not in edge_set and names[s] != names[d]]
+            reversible = [(s, r, d) for s, r, d in edges
+                          if (tokens(names[d]), r, tokens(names[s])) not in named and tokens(names[s]) != tokens(names[d])]
             if reversible:
                 s, r, d = reversible[rng.integers(len(reversible))]
                 add("reversed edge", False, "edge", f"{names[d]} -> {r} -> {names[s]}")
@@ -102,7 +109,8 @@ def constructed_cases(graph, other_names: list[str], rng: np.random.Generator, p
             for _attempt in range(20):  # an invented pair: both nodes exist, the edge does not (either way)
                 a, b = (node_ids[k] for k in rng.integers(len(node_ids), size=2))
                 r = relations[rng.integers(len(relations))]
-                if a != b and (names[a], names[b]) not in pairs_named and (names[b], names[a]) not in pairs_named:
+                ta, tb = tokens(names[a]), tokens(names[b])
+                if ta != tb and (ta, tb) not in pairs_named and (tb, ta) not in pairs_named:
                     add("invented edge", False, "edge", f"{names[a]} -> {r} -> {names[b]}")
                     break
     return out
@@ -121,10 +129,14 @@ def judge(graph, cases: list[dict], levels=LEVELS) -> list[dict]:
 
 
 def validate_checker(ds, indices: list[int], seed: int = 0, per_case: int = 1, levels=LEVELS) -> pd.DataFrame:
-    """Constructed citations on the graphs of ``ds`` at ``indices``, judged by the checker: one row per citation
+    """Constructed citations on the graphs of ``ds`` at ``indices`` (one question per distinct graph), judged by the
+    checker: one row per citation
     (``dataset``, ``index``, ``case``, ``truth``, ``kind``, ``response``, ``parsed``, one bool column per level)."""
     rng = np.random.default_rng(seed)
-    graphs = {i: ds.graph(i) for i in indices}
+    first: dict[str, int] = {}  # one question per graph: CLEVR asks about ten questions of each scene
+    for i in indices:
+        first.setdefault(str(ds.records[i].graph_id), i)
+    graphs = {i: ds.graph(i) for i in first.values()}
     pool = sorted({cited_name(str(t)) for g in graphs.values() for t in g.nodes.node_attr})
     rows = []
     for i, g in graphs.items():
@@ -134,13 +146,18 @@ def validate_checker(ds, indices: list[int], seed: int = 0, per_case: int = 1, l
 
 
 def validate_on_datasets(names: list[str], graphs: int = 100, seed: int = 0) -> pd.DataFrame:
-    """:func:`validate_checker` on the first ``graphs`` test graphs of each dataset in ``names``, concatenated."""
+    """:func:`validate_checker` on the first ``graphs`` distinct test graphs of each dataset in ``names``."""
     from .graphqa import load_dataset
 
     frames = []
     for name in names:
         ds = load_dataset(name)
-        frames.append(validate_checker(ds, list(ds.split["test"])[:graphs or None], seed=seed))
+        distinct: dict[str, int] = {}
+        for i in ds.split["test"]:
+            if len(distinct) == graphs and graphs:
+                break
+            distinct.setdefault(str(ds.records[i].graph_id), i)
+        frames.append(validate_checker(ds, list(distinct.values()), seed=seed))
     return pd.concat(frames, ignore_index=True)
 
 

@@ -11,10 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .citations import LEVELS, CitationMatcher, check_response, parse_citations
+from .citations import LEVELS, CitationMatcher, check_response, parse_citations  # noqa: F401 (notebook 05 imports them here)
 from .published import PAPER_TABLE5
-
-__all__ = ["LEVELS", "CitationMatcher", "check_response", "parse_citations"]  # re-exported for the notebooks
 
 def cite_responses(model, ds, indices: list[int], max_new_tokens: int = 128, batch_size: int = 16) -> list[str]:
     """Each question's response to the citation request (:data:`~gr_core.prompts.CITE_INSTRUCTION`).

@@ -454,6 +454,7 @@ def run(cfg: RunConfig, run_dir: str | Path, ds=None, force: bool = False, on_ep
     if ds is None:
         ds = load_dataset(DatasetConfig(cfg.dataset, hops=cfg.hops))
     if dist.main:
+        done.unlink(missing_ok=True)  # a rerun interrupted later must not leave the old run's metrics as "finished"
         write_json(run_dir / "config.json", {"name": cfg.name, "config_hash": cfg_hash, **cfg.to_dict()})
         write_json(run_dir / "env.json", environment_record())
     t_build = time.perf_counter()

@@ -42,7 +42,7 @@ def run_reasoner(dataset: str, hops: int = 2, max_train: int | None = None, max_
     metrics = evaluate_reasoner(model, test) | {"train_seconds": round(seconds, 2), "num_train": len(train),
                                                  "missing_seed": sum(d.missing_seed for d in test)}
     return {"ds": ds, "model": model, "history": history, "metrics": metrics, "test_indices": test_idx,
-            "probs": node_probabilities(model, test)}
+            "probs": node_probabilities(model, test), "test_data": test}
 
 
 # Notebook 04's change table: each switch of :class:`ReasonerConfig` that brings the reasoner to ReaRev as released,
@@ -159,7 +159,7 @@ def reasoner_test_run(key: str, out_dir, max_train: int | None = None, max_val: 
     out_dir = Path(out_dir)
     result = run_reasoner(*known[key], max_train or None, max_val or None, max_test or None, cfg, tcfg)
     ds, test_idx = result["ds"], result["test_indices"]
-    scores = pd.DataFrame(question_scores(result["model"], reasoner_dataset(ds, test_idx, f"{key} test graphs")))
+    scores = pd.DataFrame(question_scores(result["model"], result["test_data"]))
     scores["qtype"] = [(ds.records[i].extra or {}).get("qtype", "all") for i in test_idx]
     hits = int(scores.h1.sum())
     low, high = wilson_interval(hits, len(scores))
@@ -177,7 +177,7 @@ def reasoner_test_run(key: str, out_dir, max_train: int | None = None, max_val: 
                                           candidates=("candidates", "mean")).reset_index()
     by_type[["h1", "f1"]] *= 100
     by_type.round(2).to_csv(out_dir / "by_type.csv", index=False)
-    bins = pd.cut(scores.candidates, [0, 1, 2, 5, 10, 50, 200, 10**6], right=True)
+    bins = pd.cut(scores.candidates, [-1, 0, 1, 2, 5, 10, 50, 200, 10**6], right=True)  # (-1, 0]: no candidate
     by_size = scores.groupby(bins, observed=True).agg(n=("h1", "size"), h1=("h1", "mean")).reset_index()
     by_size["h1"] *= 100
     by_size.astype({"candidates": str}).round(2).to_csv(out_dir / "by_candidates.csv", index=False)
