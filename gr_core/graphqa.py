@@ -77,13 +77,58 @@ class DatasetConfig:
         return NeighbourhoodConfig(self.hops, self.max_expand_degree, self.max_nodes)
 
 
+class QuestionEmbeddings:
+    """The question embeddings of a KB dataset, encoded on first use and indexed like an array ``(num_questions, dim)``.
+
+    MetaQA has about 78k questions over its three hop sets and a run reads a few thousand of them (the presets'
+    subsets), so encoding them all when the dataset is built took most of notebook 01's time. Each encoded question
+    also lands in the shared :class:`~gr_core.text_encoder.EmbeddingStore`, so it is encoded once per machine; the
+    vectors are the encoder's, whatever the access order. :meth:`prefetch` encodes many in one batch.
+    """
+
+    def __init__(self, questions: list[str], dim: int, encoder: str):
+        self.questions = list(questions)
+        self.encoder = encoder
+        self._rows = np.zeros((len(self.questions), dim), np.float32)
+        self._done = np.zeros(len(self.questions), bool)
+        self._store: EmbeddingStore | None = None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self._rows.shape
+
+    def __len__(self) -> int:
+        return len(self.questions)
+
+    def prefetch(self, indices) -> None:
+        """Encode the questions at ``indices`` that are not encoded yet, in one batch."""
+        idx = np.unique(np.asarray(list(indices), dtype=np.int64))
+        idx = idx[~self._done[idx]]
+        if len(idx):
+            if self._store is None:
+                self._store = EmbeddingStore(TextEncoderConfig(model=self.encoder))
+            emb, _ = self._store.encode([self.questions[i] for i in idx], desc="encode questions")
+            self._rows[idx], self._done[idx] = emb, True
+
+    def __getitem__(self, key):
+        self.prefetch(np.atleast_1d(np.arange(len(self))[key]))
+        return self._rows[key]
+
+    def __array__(self, dtype=None, copy=None):
+        self.prefetch(range(len(self)))
+        return self._rows if dtype is None else self._rows.astype(dtype)
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_store": None}  # the store is reopened on demand, never pickled
+
+
 @dataclass
 class GraphQADataset:
     """Questions over textual graphs, with embeddings.
 
     Shapes:
         ``text_emb``: ``(num_texts, dim)`` float32, L2-normalized, one row per distinct text.
-        ``question_emb``: ``(num_questions, dim)``.
+        ``question_emb``: ``(num_questions, dim)`` (KB datasets: a :class:`QuestionEmbeddings`, encoded on first use).
         ``node_text_ids[i]`` / ``edge_text_ids[i]``: rows of ``text_emb`` for graph i's nodes / edges
         (stored graphs); for KB datasets ``entity_text_ids`` / ``relation_text_ids`` map KB ids instead.
     """
@@ -93,7 +138,7 @@ class GraphQADataset:
     split: dict[str, list[int]]
     texts: list[str]
     text_emb: np.ndarray
-    question_emb: np.ndarray
+    question_emb: np.ndarray | QuestionEmbeddings
     graphs: list[TextualGraph] | None = None
     node_text_ids: list[np.ndarray] | None = None
     edge_text_ids: list[np.ndarray] | None = None
@@ -228,12 +273,15 @@ def build_dataset(cfg: DatasetConfig, store: EmbeddingStore | None = None) -> Gr
         ds.entity_text_ids[needed] = table.add(kg.entities[e] for e in needed)
         ds.relation_text_ids = table.add(kg.relations)
         table.referenced += len(kg.heads) * 3 - len(needed) - len(kg.relations)  # each triple names 3 texts
-    question_ids = table.add(r.question for r in records)
+    lazy_questions = graphs is None  # KB datasets: questions encoded on first use (QuestionEmbeddings)
+    question_ids = None if lazy_questions else table.add(r.question for r in records)
     texts = list(table.ids)
     encode_start = time.perf_counter()
     store = store or EmbeddingStore(TextEncoderConfig(model=cfg.encoder))
     emb, newly_encoded = store.encode(texts, desc=f"encode {cfg.name}")
-    ds.texts, ds.text_emb, ds.question_emb = texts, emb, emb[question_ids]
+    ds.texts, ds.text_emb = texts, emb
+    ds.question_emb = (QuestionEmbeddings([r.question for r in records], emb.shape[1], cfg.encoder) if lazy_questions
+                       else emb[question_ids])
     stats = EncodeStats(table.referenced, len(texts))
     ds.meta = {"notes": notes, "texts_referenced": stats.texts_referenced, "texts_encoded": stats.texts_encoded,
                "dedup_factor": round(stats.dedup_factor, 3), "newly_encoded": newly_encoded,

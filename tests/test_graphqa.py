@@ -105,3 +105,21 @@ def test_missing_raw_file_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv("GR_DATA_DIR", str(tmp_path))
     with pytest.raises(DataNotFoundError, match="train_sceneGraphs.json needed by dataset 'gqa_micro'"):
         load_dataset("gqa_micro")
+
+
+def test_kb_question_embeddings_are_encoded_on_first_use_and_equal_the_encoders(private_cache):
+    import pickle
+
+    from gr_core.config import EMBEDDED_TEXT_ENCODER, TextEncoderConfig
+    from gr_core.graphqa import QuestionEmbeddings
+    from gr_core.text_encoder import encode_texts, load_text_encoder
+
+    q = QuestionEmbeddings(["who directed Big?", "what films did Tom Hanks star in?", "when was Heat released?"],
+                           384, EMBEDDED_TEXT_ENCODER)
+    assert not q._done.any()  # nothing encoded when built
+    row = q[1]
+    assert q._done.tolist() == [False, True, False] and row.shape == (384,)
+    q.prefetch([0, 2])
+    direct, _ = encode_texts(load_text_encoder(TextEncoderConfig(model=EMBEDDED_TEXT_ENCODER)), q.questions)
+    assert np.allclose(np.asarray(q), direct, atol=1e-5) and q.shape == (3, 384)
+    assert pickle.loads(pickle.dumps(q))._done.all()  # the store is not pickled, the vectors are

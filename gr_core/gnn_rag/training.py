@@ -183,6 +183,8 @@ def reasoner_dataset(ds, indices: list[int], desc: str = "reasoner data") -> lis
     """:func:`question_data` for each question index, with a progress bar."""
     from ..runs import progress
 
+    if hasattr(ds.question_emb, "prefetch"):  # KB datasets encode their questions on first use: in one batch here
+        ds.question_emb.prefetch(indices)
     return [question_data(ds, i) for i in progress(indices, desc=desc)]
 
 
