@@ -128,13 +128,16 @@ def judge(graph, cases: list[dict], levels=LEVELS) -> list[dict]:
     return rows
 
 
-def validate_checker(ds, indices: list[int], seed: int = 0, per_case: int = 1, levels=LEVELS) -> pd.DataFrame:
-    """Constructed citations on the graphs of ``ds`` at ``indices`` (one question per distinct graph), judged by the
-    checker: one row per citation
+def validate_checker(ds, indices: list[int], seed: int = 0, per_case: int = 1, levels=LEVELS,
+                     max_graphs: int | None = None) -> pd.DataFrame:
+    """Constructed citations on the graphs of ``ds`` at ``indices`` (one question per distinct graph, the first
+    ``max_graphs`` of them), judged by the checker: one row per citation
     (``dataset``, ``index``, ``case``, ``truth``, ``kind``, ``response``, ``parsed``, one bool column per level)."""
     rng = np.random.default_rng(seed)
     first: dict[str, int] = {}  # one question per graph: CLEVR asks about ten questions of each scene
     for i in indices:
+        if max_graphs and len(first) == max_graphs:
+            break
         first.setdefault(str(ds.records[i].graph_id), i)
     graphs = {i: ds.graph(i) for i in first.values()}
     pool = sorted({cited_name(str(t)) for g in graphs.values() for t in g.nodes.node_attr})
@@ -152,12 +155,7 @@ def validate_on_datasets(names: list[str], graphs: int = 100, seed: int = 0) -> 
     frames = []
     for name in names:
         ds = load_dataset(name)
-        distinct: dict[str, int] = {}
-        for i in ds.split["test"]:
-            if len(distinct) == graphs and graphs:
-                break
-            distinct.setdefault(str(ds.records[i].graph_id), i)
-        frames.append(validate_checker(ds, list(distinct.values()), seed=seed))
+        frames.append(validate_checker(ds, list(ds.split["test"]), seed=seed, max_graphs=graphs or None))
     return pd.concat(frames, ignore_index=True)
 
 

@@ -111,7 +111,11 @@ class QuestionEmbeddings:
             self._rows[idx], self._done[idx] = emb, True
 
     def __getitem__(self, key):
-        self.prefetch(np.atleast_1d(np.arange(len(self))[key]))
+        if isinstance(key, (int, np.integer)):  # the hot path: one question at a time
+            if not self._done[key]:
+                self.prefetch([key])
+        else:
+            self.prefetch(np.atleast_1d(np.arange(len(self))[key]))
         return self._rows[key]
 
     def __array__(self, dtype=None, copy=None):
