@@ -36,7 +36,10 @@ def machine() -> dict:
 
 
 def write_result(name: str, result: dict) -> Path:
-    result = {**result, "machine": machine(), "versions": package_versions(), "command": f"python bench/{name}.py"}
+    import shlex
+
+    command = " ".join(["python", f"bench/{Path(sys.argv[0]).name}", *map(shlex.quote, sys.argv[1:])])
+    result = {**result, "machine": machine(), "versions": package_versions(), "command": command}
     path = repo_root() / "outputs" / "bench" / f"{name}.json"
     write_json(path, result)
     return path

@@ -6,7 +6,7 @@ from torch_geometric.data import Data
 
 from gr_core.data import TextualGraph
 from gr_core.gnn_rag import (SWITCH_NAMES, ReasonerConfig, ReasonerTrainConfig, ReaRev, evaluate_reasoner,
-                             reasoning_paths, select_candidates, train_reasoner)
+                             node_probabilities, reasoning_paths, select_candidates, train_reasoner)
 
 
 def _graph(edges, names=None, q_entities=("jamaica",)):
@@ -251,3 +251,14 @@ def test_a_time_budget_stops_training_before_an_epoch_that_would_overrun_it():
     _, history = train_reasoner(data[:12], data[12:], 16, ReasonerConfig(entity_dim=8),
                                 ReasonerTrainConfig(num_epochs=50, time_budget_s=1e-6))
     assert len(history) == 1  # the first epoch always runs; the second would end past the budget
+
+
+def test_node_probabilities_come_back_one_array_per_graph_in_order():
+    rng = np.random.default_rng(1)
+    data = [_toy_question(rng, n=n) for n in (3, 8, 5, 4, 7)]
+    model = ReaRev(16, ReasonerConfig(entity_dim=8, num_iter=2, num_gnn=2)).eval()
+    probs = node_probabilities(model, data, batch_size=2)
+    assert [len(p) for p in probs] == [3, 8, 5, 4, 7]
+    assert all(np.isclose(p.sum(), 1.0, atol=1e-5) for p in probs)
+    alone = [node_probabilities(model, [d])[0] for d in data]
+    assert all(np.allclose(a, b, atol=1e-6) for a, b in zip(probs, alone))

@@ -74,3 +74,23 @@ def test_training_on_cuda_resumes_from_its_checkpoint(tiny_llm_dir, tmp_path):
     assert [h["epoch"] for h in hist] == [0, 1]
     # CUDA scatter sums are not bitwise deterministic: the same trajectory within a small tolerance
     assert [h["val_loss"] for h in hist] == pytest.approx([h["val_loss"] for h in full], rel=1e-3)
+
+
+def test_the_reasoner_trains_on_cuda_and_scores_like_its_cpu_copy():
+    import copy
+
+    import numpy as np
+
+    from gr_core.gnn_rag import (ReasonerConfig, ReasonerTrainConfig, evaluate_reasoner, node_probabilities,
+                                 train_reasoner)
+    from test_gnn_rag import _toy_question
+
+    rng = np.random.default_rng(0)
+    data = [_toy_question(rng) for _ in range(32)]
+    model, history = train_reasoner(data[:24], data[24:], 16, ReasonerConfig(entity_dim=16, dropout=0.0),
+                                    ReasonerTrainConfig(lr=1e-2, num_epochs=15, device="cuda"))
+    assert next(model.parameters()).device.type == "cuda"
+    assert evaluate_reasoner(model, data[24:])["h1"] == 100.0 and history[0]["train_loss"] > history[-1]["train_loss"]
+    on_gpu = node_probabilities(model, data[24:])
+    on_cpu = node_probabilities(copy.deepcopy(model).cpu(), data[24:])
+    assert all(np.allclose(a, b, atol=1e-4) for a, b in zip(on_gpu, on_cpu))

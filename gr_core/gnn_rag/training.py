@@ -15,18 +15,28 @@ from .paths import gold_ids, missing_entities, select_candidates
 
 # ---------------------------------------------------------------------- data, training, evaluation
 @contextmanager
-def deterministic_algorithms():
+def deterministic_algorithms(enabled: bool = True):
     """Run torch with deterministic algorithms inside the block (the previous setting restored after).
 
     The reasoner's scatter sums differ at the 1e-8 level from run to run on CPU otherwise, which after 10 epochs
     moved MetaQA-2hop test H@1 by 3 questions of 326; with it, reruns are bit-identical at 1 and 2 threads.
+    ``enabled=False`` (used on CUDA, where cuBLAS refuses the mode unless ``CUBLAS_WORKSPACE_CONFIG`` is set before
+    start-up and the deterministic scatter kernels are slower) leaves the setting alone: GPU runs are not bit-identical.
     """
+    if not enabled:
+        yield
+        return
     before = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True)
     try:
         yield
     finally:
         torch.use_deterministic_algorithms(before)
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    """The device a reasoner's weights live on (batches are moved there)."""
+    return next(model.parameters()).device
 
 
 class QuestionGraph(Data):
@@ -79,20 +89,25 @@ class ReasonerTrainConfig:
     num_epochs: int = 10  # GNN-RAG: 200 on WebQSP; bounded here for CPU, selection on validation H@1
     seed: int = 0
     time_budget_s: float = 0.0  # 0: none; else no epoch starts that would end past it (judged by the last epoch)
+    device: str = "auto"  # "auto": CUDA when visible (not bit-identical run to run there), else CPU
 
 
 def train_reasoner(train_data: list, val_data: list, text_dim: int, cfg: ReasonerConfig = ReasonerConfig(),
-                   tcfg: ReasonerTrainConfig = ReasonerTrainConfig()) -> tuple[ReaRev, list[dict]]:
+                   tcfg: ReasonerTrainConfig = ReasonerTrainConfig(), on_epoch=None) -> tuple[ReaRev, list[dict]]:
     """Train ReaRev; keep the epoch with the best validation H@1 (GNN-RAG selects on validation).
+    ``on_epoch(row)`` is called with each epoch's history row as it ends (to print or save progress).
 
     Returns:
         ``(model with the best weights, per-epoch history)``.
     """
-    with deterministic_algorithms():
-        return _train_reasoner(train_data, val_data, text_dim, cfg, tcfg)
+    from ..config import resolve_device
+
+    device = resolve_device(tcfg.device)
+    with deterministic_algorithms(enabled=device == "cpu"):
+        return _train_reasoner(train_data, val_data, text_dim, cfg, tcfg, device, on_epoch)
 
 
-def _train_reasoner(train_data, val_data, text_dim, cfg, tcfg):
+def _train_reasoner(train_data, val_data, text_dim, cfg, tcfg, device, on_epoch):
     import copy
     import time
 
@@ -101,7 +116,7 @@ def _train_reasoner(train_data, val_data, text_dim, cfg, tcfg):
     from ..runs import progress
 
     torch.manual_seed(tcfg.seed)
-    model = ReaRev(text_dim, cfg)
+    model = ReaRev(text_dim, cfg).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=tcfg.lr)
     loader = DataLoader(train_data, batch_size=tcfg.batch_size, shuffle=True,
                         generator=torch.Generator().manual_seed(tcfg.seed))
@@ -114,6 +129,7 @@ def _train_reasoner(train_data, val_data, text_dim, cfg, tcfg):
         model.train()
         t0, total, count = time.perf_counter(), 0.0, 0
         for batch in progress(loader, desc=f"reasoner epoch {epoch}"):
+            batch = batch.to(device)
             loss_sum, n = model.loss(model(batch), batch)
             if n == 0:
                 continue
@@ -125,6 +141,8 @@ def _train_reasoner(train_data, val_data, text_dim, cfg, tcfg):
         val = evaluate_reasoner(model, val_data) if val_data else {"h1": 0.0}
         history.append({"epoch": epoch, "train_loss": total / max(count, 1), "val_h1": val["h1"],
                         "val_f1": val.get("f1"), "seconds": round(time.perf_counter() - t0, 2)})
+        if on_epoch is not None:
+            on_epoch(history[-1])
         if val["h1"] > best:
             best, best_state = val["h1"], copy.deepcopy(model.state_dict())
     if best_state is not None:
@@ -134,16 +152,17 @@ def _train_reasoner(train_data, val_data, text_dim, cfg, tcfg):
 
 @torch.no_grad()
 def node_probabilities(model: ReaRev, data_list: list, batch_size: int = 32) -> list[np.ndarray]:
-    """Each graph's node distribution ``(N_i,)``."""
+    """Each graph's node distribution ``(N_i,)`` (computed on the model's device, returned on CPU)."""
     from torch_geometric.loader import DataLoader
 
     model.eval()
+    device = model_device(model)
     out = []
     for batch in DataLoader(data_list, batch_size=batch_size):
-        with deterministic_algorithms():
-            p = model(batch).exp().numpy()
-        for b in range(batch.num_graphs):
-            out.append(p[(batch.batch == b).numpy()])
+        with deterministic_algorithms(enabled=device.type == "cpu"):
+            p = model(batch.to(device)).exp().cpu().numpy()
+        counts = np.bincount(batch.batch.cpu().numpy(), minlength=batch.num_graphs)  # nodes are grouped by graph
+        out.extend(np.split(p, np.cumsum(counts)[:-1]))
     return out
 
 
