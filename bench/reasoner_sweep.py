@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from common import write_result
 
-from gr_core.gnn_rag import (QuestionGraph, ReasonerConfig, ReasonerTrainConfig, dataset_keys, evaluate_reasoner,
+from gr_core.gnn_rag import (QuestionGraph, ReasonerConfig, ReasonerTrainConfig, dataset_key, evaluate_reasoner,
                              question_data, reasoner_dataset, train_reasoner)
 from gr_core.graphqa import DatasetConfig, load_dataset
 from gr_core.stats import wilson_interval
@@ -69,15 +69,15 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--tag", default="")
     args = parser.parse_args()
-    known = {key: (name, hops) for key, name, hops in dataset_keys(["webqsp", "metaqa"], [1, 2, 3])}
     specs = [parse(s) for s in args.runs]
+    for spec in specs:
+        dataset_key(spec["key"])  # every key checked before the first build
     results, built = [], {}
     for spec, name in zip(specs, args.runs):
-        if spec["key"] not in known:
-            raise SystemExit(f"{name}: dataset key {spec['key']!r} is not one of {sorted(known)}")
         if spec["key"] not in built:
             t0 = time.perf_counter()
-            ds = load_dataset(DatasetConfig(known[spec["key"]][0], hops=known[spec["key"]][1]))
+            dataset, hops = dataset_key(spec["key"])
+            ds = load_dataset(DatasetConfig(dataset, hops=hops))
             built = {spec["key"]: (ds, *(graphs(ds, list(ds.split[s])[:limit or None], args.workers)
                                          for s, limit in (("train", args.max_train), ("val", args.max_val),
                                                           ("test", args.max_test))))}

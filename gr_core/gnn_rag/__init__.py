@@ -37,8 +37,8 @@ from .training import (deterministic_algorithms, QuestionGraph, question_data, R
 from .paths import (select_candidates, seed_positions, gold_ids, missing_entities, PathReport, reasoning_paths,
                     reference_paths, _hops, compare_path_styles, path_study, evidence_view,
                     _path_names, summarize_path_study)
-from .studies import (dataset_keys, run_reasoner, REASONER_CHANGES, reasoner_change_table, reasoner_change_tables,
-                      gnn_only_table, reasoner_test_run, main)
+from .studies import (dataset_key, dataset_keys, run_reasoner, REASONER_CHANGES, reasoner_change_table,
+                      reasoner_change_tables, gnn_only_table, reasoner_test_run, main)
 
 __all__ = [
     "ReasonerConfig", "SWITCH_NAMES", "FactMessage", "Fusion", "ReaRev", "deterministic_algorithms",
@@ -46,6 +46,6 @@ __all__ = [
     "question_scores", "evaluate_reasoner", "reasoner_dataset", "save_reasoner", "save_reasoners", "load_reasoner",
     "select_candidates", "seed_positions", "gold_ids", "missing_entities", "PathReport", "reasoning_paths",
     "reference_paths", "_hops", "compare_path_styles", "path_study", "evidence_view", "_path_names",
-    "summarize_path_study", "dataset_keys", "run_reasoner", "REASONER_CHANGES", "reasoner_change_table",
+    "summarize_path_study", "dataset_key", "dataset_keys", "run_reasoner", "REASONER_CHANGES", "reasoner_change_table",
     "reasoner_change_tables", "gnn_only_table", "reasoner_test_run", "main",
 ]

@@ -17,6 +17,15 @@ def dataset_keys(datasets: list[str], metaqa_hops: list[int]) -> list[tuple[str,
     return keys + ([(f"metaqa-{h}hop", "metaqa", int(h)) for h in metaqa_hops] if "metaqa" in datasets else [])
 
 
+def dataset_key(key: str) -> tuple[str, int]:
+    """``(dataset name, hops)`` of a dataset key (``webqsp``, ``metaqa-1hop`` ... ``metaqa-3hop``); ValueError names
+    the known keys."""
+    known = {k: (name, hops) for k, name, hops in dataset_keys(["webqsp", "metaqa"], [1, 2, 3])}
+    if key not in known:
+        raise ValueError(f"dataset key {key!r} is not one of {sorted(known)}")
+    return known[key]
+
+
 def run_reasoner(dataset: str, hops: int = 2, max_train: int | None = None, max_val: int | None = None,
                  max_test: int | None = None, cfg: ReasonerConfig = ReasonerConfig(),
                  tcfg: ReasonerTrainConfig = ReasonerTrainConfig()) -> dict:
@@ -111,14 +120,12 @@ def reasoner_change_tables(keys: list[str], max_train: int | None = None, max_va
     ``on_key(table, by_type)`` is called after each key with the tables so far (to save partial results)."""
     import pandas as pd
 
-    known = {key: (name, hops) for key, name, hops in dataset_keys(["webqsp", "metaqa"], [1, 2, 3])}
+    resolved = {key: dataset_key(key) for key in keys}  # every key checked before the first training
     every = {field: True for _, change in REASONER_CHANGES for field in change}
     tables, types = {}, {}
     for key in keys:
-        if key not in known:
-            raise ValueError(f"dataset key {key!r} is not one of {sorted(known)}")
         changes = [REASONER_CHANGES[0], ("all five switches", every)] if key in first_and_last else REASONER_CHANGES
-        tables[key], types[key] = reasoner_change_table(*known[key], max_train, max_val, cfg, tcfg, changes)
+        tables[key], types[key] = reasoner_change_table(*resolved[key], max_train, max_val, cfg, tcfg, changes)
         table = pd.concat(tables, names=["dataset", None]).reset_index(level=0)
         by_type = pd.concat(types, names=["dataset", None]).reset_index(level=0)
         if on_key is not None:
@@ -153,11 +160,8 @@ def reasoner_test_run(key: str, out_dir, max_train: int | None = None, max_val: 
     from ..runs import environment_record, write_json
     from ..stats import wilson_interval
 
-    known = {k: (name, hops) for k, name, hops in dataset_keys(["webqsp", "metaqa"], [1, 2, 3])}
-    if key not in known:
-        raise ValueError(f"dataset key {key!r} is not one of {sorted(known)}")
     out_dir = Path(out_dir)
-    result = run_reasoner(*known[key], max_train or None, max_val or None, max_test or None, cfg, tcfg)
+    result = run_reasoner(*dataset_key(key), max_train or None, max_val or None, max_test or None, cfg, tcfg)
     ds, test_idx = result["ds"], result["test_indices"]
     scores = pd.DataFrame(question_scores(result["model"], result["test_data"]))
     scores["qtype"] = [(ds.records[i].extra or {}).get("qtype", "all") for i in test_idx]
