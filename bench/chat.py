@@ -24,6 +24,16 @@ Side by side: G-Retriever's retrieval run on the *whole* KB (``whole_kb_pcst``: 
 graph; a few questions), against our neighbourhood-first search. There is no chat in the peers (the official code and
 PyG's port answer stored benchmark questions only), so no peer column.
 Target (issue 8): retrieval under 50 ms on the full KB after indexing; an answer in a few seconds.
+
+Answer modes (``answer_modes``; ``python bench/chat.py --answer-modes`` reruns this part alone and keeps the rest of
+``chat.json``): each question asked alone, the embedded SmolLM2-135M zero-shot (fp32, 2 threads), per answer mode
+(:attr:`gr_core.chat.ChatConfig.answer_mode`) and evidence format: Hit (a gold answer anywhere in the answer, the
+papers' metric) with its 95% Wilson interval, Hit@1 (in the first answer), answer-in-evidence (a gold answer is a
+node of the evidence: the ceiling of a constrained answer), the share of answers that name a node of the graph, the
+median seconds of a whole turn (retrieval + answer + check). The variants (calibration, length normalization,
+evidence format, the margin) are chosen on the 60 MetaQA questions; the WebQSP graphs (the 18 complete graphs with
+their questions, and 60 test mini-graphs, seeded sample) are never used to choose anything. Paired exact McNemar on
+Hit between the free and the chosen ranked mode on the same questions.
 """
 import json
 import os
@@ -146,8 +156,140 @@ def retrieval_study(chat: GraphChat, qs: list[dict], tokenizer) -> tuple[dict, l
     return summary, rows
 
 
+def _mode(mode: str, fmt: str, prior: float = 0.0, **extra) -> dict:
+    return {"answer_mode": mode, "evidence_format": fmt, "relation_prior": prior, "calibrate": False,
+            "length_norm": False, **extra}
+
+
+MODE_SETTINGS = {  # label: ChatConfig overrides (every scoring option explicit)
+    "free, csv": _mode("free", "csv"),
+    "free, triples": _mode("free", "triples"),
+    "ranked, csv": _mode("ranked", "csv"),
+    "ranked, triples": _mode("ranked", "triples"),
+    "ranked, triples, calibrated": _mode("ranked", "triples", calibrate=True),
+    "ranked, triples, length-normalized": _mode("ranked", "triples", length_norm=True),
+    "ranked, triples, relation prior 10": _mode("ranked", "triples", 10.0),
+    "ranked, triples, relation prior 20": _mode("ranked", "triples", 20.0),
+}
+CHOSEN = "ranked, triples, relation prior 20"  # the best Hit and Hit@1 on the MetaQA sample: ChatConfig's KG default
+HELD_OUT_MODES = ("free, csv", "ranked, triples", CHOSEN)  # measured on the graphs never used to choose
+
+
+def mode_record(graph: str, mode: str, rows: list[dict]) -> dict:
+    """One ``answer_modes`` record from per-question rows (``hit``, ``hit1``, ``in_evidence``, ``node_answer``,
+    ``turn_s``)."""
+    from gr_core.stats import wilson_interval
+
+    n = len(rows)
+    hits = sum(r["hit"] for r in rows)
+    lo, hi = wilson_interval(hits, n)
+    in_ev = float(np.mean([r["in_evidence"] for r in rows]))
+    return {"graph": graph, "mode": mode, "n": n, "hit": hits / n, "hit_ci": [round(lo, 4), round(hi, 4)],
+            "hit1": float(np.mean([r["hit1"] for r in rows])), "in_evidence": in_ev,
+            "hit_given_in_evidence": float(np.mean([r["hit"] for r in rows if r["in_evidence"]])) if in_ev else None,
+            "node_answer_share": float(np.mean([r["node_answer"] for r in rows])),
+            "turn_median_s": float(np.median([r["turn_s"] for r in rows])),
+            "turn_p90_s": summarize([r["turn_s"] for r in rows])["p90_s"]}
+
+
+def ask_alone(chat: GraphChat, q: dict) -> dict:
+    """One question on its own: the per-question row of :func:`mode_record`."""
+    from gr_core.evaluate import kgqa_scores
+
+    chat.reset()
+    t = time.perf_counter()
+    turn = chat.ask(q["question"])
+    secs = time.perf_counter() - t
+    gold = {a.lower() for a in q["answers"]}
+    ev = {str(a).lower() for a in turn.evidence.nodes.node_attr} if turn.evidence is not None else set()
+    lines = turn.answer.split(" | ") if turn.mode in ("ranked", "reasoner") else turn.answer
+    s = kgqa_scores(lines, q["answers"])
+    return {"question": q["question"], "answer": turn.answer, "hit": s["hit"], "hit1": s["hit1"],
+            "in_evidence": bool(gold & ev), "node_answer": bool(turn.answer_nodes), "turn_s": secs,
+            "status": turn.status, "candidates": len(turn.candidates)}
+
+
+def answer_mode_study(qs: list[dict]) -> list[dict]:
+    """The ``answer_modes`` records (module docstring) and per-question rows, with the paired test per graph."""
+    from dataclasses import replace
+
+    from gr_core.graphqa import load_dataset
+    from gr_core.stats import compare
+
+    records, per_question = [], {}
+    kb, kind, _ = load_graph("metaqa")
+    chat = GraphChat(kb, model="zero_shot", kind=kind)
+    base = chat.config
+    chat.ask(qs[0]["question"])  # warm-up: the encoder and the LLM load outside the timed turns
+    for label, over in MODE_SETTINGS.items():
+        chat.config = replace(base, **over)
+        rows = [ask_alone(chat, q) for q in qs]
+        records.append(mode_record("metaqa", label, rows))
+        per_question[("metaqa", label)] = rows
+        print(f"  metaqa {label}: Hit {records[-1]['hit']:.3f} Hit@1 {records[-1]['hit1']:.3f} "
+              f"in evidence {records[-1]['in_evidence']:.3f} turn {records[-1]['turn_median_s']:.2f} s", flush=True)
+    reasoner = find_reasoner()
+    if reasoner is not None:
+        gnn = GraphChat(kb, model="zero_shot", kind=kind, retriever="gnn", reasoner=reasoner, answer_mode="reasoner")
+        gnn.retrieve(qs[0]["question"])
+        rows = [ask_alone(gnn, q) for q in qs]
+        label = f"reasoner ({Path(reasoner).parent.parent.parent.name}/{Path(reasoner).stem})"
+        records.append(mode_record("metaqa", label, rows))
+        per_question[("metaqa", label)] = rows
+        del gnn
+    llm = chat.llm
+    held_out = {}
+    full = load_dataset("webqsp_full")
+    held_out["webqsp_full (18 complete graphs)"] = [
+        (f"webqsp_full:{i}", {"question": full.records[i].question, "answers": full.records[i].answers})
+        for i in range(len(full))]
+    mini = load_dataset("webqsp")
+    test = mini.split["test"]
+    pick = sorted(np.random.default_rng(0).choice(len(test), 60, replace=False).tolist())
+    held_out["webqsp (60 test mini-graphs)"] = [
+        (f"webqsp:{test[i]}", {"question": mini.records[test[i]].question, "answers": mini.records[test[i]].answers})
+        for i in pick]
+    for graph_name, items in held_out.items():
+        rows = {label: [] for label in HELD_OUT_MODES}
+        for spec, q in items:
+            g, k, _ = load_graph(spec)
+            c = GraphChat(g, model="zero_shot", kind=k)
+            c._llm, c.model_name = llm, chat.model_name
+            base_c = c.config
+            for label in HELD_OUT_MODES:
+                c.config = replace(base_c, **MODE_SETTINGS[label])
+                rows[label].append(ask_alone(c, q))
+        for label in HELD_OUT_MODES:
+            records.append(mode_record(graph_name, label, rows[label]))
+            per_question[(graph_name, label)] = rows[label]
+            print(f"  {graph_name} {label}: Hit {records[-1]['hit']:.3f} in evidence {records[-1]['in_evidence']:.3f}"
+                  f" turn {records[-1]['turn_median_s']:.2f} s", flush=True)
+    tests = []
+    for graph_name in ["metaqa", *held_out]:
+        free = per_question[(graph_name, "free, csv")]
+        for label in ("ranked, triples", CHOSEN):
+            other = per_question[(graph_name, label)]
+            res = compare([r["hit"] for r in other], [r["hit"] for r in free])
+            tests.append({"graph": graph_name, "a": label, "b": "free, csv", "n": len(free),
+                          "hit_a": float(np.mean([r["hit"] for r in other])),
+                          "hit_b": float(np.mean([r["hit"] for r in free])), **res})
+    return records, tests, {f"{g} / {m}": rows for (g, m), rows in per_question.items()}
+
+
 def main() -> None:
     torch.set_num_threads(min(2, os.cpu_count() or 1))
+    if "--answer-modes" in sys.argv[1:]:
+        from gr_core.runs import read_json
+        from gr_core.paths import repo_root
+
+        path = repo_root() / "outputs" / "bench" / "chat.json"
+        result = read_json(path) if path.is_file() else {}
+        for key in ("machine", "versions", "command"):
+            result.pop(key, None)
+        records, tests, rows = answer_mode_study(metaqa_questions())
+        result.update({"answer_modes": records, "answer_mode_tests": tests, "answer_mode_questions": rows})
+        print("wrote", write_result("chat", result))
+        return
     result = {"graphs": {}}
 
     # ---------------------------------------------------------------- small graph
@@ -278,6 +420,8 @@ def main() -> None:
           f"{main_study['called_unrelated']:.2f}")
     for a in answers:
         print(f"  answer median {a['answer_median_s']:.2f} s, Hit {a['hit']:.2f} on {a['questions']} ({a['model']}, cite={a['cite']})")
+    records, tests, rows = answer_mode_study(qs)
+    result.update({"answer_modes": records, "answer_mode_tests": tests, "answer_mode_questions": rows})
     path = write_result("chat", result)
     print("wrote", path)
 

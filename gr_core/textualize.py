@@ -30,3 +30,17 @@ def textualize(graph: TextualGraph) -> str:
     nodes = _table(NODE_COLUMNS, [graph.nodes[c].tolist() for c in NODE_COLUMNS])
     edges = _table(EDGE_COLUMNS, [graph.edges[c].tolist() for c in EDGE_COLUMNS])
     return nodes + "\n" + edges
+
+
+def textualize_triples(graph: TextualGraph) -> str:
+    """``graph`` as one ``head | relation | tail`` line per edge, then the names of nodes on no edge, one a line.
+
+    Not the paper's format: the chat's readable alternative for small LLMs, which copy names better from lines
+    that spell them out than from CSV rows of numeric ids (measured in ``bench/chat.py``).
+    """
+    name = dict(zip(graph.nodes.node_id.tolist(), (str(a) for a in graph.nodes.node_attr.tolist())))
+    lines = [f"{name.get(s, s)} | {r} | {name.get(d, d)}"
+             for s, r, d in zip(graph.edges.src.tolist(), graph.edges.edge_attr.tolist(), graph.edges.dst.tolist())]
+    on_edge = set(graph.edges.src.tolist()) | set(graph.edges.dst.tolist())
+    lines += [a for n, a in name.items() if n not in on_edge]
+    return "".join(line + "\n" for line in lines)

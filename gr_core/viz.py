@@ -146,6 +146,119 @@ def draw_graph(graph: TextualGraph, highlight_nodes: Iterable[int] = (), highlig
     return fig
 
 
+# The roles a node of a chat turn's evidence can play, with their colours, in legend order (the view's legend and
+# its PNG twin use the same table).
+ROLE_COLORS = {"question entity": "#2ca02c", "answer": "#d62728", "candidate": "#ff7f0e", "cited": "#9467bd",
+               "other": PLAIN}
+
+
+def focus_nodes(graph: TextualGraph, roles: dict[int, str], max_nodes: int) -> list[int]:
+    """At most ``max_nodes`` node ids of ``graph`` to draw: nodes with a role first (answers, question entities,
+    candidates, cited), then their neighbours, then the rest, in graph order."""
+    order = {r: k for k, r in enumerate(("answer", "question entity", "candidate", "cited"))}
+    ids = [int(n) for n in graph.nodes.node_id]
+    marked = sorted((n for n in ids if roles.get(n, "other") != "other"), key=lambda n: order.get(roles[n], 9))
+    near = set()
+    for s, d in zip(graph.edges.src.tolist(), graph.edges.dst.tolist()):
+        if int(s) in roles or int(d) in roles:
+            near.update((int(s), int(d)))
+    ranked = list(dict.fromkeys(marked + [n for n in ids if n in near] + ids))
+    return ranked[:max_nodes]
+
+
+def _legend_html(roles: dict[int, str], hidden: int) -> str:
+    used = [r for r in ROLE_COLORS if r in set(roles.values()) or r == "other"]
+    items = "".join(f'<span style="margin-right:12px"><span style="display:inline-block;width:11px;height:11px;'
+                    f'border-radius:6px;background:{ROLE_COLORS[r]};margin-right:4px"></span>{html.escape(r)}</span>'
+                    for r in used)
+    more = f'<span style="color:#555">{hidden} more nodes not drawn</span>' if hidden else ""
+    return (f'<div id="legend" style="position:absolute;top:6px;left:8px;z-index:10;font:12px sans-serif;'
+            f'background:rgba(255,255,255,0.85);padding:3px 6px;border-radius:4px">{items}{more}</div>')
+
+
+def evidence_html(graph: TextualGraph, roles: dict[int, str], highlight_edges: Iterable[int] = (), max_nodes: int = 30,
+                  height: str = "520px", label_width: int = 24) -> str:
+    """A chat turn's evidence as a self-contained pyvis page a person can read: every edge labelled with its
+    relation, node labels cut to ``label_width`` characters (the full text on hover), nodes coloured by role
+    (:data:`ROLE_COLORS`: question entities, the chosen answer, the other answer candidates, cited nodes) with a
+    legend, and at most ``max_nodes`` nodes (:func:`focus_nodes`; the legend says how many more there are)."""
+    from pyvis.network import Network
+
+    keep = focus_nodes(graph, roles, max_nodes)
+    kept = set(keep)
+    he = set(highlight_edges)
+    names = dict(zip((int(n) for n in graph.nodes.node_id), (str(a) for a in graph.nodes.node_attr)))
+    net = Network(height=height, width="100%", directed=True, cdn_resources="in_line", notebook=False)
+    for nid in keep:
+        role = roles.get(nid, "other")
+        net.add_node(nid, label=_label(names[nid], label_width), title=f"{nid}: {names[nid]} ({role})",
+                     color=ROLE_COLORS[role], size=16 if role != "other" else 10,
+                     font={"size": 14 if role != "other" else 12, "strokeWidth": 3, "strokeColor": "#ffffff"})
+    for row, (src, rel, dst) in enumerate(graph.edges[["src", "edge_attr", "dst"]].itertuples(index=False)):
+        if int(src) in kept and int(dst) in kept:
+            net.add_edge(int(src), int(dst), label=_label(str(rel), 22), title=str(rel),
+                         color=HIGHLIGHT if row in he else "#999999", width=3 if row in he else 1)
+    # Repulsion with long springs and overlap avoidance keeps labels apart; edge labels sit on the edges.
+    net.set_options('{"physics": {"solver": "forceAtlas2Based", "forceAtlas2Based": {"gravitationalConstant": -120, '
+                    '"springLength": 140, "avoidOverlap": 1}, "stabilization": {"iterations": 400}}, '
+                    '"edges": {"font": {"size": 10, "align": "middle", "strokeWidth": 3}, '
+                    '"smooth": {"type": "dynamic"}, "arrows": {"to": {"scaleFactor": 0.6}}}}')
+    page = _BOOTSTRAP_TAGS.sub("", net.generate_html())
+    legend = _legend_html({n: roles[n] for n in kept if n in roles}, len(names) - len(keep))
+    # 5 s after loading (the layout has settled), the page records where each node was drawn (bench/chat_view.py)
+    probe = ('<script>setTimeout(function () {'
+             'var d = document.createElement("pre"); d.id = "positions"; d.style.display = "none";'
+             'd.textContent = JSON.stringify(network.getPositions()); document.body.appendChild(d);}, 5000);</script>')
+    page = page.replace('<div id="mynetwork"', legend + '<div id="mynetwork"', 1)
+    return page.replace("</body>", probe + "</body>", 1)
+
+
+def draw_evidence(graph: TextualGraph, roles: dict[int, str], highlight_edges: Iterable[int] = (), title: str = "",
+                  max_nodes: int = 30, seed: int = 0):
+    """The PNG twin of :func:`evidence_html`: the same nodes, role colours, relation labels and legend."""
+    import matplotlib.pyplot as plt
+    import networkx as nx
+    from matplotlib.lines import Line2D
+
+    keep = focus_nodes(graph, roles, max_nodes)
+    kept = set(keep)
+    he = set(highlight_edges)
+    names = dict(zip((int(n) for n in graph.nodes.node_id), (str(a) for a in graph.nodes.node_attr)))
+    g = nx.MultiDiGraph()
+    g.add_nodes_from(keep)
+    rows = [(i, int(s), r, int(d)) for i, (s, r, d) in enumerate(graph.edges[["src", "edge_attr", "dst"]].itertuples(index=False))
+            if int(s) in kept and int(d) in kept]
+    for _, s, r, d in rows:
+        g.add_edge(s, d, rel=r)
+    pos = nx.kamada_kawai_layout(nx.Graph(g)) if len(keep) > 1 else {n: (0.0, 0.0) for n in keep}
+    fig, ax = plt.subplots(figsize=(8, 6))
+    ax.grid(False)
+    ax.set_axis_off()
+    colors = [ROLE_COLORS[roles.get(n, "other")] for n in g.nodes]
+    sizes = [420 if roles.get(n, "other") != "other" else 160 for n in g.nodes]
+    nx.draw_networkx_nodes(g, pos, ax=ax, node_size=sizes, node_color=colors)
+    nx.draw_networkx_labels(g, pos, ax=ax, labels={n: _label(names[n], 20) for n in g.nodes}, font_size=7,
+                            bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.7, "pad": 0.5})
+    nx.draw_networkx_edges(g, pos, ax=ax, edgelist=[(s, d) for _, s, _, d in rows],
+                           edge_color=[HIGHLIGHT if i in he else "#999999" for i, _, _, _ in rows],
+                           width=[2.5 if i in he else 0.8 for i, _, _, _ in rows], arrows=True, arrowsize=10,
+                           node_size=sizes)
+    edge_labels = {}
+    for _, s, r, d in rows:
+        edge_labels.setdefault((s, d), []).append(_label(r, 16))
+    nx.draw_networkx_edge_labels(g, pos, ax=ax, edge_labels={k: " / ".join(v) for k, v in edge_labels.items()},
+                                 font_size=6, font_color="#444444")
+    used = [r for r in ROLE_COLORS if r in {roles.get(n, "other") for n in keep}]
+    handles = [Line2D([], [], marker="o", ls="", color=ROLE_COLORS[r], label=r) for r in used]
+    hidden = len(names) - len(keep)
+    if hidden:
+        handles.append(Line2D([], [], ls="", label=f"{hidden} more nodes not drawn"))
+    ax.legend(handles=handles, loc="upper left", fontsize=7, frameon=True)
+    if title:
+        ax.set_title(_label(title, 90), fontsize=9)
+    return fig
+
+
 def plot_learning_curves(runs_dir: str | Path, names: Iterable[str] | None = None, title: str = "learning curves"):
     """Train and validation loss per epoch, one line pair per run, read from each run's ``history.json``."""
     import json

@@ -122,7 +122,7 @@ def test_a_turn_returns_answer_evidence_checks_and_timings(chat):
     assert turn.linked == [ids["The Matrix"]]
     assert ids["The Matrix"] in set(turn.evidence.nodes.node_id) and turn.evidence.num_edges >= 1
     assert ("The Matrix", "directed_by", "Lana Wachowski") in turn.triples()
-    assert turn.desc.startswith("node_id,node_attr\n")
+    assert "The Matrix | directed_by | Lana Wachowski\n" in turn.desc  # a KG chat writes its evidence as lines
     assert {"encode", "link", "scope", "pcst", "retrieval", "answer", "check", "total"} <= set(turn.timings)
     record = json.loads(json.dumps(turn.to_dict()))
     assert record["evidence_triples"] and record["question"] == "Who directed The Matrix?"
@@ -240,6 +240,20 @@ def test_turn_view_colours_question_and_answer_nodes(chat, tmp_path):
     turn.answer_nodes = [int(turn.evidence.nodes.node_id.iloc[-1])]
     page = turn.show(out_html=tmp_path / "turn.html")
     assert "#2ca02c" in page and "#d62728" in page and "cdn.jsdelivr" not in page
+    assert 'id="legend"' in page and "question entity" in page and '"label": "directed_by"' in page
+    roles = turn.roles()
+    assert roles[turn.linked[0]] == "question entity" and roles[turn.answer_nodes[0]] == "answer"
+    # a cap on the drawn nodes keeps the marked ones and says how many more there are
+    from gr_core.viz import draw_evidence, evidence_html, focus_nodes, save_figure
+
+    whole = chat.graph
+    marked = {int(whole.nodes.node_id.iloc[-1]): "answer", int(whole.nodes.node_id.iloc[0]): "question entity"}
+    keep = focus_nodes(whole, marked, 4)
+    assert len(keep) == 4 and keep[:2] == [int(whole.nodes.node_id.iloc[-1]), int(whole.nodes.node_id.iloc[0])]
+    small = evidence_html(whole, marked, max_nodes=4)
+    assert f"{whole.num_nodes - 4} more nodes not drawn" in small and small.count('"shape": "dot"') == 4
+    png = save_figure(draw_evidence(whole, marked, max_nodes=4, title="t"), tmp_path, "ev", show=False)[0]
+    assert png.stat().st_size > 1000
     assert Turn(question="x", status="unrelated").show() == ""
 
 
@@ -257,3 +271,101 @@ def test_cli_answers_a_triples_file_and_names_a_bad_line(tmp_path, tiny_llm_dir)
     res = subprocess.run([sys.executable, "-m", "gr_core.chat", "--triples", str(bad), "question"], capture_output=True,
                          text=True, timeout=120)
     assert res.returncode == 2 and "bad.tsv:2: expected 3 fields" in res.stderr
+
+
+# ---------------------------------------------------------------------- constrained (ranked) answers
+def _full_log_likelihood(net, batch, name):
+    """Reference: one uncached forward over prompt + name + EOS, summing the name's and the EOS's log-probabilities."""
+    import torch
+
+    ids = net.tokenizer(name, add_special_tokens=False)["input_ids"] + [net.template.eos_id]
+    with torch.inference_mode():
+        prompt = net.embed(batch)
+        tail = net.llm.get_input_embeddings()(torch.tensor([ids]))
+        logits = net.llm(inputs_embeds=torch.cat([prompt, tail], 1)).logits[0].float()
+    logp = torch.log_softmax(logits, -1)
+    P = prompt.shape[1]
+    return sum(float(logp[P - 1 + k, t]) for k, t in enumerate(ids))
+
+
+def test_names_are_scored_as_whole_replies_with_the_prompt_cache(tiny_llm_dir):
+    from gr_core.chat.ranking import score_names
+
+    chat = GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="ranked")
+    turn = chat.retrieve("Who starred in The Matrix?")
+    batch = chat._prompt_batch(turn)
+    # "Tom" and "Tom Hanks" share their first token: the EOS after the name tells them apart
+    names = ["Tom", "Tom Hanks", "Keanu Reeves", "1999", "Lana Wachowski"]
+    scores, lengths = score_names(chat.llm, batch, names, chunk=2)  # chunks of 2: the cache is cut back after each
+    expected = [_full_log_likelihood(chat.llm, batch, n) for n in names]
+    assert np.allclose(scores, expected, atol=1e-4), (scores, expected)
+    assert scores[0] != scores[1] and lengths.tolist() == [len(chat.llm.tokenizer(n)["input_ids"]) for n in names]
+
+
+def test_a_ranked_answer_is_always_a_node_of_the_evidence_and_never_the_question_entity(tiny_llm_dir):
+    chat = GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="ranked", max_answers=2)
+    turn = chat.ask("Who directed The Matrix?")
+    ev = dict(zip(turn.evidence.nodes.node_id.tolist(), turn.evidence.nodes.node_attr.tolist()))
+    assert turn.mode == "ranked" and turn.candidates and 1 <= len(turn.answer_nodes) <= 2
+    assert set(turn.answer_nodes) <= set(ev) and not set(turn.answer_nodes) & set(turn.linked)
+    assert turn.answer == " | ".join(ev[n] for n in turn.answer_nodes)
+    assert "The Matrix" not in {c["name"] for c in turn.candidates}
+    scores = [c["score"] for c in turn.candidates]
+    assert scores == sorted(scores, reverse=True) and {c["name"] for c in turn.candidates} == set(ev.values()) - {"The Matrix"}
+    # a follow-up carries the ranked answer's nodes
+    follow = chat.ask("and what else did they direct?")
+    assert follow.follow_up and set(turn.answer_nodes) <= set(follow.linked)
+
+
+def test_candidates_choice_and_the_empty_evidence():
+    from gr_core.chat.ranking import Candidate, candidate_names, choose, rank_candidates
+
+    cands = candidate_names([1, 2, 3, 4], ["Tom", "Tom Hanks", "Big", "Tom"], exclude=[3])
+    assert [(c.name, c.node_ids) for c in cands] == [("Tom", [1, 4]), ("Tom Hanks", [2])]  # same name: one candidate
+    # both names of a shared prefix are reachable: whichever scores higher wins
+    for scores, best in (([-1.0, -3.0], "Tom"), ([-3.0, -1.0], "Tom Hanks")):
+        ranked = rank_candidates(candidate_names([1, 2], ["Tom", "Tom Hanks"]), np.array(scores), np.array([1, 2]))
+        assert choose(ranked, 1, 0.0)[0].name == best
+    ranked = rank_candidates([Candidate("a", [1]), Candidate("b", [2]), Candidate("c", [3])],
+                             np.array([-1.0, -1.5, -9.0]), np.array([1, 1, 1]), prior=np.array([0.0, 0.0, -9.0]))
+    assert [c.name for c in ranked] == ["c", "a", "b"]  # calibrated: c is far likelier than its prior
+    assert [c.name for c in choose(ranked, 3, 1.0)] == ["c", "a"]
+    assert [c.name for c in rank_candidates([Candidate("ab", [1]), Candidate("a", [2])], np.array([-4.0, -3.0]),
+                                            np.array([3, 1]), length_norm=True)] == ["ab", "a"]  # -1.0 vs -1.5
+    assert candidate_names([], []) == [] and choose([], 3, 1.0) == []
+    assert [c.name for c in candidate_names([5], ["Up"], exclude=[5])] == ["Up"]  # only the question's entity: kept
+
+
+def test_an_edgeless_graph_with_nothing_to_rank_gives_a_clear_note(tiny_llm_dir):
+    import pandas as pd
+
+    from gr_core.data import TextualGraph
+
+    lonely = TextualGraph(pd.DataFrame({"node_id": [0], "node_attr": [" "]}),
+                          pd.DataFrame({"src": pd.Series([], dtype=int), "edge_attr": pd.Series([], dtype=str),
+                                        "dst": pd.Series([], dtype=int)}))
+    chat = GraphChat(lonely, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="ranked", relevance_threshold=-1.0)
+    turn = chat.ask("Who is it?")
+    assert turn.answer == "" and turn.answer_nodes == [] and "no node to answer with" in turn.note
+
+
+def test_answer_modes_and_evidence_formats_are_checked():
+    with pytest.raises(ValueError, match="answer_mode"):
+        ChatConfig(answer_mode="beam")
+    with pytest.raises(ValueError, match="needs retriever='gnn'"):
+        ChatConfig(answer_mode="reasoner")
+    with pytest.raises(ValueError, match="evidence_format"):
+        ChatConfig(evidence_format="xml")
+    assert ChatConfig().mode == "ranked" and ChatConfig(kind="scene").mode == "free"
+    assert ChatConfig().desc_format == "triples" and ChatConfig(kind="scene").desc_format == "csv"
+
+
+def test_triples_evidence_spells_out_names():
+    import pandas as pd
+
+    from gr_core.data import TextualGraph
+    from gr_core.textualize import textualize_triples
+
+    g = TextualGraph(pd.DataFrame({"node_id": [0, 1, 2], "node_attr": ["The Matrix", "Lana Wachowski", "Alone"]}),
+                     pd.DataFrame({"src": [0], "edge_attr": ["directed_by"], "dst": [1]}))
+    assert textualize_triples(g) == "The Matrix | directed_by | Lana Wachowski\nAlone\n"

@@ -5,7 +5,7 @@ import argparse
 import sys
 
 from ..data import GraphFormatError
-from .config import KINDS, ChatConfig
+from .config import ANSWER_MODES, EVIDENCE_FORMATS, KINDS, ChatConfig
 from .conversation import GraphChat, save_turns
 from .graphs import graph_from_triple_list, read_graph_csv, read_triples
 
@@ -23,6 +23,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kind", choices=KINDS, help="kind of graph (default: kg for files)")
     parser.add_argument("--retriever", choices=("pcst", "gnn"), default="pcst")
     parser.add_argument("--reasoner", help="a GNN-RAG reasoner file (for --retriever gnn)")
+    parser.add_argument("--answer-mode", choices=ANSWER_MODES,
+                        help="ranked (a node name of the evidence, chosen by the LLM; KG default) | free (the LLM "
+                             "writes) | reasoner (GNN-RAG's ranking; needs --retriever gnn)")
+    parser.add_argument("--evidence-format", choices=EVIDENCE_FORMATS, help="triples lines (KG default) | csv (the paper's)")
     parser.add_argument("--cite", action="store_true", help="also ask the model to list the supporting nodes and edges")
     parser.add_argument("--max-new-tokens", type=int, default=ChatConfig.max_new_tokens)
     parser.add_argument("--independent", action="store_true", help="answer each question on its own (no history)")
@@ -36,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
             graph = read_graph_csv(*args.csv)
         overrides = {"kind": args.kind} if args.kind else {}
         chat = GraphChat(graph, model=args.model, llm_model=args.llm, reasoner=args.reasoner,
-                         retriever=args.retriever, cite=args.cite, max_new_tokens=args.max_new_tokens, **overrides)
+                         retriever=args.retriever, cite=args.cite, max_new_tokens=args.max_new_tokens,
+                         answer_mode=args.answer_mode, evidence_format=args.evidence_format, **overrides)
     except (GraphFormatError, FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -46,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     for turn in turns:
         print()
         print(turn)
-        print(f"[{turn.status}; model: {turn.model or '-'}; retrieval {turn.timings.get('retrieval', 0) * 1000:.0f} ms, "
+        print(f"[{turn.status}; {turn.mode or '-'} answer; model: {turn.model or '-'}; retrieval {turn.timings.get('retrieval', 0) * 1000:.0f} ms, "
               f"answer {turn.timings.get('answer', 0):.1f} s]")
     if args.json:
         save_turns(turns, args.json, {"graph": args.triples or args.csv or args.graph, "model": chat.model_name})

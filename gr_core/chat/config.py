@@ -16,6 +16,15 @@ KIND_RETRIEVAL = {"kg": DATASET_RETRIEVAL["metaqa"], "scene": DATASET_RETRIEVAL[
 # Relation similarity below which a KG question asks nothing the graph relates (bench/chat.py); scene graphs'
 # relations (left of, behind) and ExplaGraphs' (causes, capable of) are rarely named by the questions: not used.
 KIND_RELATION_THRESHOLD = {"kg": 0.18, "scene": 0.0, "explanation": 0.0}
+# How each kind answers when ChatConfig.answer_mode is None. KG questions ask for entities, so the answer is ranked
+# among the evidence's node names (bench/chat.py measures the modes); scene and ExplaGraphs questions ask for an
+# attribute, a count or a stance that is no node: free text.
+ANSWER_MODES = ("free", "ranked", "reasoner")
+KIND_ANSWER_MODE = {"kg": "ranked", "scene": "free", "explanation": "free"}
+# How each kind writes its evidence when ChatConfig.evidence_format is None: KG names spelled out in lines
+# (bench/chat.py); the others keep the paper's CSV tables (GR Table 9), not measured against lines.
+EVIDENCE_FORMATS = ("csv", "triples")
+KIND_EVIDENCE_FORMAT = {"kg": "triples", "scene": "csv", "explanation": "csv"}
 CHECKPOINT_PRESETS = ("full", "quick")  # smoke runs are CI-sized (one epoch on 8 questions): never served
 
 
@@ -43,6 +52,18 @@ class ChatConfig:
         history_turns, history_tokens: earlier turns kept in the prompt, most recent first, within this many tokens.
         max_txt_len: token budget of the textualized evidence (GR code: 512).
         max_new_tokens: answer budget (GR code 32; citations need more).
+        answer_mode: ``free`` (the LLM writes the answer; checked afterwards), ``ranked`` (the LLM scores every node
+            name of the evidence as its reply and the best ones are the answer: a node by construction, see
+            :mod:`gr_core.chat.ranking`), ``reasoner`` (GNN-RAG's reasoner ranks the candidates, no LLM; needs
+            ``retriever="gnn"``); None: the kind's default (:data:`KIND_ANSWER_MODE`).
+        max_answers, answer_margin: a ranked answer lists the best candidate and those whose score is within
+            ``answer_margin`` of it, at most ``max_answers``.
+        calibrate, length_norm: ranked-mode scoring options (see :func:`~gr_core.chat.ranking.rank_candidates`).
+        relation_prior: ranked mode: this weight times the best question-relation similarity among a candidate's
+            evidence edges is added to its log-likelihood (0: the LLM alone).
+        evidence_format: how the evidence is written in the prompt: ``csv`` (the paper's node and edge tables,
+            GR Table 9) or ``triples`` (``head | relation | tail`` lines, names spelled out); None: the kind's
+            default (:data:`KIND_EVIDENCE_FORMAT`).
         cite: also ask the model to list the supporting nodes and edges (GR App. F's request). The answer is checked
             either way (its entity names and any citation it writes); off by default because the embedded 135M
             models then echo CSV rows instead of answering (``bench/chat.py`` measures Hit with and without it).
@@ -66,14 +87,40 @@ class ChatConfig:
     max_txt_len: int = 512  # GR code src/config.py
     max_new_tokens: int = 48
     cite: bool = False  # measured: the 135M models answer worse when asked to cite (bench/chat.py)
+    answer_mode: str | None = None
+    max_answers: int = 3
+    answer_margin: float = 2.0
+    calibrate: bool = False
+    length_norm: bool = False
+    relation_prior: float = 20.0  # bench/chat.py: 0, 10, 20 on the MetaQA sample (20: best Hit and Hit@1)
+    evidence_format: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"ChatConfig.kind={self.kind!r} is not one of {KINDS}")
         if self.retriever not in ("pcst", "gnn"):
             raise ValueError(f"ChatConfig.retriever={self.retriever!r} is not 'pcst' or 'gnn'")
+        if self.answer_mode is not None and self.answer_mode not in ANSWER_MODES:
+            raise ValueError(f"ChatConfig.answer_mode={self.answer_mode!r} is not one of {ANSWER_MODES} (or None)")
+        if self.answer_mode == "reasoner" and self.retriever != "gnn":
+            raise ValueError("ChatConfig.answer_mode='reasoner' ranks the GNN-RAG reasoner's candidates: it needs "
+                             "retriever='gnn'")
+        if self.evidence_format is not None and self.evidence_format not in EVIDENCE_FORMATS:
+            raise ValueError(f"ChatConfig.evidence_format={self.evidence_format!r} is not one of {EVIDENCE_FORMATS}")
+        if self.max_answers < 1 or self.answer_margin < 0:
+            raise ValueError("ChatConfig: max_answers >= 1 and answer_margin >= 0 required")
         if self.link_k < 0 or self.hops < 0 or self.max_nodes < 1 or self.history_turns < 0 or self.max_new_tokens < 1:
             raise ValueError("ChatConfig: link_k, hops, history_turns >= 0; max_nodes, max_new_tokens >= 1 required")
+
+    @property
+    def mode(self) -> str:
+        """The answer mode in effect (``answer_mode``, else the kind's default)."""
+        return self.answer_mode or KIND_ANSWER_MODE[self.kind]
+
+    @property
+    def desc_format(self) -> str:
+        """The evidence format in effect (``evidence_format``, else the kind's default)."""
+        return self.evidence_format or KIND_EVIDENCE_FORMAT[self.kind]
 
     @property
     def retrieval(self) -> RetrievalConfig:

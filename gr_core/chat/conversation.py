@@ -14,6 +14,7 @@ from .config import KIND_RELATION_THRESHOLD, KIND_TEMPLATE, ChatConfig
 from .graphs import graph_from_triple_list, load_graph
 from .index import BRACKET, STOP_WORDS, WORD, ChatIndex
 from .models import find_reasoner, load_answerer
+from .ranking import Candidate, candidate_names, choose, rank_candidates, score_names
 
 # A follow-up question: a leading "and" / "what about", or a pronoun that points back at the last turn
 FOLLOW_UP = re.compile(r"^\s*(and|also|what about|how about)\b|\b(it|its|they|them|their|he|him|his|she|her|that|"
@@ -38,6 +39,9 @@ class Turn:
         citations: each parsed citation with its verdict per match level (see :mod:`gr_core.hallucination`).
         cited_nodes, cited_edges: node ids and evidence edge rows the valid citations point at (for highlighting).
         paths: GNN-RAG's reasoning paths (``retriever="gnn"``).
+        mode: how the answer was made (``free``, ``ranked``, ``reasoner``: :attr:`ChatConfig.answer_mode`).
+        candidates: the ranked answer candidates, best first (``ranked``: LLM log-likelihood; ``reasoner``: the
+            reasoner's probability), as :meth:`~gr_core.chat.ranking.Candidate.to_dict` records.
         timings: seconds per step (``encode``, ``link``, ``scope``, ``pcst``/``gnn``, ``retrieval``, ``answer``, ``check``).
     """
 
@@ -54,6 +58,8 @@ class Turn:
     cited_edges: list[int] = field(default_factory=list)
     fully_valid: bool | None = None
     paths: list[str] = field(default_factory=list)
+    mode: str = ""
+    candidates: list[dict] = field(default_factory=list)
     follow_up: bool = False
     model: str = ""
     best_similarity: float | None = None
@@ -62,6 +68,7 @@ class Turn:
     searched_edges: int = 0
     timings: dict = field(default_factory=dict)
     scope: TextualGraph | None = field(default=None, repr=False)  # the searched graph (citations are checked on it)
+    relation_similarity: np.ndarray | None = field(default=None, repr=False)  # (num_relations,) to the question
 
     def triples(self) -> list[tuple[str, str, str]]:
         """The evidence as ``(head, relation, tail)`` strings."""
@@ -71,24 +78,51 @@ class Turn:
         """A JSON-ready record (evidence as node and triple lists)."""
         from dataclasses import fields
 
-        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("evidence", "scope")}
+        d = {f.name: getattr(self, f.name) for f in fields(self)
+             if f.name not in ("evidence", "scope", "relation_similarity")}
         ev = self.evidence
         d["evidence_nodes"] = [] if ev is None else [
             {"node_id": int(n), "text": str(t)} for n, t in zip(ev.nodes.node_id, ev.nodes.node_attr)]
         d["evidence_triples"] = [list(t) for t in self.triples()]
         return d
 
-    def show(self, out_html: str | Path | None = None, height: int = 420) -> str:
-        """The evidence as an offline pyvis view: question entities green, answer and cited nodes red, cited edges red."""
-        from ..viz import show_graph
+    def roles(self, candidates: int = 5) -> dict[int, str]:
+        """Each marked evidence node's role in this turn (node id -> a key of :data:`gr_core.viz.ROLE_COLORS`): the
+        answer's nodes, the question's entities, the next ``candidates`` ranked candidates, the cited nodes."""
+        roles = {int(n): "cited" for n in self.cited_nodes}
+        others = [n for c in self.candidates for n in c["node_ids"] if n not in self.answer_nodes]
+        roles.update({int(n): "candidate" for n in others[:candidates]})
+        roles.update({int(n): "question entity" for n in self.linked})
+        roles.update({int(n): "answer" for n in self.answer_nodes})
+        ids = set(self.evidence.nodes.node_id.tolist()) if self.evidence is not None else set()
+        return {n: r for n, r in roles.items() if n in ids}
+
+    def show(self, out_html: str | Path | None = None, height: int = 520, max_nodes: int = 30) -> str:
+        """The evidence as an offline pyvis view (:func:`gr_core.viz.evidence_html`): relation labels, nodes coloured
+        by role with a legend, at most ``max_nodes`` nodes."""
+        import html as html_lib
+        import warnings
+
+        from ..runs import atomic_write_text
+        from ..viz import evidence_html
 
         if self.evidence is None or self.evidence.num_nodes == 0:
             print(f"(no evidence: {self.note or self.status})")
             return ""
-        colors = {n: "#2ca02c" for n in self.linked}
-        colors.update({n: "#d62728" for n in set(self.answer_nodes) | set(self.cited_nodes)})
-        return show_graph(self.evidence, out_html=out_html, height=height, node_colors=colors,
-                          highlight_edges=self.cited_edges)
+        page = evidence_html(self.evidence, self.roles(), self.cited_edges, max_nodes=max_nodes,
+                             height=f"{height - 20}px")
+        if out_html is not None:
+            atomic_write_text(out_html, page)
+        try:
+            from IPython.display import HTML, display
+
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Consider using IPython.display.IFrame")
+                display(HTML(f'<iframe srcdoc="{html_lib.escape(page)}" width="100%" height="{height}" '
+                             f'style="border:0"></iframe>'))
+        except ImportError:
+            pass
+        return page
 
     def __str__(self) -> str:
         lines = [f"Q: {self.question}", f"A: {self.answer}" if self.answer else f"A: ({self.status}) {self.note}"]
@@ -217,6 +251,7 @@ class GraphChat:
         turn.linked = [int(index.node_ids[r]) for r in seeds]
         turn.timings["link"] = time.perf_counter() - t
         turn.best_relation_similarity = float(rel_sim.max()) if len(rel_sim) else None
+        turn.relation_similarity = rel_sim
         rel_threshold = cfg.relation_threshold if cfg.relation_threshold is not None else KIND_RELATION_THRESHOLD[cfg.kind]
         named = bool(BRACKET.search(question) and linked) or any(
             sum(w not in STOP_WORDS for w in WORD.findall(index.kg.entities[r].lower())) >= 2 for r in linked)
@@ -248,7 +283,8 @@ class GraphChat:
             turn.status = "no_edges"
             turn.note = "the graph has no edges here: the evidence is the most similar nodes"
         elif cfg.retriever == "gnn":
-            turn.evidence, turn.paths = self._gnn_evidence(scope, nodes, edges, q, local_seeds, node_sim)
+            turn.evidence, turn.paths, turn.candidates = self._gnn_evidence(scope, nodes, edges, q, local_seeds,
+                                                                            node_sim)
             turn.timings["gnn"] = time.perf_counter() - t
         else:
             from ..retrieval import retrieve_subgraph
@@ -267,17 +303,19 @@ class GraphChat:
                                     edge_sim=edge_sim, extra_node_prizes=extra)
             turn.evidence = res.graph
             turn.timings["pcst"] = time.perf_counter() - t
-        from ..textualize import textualize
+        from ..textualize import textualize, textualize_triples
 
-        turn.desc = textualize(TextualGraph(turn.evidence.nodes[NODE_COLUMNS], turn.evidence.edges[EDGE_COLUMNS]))
+        write = textualize_triples if cfg.desc_format == "triples" else textualize
+        turn.desc = write(TextualGraph(turn.evidence.nodes[NODE_COLUMNS], turn.evidence.edges[EDGE_COLUMNS]))
         turn.scope = scope
         turn.timings["retrieval"] = time.perf_counter() - t0
         return turn
 
     def _gnn_evidence(self, scope: TextualGraph, nodes: np.ndarray, edges: np.ndarray, q: np.ndarray,
-                      local_seeds: np.ndarray, node_sim: np.ndarray) -> tuple[TextualGraph, list[str]]:
+                      local_seeds: np.ndarray, node_sim: np.ndarray) -> tuple[TextualGraph, list[str], list[dict]]:
         """GNN-RAG on the searched graph: node probabilities, the 0.95 candidate set, shortest paths from the linked
-        nodes (the most similar node when none is linked); the evidence is the subgraph the paths run through."""
+        nodes (the most similar node when none is linked); the evidence is the subgraph the paths run through.
+        Returns the evidence, the paths' lines and the candidates (best first, score = the reasoner's probability)."""
         import torch
 
         from ..data import induced_subgraph
@@ -296,11 +334,14 @@ class GraphChat:
                              q_emb=torch.from_numpy(q).view(1, -1), num_nodes=len(nodes))
         probs = node_probabilities(self.reasoner, [data])[0]
         ids = scope.nodes.node_id.to_numpy()
-        cands = [int(ids[c]) for c, _ in select_candidates(probs, set(local_seeds.tolist()))][:5]
+        ranked = select_candidates(probs, set(local_seeds.tolist()))[:5]
+        cands = [int(ids[c]) for c, _ in ranked]
         report = reasoning_paths(scope, [int(ids[s]) for s in local_seeds], cands)
         keep = set(int(ids[s]) for s in local_seeds) | set(report.nodes)
         sub = induced_subgraph(scope, keep)
-        return TextualGraph(sub.nodes, sub.edges), report.lines
+        names = scope.nodes.node_attr.to_numpy()
+        records = [Candidate(str(names[c]), [int(ids[c])], float(p)).to_dict() for c, p in ranked]
+        return TextualGraph(sub.nodes, sub.edges), report.lines, records
 
     # ------------------------------------------------------------------ answering
     def history_text(self) -> str:
@@ -331,15 +372,55 @@ class GraphChat:
         return (self.history_text() if follow_up else "") + q
 
     def answer(self, turn: Turn) -> Turn:
-        """Step 3-4: generate the answer from the turn's evidence, then check it against the searched graph."""
+        """Step 3-4: answer from the turn's evidence (:attr:`ChatConfig.mode`: generated, or ranked among the
+        evidence's node names), then check the answer against the searched graph."""
+        from ..citations import CitationMatcher, check_response, parse_citations
+
+        mode = turn.mode = self.config.mode
+        t = time.perf_counter()
+        ev = turn.evidence
+        chosen: list[Candidate] | None = None
+        if mode == "reasoner":
+            ranked = [Candidate(c["name"], c["node_ids"], c["score"]) for c in turn.candidates]
+            chosen = ranked[:self.config.max_answers]
+            turn.model = f"GNN-RAG reasoner ({Path(self.reasoner_path).name if self.reasoner_path else 'given'})"
+        elif mode == "ranked":
+            chosen = self._ranked_answer(turn)
+        else:
+            net = self.llm
+            turn.answer = net.generate(self._prompt_batch(turn), self.config.max_new_tokens)[0]
+            turn.model = self.model_name
+        if chosen is not None:
+            turn.answer = " | ".join(c.name for c in chosen)
+            if not chosen:
+                turn.note = "the evidence has no node to answer with"
+        turn.timings["answer"] = time.perf_counter() - t
+        t = time.perf_counter()
+        scope = TextualGraph(turn.scope.nodes[NODE_COLUMNS], turn.scope.edges[EDGE_COLUMNS])
+        scope_index = CitationMatcher(scope)  # one matcher for the citations and the answer's names
+        check = check_response(turn.answer, scope, index=scope_index)
+        turn.citations = check["citations"]
+        turn.fully_valid = check["fully_valid_normalized"] if turn.citations else None
+        evidence = TextualGraph(ev.nodes[NODE_COLUMNS], ev.edges[EDGE_COLUMNS])
+        nodes, edge_rows = CitationMatcher(evidence).evidence(parse_citations(turn.answer))
+        turn.cited_nodes, turn.cited_edges = sorted(nodes), sorted(edge_rows)
+        if chosen is not None:  # the answer's nodes are known by construction
+            turn.answer_nodes = list(dict.fromkeys(n for c in chosen for n in c.node_ids))
+        else:
+            turn.answer_nodes = self.answer_nodes(turn.answer, turn.question, scope, scope_index)
+        turn.timings["check"] = time.perf_counter() - t
+        if not turn.answer_nodes and turn.status == "answered":
+            turn.note = turn.note or "the answer names no node of the graph (it may not be grounded in it)"
+        return turn
+
+    def _prompt_batch(self, turn: Turn, with_evidence: bool = True):
+        """The one-example prompt batch of ``turn`` (evidence text, graph token when the model has one, question)."""
         import torch
         from torch_geometric.data import Data
 
-        from ..citations import CitationMatcher, check_response, parse_citations
         from ..model import Example
 
         net = self.llm
-        t = time.perf_counter()
         ev = turn.evidence
         data = None
         if net.gnn is not None:
@@ -351,26 +432,39 @@ class GraphChat:
                         edge_index=torch.from_numpy(ei).view(2, -1),
                         edge_attr=torch.from_numpy(np.ascontiguousarray(self.index.rel_emb[self.index.kg.rels[kb_edges]])),
                         num_nodes=len(rows))
-        ex = Example(uid="chat", question=self.prompt_question(turn.question, turn.follow_up), desc=turn.desc, label="",
-                     answers=[], data=data)
-        batch = net.collate(net.tokenize([ex]), with_label=False).to(net.device)
-        turn.answer = net.generate(batch, self.config.max_new_tokens)[0]
+        ex = Example(uid="chat", question=self.prompt_question(turn.question, turn.follow_up),
+                     desc=turn.desc if with_evidence else "", label="", answers=[], data=data)
+        return net.collate(net.tokenize([ex]), with_label=False).to(net.device)
+
+    def _relation_fit(self, turn: Turn, cands: list[Candidate]) -> np.ndarray:
+        """``(C,)`` per candidate, the highest similarity between the question and the relation of an evidence edge
+        that touches the candidate (0 for a candidate on no edge)."""
+        ev, kg = turn.evidence, self.index.kg
+        sim = turn.relation_similarity[kg.rels[ev.edges.kb_edge.to_numpy()]]
+        best: dict[int, float] = {}
+        for s_, d_, v in zip(ev.edges.src.tolist(), ev.edges.dst.tolist(), sim.tolist()):
+            for n in (int(s_), int(d_)):
+                best[n] = max(best.get(n, 0.0), v)
+        return np.array([max(best.get(n, 0.0) for n in c.node_ids) for c in cands])
+
+    def _ranked_answer(self, turn: Turn) -> list[Candidate]:
+        """The evidence's node names (the question's entities excluded) scored by the LLM as its reply; the best
+        ones (:func:`~gr_core.chat.ranking.choose`) with every candidate's score kept on the turn."""
+        cfg, net = self.config, self.llm
+        ev = turn.evidence
+        cands = candidate_names(ev.nodes.node_id.tolist(), ev.nodes.node_attr.tolist(), exclude=turn.linked)
+        if not cands:
+            turn.candidates = []
+            return []
+        names = [c.name for c in cands]
+        scores, lengths = score_names(net, self._prompt_batch(turn), names)
+        prior = score_names(net, self._prompt_batch(turn, with_evidence=False), names)[0] if cfg.calibrate else None
+        if cfg.relation_prior and turn.relation_similarity is not None and "kb_edge" in ev.edges:
+            scores = scores + cfg.relation_prior * self._relation_fit(turn, cands)
+        ranked = rank_candidates(cands, scores, lengths, prior, cfg.length_norm)
+        turn.candidates = [c.to_dict() for c in ranked]
         turn.model = self.model_name
-        turn.timings["answer"] = time.perf_counter() - t
-        t = time.perf_counter()
-        scope = TextualGraph(turn.scope.nodes[NODE_COLUMNS], turn.scope.edges[EDGE_COLUMNS])
-        scope_index = CitationMatcher(scope)  # one matcher for the citations and the answer's names
-        check = check_response(turn.answer, scope, index=scope_index)
-        turn.citations = check["citations"]
-        turn.fully_valid = check["fully_valid_normalized"] if turn.citations else None
-        evidence = TextualGraph(ev.nodes[NODE_COLUMNS], ev.edges[EDGE_COLUMNS])
-        nodes, edge_rows = CitationMatcher(evidence).evidence(parse_citations(turn.answer))
-        turn.cited_nodes, turn.cited_edges = sorted(nodes), sorted(edge_rows)
-        turn.answer_nodes = self.answer_nodes(turn.answer, turn.question, scope, scope_index)
-        turn.timings["check"] = time.perf_counter() - t
-        if not turn.answer_nodes and turn.status == "answered":
-            turn.note = "the answer names no node of the graph (it may not be grounded in it)"
-        return turn
+        return choose(ranked, cfg.max_answers, cfg.answer_margin)
 
     def answer_nodes(self, answer: str, question: str, graph: TextualGraph, graph_index=None) -> list[int]:
         """Node ids of ``graph`` the answer names: the parts of its first line (split on ``|``, ``,``, ``;``, " and ")
@@ -418,10 +512,10 @@ class GraphChat:
         return out
 
 
-def show_turns(turns: list[Turn], out_dir: str | Path, height: int = 420) -> None:
+def show_turns(turns: list[Turn], out_dir: str | Path, height: int = 520) -> None:
     """Each turn's evidence inline (offline pyvis) with its PNG twin, written as ``out_dir/turn<k>.html`` / ``.png``;
     a turn without evidence prints why."""
-    from ..viz import draw_graph, save_figure
+    from ..viz import draw_evidence, save_figure
 
     for k, turn in enumerate(turns):
         if turn.evidence is None:
@@ -429,9 +523,8 @@ def show_turns(turns: list[Turn], out_dir: str | Path, height: int = 420) -> Non
             continue
         print(f"turn {k}: {turn.question}  ->  {turn.answer!r}")
         turn.show(out_html=Path(out_dir) / f"turn{k}.html", height=height)
-        marked = set(turn.answer_nodes) | set(turn.cited_nodes) | set(turn.linked)
-        save_figure(draw_graph(turn.evidence, highlight_nodes=marked, highlight_edges=turn.cited_edges,
-                               title=turn.question), out_dir, f"turn{k}")
+        save_figure(draw_evidence(turn.evidence, turn.roles(), turn.cited_edges, title=turn.question), out_dir,
+                    f"turn{k}")
 
 
 def save_turns(turns: list[Turn], path: str | Path, meta: dict | None = None) -> Path:
@@ -447,7 +540,8 @@ def turns_table(turns: list[Turn]) -> pd.DataFrame:
     rows = []
     for t in turns:
         ev_ids = set(t.evidence.nodes.node_id.tolist()) if t.evidence is not None else set()
-        rows.append({"question": t.question, "status": t.status, "answer": t.answer, "follow_up": t.follow_up,
+        rows.append({"question": t.question, "status": t.status, "mode": t.mode, "answer": t.answer,
+                     "follow_up": t.follow_up,
                      "evidence nodes": t.evidence.num_nodes if t.evidence is not None else 0,
                      "evidence edges": t.evidence.num_edges if t.evidence is not None else 0,
                      "answer in evidence": bool(set(t.answer_nodes) & ev_ids),
@@ -455,3 +549,11 @@ def turns_table(turns: list[Turn]) -> pd.DataFrame:
                      "retrieval ms": round(1000 * t.timings.get("retrieval", 0.0), 1),
                      "answer s": round(t.timings.get("answer", 0.0), 2)})
     return pd.DataFrame(rows)
+
+
+def candidates_table(turn: Turn, k: int = 10) -> pd.DataFrame:
+    """The turn's ``k`` best answer candidates (ranked or reasoner mode): name, node ids, score, whether chosen."""
+    chosen = set(turn.answer_nodes)
+    return pd.DataFrame([{"name": c["name"], "node_ids": c["node_ids"], "score": c["score"],
+                          "chosen": bool(chosen & set(c["node_ids"]))} for c in turn.candidates[:k]],
+                        columns=["name", "node_ids", "score", "chosen"])

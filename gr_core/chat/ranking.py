@@ -1,0 +1,155 @@
+"""Constrained answers: the answer is chosen among the evidence's node names, so it is a node of the graph by
+construction.
+
+A small LLM asked to write its answer freely mostly writes text that names no node ("The answer is: 1", the
+question's own entity, a film it remembers from pre-training). Decoding under the graph's constraints is the
+field's remedy (GCR, Luo et al. 2025: a prefix tree over KG paths; GNN-RAG, Mavromatis & Karypis 2024 §4: the
+reasoner ranks candidate nodes and the LLM only verbalizes). :func:`score_names` scores every candidate name by its
+log-likelihood as the LLM's whole reply after the same prompt the free answer reads:
+
+    log p(name) = sum_t log p(name_t | prompt, name_<t) + log p(EOS | prompt, name)
+
+The EOS term is what makes the scoring a prefix tree's: "Tom" and "Tom Hanks" share their first token and are told
+apart by whether the reply ends there. The prompt is read once and the names are packed after it into one short
+forward (a block-diagonal attention mask), so scoring 30 names costs about one prompt forward.
+
+``calibrate`` (domain-conditional PMI, Holtzman et al. 2021) subtracts each name's log-likelihood after the same
+question without evidence, which removes the LLM's prior for frequent names; ``length_norm`` divides by the token
+count. Both are options, measured in ``bench/chat.py``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class Candidate:
+    """One answer candidate: a distinct node name of the evidence and the node ids that carry it."""
+
+    name: str
+    node_ids: list[int]
+    score: float = float("nan")  # the ranking score (higher is better)
+    tokens: int = 0  # the name's tokens (EOS not counted)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "node_ids": self.node_ids, "score": round(float(self.score), 4),
+                "tokens": self.tokens}
+
+
+def candidate_names(node_ids, names, exclude=()) -> list[Candidate]:
+    """Distinct non-empty names of the evidence nodes, in evidence order, without the nodes in ``exclude`` (the
+    question's own entities). Two nodes with the same name are one candidate (the answer cannot tell them apart).
+    When every node is excluded the excluded ones come back (a question may ask about its own entity)."""
+    skip = {int(n) for n in exclude}
+    by_name: dict[str, Candidate] = {}
+    for nid, name in zip(node_ids, names):
+        text = str(name).strip()
+        if not text or int(nid) in skip:
+            continue
+        by_name.setdefault(text, Candidate(text, [])).node_ids.append(int(nid))
+    if not by_name and skip:
+        return candidate_names(node_ids, names)
+    return list(by_name.values())
+
+
+def _prompt_cache(net, batch):
+    """One forward over the prompt: ``(past_key_values, log p(first reply token) (V,), prompt length)``."""
+    import torch
+
+    embeds = net.embed(batch)
+    out = net.llm(inputs_embeds=embeds, attention_mask=batch.attention_mask,
+                  position_ids=net.position_ids(batch.attention_mask), use_cache=True, logits_to_keep=1)
+    first = torch.log_softmax(out.logits[0, -1].float(), -1)
+    return out.past_key_values, first, int(batch.attention_mask.shape[1])
+
+
+def score_names(net, batch, names: list[str], chunk: int = 64, max_name_tokens: int = 24) -> tuple[np.ndarray, np.ndarray]:
+    """Log-likelihood of each name as the whole reply to a one-example prompt batch.
+
+    The prompt is read once; then each chunk of candidates is packed into one sequence after it, every name
+    attending to the prompt (through its KV cache) and to its own earlier tokens only (a 4-D attention mask), with
+    positions that restart after the prompt for each name: exactly the log-likelihoods of separate forwards, at the
+    cost of one short one, and without copying the cache per candidate.
+
+    Args:
+        net: a :class:`~gr_core.model.GraphLLM` (zero-shot or trained; the graph token is part of the prompt).
+        batch: the collated prompt of one example, without label.
+        names: the candidate answers.
+        chunk: candidates packed per forward.
+        max_name_tokens: longer names are cut (their score is that of the prefix, without EOS).
+
+    Returns:
+        ``(log_likelihood (C,), tokens (C,))``: the summed log-probabilities of each name's tokens and of the EOS after
+        it (natural log), and the number of name tokens.
+    """
+    import torch
+
+    if batch.input_ids.shape[0] != 1:
+        raise ValueError("score_names scores the candidates of one prompt at a time")
+    tok = net.tokenizer
+    eos = net.template.eos_id
+    ids = []
+    for name in names:
+        t = tok(name, add_special_tokens=False)["input_ids"][:max_name_tokens]
+        ids.append(t + [eos] if len(t) < max_name_tokens else t)
+    scores = np.zeros(len(names), np.float64)
+    lengths = np.array([len(t) - (t[-1] == eos) for t in ids], np.int64)
+    if not names:
+        return scores, lengths
+    dtype = next(net.llm.parameters()).dtype
+    with torch.inference_mode():
+        cache, first, P = _prompt_cache(net, batch)
+        for start in range(0, len(ids), chunk):
+            part = ids[start:start + chunk]
+            for c, t in enumerate(part):
+                scores[start + c] = float(first[t[0]])
+            # every token but each name's last is fed: position t predicts token t + 1 of the same name
+            feed = [t[:-1] for t in part]
+            Q = sum(len(f) for f in feed)
+            if Q == 0:
+                continue
+            inp = torch.tensor([x for f in feed for x in f], dtype=torch.long, device=net.device).unsqueeze(0)
+            pos = torch.tensor([P + k for f in feed for k in range(len(f))], device=net.device).unsqueeze(0)
+            allowed = torch.zeros(Q, P + Q, dtype=torch.bool)
+            allowed[:, :P] = True
+            at = 0
+            for f in feed:
+                n = len(f)
+                allowed[at:at + n, P + at:P + at + n] = torch.ones(n, n, dtype=torch.bool).tril()
+                at += n
+            mask = torch.zeros(1, 1, Q, P + Q, dtype=dtype)
+            mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+            out = net.llm(input_ids=inp, attention_mask=mask.to(net.device), position_ids=pos, past_key_values=cache,
+                          use_cache=True)
+            cache.crop(-Q)  # the packed names were appended to the prompt's cache: cut them off again
+            logp = torch.log_softmax(out.logits[0].float(), -1)  # (Q, V)
+            at = 0
+            for c, (t, f) in enumerate(zip(part, feed)):
+                n = len(f)
+                if n:
+                    targets = torch.tensor(t[1:], device=logp.device)
+                    scores[start + c] += float(logp[at:at + n].gather(-1, targets.unsqueeze(-1)).double().sum())
+                at += n
+    return scores, lengths
+
+
+def rank_candidates(cands: list[Candidate], scores: np.ndarray, lengths: np.ndarray, prior: np.ndarray | None = None,
+                    length_norm: bool = False) -> list[Candidate]:
+    """The candidates with their scores, best first: log-likelihood, minus the no-evidence ``prior`` when given,
+    divided by (tokens + 1) when ``length_norm``."""
+    s = np.asarray(scores, np.float64) - (np.asarray(prior, np.float64) if prior is not None else 0.0)
+    if length_norm:
+        s = s / (np.asarray(lengths) + 1)
+    for c, v, n in zip(cands, s, lengths):
+        c.score, c.tokens = float(v), int(n)
+    return sorted(cands, key=lambda c: -c.score)
+
+
+def choose(ranked: list[Candidate], max_answers: int, margin: float) -> list[Candidate]:
+    """The answers: the best candidate and those within ``margin`` of its score, at most ``max_answers``."""
+    if not ranked:
+        return []
+    best = ranked[0].score
+    return [c for c in ranked[:max_answers] if c.score >= best - margin]
