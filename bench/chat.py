@@ -209,7 +209,7 @@ def ask_alone(chat: GraphChat, q: dict) -> dict:
             "status": turn.status, "candidates": len(turn.candidates)}
 
 
-def answer_mode_study(qs: list[dict]) -> list[dict]:
+def answer_mode_study(qs: list[dict]) -> tuple[list[dict], list[dict], dict]:
     """The ``answer_modes`` records (module docstring) and per-question rows, with the paired test per graph."""
     from dataclasses import replace
 
@@ -284,8 +284,10 @@ def main() -> None:
 
         path = repo_root() / "outputs" / "bench" / "chat.json"
         result = read_json(path) if path.is_file() else {}
-        for key in ("machine", "versions", "command"):
-            result.pop(key, None)
+        # the other sections keep the provenance of the run that measured them
+        earlier = {key: result.pop(key) for key in ("machine", "versions", "command") if key in result}
+        if earlier:
+            result["provenance_of_other_sections"] = result.get("provenance_of_other_sections", earlier)
         records, tests, rows = answer_mode_study(metaqa_questions())
         result.update({"answer_modes": records, "answer_mode_tests": tests, "answer_mode_questions": rows})
         print("wrote", write_result("chat", result))

@@ -24,7 +24,7 @@ from common import write_result  # noqa: I001
 
 from gr_core.chat import GraphChat, load_graph
 from gr_core.paths import repo_root
-from gr_core.viz import _label, graph_html
+from gr_core.viz import graph_html
 
 QUESTIONS = ["Who directed Forrest Gump?", "Which films did Tom Hanks star in?", "what genres are the films directed by Ridley Scott",
              "who wrote the screenplay of Blade Runner"]
@@ -92,7 +92,7 @@ def main() -> int:
         rec = {"question": q, "answer": turn.answer, "evidence_nodes": turn.evidence.num_nodes,
                "evidence_edges": turn.evidence.num_edges, "roles": sorted(set(turn.roles().values()))}
         for name, page in (("before", before), ("after", after)):
-            m = measure(page.replace("</body>", PROBE + "</body>", 1) if name == "before" else page,
+            m = measure(page.replace("</body>", PROBE + "</body>", 1),
                         f"chat_view_{name}" if k == 0 else f"view{k}_{name}", out if k == 0 else tmp, k == 0)
             rec[name] = m
         rows.append(rec)

@@ -205,12 +205,7 @@ def evidence_html(graph: TextualGraph, roles: dict[int, str], highlight_edges: I
                     '"smooth": {"type": "dynamic"}, "arrows": {"to": {"scaleFactor": 0.6}}}}')
     page = _BOOTSTRAP_TAGS.sub("", net.generate_html())
     legend = _legend_html({n: roles[n] for n in kept if n in roles}, len(names) - len(keep))
-    # 5 s after loading (the layout has settled), the page records where each node was drawn (bench/chat_view.py)
-    probe = ('<script>setTimeout(function () {'
-             'var d = document.createElement("pre"); d.id = "positions"; d.style.display = "none";'
-             'd.textContent = JSON.stringify(network.getPositions()); document.body.appendChild(d);}, 5000);</script>')
-    page = page.replace('<div id="mynetwork"', legend + '<div id="mynetwork"', 1)
-    return page.replace("</body>", probe + "</body>", 1)
+    return page.replace('<div id="mynetwork"', legend + '<div id="mynetwork"', 1)
 
 
 def draw_evidence(graph: TextualGraph, roles: dict[int, str], highlight_edges: Iterable[int] = (), title: str = "",

@@ -369,3 +369,24 @@ def test_triples_evidence_spells_out_names():
     g = TextualGraph(pd.DataFrame({"node_id": [0, 1, 2], "node_attr": ["The Matrix", "Lana Wachowski", "Alone"]}),
                      pd.DataFrame({"src": [0], "edge_attr": ["directed_by"], "dst": [1]}))
     assert textualize_triples(g) == "The Matrix | directed_by | Lana Wachowski\nAlone\n"
+
+
+def test_long_names_are_cut_without_eos_and_a_follow_up_may_answer_with_carried_nodes(tiny_llm_dir):
+    from gr_core.chat.ranking import score_names
+
+    chat = GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="ranked", calibrate=True)
+    turn = chat.retrieve("Who starred in The Matrix?")
+    batch = chat._prompt_batch(turn)
+    n = len(chat.llm.tokenizer("Keanu Reeves", add_special_tokens=False)["input_ids"])
+    exact, _ = score_names(chat.llm, batch, ["Keanu Reeves"], max_name_tokens=n)  # exactly the cap: EOS kept
+    assert np.isclose(exact[0], _full_log_likelihood(chat.llm, batch, "Keanu Reeves"), atol=1e-4)
+    cut, lengths = score_names(chat.llm, batch, ["Keanu Reeves"], max_name_tokens=n - 1)  # cut: no EOS term
+    assert lengths.tolist() == [n - 1] and cut[0] != exact[0]
+    with pytest.raises(ValueError, match="no token"):
+        score_names(chat.llm, batch, ["Keanu Reeves"], max_name_tokens=0)
+    first = chat.ask("Which films did Tom Hanks star in?")  # calibrated scoring runs end to end
+    assert first.mode == "ranked" and first.candidates
+    chat.history[-1].answer_nodes = [dict(zip(chat.graph.nodes.node_attr, chat.graph.nodes.node_id))["Big"]]
+    follow = chat.ask("and which of them did Penny Marshall direct?")
+    names = {c["name"] for c in follow.candidates}
+    assert follow.follow_up and "Big" in names and "Penny Marshall" not in names  # carried: allowed; named: not

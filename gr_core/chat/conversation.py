@@ -452,16 +452,20 @@ class GraphChat:
         ones (:func:`~gr_core.chat.ranking.choose`) with every candidate's score kept on the turn."""
         cfg, net = self.config, self.llm
         ev = turn.evidence
-        cands = candidate_names(ev.nodes.node_id.tolist(), ev.nodes.node_attr.tolist(), exclude=turn.linked)
+        # the entities this question names are not its answer; nodes carried from the previous turn may be (a
+        # follow-up such as "which of them won an award?" answers with some of the last answer's nodes)
+        asked = [int(self.index.node_ids[r]) for r in self.index.link(turn.question)]
+        cands = candidate_names(ev.nodes.node_id.tolist(), ev.nodes.node_attr.tolist(), exclude=asked)
         if not cands:
             turn.candidates = []
             return []
         names = [c.name for c in cands]
         scores, lengths = score_names(net, self._prompt_batch(turn), names)
         prior = score_names(net, self._prompt_batch(turn, with_evidence=False), names)[0] if cfg.calibrate else None
+        bonus = None
         if cfg.relation_prior and turn.relation_similarity is not None and "kb_edge" in ev.edges:
-            scores = scores + cfg.relation_prior * self._relation_fit(turn, cands)
-        ranked = rank_candidates(cands, scores, lengths, prior, cfg.length_norm)
+            bonus = cfg.relation_prior * self._relation_fit(turn, cands)
+        ranked = rank_candidates(cands, scores, lengths, prior, cfg.length_norm, bonus)
         turn.candidates = [c.to_dict() for c in ranked]
         turn.model = self.model_name
         return choose(ranked, cfg.max_answers, cfg.answer_margin)

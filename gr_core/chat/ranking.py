@@ -19,6 +19,7 @@ count. Both are options, measured in ``bench/chat.py``.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,17 +91,32 @@ def score_names(net, batch, names: list[str], chunk: int = 64, max_name_tokens: 
         raise ValueError("score_names scores the candidates of one prompt at a time")
     tok = net.tokenizer
     eos = net.template.eos_id
-    ids = []
+    ids, lengths = [], []
     for name in names:
-        t = tok(name, add_special_tokens=False)["input_ids"][:max_name_tokens]
-        ids.append(t + [eos] if len(t) < max_name_tokens else t)
+        full = tok(name, add_special_tokens=False)["input_ids"]
+        cut = full[:max_name_tokens]
+        ids.append(cut + ([eos] if len(full) <= max_name_tokens else []))
+        lengths.append(len(cut))
     scores = np.zeros(len(names), np.float64)
-    lengths = np.array([len(t) - (t[-1] == eos) for t in ids], np.int64)
+    lengths = np.array(lengths, np.int64)
     if not names:
         return scores, lengths
+    if any(not t for t in ids):
+        raise ValueError("score_names: a candidate name has no token (max_name_tokens must be >= 1)")
     dtype = next(net.llm.parameters()).dtype
+    packed = "flash" not in str(getattr(net.llm.config, "_attn_implementation", ""))
     with torch.inference_mode():
         cache, first, P = _prompt_cache(net, batch)
+        if not packed:  # flash attention takes no 4-D mask: one forward per name on a copy of the prompt's cache
+            for c, t in enumerate(ids):
+                scores[c] = float(first[t[0]])
+                if len(t) > 1:
+                    out = net.llm(input_ids=torch.tensor([t[:-1]], device=net.device),
+                                  past_key_values=copy.deepcopy(cache), use_cache=True,
+                                  position_ids=torch.arange(P, P + len(t) - 1, device=net.device).unsqueeze(0))
+                    logp = torch.log_softmax(out.logits[0].float(), -1)
+                    scores[c] += float(logp.gather(-1, torch.tensor(t[1:], device=logp.device).unsqueeze(-1)).sum())
+            return scores, lengths
         for start in range(0, len(ids), chunk):
             part = ids[start:start + chunk]
             for c, t in enumerate(part):
@@ -136,12 +152,15 @@ def score_names(net, batch, names: list[str], chunk: int = 64, max_name_tokens: 
 
 
 def rank_candidates(cands: list[Candidate], scores: np.ndarray, lengths: np.ndarray, prior: np.ndarray | None = None,
-                    length_norm: bool = False) -> list[Candidate]:
+                    length_norm: bool = False, bonus: np.ndarray | None = None) -> list[Candidate]:
     """The candidates with their scores, best first: log-likelihood, minus the no-evidence ``prior`` when given,
-    divided by (tokens + 1) when ``length_norm``."""
+    divided by (tokens + 1) when ``length_norm`` (nats per token then), plus ``bonus`` (C,) when given (the chat's
+    relation prior, added after the normalization so that its weight means the same with and without it)."""
     s = np.asarray(scores, np.float64) - (np.asarray(prior, np.float64) if prior is not None else 0.0)
     if length_norm:
         s = s / (np.asarray(lengths) + 1)
+    if bonus is not None:
+        s = s + np.asarray(bonus, np.float64)
     for c, v, n in zip(cands, s, lengths):
         c.score, c.tokens = float(v), int(n)
     return sorted(cands, key=lambda c: -c.score)
