@@ -93,7 +93,12 @@ def show_graph(graph: TextualGraph, out_html: str | Path | None = None, height: 
     Returns the HTML page. JupyterLab renders it only in a trusted notebook (papermill output is
     untrusted until ``jupyter trust``); the PNG from :func:`draw_graph` is the fallback.
     """
-    page = graph_html(graph, height=f"{height - 20}px", **kwargs)
+    return show_page(graph_html(graph, height=f"{height - 20}px", **kwargs), out_html, height)
+
+
+def show_page(page: str, out_html: str | Path | None = None, height: int = 440) -> str:
+    """Display a self-contained HTML page inline in its own ``<iframe srcdoc>`` box (and write it to ``out_html``);
+    outside IPython only the file is written. Returns ``page``."""
     if out_html is not None:
         atomic_write_text(out_html, page)
     try:

@@ -300,6 +300,9 @@ def test_names_are_scored_as_whole_replies_with_the_prompt_cache(tiny_llm_dir):
     expected = [_full_log_likelihood(chat.llm, batch, n) for n in names]
     assert np.allclose(scores, expected, atol=1e-4), (scores, expected)
     assert scores[0] != scores[1] and lengths.tolist() == [len(chat.llm.tokenizer(n)["input_ids"]) for n in names]
+    # the flash-attention fallback (no 4-D mask) scores one name per forward, with the same result
+    one_by_one, _ = score_names(chat.llm, batch, names, packed=False)
+    assert np.allclose(one_by_one, expected, atol=1e-4)
 
 
 def test_a_ranked_answer_is_always_a_node_of_the_evidence_and_never_the_question_entity(tiny_llm_dir):

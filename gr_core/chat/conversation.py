@@ -100,29 +100,14 @@ class Turn:
     def show(self, out_html: str | Path | None = None, height: int = 520, max_nodes: int = 30) -> str:
         """The evidence as an offline pyvis view (:func:`gr_core.viz.evidence_html`): relation labels, nodes coloured
         by role with a legend, at most ``max_nodes`` nodes."""
-        import html as html_lib
-        import warnings
-
-        from ..runs import atomic_write_text
-        from ..viz import evidence_html
+        from ..viz import evidence_html, show_page
 
         if self.evidence is None or self.evidence.num_nodes == 0:
             print(f"(no evidence: {self.note or self.status})")
             return ""
         page = evidence_html(self.evidence, self.roles(), self.cited_edges, max_nodes=max_nodes,
                              height=f"{height - 20}px")
-        if out_html is not None:
-            atomic_write_text(out_html, page)
-        try:
-            from IPython.display import HTML, display
-
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="Consider using IPython.display.IFrame")
-                display(HTML(f'<iframe srcdoc="{html_lib.escape(page)}" width="100%" height="{height}" '
-                             f'style="border:0"></iframe>'))
-        except ImportError:
-            pass
-        return page
+        return show_page(page, out_html, height)
 
     def __str__(self) -> str:
         lines = [f"Q: {self.question}", f"A: {self.answer}" if self.answer else f"A: ({self.status}) {self.note}"]

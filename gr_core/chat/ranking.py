@@ -66,7 +66,8 @@ def _prompt_cache(net, batch):
     return out.past_key_values, first, int(batch.attention_mask.shape[1])
 
 
-def score_names(net, batch, names: list[str], chunk: int = 64, max_name_tokens: int = 24) -> tuple[np.ndarray, np.ndarray]:
+def score_names(net, batch, names: list[str], chunk: int = 64, max_name_tokens: int = 24,
+                packed: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Log-likelihood of each name as the whole reply to a one-example prompt batch.
 
     The prompt is read once; then each chunk of candidates is packed into one sequence after it, every name
@@ -80,6 +81,8 @@ def score_names(net, batch, names: list[str], chunk: int = 64, max_name_tokens: 
         names: the candidate answers.
         chunk: candidates packed per forward.
         max_name_tokens: longer names are cut (their score is that of the prefix, without EOS).
+        packed: pack the names into one forward (a 4-D mask); False scores one name per forward on a copy of the
+            prompt's cache (same result); None: packed unless the LLM uses flash attention, which takes no 4-D mask.
 
     Returns:
         ``(log_likelihood (C,), tokens (C,))``: the summed log-probabilities of each name's tokens and of the EOS after
@@ -104,10 +107,11 @@ def score_names(net, batch, names: list[str], chunk: int = 64, max_name_tokens: 
     if any(not t for t in ids):
         raise ValueError("score_names: a candidate name has no token (max_name_tokens must be >= 1)")
     dtype = next(net.llm.parameters()).dtype
-    packed = "flash" not in str(getattr(net.llm.config, "_attn_implementation", ""))
+    if packed is None:
+        packed = "flash" not in str(getattr(net.llm.config, "_attn_implementation", ""))
     with torch.inference_mode():
         cache, first, P = _prompt_cache(net, batch)
-        if not packed:  # flash attention takes no 4-D mask: one forward per name on a copy of the prompt's cache
+        if not packed:
             for c, t in enumerate(ids):
                 scores[c] = float(first[t[0]])
                 if len(t) > 1:
