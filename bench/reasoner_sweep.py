@@ -52,8 +52,7 @@ def graphs(ds, indices: list[int], workers: int) -> list:
         return reasoner_dataset(ds, indices)
     import multiprocessing as mp
 
-    if hasattr(ds.question_emb, "prefetch"):  # encode the questions once, before forking
-        ds.question_emb.prefetch(indices)
+    ds.prefetch(indices, nodes=False)  # encode the questions and relations once, before forking
     _DS = ds
     with mp.get_context("fork").Pool(workers) as pool:
         return [_graph(f) for f in pool.map(_build, indices, chunksize=64)]

@@ -52,6 +52,7 @@ def cost_rows(ds, indices: list[int], key: str, tokenizer, reasoner=None, eps: f
         return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
     rows = []
+    ds.prefetch(indices)  # texts are encoded on first use: here, outside every timed method
     if reasoner is not None and indices:  # first-call setup (allocator, kernels) is not a per-question cost
         node_probabilities(reasoner, [question_data(ds, indices[0])])
     for i in progress(indices, desc=f"{key} costs"):

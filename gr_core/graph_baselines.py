@@ -73,6 +73,7 @@ def train_graph_classifier(ds, split: dict[str, list[int]], cfg: GraphClassifier
     seed_everything(seed)
     labels = sorted({ds.records[i].answers[0].strip().lower() for i in split["train"]})
     data = {}
+    ds.prefetch([i for s in ("train", "val", "test") for i in split[s]])  # every graph's texts in one batch
     for s in ("train", "val", "test"):
         ys = _label_ids(ds, split[s], labels)
         items = []

@@ -2,8 +2,9 @@
 
 :func:`load_dataset` returns a :class:`GraphQADataset`: questions, the reference or seeded
 split, the textual graph of every question, and sentence embeddings of every node, edge and
-question. Texts are collected into one table of distinct strings and each is encoded once
-(relation names and entities repeat thousands of times). The whole object is cached under
+question. Texts are collected into one table of distinct strings and each is encoded once, when a
+question that reads it is first used (relation names and entities repeat thousands of times, and
+most runs read a subset). The whole object is cached under
 ``.cache/datasets/``, keyed by the builder config, the encoder and the raw files' sha256; a
 truncated or corrupted cache file fails its checksum and is rebuilt.
 """
@@ -27,7 +28,7 @@ from .published import PAPER_STATS
 from .runs import atomic_write_bytes, config_hash, read_json, sha256_file, write_json
 from .text_encoder import EmbeddingStore, EncodeStats
 
-FORMAT_VERSION = 3  # bump when the cached layout or a builder's output changes
+FORMAT_VERSION = 4  # bump when the cached layout or a builder's output changes (4: embeddings encoded lazily)
 DATASETS = ("explagraphs", "webqsp", "webqsp_full", "metaqa", "gqa_micro", "clevr")
 KGQA = ("webqsp", "webqsp_full", "metaqa")  # answers are graph nodes, so answer coverage is defined
 
@@ -77,43 +78,47 @@ class DatasetConfig:
         return NeighbourhoodConfig(self.hops, self.max_expand_degree, self.max_nodes)
 
 
-class QuestionEmbeddings:
-    """The question embeddings of a KB dataset, encoded on first use and indexed like an array ``(num_questions, dim)``.
+class LazyEmbeddings:
+    """Sentence embeddings of a list of texts, encoded on first use and indexed like an array ``(len(texts), dim)``.
 
-    MetaQA has about 78k questions over its three hop sets and a run reads a few thousand of them (the presets'
-    subsets), so encoding them all when the dataset is built took most of notebook 01's time. Each encoded question
-    also lands in the shared :class:`~gr_core.text_encoder.EmbeddingStore`, so it is encoded once per machine; the
-    vectors are the encoder's, whatever the access order. :meth:`prefetch` encodes many in one batch.
+    A dataset's node, edge and question texts are all held this way. A run reads a few graphs of a dataset (the
+    smoke and quick subsets) or all of them once, so encoding every text when the dataset is built spent most of
+    a cold test run embedding graphs nobody read (WebQSP alone: 21k texts, about a minute on 2 cores). Each
+    encoded text lands in the shared :class:`~gr_core.text_encoder.EmbeddingStore`, so it is encoded once per
+    machine and the vectors do not depend on the access order. :meth:`prefetch` encodes many rows in one batch
+    (:meth:`GraphQADataset.prefetch` gathers a set of questions' rows).
     """
 
-    def __init__(self, questions: list[str], dim: int, encoder: str):
-        self.questions = list(questions)
+    def __init__(self, texts: list[str], dim: int, encoder: str):
+        self.texts = list(texts)
         self.encoder = encoder
-        self._rows = np.zeros((len(self.questions), dim), np.float32)
-        self._done = np.zeros(len(self.questions), bool)
-        self._store: EmbeddingStore | None = None
+        self._rows = np.zeros((len(self.texts), dim), np.float32)
+        self._done = np.zeros(len(self.texts), bool)
 
     @property
     def shape(self) -> tuple[int, int]:
         return self._rows.shape
 
     def __len__(self) -> int:
-        return len(self.questions)
+        return len(self.texts)
 
-    def prefetch(self, indices) -> None:
-        """Encode the questions at ``indices`` that are not encoded yet, in one batch."""
-        idx = np.unique(np.asarray(list(indices), dtype=np.int64))
+    def prefetch(self, indices) -> int:
+        """Encode the rows at ``indices`` that are not encoded yet, in one batch; returns how many were missing."""
+        idx = np.unique(np.asarray(list(indices) if not isinstance(indices, np.ndarray) else indices, dtype=np.int64))
         idx = idx[~self._done[idx]]
         if len(idx):
-            if self._store is None:
-                self._store = EmbeddingStore(TextEncoderConfig(model=self.encoder))
-            emb, _ = self._store.encode([self.questions[i] for i in idx], desc="encode questions")
+            store = EmbeddingStore.shared(TextEncoderConfig(model=self.encoder))
+            emb, _ = store.encode([self.texts[i] for i in idx], desc="encode texts")
             self._rows[idx], self._done[idx] = emb, True
+        return len(idx)
 
     def __getitem__(self, key):
-        if isinstance(key, (int, np.integer)):  # the hot path: one question at a time
+        if isinstance(key, (int, np.integer)):  # one question at a time
             if not self._done[key]:
                 self.prefetch([key])
+        elif isinstance(key, np.ndarray) and key.dtype.kind == "i":  # a graph's text rows
+            if not self._done[key].all():
+                self.prefetch(key)
         else:
             self.prefetch(np.atleast_1d(np.arange(len(self))[key]))
         return self._rows[key]
@@ -122,9 +127,6 @@ class QuestionEmbeddings:
         self.prefetch(range(len(self)))
         return self._rows if dtype is None else self._rows.astype(dtype)
 
-    def __getstate__(self) -> dict:
-        return {**self.__dict__, "_store": None}  # the store is reopened on demand, never pickled
-
 
 @dataclass
 class GraphQADataset:
@@ -132,7 +134,8 @@ class GraphQADataset:
 
     Shapes:
         ``text_emb``: ``(num_texts, dim)`` float32, L2-normalized, one row per distinct text.
-        ``question_emb``: ``(num_questions, dim)`` (KB datasets: a :class:`QuestionEmbeddings`, encoded on first use).
+        ``question_emb``: ``(num_questions, dim)``. Both are :class:`LazyEmbeddings`: rows are encoded on first
+        use (:meth:`prefetch` encodes a set of questions' rows in one batch).
         ``node_text_ids[i]`` / ``edge_text_ids[i]``: rows of ``text_emb`` for graph i's nodes / edges
         (stored graphs); for KB datasets ``entity_text_ids`` / ``relation_text_ids`` map KB ids instead.
     """
@@ -141,8 +144,8 @@ class GraphQADataset:
     records: list[builders.QARecord]
     split: dict[str, list[int]]
     texts: list[str]
-    text_emb: np.ndarray
-    question_emb: np.ndarray | QuestionEmbeddings
+    text_emb: LazyEmbeddings
+    question_emb: LazyEmbeddings
     graphs: list[TextualGraph] | None = None
     node_text_ids: list[np.ndarray] | None = None
     edge_text_ids: list[np.ndarray] | None = None
@@ -179,8 +182,31 @@ class GraphQADataset:
             return self.text_emb[self.node_text_ids[i]], self.text_emb[self.edge_text_ids[i]]
         graph = graph if graph is not None else self.graph(i)
         ent = self.entity_text_ids[graph.nodes.kb_id.to_numpy()]
-        rel = self.relation_text_ids[self.kg.rels[graph.edges.kb_edge.to_numpy()]]
-        return self.text_emb[ent], self.text_emb[rel]
+        return self.text_emb[ent], self.edge_embeddings(i, graph)
+
+    def edge_embeddings(self, i: int, graph: TextualGraph | None = None) -> np.ndarray:
+        """``(num_edges, dim)``: question ``i``'s edge texts alone (the reasoner reads no node text)."""
+        if self.graphs is not None:
+            return self.text_emb[self.edge_text_ids[i]]
+        graph = graph if graph is not None else self.graph(i)
+        return self.text_emb[self.relation_text_ids[self.kg.rels[graph.edges.kb_edge.to_numpy()]]]
+
+    def prefetch(self, indices, nodes: bool = True) -> int:
+        """Encode, in one batch, every text that questions ``indices`` read: the question and its graph's edge
+        texts, and with ``nodes`` its node texts (KB datasets: its neighbourhood's entities). Callers that walk
+        many questions call this first; the result is the same without it, only encoded a graph at a time.
+        Returns how many texts were encoded."""
+        indices = [int(i) for i in indices]
+        if not indices:
+            return 0
+        if self.graphs is not None:
+            rows = [self.edge_text_ids[i] for i in indices] + ([self.node_text_ids[i] for i in indices] if nodes else [])
+        else:
+            rows = [self.relation_text_ids]
+            for i in indices if nodes else []:
+                ents, _ = self.neighbourhood(i)
+                rows.append(self.entity_text_ids[np.asarray(ents, np.int64)])
+        return self.question_emb.prefetch(indices) + self.text_emb.prefetch(np.concatenate(rows))
 
     def to_pyg(self, i: int):
         """Question ``i``'s graph as a PyG ``Data`` (``x``, ``edge_index`` over row positions, ``edge_attr``)."""
@@ -277,19 +303,14 @@ def build_dataset(cfg: DatasetConfig, store: EmbeddingStore | None = None) -> Gr
         ds.entity_text_ids[needed] = table.add(kg.entities[e] for e in needed)
         ds.relation_text_ids = table.add(kg.relations)
         table.referenced += len(kg.heads) * 3 - len(needed) - len(kg.relations)  # each triple names 3 texts
-    lazy_questions = graphs is None  # KB datasets: questions encoded on first use (QuestionEmbeddings)
-    question_ids = None if lazy_questions else table.add(r.question for r in records)
     texts = list(table.ids)
-    encode_start = time.perf_counter()
-    store = store or EmbeddingStore(TextEncoderConfig(model=cfg.encoder))
-    emb, newly_encoded = store.encode(texts, desc=f"encode {cfg.name}")
-    ds.texts, ds.text_emb = texts, emb
-    ds.question_emb = (QuestionEmbeddings([r.question for r in records], emb.shape[1], cfg.encoder) if lazy_questions
-                       else emb[question_ids])
-    stats = EncodeStats(table.referenced, len(texts))
+    # Nothing is encoded here: rows are encoded when first read (LazyEmbeddings), once per machine (the store).
+    dim = (store or EmbeddingStore.shared(TextEncoderConfig(model=cfg.encoder))).dim
+    ds.texts, ds.text_emb = texts, LazyEmbeddings(texts, dim, cfg.encoder)
+    ds.question_emb = LazyEmbeddings([r.question for r in records], dim, cfg.encoder)
+    stats = EncodeStats(table.referenced, len(texts))  # graph texts; the questions are encoded on their own
     ds.meta = {"notes": notes, "texts_referenced": stats.texts_referenced, "texts_encoded": stats.texts_encoded,
-               "dedup_factor": round(stats.dedup_factor, 3), "newly_encoded": newly_encoded,
-               "encode_seconds": round(time.perf_counter() - encode_start, 2),
+               "dedup_factor": round(stats.dedup_factor, 3),
                "build_seconds": round(time.perf_counter() - start, 2), "split_sizes": {k: len(v) for k, v in split.items()}}
     return ds
 

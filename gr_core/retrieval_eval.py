@@ -33,7 +33,7 @@ def answer_in(graph: TextualGraph, answers: list[str]) -> bool:
 
 def kaping_retriever(k: int = 10, store: EmbeddingStore | None = None) -> Retriever:
     """KAPING top-k triples; triple texts are embedded through the shared store (cached per machine)."""
-    store = store or EmbeddingStore()
+    store = store or EmbeddingStore.shared()
 
     def run(ds, i, graph):
         emb, _ = store.encode(triple_texts(graph), desc="encode triples") if graph.num_edges else (None, 0)
@@ -60,6 +60,7 @@ def evaluate_retrievers(ds: GraphQADataset, indices: list[int], retrievers: dict
     if not retrievers:
         return pd.DataFrame(columns=ROW_COLUMNS)
     rows = []
+    ds.prefetch(indices)  # texts are encoded on first use: here, so that no retriever's seconds include it
     for i in progress(indices, desc=f"retrieve {ds.name}"):
         graph = ds.graph(i)
         before = _tokens(tokenizer, retrieve_none(graph).desc) if tokenizer else None

@@ -124,8 +124,30 @@ class EmbeddingStore:
         for row, text in enumerate(texts):
             self._rows.setdefault(text, (k, row))
 
+    _shared: dict = {}
+
+    @classmethod
+    def shared(cls, cfg: TextEncoderConfig | None = None) -> "EmbeddingStore":
+        """One store per cache folder and process, so that lazy embedding arrays read the shards once."""
+        from .paths import cache_root
+        from .runs import config_hash
+
+        cfg = cfg or TextEncoderConfig()
+        folder = cache_root() / "embeddings" / config_hash(encoder_identity(cfg))
+        if folder not in cls._shared or not folder.is_dir():
+            cls._shared[folder] = cls(cfg)
+        return cls._shared[folder]
+
     def __len__(self) -> int:
         return len(self._rows)
+
+    @property
+    def dim(self) -> int:
+        """The embedding width: read from a stored shard, else from the encoder."""
+        if self._shards:
+            return int(self._shards[0].shape[1])
+        enc = self.encoder
+        return int((getattr(enc, "get_embedding_dimension", None) or enc.get_sentence_embedding_dimension)())
 
     @property
     def encoder(self):

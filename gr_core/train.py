@@ -213,6 +213,8 @@ def build_examples(ds, indices: list[int], cfg: ModelConfig, store=None, desc: s
     from .retrieval_eval import kaping_retriever
 
     kaping = kaping_retriever(cfg.kaping_k, store) if cfg.graph_source == "kaping" else None
+    if cfg.gnn is not None or cfg.graph_source in ("pcst", "kaping"):  # texts are encoded on first use: one batch
+        ds.prefetch(indices, nodes=cfg.gnn is not None or cfg.graph_source == "pcst")
     out = []
     for i in progress(indices, desc=desc):
         rec = ds.records[i]

@@ -41,6 +41,9 @@ class _ToyDataset:
             self._x.append(neg)
         self.split = {"train": list(range(0, 40)), "val": list(range(40, 50)), "test": list(range(50, n))}
 
+    def prefetch(self, indices, nodes=True):
+        return 0  # the features are made in memory: nothing to encode
+
     def to_pyg(self, i):
         from torch_geometric.data import Data
 

@@ -107,19 +107,34 @@ def test_missing_raw_file_is_named(tmp_path, monkeypatch):
         load_dataset("gqa_micro")
 
 
-def test_kb_question_embeddings_are_encoded_on_first_use_and_equal_the_encoders(private_cache):
+def test_embeddings_are_encoded_on_first_use_and_equal_the_encoders(private_cache):
     import pickle
 
     from gr_core.config import EMBEDDED_TEXT_ENCODER, TextEncoderConfig
-    from gr_core.graphqa import QuestionEmbeddings
+    from gr_core.graphqa import LazyEmbeddings
     from gr_core.text_encoder import encode_texts, load_text_encoder
 
-    q = QuestionEmbeddings(["who directed Big?", "what films did Tom Hanks star in?", "when was Heat released?"],
-                           384, EMBEDDED_TEXT_ENCODER)
+    q = LazyEmbeddings(["who directed Big?", "what films did Tom Hanks star in?", "when was Heat released?"],
+                       384, EMBEDDED_TEXT_ENCODER)
     assert not q._done.any()  # nothing encoded when built
     row = q[1]
     assert q._done.tolist() == [False, True, False] and row.shape == (384,)
     q.prefetch([0, 2])
-    direct, _ = encode_texts(load_text_encoder(TextEncoderConfig(model=EMBEDDED_TEXT_ENCODER)), q.questions)
+    direct, _ = encode_texts(load_text_encoder(TextEncoderConfig(model=EMBEDDED_TEXT_ENCODER)), q.texts)
     assert np.allclose(np.asarray(q), direct, atol=1e-5) and q.shape == (3, 384)
     assert pickle.loads(pickle.dumps(q))._done.all()  # the store is not pickled, the vectors are
+
+
+@pytest.mark.data
+def test_a_dataset_encodes_only_the_graphs_that_are_read(private_cache):
+    ds = load_dataset("gqa_micro")
+    assert not ds.text_emb._done.any() and not ds.question_emb._done.any()  # building encodes nothing
+    x, edge_attr = ds.embeddings(0)
+    read = np.union1d(ds.node_text_ids[0], ds.edge_text_ids[0])
+    assert set(np.flatnonzero(ds.text_emb._done)) == set(read.tolist())
+    assert ds.prefetch([0]) == 1  # only the question was still missing
+    assert ds.prefetch([0, 1]) > 0 and ds.prefetch([0, 1]) == 0
+    again = load_dataset("gqa_micro")  # from the cache: the vectors come from the store, the same ones
+    np.testing.assert_array_equal(again.embeddings(0)[0], x)
+    np.testing.assert_array_equal(again.edge_embeddings(0), edge_attr)
+    assert np.allclose(np.linalg.norm(np.asarray(again.text_emb), axis=1), 1, atol=1e-5)

@@ -29,10 +29,11 @@ def test_a_finished_run_of_another_configuration_is_never_overwritten(tmp_path):
     from gr_core.runs import RunConflictError, check_run_identity, write_json
 
     run_dir = tmp_path / "webqsp-g_retriever-seed0"
-    old = {"train": {"lr": 1e-5, "num_epochs": 2}, "max_train": 16}
+    old = {"train": {"lr": 1e-5, "num_epochs": 2, "betas": (0.9, 0.95)}, "max_train": 16}
     assert check_run_identity(run_dir, old, "aaa") is False  # nothing there yet
     write_json(run_dir / "config.json", {"name": run_dir.name, "config_hash": "aaa", **old})
     write_json(run_dir / "metrics.json", {"config_hash": "aaa"})
     assert check_run_identity(run_dir, old, "aaa") is True  # the same configuration: reused
-    with pytest.raises(RunConflictError, match=r"config hash aaa, this one bbb.*train.lr: 1e-05 -> 0.001"):
-        check_run_identity(run_dir, {**old, "train": {"lr": 1e-3, "num_epochs": 2}}, "bbb")
+    with pytest.raises(RunConflictError, match=r"config hash aaa, this one bbb; differing: train.lr: 1e-05 -> 0.001\)"):
+        # only the field that differs is named: the tuple stored as a JSON list is the same value
+        check_run_identity(run_dir, {**old, "train": {**old["train"], "lr": 1e-3}}, "bbb")

@@ -59,7 +59,7 @@ def question_data(ds, i: int, graph=None):
     from ..data import question_nodes
 
     g = graph if graph is not None else ds.graph(i)
-    _, edge_attr = ds.embeddings(i, g)
+    edge_attr = ds.edge_embeddings(i, g)
     # one row per distinct relation text (E x 384 floats per graph would not fit for MetaQA's whole training splits)
     _, first, rel_id = np.unique(g.edges.edge_attr.astype(str).to_numpy(), return_index=True, return_inverse=True)
     ids = g.nodes.node_id.to_numpy()
@@ -202,8 +202,7 @@ def reasoner_dataset(ds, indices: list[int], desc: str = "reasoner data") -> lis
     """:func:`question_data` for each question index, with a progress bar."""
     from ..runs import progress
 
-    if hasattr(ds.question_emb, "prefetch"):  # KB datasets encode their questions on first use: in one batch here
-        ds.question_emb.prefetch(indices)
+    ds.prefetch(indices, nodes=False)  # texts are encoded on first use: the questions and relations in one batch
     return [question_data(ds, i) for i in progress(indices, desc=desc)]
 
 
