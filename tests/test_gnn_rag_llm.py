@@ -161,6 +161,12 @@ class FakeKGQA:
         rng = np.random.default_rng(i)
         return rng.normal(size=(g.num_nodes, 8)).astype(np.float32), rng.normal(size=(g.num_edges, 8)).astype(np.float32)
 
+    def edge_embeddings(self, i, g):
+        return self.embeddings(i, g)[1]
+
+    def prefetch(self, indices, nodes=True):
+        return 0  # the vectors are made in memory: nothing to encode
+
 
 @pytest.fixture(scope="module")
 def generator(tiny_llm_dir, tmp_path_factory):

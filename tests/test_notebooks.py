@@ -63,7 +63,7 @@ def test_every_notebook_ran_to_its_end_at_smoke_in_this_session(smoke_run, sessi
 
 
 def test_chat_notebook_answers_the_conversation_with_evidence_on_the_metaqa_kb(smoke_outputs):
-    record = json.loads((smoke_outputs / "00_chat" / "answers.json").read_text())
+    record = json.loads((smoke_outputs / "09_chat" / "answers.json").read_text())
     assert (record["meta"]["graph_nodes"], record["meta"]["graph_edges"]) == (43234, 133582)
     turns = record["turns"]
     assert [t["question"] for t in turns] == ["Who directed Forrest Gump?", "and who starred in it?",
@@ -74,11 +74,11 @@ def test_chat_notebook_answers_the_conversation_with_evidence_on_the_metaqa_kb(s
         assert t["evidence_triples"] and t["linked"] and isinstance(t["answer"], str) and t["answer"]
         assert any(h == "Forrest Gump" or tail == "Forrest Gump" for h, _, tail in t["evidence_triples"])
     assert not turns[3]["evidence_triples"] and "nothing in this graph" in turns[3]["note"]
-    mine = (smoke_outputs / "00_chat" / "my_kg.tsv").read_text().splitlines()
+    mine = (smoke_outputs / "09_chat" / "my_kg.tsv").read_text().splitlines()
     assert mine[0] == "head\trelation\ttail" and len(mine) == len(turns[0]["evidence_triples"]) + 1
-    html = (smoke_outputs / "00_chat" / "turn0.html").read_text()
+    html = (smoke_outputs / "09_chat" / "turn0.html").read_text()
     assert "vis-network" in html and "cdn.jsdelivr" not in html
-    assert (smoke_outputs / "00_chat" / "turn0.png").stat().st_size > 10_000
+    assert (smoke_outputs / "09_chat" / "turn0.png").stat().st_size > 10_000
 
 
 def test_quickstart_records_the_textualized_graph_and_a_scored_answer(smoke_outputs):

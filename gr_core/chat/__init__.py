@@ -17,7 +17,7 @@ file of ``head, relation, tail`` triples up to a MetaQA-sized KB), indexes it on
    hallucination study's checker (:func:`gr_core.citations.check_response`), and the answer's own entity names
    are looked up in the graph.
 
-Deviations from the paper, all documented in ``notebooks/00_chat.ipynb``: linking and the neighbourhood cut are ours
+Deviations from the paper, all documented in ``notebooks/09_chat.ipynb``: linking and the neighbourhood cut are ours
 (G-Retriever runs PCST over each question's whole stored subgraph); linked entities get the top node prize so that the
 question's own entity is never dropped by PCST; a question that names no entity and is not close to any node and
 relation of the graph
