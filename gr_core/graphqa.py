@@ -259,7 +259,8 @@ def _subset(split: dict[str, list[int]], n: int | None) -> dict[str, list[int]]:
 
 
 def build_dataset(cfg: DatasetConfig, store: EmbeddingStore | None = None) -> GraphQADataset:
-    """Build ``cfg``'s dataset from the raw files and encode its texts (no cache)."""
+    """Build ``cfg``'s dataset from the raw files (no cache). No text is encoded here (:class:`LazyEmbeddings`);
+    ``store`` only gives the embedding width."""
     start = time.perf_counter()
     if cfg.name == "explagraphs":
         records, graphs, kg, notes = builders.build_explagraphs()

@@ -164,7 +164,8 @@ def check_run_identity(run_dir: str | Path, cfg_dict: dict, cfg_hash: str) -> bo
         return True
     old = read_json(run_dir / "config.json") if (run_dir / "config.json").is_file() else {}
     # through JSON, as config.json was written: a tuple and the list it was stored as are the same value
-    old, new = _flat({k: v for k, v in old.items() if k not in ("name", "config_hash")}), _flat(json.loads(json.dumps(cfg_dict)))
+    old = _flat({k: v for k, v in old.items() if k not in ("name", "config_hash")})
+    new = _flat(json.loads(json.dumps(cfg_dict)))
     diff = [f"{k}: {old.get(k, '(absent)')!r} -> {new.get(k, '(absent)')!r}" for k in sorted(set(old) | set(new))
             if old.get(k) != new.get(k)]
     raise RunConflictError(
