@@ -1,6 +1,7 @@
 """GNN-RAG's LLM half (GNN-RAG paper §4.2-4.4; docs/method.md §3.2-3.3): evidence retrievers, the LoRA answer
 generator trained on gold shortest paths, the RoG-style relation-path retriever, retrieval augmentation, and their
-evaluation on one harness.
+evaluation on one harness. Why one module of ~550 lines: the seven retrievers, the two fine-tunes and the scoring
+share :class:`Evidence` and the token budget, and the tables compare them row by row.
 
 Every retriever turns one question into :class:`Evidence` (verbalized lines ``a -> r -> b`` / ``a <- r <- b``):
 

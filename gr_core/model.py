@@ -1,6 +1,7 @@
 """The soft-prompted LLM (GR paper §5.4, Eq. 9-12; GR code ``src/model/graph_llm.py``; docs/method.md §1.3-1.5).
 
-One module, :class:`GraphLLM`, whose parts are passed in by :class:`ModelConfig`:
+One module (~490 lines), :class:`GraphLLM`, whose parts are passed in by :class:`ModelConfig`; it stays whole because
+the token stream below is built, batched and decoded in one place:
 
 - a frozen causal LM (the embedded SmolLM2-135M-Instruct or any Hugging Face model);
 - optionally a graph encoder (:mod:`gr_core.gnn`) and a projector to the LLM's width, giving

@@ -1,5 +1,9 @@
 """Training and evaluation of one configuration: a run (GR code ``train.py``, ``inference.py``; docs/method.md §1.5).
 
+Why one module of ~670 lines: a run's life cycle (examples, the optimization loop, DDP sharding, checkpoint
+selection, scoring, the run directory) shares one :class:`RunConfig` and one directory layout, and the GR code keeps
+it in two files; cut apart, a reader would follow one run across four modules.
+
 ``run(cfg, run_dir)`` builds the examples, trains when the configuration has trainable parts, reloads
 the best checkpoint, generates on the test split and writes the run directory::
 
