@@ -248,7 +248,8 @@ def raw_checksums(name: str) -> dict[str, str]:
         if not p.is_file():
             from .paths import DataNotFoundError
 
-            raise DataNotFoundError(f"missing raw data file {p} needed by dataset {name!r}")
+            raise DataNotFoundError(f"missing raw data file {p} needed by dataset {name!r}; ./gr data --check "
+                                    f"lists what is missing and ./gr data --fetch {root} downloads it (docs/data.md)")
         st = p.stat()
         out[rel] = _sha256_cached(str(p), st.st_size, st.st_mtime_ns)
     return out

@@ -54,7 +54,8 @@ def data_root() -> Path:
     raise DataNotFoundError(
         "raw benchmark data not found; looked at: " + ", ".join(tried)
         + f". Put the shared data folder beside the repository as ../shared/data, or set {DATA_ENV} "
-        "to the folder that holds explagraphs/, webqsp/, metaqa/ and scene_graphs/."
+        "to the folder that holds explagraphs/, webqsp/, metaqa/ and scene_graphs/; to download it from its public "
+        "sources: ./gr data --fetch DIR, then set GR_DATA_DIR=DIR (docs/data.md)."
     )
 
 
@@ -68,7 +69,8 @@ def data_file(*parts: str) -> Path:
     path = root.joinpath(*parts)
     if not path.exists():
         raise DataNotFoundError(
-            f"missing raw data file {path} (data root {root}); see ../shared/data/README.md for the expected layout"
+            f"missing raw data file {path} (data root {root}); ./gr data --check names every missing or corrupt "
+            f"file and ./gr data --fetch {root} downloads them (docs/data.md)"
         )
     return path
 

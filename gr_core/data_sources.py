@@ -1,0 +1,342 @@
+"""The raw data's manifest: every file the builders read, where it came from, and how to check and fetch it.
+
+``data_manifest.json`` (beside this module) lists each raw file under the data folder (``../shared/data`` or
+``$GR_DATA_DIR``, :func:`gr_core.paths.data_root`): its dataset, size, sha256, licence, the public source it came
+from and, where a byte-identical public copy exists, the URL of that copy (a GitHub raw URL pinned to a commit).
+Some files were derived by the data's curators (a KB decoded from an id-encoded release, mini-graphs parsed from
+published predictions); they have no download of their own, and the manifest says how they were made.
+
+Command line (``./gr data ...`` runs ``python -m gr_core.data_sources ...``)::
+
+    ./gr data                      # the same as --check on the data folder
+    ./gr data --check [DIR]        # verify DIR against the manifest; exit 1 naming each missing or corrupt file
+    ./gr data --fetch DIR          # download what is missing or corrupt from the public sources, verify, keep
+                                   # only verified files; rerun to resume an interrupted download
+    ./gr data --fetch DIR --from SOURCE  # the same from a copy of a data folder (a local folder or an http(s) URL)
+    ./gr data --list               # the manifest as a table
+
+A download goes to ``<file>.part`` (resumed with an HTTP ``Range`` request when the transfer was cut) and is moved
+to its name only after its size and sha256 match the manifest; a complete response with the wrong size or hash is
+deleted, so a data folder never holds an unverified file under a manifest name.
+"""
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import shutil
+import sys
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .paths import DataNotFoundError, data_root
+from .runs import progress, sha256_file
+
+MANIFEST = Path(__file__).with_name("data_manifest.json")
+FIELDS = ("path", "dataset", "size", "sha256", "licence", "url", "source", "used_by")
+CHUNK = 1 << 16
+
+
+class ManifestError(ValueError):
+    """The manifest file is malformed (names the entry and the field)."""
+
+
+class FetchError(RuntimeError):
+    """One file could not be fetched and verified; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class RawFile:
+    """One raw file of the data folder.
+
+    Attributes:
+        path: relative to the data folder, ``/``-separated (``metaqa/kb.txt``).
+        dataset: the dataset folder it belongs to.
+        size: bytes; sha256: hex digest of the bytes.
+        licence: the licence it is distributed under (the licence files sit beside the data).
+        url: a byte-identical public copy, pinned to a commit; None when the file was derived (see ``source``).
+        source: provenance in words: ``owner/repo @ commit path``, or how the file was derived from such sources.
+        used_by: what reads it (dataset builders by name, ``metrics check``, ``tests``, ``licence``).
+    """
+
+    path: str
+    dataset: str
+    size: int
+    sha256: str
+    licence: str
+    url: str | None
+    source: str
+    used_by: tuple[str, ...] = ()
+
+
+def load_manifest(path: str | Path | None = None) -> list[RawFile]:
+    """Read and validate the manifest.
+
+    Raises:
+        ManifestError: naming the file, the entry (by index and path) and the field that is wrong.
+    """
+    path = Path(path or MANIFEST)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ManifestError(f"{path}: not valid JSON (line {err.lineno}: {err.msg})") from err
+    entries = raw.get("files") if isinstance(raw, dict) else None
+    if not isinstance(entries, list):
+        raise ManifestError(f"{path}: expected an object with a 'files' list")
+    out, seen = [], set()
+    for i, e in enumerate(entries):
+        where = f"{path}: files[{i}]" + (f" ({e.get('path')})" if isinstance(e, dict) and e.get("path") else "")
+        if not isinstance(e, dict):
+            raise ManifestError(f"{where}: expected an object")
+        missing = [f for f in FIELDS if f not in e]
+        if missing:
+            raise ManifestError(f"{where}: missing field(s) {', '.join(missing)}")
+        if not isinstance(e["size"], int) or e["size"] < 0:
+            raise ManifestError(f"{where}: field 'size' must be a non-negative integer, got {e['size']!r}")
+        sha = e["sha256"]
+        if not (isinstance(sha, str) and len(sha) == 64 and all(c in "0123456789abcdef" for c in sha)):
+            raise ManifestError(f"{where}: field 'sha256' must be 64 lower-case hex digits, got {sha!r}")
+        rel = e["path"]
+        if not isinstance(rel, str) or not rel or rel.startswith("/") or ".." in rel.split("/"):
+            raise ManifestError(f"{where}: field 'path' must be a relative path inside the data folder, got {rel!r}")
+        if rel in seen:
+            raise ManifestError(f"{where}: path listed twice")
+        seen.add(rel)
+        if e["url"] is not None and not str(e["url"]).startswith(("https://", "http://")):
+            raise ManifestError(f"{where}: field 'url' must be an http(s) URL or null, got {e['url']!r}")
+        out.append(RawFile(rel, e["dataset"], e["size"], sha, e["licence"], e["url"], e["source"],
+                           tuple(e["used_by"])))
+    return out
+
+
+# ---------------------------------------------------------------------- check
+@dataclass(frozen=True)
+class Problem:
+    """A file of the manifest that is missing or differs from it, with what to do about it."""
+
+    path: str
+    kind: str  # "missing" | "size" | "sha256"
+    detail: str
+    remedy: str
+
+    def __str__(self) -> str:
+        return f"{self.kind:8s} {self.path}: {self.detail}. {self.remedy}"
+
+
+def _remedy(f: RawFile, root: Path) -> str:
+    if f.url:
+        return f"Fix: ./gr data --fetch {root} (downloads {f.url})"
+    return (f"It has no public download of its own ({f.source}); fix: ./gr data --fetch {root} --from SOURCE, "
+            "where SOURCE is a complete copy of the data folder (a folder or an http(s) URL)")
+
+
+def check_file(f: RawFile, root: Path) -> Problem | None:
+    """``None`` when ``root / f.path`` has the manifest's size and sha256, else the :class:`Problem`."""
+    p = root / f.path
+    if not p.is_file():
+        return Problem(f.path, "missing", f"not found under {root}", _remedy(f, root))
+    size = p.stat().st_size
+    if size != f.size:
+        return Problem(f.path, "size", f"{size:,} bytes, expected {f.size:,} (truncated or a different version)",
+                       _remedy(f, root))
+    digest = sha256_file(p)
+    if digest != f.sha256:
+        return Problem(f.path, "sha256", f"sha256 {digest[:12]}..., expected {f.sha256[:12]}... (corrupt or "
+                       "a different version)", _remedy(f, root))
+    return None
+
+
+def check(root: str | Path | None = None, files: list[RawFile] | None = None) -> list[Problem]:
+    """Every manifest file under ``root`` (default :func:`data_root`) checked by size and sha256.
+
+    Returns:
+        the problems, in manifest order; empty when the folder matches. Files not in the manifest are ignored.
+    """
+    root = Path(root) if root is not None else data_root()
+    files = load_manifest() if files is None else files
+    return [p for f in files if (p := check_file(f, root)) is not None]
+
+
+# ---------------------------------------------------------------------- fetch
+@dataclass
+class FetchReport:
+    """What :func:`fetch` did, per manifest path."""
+
+    root: Path
+    already: list[str] = field(default_factory=list)  # present and verified before
+    fetched: list[str] = field(default_factory=list)  # downloaded (or copied) and verified
+    failed: dict[str, str] = field(default_factory=dict)  # path -> why, and what to do
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+def _source_of(f: RawFile, source: str | None) -> str | None:
+    """The URL or local path to read ``f`` from: ``source`` + its path when a copy is given, else its own URL."""
+    if source is None:
+        return f.url
+    if source.startswith(("http://", "https://")):
+        return source.rstrip("/") + "/" + f.path
+    return str(Path(source) / f.path)
+
+
+def _verify_and_place(part: Path, dest: Path, f: RawFile, origin: str) -> None:
+    size = part.stat().st_size
+    if size != f.size:
+        part.unlink()
+        raise FetchError(f"{f.path}: {origin} gave {size:,} bytes, expected {f.size:,}; rejected, nothing kept "
+                         "(the source is truncated or a different version)")
+    digest = sha256_file(part)
+    if digest != f.sha256:
+        part.unlink()
+        raise FetchError(f"{f.path}: {origin} gave sha256 {digest[:12]}..., expected {f.sha256[:12]}...; "
+                         "rejected, nothing kept (the source changed or the transfer was corrupted)")
+    os.replace(part, dest)
+
+
+def _download(url: str, part: Path, f: RawFile, timeout: float, show: bool) -> None:
+    """Append ``url``'s bytes to ``part``, resuming from its current size with a ``Range`` request."""
+    have = part.stat().st_size if part.exists() else 0
+    if have >= f.size:  # a complete or oversized leftover: verify it as it is, or start again
+        if have == f.size:
+            return
+        part.unlink()
+        have = 0
+    headers = {"User-Agent": "gr-core-data"}
+    if have:
+        headers["Range"] = f"bytes={have}-"
+    req = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            if have and resp.status != 206:  # the server ignored the range: start over
+                have = 0
+            mode = "ab" if have else "wb"
+            announced = resp.headers.get("Content-Length")
+            received = 0
+            bar = progress(total=f.size, initial=have, unit="B", unit_scale=True, desc=f.path, disable=not show,
+                           leave=False)
+            try:
+                with open(part, mode) as fh:
+                    while block := resp.read(CHUNK):
+                        fh.write(block)
+                        received += len(block)
+                        bar.update(len(block))
+            finally:
+                bar.close()
+            # http.client returns b"" when the connection closes early instead of raising: compare with the header
+            if announced is not None and received < int(announced):
+                raise ConnectionError(f"connection closed after {received:,} of {int(announced):,} announced bytes")
+    except urllib.error.HTTPError as err:
+        raise FetchError(f"{f.path}: {url} answered HTTP {err.code} {err.reason}") from err
+    except (http.client.IncompleteRead, ConnectionError, TimeoutError, urllib.error.URLError, OSError) as err:
+        got = part.stat().st_size if part.exists() else 0
+        raise FetchError(f"{f.path}: transfer from {url} cut after {got:,} of {f.size:,} bytes ({err}); the part "
+                         f"is kept as {part.name}: run the same command again to resume") from err
+
+
+def fetch_file(f: RawFile, root: Path, source: str | None = None, timeout: float = 60.0,
+               show: bool = True) -> None:
+    """Download (or copy) one file into ``root``, verify it, and move it to its name.
+
+    Raises:
+        FetchError: no source, an HTTP error, an interrupted transfer (the ``.part`` stays for a resume), or a
+            complete transfer with the wrong size or hash (nothing stays).
+    """
+    origin = _source_of(f, source)
+    if origin is None:
+        raise FetchError(f"{f.path}: no public download of this exact file ({f.source}); pass --from SOURCE, a "
+                         "complete copy of the data folder (a folder or an http(s) URL)")
+    dest = root / f.path
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(dest.name + ".part")
+    if origin.startswith(("http://", "https://")):
+        _download(origin, part, f, timeout, show)
+    else:
+        if not Path(origin).is_file():
+            raise FetchError(f"{f.path}: not found in the copy {source} (looked for {origin})")
+        shutil.copyfile(origin, part)
+    _verify_and_place(part, dest, f, origin)
+
+
+def fetch(root: str | Path, source: str | None = None, files: list[RawFile] | None = None,
+          timeout: float = 60.0, show: bool = True) -> FetchReport:
+    """Make ``root`` match the manifest: verify what is there, fetch what is missing or differs.
+
+    A file that fails is reported and the others go on; nothing unverified is left under a manifest name.
+    """
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    files = load_manifest() if files is None else files
+    report = FetchReport(root)
+    for f in progress(files, desc="data files", unit="file", disable=not show):
+        if check_file(f, root) is None:
+            report.already.append(f.path)
+            continue
+        try:
+            fetch_file(f, root, source, timeout, show)
+            report.fetched.append(f.path)
+        except FetchError as err:
+            report.failed[f.path] = str(err)
+    return report
+
+
+# ---------------------------------------------------------------------- command line
+def _table(files: list[RawFile]) -> str:
+    lines = [f"{'path':62s} {'size':>11s}  {'licence':28s} source"]
+    for f in files:
+        lines.append(f"{f.path:62s} {f.size:>11,d}  {f.licence[:28]:28s} {f.url or f.source}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``./gr data``: exit 0 when the folder matches the manifest, 1 when a file is missing or wrong, 2 on usage."""
+    ap = argparse.ArgumentParser(prog="./gr data", description=__doc__.split("\n\n")[0])
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--check", nargs="?", const="", metavar="DIR", help="verify DIR (default: the data folder)")
+    mode.add_argument("--fetch", metavar="DIR", help="download missing or corrupt files into DIR and verify them")
+    mode.add_argument("--list", action="store_true", help="print the manifest")
+    ap.add_argument("--from", dest="source", metavar="SOURCE",
+                    help="with --fetch: a complete copy of the data folder (folder or http(s) URL) to read from")
+    ap.add_argument("--manifest", help="another manifest file (default: the one shipped with gr_core)")
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds per HTTP request (default 60)")
+    args = ap.parse_args(argv)
+    if args.source and args.fetch is None:
+        ap.error("--from needs --fetch DIR")
+    try:
+        files = load_manifest(args.manifest)
+    except (OSError, ManifestError) as err:
+        print(f"gr data: {err}", file=sys.stderr)
+        return 2
+    total = sum(f.size for f in files)
+    if args.list:
+        print(_table(files))
+        print(f"{len(files)} files, {total / 1e6:.1f} MB; {sum(f.url is None for f in files)} derived (no download)")
+        return 0
+    if args.fetch is not None:
+        report = fetch(args.fetch, args.source, files, args.timeout)
+        print(f"gr data: {report.root}: {len(report.fetched)} fetched, {len(report.already)} already verified, "
+              f"{len(report.failed)} failed")
+        for why in report.failed.values():
+            print(f"  {why}")
+        return 0 if report.ok else 1
+    try:
+        root = Path(args.check) if args.check else data_root()
+    except DataNotFoundError as err:
+        print(f"gr data: {err}", file=sys.stderr)
+        return 1
+    problems = check(root, files)
+    if not problems:
+        print(f"gr data: {root}: all {len(files)} files match the manifest ({total / 1e6:.1f} MB, sha256 checked)")
+        return 0
+    print(f"gr data: {root}: {len(problems)} of {len(files)} files missing or corrupt:")
+    for p in problems:
+        print(f"  {p}")
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
