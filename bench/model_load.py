@@ -7,32 +7,39 @@ package's README and most notebooks do); ours dequantizes once and reloads a pla
 """
 from common import summarize, timed, write_result  # noqa: I001
 
-from gr_core.llm import embedded_gguf_path, embedded_llm_dir, load_llm
+from gr_core.config import LLMConfig
+from gr_core.llm import EMBEDDED_LLMS, embedded_gguf_path, embedded_llm_dir, load_llm, unavailable
 from gr_core.text_encoder import load_text_encoder
 
 REPEATS = 3
 
 
-def gguf_load():
+def gguf_load(name: str = "smollm2-135m-instruct"):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    gguf = embedded_gguf_path()
+    gguf = embedded_gguf_path(name)
     AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     return AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
 
 
 def main() -> None:
-    embedded_llm_dir()  # build the cache once, outside the timings
-    gguf = [timed(gguf_load)[1] for _ in range(REPEATS)]
-    cached = [timed(load_llm)[1] for _ in range(REPEATS)]
+    llms = {}
+    for name in EMBEDDED_LLMS:  # every embedded LLM that is installed (Gemma 3 270M: the optional gemma extra)
+        if unavailable(f"embedded:{name}"):
+            continue
+        embedded_llm_dir(name=name)  # build the cache once, outside the timings
+        gguf = [timed(gguf_load, name)[1] for _ in range(REPEATS)]
+        cached = [timed(load_llm, LLMConfig(model=f"embedded:{name}"))[1] for _ in range(REPEATS)]
+        llms[name] = {"peer_gguf_load": summarize(gguf), "ours_cached_load": summarize(cached),
+                      "speedup": summarize(gguf)["median_s"] / summarize(cached)["median_s"]}
     encoder = [timed(load_text_encoder)[1] for _ in range(REPEATS)]
-    result = {"peer_gguf_load": summarize(gguf), "ours_cached_load": summarize(cached),
-              "speedup": summarize(gguf)["median_s"] / summarize(cached)["median_s"],
-              "text_encoder_load": summarize(encoder), "repeats": REPEATS}
+    result = {**llms["smollm2-135m-instruct"], "llms": llms, "text_encoder_load": summarize(encoder),
+              "repeats": REPEATS}
     path = write_result("model_load", result)
-    print(f"LLM load: GGUF every time {result['peer_gguf_load']['median_s']:.2f} s, cached fp32 dir "
-          f"{result['ours_cached_load']['median_s']:.2f} s ({result['speedup']:.0f}x); sentence encoder "
-          f"{result['text_encoder_load']['median_s']:.2f} s  -> {path}")
+    for name, r in llms.items():
+        print(f"{name} load: GGUF every time {r['peer_gguf_load']['median_s']:.2f} s, cached fp32 dir "
+              f"{r['ours_cached_load']['median_s']:.2f} s ({r['speedup']:.0f}x)")
+    print(f"sentence encoder {result['text_encoder_load']['median_s']:.2f} s  -> {path}")
 
 
 if __name__ == "__main__":

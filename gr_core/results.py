@@ -237,3 +237,42 @@ def k_sweep_table(runs_dir: str | Path, names: list[str]) -> pd.DataFrame:
     if len(out) and out.best_val_loss.notna().any():
         out["chosen"] = out.best_val_loss == out.best_val_loss.min()
     return out
+
+
+def table8(runs_dir: str | Path, rows: list[tuple[str, str | None]], dataset: str) -> pd.DataFrame:
+    """GR Table 8 (LLM size): G-Retriever with each LLM on the same test questions, the first row the reference.
+
+    Args:
+        rows: ``(llm, run name or None)`` in order; None when that LLM could not run (its ``note`` says why).
+    Returns:
+        one row per LLM: ``score`` with ``n_test`` and its Wilson interval, and against the first LLM's run on the
+        same questions ``diff`` and ``p_vs_first`` (exact McNemar for accuracy / Hit; runs on different questions
+        are not compared).
+    """
+    from .published import PAPER_TABLE8
+
+    out, first = [], None
+    for llm, name in rows:
+        rec = {"dataset": dataset, "llm": llm, "run": name, "score": None, "n_test": None, "ci_low": None,
+               "ci_high": None, "diff": None, "p_vs_first": None, "note": ""}
+        metrics = Path(runs_dir) / name / "metrics.json" if name else None
+        if metrics is None or not metrics.is_file():
+            rec["note"] = "not run" if name is None else f"no finished run {name}"
+        else:
+            m = read_json(metrics)
+            rec["score"], rec["n_test"] = float(m["score"]), int(m["num_test"])
+            rec["ci_low"], rec["ci_high"] = score_interval(dataset, rec["score"], rec["n_test"])
+            if first is None:
+                first = name
+            else:
+                pair = paired(runs_dir, name, first)
+                if pair.get("note"):
+                    rec["note"] = pair["note"]
+                else:
+                    scale = 100.0 if METRIC_NAME.get(dataset, "").endswith("(%)") else 1.0
+                    rec["diff"] = round(pair["diff"] * scale, 4)
+                    rec["p_vs_first"] = float(f"{pair['p']:.4g}")
+        out.append(rec)
+    table = pd.DataFrame(out)
+    table.attrs["paper"] = PAPER_TABLE8
+    return table

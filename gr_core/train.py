@@ -160,37 +160,45 @@ def make_run_config(dataset: str, method: str, seed: int = 0, llm: LLMConfig | N
 # ---------------------------------------------------------------------- distributed helpers
 @dataclass
 class Dist:
+    """This process's place in data-parallel training. ``ddp``: a process group was joined and the model is wrapped
+    in DistributedDataParallel (always when ``world`` > 1; with one process only under ``GR_DDP=1``)."""
+
     rank: int = 0
     world: int = 1
     local_rank: int = 0
+    ddp: bool = False
 
     @property
     def main(self) -> bool:
         return self.rank == 0
 
     def all_sum(self, *values: float) -> list[float]:
-        """Sum scalars over processes (identity on one process)."""
-        if self.world == 1:
+        """Sum scalars over processes (identity without a process group)."""
+        if not self.ddp:
             return list(values)
         t = torch.tensor(values, dtype=torch.float64)
         torch.distributed.all_reduce(t)
         return t.tolist()
 
     def barrier(self) -> None:
-        if self.world > 1:
+        if self.ddp:
             torch.distributed.barrier()
 
 
 def init_distributed() -> Dist:
-    """Join the process group torchrun set up (``WORLD_SIZE`` > 1), else a single process."""
+    """Join the process group torchrun set up (``WORLD_SIZE`` > 1), else a single process.
+
+    ``GR_DDP=1`` under ``torchrun --nproc_per_node 1`` joins a group of one and still wraps the model in DDP: the
+    only way to exercise the NCCL path on a one-GPU machine (NCCL refuses two ranks on one device).
+    """
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world == 1:
+    if world == 1 and not (os.environ.get("GR_DDP") == "1" and "MASTER_ADDR" in os.environ):
         return Dist()
     import torch.distributed as dist
 
     if not dist.is_initialized():
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    return Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+    return Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")), ddp=True)
 
 
 # ---------------------------------------------------------------------- examples
@@ -346,7 +354,7 @@ def fit(model: GraphLLM, train: list[Example], val: list[Example], cfg: TrainCon
     if not train:
         raise ValueError("fit: no training examples (does the dataset have a train split? webqsp_full is test-only)")
     module = model
-    if dist.world > 1:
+    if dist.ddp:
         from torch.nn.parallel import DistributedDataParallel
 
         if model.device.type == "cuda":  # BatchNorm statistics over the global batch, as on one process
@@ -454,7 +462,7 @@ def run(cfg: RunConfig, run_dir: str | Path, ds=None, force: bool = False, on_ep
         return read_json(done)
     dist = init_distributed()
     model_cfg = cfg.model
-    if dist.world > 1 and torch.cuda.is_available():
+    if dist.ddp and torch.cuda.is_available():
         model_cfg = replace(model_cfg, llm=replace(model_cfg.llm, device=f"cuda:{dist.local_rank}"))
     seed_everything(cfg.seed)
     if ds is None:
@@ -668,7 +676,7 @@ def main(argv: list[str] | None = None) -> int:
     metrics = run(RunConfig.from_dict(raw), args.run_dir, force=args.force)
     if metrics:
         print(json.dumps({k: metrics[k] for k in ("name", "score", "num_test", "epochs_run") if k in metrics}))
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and torch.distributed.is_initialized():
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
     return 0
 

