@@ -157,7 +157,7 @@ def retrieval_study(chat: GraphChat, qs: list[dict], tokenizer) -> tuple[dict, l
 
 
 def _mode(mode: str, fmt: str, prior: float = 0.0, **extra) -> dict:
-    return {"answer_mode": mode, "evidence_format": fmt, "relation_prior": prior, "calibrate": False,
+    return {"retriever": "pcst", "answer_mode": mode, "evidence_format": fmt, "relation_prior": prior, "calibrate": False,
             "length_norm": False, **extra}
 
 
@@ -218,7 +218,7 @@ def answer_mode_study(qs: list[dict]) -> tuple[list[dict], list[dict], dict]:
 
     records, per_question = [], {}
     kb, kind, _ = load_graph("metaqa")
-    chat = GraphChat(kb, model="zero_shot", kind=kind)
+    chat = GraphChat(kb, model="zero_shot", kind=kind, retriever="pcst")
     base = chat.config
     chat.ask(qs[0]["question"])  # warm-up: the encoder and the LLM load outside the timed turns
     for label, over in MODE_SETTINGS.items():
@@ -228,15 +228,6 @@ def answer_mode_study(qs: list[dict]) -> tuple[list[dict], list[dict], dict]:
         per_question[("metaqa", label)] = rows
         print(f"  metaqa {label}: Hit {records[-1]['hit']:.3f} Hit@1 {records[-1]['hit1']:.3f} "
               f"in evidence {records[-1]['in_evidence']:.3f} turn {records[-1]['turn_median_s']:.2f} s", flush=True)
-    reasoner = find_reasoner()
-    if reasoner is not None:
-        gnn = GraphChat(kb, model="zero_shot", kind=kind, retriever="gnn", reasoner=reasoner, answer_mode="reasoner")
-        gnn.retrieve(qs[0]["question"])
-        rows = [ask_alone(gnn, q) for q in qs]
-        label = f"reasoner ({Path(reasoner).parent.parent.parent.name}/{Path(reasoner).stem})"
-        records.append(mode_record("metaqa", label, rows))
-        per_question[("metaqa", label)] = rows
-        del gnn
     llm = chat.llm
     held_out = {}
     full = load_dataset("webqsp_full")
@@ -253,7 +244,7 @@ def answer_mode_study(qs: list[dict]) -> tuple[list[dict], list[dict], dict]:
         rows = {label: [] for label in HELD_OUT_MODES}
         for spec, q in items:
             g, k, _ = load_graph(spec)
-            c = GraphChat(g, model="zero_shot", kind=k)
+            c = GraphChat(g, model="zero_shot", kind=k, retriever="pcst")
             c._llm, c.model_name = llm, chat.model_name
             base_c = c.config
             for label in HELD_OUT_MODES:
@@ -276,8 +267,71 @@ def answer_mode_study(qs: list[dict]) -> tuple[list[dict], list[dict], dict]:
     return records, tests, {f"{g} / {m}": rows for (g, m), rows in per_question.items()}
 
 
+REASONER_MODES = {  # label suffix: ChatConfig overrides with retriever="gnn"
+    "reasoner": {"retriever": "gnn", "answer_mode": "reasoner"},
+    "ranked over its paths": {**MODE_SETTINGS[CHOSEN], "retriever": "gnn"},
+}
+
+
+def reasoner_mode_study(qs: list[dict], result: dict) -> tuple[list[dict], list[dict], dict]:
+    """The GNN-RAG modes on the MetaQA sample with the reasoner :func:`find_reasoner` finds (the chat's own,
+    ``python -m gr_core.gnn_rag --chat``, when it exists): its candidates as the answer, and the LLM ranking the nodes
+    of its paths; each paired (exact McNemar on Hit) with the default mode's rows already in ``result``."""
+    from gr_core.stats import compare
+
+    reasoner = find_reasoner()
+    if reasoner is None:
+        raise SystemExit("no saved reasoner: run python -m gr_core.gnn_rag --chat ... first (docs/chat.md)")
+    name = f"{Path(reasoner).parent.parent.name}/{Path(reasoner).stem}" if Path(reasoner).stem == "metaqa-chat" else \
+        f"{Path(reasoner).parent.parent.parent.name}/{Path(reasoner).stem}"
+    kb, kind, _ = load_graph("metaqa")
+    chat = GraphChat(kb, model="zero_shot", kind=kind, retriever="gnn", reasoner=reasoner)
+    base = chat.config
+    chat.ask(qs[0]["question"])  # warm-up
+    records, rows_by_label, tests = [], {}, []
+    default_rows = result.get("answer_mode_questions", {}).get(f"metaqa / {CHOSEN}")
+    for suffix, over in REASONER_MODES.items():
+        from dataclasses import replace
+
+        chat.config = replace(base, **over)
+        rows = [ask_alone(chat, q) for q in qs]
+        label = f"GNN-RAG reasoner ({name}), {suffix}"
+        rec = mode_record("metaqa", label, rows)
+        rec["hit_by_hop"] = {f"{h}-hop": float(np.mean([r["hit"] for r, q in zip(rows, qs) if q["hop"] == h]))
+                             for h in (1, 2, 3)}
+        records.append(rec)
+        rows_by_label[f"metaqa / {label}"] = rows
+        print(f"  metaqa {label}: Hit {rec['hit']:.3f} Hit@1 {rec['hit1']:.3f} in evidence {rec['in_evidence']:.3f} "
+              f"by hop {rec['hit_by_hop']} turn {rec['turn_median_s']:.2f} s", flush=True)
+        if default_rows and [r["question"] for r in default_rows] == [q["question"] for q in qs]:
+            res = compare([r["hit"] for r in rows], [r["hit"] for r in default_rows])
+            tests.append({"graph": "metaqa", "a": label, "b": CHOSEN, "n": len(rows),
+                          "hit_a": rec["hit"], "hit_b": float(np.mean([r["hit"] for r in default_rows])), **res})
+    return records, tests, rows_by_label
+
+
 def main() -> None:
     torch.set_num_threads(min(2, os.cpu_count() or 1))
+    if "--reasoner-modes" in sys.argv[1:]:  # the GNN-RAG modes alone, replacing their earlier records
+        from gr_core.paths import repo_root
+        from gr_core.runs import read_json
+
+        path = repo_root() / "outputs" / "bench" / "chat.json"
+        result = read_json(path)
+        records, tests, rows = reasoner_mode_study(metaqa_questions(), result)
+        labels = {r["mode"] for r in records}
+        result["answer_modes"] = [r for r in result["answer_modes"] if r["mode"] not in labels] + records
+        result["answer_mode_tests"] = [t for t in result["answer_mode_tests"] if t["a"] not in labels] + tests
+        result["answer_mode_questions"] = result["answer_mode_questions"] | rows
+        # the other records keep the provenance (machine, versions, command) of the run that measured them
+        from common import machine, package_versions
+        from gr_core.runs import write_json
+
+        result["reasoner_modes_provenance"] = {"machine": machine(), "versions": package_versions(),
+                                               "command": "python bench/chat.py --reasoner-modes"}
+        write_json(path, result)
+        print("wrote", path)
+        return
     if "--answer-modes" in sys.argv[1:]:
         from gr_core.runs import read_json
         from gr_core.paths import repo_root
@@ -301,7 +355,7 @@ def main() -> None:
 
     rec = load_dataset("webqsp_full").records[0]
     cold = cold_index_seconds(spec)
-    small = GraphChat(graph, model="zero_shot", kind=kind)
+    small = GraphChat(graph, model="zero_shot", kind=kind, retriever="pcst")
     t = time.perf_counter()
     ChatIndex.build(graph)
     cached = time.perf_counter() - t
@@ -333,7 +387,7 @@ def main() -> None:
     t = time.perf_counter()
     kb, kind, _ = load_graph("metaqa")
     parse = time.perf_counter() - t
-    chat = GraphChat(kb, model="zero_shot", kind=kind)
+    chat = GraphChat(kb, model="zero_shot", kind=kind, retriever="pcst")
     cached = chat.index.seconds
     tok = load_tokenizer()
     qs = metaqa_questions()
@@ -387,7 +441,7 @@ def main() -> None:
         answers.append(answer_timing(chat, answer_qs))
     ckpt = find_checkpoint("kg", llm_model="embedded:smollm2-135m-instruct")
     if ckpt is not None:
-        trained = GraphChat(kb, model=str(ckpt), kind="kg")
+        trained = GraphChat(kb, model=str(ckpt), kind="kg", retriever="pcst")
         for cite in (False, True):
             trained.config = replace(trained.config, cite=cite)
             answers.append(answer_timing(trained, answer_qs))

@@ -79,7 +79,7 @@ def main() -> int:
         print("chromium is not installed (apt-get install chromium): nothing measured", file=sys.stderr)
         return 2
     kb, kind, _ = load_graph("metaqa")
-    chat = GraphChat(kb, model="zero_shot", kind=kind)
+    chat = GraphChat(kb, model="zero_shot", kind=kind, retriever="pcst")
     out = repo_root() / "outputs" / "bench"
     tmp = Path(tempfile.mkdtemp())
     rows = []

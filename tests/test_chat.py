@@ -109,6 +109,15 @@ def test_a_graph_without_nodes_is_refused():
 
 
 # ---------------------------------------------------------------------- conversations (a tiny random LLM: mechanics, not quality)
+@pytest.fixture(scope="module", autouse=True)
+def no_saved_reasoners(tmp_path_factory):
+    """The chat's retriever="auto" takes a reasoner saved under outputs/ that knows the graph's relations (this
+    module's movie graph uses MetaQA's), so these tests read an empty outputs folder unless they set their own."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GR_OUTPUTS_DIR", str(tmp_path_factory.mktemp("no_outputs")))
+        yield
+
+
 @pytest.fixture(scope="module")
 def chat(tiny_llm_dir):
     return GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, max_new_tokens=8)
@@ -206,6 +215,9 @@ def test_gnn_retriever_needs_a_reasoner_and_uses_a_saved_one(tmp_path, tiny_llm_
     saved = save_reasoner(ReaRev(384, ReasonerConfig(entity_dim=8)), tmp_path / "quick" / "04_gnn_rag" / "reasoners" /
                           "webqsp.pt")
     assert find_reasoner(tmp_path) == saved
+    chat_own = save_reasoner(ReaRev(384, ReasonerConfig(entity_dim=8)),
+                             tmp_path / "studies" / "chat_reasoner" / "metaqa-chat.pt")
+    assert find_reasoner(tmp_path) == chat_own  # the chat's own reasoner comes before notebook 04's
     with pytest.raises(ValueError, match="reads 16-d text embeddings"):
         GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, retriever="gnn", reasoner=ReaRev(16))
     chat = GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, retriever="gnn", reasoner=path, max_new_tokens=4)
@@ -213,6 +225,30 @@ def test_gnn_retriever_needs_a_reasoner_and_uses_a_saved_one(tmp_path, tiny_llm_
     assert turn.status == "answered" and turn.paths and "gnn" in turn.timings
     assert all(line.startswith("The Matrix") for line in turn.paths)
     assert "The Matrix" in set(turn.evidence.nodes.node_attr)
+
+
+def test_auto_retriever_takes_a_reasoner_only_when_it_knows_the_graphs_relations(tmp_path, tiny_llm_dir, monkeypatch):
+    import torch
+
+    from gr_core.chat import find_reasoner
+    from gr_core.gnn_rag import ReaRev, ReasonerConfig, save_reasoner
+
+    monkeypatch.setenv("GR_OUTPUTS_DIR", str(tmp_path))
+    assert GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir).config.retriever == "pcst"  # none saved
+    with pytest.raises(ValueError, match="answer_mode='reasoner' needs a trained reasoner"):
+        GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="reasoner")
+    torch.manual_seed(0)
+    path = tmp_path / "studies" / "chat_reasoner" / "metaqa-chat.pt"
+    save_reasoner(ReaRev(384, ReasonerConfig(entity_dim=8)), path, {"relations": ["directed_by", "has_genre"]})
+    relations = sorted({r for _, r, _ in MOVIES})
+    assert find_reasoner(tmp_path) == path and find_reasoner(tmp_path, relations=relations) is None
+    assert GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir).config.retriever == "pcst"  # unknown relations
+    save_reasoner(ReaRev(384, ReasonerConfig(entity_dim=8)), path, {"relations": relations + ["written_by"]})
+    chat = GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, max_new_tokens=4)
+    assert chat.config.retriever == "gnn" and chat.reasoner_path == str(path)
+    turn = chat.ask("Who directed The Matrix?")
+    assert turn.status == "answered" and "gnn" in turn.timings and turn.paths
+    assert GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, retriever="pcst").config.retriever == "pcst"
 
 
 @pytest.mark.data
@@ -356,7 +392,7 @@ def test_answer_modes_and_evidence_formats_are_checked():
     with pytest.raises(ValueError, match="answer_mode"):
         ChatConfig(answer_mode="beam")
     with pytest.raises(ValueError, match="needs retriever='gnn'"):
-        ChatConfig(answer_mode="reasoner")
+        ChatConfig(answer_mode="reasoner", retriever="pcst")
     with pytest.raises(ValueError, match="evidence_format"):
         ChatConfig(evidence_format="xml")
     assert ChatConfig().mode == "ranked" and ChatConfig(kind="scene").mode == "free"

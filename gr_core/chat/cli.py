@@ -21,11 +21,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="auto", help="auto | zero_shot | a training run directory (default auto)")
     parser.add_argument("--llm", default="embedded:smollm2-135m-instruct", help="LLM (embedded or a HF path)")
     parser.add_argument("--kind", choices=KINDS, help="kind of graph (default: kg for files)")
-    parser.add_argument("--retriever", choices=("pcst", "gnn"), default="pcst")
+    parser.add_argument("--retriever", choices=("auto", "pcst", "gnn"), default="auto",
+                        help="auto: gnn when a saved reasoner knows the graph's relations, else pcst")
     parser.add_argument("--reasoner", help="a GNN-RAG reasoner file (for --retriever gnn)")
     parser.add_argument("--answer-mode", choices=ANSWER_MODES,
                         help="ranked (a node name of the evidence, chosen by the LLM; KG default) | free (the LLM "
-                             "writes) | reasoner (GNN-RAG's ranking; needs --retriever gnn)")
+                             "writes) | reasoner (GNN-RAG's ranking; needs a reasoner)")
     parser.add_argument("--evidence-format", choices=EVIDENCE_FORMATS, help="triples lines (KG default) | csv (the paper's)")
     parser.add_argument("--cite", action="store_true", help="also ask the model to list the supporting nodes and edges")
     parser.add_argument("--max-new-tokens", type=int, default=ChatConfig.max_new_tokens)

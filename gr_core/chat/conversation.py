@@ -165,6 +165,13 @@ class GraphChat:
         self.model_spec, self.llm_model, self.device = model, llm_model, device
         self._llm = None
         self.model_name = ""
+        if self.config.retriever == "auto":  # GNN-RAG when a reasoner knows this graph's relations (ChatConfig)
+            if reasoner is None:
+                reasoner = find_reasoner(relations=self.index.kg.relations)
+            if reasoner is None and self.config.answer_mode == "reasoner":
+                raise ValueError("answer_mode='reasoner' needs a trained reasoner and none saved in outputs/ knows this "
+                                 "graph's relations: pass reasoner=<ReaRev or its .pt>")
+            self.config = replace(self.config, retriever="gnn" if reasoner is not None else "pcst")
         if reasoner is None and self.config.retriever == "gnn":
             reasoner = find_reasoner()
         self.reasoner_path = str(reasoner) if isinstance(reasoner, (str, Path)) else None
@@ -174,8 +181,9 @@ class GraphChat:
             raise ValueError(f"the reasoner reads {self.reasoner.text_dim}-d text embeddings; this graph is indexed with "
                              f"{dim}-d ones (a different sentence encoder)")
         if self.config.retriever == "gnn" and self.reasoner is None:
-            raise ValueError("retriever='gnn' needs a trained reasoner and none was found in outputs/{full,quick}/"
-                             "04_gnn_rag/reasoners/ (notebook 04 saves them there): pass reasoner=<ReaRev or its .pt>")
+            raise ValueError("retriever='gnn' needs a trained reasoner and none was found in outputs/ (python -m "
+                             "gr_core.gnn_rag --chat trains the MetaQA chat's; notebook 04 saves one per dataset): "
+                             "pass reasoner=<ReaRev or its .pt>")
         self.history: list[Turn] = []
 
     # ------------------------------------------------------------------ lazy parts

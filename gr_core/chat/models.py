@@ -38,20 +38,33 @@ def find_checkpoint(kind: str, outputs: str | Path | None = None, llm_model: str
 
 # Saved reasoners (notebook 04) that serve a KG chat, first found wins: MetaQA's multi-hop ones, then WebQSP's.
 REASONER_KEYS = ("metaqa-2hop", "metaqa-3hop", "metaqa-1hop", "webqsp")
+# The chat's own MetaQA reasoner (1- and 2-hop questions on the chat's neighbourhood), under outputs/; found first.
+CHAT_REASONER = Path("studies", "chat_reasoner", "metaqa-chat.pt")
 
 
-def find_reasoner(outputs: str | Path | None = None, presets=CHECKPOINT_PRESETS) -> Path | None:
-    """A GNN-RAG reasoner saved by notebook 04 (``outputs/<preset>/04_gnn_rag/reasoners/<key>.pt``), best preset
-    first, in :data:`REASONER_KEYS` order; None when there is none."""
+def find_reasoner(outputs: str | Path | None = None, presets=CHECKPOINT_PRESETS, relations=None) -> Path | None:
+    """A saved GNN-RAG reasoner: the chat's own (``outputs/studies/chat_reasoner/metaqa-chat.pt``, written by
+    ``python -m gr_core.gnn_rag --chat``), else one of notebook 04's (``outputs/<preset>/04_gnn_rag/reasoners/
+    <key>.pt``), best preset first, in :data:`REASONER_KEYS` order; None when there is none.
+
+    ``relations``: only a reasoner whose saved ``meta["relations"]`` (the relation texts it was trained on) holds every
+    one of them, i.e. one trained for this graph (a reasoner reads relation texts and the question only)."""
     from ..paths import OUTPUTS_ENV, repo_root
 
     root = Path(outputs or os.environ.get(OUTPUTS_ENV) or repo_root() / "outputs")
-    for preset in presets:
-        for key in REASONER_KEYS:
-            path = root / preset / "04_gnn_rag" / "reasoners" / f"{key}.pt"
-            if path.is_file():
-                return path
+    paths = [root / CHAT_REASONER] + [root / preset / "04_gnn_rag" / "reasoners" / f"{key}.pt"
+                                      for preset in presets for key in REASONER_KEYS]
+    for path in paths:
+        if path.is_file() and (relations is None or set(relations) <= set(reasoner_meta(path).get("relations", ()))):
+            return path
     return None
+
+
+def reasoner_meta(path: str | Path) -> dict:
+    """The ``meta`` record saved with a reasoner (:func:`~gr_core.gnn_rag.save_reasoner`)."""
+    import torch
+
+    return torch.load(path, map_location="cpu", weights_only=False).get("meta") or {}
 
 
 def load_answerer(model: str, kind: str, llm_model: str, device: str, max_txt_len: int, in_dim: int):

@@ -191,6 +191,103 @@ def reasoner_test_run(key: str, out_dir, max_train: int | None = None, max_val: 
     return metrics
 
 
+# The chat's own MetaQA reasoner: trained where the chat uses it (docs/chat.md, "A reasoner for the chat").
+CHAT_KEY = "metaqa-chat"
+
+
+def chat_scope():
+    """The neighbourhood a KB chat turn searches (:class:`~gr_core.chat.ChatConfig`'s defaults), as a
+    :class:`~gr_core.kg.NeighbourhoodConfig`."""
+    from ..chat.config import ChatConfig
+    from ..kg import NeighbourhoodConfig
+
+    c = ChatConfig()
+    return NeighbourhoodConfig(c.hops, c.max_expand_degree, c.max_nodes)
+
+
+def scope_question_data(ds, indices: list[int], scope, desc: str) -> list:
+    """:func:`question_data` for MetaQA questions on the neighbourhood ``scope`` (a
+    :class:`~gr_core.kg.NeighbourhoodConfig`) instead of their dataset's own: a 1-hop question on the chat's 2-hop
+    neighbourhood, as the chat asks it."""
+    from ..runs import progress
+    from .training import question_data
+
+    ds.prefetch(indices, nodes=False)
+    out = []
+    for i in progress(indices, desc=desc):
+        rec = ds.records[i]
+        nodes, edges = ds.kg.neighbourhood([ds.kg.entity_id[e] for e in rec.q_entities], scope)
+        g = ds.kg.subgraph(nodes, edges, question=rec.question, answers=rec.answers, graph_id=rec.graph_id,
+                           q_entities=rec.q_entities)
+        out.append(question_data(ds, i, g))
+    return out
+
+
+def chat_reasoner_run(out_dir, hop_sets: tuple[int, ...] = (1, 2), test_hop_sets: tuple[int, ...] = (1, 2, 3),
+                      max_train: int | None = None, max_val: int | None = 200, max_test: int | None = 1000,
+                      cfg: ReasonerConfig = ReasonerConfig(), tcfg: ReasonerTrainConfig = ReasonerTrainConfig()
+                      ) -> dict:
+    """Train one reasoner for chatting with the MetaQA KB: the training questions of every hop set in ``hop_sets``
+    together, each on the chat's neighbourhood of its topic entity (:func:`chat_scope`: 2 hops), selected on the
+    validation questions of those hop sets together, and scored per hop set of ``test_hop_sets`` on the same scope
+    (a 3-hop question's answers are often outside 2 hops: ``candidate_hit`` and ``no_gold_in_graph`` show it).
+
+    A reasoner of :func:`run_reasoner` knows one hop count, but a chat's user does not say how many hops a question
+    takes. Writes ``out_dir/metaqa-chat.pt`` (found by :func:`~gr_core.chat.find_reasoner`) and ``metrics.json``
+    (per hop set: H@1 with its 95% Wilson interval, F1, n; the history, settings and environment).
+
+    Returns:
+        the metrics written.
+    """
+    import time
+    from dataclasses import asdict
+    from pathlib import Path
+
+    from ..graphqa import DatasetConfig, load_dataset
+    from ..runs import environment_record, write_json
+    from ..stats import wilson_interval
+
+    out_dir, scope = Path(out_dir), chat_scope()
+    sets = {h: load_dataset(DatasetConfig("metaqa", hops=h)) for h in sorted(set(hop_sets) | set(test_hop_sets))}
+    train, val = [], []
+    for h in hop_sets:
+        ds = sets[h]
+        train += scope_question_data(ds, list(ds.split["train"])[:max_train or None], scope, f"{h}-hop train graphs")
+        val += scope_question_data(ds, list(ds.split["val"])[:max_val or None], scope, f"{h}-hop val graphs")
+    t0 = time.perf_counter()
+    model, history = train_reasoner(train, val, int(sets[hop_sets[0]].text_emb.shape[1]), cfg, tcfg,
+                                    on_epoch=lambda row: print(f"  epoch {row['epoch']}: loss {row['train_loss']:.3f} "
+                                                               f"val H@1 {row['val_h1']:.1f} ({row['seconds']:.0f} s)",
+                                                               flush=True))
+    seconds = time.perf_counter() - t0
+    per_hops = {}
+    for h in test_hop_sets:
+        ds = sets[h]
+        test = scope_question_data(ds, list(ds.split["test"])[:max_test or None], scope, f"{h}-hop test graphs")
+        m = evaluate_reasoner(model, test)
+        low, high = wilson_interval(round(m["h1"] * m["n"] / 100), m["n"])
+        per_hops[f"{h}-hop"] = {**{k: round(v, 2) if isinstance(v, float) else v for k, v in m.items()},
+                                "h1_ci": [round(100 * low, 2), round(100 * high, 2)]}
+        print(f"  {h}-hop test on the chat's scope: H@1 {m['h1']:.1f} [{100 * low:.1f}, {100 * high:.1f}] "
+              f"n {m['n']}, candidate hit {m['candidate_hit']:.1f}", flush=True)
+    metrics = {"key": CHAT_KEY, "hop_sets": list(hop_sets), "scope": asdict(scope), "test": per_hops,
+               "train_seconds": round(seconds, 1), "num_train": len(train), "num_val": len(val),
+               "epochs_run": len(history), "history": history,
+               "settings": {"max_train": max_train, "max_val": max_val, "max_test": max_test,
+                            "reasoner": asdict(cfg), "train": asdict(tcfg)},
+               "command": f"python -m gr_core.gnn_rag --chat --keys {','.join(f'metaqa-{h}hop' for h in hop_sets)} "
+                          f"--max-train {max_train or 0} --max-val {max_val or 0} --max-test {max_test or 0} "
+                          f"--epochs {tcfg.num_epochs} --budget-minutes {tcfg.time_budget_s / 60:g} --out {out_dir}",
+               "env": environment_record()}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json(out_dir / "metrics.json", metrics)
+    # "relations": the relation texts it was trained on; the chat serves it to a graph whose relations it knows
+    save_reasoner(model, out_dir / f"{CHAT_KEY}.pt", {"key": CHAT_KEY, "dataset": "metaqa", "hops": scope.hops,
+                                                     "hop_sets": list(hop_sets), "test": per_hops,
+                                                     "relations": sorted(sets[hop_sets[0]].kg.relations)})
+    return metrics
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m gr_core.gnn_rag --keys metaqa-2hop,webqsp --out DIR``: :func:`reasoner_change_table` per dataset key
     (validation only), written as ``DIR/reasoner_changes.csv``, ``..._by_type.csv`` and ``reasoner_changes.json``
@@ -212,9 +309,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="train the default reasoner once per key and score it on test (reasoner_test_run)")
     parser.add_argument("--max-test", type=int, default=0, help="with --test: test questions (0: the whole split)")
     parser.add_argument("--budget-minutes", type=float, default=0.0, help="training time budget per key (0: none)")
+    parser.add_argument("--chat", action="store_true",
+                        help="train one reasoner on the MetaQA hop sets of --keys together, on the chat's "
+                             "neighbourhood (chat_reasoner_run); --out is its folder")
     args = parser.parse_args(argv)
     cfg = ReasonerConfig()
     tcfg = ReasonerTrainConfig(num_epochs=args.epochs, seed=0, time_budget_s=60 * args.budget_minutes)
+    if args.chat:
+        hop_sets = tuple(dataset_key(key)[1] for key in args.keys.split(","))
+        if any(dataset_key(key)[0] != "metaqa" for key in args.keys.split(",")):
+            parser.error("--chat trains on MetaQA hop sets only (--keys metaqa-1hop,metaqa-2hop)")
+        chat_reasoner_run(args.out, hop_sets, max_train=args.max_train, max_val=args.max_val, max_test=args.max_test,
+                          cfg=cfg, tcfg=tcfg)
+        return 0
     if args.test:
         for key in args.keys.split(","):
             reasoner_test_run(key, args.out / key, args.max_train, args.max_val, args.max_test, cfg, tcfg)
