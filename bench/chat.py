@@ -34,6 +34,12 @@ median seconds of a whole turn (retrieval + answer + check). The variants (calib
 evidence format, the margin) are chosen on the 60 MetaQA questions; the WebQSP graphs (the 18 complete graphs with
 their questions, and 60 test mini-graphs, seeded sample) are never used to choose anything. Paired exact McNemar on
 Hit between the free and the chosen ranked mode on the same questions.
+
+GNN-RAG modes (``python bench/chat.py --reasoner-modes`` adds or replaces their records and keeps the rest): the
+reasoner's candidates as the answer, and the LLM ranking the node names of the reasoner's paths, on the same 60
+MetaQA questions with the chat's own reasoner (``python -m gr_core.gnn_rag --chat``), and on the 60 WebQSP test
+mini-graphs with a reasoner trained on the WebQSP re-split's training part (:data:`WEBQSP_REASONER`); each paired
+with the default ranked mode on the same questions.
 """
 import json
 import os
@@ -209,6 +215,23 @@ def ask_alone(chat: GraphChat, q: dict) -> dict:
             "status": turn.status, "candidates": len(turn.candidates)}
 
 
+WEBQSP_MINI = "webqsp (60 test mini-graphs)"
+# A reasoner trained on the WebQSP re-split's training questions (python -m gr_core.gnn_rag --test --keys webqsp
+# --max-train 0 --max-val 200 --max-test 0 --epochs 100 --budget-minutes 8 --out outputs/studies/chat_reasoner)
+WEBQSP_REASONER = Path("outputs", "studies", "chat_reasoner", "webqsp", "webqsp.pt")
+
+
+def webqsp_mini_sample() -> list[tuple[str, dict]]:
+    """60 WebQSP test questions (seeded sample of the re-split's test part) as ``(graph spec, question)``."""
+    from gr_core.graphqa import load_dataset
+
+    mini = load_dataset("webqsp")
+    test = mini.split["test"]
+    pick = sorted(np.random.default_rng(0).choice(len(test), 60, replace=False).tolist())
+    return [(f"webqsp:{test[i]}", {"question": mini.records[test[i]].question, "answers": mini.records[test[i]].answers})
+            for i in pick]
+
+
 def answer_mode_study(qs: list[dict]) -> tuple[list[dict], list[dict], dict]:
     """The ``answer_modes`` records (module docstring) and per-question rows, with the paired test per graph."""
     from dataclasses import replace
@@ -234,12 +257,7 @@ def answer_mode_study(qs: list[dict]) -> tuple[list[dict], list[dict], dict]:
     held_out["webqsp_full (18 complete graphs)"] = [
         (f"webqsp_full:{i}", {"question": full.records[i].question, "answers": full.records[i].answers})
         for i in range(len(full))]
-    mini = load_dataset("webqsp")
-    test = mini.split["test"]
-    pick = sorted(np.random.default_rng(0).choice(len(test), 60, replace=False).tolist())
-    held_out["webqsp (60 test mini-graphs)"] = [
-        (f"webqsp:{test[i]}", {"question": mini.records[test[i]].question, "answers": mini.records[test[i]].answers})
-        for i in pick]
+    held_out[WEBQSP_MINI] = webqsp_mini_sample()
     for graph_name, items in held_out.items():
         rows = {label: [] for label in HELD_OUT_MODES}
         for spec, q in items:
@@ -276,7 +294,11 @@ REASONER_MODES = {  # label suffix: ChatConfig overrides with retriever="gnn"
 def reasoner_mode_study(qs: list[dict], result: dict) -> tuple[list[dict], list[dict], dict]:
     """The GNN-RAG modes on the MetaQA sample with the reasoner :func:`find_reasoner` finds (the chat's own,
     ``python -m gr_core.gnn_rag --chat``, when it exists): its candidates as the answer, and the LLM ranking the nodes
-    of its paths; each paired (exact McNemar on Hit) with the default mode's rows already in ``result``."""
+    of its paths; each paired (exact McNemar on Hit) with the default mode's rows already in ``result``. The same on
+    the 60 WebQSP test mini-graphs when :data:`WEBQSP_REASONER` exists (trained on the re-split's training part)."""
+    from dataclasses import replace
+
+    from gr_core.paths import repo_root
     from gr_core.stats import compare
 
     reasoner = find_reasoner()
@@ -291,8 +313,6 @@ def reasoner_mode_study(qs: list[dict], result: dict) -> tuple[list[dict], list[
     records, rows_by_label, tests = [], {}, []
     default_rows = result.get("answer_mode_questions", {}).get(f"metaqa / {CHOSEN}")
     for suffix, over in REASONER_MODES.items():
-        from dataclasses import replace
-
         chat.config = replace(base, **over)
         rows = [ask_alone(chat, q) for q in qs]
         label = f"GNN-RAG reasoner ({name}), {suffix}"
@@ -307,6 +327,33 @@ def reasoner_mode_study(qs: list[dict], result: dict) -> tuple[list[dict], list[
             res = compare([r["hit"] for r in rows], [r["hit"] for r in default_rows])
             tests.append({"graph": "metaqa", "a": label, "b": CHOSEN, "n": len(rows),
                           "hit_a": rec["hit"], "hit_b": float(np.mean([r["hit"] for r in default_rows])), **res})
+    webqsp = repo_root() / WEBQSP_REASONER
+    if webqsp.is_file():  # the held-out graphs: WebQSP test mini-graphs with a reasoner trained on WebQSP's training part
+        from gr_core.gnn_rag import load_reasoner
+
+        model, llm = load_reasoner(webqsp), chat.llm
+        default_rows = result.get("answer_mode_questions", {}).get(f"{WEBQSP_MINI} / {CHOSEN}")
+        items = webqsp_mini_sample()
+        rows = {suffix: [] for suffix in REASONER_MODES}
+        for spec, q in items:
+            g, k, _ = load_graph(spec)
+            c = GraphChat(g, model="zero_shot", kind=k, retriever="gnn", reasoner=model)
+            c._llm, c.model_name = llm, chat.model_name
+            base_c = c.config
+            for suffix, over in REASONER_MODES.items():
+                c.config = replace(base_c, **over)
+                rows[suffix].append(ask_alone(c, q))
+        for suffix, r in rows.items():
+            label = f"GNN-RAG reasoner (studies/webqsp), {suffix}"
+            rec = mode_record(WEBQSP_MINI, label, r)
+            records.append(rec)
+            rows_by_label[f"{WEBQSP_MINI} / {label}"] = r
+            print(f"  {WEBQSP_MINI} {label}: Hit {rec['hit']:.3f} Hit@1 {rec['hit1']:.3f} in evidence "
+                  f"{rec['in_evidence']:.3f} turn {rec['turn_median_s']:.2f} s", flush=True)
+            if default_rows and [x["question"] for x in default_rows] == [q["question"] for _, q in items]:
+                res = compare([x["hit"] for x in r], [x["hit"] for x in default_rows])
+                tests.append({"graph": WEBQSP_MINI, "a": label, "b": CHOSEN, "n": len(r), "hit_a": rec["hit"],
+                              "hit_b": float(np.mean([x["hit"] for x in default_rows])), **res})
     return records, tests, rows_by_label
 
 

@@ -246,8 +246,10 @@ def test_auto_retriever_takes_a_reasoner_only_when_it_knows_the_graphs_relations
     save_reasoner(ReaRev(384, ReasonerConfig(entity_dim=8)), path, {"relations": relations + ["written_by"]})
     chat = GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, max_new_tokens=4)
     assert chat.config.retriever == "gnn" and chat.reasoner_path == str(path)
+    assert chat.config.mode == "reasoner"  # the better-measured answer with a reasoner (bench/chat.py)
     turn = chat.ask("Who directed The Matrix?")
-    assert turn.status == "answered" and "gnn" in turn.timings and turn.paths
+    assert turn.status == "answered" and "gnn" in turn.timings and turn.paths and turn.mode == "reasoner"
+    assert turn.answer_nodes and set(turn.answer_nodes) <= set(chat.graph.nodes.node_id)
     assert GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, retriever="pcst").config.retriever == "pcst"
 
 
@@ -396,6 +398,7 @@ def test_answer_modes_and_evidence_formats_are_checked():
     with pytest.raises(ValueError, match="evidence_format"):
         ChatConfig(evidence_format="xml")
     assert ChatConfig().mode == "ranked" and ChatConfig(kind="scene").mode == "free"
+    assert ChatConfig(retriever="gnn").mode == "reasoner" and ChatConfig(retriever="gnn", answer_mode="free").mode == "free"
     assert ChatConfig().desc_format == "triples" and ChatConfig(kind="scene").desc_format == "csv"
 
 

@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reasoner", help="a GNN-RAG reasoner file (for --retriever gnn)")
     parser.add_argument("--answer-mode", choices=ANSWER_MODES,
                         help="ranked (a node name of the evidence, chosen by the LLM; KG default) | free (the LLM "
-                             "writes) | reasoner (GNN-RAG's ranking; needs a reasoner)")
+                             "writes) | reasoner (GNN-RAG's ranking; the default with a reasoner)")
     parser.add_argument("--evidence-format", choices=EVIDENCE_FORMATS, help="triples lines (KG default) | csv (the paper's)")
     parser.add_argument("--cite", action="store_true", help="also ask the model to list the supporting nodes and edges")
     parser.add_argument("--max-new-tokens", type=int, default=ChatConfig.max_new_tokens)
