@@ -242,6 +242,7 @@ def test_auto_retriever_takes_a_reasoner_only_when_it_knows_the_graphs_relations
     save_reasoner(ReaRev(384, ReasonerConfig(entity_dim=8)), path, {"relations": ["directed_by", "has_genre"]})
     relations = sorted({r for _, r, _ in MOVIES})
     assert find_reasoner(tmp_path) == path and find_reasoner(tmp_path, relations=relations) is None
+    assert find_reasoner(tmp_path, relations=["directed_by"]) == path and find_reasoner(tmp_path, relations=[]) is None
     assert GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir).config.retriever == "pcst"  # unknown relations
     save_reasoner(ReaRev(384, ReasonerConfig(entity_dim=8)), path, {"relations": relations + ["written_by"]})
     chat = GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, max_new_tokens=4)
@@ -250,6 +251,12 @@ def test_auto_retriever_takes_a_reasoner_only_when_it_knows_the_graphs_relations
     turn = chat.ask("Who directed The Matrix?")
     assert turn.status == "answered" and "gnn" in turn.timings and turn.paths and turn.mode == "reasoner"
     assert turn.answer_nodes and set(turn.answer_nodes) <= set(chat.graph.nodes.node_id)
+    ids = dict(zip(chat.graph.nodes.node_attr, chat.graph.nodes.node_id))
+    assert turn.reasoner_seeds == [ids["The Matrix"]]
+    # a follow-up starts the reasoner from the previous topic or from the previous answer, never from both at once
+    follow = chat.ask("and who starred in it?")
+    assert follow.follow_up and follow.status == "answered"
+    assert set(follow.reasoner_seeds) in ({ids["The Matrix"]}, set(turn.answer_nodes))
     assert GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, retriever="pcst").config.retriever == "pcst"
 
 

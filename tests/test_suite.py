@@ -46,12 +46,6 @@ def test_suite_stops_at_the_first_failure_naming_notebook_and_cell(toy_suite):
     assert [n["status"] for n in summary["notebooks"]] == ["passed", "failed", "skipped"]
 
 
-def test_suite_keep_going_runs_the_rest(toy_suite):
-    res = _run_suite(toy_suite, "--keep-going")
-    assert res.returncode == 1
-    assert res.stdout.strip().splitlines()[-1] == "2 passed, 1 failed, 0 skipped"
-
-
 def test_suite_injects_overrides_and_passes(toy_suite):
     res = _run_suite(toy_suite, "--only", "00", "-p", "x=41")
     assert res.returncode == 0, res.stderr
@@ -61,25 +55,22 @@ def test_suite_injects_overrides_and_passes(toy_suite):
     assert res.stdout.strip().splitlines()[-1] == "1 passed, 0 failed, 0 skipped"
 
 
-def test_only_runs_merge_into_the_previous_summary(toy_suite):
-    _run_suite(toy_suite, "--keep-going")
-    _run_suite(toy_suite, "--only", "00")
-    summary = json.loads((toy_suite / "out" / "smoke" / "suite.json").read_text())
-    names = [(n["notebook"], n.get("from_previous_run", False)) for n in summary["notebooks"]]
-    assert names == [("00_first.ipynb", False), ("01_breaks.ipynb", True), ("02_after.ipynb", True)]
-    assert summary["counts"] == {"passed": 1, "failed": 0, "skipped": 0}  # counts describe this run only
-
-
-def test_a_partial_run_keeps_the_whole_suites_total_and_prints_what_is_left(toy_suite):
+def test_keep_going_then_a_partial_run_merges_keeps_the_total_and_prints_what_is_left(toy_suite):
+    # one --keep-going run, then an --only run (each run starts a kernel per notebook: shared to keep CI short)
     first = _run_suite(toy_suite, "--keep-going")
+    assert first.returncode == 1
+    assert first.stdout.strip().splitlines()[-1] == "2 passed, 1 failed, 0 skipped"  # the rest ran
     total = json.loads((toy_suite / "out" / "smoke" / "suite.json").read_text())["total_seconds"]
     assert "[1/3] 00_first.ipynb  elapsed 0 s, no earlier time for 00_first, 01_breaks, 02_after" in first.stdout
     again = _run_suite(toy_suite, "--only", "00", "02")
     # the second run knows the first run's times: elapsed and an estimate of what is left
     assert "[1/2] 00_first.ipynb  elapsed 0 s, about " in again.stdout and " left" in again.stdout
+    assert "suite smoke:" in again.stdout
     summary = json.loads((toy_suite / "out" / "smoke" / "suite.json").read_text())
     assert summary["total_seconds"] == total  # the partial run's own seconds do not replace the whole run's
-    assert "suite smoke:" in again.stdout
+    names = [(n["notebook"], n.get("from_previous_run", False)) for n in summary["notebooks"]]
+    assert names == [("00_first.ipynb", False), ("01_breaks.ipynb", True), ("02_after.ipynb", False)]
+    assert summary["counts"] == {"passed": 2, "failed": 0, "skipped": 0}  # counts describe this run only
 
 
 def test_progress_line_estimates_from_the_last_run():

@@ -44,6 +44,8 @@ class Turn:
         citations: each parsed citation with its verdict per match level (see :mod:`gr_core.hallucination`).
         cited_nodes, cited_edges: node ids and evidence edge rows the valid citations point at (for highlighting).
         paths: GNN-RAG's reasoning paths (``retriever="gnn"``).
+        reasoner_seeds: node ids the reasoner started from (``retriever="gnn"``; a follow-up's choice, see
+            :meth:`GraphChat.retrieve`).
         mode: how the answer was made (``free``, ``ranked``, ``reasoner``: :attr:`ChatConfig.answer_mode`).
         candidates: the ranked answer candidates, best first (``ranked``: LLM log-likelihood; ``reasoner``: the
             reasoner's probability), as :meth:`~gr_core.chat.ranking.Candidate.to_dict` records.
@@ -63,6 +65,7 @@ class Turn:
     cited_edges: list[int] = field(default_factory=list)
     fully_valid: bool | None = None
     paths: list[str] = field(default_factory=list)
+    reasoner_seeds: list[int] = field(default_factory=list)
     mode: str = ""
     candidates: list[dict] = field(default_factory=list)
     follow_up: bool = False
@@ -233,7 +236,9 @@ class GraphChat:
         prev = self.history[-1] if self.history else None
         linked = index.link(question)
         turn.follow_up = prev is not None and prev.status == "answered" and bool(FOLLOW_UP.search(question))
-        query_text = f"{prev.question} {question}" if turn.follow_up else question
+        # A follow-up is read with the question before it, except by the reasoner, whose seeds carry the context and
+        # whose instructions would otherwise follow the previous question's relation too (docs/chat.md).
+        query_text = f"{prev.question} {question}" if turn.follow_up and cfg.retriever != "gnn" else question
         t = time.perf_counter()
         q = self.embed(query_text)
         turn.timings["encode"] = time.perf_counter() - t
@@ -281,8 +286,18 @@ class GraphChat:
             turn.status = "no_edges"
             turn.note = "the graph has no edges here: the evidence is the most similar nodes"
         elif cfg.retriever == "gnn":
-            turn.evidence, turn.paths, turn.candidates = self._gnn_evidence(scope, nodes, edges, q, local_seeds,
-                                                                            node_sim)
+            options = [local_seeds]
+            if turn.follow_up:
+                # The reasoner was trained on one topic per question, and a follow-up's pronoun points at the previous
+                # topic ("and who starred in it?") or at its answer ("and who directed them?"): start once from each,
+                # with the entities the question names itself, and keep the start the reasoner is surer of.
+                own = index.rows_of([n for n in turn.linked if n not in prev.linked + prev.answer_nodes])
+                options = [np.flatnonzero(np.isin(nodes, own + index.rows_of(start)))
+                           for start in (prev.reasoner_seeds or prev.linked, prev.answer_nodes) if start]
+                options = [o for o in options if len(o)] or [local_seeds]
+            turn.evidence, turn.paths, turn.candidates, used = self._gnn_evidence(scope, nodes, edges, q, options,
+                                                                                  node_sim)
+            turn.reasoner_seeds = [int(index.node_ids[nodes[r]]) for r in used]
             turn.timings["gnn"] = time.perf_counter() - t
         else:
             from ..retrieval import retrieve_subgraph
@@ -310,27 +325,36 @@ class GraphChat:
         return turn
 
     def _gnn_evidence(self, scope: TextualGraph, nodes: np.ndarray, edges: np.ndarray, q: np.ndarray,
-                      local_seeds: np.ndarray, node_sim: np.ndarray) -> tuple[TextualGraph, list[str], list[dict]]:
-        """GNN-RAG on the searched graph: node probabilities, the 0.95 candidate set, shortest paths from the linked
-        nodes (the most similar node when none is linked); the evidence is the subgraph the paths run through.
-        Returns the evidence, the paths' lines and the candidates (best first, score = the reasoner's probability)."""
+                      seed_options: list[np.ndarray], node_sim: np.ndarray
+                      ) -> tuple[TextualGraph, list[str], list[dict], np.ndarray]:
+        """GNN-RAG on the searched graph: node probabilities, the 0.95 candidate set, shortest paths from the seeds
+        (the most similar node when there is none); the evidence is the subgraph the paths run through.
+        ``seed_options``: one or more seed sets (positions in ``nodes``); the reasoner runs from each and the one
+        whose best non-seed node is most probable is kept.
+        Returns the evidence, the paths' lines, the candidates (best first, score = the reasoner's probability) and
+        the seed positions used."""
         import torch
 
         from ..data import induced_subgraph
         from ..gnn_rag import QuestionGraph, node_probabilities, reasoning_paths, select_candidates
 
-        if len(local_seeds) == 0:
-            local_seeds = np.array([int(np.argmax(node_sim[nodes]))])
-        seed = np.zeros(len(nodes), bool)
-        seed[local_seeds] = True
+        options = [o for o in seed_options if len(o)] or [np.array([int(np.argmax(node_sim[nodes]))])]
         pos = np.full(self.index.num_nodes, -1, np.int64)
         pos[nodes] = np.arange(len(nodes))
         kg = self.index.kg
-        data = QuestionGraph(edge_index=torch.from_numpy(np.stack([pos[kg.heads[edges]], pos[kg.tails[edges]]])).view(2, -1),
-                             rel_table=torch.from_numpy(self.index.rel_emb), rel_id=torch.from_numpy(kg.rels[edges]).long(),
-                             seed=torch.from_numpy(seed), answer=torch.zeros(len(nodes), dtype=torch.bool),
-                             q_emb=torch.from_numpy(q).view(1, -1), num_nodes=len(nodes))
-        probs = node_probabilities(self.reasoner, [data])[0]
+        edge_index = torch.from_numpy(np.stack([pos[kg.heads[edges]], pos[kg.tails[edges]]])).view(2, -1)
+        datas = []
+        for local_seeds in options:
+            seed = np.zeros(len(nodes), bool)
+            seed[local_seeds] = True
+            datas.append(QuestionGraph(edge_index=edge_index, rel_table=torch.from_numpy(self.index.rel_emb),
+                                       rel_id=torch.from_numpy(kg.rels[edges]).long(), seed=torch.from_numpy(seed),
+                                       answer=torch.zeros(len(nodes), dtype=torch.bool),
+                                       q_emb=torch.from_numpy(q).view(1, -1), num_nodes=len(nodes)))
+        all_probs = node_probabilities(self.reasoner, datas)
+        confidence = [float(np.delete(p, o).max(initial=0.0)) for p, o in zip(all_probs, options)]
+        best = int(np.argmax(confidence))
+        probs, local_seeds = all_probs[best], options[best]
         ids = scope.nodes.node_id.to_numpy()
         ranked = select_candidates(probs, set(local_seeds.tolist()))[:5]
         cands = [int(ids[c]) for c, _ in ranked]
@@ -339,7 +363,7 @@ class GraphChat:
         sub = induced_subgraph(scope, keep)
         names = scope.nodes.node_attr.to_numpy()
         records = [Candidate(str(names[c]), [int(ids[c])], float(p)).to_dict() for c, p in ranked]
-        return TextualGraph(sub.nodes, sub.edges), report.lines, records
+        return TextualGraph(sub.nodes, sub.edges), report.lines, records, local_seeds
 
     # ------------------------------------------------------------------ answering
     def history_text(self) -> str:

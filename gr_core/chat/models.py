@@ -51,6 +51,8 @@ def find_reasoner(outputs: str | Path | None = None, presets=CHECKPOINT_PRESETS,
     one of them, i.e. one trained for this graph (a reasoner reads relation texts and the question only)."""
     from ..paths import OUTPUTS_ENV, repo_root
 
+    if relations is not None and not len(relations):
+        return None  # a graph without relations is no reasoner's graph
     root = Path(outputs or os.environ.get(OUTPUTS_ENV) or repo_root() / "outputs")
     paths = [root / CHAT_REASONER] + [root / preset / "04_gnn_rag" / "reasoners" / f"{key}.pt"
                                       for preset in presets for key in REASONER_KEYS]
