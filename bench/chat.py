@@ -40,6 +40,9 @@ reasoner's candidates as the answer, and the LLM ranking the node names of the r
 MetaQA questions with the chat's own reasoner (``python -m gr_core.gnn_rag --chat``), and on the 60 WebQSP test
 mini-graphs with a reasoner trained on the WebQSP re-split's training part (:data:`WEBQSP_REASONER`); each paired
 with the default ranked mode on the same questions.
+
+Follow-ups (``python bench/chat.py --follow-ups --label COMMIT --out FILE``, merged into ``follow_ups``): 30
+two-turn conversations (:func:`follow_up_pairs`), Hit of the follow-up, with and without the chat's reasoner.
 """
 import json
 import os
@@ -357,8 +360,83 @@ def reasoner_mode_study(qs: list[dict], result: dict) -> tuple[list[dict], list[
     return records, tests, rows_by_label
 
 
+# Follow-ups about the same film: the second turn's pronoun points at the first turn's topic (bench --follow-ups).
+FOLLOW_UP_TEMPLATES = {"directed_by": "and who directed it?", "written_by": "and who wrote it?",
+                       "starred_actors": "and who starred in it?", "release_year": "and when was it released?",
+                       "in_language": "and what language is it in?", "has_genre": "and what genre is it?"}
+
+
+def follow_up_pairs(n: int = 30, seed: int = 0) -> list[dict]:
+    """``n`` two-turn conversations: an official MetaQA 1-hop test question about a film (``movie_to_*``), then a
+    templated follow-up about the same film with another relation (:data:`FOLLOW_UP_TEMPLATES`, seeded choice among
+    the relations the film has); the follow-up's gold answers are the KB's tails for that film and relation."""
+    from gr_core.graphqa import DatasetConfig, load_dataset
+
+    ds = load_dataset(DatasetConfig("metaqa", hops=1))
+    kg, rng = ds.kg, np.random.default_rng(seed)
+    films = [i for i in ds.split["test"] if (ds.records[i].extra or {}).get("qtype", "").startswith("movie_to_")]
+    rel_id = {r: k for k, r in enumerate(kg.relations)}
+    pairs = []
+    for i in rng.permutation(films):
+        rec = ds.records[int(i)]
+        movie = kg.entity_id[rec.q_entities[0]]
+        out = {}
+        for e in np.flatnonzero(kg.heads == movie):
+            out.setdefault(kg.relations[int(kg.rels[e])], []).append(kg.entities[int(kg.tails[e])])
+        asked = {a for a in rec.answers}
+        options = [r for r in FOLLOW_UP_TEMPLATES if r in out and not asked & set(out[r]) and r in rel_id]
+        if not options:
+            continue
+        rel = options[int(rng.integers(len(options)))]
+        pairs.append({"first": rec.question, "first_answers": rec.answers, "topic": rec.q_entities[0],
+                      "follow_up": FOLLOW_UP_TEMPLATES[rel], "relation": rel, "answers": sorted(set(out[rel]))})
+        if len(pairs) == n:
+            break
+    return pairs
+
+
+def follow_up_study(chat: GraphChat, pairs: list[dict]) -> dict:
+    """Hit of the first turn and of its follow-up (asked in the same conversation) over ``pairs``."""
+    from gr_core.evaluate import kgqa_scores
+    from gr_core.stats import wilson_interval
+
+    rows = []
+    for pr in pairs:
+        chat.reset()
+        first = chat.ask(pr["first"])
+        second = chat.ask(pr["follow_up"])
+        split = [(t.answer.split(" | ") if t.mode in ("ranked", "reasoner") else t.answer) for t in (first, second)]
+        rows.append({"first_hit": kgqa_scores(split[0], pr["first_answers"])["hit"],
+                     "hit": kgqa_scores(split[1], pr["answers"])["hit"], "follow_up": second.follow_up,
+                     "answer": second.answer, "question": pr["follow_up"], "topic": pr["topic"]})
+    hits = sum(r["hit"] for r in rows)
+    lo, hi = wilson_interval(int(hits), len(rows))
+    return {"n": len(rows), "follow_up_hit": hits / len(rows), "follow_up_hit_ci": [round(lo, 4), round(hi, 4)],
+            "first_hit": float(np.mean([r["first_hit"] for r in rows])),
+            "read_as_follow_up": float(np.mean([r["follow_up"] for r in rows])), "rows": rows}
+
+
 def main() -> None:
     torch.set_num_threads(min(2, os.cpu_count() or 1))
+    if "--follow-ups" in sys.argv[1:]:  # two-turn conversations; a "follow_ups" section (label from --label)
+        from gr_core.paths import repo_root
+        from gr_core.runs import read_json, write_json
+
+        label = sys.argv[sys.argv.index("--label") + 1] if "--label" in sys.argv else "this commit"
+        kb, kind, _ = load_graph("metaqa")
+        pairs = follow_up_pairs()
+        path = repo_root() / "outputs" / "bench" / "chat.json"
+        out_path = Path(sys.argv[sys.argv.index("--out") + 1]) if "--out" in sys.argv else path
+        result = read_json(out_path) if out_path.is_file() else {}
+        section = result.setdefault("follow_ups", {})
+        for retriever in ("pcst", "gnn"):
+            chat = GraphChat(kb, model="zero_shot", kind=kind, retriever=retriever)
+            rec = follow_up_study(chat, pairs)
+            section[f"{retriever}, {label}"] = rec
+            print(f"  follow-ups {retriever} ({label}): first Hit {rec['first_hit']:.3f}, follow-up Hit "
+                  f"{rec['follow_up_hit']:.3f} {rec['follow_up_hit_ci']} n {rec['n']}", flush=True)
+        write_json(out_path, result)
+        return
     if "--reasoner-modes" in sys.argv[1:]:  # the GNN-RAG modes alone, replacing their earlier records
         from gr_core.paths import repo_root
         from gr_core.runs import read_json
