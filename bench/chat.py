@@ -41,8 +41,10 @@ MetaQA questions with the chat's own reasoner (``python -m gr_core.gnn_rag --cha
 mini-graphs with a reasoner trained on the WebQSP re-split's training part (:data:`WEBQSP_REASONER`); each paired
 with the default ranked mode on the same questions.
 
-Follow-ups (``python bench/chat.py --follow-ups --label COMMIT --out FILE``, merged into ``follow_ups``): 30
-two-turn conversations (:func:`follow_up_pairs`), Hit of the follow-up, with and without the chat's reasoner.
+Follow-ups (``python bench/chat.py --follow-ups --label COMMIT``, merged into ``follow_ups``): 30 two-turn
+conversations (:func:`follow_up_pairs`), Hit of the follow-up with and without the chat's reasoner, the reasoner's
+record paired with every other one (a record of another commit: run this file from a worktree of that commit with
+``--out`` naming this checkout's ``outputs/bench/chat.json``).
 """
 import json
 import os
@@ -55,7 +57,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from common import summarize, write_result  # noqa: I001
+from common import machine, package_versions, summarize, write_result  # noqa: I001
 
 from gr_core.chat import ChatIndex, GraphChat, find_checkpoint, find_reasoner, load_graph
 from gr_core.paths import data_file
@@ -235,12 +237,22 @@ def webqsp_mini_sample() -> list[tuple[str, dict]]:
             for i in pick]
 
 
+def paired_hit(graph: str, a: str, rows_a: list[dict], b: str, rows_b: list[dict]) -> dict | None:
+    """Exact McNemar on Hit between two modes' rows for the same questions (None when the questions differ)."""
+    from gr_core.stats import compare
+
+    if [r["question"] for r in rows_a] != [r["question"] for r in rows_b]:
+        return None
+    hit_a, hit_b = [r["hit"] for r in rows_a], [r["hit"] for r in rows_b]
+    return {"graph": graph, "a": a, "b": b, "n": len(rows_a), "hit_a": float(np.mean(hit_a)),
+            "hit_b": float(np.mean(hit_b)), **compare(hit_a, hit_b)}
+
+
 def answer_mode_study(qs: list[dict]) -> tuple[list[dict], list[dict], dict]:
     """The ``answer_modes`` records (module docstring) and per-question rows, with the paired test per graph."""
     from dataclasses import replace
 
     from gr_core.graphqa import load_dataset
-    from gr_core.stats import compare
 
     records, per_question = [], {}
     kb, kind, _ = load_graph("metaqa")
@@ -254,7 +266,6 @@ def answer_mode_study(qs: list[dict]) -> tuple[list[dict], list[dict], dict]:
         per_question[("metaqa", label)] = rows
         print(f"  metaqa {label}: Hit {records[-1]['hit']:.3f} Hit@1 {records[-1]['hit1']:.3f} "
               f"in evidence {records[-1]['in_evidence']:.3f} turn {records[-1]['turn_median_s']:.2f} s", flush=True)
-    llm = chat.llm
     held_out = {}
     full = load_dataset("webqsp_full")
     held_out["webqsp_full (18 complete graphs)"] = [
@@ -266,7 +277,7 @@ def answer_mode_study(qs: list[dict]) -> tuple[list[dict], list[dict], dict]:
         for spec, q in items:
             g, k, _ = load_graph(spec)
             c = GraphChat(g, model="zero_shot", kind=k, retriever="pcst")
-            c._llm, c.model_name = llm, chat.model_name
+            c.reuse_model(chat)
             base_c = c.config
             for label in HELD_OUT_MODES:
                 c.config = replace(base_c, **MODE_SETTINGS[label])
@@ -278,13 +289,9 @@ def answer_mode_study(qs: list[dict]) -> tuple[list[dict], list[dict], dict]:
                   f" turn {records[-1]['turn_median_s']:.2f} s", flush=True)
     tests = []
     for graph_name in ["metaqa", *held_out]:
-        free = per_question[(graph_name, "free, csv")]
         for label in ("ranked, triples", CHOSEN):
-            other = per_question[(graph_name, label)]
-            res = compare([r["hit"] for r in other], [r["hit"] for r in free])
-            tests.append({"graph": graph_name, "a": label, "b": "free, csv", "n": len(free),
-                          "hit_a": float(np.mean([r["hit"] for r in other])),
-                          "hit_b": float(np.mean([r["hit"] for r in free])), **res})
+            tests.append(paired_hit(graph_name, label, per_question[(graph_name, label)], "free, csv",
+                                    per_question[(graph_name, "free, csv")]))
     return records, tests, {f"{g} / {m}": rows for (g, m), rows in per_question.items()}
 
 
@@ -302,7 +309,6 @@ def reasoner_mode_study(qs: list[dict], result: dict) -> tuple[list[dict], list[
     from dataclasses import replace
 
     from gr_core.paths import repo_root
-    from gr_core.stats import compare
 
     reasoner = find_reasoner()
     if reasoner is None:
@@ -326,22 +332,20 @@ def reasoner_mode_study(qs: list[dict], result: dict) -> tuple[list[dict], list[
         rows_by_label[f"metaqa / {label}"] = rows
         print(f"  metaqa {label}: Hit {rec['hit']:.3f} Hit@1 {rec['hit1']:.3f} in evidence {rec['in_evidence']:.3f} "
               f"by hop {rec['hit_by_hop']} turn {rec['turn_median_s']:.2f} s", flush=True)
-        if default_rows and [r["question"] for r in default_rows] == [q["question"] for q in qs]:
-            res = compare([r["hit"] for r in rows], [r["hit"] for r in default_rows])
-            tests.append({"graph": "metaqa", "a": label, "b": CHOSEN, "n": len(rows),
-                          "hit_a": rec["hit"], "hit_b": float(np.mean([r["hit"] for r in default_rows])), **res})
+        if default_rows and (test := paired_hit("metaqa", label, rows, CHOSEN, default_rows)):
+            tests.append(test)
     webqsp = repo_root() / WEBQSP_REASONER
     if webqsp.is_file():  # the held-out graphs: WebQSP test mini-graphs with a reasoner trained on WebQSP's training part
         from gr_core.gnn_rag import load_reasoner
 
-        model, llm = load_reasoner(webqsp), chat.llm
+        model = load_reasoner(webqsp)
         default_rows = result.get("answer_mode_questions", {}).get(f"{WEBQSP_MINI} / {CHOSEN}")
         items = webqsp_mini_sample()
         rows = {suffix: [] for suffix in REASONER_MODES}
         for spec, q in items:
             g, k, _ = load_graph(spec)
             c = GraphChat(g, model="zero_shot", kind=k, retriever="gnn", reasoner=model)
-            c._llm, c.model_name = llm, chat.model_name
+            c.reuse_model(chat)
             base_c = c.config
             for suffix, over in REASONER_MODES.items():
                 c.config = replace(base_c, **over)
@@ -353,10 +357,8 @@ def reasoner_mode_study(qs: list[dict], result: dict) -> tuple[list[dict], list[
             rows_by_label[f"{WEBQSP_MINI} / {label}"] = r
             print(f"  {WEBQSP_MINI} {label}: Hit {rec['hit']:.3f} Hit@1 {rec['hit1']:.3f} in evidence "
                   f"{rec['in_evidence']:.3f} turn {rec['turn_median_s']:.2f} s", flush=True)
-            if default_rows and [x["question"] for x in default_rows] == [q["question"] for _, q in items]:
-                res = compare([x["hit"] for x in r], [x["hit"] for x in default_rows])
-                tests.append({"graph": WEBQSP_MINI, "a": label, "b": CHOSEN, "n": len(r), "hit_a": rec["hit"],
-                              "hit_b": float(np.mean([x["hit"] for x in default_rows])), **res})
+            if default_rows and (test := paired_hit(WEBQSP_MINI, label, r, CHOSEN, default_rows)):
+                tests.append(test)
     return records, tests, rows_by_label
 
 
@@ -418,24 +420,32 @@ def follow_up_study(chat: GraphChat, pairs: list[dict]) -> dict:
 
 def main() -> None:
     torch.set_num_threads(min(2, os.cpu_count() or 1))
-    if "--follow-ups" in sys.argv[1:]:  # two-turn conversations; a "follow_ups" section (label from --label)
+    if "--follow-ups" in sys.argv[1:]:  # two-turn conversations: records labelled --label, merged into follow_ups
         from gr_core.paths import repo_root
         from gr_core.runs import read_json, write_json
 
         label = sys.argv[sys.argv.index("--label") + 1] if "--label" in sys.argv else "this commit"
+        path = Path(sys.argv[sys.argv.index("--out") + 1]) if "--out" in sys.argv else \
+            repo_root() / "outputs" / "bench" / "chat.json"  # --out: another checkout's chat.json, to merge into
+        result = read_json(path)
+        section = result.setdefault("follow_ups", {})
+        records = section.setdefault("records", {})
         kb, kind, _ = load_graph("metaqa")
         pairs = follow_up_pairs()
-        path = repo_root() / "outputs" / "bench" / "chat.json"
-        out_path = Path(sys.argv[sys.argv.index("--out") + 1]) if "--out" in sys.argv else path
-        result = read_json(out_path) if out_path.is_file() else {}
-        section = result.setdefault("follow_ups", {})
-        for retriever in ("pcst", "gnn"):
-            chat = GraphChat(kb, model="zero_shot", kind=kind, retriever=retriever)
-            rec = follow_up_study(chat, pairs)
-            section[f"{retriever}, {label}"] = rec
+        for retriever, what in (("pcst", "the chat without a reasoner"), ("gnn", "the chat's reasoner")):
+            rec = follow_up_study(GraphChat(kb, model="zero_shot", kind=kind, retriever=retriever), pairs)
+            records[f"{retriever} ({what}), {label}"] = rec
             print(f"  follow-ups {retriever} ({label}): first Hit {rec['first_hit']:.3f}, follow-up Hit "
                   f"{rec['follow_up_hit']:.3f} {rec['follow_up_hit_ci']} n {rec['n']}", flush=True)
-        write_json(out_path, result)
+        mine = f"gnn (the chat's reasoner), {label}"  # this run's reasoner against every other record
+        section["tests"] = [t for other, rec in records.items() if other != mine
+                            if (t := paired_hit("metaqa follow-ups", mine, records[mine]["rows"], other, rec["rows"]))]
+        section["what"] = ("30 two-turn conversations: an official MetaQA 1-hop test question about a film, then a "
+                           "templated follow-up about the same film with another relation ('and who directed it?'); "
+                           "Hit of the follow-up's answer against the KB's tails for that film and relation")
+        section["provenance"] = {"machine": machine(), "versions": package_versions(),
+                                 "command": f"python bench/chat.py --follow-ups --label {label!r}"}
+        write_json(path, result)
         return
     if "--reasoner-modes" in sys.argv[1:]:  # the GNN-RAG modes alone, replacing their earlier records
         from gr_core.paths import repo_root
@@ -449,7 +459,6 @@ def main() -> None:
         result["answer_mode_tests"] = [t for t in result["answer_mode_tests"] if t["a"] not in labels] + tests
         result["answer_mode_questions"] = result["answer_mode_questions"] | rows
         # the other records keep the provenance (machine, versions, command) of the run that measured them
-        from common import machine, package_versions
         from gr_core.runs import write_json
 
         result["reasoner_modes_provenance"] = {"machine": machine(), "versions": package_versions(),

@@ -161,20 +161,21 @@ class GraphQADataset:
     def __len__(self) -> int:
         return len(self.records)
 
-    def graph(self, i: int) -> TextualGraph:
-        """The textual graph of question ``i`` (for KB datasets: its neighbourhood, cut on demand)."""
+    def graph(self, i: int, scope: NeighbourhoodConfig | None = None) -> TextualGraph:
+        """The textual graph of question ``i`` (for KB datasets: its neighbourhood, cut on demand; ``scope`` cuts
+        another one than the dataset's, e.g. a 1-hop question on the chat's 2-hop neighbourhood)."""
         rec = self.records[i]
         if self.graphs is not None:
             g = self.graphs[i]
             return TextualGraph(g.nodes, g.edges, rec.question, rec.answers, rec.graph_id, rec.q_entities)
-        nodes, edges = self.neighbourhood(i)
+        nodes, edges = self.neighbourhood(i, scope)
         return self.kg.subgraph(nodes, edges, question=rec.question, answers=rec.answers, graph_id=rec.graph_id,
                                 q_entities=rec.q_entities)
 
-    def neighbourhood(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        """KB datasets: question ``i``'s neighbourhood as (entity ids, KB edge ids)."""
+    def neighbourhood(self, i: int, scope: NeighbourhoodConfig | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """KB datasets: question ``i``'s neighbourhood (``scope``, else the dataset's) as (entity ids, KB edge ids)."""
         seeds = [self.kg.entity_id[e] for e in self.records[i].q_entities]
-        return self.kg.neighbourhood(seeds, self.config.neighbourhood)
+        return self.kg.neighbourhood(seeds, scope or self.config.neighbourhood)
 
     def embeddings(self, i: int, graph: TextualGraph | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(x, edge_attr)`` of question ``i``'s graph: ``(num_nodes, dim)`` and ``(num_edges, dim)``."""

@@ -110,16 +110,18 @@ def benchmarks(bench_root: str | Path) -> pd.DataFrame:
                      "ours": f"{_num(s['kb_retrieval_median_ms'])} ms (whole-KB PCST "
                              f"{_num(s['kb_whole_graph_pcst_median_ms'])} ms)", "target": "< 50 ms",
                      "file": "bench/chat.json"})
-        for r in d.get("answer_modes", []):  # the chat's answer modes on the 60 MetaQA questions (docs/chat.md)
-            if r["graph"] == "metaqa" and (r["mode"] == CHAT_DEFAULT_MODE or r["mode"].startswith("GNN-RAG")):
+        # the chat's default without a reasoner and the GNN-RAG modes, against issue 18's targets (docs/chat.md)
+        for r in d.get("answer_modes", []):
+            if not (r["mode"] == CHAT_DEFAULT_MODE or r["mode"].startswith("GNN-RAG")):
+                continue
+            hit = f"{_num(100 * r['hit'], 3)}% [{_num(100 * r['hit_ci'][0], 3)}, {_num(100 * r['hit_ci'][1], 3)}]"
+            if r["graph"] == "metaqa":
                 mode = r["mode"] + (" (the default without a reasoner)" if r["mode"] == CHAT_DEFAULT_MODE else "")
-                rows.append({"what": f"chat Hit on {r['n']} MetaQA test questions (1/2/3-hop), {mode}",
-                             "ours": f"{_num(100 * r['hit'], 3)}% [{_num(100 * r['hit_ci'][0], 3)}, "
-                                     f"{_num(100 * r['hit_ci'][1], 3)}]", "target": "60%", "file": "bench/chat.json"})
-            elif r["graph"].startswith("webqsp (") and (r["mode"] == CHAT_DEFAULT_MODE or r["mode"].startswith("GNN-RAG")):
+                rows.append({"what": f"chat Hit on {r['n']} MetaQA test questions (1/2/3-hop), {mode}", "ours": hit,
+                             "target": "60%", "file": "bench/chat.json"})
+            elif r["graph"].startswith("webqsp ("):
                 rows.append({"what": f"chat on {r['graph']} (held out): in-evidence answers that hit, {r['mode']}",
-                             "ours": f"{_num(100 * r['hit_given_in_evidence'], 3)}% (Hit {_num(100 * r['hit'], 3)}% "
-                                     f"[{_num(100 * r['hit_ci'][0], 3)}, {_num(100 * r['hit_ci'][1], 3)}], n {r['n']})",
+                             "ours": f"{_num(100 * r['hit_given_in_evidence'], 3)}% (Hit {hit}, n {r['n']})",
                              "target": "70%", "file": "bench/chat.json"})
         answered = d.get("graphs", {}).get("metaqa_kb", {}).get("answer", [])
         n = answered[0].get("answer_n", "?") if answered else "?"  # every model answers the same questions

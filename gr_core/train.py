@@ -630,6 +630,39 @@ def run_k_grid(dataset: str, k_grid, ce_grid, seed: int, runs_dir: str | Path, d
     return names
 
 
+def run_llm_sizes(dataset: str, llm_models: list[str], seed: int, runs_dir: str | Path, params: dict,
+                  per_dataset: dict | None = None, ds=None) -> list[tuple[str, str | None]]:
+    """G-Retriever on ``dataset`` once per LLM, the same data and budget for each (GR Table 8).
+
+    Args:
+        llm_models: the first is the reference (its run is the plain ``<dataset>-g_retriever-seed<s>``, shared with
+            notebook 03); the others are variants ``llm-<name>``. An embedded LLM whose optional package is missing
+            is skipped (:func:`gr_core.llm.unavailable` says why).
+        params, per_dataset: the flat notebook parameters and per-dataset settings (:func:`dataset_settings`; keys
+            for other datasets are ignored).
+    Returns:
+        ``(llm, run name or None)`` per LLM, for :func:`gr_core.results.table8`.
+    """
+    from .graphqa import DatasetConfig, load_dataset
+    from .llm import unavailable
+
+    mine = {k: v for k, v in (per_dataset or {}).items() if k.split("/")[0] == dataset}
+    settings = dataset_settings(params, mine, [dataset])[dataset]
+    rows = []
+    for i, model in enumerate(llm_models):
+        if (why := unavailable(model)):
+            print(f"{model}: skipped, {why}", flush=True)
+            rows.append((model, None))
+            continue
+        ds = ds if ds is not None else load_dataset(DatasetConfig(dataset))
+        variant = "" if i == 0 else "llm-" + model.replace("/", "_").replace(":", "_")
+        cfg = make_run_config(dataset, "g_retriever", seed, variant=variant,
+                              **{**settings, "llm": replace(settings["llm"], model=model)})
+        run(cfg, Path(runs_dir) / cfg.name, ds=ds)
+        rows.append((model, cfg.name))
+    return rows
+
+
 def run_plan(plan: dict[str, list[str]], seeds: list[int], runs_dir: str | Path, force: bool = False,
              by_dataset: dict[str, dict] | None = None, **settings) -> "pd.DataFrame":
     """Run every (dataset, method, seed) of ``plan`` (each dataset loaded once); return their metrics.

@@ -266,14 +266,14 @@ def test_node_probabilities_come_back_one_array_per_graph_in_order():
 
 @pytest.mark.data
 def test_the_chat_reasoner_sees_a_one_hop_question_on_the_chats_two_hop_neighbourhood():
-    from gr_core.gnn_rag import question_data
-    from gr_core.gnn_rag.studies import chat_scope, scope_question_data
+    from gr_core.chat import ChatConfig
+    from gr_core.gnn_rag import question_data, reasoner_dataset
     from gr_core.graphqa import DatasetConfig, load_dataset
 
     ds = load_dataset(DatasetConfig("metaqa", hops=1, max_questions=6))
     idx = list(ds.split["test"])[:4]
-    scoped = scope_question_data(ds, idx, chat_scope(), "scoped")
-    assert chat_scope().hops == 2
+    scoped = reasoner_dataset(ds, idx, "scoped", ChatConfig().neighbourhood)
+    assert ChatConfig().neighbourhood.hops == 2
     for i, d in zip(idx, scoped):
         own = question_data(ds, i)  # the 1-hop dataset's own neighbourhood
         assert d.num_nodes >= own.num_nodes and d.edge_index.size(1) >= own.edge_index.size(1)

@@ -112,19 +112,18 @@ def full_preset_training(tiny_llm_dir: str, outputs, questions: int = 8) -> dict
     """Notebook 03 with the ``full`` preset's parameters (every dataset and method of its plan, GR App. B sizes:
     GT 4 x 1024, 512 graph-text tokens, 32 answer tokens) on ``questions`` training / validation / test questions
     per dataset, one seed, one epoch, on the tiny Llama, through the suite runner as ``./gr suite --preset full
-    --only 03`` runs it. Returns the suite summary; ``outputs`` is the outputs root (``GR_OUTPUTS_DIR``)."""
-    import os
-
+    --only 03`` runs it. Returns the suite summary; ``outputs`` is the outputs root (``GR_OUTPUTS_DIR`` while it runs)."""
     from gr_core.suite import run_suite
 
-    os.environ["GR_OUTPUTS_DIR"] = str(outputs)
     overrides = {"llm_model": tiny_llm_dir, "max_train": questions, "max_val": questions, "max_test": questions,
                  "num_seeds": 1, "num_epochs": 1}
-    return run_suite("full", only=["03"], overrides=overrides)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GR_OUTPUTS_DIR", str(outputs))
+        return run_suite("full", only=["03"], overrides=overrides)
 
 
 @pytest.mark.data
-def test_the_full_presets_training_notebook_runs_on_cuda_on_8_questions(tiny_llm_dir, tmp_path, monkeypatch):
+def test_the_full_presets_training_notebook_runs_on_cuda_on_8_questions(tiny_llm_dir, tmp_path):
     """Issue 19: the ``full`` preset's notebook 03 (all four datasets, every Table 3 method) on 8 questions each; it
     needs the data folder and the embedded sentence encoder (carry them to a GPU machine: README, "A GPU")."""
     import json
@@ -133,7 +132,6 @@ def test_the_full_presets_training_notebook_runs_on_cuda_on_8_questions(tiny_llm
     from gr_core.paths import data_root
 
     data_root()  # a clear DataNotFoundError naming ./gr data when the folder is missing
-    monkeypatch.setenv("GR_OUTPUTS_DIR", str(tmp_path))
     summary = full_preset_training(tiny_llm_dir, tmp_path)
     assert summary["counts"] == {"passed": 1, "failed": 0, "skipped": 0}, summary["notebooks"]
     runs = sorted(p.parent.name for p in (tmp_path / "full" / "runs").glob("*/metrics.json"))

@@ -131,6 +131,13 @@ class ChatConfig:
         return self.evidence_format or KIND_EVIDENCE_FORMAT[self.kind]
 
     @property
+    def neighbourhood(self):
+        """The neighbourhood a turn searches in a large graph, as a :class:`~gr_core.kg.NeighbourhoodConfig`."""
+        from ..kg import NeighbourhoodConfig
+
+        return NeighbourhoodConfig(self.hops, self.max_expand_degree, self.max_nodes)
+
+    @property
     def retrieval(self) -> RetrievalConfig:
         cfg = KIND_RETRIEVAL[self.kind]
         over = {k: v for k, v in (("top_k_nodes", self.top_k_nodes), ("top_k_edges", self.top_k_edges),

@@ -272,8 +272,8 @@ class GraphChat:
         t = time.perf_counter()
         # The neighbourhood grows from the linked entities (GNN-RAG: entity linking, then k hops); the most similar
         # nodes seed it only when nothing is linked, since a similar hub (a genre, a tag) would fill the node cap.
-        nodes, edges = index.scope(np.asarray(seeds, np.int64) if seeds else top, cfg.hops,
-                                   cfg.max_nodes, cfg.max_expand_degree, cfg.whole_graph_edges)
+        nodes, edges = index.scope(np.asarray(seeds, np.int64) if seeds else top, cfg.neighbourhood,
+                                   cfg.whole_graph_edges)
         scope = index.subgraph(nodes, edges)
         turn.searched_nodes, turn.searched_edges = len(nodes), len(edges)
         turn.timings["scope"] = time.perf_counter() - t
@@ -291,10 +291,8 @@ class GraphChat:
                 # The reasoner was trained on one topic per question, and a follow-up's pronoun points at the previous
                 # topic ("and who starred in it?") or at its answer ("and who directed them?"): start once from each,
                 # with the entities the question names itself, and keep the start the reasoner is surer of.
-                own = index.rows_of([n for n in turn.linked if n not in prev.linked + prev.answer_nodes])
-                options = [np.flatnonzero(np.isin(nodes, own + index.rows_of(start)))
-                           for start in (prev.reasoner_seeds or prev.linked, prev.answer_nodes) if start]
-                options = [o for o in options if len(o)] or [local_seeds]
+                options = [np.flatnonzero(np.isin(nodes, linked + index.rows_of(start)))
+                           for start in (prev.reasoner_seeds or prev.linked, prev.answer_nodes)]
             turn.evidence, turn.paths, turn.candidates, used = self._gnn_evidence(scope, nodes, edges, q, options,
                                                                                   node_sim)
             turn.reasoner_seeds = [int(index.node_ids[nodes[r]]) for r in used]

@@ -163,16 +163,17 @@ class ChatIndex:
 
         return similarities(query, self.node_emb), similarities(query, self.rel_emb)
 
-    def scope(self, seeds: np.ndarray, hops: int, max_nodes: int, max_expand_degree: int, whole_graph_edges: int
+    def scope(self, seeds: np.ndarray, neighbourhood: NeighbourhoodConfig, whole_graph_edges: int
               ) -> tuple[np.ndarray, np.ndarray]:
-        """The part of the graph a turn searches: everything when the graph is small, else the seeds' neighbourhood.
+        """The part of the graph a turn searches: everything when the graph has at most ``whole_graph_edges`` edges,
+        else the seeds' ``neighbourhood`` (:attr:`ChatConfig.neighbourhood`).
 
         Returns:
             ``(node rows, edge rows)`` of the index.
         """
         if self.num_edges <= whole_graph_edges:
             return np.arange(self.num_nodes), np.arange(self.num_edges)
-        return self.kg.neighbourhood(seeds, NeighbourhoodConfig(hops, max_expand_degree, max_nodes))
+        return self.kg.neighbourhood(seeds, neighbourhood)
 
     def subgraph(self, nodes: np.ndarray, edges: np.ndarray) -> TextualGraph:
         """Node rows / edge rows as a textual graph with the graph's own node ids (``row``, ``kb_edge`` kept)."""

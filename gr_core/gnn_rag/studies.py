@@ -145,6 +145,21 @@ def gnn_only_table(results: dict) -> "pd.DataFrame":
     return pd.DataFrame(rows)
 
 
+def _provenance(flag: str, keys: str, out, max_train, max_val, max_test, cfg: ReasonerConfig,
+                tcfg: ReasonerTrainConfig) -> dict:
+    """``settings``, the ``command`` that reruns a run of :func:`main` and the ``env`` record, for its metrics.json."""
+    from dataclasses import asdict
+
+    from ..runs import environment_record
+
+    return {"settings": {"max_train": max_train, "max_val": max_val, "max_test": max_test, "reasoner": asdict(cfg),
+                         "train": asdict(tcfg)},
+            "command": f"python -m gr_core.gnn_rag {flag} --keys {keys} --max-train {max_train or 0} "
+                       f"--max-val {max_val or 0} --max-test {max_test or 0} --epochs {tcfg.num_epochs} "
+                       f"--budget-minutes {tcfg.time_budget_s / 60:g} --out {out}",
+            "env": environment_record()}
+
+
 def reasoner_test_run(key: str, out_dir, max_train: int | None = None, max_val: int | None = None,
                       max_test: int | None = None, cfg: ReasonerConfig = ReasonerConfig(),
                       tcfg: ReasonerTrainConfig = ReasonerTrainConfig()) -> dict:
@@ -152,12 +167,11 @@ def reasoner_test_run(key: str, out_dir, max_train: int | None = None, max_val: 
     ``metrics.json`` (H@1 with its 95% Wilson interval, F1, n, training seconds and epochs, the history, settings and
     environment), ``by_type.csv`` (test H@1 per MetaQA question type) and ``by_candidates.csv`` (H@1 by the size
     of the 0.95 candidate set, to show where the errors are)."""
-    from dataclasses import asdict
     from pathlib import Path
 
     import pandas as pd
 
-    from ..runs import environment_record, write_json
+    from ..runs import write_json
     from ..stats import wilson_interval
 
     out_dir = Path(out_dir)
@@ -169,12 +183,7 @@ def reasoner_test_run(key: str, out_dir, max_train: int | None = None, max_val: 
     low, high = wilson_interval(hits, len(scores))
     metrics = {"key": key, **result["metrics"], "h1_ci": [round(100 * low, 2), round(100 * high, 2)],
                "epochs_run": len(result["history"]), "history": result["history"],
-               "settings": {"max_train": max_train, "max_val": max_val, "max_test": max_test,
-                            "reasoner": asdict(cfg), "train": asdict(tcfg)},
-               "command": f"python -m gr_core.gnn_rag --test --keys {key} --max-train {max_train or 0} "
-                          f"--max-val {max_val or 0} --max-test {max_test or 0} --epochs {tcfg.num_epochs} "
-                          f"--budget-minutes {tcfg.time_budget_s / 60:g} --out {out_dir.parent}",
-               "env": environment_record()}
+               **_provenance("--test", key, out_dir.parent, max_train, max_val, max_test, cfg, tcfg)}
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(out_dir / "metrics.json", metrics)
     by_type = scores.groupby("qtype").agg(n=("h1", "size"), h1=("h1", "mean"), f1=("f1", "mean"),
@@ -195,45 +204,17 @@ def reasoner_test_run(key: str, out_dir, max_train: int | None = None, max_val: 
 CHAT_KEY = "metaqa-chat"
 
 
-def chat_scope():
-    """The neighbourhood a KB chat turn searches (:class:`~gr_core.chat.ChatConfig`'s defaults), as a
-    :class:`~gr_core.kg.NeighbourhoodConfig`."""
-    from ..chat.config import ChatConfig
-    from ..kg import NeighbourhoodConfig
-
-    c = ChatConfig()
-    return NeighbourhoodConfig(c.hops, c.max_expand_degree, c.max_nodes)
-
-
-def scope_question_data(ds, indices: list[int], scope, desc: str) -> list:
-    """:func:`question_data` for MetaQA questions on the neighbourhood ``scope`` (a
-    :class:`~gr_core.kg.NeighbourhoodConfig`) instead of their dataset's own: a 1-hop question on the chat's 2-hop
-    neighbourhood, as the chat asks it."""
-    from ..runs import progress
-    from .training import question_data
-
-    ds.prefetch(indices, nodes=False)
-    out = []
-    for i in progress(indices, desc=desc):
-        rec = ds.records[i]
-        nodes, edges = ds.kg.neighbourhood([ds.kg.entity_id[e] for e in rec.q_entities], scope)
-        g = ds.kg.subgraph(nodes, edges, question=rec.question, answers=rec.answers, graph_id=rec.graph_id,
-                           q_entities=rec.q_entities)
-        out.append(question_data(ds, i, g))
-    return out
-
-
 def chat_reasoner_run(out_dir, hop_sets: tuple[int, ...] = (1, 2), test_hop_sets: tuple[int, ...] = (1, 2, 3),
                       max_train: int | None = None, max_val: int | None = 200, max_test: int | None = 1000,
                       cfg: ReasonerConfig = ReasonerConfig(), tcfg: ReasonerTrainConfig = ReasonerTrainConfig()
                       ) -> dict:
     """Train one reasoner for chatting with the MetaQA KB: the training questions of every hop set in ``hop_sets``
-    together, each on the chat's neighbourhood of its topic entity (:func:`chat_scope`: 2 hops), selected on the
+    together, each on the chat's neighbourhood of its topic entity, selected on the
     validation questions of those hop sets together, and scored per hop set of ``test_hop_sets`` on the same scope
     (a 3-hop question's answers are often outside 2 hops: ``candidate_hit`` and ``no_gold_in_graph`` show it).
 
     A reasoner of :func:`run_reasoner` knows one hop count, but a chat's user does not say how many hops a question
-    takes. Writes ``out_dir/metaqa-chat.pt`` (found by :func:`~gr_core.chat.find_reasoner`) and ``metrics.json``
+    takes. The scope is :attr:`ChatConfig.neighbourhood <gr_core.chat.ChatConfig.neighbourhood>` (2 hops). Writes ``out_dir/metaqa-chat.pt`` (found by :func:`~gr_core.chat.find_reasoner`) and ``metrics.json``
     (per hop set: H@1 with its 95% Wilson interval, F1, n; the history, settings and environment).
 
     Returns:
@@ -243,17 +224,18 @@ def chat_reasoner_run(out_dir, hop_sets: tuple[int, ...] = (1, 2), test_hop_sets
     from dataclasses import asdict
     from pathlib import Path
 
+    from ..chat.config import ChatConfig
     from ..graphqa import DatasetConfig, load_dataset
-    from ..runs import environment_record, write_json
+    from ..runs import write_json
     from ..stats import wilson_interval
 
-    out_dir, scope = Path(out_dir), chat_scope()
+    out_dir, scope = Path(out_dir), ChatConfig().neighbourhood
     sets = {h: load_dataset(DatasetConfig("metaqa", hops=h)) for h in sorted(set(hop_sets) | set(test_hop_sets))}
     train, val = [], []
     for h in hop_sets:
         ds = sets[h]
-        train += scope_question_data(ds, list(ds.split["train"])[:max_train or None], scope, f"{h}-hop train graphs")
-        val += scope_question_data(ds, list(ds.split["val"])[:max_val or None], scope, f"{h}-hop val graphs")
+        train += reasoner_dataset(ds, list(ds.split["train"])[:max_train or None], f"{h}-hop train graphs", scope)
+        val += reasoner_dataset(ds, list(ds.split["val"])[:max_val or None], f"{h}-hop val graphs", scope)
     t0 = time.perf_counter()
     model, history = train_reasoner(train, val, int(sets[hop_sets[0]].text_emb.shape[1]), cfg, tcfg,
                                     on_epoch=lambda row: print(f"  epoch {row['epoch']}: loss {row['train_loss']:.3f} "
@@ -263,7 +245,7 @@ def chat_reasoner_run(out_dir, hop_sets: tuple[int, ...] = (1, 2), test_hop_sets
     per_hops = {}
     for h in test_hop_sets:
         ds = sets[h]
-        test = scope_question_data(ds, list(ds.split["test"])[:max_test or None], scope, f"{h}-hop test graphs")
+        test = reasoner_dataset(ds, list(ds.split["test"])[:max_test or None], f"{h}-hop test graphs", scope)
         m = evaluate_reasoner(model, test)
         low, high = wilson_interval(round(m["h1"] * m["n"] / 100), m["n"])
         per_hops[f"{h}-hop"] = {**{k: round(v, 2) if isinstance(v, float) else v for k, v in m.items()},
@@ -273,12 +255,8 @@ def chat_reasoner_run(out_dir, hop_sets: tuple[int, ...] = (1, 2), test_hop_sets
     metrics = {"key": CHAT_KEY, "hop_sets": list(hop_sets), "scope": asdict(scope), "test": per_hops,
                "train_seconds": round(seconds, 1), "num_train": len(train), "num_val": len(val),
                "epochs_run": len(history), "history": history,
-               "settings": {"max_train": max_train, "max_val": max_val, "max_test": max_test,
-                            "reasoner": asdict(cfg), "train": asdict(tcfg)},
-               "command": f"python -m gr_core.gnn_rag --chat --keys {','.join(f'metaqa-{h}hop' for h in hop_sets)} "
-                          f"--max-train {max_train or 0} --max-val {max_val or 0} --max-test {max_test or 0} "
-                          f"--epochs {tcfg.num_epochs} --budget-minutes {tcfg.time_budget_s / 60:g} --out {out_dir}",
-               "env": environment_record()}
+               **_provenance("--chat", ",".join(f"metaqa-{h}hop" for h in hop_sets), out_dir, max_train, max_val,
+                             max_test, cfg, tcfg)}
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(out_dir / "metrics.json", metrics)
     # "relations": the relation texts it was trained on; the chat serves it to a graph whose relations it knows

@@ -198,12 +198,14 @@ def evaluate_reasoner(model: ReaRev, data_list: list, eps: float = 0.95) -> dict
             "no_gold_in_graph": sum(r["gold"] == 0 for r in rows), "n": len(rows)}
 
 
-def reasoner_dataset(ds, indices: list[int], desc: str = "reasoner data") -> list:
-    """:func:`question_data` for each question index, with a progress bar."""
+def reasoner_dataset(ds, indices: list[int], desc: str = "reasoner data", scope=None) -> list:
+    """:func:`question_data` for each question index, with a progress bar; ``scope`` (a
+    :class:`~gr_core.kg.NeighbourhoodConfig`) cuts KB questions' graphs other than the dataset's own."""
     from ..runs import progress
 
     ds.prefetch(indices, nodes=False)  # texts are encoded on first use: the questions and relations in one batch
-    return [question_data(ds, i) for i in progress(indices, desc=desc)]
+    return [question_data(ds, i, ds.graph(i, scope) if scope is not None else None)
+            for i in progress(indices, desc=desc)]
 
 
 def save_reasoner(model: ReaRev, path, meta: dict | None = None):
