@@ -39,7 +39,8 @@ GNN-RAG modes (``python bench/chat.py --reasoner-modes`` adds or replaces their 
 reasoner's candidates as the answer, and the LLM ranking the node names of the reasoner's paths, on the same 60
 MetaQA questions with the chat's own reasoner (``python -m gr_core.gnn_rag --chat``), and on the 60 WebQSP test
 mini-graphs with a reasoner trained on the WebQSP re-split's training part (:data:`WEBQSP_REASONER`); each paired
-with the default ranked mode on the same questions.
+with the default ranked mode on the same questions. ``--reasoner FILE`` measures another MetaQA reasoner on the 60
+MetaQA questions alone (the quick preset's, ``outputs/quick/09_chat/reasoner/metaqa-chat.pt``).
 
 Follow-ups (``python bench/chat.py --follow-ups --label COMMIT``, merged into ``follow_ups``): 30 two-turn
 conversations (:func:`follow_up_pairs`), Hit of the follow-up with and without the chat's reasoner, the reasoner's
@@ -301,20 +302,27 @@ REASONER_MODES = {  # label suffix: ChatConfig overrides with retriever="gnn"
 }
 
 
-def reasoner_mode_study(qs: list[dict], result: dict) -> tuple[list[dict], list[dict], dict]:
-    """The GNN-RAG modes on the MetaQA sample with the reasoner :func:`find_reasoner` finds (the chat's own,
-    ``python -m gr_core.gnn_rag --chat``, when it exists): its candidates as the answer, and the LLM ranking the nodes
-    of its paths; each paired (exact McNemar on Hit) with the default mode's rows already in ``result``. The same on
-    the 60 WebQSP test mini-graphs when :data:`WEBQSP_REASONER` exists (trained on the re-split's training part)."""
+def reasoner_mode_study(qs: list[dict], result: dict, reasoner: Path | None = None
+                        ) -> tuple[list[dict], list[dict], dict]:
+    """The GNN-RAG modes on the MetaQA sample with ``reasoner``, else the one :func:`find_reasoner` finds (the chat's
+    own, ``python -m gr_core.gnn_rag --chat``, when it exists): its candidates as the answer, and the LLM ranking the
+    nodes of its paths; each paired (exact McNemar on Hit) with the default mode's rows already in ``result``. Without
+    ``reasoner``, the same on the 60 WebQSP test mini-graphs when :data:`WEBQSP_REASONER` exists (trained on the
+    re-split's training part)."""
     from dataclasses import replace
 
     from gr_core.paths import repo_root
 
-    reasoner = find_reasoner()
+    named, reasoner = reasoner is not None, reasoner or find_reasoner()
     if reasoner is None:
         raise SystemExit("no saved reasoner: run python -m gr_core.gnn_rag --chat ... first (docs/chat.md)")
-    name = f"{Path(reasoner).parent.parent.name}/{Path(reasoner).stem}" if Path(reasoner).stem == "metaqa-chat" else \
-        f"{Path(reasoner).parent.parent.parent.name}/{Path(reasoner).stem}"
+    reasoner = Path(reasoner)
+    if reasoner.parent.name == "reasoner":  # a preset's notebook 09: outputs/<preset>/09_chat/reasoner/metaqa-chat.pt
+        name = f"{reasoner.parents[2].name}/{reasoner.parents[1].name}"
+    elif reasoner.stem == "metaqa-chat":
+        name = f"{reasoner.parent.parent.name}/{reasoner.stem}"
+    else:
+        name = f"{reasoner.parent.parent.parent.name}/{reasoner.stem}"
     kb, kind, _ = load_graph("metaqa")
     chat = GraphChat(kb, model="zero_shot", kind=kind, retriever="gnn", reasoner=reasoner)
     base = chat.config
@@ -335,7 +343,7 @@ def reasoner_mode_study(qs: list[dict], result: dict) -> tuple[list[dict], list[
         if default_rows and (test := paired_hit("metaqa", label, rows, CHOSEN, default_rows)):
             tests.append(test)
     webqsp = repo_root() / WEBQSP_REASONER
-    if webqsp.is_file():  # the held-out graphs: WebQSP test mini-graphs with a reasoner trained on WebQSP's training part
+    if webqsp.is_file() and not named:  # the held-out graphs: WebQSP test mini-graphs with a reasoner trained on WebQSP's training part
         from gr_core.gnn_rag import load_reasoner
 
         model = load_reasoner(webqsp)
@@ -453,7 +461,8 @@ def main() -> None:
 
         path = repo_root() / "outputs" / "bench" / "chat.json"
         result = read_json(path)
-        records, tests, rows = reasoner_mode_study(metaqa_questions(), result)
+        named = Path(sys.argv[sys.argv.index("--reasoner") + 1]) if "--reasoner" in sys.argv else None
+        records, tests, rows = reasoner_mode_study(metaqa_questions(), result, named)
         labels = {r["mode"] for r in records}
         result["answer_modes"] = [r for r in result["answer_modes"] if r["mode"] not in labels] + records
         result["answer_mode_tests"] = [t for t in result["answer_mode_tests"] if t["a"] not in labels] + tests
@@ -461,8 +470,13 @@ def main() -> None:
         # the other records keep the provenance (machine, versions, command) of the run that measured them
         from gr_core.runs import write_json
 
-        result["reasoner_modes_provenance"] = {"machine": machine(), "versions": package_versions(),
-                                               "command": "python bench/chat.py --reasoner-modes"}
+        command = "python bench/chat.py --reasoner-modes" + (f" --reasoner {named}" if named else "")
+        result.setdefault("reasoner_modes_provenance", {})
+        if "command" in result["reasoner_modes_provenance"]:  # one record per command (earlier: a single one)
+            old = result["reasoner_modes_provenance"]
+            result["reasoner_modes_provenance"] = {old["command"]: old}
+        result["reasoner_modes_provenance"][command] = {"machine": machine(), "versions": package_versions(),
+                                                        "command": command}
         write_json(path, result)
         print("wrote", path)
         return

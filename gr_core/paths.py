@@ -87,3 +87,14 @@ def outputs_root(preset: str) -> Path:
     out = Path(os.environ.get(OUTPUTS_ENV) or repo_root() / "outputs") / preset
     out.mkdir(parents=True, exist_ok=True)
     return out
+
+
+def repo_relative(path: str | Path | None) -> str | None:
+    """``path`` relative to the repository root when it lies inside it (for records that are committed and read on
+    other machines), else as given; None stays None."""
+    if path is None:
+        return None
+    try:
+        return str(Path(path).resolve().relative_to(repo_root()))
+    except ValueError:
+        return str(path)

@@ -253,7 +253,9 @@ def draw_evidence(graph: TextualGraph, roles: dict[int, str], highlight_edges: I
     hidden = len(names) - len(keep)
     if hidden:
         handles.append(Line2D([], [], ls="", label=f"{hidden} more nodes not drawn"))
-    ax.legend(handles=handles, loc="upper left", fontsize=7, frameon=True)
+    ax.margins(0.08)  # room for the labels of nodes the layout puts on the border
+    # beside the drawing, not over it: the layout puts nodes in the corners (saved with a tight bounding box)
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=True)
     if title:
         ax.set_title(_label(title, 90), fontsize=9)
     return fig

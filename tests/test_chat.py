@@ -215,9 +215,12 @@ def test_gnn_retriever_needs_a_reasoner_and_uses_a_saved_one(tmp_path, tiny_llm_
     saved = save_reasoner(ReaRev(384, ReasonerConfig(entity_dim=8)), tmp_path / "quick" / "04_gnn_rag" / "reasoners" /
                           "webqsp.pt")
     assert find_reasoner(tmp_path) == saved
+    preset_own = save_reasoner(ReaRev(384, ReasonerConfig(entity_dim=8)),
+                               tmp_path / "quick" / "09_chat" / "reasoner" / "metaqa-chat.pt")
+    assert find_reasoner(tmp_path) == preset_own  # notebook 09's chat reasoner comes before notebook 04's
     chat_own = save_reasoner(ReaRev(384, ReasonerConfig(entity_dim=8)),
                              tmp_path / "studies" / "chat_reasoner" / "metaqa-chat.pt")
-    assert find_reasoner(tmp_path) == chat_own  # the chat's own reasoner comes before notebook 04's
+    assert find_reasoner(tmp_path) == chat_own  # and the study's (whole splits) before both
     with pytest.raises(ValueError, match="reads 16-d text embeddings"):
         GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, retriever="gnn", reasoner=ReaRev(16))
     chat = GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, retriever="gnn", reasoner=path, max_new_tokens=4)

@@ -280,3 +280,28 @@ def test_the_chat_reasoner_sees_a_one_hop_question_on_the_chats_two_hop_neighbou
         assert int(d.seed.sum()) == int(own.seed.sum()) == 1
         assert int(d.answer.sum()) >= int(own.answer.sum()) > 0  # 1-hop answers stay inside 2 hops
         assert torch.equal(d.q_emb, own.q_emb)
+
+
+@pytest.mark.data
+def test_the_chat_reasoner_trains_once_per_configuration_and_data(tmp_path):
+    from gr_core.chat import find_reasoner
+    from gr_core.chat.models import reasoner_meta
+    from gr_core.gnn_rag import chat_reasoner_run, load_reasoner
+
+    out = tmp_path / "quick" / "09_chat" / "reasoner"
+    kw = dict(hop_sets=(1, 2), test_hop_sets=(1,), max_train=12, max_val=6, max_test=6, max_questions=30,
+              tcfg=ReasonerTrainConfig(num_epochs=1, lr=2e-3))
+    first = chat_reasoner_run(out, **kw)
+    assert not first["reused"] and first["num_train"] == 24 and first["test"]["1-hop"]["n"] == 6
+    assert load_reasoner(first["path"]).text_dim == 384
+    assert "--lr 0.002" in first["command"] and "--max-train 12" in first["command"]
+    stamp = (out / "metaqa-chat.pt").stat().st_mtime_ns
+    again = chat_reasoner_run(out, **kw)  # same configuration and data: nothing is retrained
+    assert again["reused"] and again["config_hash"] == first["config_hash"]
+    assert (out / "metaqa-chat.pt").stat().st_mtime_ns == stamp
+    other = chat_reasoner_run(out, **{**kw, "tcfg": ReasonerTrainConfig(num_epochs=1, lr=1e-3)})
+    assert not other["reused"] and other["config_hash"] != first["config_hash"]
+    # the chat finds it (MetaQA's relations) under the preset's notebook 09 folder
+    meta = reasoner_meta(out / "metaqa-chat.pt")
+    assert meta["config_hash"] == other["config_hash"] and "directed_by" in meta["relations"]
+    assert find_reasoner(tmp_path, relations=meta["relations"]) == out / "metaqa-chat.pt"

@@ -38,13 +38,16 @@ def find_checkpoint(kind: str, outputs: str | Path | None = None, llm_model: str
 
 # Saved reasoners (notebook 04) that serve a KG chat, first found wins: MetaQA's multi-hop ones, then WebQSP's.
 REASONER_KEYS = ("metaqa-2hop", "metaqa-3hop", "metaqa-1hop", "webqsp")
-# The chat's own MetaQA reasoner (1- and 2-hop questions on the chat's neighbourhood), under outputs/; found first.
+# The chat's own MetaQA reasoner (1- and 2-hop questions on the chat's neighbourhood), under outputs/; found first:
+# the study's (python -m gr_core.gnn_rag --chat, the whole training splits), then a preset's (notebook 09, smaller).
 CHAT_REASONER = Path("studies", "chat_reasoner", "metaqa-chat.pt")
+PRESET_CHAT_REASONER = Path("09_chat", "reasoner", "metaqa-chat.pt")
 
 
 def find_reasoner(outputs: str | Path | None = None, presets=CHECKPOINT_PRESETS, relations=None) -> Path | None:
     """A saved GNN-RAG reasoner: the chat's own (``outputs/studies/chat_reasoner/metaqa-chat.pt``, written by
-    ``python -m gr_core.gnn_rag --chat``), else one of notebook 04's (``outputs/<preset>/04_gnn_rag/reasoners/
+    ``python -m gr_core.gnn_rag --chat``; else ``outputs/<preset>/09_chat/reasoner/metaqa-chat.pt``, written by
+    notebook 09 with ``train_reasoner``), else one of notebook 04's (``outputs/<preset>/04_gnn_rag/reasoners/
     <key>.pt``), best preset first, in :data:`REASONER_KEYS` order; None when there is none.
 
     ``relations``: only a reasoner whose saved ``meta["relations"]`` (the relation texts it was trained on) holds every
@@ -54,8 +57,8 @@ def find_reasoner(outputs: str | Path | None = None, presets=CHECKPOINT_PRESETS,
     if relations is not None and not len(relations):
         return None  # a graph without relations is no reasoner's graph
     root = Path(outputs or os.environ.get(OUTPUTS_ENV) or repo_root() / "outputs")
-    paths = [root / CHAT_REASONER] + [root / preset / "04_gnn_rag" / "reasoners" / f"{key}.pt"
-                                      for preset in presets for key in REASONER_KEYS]
+    paths = ([root / CHAT_REASONER] + [root / preset / PRESET_CHAT_REASONER for preset in presets]
+             + [root / preset / "04_gnn_rag" / "reasoners" / f"{key}.pt" for preset in presets for key in REASONER_KEYS])
     for path in paths:
         if path.is_file() and (relations is None or set(relations) <= set(reasoner_meta(path).get("relations", ()))):
             return path

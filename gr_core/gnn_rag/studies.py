@@ -150,13 +150,16 @@ def _provenance(flag: str, keys: str, out, max_train, max_val, max_test, cfg: Re
     """``settings``, the ``command`` that reruns a run of :func:`main` and the ``env`` record, for its metrics.json."""
     from dataclasses import asdict
 
+    from ..paths import repo_relative
     from ..runs import environment_record
 
+    out = repo_relative(out)
     return {"settings": {"max_train": max_train, "max_val": max_val, "max_test": max_test, "reasoner": asdict(cfg),
                          "train": asdict(tcfg)},
             "command": f"python -m gr_core.gnn_rag {flag} --keys {keys} --max-train {max_train or 0} "
                        f"--max-val {max_val or 0} --max-test {max_test or 0} --epochs {tcfg.num_epochs} "
-                       f"--budget-minutes {tcfg.time_budget_s / 60:g} --out {out}",
+                       f"--budget-minutes {tcfg.time_budget_s / 60:g}"
+                       + (f" --lr {tcfg.lr:g}" if tcfg.lr != ReasonerTrainConfig.lr else "") + f" --out {out}",
             "env": environment_record()}
 
 
@@ -206,8 +209,8 @@ CHAT_KEY = "metaqa-chat"
 
 def chat_reasoner_run(out_dir, hop_sets: tuple[int, ...] = (1, 2), test_hop_sets: tuple[int, ...] = (1, 2, 3),
                       max_train: int | None = None, max_val: int | None = 200, max_test: int | None = 1000,
-                      cfg: ReasonerConfig = ReasonerConfig(), tcfg: ReasonerTrainConfig = ReasonerTrainConfig()
-                      ) -> dict:
+                      cfg: ReasonerConfig = ReasonerConfig(), tcfg: ReasonerTrainConfig = ReasonerTrainConfig(),
+                      max_questions: int | None = None, force: bool = False) -> dict:
     """Train one reasoner for chatting with the MetaQA KB: the training questions of every hop set in ``hop_sets``
     together, each on the chat's neighbourhood of its topic entity, selected on the
     validation questions of those hop sets together, and scored per hop set of ``test_hop_sets`` on the same scope
@@ -215,10 +218,13 @@ def chat_reasoner_run(out_dir, hop_sets: tuple[int, ...] = (1, 2), test_hop_sets
 
     A reasoner of :func:`run_reasoner` knows one hop count, but a chat's user does not say how many hops a question
     takes. The scope is :attr:`ChatConfig.neighbourhood <gr_core.chat.ChatConfig.neighbourhood>` (2 hops). Writes ``out_dir/metaqa-chat.pt`` (found by :func:`~gr_core.chat.find_reasoner`) and ``metrics.json``
-    (per hop set: H@1 with its 95% Wilson interval, F1, n; the history, settings and environment).
+    (per hop set: H@1 with its 95% Wilson interval, F1, n; the history, settings and environment), in that order:
+    ``metrics.json`` marks a finished run. A finished run in ``out_dir`` with the same ``config_hash`` (every argument
+    here, the chat's scope and the MetaQA files' checksums) is returned as is, unless ``force``; notebook 09 relies on
+    that to train once. ``max_questions`` builds each hop set from its first N questions per split (tests).
 
     Returns:
-        the metrics written.
+        the metrics written, with ``path`` (the reasoner file) and ``reused`` (True when a finished run was returned).
     """
     import time
     from dataclasses import asdict
@@ -229,8 +235,22 @@ def chat_reasoner_run(out_dir, hop_sets: tuple[int, ...] = (1, 2), test_hop_sets
     from ..runs import write_json
     from ..stats import wilson_interval
 
+    from ..graphqa import cache_key
+    from ..runs import config_hash, read_json
+
     out_dir, scope = Path(out_dir), ChatConfig().neighbourhood
-    sets = {h: load_dataset(DatasetConfig("metaqa", hops=h)) for h in sorted(set(hop_sets) | set(test_hop_sets))}
+    configs = {h: DatasetConfig("metaqa", hops=h, max_questions=max_questions)
+               for h in sorted(set(hop_sets) | set(test_hop_sets))}
+    key = config_hash({"hop_sets": list(hop_sets), "test_hop_sets": list(test_hop_sets), "max_train": max_train,
+                       "max_val": max_val, "max_test": max_test, "reasoner": asdict(cfg), "train": asdict(tcfg),
+                       "scope": asdict(scope), "data": {h: cache_key(c) for h, c in configs.items()}})
+    done, weights = out_dir / "metrics.json", out_dir / f"{CHAT_KEY}.pt"
+    if not force and done.is_file() and weights.is_file() and read_json(done).get("config_hash") == key:
+        metrics = read_json(done)
+        print(f"chat reasoner: reusing {weights} (same configuration and data; test H@1 "
+              + ", ".join(f"{k} {v['h1']:.1f} (n {v['n']})" for k, v in metrics["test"].items()) + ")", flush=True)
+        return {**metrics, "path": str(weights), "reused": True}
+    sets = {h: load_dataset(c) for h, c in configs.items()}
     train, val = [], []
     for h in hop_sets:
         ds = sets[h]
@@ -252,18 +272,19 @@ def chat_reasoner_run(out_dir, hop_sets: tuple[int, ...] = (1, 2), test_hop_sets
                                 "h1_ci": [round(100 * low, 2), round(100 * high, 2)]}
         print(f"  {h}-hop test on the chat's scope: H@1 {m['h1']:.1f} [{100 * low:.1f}, {100 * high:.1f}] "
               f"n {m['n']}, candidate hit {m['candidate_hit']:.1f}", flush=True)
-    metrics = {"key": CHAT_KEY, "hop_sets": list(hop_sets), "scope": asdict(scope), "test": per_hops,
-               "train_seconds": round(seconds, 1), "num_train": len(train), "num_val": len(val),
+    metrics = {"key": CHAT_KEY, "config_hash": key, "hop_sets": list(hop_sets), "scope": asdict(scope),
+               "test": per_hops, "train_seconds": round(seconds, 1), "num_train": len(train), "num_val": len(val),
                "epochs_run": len(history), "history": history,
                **_provenance("--chat", ",".join(f"metaqa-{h}hop" for h in hop_sets), out_dir, max_train, max_val,
                              max_test, cfg, tcfg)}
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_json(out_dir / "metrics.json", metrics)
+    done.unlink(missing_ok=True)  # an interrupted rerun must not leave the old metrics beside new weights
     # "relations": the relation texts it was trained on; the chat serves it to a graph whose relations it knows
-    save_reasoner(model, out_dir / f"{CHAT_KEY}.pt", {"key": CHAT_KEY, "dataset": "metaqa", "hops": scope.hops,
-                                                     "hop_sets": list(hop_sets), "test": per_hops,
-                                                     "relations": sorted(sets[hop_sets[0]].kg.relations)})
-    return metrics
+    save_reasoner(model, weights, {"key": CHAT_KEY, "config_hash": key, "dataset": "metaqa", "hops": scope.hops,
+                                   "hop_sets": list(hop_sets), "test": per_hops,
+                                   "relations": sorted(sets[hop_sets[0]].kg.relations)})
+    write_json(done, metrics)
+    return {**metrics, "path": str(weights), "reused": False}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -287,12 +308,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="train the default reasoner once per key and score it on test (reasoner_test_run)")
     parser.add_argument("--max-test", type=int, default=0, help="with --test: test questions (0: the whole split)")
     parser.add_argument("--budget-minutes", type=float, default=0.0, help="training time budget per key (0: none)")
+    parser.add_argument("--lr", type=float, default=ReasonerTrainConfig.lr, help="Adam learning rate (GNN-RAG: 5e-4)")
     parser.add_argument("--chat", action="store_true",
                         help="train one reasoner on the MetaQA hop sets of --keys together, on the chat's "
                              "neighbourhood (chat_reasoner_run); --out is its folder")
     args = parser.parse_args(argv)
     cfg = ReasonerConfig()
-    tcfg = ReasonerTrainConfig(num_epochs=args.epochs, seed=0, time_budget_s=60 * args.budget_minutes)
+    tcfg = ReasonerTrainConfig(num_epochs=args.epochs, seed=0, time_budget_s=60 * args.budget_minutes, lr=args.lr)
     if args.chat:
         hop_sets = tuple(dataset_key(key)[1] for key in args.keys.split(","))
         if any(dataset_key(key)[0] != "metaqa" for key in args.keys.split(",")):
