@@ -231,12 +231,9 @@ def chat_reasoner_run(out_dir, hop_sets: tuple[int, ...] = (1, 2), test_hop_sets
     from pathlib import Path
 
     from ..chat.config import ChatConfig
-    from ..graphqa import DatasetConfig, load_dataset
-    from ..runs import write_json
+    from ..graphqa import DatasetConfig, cache_key, load_dataset
+    from ..runs import config_hash, read_json, write_json
     from ..stats import wilson_interval
-
-    from ..graphqa import cache_key
-    from ..runs import config_hash, read_json
 
     out_dir, scope = Path(out_dir), ChatConfig().neighbourhood
     configs = {h: DatasetConfig("metaqa", hops=h, max_questions=max_questions)
@@ -312,6 +309,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chat", action="store_true",
                         help="train one reasoner on the MetaQA hop sets of --keys together, on the chat's "
                              "neighbourhood (chat_reasoner_run); --out is its folder")
+    parser.add_argument("--force", action="store_true",
+                        help="with --chat: train again even when --out holds a finished run of the same configuration")
     args = parser.parse_args(argv)
     cfg = ReasonerConfig()
     tcfg = ReasonerTrainConfig(num_epochs=args.epochs, seed=0, time_budget_s=60 * args.budget_minutes, lr=args.lr)
@@ -320,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         if any(dataset_key(key)[0] != "metaqa" for key in args.keys.split(",")):
             parser.error("--chat trains on MetaQA hop sets only (--keys metaqa-1hop,metaqa-2hop)")
         chat_reasoner_run(args.out, hop_sets, max_train=args.max_train, max_val=args.max_val, max_test=args.max_test,
-                          cfg=cfg, tcfg=tcfg)
+                          cfg=cfg, tcfg=tcfg, force=args.force)
         return 0
     if args.test:
         for key in args.keys.split(","):
