@@ -471,11 +471,7 @@ def main() -> None:
         from gr_core.runs import write_json
 
         command = "python bench/chat.py --reasoner-modes" + (f" --reasoner {named}" if named else "")
-        result.setdefault("reasoner_modes_provenance", {})
-        if "command" in result["reasoner_modes_provenance"]:  # one record per command (earlier: a single one)
-            old = result["reasoner_modes_provenance"]
-            result["reasoner_modes_provenance"] = {old["command"]: old}
-        result["reasoner_modes_provenance"][command] = {"machine": machine(), "versions": package_versions(),
+        result.setdefault("reasoner_modes_provenance", {})[command] = {"machine": machine(), "versions": package_versions(),
                                                         "command": command}
         write_json(path, result)
         print("wrote", path)

@@ -287,6 +287,7 @@ def test_the_chat_reasoner_trains_once_per_configuration_and_data(tmp_path):
     from gr_core.chat import find_reasoner
     from gr_core.chat.models import reasoner_meta
     from gr_core.gnn_rag import chat_reasoner_run, load_reasoner
+    from gr_core.runs import RunConflictError
 
     out = tmp_path / "quick" / "09_chat" / "reasoner"
     kw = dict(hop_sets=(1, 2), test_hop_sets=(1,), max_train=12, max_val=6, max_test=6, max_questions=30,
@@ -299,7 +300,10 @@ def test_the_chat_reasoner_trains_once_per_configuration_and_data(tmp_path):
     again = chat_reasoner_run(out, **kw)  # same configuration and data: nothing is retrained
     assert again["reused"] and again["config_hash"] == first["config_hash"]
     assert (out / "metaqa-chat.pt").stat().st_mtime_ns == stamp
-    other = chat_reasoner_run(out, **{**kw, "tcfg": ReasonerTrainConfig(num_epochs=1, lr=1e-3)})
+    changed = {**kw, "tcfg": ReasonerTrainConfig(num_epochs=1, lr=1e-3)}
+    with pytest.raises(RunConflictError, match="train.lr: 0.002 -> 0.001"):  # another configuration's finished run
+        chat_reasoner_run(out, **changed)
+    other = chat_reasoner_run(out, **changed, force=True)
     assert not other["reused"] and other["config_hash"] != first["config_hash"]
     # the chat finds it (MetaQA's relations) under the preset's notebook 09 folder
     meta = reasoner_meta(out / "metaqa-chat.pt")

@@ -37,10 +37,10 @@ from .config import (CHECKPOINT_PRESETS, KIND_DATASETS, KIND_RELATION_THRESHOLD,
 from .conversation import STATUSES, GraphChat, Turn, candidates_table, save_turns, show_turns, turns_table
 from .graphs import graph_from_triple_list, load_graph, read_graph_csv, read_triples, write_triples
 from .index import ChatIndex
-from .models import REASONER_KEYS, checkpoint_in_dim, find_checkpoint, find_reasoner, load_answerer
+from .models import PRESET_CHAT_REASONER, REASONER_KEYS, checkpoint_in_dim, find_checkpoint, find_reasoner, load_answerer
 
 __all__ = ["CHECKPOINT_PRESETS", "KINDS", "KIND_DATASETS", "KIND_RELATION_THRESHOLD", "KIND_RETRIEVAL", "KIND_TEMPLATE",
-           "REASONER_KEYS", "STATUSES", "ChatConfig", "ChatIndex", "GraphChat", "Turn", "checkpoint_in_dim",
+           "PRESET_CHAT_REASONER", "REASONER_KEYS", "STATUSES", "ChatConfig", "ChatIndex", "GraphChat", "Turn", "checkpoint_in_dim",
            "find_checkpoint", "find_reasoner", "graph_from_triple_list", "load_answerer", "load_graph",
            "read_graph_csv", "read_triples", "save_turns", "show_turns", "turns_table", "write_triples",
            "candidates_table"]

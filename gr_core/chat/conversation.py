@@ -340,15 +340,15 @@ class GraphChat:
         pos = np.full(self.index.num_nodes, -1, np.int64)
         pos[nodes] = np.arange(len(nodes))
         kg = self.index.kg
-        edge_index = torch.from_numpy(np.stack([pos[kg.heads[edges]], pos[kg.tails[edges]]])).view(2, -1)
+        shared = dict(edge_index=torch.from_numpy(np.stack([pos[kg.heads[edges]], pos[kg.tails[edges]]])).view(2, -1),
+                      rel_table=torch.from_numpy(self.index.rel_emb), rel_id=torch.from_numpy(kg.rels[edges]).long(),
+                      answer=torch.zeros(len(nodes), dtype=torch.bool), q_emb=torch.from_numpy(q).view(1, -1),
+                      num_nodes=len(nodes))
         datas = []
         for local_seeds in options:
             seed = np.zeros(len(nodes), bool)
             seed[local_seeds] = True
-            datas.append(QuestionGraph(edge_index=edge_index, rel_table=torch.from_numpy(self.index.rel_emb),
-                                       rel_id=torch.from_numpy(kg.rels[edges]).long(), seed=torch.from_numpy(seed),
-                                       answer=torch.zeros(len(nodes), dtype=torch.bool),
-                                       q_emb=torch.from_numpy(q).view(1, -1), num_nodes=len(nodes)))
+            datas.append(QuestionGraph(seed=torch.from_numpy(seed), **shared))
         all_probs = node_probabilities(self.reasoner, datas)
         confidence = [float(np.delete(p, o).max(initial=0.0)) for p, o in zip(all_probs, options)]
         best = int(np.argmax(confidence))

@@ -218,10 +218,13 @@ def chat_reasoner_run(out_dir, hop_sets: tuple[int, ...] = (1, 2), test_hop_sets
 
     A reasoner of :func:`run_reasoner` knows one hop count, but a chat's user does not say how many hops a question
     takes. The scope is :attr:`ChatConfig.neighbourhood <gr_core.chat.ChatConfig.neighbourhood>` (2 hops). Writes ``out_dir/metaqa-chat.pt`` (found by :func:`~gr_core.chat.find_reasoner`) and ``metrics.json``
-    (per hop set: H@1 with its 95% Wilson interval, F1, n; the history, settings and environment), in that order:
-    ``metrics.json`` marks a finished run. A finished run in ``out_dir`` with the same ``config_hash`` (every argument
-    here, the chat's scope and the MetaQA files' checksums) is returned as is, unless ``force``; notebook 09 relies on
-    that to train once. ``max_questions`` builds each hop set from its first N questions per split (tests).
+    (per hop set: H@1 with its 95% Wilson interval, F1, n; the history, settings and environment), in that order, with
+    ``config.json`` (what was hashed): ``metrics.json`` marks a finished run. A finished run in ``out_dir`` with the
+    same ``config_hash`` (every argument here, the chat's scope and the MetaQA files' checksums) and its weights is
+    returned as is; one of another configuration raises :class:`~gr_core.runs.RunConflictError`
+    (:func:`~gr_core.runs.check_run_identity`, as training runs do) unless ``force``. Without the weights (a fresh
+    clone: they are git-ignored) the run is trained again. ``max_questions`` builds each hop set from its first N
+    questions per split (tests).
 
     Returns:
         the metrics written, with ``path`` (the reasoner file) and ``reused`` (True when a finished run was returned).
@@ -232,17 +235,18 @@ def chat_reasoner_run(out_dir, hop_sets: tuple[int, ...] = (1, 2), test_hop_sets
 
     from ..chat.config import ChatConfig
     from ..graphqa import DatasetConfig, cache_key, load_dataset
-    from ..runs import config_hash, read_json, write_json
+    from ..runs import check_run_identity, config_hash, read_json, write_json
     from ..stats import wilson_interval
 
     out_dir, scope = Path(out_dir), ChatConfig().neighbourhood
     configs = {h: DatasetConfig("metaqa", hops=h, max_questions=max_questions)
                for h in sorted(set(hop_sets) | set(test_hop_sets))}
-    key = config_hash({"hop_sets": list(hop_sets), "test_hop_sets": list(test_hop_sets), "max_train": max_train,
-                       "max_val": max_val, "max_test": max_test, "reasoner": asdict(cfg), "train": asdict(tcfg),
-                       "scope": asdict(scope), "data": {h: cache_key(c) for h, c in configs.items()}})
+    identity = {"hop_sets": list(hop_sets), "test_hop_sets": list(test_hop_sets), "max_train": max_train,
+                "max_val": max_val, "max_test": max_test, "reasoner": asdict(cfg), "train": asdict(tcfg),
+                "scope": asdict(scope), "data": {str(h): cache_key(c) for h, c in configs.items()}}
+    key = config_hash(identity)
     done, weights = out_dir / "metrics.json", out_dir / f"{CHAT_KEY}.pt"
-    if not force and done.is_file() and weights.is_file() and read_json(done).get("config_hash") == key:
+    if not force and weights.is_file() and check_run_identity(out_dir, identity, key):
         metrics = read_json(done)
         print(f"chat reasoner: reusing {weights} (same configuration and data; test H@1 "
               + ", ".join(f"{k} {v['h1']:.1f} (n {v['n']})" for k, v in metrics["test"].items()) + ")", flush=True)
@@ -276,6 +280,7 @@ def chat_reasoner_run(out_dir, hop_sets: tuple[int, ...] = (1, 2), test_hop_sets
                              max_test, cfg, tcfg)}
     out_dir.mkdir(parents=True, exist_ok=True)
     done.unlink(missing_ok=True)  # an interrupted rerun must not leave the old metrics beside new weights
+    write_json(out_dir / "config.json", {"config_hash": key, **identity})
     # "relations": the relation texts it was trained on; the chat serves it to a graph whose relations it knows
     save_reasoner(model, weights, {"key": CHAT_KEY, "config_hash": key, "dataset": "metaqa", "hops": scope.hops,
                                    "hop_sets": list(hop_sets), "test": per_hops,
