@@ -30,7 +30,7 @@ The package: ``model`` (the configuration and the network), ``training`` (data, 
 and the command line, ``python -m gr_core.gnn_rag``).
 """
 
-from .model import (ReasonerConfig, SWITCH_NAMES, FactMessage, Fusion, ReaRev)
+from .model import (ReasonerConfig, SWITCH_NAMES, Fusion, ReaRev, RelationHops)
 from .training import (deterministic_algorithms, QuestionGraph, question_data, ReasonerTrainConfig, train_reasoner,
                        node_probabilities, question_scores, evaluate_reasoner,
                        reasoner_dataset, save_reasoner, save_reasoners, load_reasoner)
@@ -41,7 +41,7 @@ from .studies import (dataset_key, dataset_keys, run_reasoner, REASONER_CHANGES,
                       reasoner_change_tables, gnn_only_table, reasoner_test_run, chat_reasoner_run, main)
 
 __all__ = [
-    "ReasonerConfig", "SWITCH_NAMES", "FactMessage", "Fusion", "ReaRev", "deterministic_algorithms",
+    "ReasonerConfig", "SWITCH_NAMES", "Fusion", "ReaRev", "RelationHops", "deterministic_algorithms",
     "QuestionGraph", "question_data", "ReasonerTrainConfig", "train_reasoner", "node_probabilities",
     "question_scores", "evaluate_reasoner", "reasoner_dataset", "save_reasoner", "save_reasoners", "load_reasoner",
     "select_candidates", "seed_positions", "gold_ids", "missing_entities", "PathReport", "reasoning_paths",
