@@ -105,8 +105,9 @@ class RelationHops:
 
 
 class UniformDropout(nn.Dropout):
-    """``nn.Dropout`` with its mask drawn as ``rand >= p``: the same distribution and scaling, 2.2x faster on CPU,
-    where torch's ``bernoulli_`` took 45% of a reasoner training step (``bench/reasoner_step.py``)."""
+    """``nn.Dropout`` with its mask drawn as ``rand >= p``: the same distribution and scaling. On CPU torch's
+    ``bernoulli_`` took 45% of a reasoner training step once the layers were factorized (torch.profiler); ``rand``
+    draws the same mask in less than half the time (20 -> 9 ms for a MetaQA-3hop batch's 7,344 x 250 layer input)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training or self.p == 0:

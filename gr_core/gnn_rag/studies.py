@@ -28,8 +28,8 @@ def dataset_key(key: str) -> tuple[str, int]:
 
 def run_reasoner(dataset: str, hops: int = 2, max_train: int | None = None, max_val: int | None = None,
                  max_test: int | None = None, cfg: ReasonerConfig = ReasonerConfig(),
-                 tcfg: ReasonerTrainConfig = ReasonerTrainConfig()) -> dict:
-    """Train the reasoner on one KGQA dataset and score it on test.
+                 tcfg: ReasonerTrainConfig = ReasonerTrainConfig(), on_epoch=None) -> dict:
+    """Train the reasoner on one KGQA dataset and score it on test (``on_epoch``: see :func:`train_reasoner`).
 
     Returns:
         ``{"ds", "model", "history", "metrics", "test_indices", "probs"}``; metrics from :func:`evaluate_reasoner`
@@ -46,7 +46,7 @@ def run_reasoner(dataset: str, hops: int = 2, max_train: int | None = None, max_
     test_idx = list(ds.split["test"])[:max_test or None]
     test = reasoner_dataset(ds, test_idx, f"{dataset} test graphs")
     t0 = time.perf_counter()
-    model, history = train_reasoner(train, val, int(ds.text_emb.shape[1]), cfg, tcfg)
+    model, history = train_reasoner(train, val, int(ds.text_emb.shape[1]), cfg, tcfg, on_epoch)
     seconds = time.perf_counter() - t0
     metrics = evaluate_reasoner(model, test) | {"train_seconds": round(seconds, 2), "num_train": len(train),
                                                  "missing_seed": sum(d.missing_seed for d in test)}
@@ -178,7 +178,11 @@ def reasoner_test_run(key: str, out_dir, max_train: int | None = None, max_val: 
     from ..stats import wilson_interval
 
     out_dir = Path(out_dir)
-    result = run_reasoner(*dataset_key(key), max_train or None, max_val or None, max_test or None, cfg, tcfg)
+    def show(row):  # a long run reports each epoch as it ends
+        print(f"{key} epoch {row['epoch']}: train loss {row['train_loss']:.3f}, validation H@1 {row['val_h1']:.1f}, "
+              f"{row['seconds']:.0f} s", flush=True)
+
+    result = run_reasoner(*dataset_key(key), max_train or None, max_val or None, max_test or None, cfg, tcfg, show)
     ds, test_idx = result["ds"], result["test_indices"]
     scores = pd.DataFrame(question_scores(result["model"], result["test_data"]))
     scores["qtype"] = [(ds.records[i].extra or {}).get("qtype", "all") for i in test_idx]
@@ -201,6 +205,35 @@ def reasoner_test_run(key: str, out_dir, max_train: int | None = None, max_val: 
     print(f"{key}: test H@1 {metrics['h1']:.2f} [{low * 100:.1f}, {high * 100:.1f}] F1 {metrics['f1']:.2f} "
           f"n {len(scores)}, {metrics['epochs_run']} epochs, {metrics['train_seconds']:.0f} s", flush=True)
     return metrics
+
+
+def paired_reasoners(key: str, reasoners: dict[str, str], out_file, max_test: int | None = None) -> dict:
+    """Two saved reasoners scored on the same test questions of ``key``: H@1 of each with its 95% interval and the
+    exact McNemar test on the questions they disagree on; written to ``out_file`` (JSON) with the environment.
+
+    ``reasoners``: ``{label: path of a saved reasoner}``, two of them, the first the one claimed better."""
+    from ..graphqa import DatasetConfig, load_dataset
+    from ..runs import environment_record, write_json
+    from ..stats import mcnemar_exact, wilson_interval
+    from .training import load_reasoner
+
+    if len(reasoners) != 2:
+        raise ValueError(f"paired_reasoners compares two reasoners, got {len(reasoners)}: {sorted(reasoners)}")
+    name, hops = dataset_key(key)
+    ds = load_dataset(DatasetConfig(name, hops=hops))
+    idx = list(ds.split["test"])[:max_test or None]
+    test = reasoner_dataset(ds, idx, f"{key} test graphs")
+    h1 = {label: [float(r["h1"]) for r in question_scores(load_reasoner(path), test)]
+          for label, path in reasoners.items()}
+    (a, hits_a), (b, hits_b) = h1.items()
+    out = {"key": key, "n": len(idx),
+           "h1": {label: round(100 * sum(v) / len(v), 2) for label, v in h1.items()},
+           "h1_ci": {label: [round(100 * x, 2) for x in wilson_interval(sum(v), len(v))] for label, v in h1.items()},
+           "mcnemar": mcnemar_exact(hits_a, hits_b), "reasoners": reasoners, "env": environment_record()}
+    write_json(out_file, out)
+    print(f"{key}, n {len(idx)}: {a} {out['h1'][a]} vs {b} {out['h1'][b]}, exact McNemar p "
+          f"{out['mcnemar']['p']:.2g}", flush=True)
+    return out
 
 
 # The chat's own MetaQA reasoner: trained where the chat uses it (docs/chat.md, "A reasoner for the chat").
@@ -314,6 +347,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chat", action="store_true",
                         help="train one reasoner on the MetaQA hop sets of --keys together, on the chat's "
                              "neighbourhood (chat_reasoner_run); --out is its folder")
+    parser.add_argument("--paired", default="",
+                        help="LABEL=FILE.pt,LABEL=FILE.pt: score two saved reasoners on the same --max-test questions "
+                             "of the one --keys key, paired exact McNemar, written to --out (a .json file)")
     parser.add_argument("--force", action="store_true",
                         help="with --chat: train again even when --out holds a finished run of the same configuration")
     args = parser.parse_args(argv)
@@ -325,6 +361,10 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--chat trains on MetaQA hop sets only (--keys metaqa-1hop,metaqa-2hop)")
         chat_reasoner_run(args.out, hop_sets, max_train=args.max_train, max_val=args.max_val, max_test=args.max_test,
                           cfg=cfg, tcfg=tcfg, force=args.force)
+        return 0
+    if args.paired:
+        pairs = dict(item.split("=", 1) for item in args.paired.split(","))
+        paired_reasoners(args.keys, pairs, args.out, args.max_test)
         return 0
     if args.test:
         for key in args.keys.split(","):
