@@ -311,6 +311,26 @@ def test_the_chat_reasoner_trains_once_per_configuration_and_data(tmp_path):
     assert find_reasoner(tmp_path, relations=meta["relations"]) == out / "metaqa-chat.pt"
 
 
+@pytest.mark.data
+def test_two_saved_reasoners_are_compared_on_the_same_test_questions(tmp_path):
+    import json
+
+    from gr_core.gnn_rag import paired_reasoners, save_reasoner
+
+    paths = {}
+    for seed in (0, 1):  # two untrained reasoners: different weights, the same questions
+        torch.manual_seed(seed)
+        paths[f"seed {seed}"] = str(save_reasoner(ReaRev(384, ReasonerConfig(entity_dim=8)), tmp_path / f"{seed}.pt"))
+    out = paired_reasoners("metaqa-1hop", paths, tmp_path / "paired.json", max_test=12)
+    saved = json.loads((tmp_path / "paired.json").read_text())
+    assert saved["n"] == out["n"] == 12 and saved["reasoners"] == paths
+    test = saved["mcnemar"]
+    right = {label: round(h * 12 / 100) for label, h in saved["h1"].items()}
+    assert right["seed 0"] - right["seed 1"] == test["a_only"] - test["b_only"] and 0 <= test["p"] <= 1
+    with pytest.raises(ValueError, match="two reasoners"):
+        paired_reasoners("metaqa-1hop", {"one": paths["seed 0"]}, tmp_path / "x.json")
+
+
 @pytest.mark.parametrize("switch", ["first", "self_loops", "split_directions", "all"])
 def test_relation_factorized_layers_equal_fact_by_fact_messages_and_their_gradients(switch):
     """The reasoner sums each layer's messages per (graph, relation) before one batched product (RelationHops);

@@ -236,6 +236,68 @@ def paired_reasoners(key: str, reasoners: dict[str, str], out_file, max_test: in
     return out
 
 
+def llm_half_run(reasoners: dict[str, str], out_dir, max_test: int = 100, llm_max_train: int = 96,
+                 llm_max_val: int = 24, llm_epochs: int = 2, llm_lr: float = 1e-3, evidence_tokens: int = 256,
+                 llm_model: str = "embedded:smollm2-135m-instruct", seed: int = 0) -> dict:
+    """GNN-RAG's LLM half (:func:`gr_core.gnn_rag_llm.run_gnn_rag`, retrievers ``none`` and ``gnn``) on saved
+    reasoners: per dataset key the first ``max_test`` test questions answered by the untuned LLM without evidence and
+    by the LoRA answer generator over the reasoner's paths (notebook 04's recipe and settings of its cpu preset),
+    with Hit / Hit@1 / F1 and the exact McNemar test of ``gnn`` against ``none`` on Hit and on Hit@1.
+
+    ``reasoners``: ``{dataset key: saved reasoner}``. Writes ``out_dir``: ``retrievers.csv``, ``predictions.jsonl``,
+    ``paired.csv`` and ``metrics.json`` (settings, LoRA histories, environment)."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    from ..config import LLMConfig
+    from ..gnn_rag_llm import GNNRAGConfig, retriever_table, run_gnn_rag
+    from ..graphqa import DatasetConfig, load_dataset
+    from ..runs import environment_record, write_json
+    from ..stats import mcnemar_exact, wilson_interval
+    from ..train import TrainConfig
+    from .training import load_reasoner
+
+    out_dir = Path(out_dir)
+    results = {}
+    for key, path in reasoners.items():
+        name, hops = dataset_key(key)
+        ds = load_dataset(DatasetConfig(name, hops=hops))
+        idx = list(ds.split["test"])[:max_test or None]
+        test = reasoner_dataset(ds, idx, f"{key} test graphs")
+        results[key] = {"ds": ds, "test_indices": idx, "probs": node_probabilities(load_reasoner(path), test)}
+    train = TrainConfig(lr=llm_lr, num_epochs=llm_epochs, batch_size=8, eval_batch_size=16)
+    rag = run_gnn_rag(results, out_dir / "runs", llm=LLMConfig(model=llm_model), train=train,
+                      cfg=GNNRAGConfig(evidence_tokens=evidence_tokens), max_train=llm_max_train,
+                      max_val=llm_max_val, max_test=max_test, retrievers=("none", "gnn"), seed=seed)
+    rows = rag["rows"]
+    paired = []
+    for key, g in rows.groupby("dataset", sort=False):
+        by = {r: g[g.retriever == r].sort_values("index") for r in ("gnn", "none")}
+        for metric in ("hit", "hit1"):
+            a, b = by["gnn"][metric].to_numpy(), by["none"][metric].to_numpy()
+            test = mcnemar_exact(a, b)
+            paired.append({"dataset": key, "metric": metric, "n": len(a), "gnn": round(100 * a.mean(), 1),
+                           "gnn 95% CI": [round(100 * x, 1) for x in wilson_interval(a.sum(), len(a))],
+                           "none": round(100 * b.mean(), 1),
+                           "none 95% CI": [round(100 * x, 1) for x in wilson_interval(b.sum(), len(b))],
+                           "gnn only": test["a_only"], "none only": test["b_only"], "p": test["p"]})
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table, paired = retriever_table(rows), pd.DataFrame(paired)
+    table.to_csv(out_dir / "retrievers.csv", index=False)
+    paired.to_csv(out_dir / "paired.csv", index=False)
+    rows.to_json(out_dir / "predictions.jsonl", orient="records", lines=True)
+    write_json(out_dir / "metrics.json", {
+        "reasoners": reasoners, "retrievers": table.to_dict("records"), "paired": paired.to_dict("records"),
+        "training": rag["training"], "settings": {"max_test": max_test, "llm_max_train": llm_max_train,
+                                                  "llm_max_val": llm_max_val, "llm_epochs": llm_epochs,
+                                                  "llm_lr": llm_lr, "evidence_tokens": evidence_tokens,
+                                                  "llm_model": llm_model, "seed": seed},
+        "env": environment_record()})
+    print(paired.to_string(), flush=True)
+    return {"rows": rows, "retrievers": table, "paired": paired}
+
+
 # The chat's own MetaQA reasoner: trained where the chat uses it (docs/chat.md, "A reasoner for the chat").
 CHAT_KEY = "metaqa-chat"
 
@@ -350,6 +412,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--paired", default="",
                         help="LABEL=FILE.pt,LABEL=FILE.pt: score two saved reasoners on the same --max-test questions "
                              "of the one --keys key, paired exact McNemar, written to --out (a .json file)")
+    parser.add_argument("--llm-half", default="",
+                        help="KEY=FILE.pt,...: GNN-RAG's LLM half on saved reasoners (llm_half_run), the first "
+                             "--max-test test questions of each key; --out is its folder")
     parser.add_argument("--force", action="store_true",
                         help="with --chat: train again even when --out holds a finished run of the same configuration")
     args = parser.parse_args(argv)
@@ -361,6 +426,9 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--chat trains on MetaQA hop sets only (--keys metaqa-1hop,metaqa-2hop)")
         chat_reasoner_run(args.out, hop_sets, max_train=args.max_train, max_val=args.max_val, max_test=args.max_test,
                           cfg=cfg, tcfg=tcfg, force=args.force)
+        return 0
+    if args.llm_half:
+        llm_half_run(dict(item.split("=", 1) for item in args.llm_half.split(",")), args.out, args.max_test or 100)
         return 0
     if args.paired:
         pairs = dict(item.split("=", 1) for item in args.paired.split(","))
