@@ -1,4 +1,4 @@
-"""The GNN-RAG reasoner (ReaRev on PyTorch Geometric message passing): its configuration and the network.
+"""The GNN-RAG reasoner (ReaRev, its layers summed per relation): its configuration and the network.
 
 Shapes and the deviations from ReaRev as released are in :class:`ReaRev` and docs/method.md §3.1.
 """

@@ -276,12 +276,12 @@ def llm_half_run(reasoners: dict[str, str], out_dir, max_test: int = 100, llm_ma
         by = {r: g[g.retriever == r].sort_values("index") for r in ("gnn", "none")}
         for metric in ("hit", "hit1"):
             a, b = by["gnn"][metric].to_numpy(), by["none"][metric].to_numpy()
-            test = mcnemar_exact(a, b)
+            mc = mcnemar_exact(a, b)
             paired.append({"dataset": key, "metric": metric, "n": len(a), "gnn": round(100 * a.mean(), 1),
                            "gnn 95% CI": [round(100 * x, 1) for x in wilson_interval(a.sum(), len(a))],
                            "none": round(100 * b.mean(), 1),
                            "none 95% CI": [round(100 * x, 1) for x in wilson_interval(b.sum(), len(b))],
-                           "gnn only": test["a_only"], "none only": test["b_only"], "p": test["p"]})
+                           "gnn only": mc["a_only"], "none only": mc["b_only"], "p": mc["p"]})
     out_dir.mkdir(parents=True, exist_ok=True)
     table, paired = retriever_table(rows), pd.DataFrame(paired)
     table.to_csv(out_dir / "retrievers.csv", index=False)
