@@ -7,7 +7,7 @@ Each argument names one run: ``key:num_ins:num_iter:lr:epochs[:entity_dim[:batch
 ``python -m gr_core.gnn_rag``: ``webqsp``, ``metaqa-1hop`` ... ``metaqa-3hop``); the other settings are the
 :class:`~gr_core.gnn_rag.ReasonerConfig` / :class:`~gr_core.gnn_rag.ReasonerTrainConfig` defaults. Runs of one key
 share the question graphs, built once (``--workers`` processes build them in parallel). A GPU makes a sweep take
-minutes (a MetaQA-3hop epoch over the 12,847 training questions is about 20 minutes on 2 CPU cores). Writes
+minutes (a MetaQA-3hop epoch over the 12,847 training questions takes about 7 minutes on 2 CPU cores). Writes
 ``outputs/bench/reasoner_sweep[_TAG].json`` (``--tag``), with every epoch's row, and prints one JSON line per epoch.
 """
 from __future__ import annotations
