@@ -89,12 +89,14 @@ def verdict(diff: float, p: float, alpha: float = ALPHA) -> str:
 
 
 def compare(a: Sequence[float], b: Sequence[float], binary: bool = True) -> dict:
-    """Both mean scores, n, the difference and the paired p-value (exact McNemar when ``binary``, else bootstrap).
+    """Both mean scores, n, the difference and the paired p-value (exact McNemar when ``binary``, else bootstrap);
+    with McNemar also the discordant counts ``a_only`` / ``b_only`` (questions only ``a`` / only ``b`` got right).
 
     Scores are returned on the lists' own scale (pass fractions or 0/1 values).
     """
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     test = mcnemar_exact(a, b) if binary else paired_bootstrap(a, b)
+    counts = {k: test[k] for k in ("a_only", "b_only")} if binary else {}
     return {"score_a": float(a.mean()) if a.size else float("nan"), "score_b": float(b.mean()) if b.size else float("nan"),
             "n": int(a.size), "diff": float(a.mean() - b.mean()) if a.size else float("nan"), "p": test["p"],
-            "test": "exact McNemar" if binary else "paired bootstrap"}
+            "test": "exact McNemar" if binary else "paired bootstrap", **counts}

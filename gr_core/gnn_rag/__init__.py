@@ -39,8 +39,8 @@ from .paths import (select_candidates, seed_positions, gold_ids, missing_entitie
                     reference_paths, _hops, compare_path_styles, path_study, evidence_view,
                     _path_names, summarize_path_study)
 from .studies import (dataset_key, dataset_keys, run_reasoner, REASONER_CHANGES, reasoner_change_table,
-                      reasoner_change_tables, gnn_only_table, reasoner_test_run, paired_reasoners, llm_half_run,
-                      chat_reasoner_run, main)
+                      reasoner_change_tables, gnn_only_table, reasoner_test_run, key_test_graphs, paired_reasoners,
+                      llm_half_run, chat_reasoner_run, main)
 
 __all__ = [
     "ReasonerConfig", "SWITCH_NAMES", "Fusion", "ReaRev", "RelationHops", "deterministic_algorithms",
@@ -49,6 +49,6 @@ __all__ = [
     "select_candidates", "seed_positions", "gold_ids", "missing_entities", "PathReport", "reasoning_paths",
     "reference_paths", "_hops", "compare_path_styles", "path_study", "evidence_view", "_path_names",
     "summarize_path_study", "dataset_key", "dataset_keys", "run_reasoner", "REASONER_CHANGES", "reasoner_change_table",
-    "reasoner_change_tables", "gnn_only_table", "reasoner_test_run", "paired_reasoners", "llm_half_run",
-    "chat_reasoner_run", "main",
+    "reasoner_change_tables", "gnn_only_table", "reasoner_test_run", "key_test_graphs", "paired_reasoners",
+    "llm_half_run", "chat_reasoner_run", "main",
 ]

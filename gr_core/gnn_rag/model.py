@@ -63,7 +63,7 @@ class RelationHops:
         N, device = batch.numel(), batch.device
         counts = torch.bincount(batch, minlength=num_graphs)
         starts = torch.cumsum(counts, 0) - counts
-        self.N, self.B, self.n_max = N, num_graphs, int(counts.max()) if N else 0
+        self.B, self.n_max = num_graphs, int(counts.max()) if N else 0
         self.node_flat = batch * self.n_max + (torch.arange(N, device=device) - starts[batch])  # (N,) padded slot
         graph = batch[dst]
         key = graph * (int(rel_id.max()) + 1 if rel_id.numel() else 1) + rel_id
@@ -105,9 +105,8 @@ class RelationHops:
 
 
 class UniformDropout(nn.Dropout):
-    """``nn.Dropout`` with its mask drawn as ``rand >= p``: the same distribution and scaling. On CPU torch's
-    ``bernoulli_`` took 45% of a reasoner training step once the layers were factorized (torch.profiler); ``rand``
-    draws the same mask in less than half the time (20 -> 9 ms for a MetaQA-3hop batch's 7,344 x 250 layer input)."""
+    """``nn.Dropout`` with its mask drawn as ``rand >= p``: the same distribution and scaling. torch's CPU
+    ``bernoulli_`` made a factorized training step 1.2-1.5x slower (``bench/reasoner_step.py``, ``torch_dropout``)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training or self.p == 0:

@@ -207,29 +207,35 @@ def reasoner_test_run(key: str, out_dir, max_train: int | None = None, max_val: 
     return metrics
 
 
+def key_test_graphs(key: str, max_test: int | None = None) -> tuple:
+    """The first ``max_test`` test questions of a dataset key as reasoner graphs: ``(dataset, indices, graphs)``."""
+    from ..graphqa import DatasetConfig, load_dataset
+
+    name, hops = dataset_key(key)
+    ds = load_dataset(DatasetConfig(name, hops=hops))
+    idx = list(ds.split["test"])[:max_test or None]
+    return ds, idx, reasoner_dataset(ds, idx, f"{key} test graphs")
+
+
 def paired_reasoners(key: str, reasoners: dict[str, str], out_file, max_test: int | None = None) -> dict:
     """Two saved reasoners scored on the same test questions of ``key``: H@1 of each with its 95% interval and the
     exact McNemar test on the questions they disagree on; written to ``out_file`` (JSON) with the environment.
 
     ``reasoners``: ``{label: path of a saved reasoner}``, two of them, the first the one claimed better."""
-    from ..graphqa import DatasetConfig, load_dataset
     from ..runs import environment_record, write_json
-    from ..stats import mcnemar_exact, wilson_interval
+    from ..stats import compare, wilson_interval
     from .training import load_reasoner
 
     if len(reasoners) != 2:
         raise ValueError(f"paired_reasoners compares two reasoners, got {len(reasoners)}: {sorted(reasoners)}")
-    name, hops = dataset_key(key)
-    ds = load_dataset(DatasetConfig(name, hops=hops))
-    idx = list(ds.split["test"])[:max_test or None]
-    test = reasoner_dataset(ds, idx, f"{key} test graphs")
+    _, idx, test = key_test_graphs(key, max_test)
     h1 = {label: [float(r["h1"]) for r in question_scores(load_reasoner(path), test)]
           for label, path in reasoners.items()}
     (a, hits_a), (b, hits_b) = h1.items()
     out = {"key": key, "n": len(idx),
            "h1": {label: round(100 * sum(v) / len(v), 2) for label, v in h1.items()},
            "h1_ci": {label: [round(100 * x, 2) for x in wilson_interval(sum(v), len(v))] for label, v in h1.items()},
-           "mcnemar": mcnemar_exact(hits_a, hits_b), "reasoners": reasoners, "env": environment_record()}
+           "mcnemar": compare(hits_a, hits_b), "reasoners": reasoners, "env": environment_record()}
     write_json(out_file, out)
     print(f"{key}, n {len(idx)}: {a} {out['h1'][a]} vs {b} {out['h1'][b]}, exact McNemar p "
           f"{out['mcnemar']['p']:.2g}", flush=True)
@@ -252,19 +258,15 @@ def llm_half_run(reasoners: dict[str, str], out_dir, max_test: int = 100, llm_ma
 
     from ..config import LLMConfig
     from ..gnn_rag_llm import GNNRAGConfig, retriever_table, run_gnn_rag
-    from ..graphqa import DatasetConfig, load_dataset
     from ..runs import environment_record, write_json
-    from ..stats import mcnemar_exact, wilson_interval
+    from ..stats import compare, verdict, wilson_interval
     from ..train import TrainConfig
     from .training import load_reasoner
 
     out_dir = Path(out_dir)
     results = {}
     for key, path in reasoners.items():
-        name, hops = dataset_key(key)
-        ds = load_dataset(DatasetConfig(name, hops=hops))
-        idx = list(ds.split["test"])[:max_test or None]
-        test = reasoner_dataset(ds, idx, f"{key} test graphs")
+        ds, idx, test = key_test_graphs(key, max_test)
         results[key] = {"ds": ds, "test_indices": idx, "probs": node_probabilities(load_reasoner(path), test)}
     train = TrainConfig(lr=llm_lr, num_epochs=llm_epochs, batch_size=8, eval_batch_size=16)
     rag = run_gnn_rag(results, out_dir / "runs", llm=LLMConfig(model=llm_model), train=train,
@@ -276,12 +278,13 @@ def llm_half_run(reasoners: dict[str, str], out_dir, max_test: int = 100, llm_ma
         by = {r: g[g.retriever == r].sort_values("index") for r in ("gnn", "none")}
         for metric in ("hit", "hit1"):
             a, b = by["gnn"][metric].to_numpy(), by["none"][metric].to_numpy()
-            mc = mcnemar_exact(a, b)
-            paired.append({"dataset": key, "metric": metric, "n": len(a), "gnn": round(100 * a.mean(), 1),
+            r = compare(a, b)
+            paired.append({"dataset": key, "metric": metric, "n": r["n"], "gnn": round(100 * r["score_a"], 1),
                            "gnn 95% CI": [round(100 * x, 1) for x in wilson_interval(a.sum(), len(a))],
-                           "none": round(100 * b.mean(), 1),
+                           "none": round(100 * r["score_b"], 1),
                            "none 95% CI": [round(100 * x, 1) for x in wilson_interval(b.sum(), len(b))],
-                           "gnn only": mc["a_only"], "none only": mc["b_only"], "p": mc["p"]})
+                           "gnn only": r["a_only"], "none only": r["b_only"], "p": r["p"],
+                           "verdict": verdict(r["diff"], r["p"])})
     out_dir.mkdir(parents=True, exist_ok=True)
     table, paired = retriever_table(rows), pd.DataFrame(paired)
     table.to_csv(out_dir / "retrievers.csv", index=False)
