@@ -66,7 +66,8 @@ def _toy_question(rng, n=8, dim=16):
     ans[2] = True
     q = rng.normal(size=dim).astype(np.float32) * 0.01 + 1
     return Data(edge_index=torch.tensor([src, dst]), rel_emb=torch.from_numpy(np.stack(rel)), seed=torch.from_numpy(seed),
-                answer=torch.from_numpy(ans), q_emb=torch.from_numpy(q).view(1, -1), num_nodes=n)
+                answer=torch.from_numpy(ans), q_emb=torch.from_numpy(q).view(1, -1),
+                q_masked=torch.from_numpy(q).view(1, -1), num_nodes=n)
 
 
 def test_rearev_distribution_is_normalized_per_graph_and_starts_at_the_seeds():
@@ -108,12 +109,66 @@ def test_each_rearev_switch_keeps_a_distribution_per_graph_and_learns_the_two_ho
     assert evaluate_reasoner(model, data[24:])["h1"] == 100.0
 
 
+def test_topic_masked_replaces_each_named_entity_on_word_boundaries_without_case():
+    from gr_core.gnn_rag import topic_masked
+
+    assert topic_masked("who directed [Titanic]", ["Titanic"]) == "who directed it"
+    assert topic_masked("who did tom landry play for", ["Tom Landry"]) == "who did it play for"
+    assert topic_masked("genres of the movies written by The Rose writers", ["The Rose", "Rose"]) == \
+        "genres of the movies written by it writers"  # the longest name first
+    assert topic_masked("what is rosebud about", ["Rose"]) == "what is rosebud about"  # not inside a word
+    assert topic_masked("who starred in Up and Big", ["Up", "Big", ""]) == "who starred in it and it"
+    assert topic_masked("when did annie open", ["someone else"]) == "when did annie open"
+
+
+@pytest.mark.parametrize("mask_topic", [True, False])
+def test_the_reasoner_makes_its_instructions_from_the_masked_question_only_when_told(mask_topic):
+    from torch_geometric.data import Batch
+
+    d = _toy_question(np.random.default_rng(0))
+    model = ReaRev(16, ReasonerConfig(entity_dim=8, mask_topic=mask_topic)).eval()
+    one = lambda **fields: Batch.from_data_list([Data(**fields)])  # noqa: E731
+    with torch.no_grad():
+        base = model(one(**d.to_dict()))
+        changed = {key: not torch.allclose(model(one(**{**d.to_dict(), key: d[key] + 1.0})), base)
+                   for key in ("q_emb", "q_masked")}
+        assert changed == {"q_masked": mask_topic, "q_emb": not mask_topic}
+        without = one(**{k: v for k, v in d.to_dict().items() if k != "q_masked"})
+        if mask_topic:
+            with pytest.raises(ValueError, match="q_masked"):
+                model(without)
+        else:
+            assert torch.equal(model(without), base)
+
+
+def test_dropout_from_16_bit_draws_drops_p_scales_the_rest_and_follows_the_seed():
+    from gr_core.gnn_rag.model import UniformDropout
+
+    drop = UniformDropout(0.2).train()
+    x = torch.ones(1_000_003, requires_grad=True)  # not a multiple of the 4 draws in a 64-bit word
+    torch.manual_seed(0)
+    y = drop(x)
+    kept = y > 0
+    assert abs(float(kept.float().mean()) - 0.8) < 3e-3  # 4 sigma of a binomial with n = 1e6
+    assert torch.allclose(y[kept], torch.full_like(y[kept], 65536 / (65536 - round(0.2 * 65536))))
+    assert abs(float(y.mean()) - 1.0) < 5e-3  # the expectation is kept
+    y.sum().backward()
+    assert torch.equal(x.grad, y.detach())  # the gradient is the same mask and scale
+    torch.manual_seed(0)
+    assert torch.equal(drop(x), y)  # seeded like any torch draw
+    lanes = kept[:1_000_000].view(-1, 4).float().mean(0)  # every 16-bit lane of a 64-bit word is uniform
+    assert torch.allclose(lanes, torch.full((4,), 0.8), atol=6e-3)
+    assert torch.equal(drop.eval()(x), x) and torch.equal(UniformDropout(0.0).train()(x), x)
+    assert float(UniformDropout(1.0).train()(x).abs().sum()) == 0.0
+
+
 def test_masked_seeds_hold_no_probability_after_reasoning_and_a_seed_only_graph_stays_finite():
     from torch_geometric.data import Batch
 
     rng = np.random.default_rng(0)
     only_seed = Data(edge_index=torch.tensor([[0], [0]]), rel_emb=torch.ones(1, 16), seed=torch.tensor([True]),
-                     answer=torch.tensor([False]), q_emb=torch.ones(1, 16), num_nodes=1)
+                     answer=torch.tensor([False]), q_emb=torch.ones(1, 16), q_masked=torch.ones(1, 16),
+                     num_nodes=1)
     b = Batch.from_data_list([_toy_question(rng), only_seed])
     with torch.no_grad():
         p = ReaRev(16, ReasonerConfig(entity_dim=8)).eval()(b).exp()  # the default masks the seeds
@@ -136,10 +191,10 @@ def test_switches_add_only_their_own_parameters_and_old_saved_reasoners_load_as_
     model = ReaRev(16, ReasonerConfig(entity_dim=8, **FIRST))
     path = save_reasoner(model, tmp_path / "r.pt")
     blob = torch.load(path, weights_only=False)
-    for key in SWITCHES:  # a file written before the switches existed
+    for key in SWITCHES + ["mask_topic"]:  # a file written before the switches existed
         del blob["config"][key]
     torch.save(blob, path)
-    assert load_reasoner(path).cfg == ReasonerConfig(entity_dim=8, **FIRST)
+    assert load_reasoner(path).cfg == ReasonerConfig(entity_dim=8, **FIRST, mask_topic=False)
     assert ReasonerConfig() == ReasonerConfig(**{s: True for s in SWITCHES})  # ReaRev as released by default
 
 
@@ -237,7 +292,8 @@ def test_a_relation_table_gives_the_same_distribution_as_per_fact_relation_texts
     for d in per_fact:  # the toy relations are two texts: +1 and -1 vectors
         table, rel_id = torch.unique(d.rel_emb, dim=0, return_inverse=True)
         tabled.append(QuestionGraph(edge_index=d.edge_index, rel_table=table, rel_id=rel_id, seed=d.seed,
-                                    answer=d.answer, q_emb=d.q_emb, num_nodes=d.num_nodes))
+                                    answer=d.answer, q_emb=d.q_emb, q_masked=d.q_masked,
+                                    num_nodes=d.num_nodes))
     b = Batch.from_data_list(tabled)
     assert b.rel_table.shape[0] == 4 and int(b.rel_id.max()) == 3  # ids offset per graph when batched
     model = ReaRev(16, ReasonerConfig(entity_dim=8)).eval()
@@ -279,7 +335,8 @@ def test_the_chat_reasoner_sees_a_one_hop_question_on_the_chats_two_hop_neighbou
         assert d.num_nodes >= own.num_nodes and d.edge_index.size(1) >= own.edge_index.size(1)
         assert int(d.seed.sum()) == int(own.seed.sum()) == 1
         assert int(d.answer.sum()) >= int(own.answer.sum()) > 0  # 1-hop answers stay inside 2 hops
-        assert torch.equal(d.q_emb, own.q_emb)
+        assert torch.equal(d.q_emb, own.q_emb) and torch.equal(d.q_masked, own.q_masked)
+        assert not torch.equal(d.q_emb, d.q_masked)  # MetaQA questions name their topic entity
 
 
 @pytest.mark.data
@@ -351,7 +408,7 @@ def test_relation_factorized_layers_equal_fact_by_fact_messages_and_their_gradie
                              rel_table=torch.randn(relations, 16, generator=gen),
                              rel_id=torch.randint(0, relations, (facts,), generator=gen), seed=seed,
                              answer=torch.zeros(n, dtype=torch.bool), q_emb=torch.randn(1, 16, generator=gen),
-                             num_nodes=n)
+                             q_masked=torch.randn(1, 16, generator=gen), num_nodes=n)
 
     rng = np.random.default_rng(0)
     batches = [Batch.from_data_list([tabled(9, 30, 3), tabled(4, 6, 5), tabled(12, 2, 1)]),

@@ -293,8 +293,13 @@ class GraphChat:
                 # with the entities the question names itself, and keep the start the reasoner is surer of.
                 options = [np.flatnonzero(np.isin(nodes, linked + index.rows_of(start)))
                            for start in (prev.reasoner_seeds or prev.linked, prev.answer_nodes)]
-            turn.evidence, turn.paths, turn.candidates, used = self._gnn_evidence(scope, nodes, edges, q, options,
-                                                                                  node_sim)
+            q_reasoner = q
+            if self.reasoner.cfg.mask_topic:  # the reasoner reads the question with the entities it names masked
+                from ..gnn_rag import topic_masked
+
+                q_reasoner = self.embed(topic_masked(question, [index.kg.entities[r] for r in linked]))
+            turn.evidence, turn.paths, turn.candidates, used = self._gnn_evidence(scope, nodes, edges, q_reasoner,
+                                                                                  options, node_sim)
             turn.reasoner_seeds = [int(index.node_ids[nodes[r]]) for r in used]
             turn.timings["gnn"] = time.perf_counter() - t
         else:
@@ -327,7 +332,9 @@ class GraphChat:
                       ) -> tuple[TextualGraph, list[str], list[dict], np.ndarray]:
         """GNN-RAG on the searched graph: node probabilities, the 0.95 candidate set, shortest paths from the seeds
         (the most similar node when there is none); the evidence is the subgraph the paths run through.
-        ``seed_options``: one or more seed sets (positions in ``nodes``); the reasoner runs from each and the one
+        ``q``: the question vector the reasoner reads (as ``q_emb`` and ``q_masked``: the caller masks the topics for a
+        reasoner that reads them masked). ``seed_options``: one or more seed sets (positions in ``nodes``); the
+        reasoner runs from each and the one
         whose best non-seed node is most probable is kept.
         Returns the evidence, the paths' lines, the candidates (best first, score = the reasoner's probability) and
         the seed positions used."""
@@ -343,6 +350,7 @@ class GraphChat:
         shared = dict(edge_index=torch.from_numpy(np.stack([pos[kg.heads[edges]], pos[kg.tails[edges]]])).view(2, -1),
                       rel_table=torch.from_numpy(self.index.rel_emb), rel_id=torch.from_numpy(kg.rels[edges]).long(),
                       answer=torch.zeros(len(nodes), dtype=torch.bool), q_emb=torch.from_numpy(q).view(1, -1),
+                      q_masked=torch.from_numpy(q).view(1, -1),
                       num_nodes=len(nodes))
         datas = []
         for local_seeds in options:

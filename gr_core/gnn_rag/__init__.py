@@ -32,8 +32,8 @@ and the command line, ``python -m gr_core.gnn_rag``).
 """
 
 from .model import (ReasonerConfig, SWITCH_NAMES, Fusion, ReaRev, RelationHops)
-from .training import (deterministic_algorithms, QuestionGraph, question_data, ReasonerTrainConfig, train_reasoner,
-                       node_probabilities, question_scores, evaluate_reasoner,
+from .training import (deterministic_algorithms, QuestionGraph, question_data, topic_masked, masked_question_emb,
+                       ReasonerTrainConfig, train_reasoner, node_probabilities, question_scores, evaluate_reasoner,
                        reasoner_dataset, save_reasoner, save_reasoners, load_reasoner)
 from .paths import (select_candidates, seed_positions, gold_ids, missing_entities, PathReport, reasoning_paths,
                     reference_paths, _hops, compare_path_styles, path_study, evidence_view,
@@ -44,7 +44,7 @@ from .studies import (dataset_key, dataset_keys, run_reasoner, REASONER_CHANGES,
 
 __all__ = [
     "ReasonerConfig", "SWITCH_NAMES", "Fusion", "ReaRev", "RelationHops", "deterministic_algorithms",
-    "QuestionGraph", "question_data", "ReasonerTrainConfig", "train_reasoner", "node_probabilities",
+    "QuestionGraph", "question_data", "topic_masked", "masked_question_emb", "ReasonerTrainConfig", "train_reasoner", "node_probabilities",
     "question_scores", "evaluate_reasoner", "reasoner_dataset", "save_reasoner", "save_reasoners", "load_reasoner",
     "select_candidates", "seed_positions", "gold_ids", "missing_entities", "PathReport", "reasoning_paths",
     "reference_paths", "_hops", "compare_path_styles", "path_study", "evidence_view", "_path_names",

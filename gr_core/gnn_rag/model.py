@@ -20,9 +20,9 @@ class ReasonerConfig:
     num_gnn: int = 3  # --num_gnn 3
     dropout: float = 0.2  # linear dropout
     label_smooth: float = 0.0  # parsing.py has 0.1 but it is unused with the KL loss the scripts select
-    # ReaRev as released (cmavro/GNN-RAG ``gnn/``), on by default. All five off reproduce this module's first version,
-    # which notebook 04's change table measures each switch against (:data:`REASONER_CHANGES`); a reasoner saved
-    # before the switches existed loads with them off (:func:`load_reasoner`).
+    # ReaRev as released (cmavro/GNN-RAG ``gnn/``), on by default. These five and ``mask_topic`` off reproduce this
+    # module's first version, which notebook 04's change table measures each change against (:data:`REASONER_CHANGES`);
+    # a reasoner saved before the switches existed loads with them off (:func:`load_reasoner`).
     mask_seeds: bool = True  # question entities out of every layer's softmax (dataset_load.py: seeds are padding
     #                           in candidate_entities; reasongnn.py adds VERY_NEG_NUMBER to padding)
     self_loops: bool = True  # one self-loop fact per entity (parsing.py --use_self_loop True; _build_fact_mat)
@@ -32,6 +32,10 @@ class ReasonerConfig:
     #                                 layer, dropout before scoring (reasongnn.py reason_layer / reason_layer_inv)
     fusion_reform: bool = True  # each instruction updated by its own gated Fusion with the seeds' states
     #                              (query_update.py QueryReform; the first version: one shared ReLU layer)
+    # Deviation (docs/method.md §3.1): instructions come from the question's sentence vector with its topic entity's
+    # name replaced by "it" (``q_masked``). ReaRev attends over the question's tokens and can look past the name; one
+    # sentence vector cannot, and the name's words dominate it. A reasoner saved before this field reads ``q_emb``.
+    mask_topic: bool = True
 
     def __post_init__(self) -> None:
         if min(self.entity_dim, self.num_ins, self.num_iter, self.num_gnn) < 1:
@@ -105,13 +109,27 @@ class RelationHops:
 
 
 class UniformDropout(nn.Dropout):
-    """``nn.Dropout`` with its mask drawn as ``rand >= p``: the same distribution and scaling. torch's CPU
-    ``bernoulli_`` made a factorized training step 1.2-1.5x slower (``bench/reasoner_step.py``, ``torch_dropout``)."""
+    """``nn.Dropout`` with its mask drawn from 16-bit uniform integers, four to each 64-bit word of torch's generator:
+    an element is kept when its integer is at or above ``round(p · 65536)``, so the drop rate is ``p`` to within
+    1/131072 and kept elements are scaled by the exact inverse of the keep rate (the expectation is unchanged).
+    With torch's CPU ``bernoulli_`` a factorized training step is 1.5-1.7x slower, with a float ``rand`` mask
+    1.2-1.3x (``bench/reasoner_step.py``, ``torch_dropout`` and ``rand_dropout``).
+    Seeded by ``torch.manual_seed`` like any torch draw."""
+
+    def __init__(self, p: float = 0.5):
+        super().__init__(p)
+        self.cut = round(p * 65536)  # integers in [0, cut) are dropped
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not self.training or self.p == 0:
+        if not self.training or self.cut == 0:
             return x
-        return x * (torch.rand_like(x) >= self.p) * (1.0 / (1.0 - self.p))
+        if self.cut == 65536:
+            return x * 0.0
+        n = x.numel()
+        # random_(-2**63, None) draws all 64 bits uniformly (torch's full-range case); as int16 they span [-32768, 32767]
+        words = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_(-2 ** 63, None)
+        keep = words.view(torch.int16)[:n].view(x.shape) >= self.cut - 32768
+        return x * (keep * (65536.0 / (65536 - self.cut))).to(x.dtype)
 
 
 class Fusion(nn.Module):
@@ -139,8 +157,9 @@ class ReaRev(nn.Module):
     Shapes (a PyG ``Batch``):
         ``edge_index (2, E)`` facts head -> tail; the relations either as ``rel_table (R, text_dim)`` (each graph's
         distinct relation texts, :class:`QuestionGraph`) with ``rel_id (E,)`` rows of it, or as ``rel_emb (E,
-        text_dim)``; ``seed (N,)`` bool; ``q_emb (B, text_dim)``; ``batch (N,)``. Output: ``log p (N,)``,
-        normalized per graph.
+        text_dim)``; ``seed (N,)`` bool; ``q_emb (B, text_dim)`` the question as asked and ``q_masked (B, text_dim)``
+        with its topic entities' names replaced (read instead when ``cfg.mask_topic``); ``batch (N,)``.
+        Output: ``log p (N,)``, normalized per graph.
     """
 
     def __init__(self, text_dim: int, cfg: ReasonerConfig = ReasonerConfig()):
@@ -166,6 +185,17 @@ class ReaRev(nn.Module):
             self.reform = nn.Linear(2 * D, D)
         self.drop = UniformDropout(cfg.dropout)
 
+    def question(self, data) -> torch.Tensor:
+        """The question vectors the instructions are made from ``(B, text_dim)``: ``q_masked`` when
+        ``cfg.mask_topic``, else ``q_emb``."""
+        if not self.cfg.mask_topic:
+            return data.q_emb
+        if "q_masked" not in data:
+            raise ValueError("this reasoner reads the question with its topic entity masked (ReasonerConfig.mask_topic) "
+                             "but the batch has no q_masked: build graphs with gnn_rag.question_data, or give q_masked "
+                             "(the sentence vector of gnn_rag.topic_masked(question, topic names))")
+        return data.q_masked
+
     def forward(self, data) -> torch.Tensor:
         from torch_geometric.utils import scatter, softmax
 
@@ -189,7 +219,7 @@ class ReaRev(nn.Module):
         h0 = hops.propagate(ones, hops.pad_rows(rel_f, loop_f), True) + \
             hops.propagate(ones, hops.pad_rows(rel_b, loop_b), False)
         h0 = torch.relu(self.entity_init(h0))  # (N, D)
-        ins = self.drop(self.instructions(data.q_emb)).view(B, K, D)
+        ins = self.drop(self.instructions(self.question(data))).view(B, K, D)
         seed = data.seed.float()
         p0 = seed / scatter(seed, batch, dim=0, dim_size=B, reduce="sum").clamp(min=1)[batch]
         log_p = torch.log(p0.clamp(min=1e-30))
@@ -282,7 +312,7 @@ def per_fact_forward(model: "ReaRev", data) -> torch.Tensor:
     edges, rel = torch.cat([fwd, inv], dim=1), torch.cat([rel_f, rel_b], dim=0)
     edge_graph, fwd_graph = batch[edges[1]], batch[dst]
     h0 = torch.relu(m.entity_init(scatter(rel, edges[1], dim=0, dim_size=N, reduce="sum")))
-    ins = m.drop(m.instructions(data.q_emb)).view(B, K, D)
+    ins = m.drop(m.instructions(m.question(data))).view(B, K, D)
     seed = data.seed.float()
     p0 = seed / scatter(seed, batch, dim=0, dim_size=B, reduce="sum").clamp(min=1)[batch]
     log_p, h = torch.log(p0.clamp(min=1e-30)), h0

@@ -49,11 +49,41 @@ class QuestionGraph(Data):
         return super().__inc__(key, value, *args, **kwargs)
 
 
+TOPIC_WORD = "it"  # what a topic entity's name becomes in the reasoner's question text
+
+
+def topic_masked(question: str, names) -> str:
+    """``question`` with each mention of ``names`` (its topic entities) replaced by "it", matched without case on word
+    boundaries, longest name first, brackets included ("[Titanic]"): what :class:`ReasonerConfig` ``mask_topic``
+    reads. ``topic_masked("who directed [Titanic]", ["Titanic"]) == "who directed it"``; a name the question does not
+    contain changes nothing."""
+    import re
+
+    for name in sorted({n.strip() for n in names if n and n.strip()}, key=len, reverse=True):
+        question = re.sub(rf"\[?(?<!\w){re.escape(name)}(?!\w)\]?", TOPIC_WORD, question, flags=re.IGNORECASE)
+    return question
+
+
+def masked_question_emb(ds):
+    """The sentence vectors of ``ds``'s questions with their topic entities masked (:func:`topic_masked` of each
+    record's ``q_entities``), a :class:`~gr_core.graphqa.LazyEmbeddings` made once per dataset object; rows are encoded
+    on first use into the shared embedding store like ``ds.question_emb``'s."""
+    from ..graphqa import LazyEmbeddings
+
+    emb = getattr(ds, "_masked_question_emb", None)
+    if emb is None:
+        emb = LazyEmbeddings([topic_masked(r.question, r.q_entities or []) for r in ds.records],
+                             int(ds.question_emb.shape[1]), ds.question_emb.encoder)
+        ds._masked_question_emb = emb
+    return emb
+
+
 def question_data(ds, i: int, graph=None):
     """Question ``i`` of a KGQA dataset as the reasoner's PyG ``Data``.
 
     Fields: ``edge_index (2, E)`` over node positions, ``rel_table (R, dim)`` the graph's distinct relation texts and
-    ``rel_id (E,)`` each fact's row of it, ``seed (N,)`` and ``answer (N,)`` bool masks, ``q_emb (1, dim)``;
+    ``rel_id (E,)`` each fact's row of it, ``seed (N,)`` and ``answer (N,)`` bool masks, ``q_emb (1, dim)`` the
+    question as asked and ``q_masked (1, dim)`` with its topic entities masked (:func:`topic_masked`);
     ``missing_seed`` counts question entities absent from the graph.
     """
     from ..data import question_nodes
@@ -75,7 +105,8 @@ def question_data(ds, i: int, graph=None):
                 rel_table=torch.from_numpy(np.ascontiguousarray(edge_attr[first])),
                 rel_id=torch.from_numpy(rel_id.astype(np.int64).reshape(-1)),
                 seed=torch.from_numpy(seed), answer=torch.from_numpy(answer),
-                q_emb=torch.from_numpy(ds.question_emb[i]).view(1, -1), num_nodes=len(ids),
+                q_emb=torch.from_numpy(ds.question_emb[i]).view(1, -1),
+                q_masked=torch.from_numpy(masked_question_emb(ds)[i]).view(1, -1), num_nodes=len(ids),
                 missing_seed=missing_entities(g, ds.records[i].q_entities))
 
 
@@ -204,6 +235,7 @@ def reasoner_dataset(ds, indices: list[int], desc: str = "reasoner data", scope=
     from ..runs import progress
 
     ds.prefetch(indices, nodes=False)  # texts are encoded on first use: the questions and relations in one batch
+    masked_question_emb(ds).prefetch(indices)
     return [question_data(ds, i, ds.graph(i, scope) if scope is not None else None)
             for i in progress(indices, desc=desc)]
 
@@ -234,8 +266,9 @@ def save_reasoners(results: dict, folder) -> list:
 def load_reasoner(path) -> ReaRev:
     """A reasoner saved by :func:`save_reasoner`, in eval mode."""
     blob = torch.load(path, map_location="cpu", weights_only=False)
-    # A file written before the switches existed describes the first version: its missing switches are off.
-    config = {name: False for name in SWITCH_NAMES} | blob["config"]
+    # A file written before the switches existed describes the first version: its missing switches are off; one
+    # written before mask_topic read the question as asked.
+    config = {name: False for name in SWITCH_NAMES} | {"mask_topic": False} | blob["config"]
     model = ReaRev(int(blob["text_dim"]), ReasonerConfig(**config))
     model.load_state_dict(blob["state"])
     return model.eval()
