@@ -139,3 +139,12 @@ def test_the_full_presets_training_notebook_runs_on_cuda_on_8_questions(tiny_llm
     assert len(runs) >= sum(len(methods) for methods in plan.values())  # every planned run finished
     env = json.loads((tmp_path / "full" / "03_training" / "env.json").read_text())
     assert env.get("cuda"), env  # it ran on the GPU
+
+
+def test_the_reasoners_dropout_draws_its_16_bit_masks_on_cuda():
+    from gr_core.gnn_rag.model import UniformDropout
+
+    x = torch.ones(1_000_003, device="cuda")
+    y = UniformDropout(0.2).train()(x)
+    assert y.device.type == "cuda" and abs(float((y > 0).float().mean()) - 0.8) < 3e-3
+    assert abs(float(y.mean()) - 1.0) < 5e-3

@@ -334,8 +334,7 @@ class GraphChat:
         (the most similar node when there is none); the evidence is the subgraph the paths run through.
         ``q``: the question vector the reasoner reads (as ``q_emb`` and ``q_masked``: the caller masks the topics for a
         reasoner that reads them masked). ``seed_options``: one or more seed sets (positions in ``nodes``); the
-        reasoner runs from each and the one
-        whose best non-seed node is most probable is kept.
+        reasoner runs from each and the one whose best non-seed node is most probable is kept.
         Returns the evidence, the paths' lines, the candidates (best first, score = the reasoner's probability) and
         the seed positions used."""
         import torch

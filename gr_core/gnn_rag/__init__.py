@@ -44,8 +44,8 @@ from .studies import (dataset_key, dataset_keys, run_reasoner, REASONER_CHANGES,
 
 __all__ = [
     "ReasonerConfig", "SWITCH_NAMES", "Fusion", "ReaRev", "RelationHops", "deterministic_algorithms",
-    "QuestionGraph", "question_data", "topic_masked", "masked_question_emb", "ReasonerTrainConfig", "train_reasoner", "node_probabilities",
-    "question_scores", "evaluate_reasoner", "reasoner_dataset", "save_reasoner", "save_reasoners", "load_reasoner",
+    "QuestionGraph", "question_data", "topic_masked", "masked_question_emb", "ReasonerTrainConfig", "train_reasoner",
+    "node_probabilities", "question_scores", "evaluate_reasoner", "reasoner_dataset", "save_reasoner", "save_reasoners", "load_reasoner",
     "select_candidates", "seed_positions", "gold_ids", "missing_entities", "PathReport", "reasoning_paths",
     "reference_paths", "_hops", "compare_path_styles", "path_study", "evidence_view", "_path_names",
     "summarize_path_study", "dataset_key", "dataset_keys", "run_reasoner", "REASONER_CHANGES", "reasoner_change_table",

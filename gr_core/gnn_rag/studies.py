@@ -282,9 +282,9 @@ def llm_half_run(reasoners: dict[str, str], out_dir, max_test: int = 100, llm_ma
             a, b = by["gnn"][metric].to_numpy(), by["none"][metric].to_numpy()
             r = compare(a, b)
             paired.append({"dataset": key, "metric": metric, "n": r["n"], "gnn": round(100 * r["score_a"], 1),
-                           "gnn 95% CI": [round(100 * x, 1) for x in wilson_interval(a.sum(), len(a))],
+                           "gnn 95% CI": [round(100 * float(x), 1) for x in wilson_interval(a.sum(), len(a))],
                            "none": round(100 * r["score_b"], 1),
-                           "none 95% CI": [round(100 * x, 1) for x in wilson_interval(b.sum(), len(b))],
+                           "none 95% CI": [round(100 * float(x), 1) for x in wilson_interval(b.sum(), len(b))],
                            "gnn only": r["a_only"], "none only": r["b_only"], "p": r["p"],
                            "verdict": verdict(r["diff"], r["p"])})
     out_dir.mkdir(parents=True, exist_ok=True)
