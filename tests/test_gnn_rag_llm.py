@@ -153,6 +153,7 @@ class FakeKGQA:
         self.split = {"train": [0, 2], "val": [0], "test": [0, 1, 2, 3]}
         rng = np.random.default_rng(0)
         self.question_emb = rng.normal(size=(4, 8)).astype(np.float32)
+        self.question_emb_masked = rng.normal(size=(4, 8)).astype(np.float32)  # precomputed, as question_emb is
 
     def graph(self, i):
         return self.graphs[i]
@@ -179,6 +180,22 @@ def generator(tiny_llm_dir, tmp_path_factory):
     model, history = train_lora_llm(train, val, run_dir, LLMConfig(model=tiny_llm_dir, max_new_tokens=6),
                                     TrainConfig(lr=1e-3, num_epochs=1, batch_size=2), max_txt_len=128)
     return model, history, run_dir
+
+
+def test_a_dataset_of_plain_question_vectors_brings_its_own_masked_ones_or_serves_unmasked_reasoners_only():
+    from torch_geometric.data import Batch
+
+    from gr_core.gnn_rag import ReaRev, ReasonerConfig, question_data
+
+    ds = FakeKGQA()
+    assert torch.equal(question_data(ds, 0).q_masked, torch.from_numpy(ds.question_emb_masked[0]).view(1, -1))
+    del ds.question_emb_masked  # a plain array names no encoder to encode the masked questions with
+    bare = Batch.from_data_list([question_data(ds, 0)])
+    assert "q_masked" not in bare
+    with torch.no_grad():
+        assert torch.isfinite(ReaRev(8, ReasonerConfig(entity_dim=8, mask_topic=False)).eval()(bare)).all()
+        with pytest.raises(ValueError, match="q_masked"):
+            ReaRev(8, ReasonerConfig(entity_dim=8)).eval()(bare)
 
 
 def test_lora_generator_trains_checkpoints_and_reloads_without_retraining(generator, tiny_llm_dir):

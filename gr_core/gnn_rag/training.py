@@ -66,15 +66,20 @@ def topic_masked(question: str, names) -> str:
 
 def masked_question_emb(ds):
     """The sentence vectors of ``ds``'s questions with their topic entities masked (:func:`topic_masked` of each
-    record's ``q_entities``), a :class:`~gr_core.graphqa.LazyEmbeddings` made once per dataset object; rows are encoded
-    on first use into the shared embedding store like ``ds.question_emb``'s."""
+    record's ``q_entities``), indexed like ``ds.question_emb`` ``(num_questions, dim)``, or None where they cannot be
+    made. A dataset may bring its own as ``question_emb_masked``; otherwise they are a
+    :class:`~gr_core.graphqa.LazyEmbeddings` made once per dataset object with ``ds.question_emb``'s encoder (rows
+    encoded on first use into the shared embedding store). A dataset whose ``question_emb`` is a plain array names no
+    encoder: None, so its graphs carry no ``q_masked`` and only a reasoner with ``mask_topic=False`` reads them (a
+    masked one raises, naming the field)."""
     from ..graphqa import LazyEmbeddings
 
-    emb = getattr(ds, "_masked_question_emb", None)
-    if emb is None:
+    emb = getattr(ds, "question_emb_masked", None)
+    encoder = getattr(ds.question_emb, "encoder", None)
+    if emb is None and encoder is not None:
         emb = LazyEmbeddings([topic_masked(r.question, r.q_entities or []) for r in ds.records],
-                             int(ds.question_emb.shape[1]), ds.question_emb.encoder)
-        ds._masked_question_emb = emb
+                             int(ds.question_emb.shape[1]), encoder)
+        ds.question_emb_masked = emb
     return emb
 
 
@@ -83,7 +88,8 @@ def question_data(ds, i: int, graph=None):
 
     Fields: ``edge_index (2, E)`` over node positions, ``rel_table (R, dim)`` the graph's distinct relation texts and
     ``rel_id (E,)`` each fact's row of it, ``seed (N,)`` and ``answer (N,)`` bool masks, ``q_emb (1, dim)`` the
-    question as asked and ``q_masked (1, dim)`` with its topic entities masked (:func:`topic_masked`);
+    question as asked and ``q_masked (1, dim)`` with its topic entities masked (:func:`topic_masked`; absent where
+    :func:`masked_question_emb` gives None);
     ``missing_seed`` counts question entities absent from the graph.
     """
     from ..data import question_nodes
@@ -96,6 +102,8 @@ def question_data(ds, i: int, graph=None):
     pos = {int(n): k for k, n in enumerate(ids)}
     src = np.array([pos[int(s)] for s in g.edges.src], dtype=np.int64)
     dst = np.array([pos[int(d)] for d in g.edges.dst], dtype=np.int64)
+    masked_emb = masked_question_emb(ds)
+    masked = {} if masked_emb is None else {"q_masked": torch.from_numpy(np.asarray(masked_emb[i])).view(1, -1)}
     seed_ids = question_nodes(g)
     seed = np.zeros(len(ids), bool)
     seed[[pos[s] for s in seed_ids]] = True
@@ -105,9 +113,8 @@ def question_data(ds, i: int, graph=None):
                 rel_table=torch.from_numpy(np.ascontiguousarray(edge_attr[first])),
                 rel_id=torch.from_numpy(rel_id.astype(np.int64).reshape(-1)),
                 seed=torch.from_numpy(seed), answer=torch.from_numpy(answer),
-                q_emb=torch.from_numpy(ds.question_emb[i]).view(1, -1),
-                q_masked=torch.from_numpy(masked_question_emb(ds)[i]).view(1, -1), num_nodes=len(ids),
-                missing_seed=missing_entities(g, ds.records[i].q_entities))
+                q_emb=torch.from_numpy(ds.question_emb[i]).view(1, -1), num_nodes=len(ids),
+                missing_seed=missing_entities(g, ds.records[i].q_entities), **masked)
 
 
 @dataclass(frozen=True)
@@ -235,7 +242,9 @@ def reasoner_dataset(ds, indices: list[int], desc: str = "reasoner data", scope=
     from ..runs import progress
 
     ds.prefetch(indices, nodes=False)  # texts are encoded on first use: the questions and relations in one batch
-    masked_question_emb(ds).prefetch(indices)
+    masked_emb = masked_question_emb(ds)
+    if hasattr(masked_emb, "prefetch"):
+        masked_emb.prefetch(indices)
     return [question_data(ds, i, ds.graph(i, scope) if scope is not None else None)
             for i in progress(indices, desc=desc)]
 
