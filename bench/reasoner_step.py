@@ -50,8 +50,8 @@ class RandDropout(torch.nn.Dropout):
 
 def time_steps(device: str, cfg: ReasonerConfig, batch_size: int, data: list, steps: int, layers: str) -> float:
     """Seconds per training step; ``layers``: ``factorized`` (the reasoner as it is), ``torch_dropout`` (factorized,
-    with torch's own ``nn.Dropout``), ``rand_dropout`` (factorized, with :class:`RandDropout`), ``per_fact`` (the same network fact by fact) or ``before`` (fact by fact with
-    torch's own dropout: this module before both changes)."""
+    with torch's own ``nn.Dropout``), ``rand_dropout`` (factorized, with :class:`RandDropout`), ``per_fact`` (the same
+    network fact by fact) or ``before`` (fact by fact with torch's own dropout: this module before these changes)."""
     torch.manual_seed(0)
     model = ReaRev(384, cfg).to(device)
     if layers in ("before", "torch_dropout"):

@@ -226,8 +226,8 @@ def test_gnn_retriever_needs_a_reasoner_and_uses_a_saved_one(tmp_path, tiny_llm_
     chat = GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, retriever="gnn", reasoner=path, max_new_tokens=4)
     seen = []  # the question vector the reasoner reads: the question with the entity it names masked
     real = chat._gnn_evidence
-    monkeypatch.setattr(chat, "_gnn_evidence", lambda scope, nodes, edges, q, *a: seen.append(q) or
-                        real(scope, nodes, edges, q, *a))
+    monkeypatch.setattr(chat, "_gnn_evidence", lambda scope, nodes, edges, q, q_masked, *a: seen.append(q_masked) or
+                        real(scope, nodes, edges, q, q_masked, *a))
     turn = chat.ask("Who directed The Matrix?")
     assert np.allclose(seen[0], chat.embed("Who directed it?"), atol=1e-6)
     assert turn.status == "answered" and turn.paths and "gnn" in turn.timings

@@ -293,12 +293,12 @@ class GraphChat:
                 # with the entities the question names itself, and keep the start the reasoner is surer of.
                 options = [np.flatnonzero(np.isin(nodes, linked + index.rows_of(start)))
                            for start in (prev.reasoner_seeds or prev.linked, prev.answer_nodes)]
-            q_reasoner = q
-            if self.reasoner.cfg.mask_topic:  # the reasoner reads the question with the entities it names masked
+            q_masked = None
+            if self.reasoner.cfg.mask_topic:  # a reasoner that reads the question with the entities it names masked
                 from ..gnn_rag import topic_masked
 
-                q_reasoner = self.embed(topic_masked(question, [index.kg.entities[r] for r in linked]))
-            turn.evidence, turn.paths, turn.candidates, used = self._gnn_evidence(scope, nodes, edges, q_reasoner,
+                q_masked = self.embed(topic_masked(question, [index.kg.entities[r] for r in linked]))
+            turn.evidence, turn.paths, turn.candidates, used = self._gnn_evidence(scope, nodes, edges, q, q_masked,
                                                                                   options, node_sim)
             turn.reasoner_seeds = [int(index.node_ids[nodes[r]]) for r in used]
             turn.timings["gnn"] = time.perf_counter() - t
@@ -328,13 +328,14 @@ class GraphChat:
         return turn
 
     def _gnn_evidence(self, scope: TextualGraph, nodes: np.ndarray, edges: np.ndarray, q: np.ndarray,
-                      seed_options: list[np.ndarray], node_sim: np.ndarray
+                      q_masked: np.ndarray | None, seed_options: list[np.ndarray], node_sim: np.ndarray
                       ) -> tuple[TextualGraph, list[str], list[dict], np.ndarray]:
         """GNN-RAG on the searched graph: node probabilities, the 0.95 candidate set, shortest paths from the seeds
         (the most similar node when there is none); the evidence is the subgraph the paths run through.
-        ``q``: the question vector the reasoner reads (as ``q_emb`` and ``q_masked``: the caller masks the topics for a
-        reasoner that reads them masked). ``seed_options``: one or more seed sets (positions in ``nodes``); the
-        reasoner runs from each and the one whose best non-seed node is most probable is kept.
+        ``q``, ``q_masked``: the question's vector as asked and with the entities it names masked (None for a reasoner
+        that does not read it; :meth:`ReaRev.question <gr_core.gnn_rag.ReaRev.question>` picks).
+        ``seed_options``: one or more seed sets (positions in ``nodes``); the reasoner runs from each and the one
+        whose best non-seed node is most probable is kept.
         Returns the evidence, the paths' lines, the candidates (best first, score = the reasoner's probability) and
         the seed positions used."""
         import torch
@@ -349,8 +350,9 @@ class GraphChat:
         shared = dict(edge_index=torch.from_numpy(np.stack([pos[kg.heads[edges]], pos[kg.tails[edges]]])).view(2, -1),
                       rel_table=torch.from_numpy(self.index.rel_emb), rel_id=torch.from_numpy(kg.rels[edges]).long(),
                       answer=torch.zeros(len(nodes), dtype=torch.bool), q_emb=torch.from_numpy(q).view(1, -1),
-                      q_masked=torch.from_numpy(q).view(1, -1),
                       num_nodes=len(nodes))
+        if q_masked is not None:
+            shared["q_masked"] = torch.from_numpy(q_masked).view(1, -1)
         datas = []
         for local_seeds in options:
             seed = np.zeros(len(nodes), bool)
