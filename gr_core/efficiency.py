@@ -188,7 +188,11 @@ def table4(summary: pd.DataFrame, runs: pd.DataFrame, rows: dict[str, tuple[str,
                "min_epoch_after": None if after.get("seconds_per_epoch") is None else round(after["seconds_per_epoch"] / 60, 2)}
         rec["token_reduction_%"] = round(100 * (1 - rec["tokens_after"] / rec["tokens_before"]), 1)
         rec["node_reduction_%"] = round(100 * (1 - rec["nodes_after"] / rec["nodes_before"]), 1)
-        if rec["min_epoch_before"] and rec["min_epoch_after"]:
+        # the two epochs' times are compared: name the precision and CPU each ran on, and compare only like with like
+        rec["dtype_before"], rec["dtype_after"] = before.get("dtype"), after.get("dtype")
+        rec["cpu_before"], rec["cpu_after"] = before.get("cpu_model"), after.get("cpu_model")
+        alike = (rec["dtype_before"], rec["cpu_before"]) == (rec["dtype_after"], rec["cpu_after"])
+        if rec["min_epoch_before"] and rec["min_epoch_after"] and alike:
             rec["epoch_reduction_%"] = round(100 * (1 - rec["min_epoch_after"] / rec["min_epoch_before"]), 1)
         paper = PAPER_TABLE4.get("scene_graphs" if dataset in ("clevr", "gqa_micro") else dataset, {})
         rec.update({f"paper {k}": v for k, v in paper.items()})
@@ -204,10 +208,11 @@ def table12(runs: pd.DataFrame, dataset: str = "webqsp", seed: int = 0) -> pd.Da
     for method, label in TABLE12_LABEL.items():
         r = by.get(f"{dataset}-{method}-seed{seed}")
         paper_score, paper_time = PAPER_TABLE12[method]
-        rec = {"method": label, "name": method, "ours": None, "n_test": None, "min/epoch": None,
+        rec = {"method": label, "name": method, "ours": None, "n_test": None, "dtype": None, "cpu": None,
+               "min/epoch": None,
                "inference s/question": None, "paper Hit@1": paper_score, "paper time": paper_time}
         if r is not None:
-            rec.update({"ours": r["score"], "n_test": r["num_test"],
+            rec.update({"ours": r["score"], "n_test": r["num_test"], "dtype": r.get("dtype"), "cpu": r.get("cpu_model"),
                         "min/epoch": None if r.get("seconds_per_epoch") is None else round(r["seconds_per_epoch"] / 60, 2),
                         "inference s/question": round(r["inference_seconds"] / max(r["num_test"], 1), 3)})
         out.append(rec)

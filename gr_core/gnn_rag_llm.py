@@ -279,6 +279,15 @@ def _digest(examples: list[Example]) -> str:
     return h.hexdigest()[:16]
 
 
+def model_key(cfg: ModelConfig) -> dict:
+    """The model part of a LoRA generator's checkpoint key: the config's fields, less those at a default added after
+    checkpoints were keyed (the LoRA dropout's masks), so that those keys stay valid."""
+    key = asdict(cfg)
+    if cfg.lora is not None and cfg.lora.dropout_masks == "bernoulli":
+        del key["lora"]["dropout_masks"]
+    return key
+
+
 def train_lora_llm(train_ex: list[Example], val_ex: list[Example], run_dir: str | Path, llm: LLMConfig = LLMConfig(),
                    train: TrainConfig = TrainConfig(), max_txt_len: int = 512, seed: int = 0,
                    lora: LoRAConfig = LoRAConfig()) -> tuple[GraphLLM, list[dict]]:
@@ -293,7 +302,7 @@ def train_lora_llm(train_ex: list[Example], val_ex: list[Example], run_dir: str 
     model.tokenize(train_ex)
     model.tokenize(val_ex)
     run_dir = Path(run_dir)
-    key = {"model": asdict(cfg), "train": asdict(train), "seed": seed, "train_data": _digest(train_ex),
+    key = {"model": model_key(cfg), "train": asdict(train), "seed": seed, "train_data": _digest(train_ex),
            "val_data": _digest(val_ex), "num_train": len(train_ex), "num_val": len(val_ex)}
     history = fit(model, train_ex, val_ex, train, seed, run_dir / "ckpt", config_hash(key))
     write_json(run_dir / "config.json", {**key, "config_hash": config_hash(key)})

@@ -12,6 +12,8 @@ import numpy as np
 import pandas as pd
 
 from .citations import LEVELS, CitationMatcher, check_response, parse_citations  # noqa: F401 (notebook 05 imports them here)
+from .config import resolve_device
+from .precision import dtype_name, resolve_dtype
 from .published import PAPER_TABLE5
 
 def cite_responses(model, ds, indices: list[int], max_new_tokens: int = 128, batch_size: int = 16) -> list[str]:
@@ -187,9 +189,12 @@ def response_cache(cfg, ds, indices: list[int], max_new_tokens: int, batch_size:
     from .prompts import CITE_INSTRUCTION
     from .runs import config_hash
 
-    key = config_hash({"run": config_hash(cfg.to_dict()), "questions": [str(ds.records[i].graph_id) for i in indices],
-                       "max_new_tokens": max_new_tokens, "request": CITE_INSTRUCTION, "batch_size": batch_size,
-                       "seed": seed})
+    spec = {"run": config_hash(cfg.to_dict()), "questions": [str(ds.records[i].graph_id) for i in indices],
+            "max_new_tokens": max_new_tokens, "request": CITE_INSTRUCTION, "batch_size": batch_size, "seed": seed}
+    dtype = dtype_name(resolve_dtype(cfg.model.llm.dtype, resolve_device(cfg.model.llm.device)))
+    if dtype != "float32":  # the LLM's precision on this machine ("auto"); fp32 keeps the keys made before it mattered
+        spec["llm_dtype"] = dtype
+    key = config_hash(spec)
     return cache_root() / "hallucination" / f"{cfg.name}-{key}.json"
 
 

@@ -12,20 +12,33 @@ import numpy as np
 import pandas as pd
 
 from .published import PAPER_COLUMN, PAPER_TABLE3, PAPER_TABLE6, PAPER_TABLE7, PAPER_TABLE10
+from .precision import recorded_dtype
 from .runs import read_json
 
 METRIC_NAME = {"explagraphs": "accuracy", "clevr": "accuracy (substring)", "gqa_micro": "accuracy (substring)",
                "webqsp": "Hit (%)", "webqsp_full": "Hit (%)", "metaqa": "Hit (%)"}
 METHOD_ORDER = ["majority", "negation_parity", "gnn_classifier", "question_only", "zero_shot", "zero_cot", "cot_bag",
                 "kaping", "prompt_tuning", "graph_token", "g_retriever", "lora", "g_retriever_lora"]
-SETTING = {m: "no LLM (reference)" for m in METHOD_ORDER[:3]} | \
+NO_LLM = METHOD_ORDER[:3]  # the reference rows of gr_core.graph_baselines
+SETTING = {m: "no LLM (reference)" for m in NO_LLM} | \
           {m: "inference-only" for m in METHOD_ORDER[3:8]} | {m: "frozen LLM w/ PT" for m in METHOD_ORDER[8:11]} | \
           {"lora": "tuned LLM", "g_retriever_lora": "tuned LLM"}
 
 
 def collect_runs(root: str | Path) -> pd.DataFrame:
-    """One row per finished run under ``root`` (a ``runs/`` folder): its ``metrics.json`` as columns."""
-    rows = [read_json(p) for p in sorted(Path(root).glob("*/metrics.json"))]
+    """One row per finished run under ``root`` (a ``runs/`` folder): its ``metrics.json`` as columns, with the LLM's
+    precision in ``dtype`` ("n/a" for the no-LLM reference rows; runs recorded before precision records: what their
+    configuration meant then, :func:`~gr_core.precision.recorded_dtype`) and ``cpu_model``."""
+    rows = []
+    for path in sorted(Path(root).glob("*/metrics.json")):
+        row = read_json(path)
+        config = read_json(path.parent / "config.json") if (path.parent / "config.json").is_file() else {}
+        llm = (config.get("model") or {}).get("llm") or {}
+        no_llm = row.get("method") in NO_LLM and not row.get("precision")
+        row["dtype"] = "n/a" if no_llm else recorded_dtype(row, path.parent, llm.get("dtype", "auto"),
+                                                           llm.get("device", "auto"))
+        row["cpu_model"] = (row.get("precision") or {}).get("cpu_model", "not recorded")
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -88,8 +101,9 @@ def table3(runs: pd.DataFrame, runs_dir: str | Path | None = None, reference: st
             if len(ref):
                 p_ref = paired(runs_dir, g["name"].iloc[0], ref["name"].iloc[0])["p"]
         valid = g["valid"].iloc[0] if "valid" in g and pd.notna(g["valid"].iloc[0]) else None
+        dtypes = "+".join(sorted(set(g["dtype"]))) if "dtype" in g else ""
         rows.append({"dataset": dataset, "setting": SETTING.get(method, ""), "method": method,
-                     "metric": METRIC_NAME.get(dataset, "score"), "seeds": len(scores),
+                     "metric": METRIC_NAME.get(dataset, "score"), "seeds": len(scores), "dtype": dtypes,
                      "n_test": n, "ours_mean": round(mean, 4),
                      "ours_std": None if np.isnan(std) else round(std, 4), "ours": _fmt(mean, std, digits),
                      "ci_low": low, "ci_high": high,
@@ -115,11 +129,13 @@ def table3_wide(long: pd.DataFrame) -> pd.DataFrame:
 
 
 def efficiency(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per (dataset, method): prompt tokens, seconds per epoch, training tokens/s, test answers/s (Table 12's columns)."""
+    """Per (dataset, method, dtype, CPU): prompt tokens, seconds per epoch, training tokens/s, test answers/s
+    (Table 12's columns). Timings of different precisions or CPUs are never averaged together."""
     cols = ["mean_prompt_tokens", "seconds_per_epoch", "train_tokens_per_s", "answers_per_s", "trainable_params"]
     if runs.empty:
         return pd.DataFrame()
-    return runs.groupby(["dataset", "method"], sort=False)[cols].mean(numeric_only=True).round(2).reset_index()
+    keys = ["dataset", "method"] + [k for k in ("dtype", "cpu_model") if k in runs]
+    return runs.groupby(keys, sort=False)[cols].mean(numeric_only=True).round(2).reset_index()
 
 
 def best_trained_run(runs: pd.DataFrame, dataset: str) -> str | None:

@@ -16,6 +16,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable
 
+from .config import resolve_device
+from .precision import precision_record, resolve_dtype
+
 # Packages whose versions are recorded beside every result (env.json).
 TRACKED_PACKAGES = (
     "torch", "torch-geometric", "transformers", "peft", "sentence-transformers", "numpy", "pandas",
@@ -89,9 +92,12 @@ def git_commit() -> str | None:
 
 
 def environment_record() -> dict[str, Any]:
-    """What produced a result: packages, git commit, machine, accelerator (saved as env.json)."""
+    """What produced a result: packages, git commit, machine, accelerator, and the precision ``dtype="auto"``
+    resolves to here with the CPU model and its bf16 units (saved as env.json and in suite.json; a run configured
+    with an explicit dtype records the one it used in its metrics' ``precision``)."""
     import torch
 
+    device = resolve_device("auto")
     return {
         "packages": package_versions(),
         "python": platform.python_version(),
@@ -99,6 +105,7 @@ def environment_record() -> dict[str, Any]:
         "machine": {"platform": platform.platform(), "processor": platform.machine(), "cpu_count": os.cpu_count()},
         "torch_threads": torch.get_num_threads(),
         "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "precision": precision_record(resolve_dtype("auto", device), device),  # what "auto" means on this machine
     }
 
 

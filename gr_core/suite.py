@@ -80,6 +80,8 @@ def run_suite(preset: str, notebooks_dir: Path | None = None, only: list[str] | 
         logging.basicConfig(level=logging.INFO, format="%(message)s")
     notebooks = find_notebooks(notebooks_dir, only)
     results, failed = [], False
+    environment = environment_record()
+    print(f"suite {preset} on {describe_precision(environment['precision'])}", flush=True)
     previous = _previous_seconds(out_dir / "suite.json")
     total_start = time.perf_counter()
     for i, nb in enumerate(notebooks, 1):
@@ -115,12 +117,24 @@ def run_suite(preset: str, notebooks_dir: Path | None = None, only: list[str] | 
     counts = {s: sum(r["status"] == s for r in results) for s in ("passed", "failed", "skipped")}
     seconds = round(time.perf_counter() - total_start, 1)
     summary = {"preset": preset, "notebooks": results, "counts": counts, "seconds": seconds,
-               "environment": environment_record()}
+               "environment": environment}
     if not only:  # the whole suite ran: its time is the suite's total (a partial run never replaces it)
         summary["total_seconds"] = seconds
     write_json(out_dir / "suite.json", _merge_previous(out_dir / "suite.json", summary) if only else summary)
     print(f"suite {preset}: {_minutes(seconds)} in all", flush=True)
     return summary
+
+
+def describe_precision(precision: dict) -> str:
+    """``"AMD EPYC (AVX512-BF16, no AMX): the LLM runs in bfloat16 on cpu"``, from a precision record (on CUDA, the
+    GPU's name instead of the CPU's)."""
+    forced = f", set by GR_DTYPE={precision['dtype_override']}" if precision.get("dtype_override") else ""
+    if str(precision.get("device", "")).startswith("cuda"):
+        return f"{precision.get('gpu', 'a GPU')}: the LLM runs in {precision.get('dtype')} on cuda{forced}"
+    units = [name for name, key in (("AMX", "amx"), ("AVX512-BF16", "avx512_bf16")) if precision.get(key)]
+    units += [f"no {name}" for name, key in (("AMX", "amx"), ("AVX512-BF16", "avx512_bf16")) if not precision.get(key)]
+    return (f"{precision.get('cpu_model', '?')} ({', '.join(units)}): the LLM runs in {precision.get('dtype')} on "
+            f"{precision.get('device')}{forced}")
 
 
 def _minutes(seconds: float) -> str:

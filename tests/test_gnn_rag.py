@@ -142,7 +142,7 @@ def test_the_reasoner_makes_its_instructions_from_the_masked_question_only_when_
 
 
 def test_dropout_from_16_bit_draws_drops_p_scales_the_rest_and_follows_the_seed():
-    from gr_core.gnn_rag.model import UniformDropout
+    from gr_core.dropout import UniformDropout
 
     drop = UniformDropout(0.2).train()
     x = torch.ones(1_000_003, requires_grad=True)  # not a multiple of the 4 draws in a 64-bit word

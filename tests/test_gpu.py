@@ -142,7 +142,7 @@ def test_the_full_presets_training_notebook_runs_on_cuda_on_8_questions(tiny_llm
 
 
 def test_the_reasoners_dropout_draws_its_16_bit_masks_on_cuda():
-    from gr_core.gnn_rag.model import UniformDropout
+    from gr_core.dropout import UniformDropout
 
     x = torch.ones(1_000_003, device="cuda")
     y = UniformDropout(0.2).train()(x)

@@ -1,4 +1,5 @@
 import importlib.util
+import os
 
 import pytest
 import torch
@@ -23,11 +24,13 @@ def test_embedded_llm_cache_is_a_plain_hf_directory_reused_across_calls():
     assert (first / "config.json").is_file() and (first / "tokenizer.json").is_file()
 
 
-def test_embedded_llm_loads_in_fp32_on_cpu_with_every_weight_frozen(llm):
-    import torch
+def test_embedded_llm_loads_in_the_machines_dtype_on_cpu_with_every_weight_frozen(llm):
+    from gr_core.precision import cpu_info, resolve_dtype
 
     model, _ = llm
-    assert model.dtype == torch.float32 and model.device.type == "cpu"
+    assert model.dtype == resolve_dtype("auto", "cpu") and model.device.type == "cpu"
+    if not os.environ.get("GR_DTYPE"):
+        assert model.dtype == (torch.bfloat16 if cpu_info().native_bf16 else torch.float32)
     assert sum(p.numel() for p in model.parameters()) == 134_515_008
     assert not any(p.requires_grad for p in model.parameters())
 

@@ -70,6 +70,25 @@ def test_a_run_writes_its_directory_and_a_finished_run_is_reused(tiny_llm_dir, e
 
 
 @pytest.mark.data
+def test_a_run_records_its_precision_and_its_reuse_says_when_this_machine_resolves_another(
+        tiny_llm_dir, explagraphs, tmp_path, monkeypatch, capsys):
+    from gr_core.precision import cpu_info
+
+    cfg = _cfg(tiny_llm_dir, num_epochs=1)  # dtype "auto", resolved to fp32 for the tiny model (conftest)
+    metrics = run(cfg, tmp_path / "r", ds=explagraphs)
+    assert metrics["precision"]["dtype"] == "float32" and metrics["precision"]["cpu_model"] == cpu_info().model
+    assert {"amx", "avx512_bf16", "device"} <= set(metrics["precision"])
+    assert "precision_note" not in run(cfg, tmp_path / "r", ds=explagraphs)
+    monkeypatch.setenv("GR_DTYPE", "bfloat16")  # as on a machine where "auto" means bf16
+    stamp = (tmp_path / "r" / "metrics.json").stat().st_mtime_ns
+    reused = run(cfg, tmp_path / "r", ds=explagraphs)
+    assert reused["score"] == metrics["score"] and reused["precision"] == metrics["precision"]
+    assert reused["precision_here"]["dtype"] == "bfloat16" and "computed in float32" in reused["precision_note"]
+    assert "this machine resolves 'auto' to bfloat16" in capsys.readouterr().out
+    assert (tmp_path / "r" / "metrics.json").stat().st_mtime_ns == stamp  # the record itself is untouched
+
+
+@pytest.mark.data
 def test_inference_only_methods_train_nothing(tiny_llm_dir, explagraphs, tmp_path):
     metrics = run(_cfg(tiny_llm_dir, "zero_shot"), tmp_path / "z", ds=explagraphs)
     assert metrics["epochs_run"] == 0 and metrics["trainable_params"] == 0
@@ -103,6 +122,23 @@ def test_an_interrupted_run_resumes_from_its_last_checkpoint_to_the_same_result(
     b = torch.load(tmp_path / "b" / "ckpt" / "best.pt", weights_only=False)["model"]
     assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
     assert straight["score"] == resumed["score"]
+
+
+@pytest.mark.data
+def test_a_checkpoint_of_another_precision_is_not_resumed(tiny_llm_dir, explagraphs, tmp_path, monkeypatch, capsys):
+    cfg = _cfg(tiny_llm_dir, num_epochs=2, patience=5)
+
+    def crash(epoch, row):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run(cfg, tmp_path / "b", ds=explagraphs, on_epoch_end=crash)  # fp32 (conftest), stopped after epoch 0
+    assert torch.load(tmp_path / "b" / "ckpt" / "last.pt", weights_only=False)["llm_dtype"] == "float32"
+    monkeypatch.setenv("GR_DTYPE", "bfloat16")  # the same configuration where "auto" means bf16
+    metrics = run(cfg, tmp_path / "b", ds=explagraphs)
+    assert "training starts over instead of resuming" in capsys.readouterr().out
+    history = json.loads((tmp_path / "b" / "history.json").read_text())
+    assert [h["epoch"] for h in history] == [0, 1] and metrics["precision"]["dtype"] == "bfloat16"
 
 
 @pytest.mark.data

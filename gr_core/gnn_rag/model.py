@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from ..dropout import UniformDropout
+
 
 @dataclass(frozen=True)
 class ReasonerConfig:
@@ -107,30 +109,6 @@ class RelationHops:
         mass = weight.new_zeros(self.B * self.n_max * self.r_max).index_add(0, slot, weight[sender])
         out = torch.bmm(mass.view(self.B, self.n_max, self.r_max), rows)  # (B, N_max, C)
         return out.reshape(self.B * self.n_max, -1).index_select(0, self.node_flat)
-
-
-class UniformDropout(nn.Dropout):
-    """``nn.Dropout`` with its mask drawn from 16-bit uniform integers, four to each 64-bit word of torch's generator:
-    an element is kept when its integer is at or above ``round(p · 65536)``, so the drop rate is ``p`` to within
-    1/131072 and kept elements are scaled by the exact inverse of the keep rate (the expectation is unchanged).
-    With torch's CPU ``bernoulli_`` a factorized training step is 1.5-1.7x slower, with a float ``rand`` mask
-    1.2-1.3x (``bench/reasoner_step.py``, ``torch_dropout`` and ``rand_dropout``).
-    Seeded by ``torch.manual_seed`` like any torch draw."""
-
-    def __init__(self, p: float = 0.5):
-        super().__init__(p)
-        self.cut = round(p * 65536)  # integers in [0, cut) are dropped
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not self.training or self.cut == 0:
-            return x
-        if self.cut == 65536:
-            return x * 0.0
-        n = x.numel()
-        # random_(-2**63, None) draws all 64 bits uniformly (torch's full-range case); as int16 they span [-32768, 32767]
-        words = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_(-2 ** 63, None)
-        keep = words.view(torch.int16)[:n].view(x.shape) >= self.cut - 32768
-        return x * (keep * (65536.0 / (65536 - self.cut))).to(x.dtype)
 
 
 class Fusion(nn.Module):

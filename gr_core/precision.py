@@ -1,0 +1,171 @@
+"""Numeric precision from the hardware: bf16 where the machine computes bf16 natively, fp32 where it does not.
+
+Machines of one kind differ in their CPUs (docs/precision.md; docs/environment.md, "Speed on CPU"):
+
+- with AMX tiles (``amx_bf16``, ``amx_tile``) bf16 matrix products run 7-9x faster than fp32;
+- with the AVX512-BF16 instructions alone (AMD EPYC here) they run 2.3-3.3x faster at the embedded LLM's shapes and
+  a G-Retriever training step about 2x (``outputs/bench/precision.json``): bf16 pays there too;
+- with neither, torch emulates bf16 and a product is 50-200x *slower* than fp32.
+
+``dtype="auto"`` therefore resolves to bf16 on CUDA (where the GPU supports it) and on CPUs with AMX or AVX512-BF16,
+and to fp32 elsewhere. Only the frozen LLM takes that dtype: the trainable parts (graph encoder, projector, prompt
+vectors, LoRA adapters) and the optimizer state stay fp32, as in mixed-precision training elsewhere, and the loss is
+computed in fp32 from the upcast logits. ``GR_DTYPE=float32`` (or ``bfloat16``) in the environment overrides what
+``auto`` resolves to, for the paired precision checks and for users who want fp32 on a bf16 machine. The resolved
+dtype, the CPU model and its flags go into every run's ``metrics.json``, every bench JSON and the suite's
+``suite.json`` (:func:`precision_record`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+DTYPE_OVERRIDE = "GR_DTYPE"  # environment variable: what "auto" resolves to, whatever the hardware
+RESOLVABLE = ("float32", "bfloat16")
+
+
+@dataclass(frozen=True)
+class CPUInfo:
+    """What this CPU offers for bf16: its model name, AMX tiles, AVX512-BF16 instructions, torch's ISA level."""
+
+    model: str
+    amx: bool
+    avx512_bf16: bool
+    capability: str
+
+    @property
+    def native_bf16(self) -> bool:
+        """Whether bf16 products run on the hardware (AMX tiles or AVX512-BF16 instructions) rather than emulated."""
+        return self.amx or self.avx512_bf16
+
+
+def _cpu_flags(path: str | os.PathLike = "/proc/cpuinfo") -> tuple[str, set[str]]:
+    """The model name and the flags of the first processor in ``path`` (Linux's ``/proc/cpuinfo``; no flags where
+    there is no such file: other systems, where torch's own checks decide)."""
+    model, flags = "", set()
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "model name" and not model:
+                    model = value.strip()
+                elif key == "flags" and not flags:
+                    flags = set(value.split())
+                if model and flags:
+                    break
+    except OSError:
+        pass
+    return model or platform.processor() or platform.machine() or "unknown", flags
+
+
+@lru_cache(maxsize=1)
+def cpu_info() -> CPUInfo:
+    """This machine's CPU, read once per process: torch's own checks where it has them, else the kernel's flags."""
+    import torch
+
+    model, flags = _cpu_flags()
+    amx = getattr(torch.cpu, "_is_amx_tile_supported", None)
+    bf16 = getattr(torch.cpu, "_is_avx512_bf16_supported", None)
+    return CPUInfo(model=model,
+                   amx=bool(amx()) if amx else "amx_bf16" in flags,
+                   avx512_bf16=bool(bf16()) if bf16 else "avx512_bf16" in flags,
+                   capability=str(torch.backends.cpu.get_cpu_capability()))
+
+
+def native_bf16(device: str) -> bool:
+    """Whether ``device`` runs bf16 matrix products natively (see the module docstring)."""
+    import torch
+
+    if device.startswith("cuda"):
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    if device == "cpu":
+        return cpu_info().native_bf16
+    return False  # other backends (mps ...): not measured here, fp32 is the safe choice
+
+
+def resolve_dtype(dtype: str, device: str) -> torch.dtype:
+    """The ``torch.dtype`` for a configured ``dtype`` on ``device``.
+
+    ``"auto"``: the ``GR_DTYPE`` environment variable when set, else bf16 where :func:`native_bf16`, else fp32.
+    Any other value is taken as is (``"float32"``, ``"bfloat16"``, ``"float16"``).
+    """
+    import torch
+
+    if dtype != "auto":
+        return getattr(torch, dtype)
+    forced = os.environ.get(DTYPE_OVERRIDE, "").strip()
+    if forced:
+        if forced not in RESOLVABLE:
+            raise ValueError(f"{DTYPE_OVERRIDE}={forced!r} is not one of {RESOLVABLE}")
+        return getattr(torch, forced)
+    return torch.bfloat16 if native_bf16(device) else torch.float32
+
+
+def dtype_name(dtype) -> str:
+    """``torch.bfloat16`` -> ``"bfloat16"``."""
+    return str(dtype).removeprefix("torch.")
+
+
+def attention_implementation(dtype, device: str) -> str | None:
+    """The LLM's attention kernel: ``"eager"`` for bf16 on CPU, else None (transformers' default, SDPA).
+
+    Why: torch's CPU flash-attention kernel gains nothing from bf16 and its backward pass is slow with a padding mask
+    (a G-Retriever training step spent 1.05 of its 5.0 s there; eager attention, whose products are ordinary bf16
+    matrix products: 0.7 s). In fp32 the two were equal within noise, and on CUDA SDPA is the fast one.
+    """
+    import torch
+
+    return "eager" if device == "cpu" and dtype in (torch.bfloat16, torch.float16) else None
+
+
+def precision_record(dtype, device: str, configured: str = "auto") -> dict:
+    """What a timing or a result was computed with: the dtype and device, the CPU model, its bf16 support and the
+    threads torch uses; ``dtype_override`` names ``GR_DTYPE`` when it decided (``configured`` was ``"auto"``)."""
+    import torch
+
+    info = cpu_info()
+    forced = os.environ.get(DTYPE_OVERRIDE, "").strip() if configured == "auto" else None
+    record = {"dtype": dtype_name(dtype), "device": device, "cpu_model": info.model, "amx": info.amx,
+              "avx512_bf16": info.avx512_bf16, "cpu_capability": info.capability,
+              "torch_threads": torch.get_num_threads(), "dtype_override": forced or None}
+    if device.startswith("cuda") and torch.cuda.is_available():
+        record["gpu"] = torch.cuda.get_device_name(torch.device(device).index or 0)
+    return record
+
+
+def cpu_record() -> dict:
+    """The CPU part of :func:`precision_record`, for records that have no dtype of their own (``env.json``)."""
+    info = asdict(cpu_info())
+    info["cpu_model"] = info.pop("model")
+    return info
+
+
+def legacy_dtype(configured: str, device: str) -> str:
+    """The dtype a run recorded before precision records existed ran in: its configured dtype, or for ``"auto"`` what
+    ``auto`` meant then (bf16 on CUDA, fp32 on CPU)."""
+    if configured != "auto":
+        return configured
+    return "bfloat16" if str(device).startswith("cuda") else "float32"
+
+
+def recorded_dtype(metrics: dict, run_dir: str | os.PathLike | None = None, configured: str = "auto",
+                   device: str = "auto") -> str:
+    """The LLM dtype a finished run was computed in: its ``precision`` record, or for runs recorded before those
+    existed what its configuration meant then (:func:`legacy_dtype`): on its configured ``device``, or for ``"auto"``
+    on CUDA when its ``env.json`` names a GPU."""
+    if (metrics.get("precision") or {}).get("dtype"):
+        return metrics["precision"]["dtype"]
+    if device == "auto":
+        env = Path(run_dir) / "env.json" if run_dir is not None else None
+        cuda = json.loads(env.read_text(encoding="utf-8")).get("cuda") if env is not None and env.is_file() else None
+        device = "cuda" if cuda else "cpu"
+    return legacy_dtype(configured, device)
