@@ -13,7 +13,7 @@ Every figure names its dtype and the CPU; timings from different CPUs are not co
 - ``fp32_uniform``: fp32 with ``LoRAConfig(dropout_masks="uniform16")`` (LoRA only: masks from 16-bit draws,
   gr_core.dropout);
 - ``bf16_before``: bf16 weights with nothing else changed (SDPA, the strided vocabulary projection that copies its
-  weight): the 1.2x the issue measured;
+  weight): the 1.2x first measured;
 - ``bf16_sdpa``: bf16 with the projection fixed but SDPA attention (isolates the attention choice);
 - ``bf16``: bf16 as ``dtype="auto"`` runs it on a CPU with bf16 units (eager attention, contiguous projection input,
   peft's LoRA dropout, the default);

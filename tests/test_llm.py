@@ -95,9 +95,11 @@ def test_embedded_llms_are_named_and_an_uninstalled_one_says_how_to_install_it(m
                     reason="the optional gemma extra is not installed")
 def test_gemma_loads_through_the_same_cached_route_and_answers():
     from gr_core.llm import generate_text, load_llm
+    from gr_core.precision import resolve_dtype
 
     model, tok = load_llm(LLMConfig(model="embedded:gemma3-270m"))
-    assert model.config.model_type.startswith("gemma3") and model.get_input_embeddings().weight.dtype == torch.float32
+    here = resolve_dtype("auto", "cpu")  # bf16 where this CPU has bf16 support, else fp32 (gr_core.precision)
+    assert model.config.model_type.startswith("gemma3") and model.get_input_embeddings().weight.dtype == here
     assert all(not p.requires_grad for p in model.parameters())
     prompt = chat_prompt(tok, "The capital of France is")  # no chat template: BOS + the text
     assert prompt.startswith(tok.bos_token)

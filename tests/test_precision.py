@@ -266,3 +266,25 @@ def test_lora_keeps_peft_dropout_by_default_and_committed_lora_runs_keep_their_h
     rebuilt = ModelConfig(**{**generator, "llm": LLMConfig(**generator["llm"]), "lora": lora})
     assert json.loads(json.dumps(model_key(rebuilt))) == generator  # as hashed: tuples become JSON lists
     assert "dropout_masks" in model_key(replace(rebuilt, lora=replace(lora, dropout_masks="uniform16")))["lora"]
+
+
+def test_the_results_summary_names_the_dtype_and_cpu_of_the_speed_benchmarks(tmp_path):
+    from gr_core.runs import write_json
+    from gr_core.summary import benchmarks
+
+    write_json(tmp_path / "train_infer_throughput.json", {
+        "dtype": "bfloat16", "targets": {"train_speedup": 2.0, "infer_speedup": 3.0}, "ours_train_tokens_per_s": 214.0,
+        "peer_train_tokens_per_s": 131.0, "train_speedup": 1.63, "mfu": 0.227, "infer_speedup": 1.41,
+        "infer_speedup_vs_peer_default": 2.44})
+    write_json(tmp_path / "precision.json", {
+        "cpu": {"cpu_model": "AMD EPYC", "amx": False, "avx512_bf16": True},
+        "speedups_bf16_vs_fp32": {"g_retriever_step": 1.93, "g_retriever_lora_step": 1.83, "answers": None,
+                                  "sentence_encoder": 1.81},
+        "targets_on_amx": {"g_retriever_step": 2.5, "g_retriever_lora_step": 2.0, "answers": 3.0,
+                           "sentence_encoder": 1.7}})
+    rows = benchmarks(tmp_path)
+    assert "in bfloat16" in rows.what[0] and "of the bfloat16 peak" in rows.ours[0] and rows.target[0] == "2x"
+    bf16 = rows[rows.file == "bench/precision.json"]
+    assert len(bf16) == 3  # a speedup not measured is left out, not shown as 0
+    assert bf16.what.str.contains("AMD EPYC, no AMX, AVX512-BF16 yes").all()
+    assert list(bf16.ours) == ["1.93x", "1.83x", "1.81x"] and bf16.target.iloc[0] == "2.5x on an AMX CPU"
