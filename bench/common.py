@@ -65,3 +65,22 @@ def write_result(name: str, result: dict) -> Path:
     path = repo_root() / "outputs" / "bench" / f"{name}.json"
     write_json(path, result)
     return path
+
+
+def train_step_seconds(loss_fn, opt, params, grad_clip: float) -> float:
+    """Seconds of one training step as ``gr_core.train.fit`` takes it: zero the gradients, ``loss_fn()`` (a scalar
+    loss), backward, clip the gradient norm of ``params`` to ``grad_clip``, optimizer step."""
+    import torch
+
+    start = time.perf_counter()
+    opt.zero_grad(set_to_none=True)
+    loss_fn().backward()
+    torch.nn.utils.clip_grad_norm_(params, grad_clip)
+    opt.step()
+    return time.perf_counter() - start
+
+
+def mean_loss(model, batch):
+    """A ``GraphLLM``'s mean token loss on ``batch`` (its forward returns the sum and the count)."""
+    total, count = model(batch)
+    return total / count

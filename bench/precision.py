@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from common import gemm_peak_gflops, write_result
+from common import gemm_peak_gflops, mean_loss, train_step_seconds, write_result
 from transformers import AutoModelForCausalLM
 
 from gr_core.config import LLMConfig
@@ -123,14 +123,7 @@ def train_steps(model: GraphLLM, examples, steps: int) -> dict:
     torch.manual_seed(1)
     for k in range(steps + 1):
         batch = model.collate(examples[k * TRAIN.batch_size:(k + 1) * TRAIN.batch_size], with_label=True)
-
-        def step():
-            opt.zero_grad(set_to_none=True)
-            s, n = model(batch)
-            (s / n).backward()
-            torch.nn.utils.clip_grad_norm_(params, TRAIN.grad_clip)
-            opt.step()
-        dt = _seconds(step)
+        dt = train_step_seconds(lambda: mean_loss(model, batch), opt, params, TRAIN.grad_clip)
         if k:
             seconds.append(dt)
             tokens.append(batch.num_tokens)

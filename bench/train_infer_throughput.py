@@ -27,7 +27,7 @@ dtype's peak is recorded beside it):
 PyG: every position). Attention score FLOPs are left out (< 10% at these lengths). A 135M model on a 2-core
 CPU is LLM-bound and not comparable with GPU numbers.
 """
-from common import gemm_peak_gflops, machine, summarize, write_result  # noqa: I001
+from common import gemm_peak_gflops, machine, mean_loss, summarize, train_step_seconds, write_result  # noqa: I001
 
 import argparse
 import copy
@@ -86,14 +86,7 @@ def ours_train(model: GraphLLM, examples, tcfg: TrainConfig) -> dict:
     times, tokens, label_positions = [], [], []
     for k, idx in enumerate(batches):
         batch = model.collate([examples[i] for i in idx], with_label=True)
-
-        def step():
-            opt.zero_grad(set_to_none=True)
-            s, n = model(batch)
-            (s / n).backward()
-            torch.nn.utils.clip_grad_norm_(params, tcfg.grad_clip)
-            opt.step()
-        dt = _time(step)
+        dt = train_step_seconds(lambda: mean_loss(model, batch), opt, params, tcfg.grad_clip)
         if k:  # the first batch is warm-up
             times.append(dt)
             tokens.append(batch.num_tokens)
@@ -125,14 +118,7 @@ def pyg_train(pyg, examples, tcfg: TrainConfig) -> dict:
     for k, start in enumerate(range(0, len(examples), BATCH)):
         chunk = examples[start:start + BATCH]
         args = pyg_inputs(chunk)
-
-        def step():
-            opt.zero_grad(set_to_none=True)
-            loss = pyg(label=[ex.label for ex in chunk], **args)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, tcfg.grad_clip)
-            opt.step()
-        dt = _time(step)
+        dt = train_step_seconds(lambda: pyg(label=[ex.label for ex in chunk], **args), opt, params, tcfg.grad_clip)
         if k:
             times.append(dt)
             n = pyg_tokens(pyg, chunk, True)
