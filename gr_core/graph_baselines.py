@@ -168,18 +168,26 @@ def run_graph_baselines(ds, runs_dir: str | Path, max_train: int | None = None, 
     return out
 
 
-def reference_runs(by_dataset: dict[str, dict], runs_dir: str | Path, seed: int = 0, methods=BASELINES) -> list[dict]:
+def reference_runs(by_dataset: dict[str, dict], runs_dir: str | Path, seed: int = 0, methods=BASELINES,
+                   seeds: list[int] | None = None) -> list[dict]:
     """The reference rows for every classification dataset of a plan (ExplaGraphs), on the LLM runs' own splits.
 
     Args:
         by_dataset: dataset -> run settings (:func:`gr_core.train.dataset_settings`); their ``max_*`` cut the splits.
+        seeds: the GNN-only classifier trains once per seed (it is compared with each seed of the LLM runs); the
+            deterministic rows (majority, negation parity) run with the first. None: ``[seed]``.
     Returns:
         the reference runs' metrics (empty when no dataset of the plan has one graph and one label per question).
     """
     from .graphqa import DatasetConfig, load_dataset
 
+    seeds = list(seeds) if seeds else [seed]
     out = []
     for name in [d for d in by_dataset if d in CLASSIFICATION_DATASETS]:
         sizes = {k: by_dataset[name].get(k) for k in ("max_train", "max_val", "max_test")}
-        out += run_graph_baselines(load_dataset(DatasetConfig(name)), runs_dir, seed=seed, methods=methods, **sizes)
+        ds = load_dataset(DatasetConfig(name))
+        out += run_graph_baselines(ds, runs_dir, seed=seeds[0], methods=methods, **sizes)
+        if "gnn_classifier" in methods:
+            for k in seeds[1:]:
+                out += run_graph_baselines(ds, runs_dir, seed=k, methods=["gnn_classifier"], **sizes)
     return out

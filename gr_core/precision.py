@@ -157,12 +157,19 @@ def legacy_dtype(configured: str, device: str) -> str:
     return "bfloat16" if str(device).startswith("cuda") else "float32"
 
 
+def run_precision(metrics: dict) -> dict:
+    """A run's precision record (``metrics["precision"]``), or ``{}`` for a run recorded before those existed. KGQA
+    runs recorded before then hold their answers' *precision score* (a number) under that key: not a record."""
+    record = metrics.get("precision")
+    return record if isinstance(record, dict) else {}
+
+
 def recorded_dtype(metrics: dict, run_dir: str | os.PathLike | None = None, configured: str = "auto",
                    device: str = "auto") -> str:
     """The LLM dtype a finished run was computed in: its ``precision`` record, or for runs recorded before those
     existed what its configuration meant then (:func:`legacy_dtype`): on its configured ``device``, or for ``"auto"``
     on CUDA when its ``env.json`` names a GPU."""
-    if (metrics.get("precision") or {}).get("dtype"):
+    if run_precision(metrics).get("dtype"):
         return metrics["precision"]["dtype"]
     if device == "auto":
         env = Path(run_dir) / "env.json" if run_dir is not None else None

@@ -6,6 +6,18 @@ or notebook 04's ``predictions.jsonl``: exact McNemar on right / wrong, both sco
 ``reproduced`` only when it goes the paper's way and p < 0.05, ``contradicted`` when significant the other way, and
 ``not significant`` otherwise. Measurement claims (tokens cut, epochs shortened) keep a threshold verdict
 (``reproduced`` / ``partly`` / ``not reproduced``); ``not testable here`` says which numbers are missing.
+
+Seeds: where both systems were trained with several seeds (``<dataset>-<method>-seed<k>``), seed k is paired with
+seed k and the test is a paired bootstrap over seeds and questions (:func:`gr_core.stats.compare_seeds`; the
+per-seed McNemar tables combined by Cochran-Mantel-Haenszel beside it); a system with one run (a reference row, an
+untrained one) is paired with every seed of the other.
+
+Power: each comparison carries the paper's difference (``paper_diff``; for this project's reference rows a stated
+5 points) and ``n_power``, the questions that detect it at 80% power given the discordance measured here
+(:func:`gr_core.stats.mcnemar_n_for_power`). ``decides`` is ``yes`` when the row can settle the claim: significant,
+or not significant at ``n >= n_power`` (the paper's difference would have shown 80% of the time), and for a claim
+about trained models only with at least :data:`MIN_SEEDS` seeds; ``measurement`` for a threshold on a measured
+quantity (no paired test); ``no`` otherwise: the sanity rows.
 """
 from __future__ import annotations
 
@@ -69,6 +81,10 @@ class Claim:
     n: int | None = None
     p: float | None = None
     test: str = ""
+    seeds: int | None = None
+    paper_diff: float | None = None
+    n_power: int | None = None
+    decides: str = ""
 
 
 def _verdict(flags: list[bool]) -> str:
@@ -78,26 +94,120 @@ def _verdict(flags: list[bool]) -> str:
 
 
 KGQA_PERCENT = ("webqsp", "webqsp_full", "metaqa")
+MIN_SEEDS = 3  # a claim about trained models decides only over this many seeds (the paper: 4 seeds, mean +- std)
+WHOLE_GRAPH_DATASETS = ("explagraphs",)  # gr_core.retrieval: whole_graph=True (GR's "k = 0")
+REFERENCE_EFFECT = 0.05  # the difference this project's reference-row claims are powered for (no paper number)
+
+
+def _scale(dataset: str) -> float:
+    return 100.0 if dataset.split("-")[0] in KGQA_PERCENT else 1.0
+
+
+def decide(claim: Claim, discordance: float | None, trained: bool) -> Claim:
+    """Fill ``n_power`` and ``decides`` from the claim's ``paper_diff``, ``n``, ``seeds`` and verdict."""
+    from .stats import mcnemar_n_for_power
+
+    if claim.paper_diff is None or claim.n is None or discordance is None:
+        claim.decides = "no" if claim.verdict == "not testable here" else ""
+        return claim
+    delta = claim.paper_diff / _scale(claim.dataset)
+    claim.n_power = mcnemar_n_for_power(delta, discordance)
+    seeds_ok = not trained or (claim.seeds or 1) >= MIN_SEEDS
+    significant = claim.verdict in ("reproduced", "contradicted")
+    powered = claim.n_power is not None and claim.n >= claim.n_power
+    claim.decides = "yes" if seeds_ok and (significant or powered) else "no"
+    return claim
+
+
+def _seeds_of(runs_dir: Path, dataset: str, method: str) -> list[int]:
+    """The seeds k for which ``runs_dir/<dataset>-<method>-seed<k>/predictions.jsonl`` exists, sorted."""
+    prefix = f"{dataset}-{method}-seed"
+    found = []
+    for d in runs_dir.glob(prefix + "*") if runs_dir.is_dir() else []:
+        tail = d.name[len(prefix):]
+        if tail.isdigit() and (d / "predictions.jsonl").is_file():
+            found.append(int(tail))
+    return sorted(found)
 
 
 def paired_claim(paper: str, claim: str, dataset: str, runs_dir: Path, run_a: str, run_b: str, source: str,
-                 label_a: str | None = None, label_b: str | None = None) -> Claim:
-    """Run ``run_a`` against ``run_b`` on the same test questions (exact McNemar on right / wrong); runs scored on
-    different questions are ``not testable here``."""
-    from .results import paired
-    from .stats import verdict
+                 label_a: str | None = None, label_b: str | None = None, paper_diff: float | None = None,
+                 trained: bool = True) -> Claim:
+    """Run ``run_a`` against ``run_b`` on the same test questions; runs scored on different questions are
+    ``not testable here``.
 
-    r = paired(runs_dir, run_a, run_b)
-    scale = 100.0 if dataset in KGQA_PERCENT else 1.0
+    ``run_a`` / ``run_b`` name seed 0 (``...-seed0``): every seed both systems have is used (seed k with seed k; a
+    system with one seed is paired with each of the other's), tested by :func:`gr_core.stats.compare_seeds`. With one
+    seed each this is the exact McNemar test. ``paper_diff`` (the paper's ``a - b`` on the dataset's scale) and
+    ``trained`` give the power columns (:func:`decide`).
+    """
+    import numpy as np
+
+    from .results import question_scores
+    from .stats import compare_seeds, verdict
+
     label_a, label_b = label_a or run_a, label_b or run_b
-    if not r.get("n"):
-        return Claim(paper, claim, "not testable here", r.get("note", "no paired answers"), source, dataset,
-                     label_a, label_b)
+    scale = _scale(dataset)
+
+    def seeds(run: str) -> tuple[str, list[int]]:
+        stem = run[: -len("-seed0")] if run.endswith("-seed0") else None
+        if stem is None:
+            return run, []
+        found = _seeds_of(runs_dir, *stem.split("-", 1)) if "-" in stem else []
+        return stem, found or [0]
+
+    (stem_a, seeds_a), (stem_b, seeds_b) = seeds(run_a), seeds(run_b)
+    if stem_a == run_a or stem_b == run_b:  # a run that is not a seed series: compare the two directories
+        names = [(run_a, run_b)]
+    else:
+        common = sorted(set(seeds_a) & set(seeds_b))
+        if len(seeds_b) == 1 and len(seeds_a) > 1:
+            names = [(f"{stem_a}-seed{k}", f"{stem_b}-seed{seeds_b[0]}") for k in seeds_a]
+        elif len(seeds_a) == 1 and len(seeds_b) > 1:
+            names = [(f"{stem_a}-seed{seeds_a[0]}", f"{stem_b}-seed{k}") for k in seeds_b]
+        else:
+            names = [(f"{stem_a}-seed{k}", f"{stem_b}-seed{k}") for k in (common or [0])]
+    try:
+        pairs = [(question_scores(runs_dir, x), question_scores(runs_dir, y)) for x, y in names]
+    except FileNotFoundError as err:
+        return decide(Claim(paper, claim, "not testable here", f"missing predictions: {err.filename}", source, dataset,
+                            label_a, label_b, paper_diff=paper_diff), None, trained)
+    if any(list(x.index) != list(y.index) or list(x.index) != list(pairs[0][0].index) for x, y in pairs):
+        sizes = sorted({len(v) for pair in pairs for v in pair})
+        return decide(Claim(paper, claim, "not testable here", f"different test questions ({sizes}): not compared",
+                            source, dataset, label_a, label_b, paper_diff=paper_diff), None, trained)
+    a_m = np.stack([x.to_numpy() for x, _ in pairs])
+    b_m = np.stack([y.to_numpy() for _, y in pairs])
+    if a_m.shape[1] == 0:
+        return decide(Claim(paper, claim, "not testable here", "no paired answers", source, dataset, label_a, label_b,
+                            paper_diff=paper_diff), None, trained)
+    r = compare_seeds(a_m, b_m)
     a, b = r["score_a"] * scale, r["score_b"] * scale
     v = verdict(r["diff"], r["p"])
-    ev = f"{label_a} {a:.4g} vs {label_b} {b:.4g} on the same {r['n']} questions, p = {r['p']:.3g} ({r['test']})"
-    return Claim(paper, claim, v, ev, source, dataset, label_a, label_b, round(a, 4), round(b, 4), r["n"],
-                 float(f"{r['p']:.4g}"), r["test"])
+    spread = ""
+    if r["seeds"] > 1:
+        per = lambda xs: " / ".join(f"{x * scale:.4g}" for x in xs)  # noqa: E731
+        spread = (f" (mean of {r['seeds']} seeds: {label_a} {per(r['scores_a'])}, {label_b} {per(r['scores_b'])};"
+                  f" CMH p = {r['p_cmh']:.3g})")
+    ev = (f"{label_a} {a:.4g} vs {label_b} {b:.4g} on the same {r['n']} questions{spread}, p = {r['p']:.3g} "
+          f"({r['test']})")
+    discordance = (r["a_only"] + r["b_only"]) / (r["n"] * r["seeds"]) if "a_only" in r else None
+    c = Claim(paper, claim, v, ev, source, dataset, label_a, label_b, round(a, 4), round(b, 4), r["n"],
+              float(f"{r['p']:.4g}"), r["test"], seeds=r["seeds"], paper_diff=paper_diff)
+    return decide(c, discordance, trained)
+
+
+def paper_difference(dataset: str, a: str, b: str) -> float | None:
+    """GR Table 3's ``a - b`` in the column ``dataset`` stands in for, on the dataset's scale; this project's
+    reference rows (majority, graph-only classifier): :data:`REFERENCE_EFFECT`."""
+    from .published import PAPER_COLUMN, PAPER_TABLE3
+
+    if b in ("majority", "gnn_classifier", "negation_parity"):
+        return REFERENCE_EFFECT * _scale(dataset)
+    col = PAPER_COLUMN.get(dataset)
+    if col is None or col not in PAPER_TABLE3.get(a, {}) or col not in PAPER_TABLE3.get(b, {}):
+        return None
+    return round(PAPER_TABLE3[a][col][0] - PAPER_TABLE3[b][col][0], 4)
 
 
 def _runs_dir(root: Path | None) -> Path | None:
@@ -123,9 +233,11 @@ def _table3_claims(t: dict, root: Path | None) -> list[Claim]:
         for d in sorted(df.dataset.unique()):
             if (d, a) in rows and (d, b) in rows:
                 found = True
-                out.append(paired_claim(paper, claim, d, _runs_dir(root), f"{d}-{a}-seed0", f"{d}-{b}-seed0", src, a, b))
+                out.append(paired_claim(paper, claim, d, _runs_dir(root), f"{d}-{a}-seed0", f"{d}-{b}-seed0", src, a, b,
+                                        paper_difference(d, a, b)))
         if not found and paper == "G-Retriever":
-            out.append(Claim(paper, claim, "not testable here", f"no dataset has both {a} and {b}", src))
+            out.append(Claim(paper, claim, "not testable here", f"not run in this preset: no dataset has both {a} and "
+                             f"{b} (the cpu preset runs every ExplaGraphs row, 3 seeds)", src))
     return out
 
 
@@ -184,6 +296,8 @@ def _hallucination_claim(t: dict) -> Claim:
 
 
 def _ablation_claims(t: dict, root: Path | None) -> list[Claim]:
+    from .published import PAPER_TABLE6, PAPER_TABLE10
+
     df = t.get("07_ablations/table6")
     src = "07_ablations/table6.csv"
     claim = "Every ablated component matters: the full model beats each ablation (Table 6)"
@@ -192,18 +306,26 @@ def _ablation_claims(t: dict, root: Path | None) -> list[Claim]:
     out = []
     d = str(df.dataset.iloc[0]) if "dataset" in df else "webqsp"
     for r in df[df.method != "g_retriever"].itertuples():
+        # the paper's WebQSP difference (Hit@1 points) is the effect powered for on every dataset (it ablates on
+        # WebQSP only); on ExplaGraphs the same number of points on the accuracy scale
+        diff = PAPER_TABLE6["g_retriever"] - PAPER_TABLE6[r.method] if r.method in PAPER_TABLE6 else None
+        diff = None if diff is None else round(diff * _scale(d) / 100, 4)
         if pd.isna(r.ours):
-            out.append(Claim("G-Retriever", claim, "not testable here", f"{r.ablation}: not run", src, d,
-                             "g_retriever", r.method))
+            why = (f"{r.ablation}: does not apply on {d} (its graphs are used whole: nothing is retrieved)"
+                   if r.method == "gr_wo_retrieval" and d in WHOLE_GRAPH_DATASETS
+                   else f"{r.ablation}: not run in this preset (the cpu preset runs it)")
+            out.append(decide(Claim("G-Retriever", f"{claim}: {r.ablation}", "not testable here", why,
+                                    src, d, "g_retriever", r.method, paper_diff=diff), None, True))
             continue
         out.append(paired_claim("G-Retriever", f"{claim}: {r.ablation}", d, _runs_dir(root), f"{d}-g_retriever-seed0",
-                                f"{d}-{r.method}-seed0", src, "g_retriever", r.method))
+                                f"{d}-{r.method}-seed0", src, "g_retriever", r.method, diff))
     t10 = t.get("07_ablations/table10")
     if t10 is not None and len(t10) > 1:
         big, small = t10.loc[t10.k.idxmax()], t10.loc[t10.k.idxmin()]
         c = paired_claim("G-Retriever", "A larger k than the default helps (Table 10: k = 10 beats k = 3)", d,
                          _runs_dir(root), big["name"], small["name"], "07_ablations/table10.csv",
-                         f"k={big.k:g}", f"k={small.k:g}")
+                         f"k={big.k:g}", f"k={small.k:g}",
+                         round((PAPER_TABLE10[10] - PAPER_TABLE10[3]) * _scale(d) / 100, 4))
         if "chosen" in t10 and t10.chosen.any():
             c.evidence += "; chosen on validation: k=" + ", ".join(f"{r.k:g}" for r in t10[t10.chosen].itertuples())
         out.append(c)
@@ -211,9 +333,14 @@ def _ablation_claims(t: dict, root: Path | None) -> list[Claim]:
 
 
 def _gnn_rag_claims(t: dict, root: Path | None) -> list[Claim]:
+    from .published import PAPER_GNN_RAG
     from .stats import compare, verdict
 
     src = "04_gnn_rag/predictions.jsonl"
+    # the paper's WebQSP Hit differences (Table 4 rows (e) and (h), Table 5's untuned LLM) are the effects powered
+    # for on every dataset key (MetaQA has no plain-LLM row in the paper)
+    web = {k[1]: v.get("Hit") for k, v in PAPER_GNN_RAG.items() if k[0] == "webqsp"}
+    paper_diff = {("gnn", "none"): web["gnn"] - web["none"], ("gnn+rog", "gnn"): web["gnn+rog"] - web["gnn"]}
     path = None if root is None else Path(root) / src
     specs = (("GNN-RAG beats the plain LLM (Hit; Tables 2, 4)", "gnn", "none"),
              ("Retrieval augmentation helps: GNN + RoG beats GNN alone (Hit; Table 4)", "gnn+rog", "gnn"))
@@ -230,9 +357,13 @@ def _gnn_rag_claims(t: dict, root: Path | None) -> list[Claim]:
                 continue
             r = compare(pa.loc[common].to_numpy(), pb.loc[common].to_numpy())
             sa, sb = 100 * r["score_a"], 100 * r["score_b"]
-            out.append(Claim("GNN-RAG", claim, verdict(r["diff"], r["p"]),
-                             f"{a} {sa:.4g} vs {b} {sb:.4g} on the same {r['n']} questions, p = {r['p']:.3g} ({r['test']})",
-                             src, d, a, b, round(sa, 4), round(sb, 4), r["n"], float(f"{r['p']:.4g}"), r["test"]))
+            c = Claim("GNN-RAG", claim, verdict(r["diff"], r["p"]),
+                      f"{a} {sa:.4g} vs {b} {sb:.4g} on the same {r['n']} questions, p = {r['p']:.3g} ({r['test']})",
+                      src, d, a, b, round(sa, 4), round(sb, 4), r["n"], float(f"{r['p']:.4g}"), r["test"], seeds=1,
+                      paper_diff=round(paper_diff[(a, b)], 4))
+            # one reasoner and one generator compared with and without their evidence: a claim about retrieval, not
+            # about a training run, so one seed can decide it
+            out.append(decide(c, (r["a_only"] + r["b_only"]) / r["n"], trained=False))
     return out
 
 
@@ -246,8 +377,11 @@ def claims(tables: dict[str, pd.DataFrame], root: str | Path | None = None) -> p
     root = None if root is None else Path(root)
     rows = _table3_claims(tables, root) + _efficiency_claims(tables) + [_hallucination_claim(tables)] + \
         _ablation_claims(tables, root) + _gnn_rag_claims(tables, root)
-    cols = ["paper", "claim", "dataset", "verdict", "system_a", "system_b", "score_a", "score_b", "n", "p", "test",
-            "evidence", "source"]
+    for r in rows:  # not run: cannot decide; a threshold on a measurement (tokens, minutes, citations): no test
+        if not r.decides:
+            r.decides = "no" if r.verdict == "not testable here" else "measurement"
+    cols = ["paper", "claim", "dataset", "verdict", "decides", "system_a", "system_b", "score_a", "score_b", "n",
+            "seeds", "paper_diff", "n_power", "p", "test", "evidence", "source"]
     return pd.DataFrame([r.__dict__ for r in rows])[cols]
 
 
@@ -271,12 +405,33 @@ def markdown_table(df: pd.DataFrame) -> str:
     return "\n".join([head, rule] + body)
 
 
+def claims_markdown(claim_table: pd.DataFrame) -> list[str]:
+    """The claims as Markdown lines: the rows that can decide (``decides == "yes"``) apart from the sanity rows."""
+    if "decides" not in claim_table:
+        return [markdown_table(claim_table), ""]
+    deciding = claim_table[claim_table.decides == "yes"]
+    measured = claim_table[claim_table.decides == "measurement"]
+    sanity = claim_table[~claim_table.decides.isin(["yes", "measurement"])]
+    return ["### Rows that decide", "",
+            f"Significant, or not significant with at least `n_power` questions (the paper's difference `paper_diff` "
+            f"detected at 80% power); claims about trained models over at least {MIN_SEEDS} seeds.", "",
+            markdown_table(deciding) if len(deciding) else "(none)", "",
+            "### Measurements", "",
+            "Claims about a measured quantity (tokens, minutes per epoch, citation rates) judged by the paper's "
+            "threshold, not by a paired test.", "",
+            markdown_table(measured) if len(measured) else "(none)", "",
+            "### Sanity rows", "",
+            "Too few questions or seeds to decide, or not run here (the evidence says why): they show that the "
+            "machinery works, not whether the paper's claim holds.", "",
+            markdown_table(sanity) if len(sanity) else "(none)", ""]
+
+
 def to_markdown(tables: dict[str, pd.DataFrame], claim_table: pd.DataFrame, preset: str) -> str:
     """The report as Markdown: the claims first, then every table found, each under its title and file."""
     lines = [f"# Results report: preset `{preset}`", "",
              "Every number below is read from a file under `outputs/{preset}/` written by a notebook run; "
-             "the file is named under each table.".format(preset=preset), "", "## Claims of the papers", "",
-             markdown_table(claim_table), ""]
+             "the file is named under each table.".format(preset=preset), "", "## Claims of the papers", ""]
+    lines += claims_markdown(claim_table)
     for nb, stems in SOURCES.items():
         for stem, title in stems.items():
             key = f"{nb}/{stem}"

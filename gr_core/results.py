@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from .published import PAPER_COLUMN, PAPER_TABLE3, PAPER_TABLE6, PAPER_TABLE7, PAPER_TABLE10
-from .precision import recorded_dtype
+from .precision import recorded_dtype, run_precision
 from .runs import read_json
 
 METRIC_NAME = {"explagraphs": "accuracy", "clevr": "accuracy (substring)", "gqa_micro": "accuracy (substring)",
@@ -34,10 +34,10 @@ def collect_runs(root: str | Path) -> pd.DataFrame:
         row = read_json(path)
         config = read_json(path.parent / "config.json") if (path.parent / "config.json").is_file() else {}
         llm = (config.get("model") or {}).get("llm") or {}
-        no_llm = row.get("method") in NO_LLM and not row.get("precision")
+        no_llm = row.get("method") in NO_LLM and not run_precision(row)
         row["dtype"] = "n/a" if no_llm else recorded_dtype(row, path.parent, llm.get("dtype", "auto"),
                                                            llm.get("device", "auto"))
-        row["cpu_model"] = (row.get("precision") or {}).get("cpu_model", "not recorded")
+        row["cpu_model"] = run_precision(row).get("cpu_model", "not recorded")
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -80,8 +80,9 @@ def table3(runs: pd.DataFrame, runs_dir: str | Path | None = None, reference: st
     that run against the ``reference`` method's run on the same questions (NaN when the question sets differ).
 
     Columns: dataset, setting, method, metric, seeds, n_test, ours_mean, ours_std, ours, ci_low, ci_high,
-    valid_answers (ExplaGraphs: share of answers that are exactly a label), p_vs_zero_shot, paper_mean, paper_std,
-    paper (the paper's column: SceneGraphs for CLEVR/GQA; none for MetaQA).
+    per_seed (each seed's score), lowest_ci_low (the lowest of the seeds' interval lower ends), valid_answers
+    (ExplaGraphs: share of answers that are exactly a label), p_vs_zero_shot, paper_mean, paper_std, paper (the
+    paper's column: SceneGraphs for CLEVR/GQA; none for MetaQA).
     """
     if runs.empty:
         return pd.DataFrame()
@@ -93,6 +94,8 @@ def table3(runs: pd.DataFrame, runs_dir: str | Path | None = None, reference: st
         digits = 2 if METRIC_NAME.get(dataset, "").endswith("(%)") else 4
         n = int(g["num_test"].iloc[0])
         low, high = score_interval(dataset, float(scores[0]), n)
+        lows = [score_interval(dataset, float(x), n)[0] for x in scores]
+        per_seed = " / ".join(f"{x:.{2 if METRIC_NAME.get(dataset, '').endswith('(%)') else 3}f}" for x in scores)
         col = PAPER_COLUMN.get(dataset)
         p_mean, p_std = PAPER_TABLE3.get(method, {}).get(col, (None, None)) if col else (None, None)
         p_ref = float("nan")
@@ -106,7 +109,8 @@ def table3(runs: pd.DataFrame, runs_dir: str | Path | None = None, reference: st
                      "metric": METRIC_NAME.get(dataset, "score"), "seeds": len(scores), "dtype": dtypes,
                      "n_test": n, "ours_mean": round(mean, 4),
                      "ours_std": None if np.isnan(std) else round(std, 4), "ours": _fmt(mean, std, digits),
-                     "ci_low": low, "ci_high": high,
+                     "ci_low": low, "ci_high": high, "per_seed": per_seed,
+                     "lowest_ci_low": None if any(v is None for v in lows) else min(lows),
                      "valid_answers": None if valid is None else round(float(valid), 4),
                      "p_vs_zero_shot": None if np.isnan(p_ref) else float(f"{p_ref:.4g}"),
                      "paper_mean": p_mean, "paper_std": p_std,
@@ -202,32 +206,45 @@ def by_name(runs: pd.DataFrame) -> dict[str, dict]:
     return {r["name"]: r for r in runs.to_dict("records")}
 
 
-def table6(runs: pd.DataFrame, dataset: str = "webqsp", seed: int = 0) -> pd.DataFrame:
-    """GR Table 6: each ablation's score and its relative drop from the full model, ours beside the paper's."""
-    by = by_name(runs)
-    full = by.get(f"{dataset}-g_retriever-seed{seed}")
+def _seed_runs(runs: pd.DataFrame, dataset: str, method: str, seed: int | None) -> list[dict]:
+    """The runs ``<dataset>-<method>-seed<k>`` in ``runs``: every seed, or only ``seed`` when given, by seed."""
+    rows = runs.to_dict("records") if len(runs) else []
+    found = [r for r in rows if r.get("dataset") == dataset and r.get("method") == method
+             and r.get("name") == f"{dataset}-{method}-seed{r.get('seed')}" and (seed is None or r.get("seed") == seed)]
+    return sorted(found, key=lambda r: r["seed"])
+
+
+def table6(runs: pd.DataFrame, dataset: str = "webqsp", seed: int | None = None) -> pd.DataFrame:
+    """GR Table 6: each ablation's score (mean over the seeds run, or ``seed`` alone) and its relative drop from the
+    full model's, ours beside the paper's; ``seeds``, ``ours_std`` and the first seed's 95% interval."""
+    full = _seed_runs(runs, dataset, "g_retriever", seed)
+    full_mean = float(np.mean([float(r["score"]) for r in full])) if full else None
     rows = []
     for method, label in TABLE6_LABEL.items():
-        r = by.get(f"{dataset}-{method}-seed{seed}")
-        ours = None if r is None else float(r["score"])
-        drop = None if ours is None or full is None or not full["score"] else 100 * (float(full["score"]) - ours) / float(full["score"])
+        mine = _seed_runs(runs, dataset, method, seed)
+        scores = [float(r["score"]) for r in mine]
+        ours = float(np.mean(scores)) if scores else None
+        drop = None if ours is None or not full_mean else 100 * (full_mean - ours) / full_mean
         paper = PAPER_TABLE6[method]
-        low, high = score_interval(dataset, ours, None if r is None else r["num_test"])
-        rows.append({"dataset": dataset, "method": method, "ablation": label, "ours": ours,
-                     "ours_drop_%": None if drop is None else round(drop, 2), "n_test": None if r is None else r["num_test"],
+        n = mine[0]["num_test"] if mine else None
+        low, high = score_interval(dataset, scores[0] if scores else None, n)
+        rows.append({"dataset": dataset, "method": method, "ablation": label, "ours": ours, "seeds": len(scores),
+                     "ours_std": round(float(np.std(scores, ddof=1)), 4) if len(scores) > 1 else None,
+                     "ours_drop_%": None if drop is None else round(drop, 2), "n_test": n,
                      "ci_low": low, "ci_high": high, "paper": paper, "paper_drop_%": round(100 * (70.49 - paper) / 70.49, 2)})
     return pd.DataFrame(rows)
 
 
-def table7(runs: pd.DataFrame, datasets=("webqsp", "explagraphs"), seed: int = 0) -> pd.DataFrame:
-    """GR Table 7: G-Retriever with a GCN, GAT or Graph Transformer encoder, ours beside the paper's."""
-    by = by_name(runs)
+def table7(runs: pd.DataFrame, datasets=("webqsp", "explagraphs"), seed: int | None = None) -> pd.DataFrame:
+    """GR Table 7: G-Retriever with a GCN, GAT or Graph Transformer encoder (mean over the seeds run), ours beside
+    the paper's."""
     rows = []
     for method, label in TABLE7_LABEL.items():
         rec = {"encoder": label, "method": method}
         for d in datasets:
-            r = by.get(f"{d}-{method}-seed{seed}")
-            rec[f"{d} ours"] = None if r is None else float(r["score"])
+            scores = [float(r["score"]) for r in _seed_runs(runs, d, method, seed)]
+            rec[f"{d} ours"] = float(np.mean(scores)) if scores else None
+            rec[f"{d} seeds"] = len(scores)
             rec[f"{d} paper"] = PAPER_TABLE7[method].get(d)
         rows.append(rec)
     return pd.DataFrame(rows)

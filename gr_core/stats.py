@@ -8,6 +8,13 @@
 - :func:`verdict`: ``reproduced`` only when the difference goes the paper's way and is significant at 5%,
   ``contradicted`` when significant the other way, ``not significant`` otherwise.
 - :func:`compare`: both scores, n, the difference and p for two aligned per-question score lists.
+- Over seeds (two systems trained with seeds 0..S-1, each scored on the same N questions):
+  :func:`mcnemar_cmh` combines the per-seed McNemar tables (Cochran-Mantel-Haenszel for 1:1 matched pairs) and
+  :func:`seed_bootstrap` resamples seeds and questions (a question's seeds kept together, so a question repeated in
+  S seeds is not counted as S independent ones, and the seeds' own spread enters); :func:`compare_seeds` gives
+  both and uses the bootstrap for the verdict (CMH treats seeds as independent strata of the same questions).
+- Power: :func:`mcnemar_n_for_power` is the number of paired questions that detects a difference ``delta`` at 80%
+  power (Connor 1987), :func:`two_proportion_n_for_power` the same for two independent samples.
 """
 from __future__ import annotations
 
@@ -18,6 +25,7 @@ import numpy as np
 
 ALPHA = 0.05
 Z95 = 1.959963984540054  # the standard normal's 97.5% quantile
+Z80 = 0.8416212335729143  # the standard normal's 80% quantile (power 0.8)
 
 
 def wilson_interval(successes: int | float, n: int, z: float = Z95) -> tuple[float, float]:
@@ -100,3 +108,173 @@ def compare(a: Sequence[float], b: Sequence[float], binary: bool = True) -> dict
     return {"score_a": float(a.mean()) if a.size else float("nan"), "score_b": float(b.mean()) if b.size else float("nan"),
             "n": int(a.size), "diff": float(a.mean() - b.mean()) if a.size else float("nan"), "p": test["p"],
             "test": "exact McNemar" if binary else "paired bootstrap", **counts}
+
+
+# ---------------------------------------------------------------------- over seeds
+def _as_matrix(x, name: str) -> np.ndarray:
+    m = np.asarray(x, dtype=float)
+    if m.ndim == 1:
+        m = m[None, :]
+    if m.ndim != 2:
+        raise ValueError(f"{name}: expected (seeds, questions) scores, got shape {m.shape}")
+    return m
+
+
+def mcnemar_cmh(a, b) -> dict:
+    """Per-seed McNemar tables combined into one test (Cochran-Mantel-Haenszel for 1:1 matched pairs).
+
+    For matched pairs the Mantel-Haenszel statistic over strata (seeds) reduces to McNemar's on the discordant
+    counts summed over strata; this returns its exact form (binomial on the summed counts, as :func:`mcnemar_exact`)
+    and the continuity-free chi-square p beside it.
+
+    Args:
+        a, b: ``(S, N)`` right (1) / wrong (0) per seed and question, seed s of ``a`` paired with seed s of ``b``.
+    Returns:
+        ``{"seeds", "n", "a_only", "b_only", "p", "p_chi2"}`` with the counts summed over seeds.
+    """
+    from math import erfc, sqrt
+
+    a, b = _as_matrix(a, "mcnemar_cmh a") > 0.5, _as_matrix(b, "mcnemar_cmh b") > 0.5
+    if a.shape != b.shape:
+        raise ValueError(f"mcnemar_cmh: shapes differ ({a.shape} vs {b.shape})")
+    a_only, b_only = int(np.sum(a & ~b)), int(np.sum(~a & b))
+    m = a_only + b_only
+    exact = mcnemar_exact(np.r_[np.ones(a_only), np.zeros(b_only)], np.r_[np.zeros(a_only), np.ones(b_only)])["p"]
+    chi2 = (a_only - b_only) ** 2 / m if m else 0.0
+    return {"seeds": int(a.shape[0]), "n": int(a.shape[1]), "a_only": a_only, "b_only": b_only, "p": exact,
+            "p_chi2": float(erfc(sqrt(chi2 / 2))) if m else 1.0}
+
+
+def seed_bootstrap(a, b, num_samples: int = 10_000, seed: int = 0) -> dict:
+    """Paired bootstrap over seeds and questions of the difference in mean score (a two-level bootstrap).
+
+    Each resample draws S seed pairs with replacement and N questions with replacement, the same questions for every
+    drawn seed, and takes the mean of ``a - b`` over them. Resampling questions, with a question's seeds kept
+    together, covers which questions were asked (a question answered by three seeds is one question, not three);
+    resampling seeds covers how much the training run itself moves the score. With one seed this is
+    :func:`paired_bootstrap` over questions. With few seeds (3) the seed level is coarse: read ``p`` with the
+    per-seed differences beside it.
+
+    Args:
+        a, b: ``(S, N)`` per-seed, per-question scores (0/1 or graded), seed s of ``a`` paired with seed s of ``b``.
+    Returns:
+        ``{"seeds", "n", "diff", "ci_low", "ci_high", "p"}`` (p two-sided, as :func:`paired_bootstrap`).
+    """
+    a, b = _as_matrix(a, "seed_bootstrap a"), _as_matrix(b, "seed_bootstrap b")
+    if a.shape != b.shape:
+        raise ValueError(f"seed_bootstrap: shapes differ ({a.shape} vs {b.shape})")
+    num_seeds, n = a.shape
+    if num_seeds == 1:
+        return {"seeds": 1, **paired_bootstrap(a[0], b[0], num_samples=num_samples, seed=seed)}
+    d = (a - b).astype(np.float32)
+    if n == 0:
+        return {"seeds": num_seeds, "n": 0, "diff": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"),
+                "p": float("nan")}
+    rng = np.random.default_rng(seed)
+    means = np.empty(num_samples)
+    for start in range(0, num_samples, 1000):  # chunks keep the (S, chunk, N) draw small
+        k = min(1000, num_samples - start)
+        per_seed = d[:, rng.integers(0, n, size=(k, n))].mean(axis=2)          # (S, k): each seed, same questions
+        pick = rng.integers(0, num_seeds, size=(k, num_seeds))                  # (k, S): seeds drawn
+        means[start:start + k] = per_seed[pick, np.arange(k)[:, None]].mean(axis=1)
+    p = 1.0 if np.all(d == 0) else min(1.0, 2 * min(np.mean(means <= 0), np.mean(means >= 0)))
+    low, high = np.quantile(means, [0.025, 0.975])
+    return {"seeds": num_seeds, "n": int(n), "diff": float(d.mean()), "ci_low": float(low), "ci_high": float(high),
+            "p": float(p)}
+
+
+def compare_seeds(a, b, binary: bool = True) -> dict:
+    """Two systems over seeds on the same questions: per-seed and mean scores, the per-seed spread, and the test.
+
+    The verdict's p is :func:`seed_bootstrap`'s (``test`` names it); with one seed it is :func:`compare`'s (exact
+    McNemar for 0/1 scores). Beside it: ``p_cmh`` (:func:`mcnemar_cmh`, 0/1 scores only) and ``p_seeds``, the paired
+    t-test over the per-seed scores (:func:`over_seeds`).
+    """
+    a, b = _as_matrix(a, "compare_seeds a"), _as_matrix(b, "compare_seeds b")
+    if a.shape != b.shape:
+        raise ValueError(f"compare_seeds: the two systems have different (seeds, questions): {a.shape} vs {b.shape}")
+    seeds = a.shape[0]
+    if seeds == 1:
+        out = compare(a[0], b[0], binary=binary)
+    else:
+        boot = seed_bootstrap(a, b)
+        out = {"score_a": float(a.mean()), "score_b": float(b.mean()), "n": int(a.shape[1]), "diff": boot["diff"],
+               "p": boot["p"], "test": f"paired bootstrap over seeds and questions, {seeds} seeds",
+               "ci_low": boot["ci_low"], "ci_high": boot["ci_high"]}
+    per_a, per_b = a.mean(axis=1), b.mean(axis=1)
+    if seeds > 1:
+        out["p_seeds"] = over_seeds(per_a, per_b)["p"]
+    out.update(seeds=seeds, scores_a=[float(v) for v in per_a], scores_b=[float(v) for v in per_b],
+               std_a=float(per_a.std(ddof=1)) if seeds > 1 else float("nan"),
+               std_b=float(per_b.std(ddof=1)) if seeds > 1 else float("nan"))
+    if binary and np.isin(a, (0.0, 1.0)).all() and np.isin(b, (0.0, 1.0)).all():
+        cmh = mcnemar_cmh(a, b)
+        out.update(p_cmh=cmh["p"], a_only=cmh["a_only"], b_only=cmh["b_only"])
+    return out
+
+
+def over_seeds(first, second) -> dict:
+    """Paired comparison of per-seed scores (``first`` minus ``second``, one number per seed): mean difference, its
+    95% t-interval and the paired t-test's p (None with fewer than two seeds). The seed is the unit here, so this
+    asks whether the *training recipe* differs; with 3 seeds it has little power."""
+    from scipy import stats as st
+
+    first, second = np.asarray(first, float), np.asarray(second, float)
+    d = first - second
+    out = {"n_seeds": int(len(d)), "mean_difference": round(float(d.mean()), 4) if len(d) else None,
+           "ci_low": None, "ci_high": None, "p": None}
+    if len(d) > 1:
+        half = float(st.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d)))
+        if d.std(ddof=1) > 0:
+            p = float(st.ttest_rel(first, second).pvalue)
+        else:  # no spread in the differences: 1 when they are all zero, 0 when all alike
+            p = 1.0 if d.mean() == 0 else 0.0
+        out.update(ci_low=round(float(d.mean()) - half, 4), ci_high=round(float(d.mean()) + half, 4), p=p)
+    return out
+
+
+# ---------------------------------------------------------------------- power
+def mcnemar_n_for_power(delta: float, discordance: float, alpha: float = ALPHA, power: float = 0.8) -> int | None:
+    """Paired questions that detect ``delta = P(a right) - P(b right)`` at ``power`` with a two-sided McNemar test.
+
+    Connor (1987), Biometrics 43: ``n = (z_{1-alpha/2} sqrt(psi) + z_power sqrt(psi - delta^2))^2 / delta^2`` with
+    ``psi`` the share of discordant questions. ``psi`` is raised to ``|delta|`` when smaller (two systems that
+    differ by ``delta`` disagree on at least that share).
+
+    >>> mcnemar_n_for_power(0.1, 0.2)
+    155
+    """
+    if not 0 < power < 1 or not 0 < alpha < 1:
+        raise ValueError("mcnemar_n_for_power: alpha and power must lie in (0, 1)")
+    delta = abs(float(delta))
+    if delta == 0 or not np.isfinite(delta):
+        return None  # no number of questions detects no difference
+    psi = min(1.0, max(float(discordance), delta))
+    za, zb = _z(1 - alpha / 2), _z(power)
+    return int(math.ceil((za * math.sqrt(psi) + zb * math.sqrt(max(psi - delta * delta, 0.0))) ** 2 / delta ** 2))
+
+
+def two_proportion_n_for_power(p_a: float, p_b: float, alpha: float = ALPHA, power: float = 0.8) -> int | None:
+    """Questions *per system* that detect ``p_a`` against ``p_b`` at ``power`` (two independent samples, two-sided).
+
+    >>> two_proportion_n_for_power(0.5, 0.6)
+    388
+    """
+    delta = abs(p_a - p_b)
+    if delta == 0:
+        return None
+    pbar = (p_a + p_b) / 2
+    za, zb = _z(1 - alpha / 2), _z(power)
+    n = (za * math.sqrt(2 * pbar * (1 - pbar)) + zb * math.sqrt(p_a * (1 - p_a) + p_b * (1 - p_b))) ** 2 / delta ** 2
+    return int(math.ceil(n))
+
+
+def _z(q: float) -> float:
+    """The standard normal's ``q`` quantile (exact for the two levels used here, else the statistics module's)."""
+    if abs(q - 0.975) < 1e-12:
+        return Z95
+    if abs(q - 0.8) < 1e-12:
+        return Z80
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(q)

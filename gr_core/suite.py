@@ -198,7 +198,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-output", action="store_true", help="stream every cell's output to the terminal")
     parser.add_argument("--cell-timeout", type=int, default=None, help="seconds per cell (default: none)")
     parser.add_argument("--notebooks-dir", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--dry-run", action="store_true", help="print the plan (each notebook, each run, its "
+                        "estimated time from measured speeds: gr_core.plan) and run nothing")
+    parser.add_argument("--profile", default=None, help="with --dry-run: cpu-fp32 | cpu-bf16 | h100 (default: h100 "
+                        "for full, else the CPU's own dtype)")
     args = parser.parse_args(argv)
+    if args.dry_run:
+        from .plan import default_profile, render
+
+        print(render(args.preset, args.profile or default_profile(args.preset)))
+        return 0
     summary = run_suite(args.preset, args.notebooks_dir, args.only, dict(args.param),
                         args.keep_going, args.log_output, args.cell_timeout)
     c = summary["counts"]

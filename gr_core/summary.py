@@ -43,9 +43,12 @@ def headline(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     if (t := tables.get("03_training/table3")) is not None:
         for _, r in t.iterrows():
             detail = ", ".join(str(r[c]) for c in ("setting", "metric") if c in r and r[c] == r[c])
-            add(f"GR Table 3, {r['dataset']}: {r['method']}" + (f" ({detail})" if detail else ""),
-                _interval(r, "ours" if "ours" in r else "ours_mean"), r.get("n_test"), r.get("paper"),
-                "03_training/table3")
+            ours = _interval(r, "ours" if "ours" in r else "ours_mean")
+            if r.get("seeds", 1) > 1 and "per_seed" in r:  # mean ± std; each seed, and the lowest interval end
+                ours = (f"{r['ours']} over {int(r['seeds'])} seeds ({r['per_seed']}; every seed's 95% interval above "
+                        f"{_num(r['lowest_ci_low'])})")
+            add(f"GR Table 3, {r['dataset']}: {r['method']}" + (f" ({detail})" if detail else ""), ours,
+                r.get("n_test"), r.get("paper"), "03_training/table3")
     if (t := tables.get("01_datasets/table2")) is not None:
         for _, r in t[t.dataset == "webqsp_full"].iterrows():
             add("WebQSP complete graphs: mean nodes / edges / tokens (GR Tables 2, 4)",
@@ -153,7 +156,10 @@ def results_markdown(tables: dict[str, pd.DataFrame], claim_table: pd.DataFrame,
                      bench_root: str | Path | None = None) -> str:
     """``RESULTS.md``: the headline numbers, the claims' verdicts and the benchmarks, generated (never edited by
     hand); ``bench_root`` is ``outputs/bench`` (left out when None)."""
-    cols = ["paper", "claim", "dataset", "verdict", "evidence"]
+    from .report import claims_markdown
+
+    cols = [c for c in ("paper", "claim", "dataset", "verdict", "decides", "n", "seeds", "n_power", "evidence")
+            if c in claim_table]
     bench = benchmarks(bench_root) if bench_root is not None else pd.DataFrame()
     return "\n".join([
         f"# Results: preset `{preset}`", "",
@@ -163,6 +169,8 @@ def results_markdown(tables: dict[str, pd.DataFrame], claim_table: pd.DataFrame,
         "report with every table: [`08_report/report.md`](08_report/report.md).", "",
         "## Headline numbers", "", markdown_table(headline(tables)), "",
         "## The papers' claims, judged by paired tests on the same questions", "",
-        markdown_table(claim_table[cols]), ""]
+        "`n_power`: the test questions that detect the paper's difference at 80% power (for this project's "
+        "reference rows, 5 points), given the discordance measured here; `seeds`: training seeds paired.", "",
+        *claims_markdown(claim_table[cols])]
         + (["## Speed benchmarks (`outputs/bench/`, the same machine for ours and the peer)", "",
             markdown_table(bench.assign(file=["../" + f for f in bench.file])), ""] if len(bench) else []))

@@ -27,6 +27,7 @@ the same global batch. Only rank 0 writes files and generates.
 CLI::
 
     python -m gr_core.train --config run.json --run-dir outputs/quick/runs/NAME
+    python -m gr_core.train --preset cpu --dataset explagraphs --method g_retriever --seed 1   # notebook 03's run
     torchrun --standalone --nproc_per_node 2 -m gr_core.train --config run.json --run-dir DIR
 """
 from __future__ import annotations
@@ -46,7 +47,7 @@ import torch
 from .config import LLMConfig, resolve_device
 from .gnn import GNNConfig
 from .model import DEFAULT_SOFT_PROMPT_INIT, SOFT_PROMPT_INIT, Example, GraphLLM, LoRAConfig, ModelConfig, method_config
-from .precision import dtype_name, legacy_dtype, precision_record, recorded_dtype, resolve_dtype
+from .precision import dtype_name, legacy_dtype, precision_record, recorded_dtype, resolve_dtype, run_precision
 from .runs import (atomic_write_bytes, check_run_identity, config_hash, environment_record, progress, read_json,
                    seed_everything, write_json)
 
@@ -508,8 +509,11 @@ def run(cfg: RunConfig, run_dir: str | Path, ds=None, force: bool = False, on_ep
         prompt_tokens = [len(model.template.prefix) + model.num_slots + ex.num_prompt_tokens + len(model.template.suffix)
                          for ex in test]
         trainable = sum(p.numel() for p in model.trainable_parameters().values())
+        report = task_report(cfg.dataset, answers, [ex.answers for ex in test])
+        if "precision" in report:  # the KGQA answers' precision score; "precision" is the run's precision record
+            report["answer_precision"] = report.pop("precision")
         metrics = {"name": cfg.name, "dataset": cfg.dataset, "method": cfg.method, "seed": cfg.seed,
-                   "config_hash": cfg_hash, **task_report(cfg.dataset, answers, [ex.answers for ex in test]),
+                   "config_hash": cfg_hash, **report,
                    "num_train": len(examples.get("train", [])), "num_val": len(examples.get("val", [])),
                    "num_test": len(test), "epochs_run": len(history),
                    "best_epoch": int(np.argmin([cfg.train.selection_key(h) for h in history])) if history else None,
@@ -537,7 +541,7 @@ def precision_of_reuse(metrics: dict, llm: LLMConfig, run_dir: str | Path | None
     here = dtype_name(resolve_dtype(llm.dtype, device))
     if recorded == here:
         return metrics
-    cpu = (metrics.get("precision") or {}).get("cpu_model", "a CPU not recorded")
+    cpu = run_precision(metrics).get("cpu_model", "a CPU not recorded")
     note = (f"run {metrics.get('name')} was computed in {recorded} on {cpu}; this machine resolves {llm.dtype!r} to "
             f"{here}: its recorded numbers are reused, not recomputed (force=True recomputes them here)")
     print(f"note: {note}", flush=True)
@@ -585,6 +589,28 @@ def dataset_settings(params: dict, per_dataset: dict | None, datasets) -> dict[s
         name = key.split("/")[0]
         out[key] = run_settings(**{**params, **(per_dataset.get(name) or {}), **(per_dataset[key] or {})})
     return out
+
+
+# notebook 03's parameter defaults that no preset sets (tests/test_config.py checks them against the notebook)
+NOTEBOOK_DEFAULTS = dict(llm_model="embedded:smollm2-135m-instruct", device="auto", gnn_kind="gt", gnn_heads=4,
+                         eval_batch_size=16, warmup_fraction=None, system_prompt=None)
+
+
+def preset_run_config(preset: str, dataset: str, method: str, seed: int = 0, notebook: str = "03_training",
+                      overrides: dict | None = None) -> RunConfig:
+    """The run configuration notebook ``notebook`` builds for ``(dataset, method, seed)`` under ``preset``.
+
+    The same keywords as the notebook's (``_training`` block, the notebook's parameters, ``per_dataset``), so a run
+    made here (``python -m gr_core.train --preset cpu --dataset explagraphs --method g_retriever --seed 1``, e.g. one
+    seed per process) has the notebook's config hash and the notebook reuses it.
+    """
+    from .config import notebook_parameters
+
+    params = {**NOTEBOOK_DEFAULTS, **notebook_parameters(preset, notebook, overrides)}
+    keys = set(run_settings.__code__.co_varnames[:run_settings.__code__.co_argcount])
+    flat = {k: v for k, v in params.items() if k in keys and k != "select_on"}
+    settings = dataset_settings(flat, params.get("per_dataset"), [dataset])
+    return make_run_config(dataset, method, seed, **settings.get(f"{dataset}/{method}", settings[dataset]))
 
 
 def trained_model(cfg: RunConfig, run_dir: str | Path, ds=None) -> GraphLLM:
@@ -699,6 +725,8 @@ def run_plan(plan: dict[str, list[str]], seeds: list[int], runs_dir: str | Path,
              by_dataset: dict[str, dict] | None = None, **settings) -> "pd.DataFrame":
     """Run every (dataset, method, seed) of ``plan`` (each dataset loaded once); return their metrics.
 
+    A configuration with nothing to train runs once, with the first seed (greedy decoding makes the others equal).
+
     Args:
         plan: dataset name -> method names (see :data:`gr_core.model.METHODS`).
         by_dataset: dataset name (or ``"dataset/method"``) -> its own settings (from :func:`dataset_settings`),
@@ -717,7 +745,9 @@ def run_plan(plan: dict[str, list[str]], seeds: list[int], runs_dir: str | Path,
         ds = load_dataset(DatasetConfig(dataset, hops=own.get("hops", 2)))
         for method in methods:
             mine = (by_dataset or {}).get(f"{dataset}/{method}") or own
-            for seed in seeds:
+            first = make_run_config(dataset, method, seeds[0], **mine)
+            # greedy answers of an untrained configuration do not depend on the seed: one run stands for all
+            for seed in seeds if first.model.trainable and first.train.num_epochs > 0 else seeds[:1]:
                 cfg = make_run_config(dataset, method, seed, **mine)
                 t0 = time.perf_counter()
                 metrics = run(cfg, Path(runs_dir) / cfg.name, ds=ds, force=force)
@@ -729,16 +759,30 @@ def run_plan(plan: dict[str, list[str]], seeds: list[int], runs_dir: str | Path,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gr_core.train", description=__doc__.split("\n")[0])
-    parser.add_argument("--config", required=True, help="a RunConfig JSON file (see RunConfig.to_dict)")
-    parser.add_argument("--run-dir", required=True, help="where the run directory is written")
+    parser.add_argument("--config", help="a RunConfig JSON file (see RunConfig.to_dict)")
+    parser.add_argument("--run-dir", help="where the run directory is written (with --preset: the preset's runs/)")
+    parser.add_argument("--preset", help="instead of --config: the run notebook 03 builds under this preset ...")
+    parser.add_argument("--dataset", help="... for this dataset")
+    parser.add_argument("--method", help="... this method")
+    parser.add_argument("--seed", type=int, default=0, help="... and this seed")
     parser.add_argument("--force", action="store_true", help="rerun even when a finished run matches the config")
     args = parser.parse_args(argv)
-    try:
-        raw = json.loads(Path(args.config).read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        parser.error(f"cannot read --config {args.config}: {err}")
-    raw = {k: v for k, v in raw.items() if k not in ("name", "config_hash")}
-    metrics = run(RunConfig.from_dict(raw), args.run_dir, force=args.force)
+    if args.preset:
+        if not (args.dataset and args.method) or args.config:
+            parser.error("--preset needs --dataset and --method, and no --config")
+        from .paths import outputs_root
+
+        cfg = preset_run_config(args.preset, args.dataset, args.method, args.seed)
+        run_dir = args.run_dir or outputs_root(args.preset) / "runs" / cfg.name
+    elif args.config and args.run_dir:
+        try:
+            raw = json.loads(Path(args.config).read_text())
+        except (OSError, json.JSONDecodeError) as err:
+            parser.error(f"cannot read --config {args.config}: {err}")
+        cfg, run_dir = RunConfig.from_dict({k: v for k, v in raw.items() if k not in ("name", "config_hash")}), args.run_dir
+    else:
+        parser.error("give --config and --run-dir, or --preset, --dataset and --method")
+    metrics = run(cfg, run_dir, force=args.force)
     if metrics:
         print(json.dumps({k: metrics[k] for k in ("name", "score", "num_test", "epochs_run") if k in metrics}))
     if torch.distributed.is_available() and torch.distributed.is_initialized():

@@ -61,3 +61,12 @@ def test_every_preset_sets_only_parameters_the_notebooks_have(preset):
         for key in {**shared, **(table.get(notebook.stem) or {})}:
             if key != "notebooks":
                 assert key in defaults, f"{preset}.yaml sets {key!r}, which {notebook.name} has no parameter for"
+
+
+def test_preset_run_configs_start_from_notebook_03s_own_defaults():
+    """``gr_core.train.preset_run_config`` (runs made outside the notebook) fills what no preset sets with notebook
+    03's parameter defaults, so its runs hash as the notebook's."""
+    from gr_core.train import NOTEBOOK_DEFAULTS
+
+    defaults = _parameters_cell_defaults(repo_root() / "notebooks" / "03_training.ipynb")
+    assert {k: defaults[k] for k in NOTEBOOK_DEFAULTS} == NOTEBOOK_DEFAULTS

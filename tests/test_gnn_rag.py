@@ -426,3 +426,20 @@ def test_relation_factorized_layers_equal_fact_by_fact_messages_and_their_gradie
         assert grads[0].keys() == grads[1].keys()
         for name in grads[0]:
             assert torch.allclose(grads[0][name], grads[1][name], atol=1e-5, rtol=1e-4), name
+
+
+def test_run_reasoners_applies_per_key_settings_and_names_unknown_ones(monkeypatch):
+    import gr_core.gnn_rag.studies as studies
+    from gr_core.gnn_rag import ReasonerConfig, ReasonerTrainConfig, run_reasoners
+
+    calls = {}
+    monkeypatch.setattr(studies, "run_reasoner", lambda name, hops, tr, va, te, cfg, tcfg: calls.setdefault(
+        (name, hops), (tr, va, te, tcfg.num_epochs)))
+    run_reasoners(["webqsp", "metaqa"], [1, 3], 976, 50, 200, ReasonerConfig(), ReasonerTrainConfig(num_epochs=5),
+                  {"metaqa-3hop": {"max_train": 0, "num_epochs": 3}})
+    assert calls[("webqsp", 2)] == (976, 50, 200, 5) and calls[("metaqa", 1)] == (976, 50, 200, 5)
+    assert calls[("metaqa", 3)] == (None, 50, 200, 3)  # 0 keeps the whole split
+    with pytest.raises(ValueError, match="metaqa-2hop"):
+        run_reasoners(["metaqa"], [1], 8, 8, 8, ReasonerConfig(), ReasonerTrainConfig(), {"metaqa-2hop": {}})
+    with pytest.raises(ValueError, match="epochs"):
+        run_reasoners(["metaqa"], [1], 8, 8, 8, ReasonerConfig(), ReasonerTrainConfig(), {"metaqa-1hop": {"epochs": 2}})

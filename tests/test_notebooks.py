@@ -106,6 +106,10 @@ def test_training_notebook_writes_run_directories_and_table3_from_them(smoke_out
         assert len((run_dir / "predictions.jsonl").read_text().splitlines()) == 8
         trained = name not in references and metrics["method"] != "zero_shot"
         assert (run_dir / "history.json").is_file() == trained
+        if name not in references:  # the precision record; a KGQA run keeps its answers' precision score beside it
+            assert metrics["precision"]["dtype"] in ("float32", "bfloat16")
+            assert isinstance(metrics.get("answer_precision", 0.0), float)
+            assert ("answer_precision" in metrics) == name.startswith("webqsp")
     rows = {(r["dataset"], r["method"]): r for r in summary["table3"]}
     gr = rows[("explagraphs", "g_retriever")]
     assert gr["n_test"] == 8 and gr["ci_low"] <= gr["ours_mean"] <= gr["ci_high"] and 0 <= gr["p_vs_zero_shot"] <= 1

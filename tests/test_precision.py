@@ -190,7 +190,8 @@ def test_records_name_the_dtype_and_the_cpu(tmp_path):
     base = {"dataset": "webqsp", "method": "g_retriever", "seed": 0, "score": 50.0, "num_test": 10,
             "mean_prompt_tokens": 100, "seconds_per_epoch": 10.0, "train_tokens_per_s": 300.0, "answers_per_s": 1.0,
             "trainable_params": 5}
-    write_json(tmp_path / "old" / "metrics.json", {**base, "name": "old"})
+    # a KGQA run recorded before precision records holds its answers' precision *score* (a number) under the key
+    write_json(tmp_path / "old" / "metrics.json", {**base, "name": "old", "precision": 41.25})
     write_json(tmp_path / "new" / "metrics.json", {**base, "name": "new", "seed": 1, "seconds_per_epoch": 5.0,
                                                    "precision": {"dtype": "bfloat16", "cpu_model": "AMD EPYC"}})
     write_json(tmp_path / "ref" / "metrics.json", {**base, "name": "ref", "method": "majority"})
@@ -199,6 +200,11 @@ def test_records_name_the_dtype_and_the_cpu(tmp_path):
     runs = collect_runs(tmp_path).set_index("name")
     assert runs.dtype.to_dict() == {"gpu": "bfloat16", "new": "bfloat16", "old": "float32", "ref": "n/a"}
     assert runs.cpu_model["new"] == "AMD EPYC" and runs.cpu_model["old"] == "not recorded"
+    from gr_core.train import precision_of_reuse
+
+    # reusing that old run on a machine where "auto" means bf16: annotated, not an error
+    reused = precision_of_reuse({**base, "precision": 41.25}, LLMConfig(dtype="auto"), tmp_path / "old")
+    assert reused["precision"] == 41.25 and "dtype" in reused.get("precision_here", {"dtype": 1})
     runs = runs.reset_index()
     runs = runs[runs.name.isin(["old", "new"])]
     eff = efficiency(runs)  # timings of two precisions are never averaged together
@@ -231,19 +237,24 @@ def test_per_seed_scores_are_compared_by_a_paired_t_interval():
     assert one["mean_difference"] == pytest.approx(-0.1) and one["p"] is None and one["ci_low"] is None
 
 
-def test_the_precision_check_trains_the_quick_presets_explagraphs_run_with_only_the_dtype_changed():
+def test_the_precision_check_trains_the_reference_run_with_only_the_dtype_changed():
     from dataclasses import replace
 
     from gr_core.paths import repo_root
     from gr_core.precision_check import run_config
     from gr_core.runs import config_hash, read_json
 
-    committed = read_json(repo_root() / "outputs/quick/runs/explagraphs-g_retriever-seed0/metrics.json")
+    committed = read_json(repo_root() / "outputs/studies/explagraphs_quick_2epochs/runs/explagraphs-g_retriever-seed0/"
+                          "metrics.json")
     cfg = run_config("bfloat16", 0)
     assert cfg.name == "explagraphs-g_retriever-bfloat16-seed0" and cfg.model.llm.dtype == "bfloat16"
     as_quick = replace(cfg, variant="", model=replace(cfg.model, llm=replace(cfg.model.llm, dtype="auto")))
     assert config_hash(as_quick.to_dict()) == committed["config_hash"]
     assert cfg.max_train is None and cfg.max_test is None  # the whole split
+    for dtype in ("float32", "bfloat16"):  # the study's committed runs are the ones this configuration names
+        run = read_json(repo_root() / f"outputs/studies/precision_check/runs/explagraphs-g_retriever-{dtype}-seed1/"
+                        "metrics.json")
+        assert config_hash(run_config(dtype, 1).to_dict()) == run["config_hash"]
 
 
 def test_lora_keeps_peft_dropout_by_default_and_committed_lora_runs_keep_their_hashes(tiny_llm_dir):
@@ -257,7 +268,7 @@ def test_lora_keeps_peft_dropout_by_default_and_committed_lora_runs_keep_their_h
     model = GraphLLM(method_config("g_retriever_lora", llm=LLMConfig(model=tiny_llm_dir), gnn=None), in_dim=8)
     drops = [m for mod in model.modules() for m in getattr(mod, "lora_dropout", {}).values()]
     assert drops and all(type(d) is torch.nn.Dropout for d in drops)
-    run = repo_root() / "outputs/cpu/runs/explagraphs-g_retriever_lora-seed0/config.json"
+    run = repo_root() / "outputs/studies/explagraphs_2epochs/runs/explagraphs-g_retriever_lora-seed0/config.json"
     recorded = read_json(run)
     cfg = RunConfig.from_dict({k: v for k, v in recorded.items() if k not in ("name", "config_hash")})
     assert cfg.model.lora.dropout_masks == "bernoulli" and config_hash(cfg.to_dict()) == recorded["config_hash"]

@@ -4,7 +4,8 @@ import math
 import numpy as np
 import pytest
 
-from gr_core.stats import compare, mcnemar_exact, paired_bootstrap, verdict, wilson_interval
+from gr_core.stats import (compare, compare_seeds, mcnemar_cmh, mcnemar_exact, mcnemar_n_for_power, paired_bootstrap,
+                            seed_bootstrap, two_proportion_n_for_power, verdict, wilson_interval)
 
 
 def test_wilson_matches_hand_computed_intervals():
@@ -103,3 +104,89 @@ def test_table8_pairs_every_llm_with_the_first_on_the_same_questions(tmp_path):
     assert t["p_vs_first"][1] == pytest.approx(binomtest(0, 10, 0.5).pvalue, rel=1e-3)
     assert "different test questions" in t["note"][2] and t["p_vs_first"].isna()[2]
     assert t["note"][3] == "not run" and t["score"].isna()[3]
+
+
+def test_cmh_sums_the_seeds_discordant_pairs():
+    # seed 0: a alone right on q0, b alone on q3; seed 1: a alone right on q0 and q2 -> 3 vs 1 discordant
+    a = [[1, 1, 0, 0], [1, 0, 1, 0]]
+    b = [[0, 1, 0, 1], [0, 0, 0, 0]]
+    r = mcnemar_cmh(a, b)
+    assert (r["seeds"], r["n"], r["a_only"], r["b_only"]) == (2, 4, 3, 1)
+    assert r["p"] == pytest.approx(2 * (1 + 4) / 16)  # exact: twice P(X <= 1), X ~ Bin(4, 1/2)
+    assert r["p_chi2"] == pytest.approx(0.3173105, abs=1e-6)  # (3 - 1)^2 / 4 = 1 on one degree of freedom
+    # one seed: the plain exact McNemar test
+    one = mcnemar_cmh([a[1]], [b[1]])
+    assert one["p"] == mcnemar_exact(a[1], b[1])["p"] == 0.5
+    with pytest.raises(ValueError, match="shapes differ"):
+        mcnemar_cmh(a, [b[0]])
+
+
+def test_seed_bootstrap_keeps_a_questions_seeds_together():
+    # a beats b on every question in seed 0 and loses on every question in seed 1: the mean difference is 0, and
+    # drawing seeds moves it anywhere between -1 and +1: no evidence either way
+    a = np.array([[1.0] * 30, [0.0] * 30])
+    b = np.array([[0.0] * 30, [1.0] * 30])
+    r = seed_bootstrap(a, b, num_samples=2000)
+    assert (r["seeds"], r["n"], r["diff"], r["p"]) == (2, 30, 0.0, 1.0)
+    assert (r["ci_low"], r["ci_high"]) == (-1.0, 1.0)
+    # a right everywhere, b nowhere, in every seed: every resample has difference 1 -> p = 2 * 0 = 0
+    r = seed_bootstrap(np.ones((3, 20)), np.zeros((3, 20)), num_samples=500)
+    assert (r["diff"], r["p"], r["ci_low"]) == (1.0, 0.0, 1.0)
+    # one seed: exactly the paired bootstrap over questions
+    x, y = np.random.default_rng(1).integers(0, 2, (2, 50)).astype(float)
+    assert seed_bootstrap(x, y, num_samples=800) == {"seeds": 1, **paired_bootstrap(x, y, num_samples=800)}
+
+
+def test_seed_bootstrap_is_wider_than_counting_repeated_questions_as_new_ones():
+    # three seeds that agree question by question carry the information of one seed, not three: the two-level
+    # bootstrap gives the one-seed p, while CMH (seeds as independent strata) is far smaller
+    rng = np.random.default_rng(0)
+    a1 = (rng.random(200) < 0.62).astype(float)
+    b1 = (rng.random(200) < 0.55).astype(float)
+    a, b = np.tile(a1, (3, 1)), np.tile(b1, (3, 1))
+    clustered = seed_bootstrap(a, b, num_samples=4000)["p"]
+    assert clustered == pytest.approx(paired_bootstrap(a1, b1, num_samples=4000)["p"], abs=0.02)
+    assert mcnemar_cmh(a, b)["p"] < mcnemar_exact(a1, b1)["p"] / 3
+
+
+def test_seed_bootstrap_counts_the_seeds_spread():
+    # the same per-question noise, but seeds that disagree (+10, -2, +1 points): wider than seeds that agree
+    rng = np.random.default_rng(2)
+    base = (rng.random((3, 400)) < 0.6).astype(float)
+    shift = np.zeros((3, 400))
+    for s, k in enumerate((40, -8, 4)):  # seed s: a gains (or loses) k questions over b
+        idx = rng.choice(400, abs(k), replace=False)
+        shift[s, idx] = np.sign(k)
+    spread = seed_bootstrap(base + shift, base, num_samples=3000)
+    agree = seed_bootstrap(base + np.tile(shift.mean(axis=0, keepdims=True), (3, 1)), base, num_samples=3000)
+    assert spread["diff"] == pytest.approx(agree["diff"])
+    assert spread["ci_high"] - spread["ci_low"] > 2 * (agree["ci_high"] - agree["ci_low"])
+
+
+def test_compare_seeds_reports_each_seed_and_the_spread():
+    a = [[1, 1, 1, 0], [1, 1, 0, 0], [1, 0, 0, 0]]
+    b = [[0, 0, 0, 0]] * 3
+    r = compare_seeds(a, b)
+    assert r["seeds"] == 3 and r["n"] == 4
+    assert r["scores_a"] == [0.75, 0.5, 0.25] and r["scores_b"] == [0.0] * 3
+    assert r["score_a"] == pytest.approx(0.5) and r["std_a"] == pytest.approx(0.25)  # sample std of .75/.5/.25
+    assert (r["a_only"], r["b_only"]) == (6, 0) and r["p_cmh"] == pytest.approx(2 / 64)
+    assert r["test"].startswith("paired bootstrap over seeds and questions, 3 seeds")
+    one = compare_seeds([a[0]], [b[0]])
+    assert one["test"] == "exact McNemar" and one["p"] == mcnemar_exact(a[0], b[0])["p"] and math.isnan(one["std_a"])
+    with pytest.raises(ValueError, match="different"):
+        compare_seeds(a, b[:2])
+
+
+def test_power_sample_sizes_match_hand_computation():
+    # Connor (1987): delta 0.1, psi 0.2 -> (1.95996 * 0.44721 + 0.84162 * 0.43589)^2 / 0.01 = 154.6 -> 155
+    assert mcnemar_n_for_power(0.1, 0.2) == 155
+    assert mcnemar_n_for_power(-0.1, 0.2) == 155  # two-sided: the sign does not matter
+    # psi below |delta| is impossible and raised to it: psi = delta = 0.1 -> (1.95996 * 0.31623 + 0.84162 * 0.3)^2 / 0.01
+    assert mcnemar_n_for_power(0.1, 0.01) == math.ceil((1.959964 * 0.1 ** 0.5 + 0.841621 * 0.09 ** 0.5) ** 2 / 0.01)
+    assert mcnemar_n_for_power(0.0, 0.3) is None
+    # two independent proportions 0.5 vs 0.6: (1.95996 * sqrt(0.495) + 0.84162 * sqrt(0.49))^2 / 0.01 = 387.3 -> 388
+    assert two_proportion_n_for_power(0.5, 0.6) == 388 == two_proportion_n_for_power(0.6, 0.5)
+    assert two_proportion_n_for_power(0.5, 0.5) is None
+    # the paper's G-Retriever vs GraphToken on ExplaGraphs (0.8516 vs 0.8508) needs far more than 554 questions
+    assert mcnemar_n_for_power(0.8516 - 0.8508, 0.2) > 100_000

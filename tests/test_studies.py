@@ -54,7 +54,8 @@ def test_new_fields_leave_old_run_hashes_unchanged():
 
 
 def _metrics(name, method, score, dataset="webqsp", **extra):
-    return {"name": name, "dataset": dataset, "method": method, "score": score, "num_test": 10, **extra}
+    seed = int(name.rsplit("seed", 1)[1])
+    return {"name": name, "dataset": dataset, "method": method, "score": score, "num_test": 10, "seed": seed, **extra}
 
 
 def test_ablation_tables_read_runs_and_put_the_paper_beside():
@@ -66,6 +67,15 @@ def test_ablation_tables_read_runs_and_put_the_paper_beside():
     assert np.isnan(t6.loc["gr_wo_projector", "ours"]) and t6.loc["g_retriever", "paper_drop_%"] == 0.0
     t7 = table7(runs, datasets=("webqsp",)).set_index("encoder")
     assert t7.loc["GCN", "webqsp ours"] == 52.0 and t7.loc["GCN", "webqsp paper"] == 70.70
+    # over seeds: the mean of the seeds run, their count and spread; a variant run (k sweep) is not a seed
+    runs = pd.concat([runs, pd.DataFrame([_metrics("webqsp-g_retriever-seed1", "g_retriever", 60.0),
+                                          _metrics("webqsp-gr_wo_text-seed1", "gr_wo_text", 44.0),
+                                          _metrics("webqsp-g_retriever-k10-ce0.5-seed0", "g_retriever", 10.0)])])
+    t6 = table6(runs).set_index("method")
+    assert t6.loc["g_retriever", "ours"] == 55.0 and t6.loc["g_retriever", "seeds"] == 2
+    assert t6.loc["gr_wo_text", "ours"] == 42.0 and t6.loc["gr_wo_text", "ours_std"] == pytest.approx(2.8284, abs=1e-4)
+    assert t6.loc["gr_wo_text", "ours_drop_%"] == pytest.approx(100 * 13 / 55, abs=0.01)
+    assert table6(runs, seed=0).set_index("method").loc["g_retriever", "ours"] == 50.0
 
 
 def test_k_sweep_chooses_on_validation_loss(tmp_path):
@@ -212,3 +222,29 @@ def test_runs_plan_lists_tables_4_and_12_runs_once():
 
     plan = runs_plan({"webqsp": ["webqsp_full", "webqsp"], "clevr": ["clevr", "clevr"]}, ["question_only", "g_retriever"])
     assert plan == {"webqsp": ["g_retriever", "gr_wo_retrieval", "question_only"], "clevr": ["g_retriever", "gr_wo_retrieval"]}
+
+
+def test_report_pairs_seeds_and_says_whether_a_row_can_decide(tmp_path):
+    _write(tmp_path, "03_training/table3.csv", pd.DataFrame({
+        "dataset": ["explagraphs"] * 3, "method": ["g_retriever", "graph_token", "majority"],
+        "ours_mean": [0.7, 0.6, 0.5]}))
+    n = 300
+    for k, right in enumerate((210, 200, 220)):  # three G-Retriever seeds against one majority run
+        _run(tmp_path, f"explagraphs-g_retriever-seed{k}", [1] * right + [0] * (n - right))
+    _run(tmp_path, "explagraphs-majority-seed0", [1] * 150 + [0] * 150)
+    _run(tmp_path, "explagraphs-graph_token-seed0", [0] * 95 + [1] * 205)  # one seed only, other questions right
+    c = claims(load_tables(tmp_path), tmp_path)
+    row = {r.claim.split(" (")[0]: r for r in c.itertuples()}
+    maj = row["G-Retriever beats the majority class"]
+    assert maj.seeds == 3 and maj.n == n and maj.score_a == pytest.approx(630 / 900, abs=1e-4)
+    assert "3 seeds" in maj.test and "0.7 / 0.6667 / 0.7333" in maj.evidence and "CMH p" in maj.evidence
+    assert maj.verdict == "reproduced" and maj.decides == "yes"
+    assert maj.paper_diff == 0.05 and maj.n_power > 0  # the project's stated effect for reference rows
+    # one seed of each: G-Retriever seed 0 alone against GraphToken's one run; the paper's difference 0.0008 would
+    # need far more questions, and one seed cannot decide a claim about trained models
+    gt = row["G-Retriever beats GraphToken"]
+    assert gt.seeds == 3  # GraphToken's one run is paired with each G-Retriever seed
+    assert gt.paper_diff == pytest.approx(0.8516 - 0.8508) and gt.n_power > 100_000
+    assert gt.verdict == "not significant" and gt.decides == "no"
+    md = "\n".join(__import__("gr_core.report", fromlist=["claims_markdown"]).claims_markdown(c))
+    assert md.index("### Rows that decide") < md.index("G-Retriever beats the majority class") < md.index("### Sanity rows")

@@ -285,3 +285,48 @@ def test_forced_ddp_on_one_process_follows_the_plain_trajectory(tiny_llm_dir, tm
         torch.set_num_threads(threads)
     assert [h["train_loss"] for h in wrapped["history"]] == pytest.approx([h["train_loss"] for h in plain], rel=1e-5)
     assert [h["val_loss"] for h in wrapped["history"]] == pytest.approx([h["val_loss"] for h in plain], rel=1e-5)
+
+
+def test_a_preset_run_config_is_the_one_notebook_03_builds():
+    """``python -m gr_core.train --preset ...`` trains the run notebook 03 would: same name, same config hash (so the
+    notebook reuses it); checked against the committed cpu run and against a hand-built notebook configuration."""
+    from gr_core.runs import config_hash
+    from gr_core.train import dataset_settings, preset_run_config, run_settings
+
+    cfg = preset_run_config("cpu", "explagraphs", "g_retriever", 2)
+    assert cfg.name == "explagraphs-g_retriever-seed2" and cfg.max_train is None and cfg.max_val is None
+    assert (cfg.train.num_epochs, cfg.train.lr, cfg.train.warmup_fraction, cfg.train.select_on) == (3, 1e-3, 0.1,
+                                                                                                    "val_match")
+    assert cfg.model.system_prompt == "" and cfg.model.gnn.hidden == 256
+    # the notebook's own route: its flat parameters (defaults of the parameters cell) under the preset's values
+    from gr_core.config import notebook_parameters
+
+    p = notebook_parameters("cpu", "03_training")
+    flat = dict(llm_model="embedded:smollm2-135m-instruct", device="auto", max_new_tokens=p["max_new_tokens"],
+                gnn_kind="gt", gnn_hidden=p["gnn_hidden"], gnn_layers=p["gnn_layers"], gnn_heads=4,
+                num_epochs=p["num_epochs"], lr=p["lr"], batch_size=p["batch_size"], eval_batch_size=16,
+                max_train=p["max_train"], max_val=p["max_val"], max_test=p["max_test"], max_txt_len=p["max_txt_len"],
+                warmup_fraction=None, system_prompt=None)
+    by = dataset_settings(flat, p["per_dataset"], p["plan"])
+    assert config_hash(make_run_config("explagraphs", "g_retriever", 2, **by["explagraphs"]).to_dict()) == \
+        config_hash(cfg.to_dict())
+    assert config_hash(preset_run_config("quick", "explagraphs", "g_retriever").to_dict()) == \
+        config_hash(make_run_config("explagraphs", "g_retriever", 0, **dataset_settings(
+            {**flat, **{k: notebook_parameters("quick", "03_training")[k] for k in ("max_train", "max_val", "max_test",
+                                                                                     "num_epochs")}},
+            notebook_parameters("quick", "03_training")["per_dataset"], ["explagraphs"])["explagraphs"]).to_dict())
+    assert run_settings  # imported for the reader: the one function every notebook builds runs through
+
+
+def test_run_plan_runs_an_untrained_configuration_once_whatever_the_seeds(monkeypatch, tmp_path):
+    import gr_core.graphqa
+    import gr_core.train as train
+
+    calls = []
+    monkeypatch.setattr(gr_core.graphqa, "load_dataset", lambda cfg: None)
+    monkeypatch.setattr(train, "run", lambda cfg, run_dir, ds=None, force=False: calls.append(cfg.name) or
+                        {"name": cfg.name, "score": 0.5, "num_test": 1})
+    settings = dict(llm=LLMConfig(model="x"), train=TrainConfig(num_epochs=1))
+    train.run_plan({"explagraphs": ["zero_shot", "g_retriever"]}, [0, 1, 2], tmp_path, **settings)
+    assert calls == ["explagraphs-zero_shot-seed0", "explagraphs-g_retriever-seed0", "explagraphs-g_retriever-seed1",
+                     "explagraphs-g_retriever-seed2"]

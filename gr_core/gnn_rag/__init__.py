@@ -38,7 +38,7 @@ from .training import (deterministic_algorithms, QuestionGraph, question_data, t
 from .paths import (select_candidates, seed_positions, gold_ids, missing_entities, PathReport, reasoning_paths,
                     reference_paths, _hops, compare_path_styles, path_study, evidence_view,
                     _path_names, summarize_path_study)
-from .studies import (dataset_key, dataset_keys, run_reasoner, REASONER_CHANGES, reasoner_change_table,
+from .studies import (dataset_key, dataset_keys, run_reasoner, run_reasoners, REASONER_CHANGES, reasoner_change_table,
                       reasoner_change_tables, gnn_only_table, reasoner_test_run, key_test_graphs, paired_reasoners,
                       llm_half_run, chat_reasoner_run, main)
 
@@ -49,7 +49,7 @@ __all__ = [
     "load_reasoner",
     "select_candidates", "seed_positions", "gold_ids", "missing_entities", "PathReport", "reasoning_paths",
     "reference_paths", "_hops", "compare_path_styles", "path_study", "evidence_view", "_path_names",
-    "summarize_path_study", "dataset_key", "dataset_keys", "run_reasoner", "REASONER_CHANGES", "reasoner_change_table",
+    "summarize_path_study", "dataset_key", "dataset_keys", "run_reasoner", "run_reasoners", "REASONER_CHANGES", "reasoner_change_table",
     "reasoner_change_tables", "gnn_only_table", "reasoner_test_run", "key_test_graphs", "paired_reasoners",
     "llm_half_run", "chat_reasoner_run", "main",
 ]

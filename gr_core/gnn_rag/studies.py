@@ -54,6 +54,36 @@ def run_reasoner(dataset: str, hops: int = 2, max_train: int | None = None, max_
             "probs": node_probabilities(model, test), "test_data": test}
 
 
+def run_reasoners(datasets: list[str], metaqa_hops: list[int], max_train: int | None, max_val: int | None,
+                  max_test: int | None, cfg: ReasonerConfig, tcfg: ReasonerTrainConfig,
+                  by_key: dict | None = None) -> dict:
+    """:func:`run_reasoner` for every dataset key (:func:`dataset_keys`), each in turn.
+
+    Args:
+        by_key: dataset key -> its own ``max_train`` / ``max_val`` / ``max_test`` / ``num_epochs`` on top of the
+            shared ones (the quick preset trains MetaQA-3hop's reasoner on its whole split, the others on 976).
+    Returns:
+        dataset key -> :func:`run_reasoner`'s result.
+    """
+    from dataclasses import replace
+
+    by_key = by_key or {}
+    known = {key for key, _, _ in dataset_keys(datasets, metaqa_hops)}
+    unknown = sorted(set(by_key) - known)
+    if unknown:
+        raise ValueError(f"by_key names dataset keys that are not run: {unknown} (run: {sorted(known)})")
+    out = {}
+    for key, name, hops in dataset_keys(datasets, metaqa_hops):
+        own = dict(by_key.get(key) or {})
+        bad = sorted(set(own) - {"max_train", "max_val", "max_test", "num_epochs"})
+        if bad:
+            raise ValueError(f"by_key[{key!r}]: unknown settings {bad}")
+        mine = replace(tcfg, num_epochs=int(own["num_epochs"])) if "num_epochs" in own else tcfg
+        out[key] = run_reasoner(name, hops, own.get("max_train", max_train) or None, own.get("max_val", max_val) or None,
+                                own.get("max_test", max_test) or None, cfg, mine)
+    return out
+
+
 # Notebook 04's change table: each switch of :class:`ReasonerConfig` that brings the reasoner to ReaRev as released,
 # then our one deviation (the topic's name masked in the question vector), applied on top of the ones before it
 # (cumulative), so each row's difference to the row above is that change alone.

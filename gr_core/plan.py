@@ -1,0 +1,475 @@
+"""A preset's plan before it runs: every notebook, every training run, and its estimated time (``--dry-run``).
+
+``./gr suite --preset full --dry-run`` (or ``python -m gr_core.plan --preset full``) lists what the suite would
+train and answer, with an estimate per run built from **measured** throughputs, never from a model of the hardware:
+
+- the size of the work: training / validation / test questions per run (the preset's limits on the datasets' split
+  sizes, :data:`SPLIT_SIZES`) and tokens per training example, measured on committed runs of the same dataset and
+  method (``outputs/*/runs/*/history.json``: tokens of an epoch / training questions);
+- the speed: a committed run's own training tokens/s, validation seconds per question and answering seconds per
+  question (``metrics.json``, ``history.json``), on the CPU and dtype it records;
+- the target machine: ``--profile`` scales those speeds by measured ratios, e.g. bf16 on an AVX512-BF16 CPU from
+  ``outputs/bench/precision.json``; a GPU profile needs a throughput measured on the GPU and says so when there is none.
+
+Reasoner training (GNN-RAG, notebooks 04, 06, 09) is estimated from measured seconds per training question and
+epoch (``outputs/studies/*/metrics.json`` on CPU, ``outputs/gpu/reasoner_sweep.jsonl`` on an H100). Work that is
+neither (datasets, retrieval, reports) is the notebook's last measured time in ``outputs/<preset>/suite.json`` minus
+its runs, when that file exists. Every row names its basis; an estimate is a plan, the suite's own timer is the
+measurement (``suite.json``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from .config import PRESETS, notebook_parameters
+from .paths import outputs_root
+from .precision import run_precision
+
+# Split sizes (train, val, test) as the loaders build them (gr_core.graphqa.load_dataset; tested against it).
+SPLIT_SIZES = {
+    "explagraphs": (1659, 553, 554), "webqsp": (976, 326, 326), "webqsp_full": (0, 0, 18), "clevr": (459, 131, 260),
+    "metaqa-1hop": (8993, 999, 9947), "metaqa-2hop": (13385, 1487, 14872), "metaqa-3hop": (12847, 1427, 14274),
+}
+DEFAULT_LLM = "embedded:smollm2-135m-instruct"  # the notebooks' default LLM
+LORA_METHODS = ("lora", "g_retriever_lora")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Where the plan is estimated for: speed factors on top of the committed runs' measured speeds.
+
+    ``train`` / ``lora`` / ``answer`` multiply tokens/s of frozen-LLM training, LoRA training and answering of a run
+    measured in fp32 on CPU; None means no measurement exists for this target (the row's time is then unknown).
+    """
+
+    name: str
+    description: str
+    train: float | None
+    lora: float | None
+    answer: float | None
+    reasoner_seconds_per_question: dict = field(default_factory=dict)  # dataset key -> s per question and epoch
+    basis: str = ""
+
+
+def _bench(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def profiles(root: Path | None = None) -> dict[str, Profile]:
+    """The targets the plan can be estimated for, each from files under ``outputs/`` (``root``)."""
+    root = Path(root) if root is not None else outputs_root("bench").parent
+    prec = _bench(root / "bench" / "precision.json").get("speedups_bf16_vs_fp32", {})
+    cpu_reasoner = _reasoner_cpu(root)
+    out = {
+        "cpu-fp32": Profile("cpu-fp32", "2 CPU cores, LLM in fp32 (the committed runs' own speeds)", 1.0, 1.0, 1.0,
+                            cpu_reasoner, "committed runs (outputs/*/runs)"),
+        "cpu-bf16": Profile("cpu-bf16", "2 CPU cores with AVX512-BF16 (AMD EPYC Zen 4), LLM in bf16",
+                            prec.get("g_retriever_step"), prec.get("g_retriever_lora_step"), prec.get("answers"),
+                            cpu_reasoner, "committed fp32 runs x bf16/fp32 speedups of outputs/bench/precision.json"),
+    }
+    gpu = _reasoner_gpu(root)
+    # the LLM on the GPU: bench/train_infer_throughput.py run there (its JSON copied to outputs/gpu/) against the same
+    # bench in fp32 on the CPU; the two measure the same WebQSP batches
+    on_gpu, on_cpu = (_bench(root / "gpu" / "train_infer_throughput.json"),
+                      _bench(root / "bench" / "train_infer_throughput-float32.json"))
+    train = answer = None
+    if on_gpu.get("ours_train_tokens_per_s") and on_cpu.get("ours_train_tokens_per_s"):
+        train = on_gpu["ours_train_tokens_per_s"] / on_cpu["ours_train_tokens_per_s"]
+        answer = on_gpu["ours_infer_answers_per_s"] / on_cpu["ours_infer_answers_per_s"]
+    out["h100"] = Profile("h100", "one NVIDIA H100 (the full preset's target)", train, train, answer, gpu,
+                          "reasoner: outputs/gpu/reasoner_sweep.jsonl; LLM: outputs/gpu/train_infer_throughput.json "
+                          "over outputs/bench/train_infer_throughput-float32.json" + (
+                              "" if train else " (no LLM throughput measured on a GPU yet: those rows are unknown; "
+                                               "`python bench/train_infer_throughput.py` on the node measures it)"))
+    return out
+
+
+def _reasoner_cpu(root: Path) -> dict:
+    """Seconds per training question and epoch of the GNN-RAG reasoner on 2 CPU cores, per dataset key."""
+    out = {}
+    for path in sorted((root / "studies").glob("*/*/metrics.json")):
+        m = _bench(path)
+        key, hist, n = m.get("key"), m.get("history") or [], m.get("num_train")
+        if key and hist and n and all("seconds" in h for h in hist):
+            per = sum(h["seconds"] for h in hist) / len(hist) / n
+            out[key] = min(out.get(key, per), per)
+    return out
+
+
+def _reasoner_gpu(root: Path) -> dict:
+    out, sizes = {}, {}
+    path = root / "gpu" / "reasoner_sweep.jsonl"
+    if not path.is_file():
+        return out
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        if "train" in row and "key" in row:
+            sizes[row["key"]] = row["train"]
+        elif "run" in row and "seconds" in row:
+            key = row["run"].split(":")[0]
+            if sizes.get(key):
+                per = row["seconds"] / sizes[key]
+                out[key] = min(out.get(key, per), per)
+    return out
+
+
+def measured_runs(root: Path | None = None) -> pd.DataFrame:
+    """One row per committed trained or answered run: dataset, method, tokens per training example, training
+    tokens/s, validation and answering seconds per question, and its dtype (fp32 rows only are scaled)."""
+    root = Path(root) if root is not None else outputs_root("bench").parent
+    rows = []
+    for mpath in sorted(root.glob("*/runs/*/metrics.json")) + sorted(root.glob("studies/*/runs/*/metrics.json")):
+        m = _bench(mpath)
+        if not m.get("num_test") or m.get("inference_seconds") is None:  # reference rows (majority ...) answer no LLM
+            continue
+        dtype = run_precision(m).get("dtype", "float32")  # older runs: no record, fp32
+        hist = _bench(mpath.parent / "history.json") if (mpath.parent / "history.json").is_file() else []
+        llm = ((_bench(mpath.parent / "config.json").get("model") or {}).get("llm") or {}).get("model")
+        row = {"dataset": m.get("dataset"), "method": m.get("method"), "dtype": dtype, "run": str(mpath.parent),
+               "llm": llm,
+               "answer_s": m["inference_seconds"] / m["num_test"], "num_train": m.get("num_train") or 0,
+               "prompt_tokens": m.get("mean_prompt_tokens")}
+        if hist and m.get("num_train"):
+            row["tokens_per_example"] = hist[0]["train_tokens"] / m["num_train"]
+            row["train_tps"] = sum(h["train_tokens"] for h in hist) / max(sum(h["train_seconds"] for h in hist), 1e-9)
+            if m.get("num_val") and all("val_seconds" in h for h in hist):
+                row["val_s"] = sum(h["val_seconds"] for h in hist) / len(hist) / m["num_val"]
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    if len(df):  # bf16 runs trained beside other processes: the fp32 runs alone are a clean basis to scale
+        df = df[df.dtype == "float32"].sort_values("num_train", ascending=False)
+    return df
+
+
+# the measured method that stands in for one without a committed run: the same inputs (graph token, text, LoRA),
+# so the same tokens per example and speed (the prompt vectors / encoder kind change neither much)
+STAND_IN = {"prompt_tuning": "g_retriever", "gr_wo_projector": "g_retriever", "gr_wo_retrieval": "g_retriever",
+            "g_retriever_gcn": "g_retriever", "g_retriever_gat": "g_retriever", "gr_wo_text": "graph_token",
+            "lora": "g_retriever_lora", "question_only": "zero_shot", "zero_cot": "zero_shot", "cot_bag": "zero_shot",
+            "kaping": "zero_shot"}
+
+
+def _reference(measured: pd.DataFrame, dataset: str, method: str, need: str) -> pd.Series | None:
+    """The measured run to take ``need`` from: the same dataset and method, else the same dataset and the method's
+    stand-in (:data:`STAND_IN`), else the same dataset and a method of the same kind (LoRA or not)."""
+    if not len(measured) or need not in measured:
+        return None
+    same = measured[(measured.dataset == dataset) & measured[need].notna()]
+    for m in (method, STAND_IN.get(method)):
+        exact = same[same.method == m]
+        if m and len(exact):
+            return exact.iloc[0]
+    kind = same.method.isin(LORA_METHODS) if method in LORA_METHODS else ~same.method.isin(LORA_METHODS)
+    return same[kind].iloc[0] if len(same[kind]) else None
+
+
+def estimate_run(dataset: str, method: str, seeds: int, epochs: int, sizes: tuple[int, int, int], trained: bool,
+                 measured: pd.DataFrame, profile: Profile, name: str | None = None, llm: str = DEFAULT_LLM) -> dict:
+    """One planned run (all its seeds): questions, tokens and estimated seconds, with the measured run it scales.
+
+    ``name``: the run directory's name without ``-seed<k>`` (default ``<dataset>-<method>``); ``llm``: the planned
+    LLM (only runs of the same LLM are a basis).
+    """
+    n_train, n_val, n_test = sizes
+    row = {"name": name or f"{dataset}-{method}", "dataset": dataset, "method": method, "seeds": seeds,
+           "epochs": epochs if trained else 0, "train": n_train if trained else 0, "val": n_val if trained else 0,
+           "test": n_test}
+    from .llm import unavailable
+
+    why = unavailable(llm)
+    if why:
+        return {**row, "tokens": None, "seconds": 0, "basis": f"skipped by the notebook: {why}"}
+    measured = measured[measured.llm == llm] if len(measured) else measured
+    factor = profile.lora if method in LORA_METHODS else profile.train
+    seconds, basis = 0.0, []
+    if trained:
+        ref = _reference(measured, dataset, method, "tokens_per_example")
+        if ref is None:
+            return {**row, "tokens": None, "seconds": None, "basis": "no measured run"}
+        tokens = n_train * ref.tokens_per_example * epochs
+        if factor is None:
+            return {**row, "tokens": round(tokens * seeds), "seconds": None,
+                    "basis": f"no {profile.name} throughput; tokens from {Path(ref.run).name}"}
+        seconds += tokens / (ref.train_tps * factor)
+        if n_val and not math.isnan(ref.get("val_s", math.nan)):
+            seconds += epochs * n_val * ref.val_s / factor
+        row["tokens"] = round(tokens * seeds)
+        basis.append(f"{Path(ref.run).parent.parent.name}/{Path(ref.run).name}")
+    ans = _reference(measured, dataset, method, "answer_s")
+    if ans is None or profile.answer is None:
+        return {**row, "tokens": row.get("tokens"), "seconds": None, "basis": "no measured answers"}
+    seconds += n_test * ans.answer_s / profile.answer
+    if not basis or Path(ans.run).name not in basis[0]:
+        basis.append(f"answers: {Path(ans.run).parent.parent.name}/{Path(ans.run).name}")
+    return {**row, "tokens": row.get("tokens"), "seconds": round(seconds * seeds), "basis": "; ".join(basis)}
+
+
+def _sizes(params: dict, dataset: str) -> tuple[int, int, int]:
+    full = SPLIT_SIZES.get(dataset, SPLIT_SIZES.get(f"{dataset}-2hop", (0, 0, 0)))
+    return tuple(min(full[i], params.get(k) or full[i]) for i, k in enumerate(("max_train", "max_val", "max_test")))
+
+
+def training_rows(preset: str, measured: pd.DataFrame, profile: Profile) -> list[dict]:
+    """The runs of notebooks 03 and 07 (each run once: 07 reuses 03's runs of the same configuration)."""
+    from .model import method_config
+
+    seen, rows = set(), []
+    p3 = notebook_parameters(preset, "03_training")
+    seeds = int(p3.get("num_seeds", 1))
+    per = p3.get("per_dataset") or {}
+    for dataset, methods in (p3.get("plan") or {}).items():
+        for method in methods:
+            params = {**p3, **(per.get(dataset) or {}), **(per.get(f"{dataset}/{method}") or {})}
+            trained = method_config(method).trainable and params.get("num_epochs", 0) > 0
+            rows.append({"notebook": "03_training", **estimate_run(  # untrained rows run once (gr_core.train.run_plan)
+                dataset, method, seeds if trained else 1, params.get("num_epochs", 0), _sizes(params, dataset),
+                trained, measured, profile)})
+            seen.add((dataset, method))
+    p7 = notebook_parameters(preset, "07_ablations")
+    per7 = p7.get("per_dataset") or {}
+    seeds7 = int(p7.get("num_seeds", 1))
+    wanted = [(p7.get("ablation_dataset", "webqsp"), m) for m in p7.get("ablations", [])]
+    wanted += [(d, m) for d in p7.get("encoder_datasets", []) for m in p7.get("encoders", [])]
+    for dataset, method in wanted:
+        if (dataset, method) in seen:
+            continue
+        seen.add((dataset, method))
+        params = {**p7, **(per7.get(dataset) or {})}
+        trained = method_config(method).trainable and params.get("num_epochs", 0) > 0
+        rows.append({"notebook": "07_ablations", **estimate_run(
+            dataset, method, seeds7 if trained else 1, params.get("num_epochs", 0), _sizes(params, dataset), trained,
+            measured, profile)})
+    for k in p7.get("k_grid", []):
+        for ce in p7.get("ce_grid", []):
+            dataset = p7.get("k_dataset") or p7.get("ablation_dataset", "webqsp")
+            rows.append({"notebook": "07_ablations", **estimate_run(
+                dataset, "g_retriever", 1, p7.get("num_epochs", 0), _sizes(p7, dataset), True, measured, profile,
+                name=f"{dataset}-g_retriever-k{k}-ce{ce}")})
+    dataset = p7.get("llm_size_dataset") or p7.get("ablation_dataset", "webqsp")
+    params = {**p7, **(per7.get(dataset) or {})}
+    for llm in p7.get("llm_sizes", []):  # GR Table 8: G-Retriever with another LLM (notebook 03's run is the first)
+        variant = "llm-" + llm.replace("/", "_").replace(":", "_")
+        rows.append({"notebook": "07_ablations", **estimate_run(
+            dataset, "g_retriever", 1, params.get("num_epochs", 0), _sizes(params, dataset), True, measured, profile,
+            name=f"{dataset}-g_retriever-{variant}", llm=llm)})
+    return rows
+
+
+def gnn_rag_rows(preset: str, profile: Profile, root: Path | None = None) -> list[dict]:
+    """Notebook 04: the reasoner per dataset key (training questions x epochs x measured seconds per question), the
+    two LoRA fine-tunes per dataset family, and the answers (questions x retrievers x measured seconds per answer)."""
+    from .gnn_rag.studies import dataset_keys
+
+    base = Path(root) if root is not None else outputs_root("bench").parent
+    p = notebook_parameters(preset, "04_gnn_rag")
+    by_key = p.get("by_key") or {}
+    keys = dataset_keys(p.get("datasets", []), p.get("metaqa_hops", []))
+    rows = []
+    for key, _, _ in keys:
+        own = {**p, **(by_key.get(key) or {})}
+        n = min(SPLIT_SIZES[key][0], own.get("max_train") or SPLIT_SIZES[key][0])
+        per = profile.reasoner_seconds_per_question.get(key)
+        epochs = int(own.get("num_epochs", 1))
+        rows.append({"notebook": "04_gnn_rag", "name": f"{key}-reasoner", "dataset": key, "method": "GNN reasoner",
+                     "seeds": 1, "epochs": epochs, "train": n, "val": own.get("max_val") or SPLIT_SIZES[key][1],
+                     "test": own.get("max_test") or SPLIT_SIZES[key][2], "tokens": None,
+                     "seconds": None if per is None else round(n * epochs * per),
+                     "basis": "measured s per question and epoch" if per is not None else "no measured reasoner"})
+    measured = _gnn_rag_measured(base)
+    from .gnn_rag_llm import RETRIEVERS
+
+    retrievers = list(p.get("retrievers", RETRIEVERS))  # the notebook's default: every retriever
+    families: dict[str, list[str]] = {}
+    for key, name, _ in keys:
+        families.setdefault(name, []).append(key)
+    for family, fkeys in families.items():
+        n = (p.get("llm_max_train") or SPLIT_SIZES[fkeys[0]][0]) * len(fkeys)
+        parts = [("answer_generator", p.get("llm_epochs", 1))]
+        if any("rog" in r for r in retrievers):
+            parts.append(("relation_generator", p.get("rog_epochs", 1)))
+        for part, epochs in parts:
+            m = measured["training"].get((family, part))
+            sec = None if m is None or profile.lora is None else n * epochs * m["tokens_per_example"] / (m["tps"] * profile.lora)
+            rows.append({"notebook": "04_gnn_rag", "name": f"{family}-{part}", "dataset": family, "method": part,
+                         "seeds": 1, "epochs": epochs, "train": n, "val": 0, "test": 0, "tokens": None,
+                         "seconds": None if sec is None else round(sec),
+                         "basis": m["basis"] if m else "no measured fine-tune"})
+    for key, name, _ in keys:
+        n = min(SPLIT_SIZES[key][2], p.get("llm_max_test") or SPLIT_SIZES[key][2])
+        secs, missing = 0.0, []
+        for r in retrievers:
+            per = measured["answers"].get((key, r), measured["answers"].get((name, r)))
+            if per is None:
+                missing.append(r)
+            else:
+                secs += n * per / (profile.answer or math.nan)
+        basis = "s / answer of the largest measured run per retriever" + (f" (none for {missing})" if missing else "")
+        if any("rog" in r for r in retrievers):  # the RoG beams generated once per question
+            known = measured["paths"].get(key) or next((v for k, v in measured["paths"].items()
+                                                        if k.split("-")[0] == name), None)
+            bench = _bench(base / "bench" / "relation_paths.json")
+            if bench.get("seconds_per_question"):  # batched as the notebook batches; to fp32 seconds, as the rest
+                speedup = _bench(base / "bench" / "precision.json").get("speedups_bf16_vs_fp32", {}).get("answers")
+                factor = (speedup or math.nan) if bench.get("dtype") == "bfloat16" else 1.0
+                per = bench["seconds_per_question"] * factor
+                known = (bench["questions"], per, f"bench/relation_paths.json: {bench['seconds_per_question']:.3f} s in "
+                                                  f"{bench.get('dtype')}")
+            if known is None:
+                missing.append("relation paths")
+            else:
+                secs += n * known[1] / (profile.answer or math.nan)
+                basis += f"; relation paths on {known[0]} questions ({known[2]})"
+        rows.append({"notebook": "04_gnn_rag", "name": f"{key}-answers", "dataset": key,
+                     "method": "answers: " + "/".join(retrievers), "seeds": 1, "epochs": 0, "train": 0, "val": 0,
+                     "test": n, "tokens": None, "seconds": None if missing or math.isnan(secs) else round(secs),
+                     "basis": basis})
+    return rows
+
+
+def _gnn_rag_measured(base: Path) -> dict:
+    """Measured GNN-RAG costs (fp32, 2 CPU cores): seconds per answer per (dataset key, retriever) from the run with
+    the most questions, and tokens per example and tokens/s of the two fine-tunes per dataset family."""
+    answers, sizes, training = {}, {}, {}
+    for path in sorted(base.glob("*/04_gnn_rag/retrievers.csv")) + sorted(base.glob("studies/*/retrievers.csv")):
+        for r in pd.read_csv(path).to_dict("records"):
+            k = (r["dataset"], r["retriever"])
+            if r.get("questions", 0) > sizes.get(k, 0):
+                sizes[k], answers[k] = r["questions"], float(r["s / answer"])
+                answers.setdefault((r["dataset"].split("-")[0], r["retriever"]), float(r["s / answer"]))
+    paths = {}  # relation-path generation (RoG beams): seconds per question, from the run with the most questions
+    for path in sorted(base.glob("*/04_gnn_rag/summary.json")):
+        for family, parts in (_bench(path).get("llm_training") or {}).items():
+            for key, sec in ((parts or {}).get("relation_path_seconds") or {}).items():
+                q = sizes.get((key, "rog"), 0)
+                if q and q >= paths.get(key, (0, 0.0))[0]:
+                    paths[key] = (q, sec / q, str(path.relative_to(base)))
+    for path in sorted(base.glob("*/04_gnn_rag/summary.json")) + sorted(base.glob("studies/*/metrics.json")):
+        block = _bench(path).get("llm_training") or _bench(path).get("training") or {}
+        for family, parts in block.items() if isinstance(block, dict) else []:
+            for part, rec in (parts or {}).items() if isinstance(parts, dict) else []:
+                hist, n = (rec or {}).get("history") if isinstance(rec, dict) else None, (rec or {}).get("train_examples")
+                if not hist or not n:
+                    continue
+                m = {"tokens_per_example": hist[0]["train_tokens"] / n,
+                     "tps": sum(h["train_tokens"] for h in hist) / max(sum(h["train_seconds"] for h in hist), 1e-9),
+                     "n": n, "basis": str(path.relative_to(base))}
+                if n > training.get((family, part), {}).get("n", 0):
+                    training[(family, part)] = m
+    return {"answers": answers, "training": training, "paths": paths}
+
+
+def plan(preset: str, profile: str = "cpu-bf16", root: Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(runs, notebooks)``: every estimated run, and per notebook the runs' sum plus its other measured work."""
+    prof = profiles(root)[profile]
+    measured = measured_runs(root)
+    runs = pd.DataFrame(training_rows(preset, measured, prof) + gnn_rag_rows(preset, prof, root))
+    base = Path(root) if root else outputs_root("bench").parent
+    suite = _bench(base / preset / "suite.json")
+    last = {n.get("notebook"): n.get("seconds") for n in suite.get("notebooks", []) if isinstance(n, dict)}
+    from .suite import find_notebooks
+
+    rows = []
+    for nb in find_notebooks(Path(__file__).resolve().parent.parent / "notebooks"):
+        mine = runs[runs.notebook == nb.stem] if len(runs) else runs
+        known = mine.seconds.dropna().sum() if len(mine) else 0.0
+        unknown = int(mine.seconds.isna().sum()) if len(mine) else 0
+        measured = last.get(nb.name)
+        other = None
+        if measured is not None:  # the notebook's last time minus what its committed runs took
+            took = (_gnn_rag_seconds(base / preset / "04_gnn_rag") if nb.stem == "04_gnn_rag"
+                    else _runs_seconds(base / preset / "runs", mine))
+            other = max(0.0, measured - took)
+        rows.append({"notebook": nb.stem, "runs": len(mine), "runs_seconds": round(known), "runs_unknown": unknown,
+                     "other_seconds": None if other is None else round(other), "last_measured_seconds": measured,
+                     "estimate_seconds": round(known + (other or 0.0))})
+    return runs, pd.DataFrame(rows)
+
+
+def _gnn_rag_seconds(folder: Path) -> float:
+    """Seconds notebook 04's last run spent in what :func:`gnn_rag_rows` estimates: reasoner epochs, the LoRA
+    fine-tunes and the answers (``summary.json``, ``retrievers.csv``)."""
+    summary = _bench(folder / "summary.json")
+    total = sum(h.get("seconds", 0.0) for hist in (summary.get("history") or {}).values() for h in hist)
+    for parts in (summary.get("llm_training") or {}).values():
+        total += sum(float((rec or {}).get("seconds") or 0) for rec in parts.values() if isinstance(rec, dict))
+    if (folder / "retrievers.csv").is_file():
+        t = pd.read_csv(folder / "retrievers.csv")
+        total += float((t["s / answer"] * t["questions"]).sum())
+    return total
+
+
+def _runs_seconds(runs_dir: Path, planned: pd.DataFrame) -> float:
+    """Seconds the committed runs of ``planned`` took (training, validation, answers, building): the part of a
+    notebook's measured time that the run estimates replace."""
+    total = 0.0
+    for r in planned.itertuples() if len(planned) else []:
+        for k in range(int(r.seeds)):
+            name = f"{r.name}-seed{k}"
+            # a run the preset has since moved to a study folder (its configuration changed) still took its time
+            found = [runs_dir / name] + sorted(runs_dir.parent.parent.glob(f"studies/*/runs/{name}"))
+            where = next((d for d in found if (d / "metrics.json").is_file()), runs_dir / name)
+            m = _bench(where / "metrics.json")
+            hist = _bench(where / "history.json") or []
+            total += sum(float(m.get(x) or 0) for x in ("train_seconds", "inference_seconds", "build_seconds"))
+            total += sum(float(h.get("val_seconds") or 0) for h in hist)
+    return total
+
+
+def render(preset: str, profile: str = "cpu-bf16", root: Path | None = None) -> str:
+    runs, notebooks = plan(preset, profile, root)
+    prof = profiles(root)[profile]
+    lines = [f"plan of preset {preset!r} on {prof.name}: {prof.description}", f"  speeds from: {prof.basis}", ""]
+    for nb in notebooks.itertuples():
+        other = ("other work not measured" if nb.other_seconds is None or nb.other_seconds != nb.other_seconds
+                 else f"other work {nb.other_seconds / 60:.1f} min (last measured {nb.last_measured_seconds / 60:.1f} "
+                      "min in all)")
+        lines.append(f"{nb.notebook}: about {nb.estimate_seconds / 60:.1f} min = {nb.runs} runs "
+                     f"{nb.runs_seconds / 60:.1f} min" + (f" (+{nb.runs_unknown} unknown)" if nb.runs_unknown else "")
+                     + f" + {other}")
+        for r in runs[runs.notebook == nb.notebook].itertuples() if len(runs) else []:
+            t = "unknown" if r.seconds is None or r.seconds != r.seconds else f"{r.seconds / 60:6.1f} min"
+            lines.append(f"    {r.name:44s} seeds {r.seeds} epochs {r.epochs:>2} "
+                         f"train {r.train:>6} test {r.test:>6}  {t}   [{r.basis}]")
+    total = notebooks.estimate_seconds.sum()
+    unknown = int(runs.seconds.isna().sum()) if len(runs) else 0
+    tokens = runs.tokens.dropna().sum() if len(runs) else 0
+    missing = int(notebooks.other_seconds.isna().sum())
+    lines += ["", f"estimated: {total / 60:.0f} min ({total / 3600:.1f} h) on {prof.name}"
+              + (f", a lower bound: {unknown} runs have no measured speed here" if unknown else "")
+              + (f", and {missing} notebooks' other work (datasets, retrieval, reports) no measured time" if missing
+                 else ""),
+              f"LLM training tokens in all: {tokens / 1e6:.1f} M (x epochs and seeds; divide by a measured tokens/s "
+              "for the time)"]
+    return "\n".join(lines)
+
+
+def default_profile(preset: str) -> str:
+    """``h100`` for the full preset, else this CPU with the dtype ``"auto"`` resolves to here."""
+    if preset == "full":
+        return "h100"
+    from .precision import resolve_dtype
+
+    return "cpu-bf16" if str(resolve_dtype("auto", "cpu")).endswith("bfloat16") else "cpu-fp32"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gr_core.plan", description=__doc__.split("\n")[0])
+    parser.add_argument("--preset", default="quick", choices=PRESETS)
+    parser.add_argument("--profile", default=None, help="cpu-fp32 | cpu-bf16 | h100 (default: h100 for full, "
+                                                        "else this CPU's own dtype)")
+    args = parser.parse_args(argv)
+    print(render(args.preset, args.profile or default_profile(args.preset)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,167 @@
+"""Does a training recipe learn every time? One configuration over seeds, judged seed by seed and over seeds.
+
+A recipe "learns" on a classification set when every seed's test interval lies above the majority class and the
+mean over seeds reaches the GNN-only classifier's (the graph alone, same seeds): one seed on one CPU is an anecdote,
+since a float-level change moves these models by several points (docs/explagraphs_learning.md).
+
+    python -m gr_core.train --preset cpu --dataset explagraphs --method g_retriever --seed 1   # one seed (resumable)
+    python -m gr_core.recipe --runs outputs/cpu/runs --method g_retriever --out outputs/studies/explagraphs_recipe
+    python -m gr_core.recipe ... --compare outputs/studies/precision_check/runs:g_retriever-bfloat16   # other schedule
+
+The report gives per seed the validation curve (greedy accuracy and loss per epoch), the epoch kept, the test score
+with its Wilson interval and whether it clears the majority class; over seeds the mean, std and the paired tests
+(:func:`gr_core.stats.compare_seeds`) against each reference row; and, for every ``--compare`` series, the same
+numbers and a paired test against the recipe, seed k with seed k on the same questions.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from .runs import environment_record, read_json, write_json
+
+REFERENCES = ("majority", "gnn_classifier", "negation_parity")
+
+
+def seed_runs(runs_dir: str | Path, dataset: str, method: str) -> list[Path]:
+    """The finished run directories ``<dataset>-<method>-seed<k>`` under ``runs_dir``, by seed."""
+    prefix = f"{dataset}-{method}-seed"
+    found = [(int(d.name[len(prefix):]), d) for d in Path(runs_dir).glob(prefix + "*")
+             if d.name[len(prefix):].isdigit() and (d / "metrics.json").is_file()]
+    return [d for _, d in sorted(found)]
+
+
+def _scores(run_dir: Path) -> tuple[list[str], np.ndarray]:
+    from .results import question_scores
+
+    s = question_scores(run_dir.parent, run_dir.name)
+    return list(s.index), s.to_numpy()
+
+
+def describe_seeds(runs: list[Path], majority: float | None = None) -> dict:
+    """Per seed: the validation curve, the epoch kept, the test score and its interval; over seeds: mean and std."""
+    from .precision import run_precision
+    from .stats import wilson_interval
+
+    seeds = []
+    for d in runs:
+        m = read_json(d / "metrics.json")
+        hist = read_json(d / "history.json") if (d / "history.json").is_file() else []
+        _, right = _scores(d)
+        low, high = wilson_interval(float(right.sum()), len(right))
+        seeds.append({"run": d.name, "seed": m.get("seed"), "test": round(float(right.mean()), 4), "n": len(right),
+                      "ci": [round(low, 4), round(high, 4)],
+                      "above_majority": None if majority is None else bool(low > majority),
+                      "epoch_kept": m.get("best_epoch"), "config_hash": m.get("config_hash"),
+                      "dtype": run_precision(m).get("dtype"), "cpu": run_precision(m).get("cpu_model"),
+                      "val_match": [round(h.get("val_match", float("nan")), 4) for h in hist],
+                      "val_loss": [round(h["val_loss"], 4) for h in hist],
+                      "train_seconds": m.get("train_seconds"), "seconds_per_epoch": m.get("seconds_per_epoch")})
+    tests = np.array([s["test"] for s in seeds])
+    return {"seeds": seeds, "mean": round(float(tests.mean()), 4) if len(tests) else None,
+            "std": round(float(tests.std(ddof=1)), 4) if len(tests) > 1 else None,
+            "all_above_majority": None if majority is None or not seeds else all(s["above_majority"] for s in seeds)}
+
+
+def _matrix(runs: list[Path]) -> tuple[list[str], np.ndarray]:
+    ids, rows = None, []
+    for d in runs:
+        q, right = _scores(d)
+        if ids is not None and q != ids:
+            raise ValueError(f"{d}: other test questions than {runs[0]}")
+        ids = q
+        rows.append(right)
+    return ids or [], np.stack(rows) if rows else np.zeros((0, 0))
+
+
+def paired_over_seeds(a: list[Path], b: list[Path]) -> dict:
+    """:func:`gr_core.stats.compare_seeds` of two seed series (b with one run: paired with every seed of a)."""
+    from .stats import compare_seeds
+
+    ids_a, ma = _matrix(a)
+    ids_b, mb = _matrix(b)
+    if ids_a != ids_b:
+        raise ValueError("the two series answered other test questions")
+    if len(mb) == 1 and len(ma) > 1:
+        mb = np.repeat(mb, len(ma), axis=0)
+    k = min(len(ma), len(mb))
+    r = compare_seeds(ma[:k], mb[:k])
+    keep = ("score_a", "score_b", "n", "diff", "p", "test", "seeds", "scores_a", "scores_b", "p_cmh", "p_seeds",
+            "a_only", "b_only")
+    return {key: (round(v, 6) if isinstance(v, float) else v) for key, v in r.items() if key in keep}
+
+
+def report(runs_dir: str | Path, method: str, dataset: str = "explagraphs", compare: list[tuple[str, Path, str]] = (),
+           out: str | Path | None = None) -> dict:
+    """The recipe's seeds, their comparison with the reference rows and with other schedules; written to
+    ``out/recipe.json`` when ``out`` is given.
+
+    Args:
+        compare: ``(label, runs_dir, method)`` series to set beside the recipe (e.g. the 2-epoch runs).
+    """
+    from .stats import verdict
+
+    runs_dir = Path(runs_dir)
+    majority_runs = seed_runs(runs_dir, dataset, "majority")
+    majority = float(_scores(majority_runs[0])[1].mean()) if majority_runs else None
+    mine = seed_runs(runs_dir, dataset, method)
+    if not mine:
+        raise FileNotFoundError(f"no finished {dataset}-{method}-seed<k> run under {runs_dir}")
+    result = {"dataset": dataset, "method": method, "runs_dir": str(runs_dir), "majority": majority,
+              "recipe": describe_seeds(mine, majority), "references": {}, "schedules": {},
+              "env": environment_record()}
+    for ref in REFERENCES:
+        theirs = seed_runs(runs_dir, dataset, ref)
+        if theirs:
+            r = paired_over_seeds(mine, theirs)
+            result["references"][ref] = {**r, "verdict": verdict(r["diff"], r["p"]),
+                                         "reference": describe_seeds(theirs)}
+    for label, other_dir, other_method in compare:
+        theirs = seed_runs(other_dir, dataset, other_method)
+        if theirs:
+            r = paired_over_seeds(mine, theirs)
+            result["schedules"][label] = {"runs_dir": str(other_dir), "method": other_method,
+                                          **describe_seeds(theirs, majority), "against_recipe": r,
+                                          "verdict": verdict(r["diff"], r["p"])}
+    if out is not None:
+        write_json(Path(out) / "recipe.json", result)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gr_core.recipe", description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", required=True, help="the runs folder holding <dataset>-<method>-seed<k>")
+    parser.add_argument("--method", default="g_retriever")
+    parser.add_argument("--dataset", default="explagraphs")
+    parser.add_argument("--compare", nargs="*", default=[],
+                        help="LABEL=RUNS_DIR:METHOD series to compare with (e.g. 2ep-bf16=outputs/studies/"
+                             "precision_check/runs:g_retriever-bfloat16)")
+    parser.add_argument("--out", help="folder for recipe.json")
+    args = parser.parse_args(argv)
+    compare = []
+    for spec in args.compare:
+        label, _, rest = spec.partition("=")
+        folder, _, method = rest.rpartition(":")
+        if not (label and folder and method):
+            parser.error(f"--compare {spec!r}: expected LABEL=RUNS_DIR:METHOD")
+        compare.append((label, Path(folder), method))
+    r = report(args.runs, args.method, args.dataset, compare, args.out)
+    rec = r["recipe"]
+    print(f"{args.dataset} {args.method}: " + " / ".join(
+        f"seed {s['seed']} {s['test']:.3f} [{s['ci'][0]:.3f}, {s['ci'][1]:.3f}]" for s in rec["seeds"])
+          + f"; mean {rec['mean']} ± {rec['std']}; every seed above the majority class {r['majority']}: "
+          f"{rec['all_above_majority']}")
+    for name, ref in r["references"].items():
+        print(f"  against {name}: {ref['score_a']:.4f} vs {ref['score_b']:.4f}, p {ref['p']:.3g} ({ref['test']}): "
+              f"{ref['verdict']}")
+    for name, sch in r["schedules"].items():
+        print(f"  {name}: " + " / ".join(f"{s['test']:.3f}" for s in sch["seeds"]) + f"; mean {sch['mean']}; "
+              f"recipe minus it {sch['against_recipe']['diff']:+.4f}, p {sch['against_recipe']['p']:.3g} "
+              f"(over seeds alone, t-test: p {sch['against_recipe'].get('p_seeds', float('nan')):.3g})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,89 @@
+"""The suite's plan (``./gr suite --dry-run``): estimates built from measured runs, checked by hand."""
+import json
+
+import pytest
+
+from gr_core.plan import SPLIT_SIZES, estimate_run, measured_runs, plan, profiles, render
+
+
+def _write(path, obj):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj))
+
+
+@pytest.fixture
+def outputs(tmp_path):
+    """An outputs/ tree with one measured fp32 run and the bf16/fp32 speedups of a bench."""
+    run = tmp_path / "quick" / "runs" / "explagraphs-g_retriever-seed0"
+    _write(run / "metrics.json", {"dataset": "explagraphs", "method": "g_retriever", "num_train": 100, "num_val": 50,
+                                  "num_test": 10, "inference_seconds": 20.0, "mean_prompt_tokens": 150.0})
+    _write(run / "config.json", {"model": {"llm": {"model": "embedded:smollm2-135m-instruct"}}})
+    # 160 tokens per example, 160 tokens/s, 0.2 s per validation question
+    _write(run / "history.json", [{"train_tokens": 16000, "train_seconds": 100.0, "val_seconds": 10.0}] * 2)
+    _write(tmp_path / "bench" / "precision.json", {"speedups_bf16_vs_fp32": {
+        "g_retriever_step": 2.0, "g_retriever_lora_step": 1.5, "answers": 4.0}})
+    return tmp_path
+
+
+def test_a_run_is_estimated_from_the_measured_run_scaled_to_the_target(outputs):
+    measured = measured_runs(outputs)
+    assert len(measured) == 1 and measured.iloc[0].tokens_per_example == 160.0 and measured.iloc[0].train_tps == 160.0
+    bf16 = profiles(outputs)["cpu-bf16"]
+    r = estimate_run("explagraphs", "g_retriever", 3, 2, (1659, 553, 554), True, measured, bf16)
+    # per seed: training 1659 x 160 x 2 tokens at 160 x 2 tokens/s = 1659 s; validation 2 x 553 x 0.2 / 2 = 110.6 s;
+    # answers 554 x 2 s / 4 = 277 s; three seeds
+    assert r["seconds"] == round(3 * (1659 + 110.6 + 277)) and r["tokens"] == 3 * 1659 * 160 * 2
+    assert r["basis"] == "quick/explagraphs-g_retriever-seed0"
+    # the stand-in for a method never run (prompt tuning: the same inputs as G-Retriever), and the fp32 profile
+    fp32 = estimate_run("explagraphs", "prompt_tuning", 1, 2, (1659, 553, 554), True, measured, profiles(outputs)["cpu-fp32"])
+    assert fp32["seconds"] == round(2 * 1659 + 2 * 553 * 0.2 + 554 * 2)
+    # nothing measured on another dataset, and no GPU throughput: unknown, never guessed
+    assert estimate_run("webqsp", "g_retriever", 1, 2, (976, 326, 326), True, measured, bf16)["seconds"] is None
+    gpu = estimate_run("explagraphs", "g_retriever", 1, 2, (1659, 553, 554), True, measured, profiles(outputs)["h100"])
+    assert gpu["seconds"] is None and gpu["tokens"] == 1659 * 160 * 2 and "no h100 throughput" in gpu["basis"]
+
+
+def test_split_sizes_are_the_loaders():
+    from gr_core.graphqa import DatasetConfig, load_dataset
+
+    ds = load_dataset(DatasetConfig("explagraphs"))
+    assert tuple(len(ds.split[s]) for s in ("train", "val", "test")) == SPLIT_SIZES["explagraphs"]
+
+
+def test_the_plan_lists_every_notebook_and_the_presets_runs():
+    runs, notebooks = plan("cpu", "cpu-bf16")
+    assert list(notebooks.notebook)[:4] == ["00_quickstart", "01_datasets", "02_retrieval", "03_training"]
+    g = runs[runs.name == "explagraphs-g_retriever"].iloc[0]
+    assert (g.seeds, g.epochs, g.train, g.test) == (3, 3, 1659, 554)
+    assert runs[runs.name == "explagraphs-zero_shot"].iloc[0].seeds == 1  # untrained: one run for every seed
+    assert "explagraphs-gr_wo_projector" in set(runs.name)  # Table 6 on ExplaGraphs in the cpu preset
+    text = render("full", "h100")
+    assert "03_training" in text and "LLM training tokens in all" in text
+
+
+def test_suite_dry_run_prints_the_plan_and_runs_nothing(capsys, tmp_path, monkeypatch):
+    from gr_core import suite
+
+    monkeypatch.setattr(suite, "run_suite", lambda *a, **k: pytest.fail("a dry run must not run the suite"))
+    assert suite.main(["--preset", "quick", "--dry-run", "--profile", "cpu-fp32"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("plan of preset 'quick' on cpu-fp32") and "04_gnn_rag" in out and "estimated:" in out
+
+
+def test_gnn_rag_answers_add_the_relation_paths_measured_by_the_bench(outputs):
+    import pandas as pd
+
+    from gr_core.plan import gnn_rag_rows
+
+    keys = ["webqsp", "metaqa-1hop", "metaqa-2hop", "metaqa-3hop"]
+    table = pd.DataFrame([{"dataset": k, "retriever": r, "questions": 100, "s / answer": s}
+                          for k in keys for r, s in (("none", 0.2), ("gnn", 0.4), ("gnn+rog", 0.6))])
+    (outputs / "quick" / "04_gnn_rag").mkdir(parents=True)
+    table.to_csv(outputs / "quick" / "04_gnn_rag" / "retrievers.csv", index=False)
+    _write(outputs / "bench" / "relation_paths.json", {"questions": 64, "seconds_per_question": 0.25,
+                                                       "dtype": "bfloat16"})
+    rows = {r["name"]: r for r in gnn_rag_rows("quick", profiles(outputs)["cpu-bf16"], outputs)}
+    a = rows["metaqa-3hop-answers"]
+    # 200 questions x (0.2 + 0.4 + 0.6) fp32 s / 4 (bf16 answers) + 200 x 0.25 bf16 s (0.25 x 4 in fp32, / 4)
+    assert a["test"] == 200 and a["seconds"] == round(200 * 1.2 / 4 + 200 * 0.25)
+    assert "relation paths" in a["basis"] and "bench/relation_paths.json" in a["basis"]
