@@ -90,7 +90,8 @@ def paired_over_seeds(a: list[Path], b: list[Path]) -> dict:
     r = compare_seeds(ma[:k], mb[:k])
     keep = ("score_a", "score_b", "n", "diff", "p", "test", "seeds", "scores_a", "scores_b", "p_cmh", "p_seeds",
             "a_only", "b_only")
-    return {key: (round(v, 6) if isinstance(v, float) else v) for key, v in r.items() if key in keep}
+    # four significant digits: a p-value of 1.6e-8 must not round to 0
+    return {key: (float(f"{v:.4g}") if isinstance(v, float) else v) for key, v in r.items() if key in keep}
 
 
 def report(runs_dir: str | Path, method: str, dataset: str = "explagraphs", compare: list[tuple[str, Path, str]] = (),
