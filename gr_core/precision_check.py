@@ -30,7 +30,7 @@ import numpy as np
 
 from .paths import outputs_root
 from .runs import read_json, write_json
-from .stats import compare, mcnemar_exact, over_seeds, wilson_interval
+from .stats import compare, over_seeds, wilson_interval
 from .train import RunConfig, run
 
 DTYPES = ("float32", "bfloat16")
@@ -115,16 +115,19 @@ def _predictions(run_dir: Path, name: str = "predictions.jsonl") -> tuple[list[s
 
 
 def pooled_mcnemar(pairs: list[tuple[np.ndarray, np.ndarray]]) -> dict:
-    """Exact McNemar test on discordant pairs summed over strata (seeds): for 1:1 matched binary pairs this is the
-    Mantel-Haenszel test of a common effect across strata.
+    """Exact McNemar test on discordant pairs summed over strata (seeds): :func:`gr_core.stats.mcnemar_cmh`.
 
     Returns:
         ``{"b", "c", "n", "p"}``: b = pairs right in the first system only, c = right in the second only.
     """
-    a = np.concatenate([x for x, _ in pairs]) if pairs else np.zeros(0)
-    b = np.concatenate([y for _, y in pairs]) if pairs else np.zeros(0)
-    result = mcnemar_exact(a, b)
-    return {"b": result["a_only"], "c": result["b_only"], "n": result["n"], "p": result["p"]}
+    from .stats import mcnemar_cmh
+
+    if not pairs:
+        return {"b": 0, "c": 0, "n": 0, "p": 1.0}
+    a = np.concatenate([x for x, _ in pairs])[None, :]  # one stratum of all pairs: the summed counts are the same
+    b = np.concatenate([y for _, y in pairs])[None, :]
+    r = mcnemar_cmh(a, b)
+    return {"b": r["a_only"], "c": r["b_only"], "n": r["n"], "p": r["p"]}
 
 
 # the quick preset's run of this configuration in fp32 on another CPU (moved from outputs/quick/runs/ when the quick
