@@ -49,7 +49,6 @@ record paired with every other one (a record of another commit: run this file fr
 """
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -61,8 +60,8 @@ import torch
 from common import machine, package_versions, summarize, write_result  # noqa: I001
 
 from gr_core.chat import ChatIndex, GraphChat, find_checkpoint, find_reasoner, load_graph
-from gr_core.paths import data_file
 from gr_core.retrieval import retrieve_subgraph
+from gr_core.studies.chat_without_questions import ask_alone, metaqa_sample
 
 PER_HOP = 20
 ANSWERED = 12  # questions per model for the answer timing
@@ -82,16 +81,8 @@ OFF_TOPIC = [
 
 
 def metaqa_questions(seed: int = 0) -> list[dict]:
-    rng = np.random.default_rng(seed)
-    out = []
-    for hop in (1, 2, 3):
-        lines = data_file("metaqa", f"{hop}-hop", "qa_test.txt").read_text(encoding="utf-8").splitlines()
-        for i in sorted(rng.choice(len(lines), PER_HOP, replace=False).tolist()):
-            q, answers = lines[i].split("\t")
-            topic = re.search(r"\[([^\]]+)\]", q).group(1)
-            out.append({"hop": hop, "line": i + 1, "question": re.sub(r"\[([^\]]+)\]", r"\1", q), "topic": topic,
-                        "answers": answers.split("|")})
-    return out
+    """:data:`PER_HOP` official MetaQA test questions per hop count (seeded sample), asked as a user writes them."""
+    return metaqa_sample("test", PER_HOP, seed)
 
 
 def cold_index_seconds(spec: str) -> float:
@@ -202,23 +193,6 @@ def mode_record(graph: str, mode: str, rows: list[dict]) -> dict:
             "node_answer_share": float(np.mean([r["node_answer"] for r in rows])),
             "turn_median_s": float(np.median([r["turn_s"] for r in rows])),
             "turn_p90_s": summarize([r["turn_s"] for r in rows])["p90_s"]}
-
-
-def ask_alone(chat: GraphChat, q: dict) -> dict:
-    """One question on its own: the per-question row of :func:`mode_record`."""
-    from gr_core.evaluate import kgqa_scores
-
-    chat.reset()
-    t = time.perf_counter()
-    turn = chat.ask(q["question"])
-    secs = time.perf_counter() - t
-    gold = {a.lower() for a in q["answers"]}
-    ev = {str(a).lower() for a in turn.evidence.nodes.node_attr} if turn.evidence is not None else set()
-    lines = turn.answer.split(" | ") if turn.mode in ("ranked", "reasoner") else turn.answer
-    s = kgqa_scores(lines, q["answers"])
-    return {"question": q["question"], "answer": turn.answer, "hit": s["hit"], "hit1": s["hit1"],
-            "in_evidence": bool(gold & ev), "node_answer": bool(turn.answer_nodes), "turn_s": secs,
-            "status": turn.status, "candidates": len(turn.candidates)}
 
 
 WEBQSP_MINI = "webqsp (60 test mini-graphs)"

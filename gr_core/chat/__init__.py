@@ -27,14 +27,24 @@ Command line::
 
     python -m gr_core.chat --triples my_kg.tsv "who directed The Matrix?" "and who starred in it?"
 
+A graph that comes without questions (docs/chat.md, "Chat without training questions"):
+``GraphChat(graph, train_reasoner=True)`` trains GNN-RAG's reasoner on questions generated from the graph's own facts
+(:mod:`~gr_core.chat.generate`, :mod:`~gr_core.chat.graph_reasoner`), and ``answer_mode="paths"`` answers with the
+relation path that reads most like the question, no model at all (:mod:`~gr_core.chat.path_ranker`).
+
 The package, one step per module: :mod:`~gr_core.chat.graphs` (reading graphs), :mod:`~gr_core.chat.index` (the
 index: embeddings, name table, linking, neighbourhood scope), :mod:`~gr_core.chat.config` (:class:`ChatConfig` and
 the per-kind defaults), :mod:`~gr_core.chat.models` (checkpoints and reasoners found in ``outputs/``),
-:mod:`~gr_core.chat.conversation` (:class:`GraphChat`, :class:`Turn`) and :mod:`~gr_core.chat.cli`.
+:mod:`~gr_core.chat.generate` (questions from a graph's facts), :mod:`~gr_core.chat.graph_reasoner` (a reasoner
+trained on them), :mod:`~gr_core.chat.path_ranker` (the training-free ranker), :mod:`~gr_core.chat.ranking` (LLM
+scoring of node names), :mod:`~gr_core.chat.conversation` (:class:`GraphChat`, :class:`Turn`) and
+:mod:`~gr_core.chat.cli`.
 """
 from .config import (CHECKPOINT_PRESETS, KIND_DATASETS, KIND_RELATION_THRESHOLD, KIND_RETRIEVAL, KIND_TEMPLATE, KINDS,
                      ChatConfig)
 from .conversation import STATUSES, GraphChat, Turn, candidates_table, save_turns, show_turns, turns_table
+from .generate import GenerationConfig, generate_questions
+from .graph_reasoner import GraphReasonerConfig, TooFewQuestions, train_graph_reasoner
 from .graphs import graph_from_triple_list, load_graph, read_graph_csv, read_triples, write_triples
 from .index import ChatIndex
 from .models import PRESET_CHAT_REASONER, REASONER_KEYS, checkpoint_in_dim, find_checkpoint, find_reasoner, load_answerer
@@ -43,4 +53,5 @@ __all__ = ["CHECKPOINT_PRESETS", "KINDS", "KIND_DATASETS", "KIND_RELATION_THRESH
            "PRESET_CHAT_REASONER", "REASONER_KEYS", "STATUSES", "ChatConfig", "ChatIndex", "GraphChat", "Turn", "checkpoint_in_dim",
            "find_checkpoint", "find_reasoner", "graph_from_triple_list", "load_answerer", "load_graph",
            "read_graph_csv", "read_triples", "save_turns", "show_turns", "turns_table", "write_triples",
-           "candidates_table"]
+           "candidates_table", "GenerationConfig", "generate_questions", "GraphReasonerConfig", "TooFewQuestions",
+           "train_graph_reasoner"]

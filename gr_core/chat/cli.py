@@ -24,9 +24,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--retriever", choices=("auto", "pcst", "gnn"), default="auto",
                         help="auto: gnn when a saved reasoner knows the graph's relations, else pcst")
     parser.add_argument("--reasoner", help="a GNN-RAG reasoner file (for --retriever gnn)")
+    parser.add_argument("--train-reasoner", action="store_true",
+                        help="no saved reasoner knows this graph: train one on questions generated from its facts "
+                             "(minutes; cached by the graph's content)")
     parser.add_argument("--answer-mode", choices=ANSWER_MODES,
                         help="ranked (a node name of the evidence, chosen by the LLM; KG default) | free (the LLM "
-                             "writes) | reasoner (GNN-RAG's ranking; the default with a reasoner)")
+                             "writes) | reasoner (GNN-RAG's ranking; the default with a reasoner) | paths (the "
+                             "relation path that reads most like the question; no model)")
     parser.add_argument("--evidence-format", choices=EVIDENCE_FORMATS, help="triples lines (KG default) | csv (the paper's)")
     parser.add_argument("--cite", action="store_true", help="also ask the model to list the supporting nodes and edges")
     parser.add_argument("--max-new-tokens", type=int, default=ChatConfig.max_new_tokens)
@@ -42,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         overrides = {"kind": args.kind} if args.kind else {}
         chat = GraphChat(graph, model=args.model, llm_model=args.llm, reasoner=args.reasoner,
                          retriever=args.retriever, cite=args.cite, max_new_tokens=args.max_new_tokens,
+                         train_reasoner=args.train_reasoner,
                          answer_mode=args.answer_mode, evidence_format=args.evidence_format, **overrides)
     except (GraphFormatError, FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -19,7 +19,7 @@ KIND_RELATION_THRESHOLD = {"kg": 0.18, "scene": 0.0, "explanation": 0.0}
 # How each kind answers when ChatConfig.answer_mode is None. KG questions ask for entities, so the answer is ranked
 # among the evidence's node names (bench/chat.py measures the modes); scene and ExplaGraphs questions ask for an
 # attribute, a count or a stance that is no node: free text.
-ANSWER_MODES = ("free", "ranked", "reasoner")
+ANSWER_MODES = ("free", "ranked", "reasoner", "paths")
 RETRIEVERS = ("auto", "pcst", "gnn")
 KIND_ANSWER_MODE = {"kg": "ranked", "scene": "free", "explanation": "free"}
 # How each kind writes its evidence when ChatConfig.evidence_format is None: KG names spelled out in lines
@@ -60,8 +60,13 @@ class ChatConfig:
         answer_mode: ``free`` (the LLM writes the answer; checked afterwards), ``ranked`` (the LLM scores every node
             name of the evidence as its reply and the best ones are the answer: a node by construction, see
             :mod:`gr_core.chat.ranking`), ``reasoner`` (GNN-RAG's reasoner ranks the candidates, no LLM; needs
-            ``retriever="gnn"``); None: ``reasoner`` when the retriever is ``gnn``, else the kind's default
-            (:data:`KIND_ANSWER_MODE`).
+            ``retriever="gnn"``), ``paths`` (no model: the relation path from the question's entity whose relation
+            names read most like the question, :mod:`gr_core.chat.path_ranker`; two named entities: the intersection);
+            None: ``reasoner`` when the retriever is ``gnn``, else the kind's default (:data:`KIND_ANSWER_MODE`).
+        path_intersect: ``paths`` mode: a question naming two entities is answered by the intersection of what each
+            one's paths reach (False: the best single path of either).
+        path_hops, path_hop_penalty: ``paths`` mode: the longest relation path followed from the question's entity,
+            and the similarity subtracted per hop beyond the first (:class:`~gr_core.chat.path_ranker.PathScorer`).
         max_answers, answer_margin: a ranked answer lists the best candidate and those whose score is within
             ``answer_margin`` of it, at most ``max_answers``.
         calibrate, length_norm: ranked-mode scoring options (see :func:`~gr_core.chat.ranking.rank_candidates`).
@@ -99,6 +104,9 @@ class ChatConfig:
     calibrate: bool = False
     length_norm: bool = False
     relation_prior: float = 20.0  # bench/chat.py: 0, 10, 20 on the MetaQA sample (20: best Hit and Hit@1)
+    path_hops: int = 3  # MetaQA's questions take 1 to 3 hops
+    path_intersect: bool = True  # two named entities: the intersection of their paths (False: the best single path)
+    path_hop_penalty: float = 0.1  # chosen on MetaQA's dev questions (docs/chat.md, "Chat without training questions")
     evidence_format: str | None = None
 
     def __post_init__(self) -> None:

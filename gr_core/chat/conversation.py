@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import time
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -143,6 +144,11 @@ class GraphChat:
         llm_model: the LLM (the embedded SmolLM2-135M-Instruct, or any Hugging Face path).
         reasoner: a trained GNN-RAG reasoner (:class:`~gr_core.gnn_rag.ReaRev`) or its saved file, for
             ``retriever="gnn"``; when not given, the one :func:`find_reasoner` finds in ``outputs/``.
+        train_reasoner: True (or a :class:`~gr_core.chat.graph_reasoner.GraphReasonerConfig`), with no
+            ``reasoner`` given: answer with a reasoner trained on questions generated from this graph's own facts
+            (none of the saved ones is looked for) (:func:`~gr_core.chat.graph_reasoner.train_graph_reasoner`: minutes on 2 cores, cached by
+            the graph's content and the settings) and answers with it (``retriever="gnn"``). A graph too small to
+            generate enough questions from gets a warning and no reasoner (the chat answers as without one).
         config: a :class:`ChatConfig`; keyword arguments override its fields.
 
     >>> chat = GraphChat("my_kg.tsv")                          # doctest: +SKIP
@@ -151,7 +157,7 @@ class GraphChat:
 
     def __init__(self, graph, model: str = "auto", llm_model: str = "embedded:smollm2-135m-instruct",
                  device: str = "auto", encoder: str | None = None, reasoner=None, config: ChatConfig | None = None,
-                 **overrides):
+                 train_reasoner=False, **overrides):
         kind = overrides.pop("kind", None)
         source = "graph"
         if isinstance(graph, (str, Path)):
@@ -168,6 +174,9 @@ class GraphChat:
         self.model_spec, self.llm_model, self.device = model, llm_model, device
         self._llm = None
         self.model_name = ""
+        self.trained_reasoner = None
+        if reasoner is None and train_reasoner and self.config.retriever != "pcst":
+            reasoner = self.trained_reasoner = self._train_reasoner(train_reasoner)
         if self.config.retriever == "auto":  # GNN-RAG when a reasoner knows this graph's relations (ChatConfig)
             if reasoner is None:
                 reasoner = find_reasoner(relations=self.index.kg.relations)
@@ -188,6 +197,18 @@ class GraphChat:
                              "gr_core.gnn_rag --chat trains the MetaQA chat's; notebook 04 saves one per dataset): "
                              "pass reasoner=<ReaRev or its .pt>")
         self.history: list[Turn] = []
+        self._path_scorer = None  # paths mode: path texts encoded once per chat
+
+    def _train_reasoner(self, spec) -> Path | None:
+        """A reasoner trained on questions generated from this graph (cached): ``spec`` True or a config."""
+        from .graph_reasoner import GraphReasonerConfig, TooFewQuestions, train_graph_reasoner
+
+        cfg = spec if isinstance(spec, GraphReasonerConfig) else GraphReasonerConfig()
+        try:
+            return train_graph_reasoner(self.index, cfg, self.config.neighbourhood, self.encoder_name)
+        except TooFewQuestions as err:  # documented fallback: the chat answers without a reasoner
+            warnings.warn(f"no reasoner trained: {err}", stacklevel=3)
+            return None
 
     # ------------------------------------------------------------------ lazy parts
     @staticmethod
@@ -338,26 +359,14 @@ class GraphChat:
         whose best non-seed node is most probable is kept.
         Returns the evidence, the paths' lines, the candidates (best first, score = the reasoner's probability) and
         the seed positions used."""
-        import torch
-
         from ..data import induced_subgraph
-        from ..gnn_rag import QuestionGraph, node_probabilities, reasoning_paths, select_candidates
+        from ..gnn_rag import node_probabilities, reasoning_paths, select_candidates
+        from .graph_reasoner import question_graph, scope_tensors
 
         options = [o for o in seed_options if len(o)] or [np.array([int(np.argmax(node_sim[nodes]))])]
-        pos = np.full(self.index.num_nodes, -1, np.int64)
-        pos[nodes] = np.arange(len(nodes))
-        kg = self.index.kg
-        shared = dict(edge_index=torch.from_numpy(np.stack([pos[kg.heads[edges]], pos[kg.tails[edges]]])).view(2, -1),
-                      rel_table=torch.from_numpy(self.index.rel_emb), rel_id=torch.from_numpy(kg.rels[edges]).long(),
-                      answer=torch.zeros(len(nodes), dtype=torch.bool), q_emb=torch.from_numpy(q).view(1, -1),
-                      num_nodes=len(nodes))
-        if q_masked is not None:
-            shared["q_masked"] = torch.from_numpy(q_masked).view(1, -1)
-        datas = []
-        for local_seeds in options:
-            seed = np.zeros(len(nodes), bool)
-            seed[local_seeds] = True
-            datas.append(QuestionGraph(seed=torch.from_numpy(seed), **shared))
+        shared = scope_tensors(self.index, nodes, edges)
+        datas = [question_graph(self.index, nodes, edges, local_seeds, q, q_masked, shared=shared)
+                 for local_seeds in options]
         all_probs = node_probabilities(self.reasoner, datas)
         confidence = [float(np.delete(p, o).max(initial=0.0)) for p, o in zip(all_probs, options)]
         best = int(np.argmax(confidence))
@@ -415,6 +424,8 @@ class GraphChat:
             turn.model = f"GNN-RAG reasoner ({Path(self.reasoner_path).name if self.reasoner_path else 'given'})"
         elif mode == "ranked":
             chosen = self._ranked_answer(turn)
+        elif mode == "paths":
+            chosen = self._path_answer(turn)
         else:
             net = self.llm
             turn.answer = net.generate(self._prompt_batch(turn), self.config.max_new_tokens)[0]
@@ -498,6 +509,55 @@ class GraphChat:
         turn.candidates = [c.to_dict() for c in ranked]
         turn.model = self.model_name
         return choose(ranked, cfg.max_answers, cfg.answer_margin)
+
+    def _path_answer(self, turn: Turn) -> list[Candidate]:
+        """``paths`` mode (:mod:`gr_core.chat.path_ranker`): the nodes of the relation path from the question's entity
+        whose relation names read most like the question (two entities named: the intersection of their paths); the
+        evidence becomes those paths' facts."""
+        from ..gnn_rag import topic_masked
+        from .path_ranker import PathScorer, enumerate_paths, node_scores, path_edges, rank_two_entities
+
+        cfg, index = self.config, self.index
+        kg = index.kg
+        own = self.index.link(turn.question)
+        starts = own or index.rows_of(turn.linked)
+        if not starts:  # nothing named: the node most similar to the question
+            starts = [int(np.argmax(index.similarities(self.embed(turn.question))[0]))]
+        q_masked = self.embed(topic_masked(turn.question, [kg.entities[r] for r in starts]))
+        if self._path_scorer is None:
+            self._path_scorer = PathScorer(lambda texts: self.encoder.encode(
+                texts, normalize_embeddings=True, convert_to_numpy=True, batch_size=64))
+        names = {}
+        for r in starts:  # one entity per distinct name (a name shared by two nodes is one entity)
+            names.setdefault(kg.entities[r].lower(), []).append(r)
+        groups = list(names.values())
+        ranked = [self._path_scorer.score(q_masked, enumerate_paths(kg, np.array(g), cfg.path_hops),
+                                          cfg.path_hop_penalty) for g in groups]
+        pair = rank_two_entities(ranked) if len(groups) >= 2 and cfg.path_intersect else None
+        if pair is not None:
+            chosen_rows, used = pair
+            scored = [(int(n), used[0].score + used[1].score, used[0]) for n in chosen_rows]
+        else:
+            flat = sorted((p for r in ranked for p in r), key=lambda p: (-p.score, len(p.path)))
+            used = flat[:1]
+            scored = node_scores(flat)
+            chosen_rows = used[0].reached if used else np.zeros(0, np.int64)
+        by_name: dict[str, Candidate] = {}
+        for n, score, _ in scored:
+            c = by_name.setdefault(kg.entities[n], Candidate(kg.entities[n], [], score))
+            c.node_ids.append(int(index.node_ids[n]))
+        cands = list(by_name.values())
+        turn.candidates = [c.to_dict() for c in cands[:50]]
+        keep = {kg.entities[n] for n in chosen_rows.tolist()}
+        chosen = [c for c in cands if c.name in keep][:cfg.max_answers]
+        if used:  # the evidence shown: the facts of the used paths that end in the chosen answers
+            targets = np.array(index.rows_of([n for c in chosen for n in c.node_ids]), np.int64)
+            edges = np.unique(np.concatenate([path_edges(kg, np.array(p.start), p.path, targets) for p in used]))
+            nodes = np.unique(np.concatenate([kg.heads[edges], kg.tails[edges], np.array(starts)]))
+            turn.evidence = index.subgraph(nodes, edges)
+            turn.paths = [f"{' / '.join(kg.entities[s] for s in p.start)}: {p.text} ({p.score:.2f})" for p in used]
+        turn.model = "relation paths (no model)"
+        return chosen
 
     def answer_nodes(self, answer: str, question: str, graph: TextualGraph, graph_index=None) -> list[int]:
         """Node ids of ``graph`` the answer names: the parts of its first line (split on ``|``, ``,``, ``;``, " and ")

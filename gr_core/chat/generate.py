@@ -1,0 +1,264 @@
+"""Questions generated from a graph's own facts, for a graph that comes without questions.
+
+A user's graph has no training questions, so GNN-RAG's reasoner (which the chat uses where one was trained on the
+graph's relations) would never run for it. SynthKGQA (Cattaneo et al., 2025) shows that questions generated from a
+KG's own facts train retrievers that transfer to real questions; this module generates them the simplest way that
+keeps the answers exact:
+
+1. a **topic**: an entity with at least one and at most ``max_topic_degree`` facts (a hub such as a genre or a year
+   is rarely what a question is about, and the chat's neighbourhood does not expand hubs either);
+2. a **relation path** of 1 to ``max_hops`` hops, walked from the topic: at each node one of its distinct
+   ``(relation, direction)`` pairs is drawn uniformly (not one of its facts: a node with 300 ``has_tags`` facts and one
+   ``directed_by`` fact would otherwise never teach ``directed_by``), then one fact of it;
+3. the **answers**: every node the path reaches from the topic, followed as a set (``directed_by`` then
+   ``directed_by`` reversed = every film of the same director), the topic itself removed (cycles); a path whose
+   answer set is empty or larger than ``max_answers`` (a hub's list, not a question) is dropped, as is a repeated
+   ``(topic, path)`` or a path whose intermediate set grows past ``max_frontier``;
+4. the **question text** from the relation names (:func:`relation_phrase`: ``directed_by`` -> "directed by",
+   ``people.person.nationality`` -> "person nationality"), each hop in a frame drawn at random (:func:`mixed_text`),
+   or one of the fixed :data:`TEMPLATES`.
+
+Paraphrasing the templates with the embedded 135M LLM (as SynthKGQA does with a large one) is not done: its
+rewrites of template questions were not measured to help (a stated gap).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..kg import KnowledgeGraph
+
+TEMPLATES = ("mixed", "of", "which", "verb")
+# "mixed": each hop's frame drawn from these (N: the phrase so far, p: the relation's words). The last hop asks; inner
+# hops describe. A relation followed and then followed back reads "the same p as N" (same director, same writer).
+LAST_FORWARD = ("what is the {p} of {N}", "{N} {p} what", "who is {N} {p}", "which {p} does {N} have",
+                "what {p} is {N}", "{p} of {N}")
+LAST_INVERSE = ("what is {p} {N}", "what has {p} {N}", "which ones are {p} {N}", "what {p} {N}", "who {p} {N}")
+INNER_FORWARD = ("the {p} of {N}", "{N}'s {p}")
+INNER_INVERSE = ("those {p} {N}", "the ones {p} {N}", "things that have {p} {N}")
+LAST_SAME = ("what has the same {p} as {N}", "which ones share the {p} of {N}", "same {p} as {N}")
+INNER_SAME = ("those with the same {p} as {N}", "the ones sharing the {p} of {N}")
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    """How many questions and of which shape (defaults: our choices, stated with the measurement in docs/chat.md).
+
+    Attributes:
+        num_questions: questions to generate in all, split evenly over 1..``max_hops`` hops (fewer when the graph
+            does not hold that many distinct ones).
+        max_hops: longest relation path (docs/chat.md: 2, the hops the chat searches, measured against 3).
+        max_answers: a path reaching more nodes is dropped (a hub's list, not a question).
+        max_topic_degree: topics are entities with 1..this many facts (the chat's ``max_expand_degree``).
+        max_frontier: a walk whose intermediate node set grows past this is dropped (hubs in the middle).
+        templates: which of :data:`TEMPLATES` are drawn from (``mixed``: a frame per hop, :func:`mixed_text`).
+        attempts_per_question: walks tried per question wanted before giving up on a hop count.
+        seed: the generator's seed.
+    """
+
+    num_questions: int = 8000
+    max_hops: int = 2  # the chat's scope is 2 hops; with 3, MetaQA dev Hit fell (1-hop 67 -> 61, 2-hop 58 -> 36)
+    max_answers: int = 20
+    max_topic_degree: int = 200
+    max_frontier: int = 2000
+    templates: tuple[str, ...] = ("mixed",)
+    attempts_per_question: int = 20
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.num_questions < 1 or self.max_hops < 1 or self.max_answers < 1 or self.max_topic_degree < 1:
+            raise ValueError("GenerationConfig: num_questions, max_hops, max_answers, max_topic_degree >= 1 required")
+        bad = [t for t in self.templates if t not in TEMPLATES]
+        if bad or not self.templates:
+            raise ValueError(f"GenerationConfig.templates={self.templates!r}: use a non-empty subset of {TEMPLATES}")
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One step of a relation path: a relation id, followed from head to tail or (``inverse``) from tail to head."""
+
+    relation: int
+    inverse: bool = False
+
+
+@dataclass
+class GeneratedQuestion:
+    """A question made from the graph: its topic (node row), relation path, exact answers (node rows) and text."""
+
+    topic: int
+    path: tuple[Hop, ...]
+    answers: list[int]
+    text: str  # with the topic's name
+    masked: str  # with the topic written "it" (what a topic-masked reasoner reads)
+    template: str
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def hops(self) -> int:
+        return len(self.path)
+
+
+def relation_phrase(name: str) -> str:
+    """A relation's name as words: a URI's last segment, the last two segments of a dotted (Freebase) name, ``_``,
+    ``-`` and camelCase split, lower case. ``relation_phrase("directed_by") == "directed by"``,
+    ``relation_phrase("people.person.place_of_birth") == "person place of birth"``."""
+    text = str(name).strip()
+    if " " not in text and ("/" in text or "#" in text):  # a URI: its last segment
+        text = re.split(r"[/#]", text.rstrip("/#"))[-1]
+    if "." in text and " " not in text:  # a dotted (Freebase) name: its last two segments
+        text = " ".join(text.split(".")[-2:])
+    text = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", text)
+    words = re.sub(r"[_\-.]+", " ", text).lower().split()
+    return " ".join(words) or str(name)
+
+
+def mixed_text(path: tuple[Hop, ...], relations: list[str], rng: np.random.Generator, topic: str = "it") -> str:
+    """The question of a relation path from ``topic`` with each hop's frame drawn at random (:data:`LAST_FORWARD` and
+    the others): many wordings of one path, so a reasoner learns the relation words rather than one template's form.
+    A frame is drawn per question; the same ``rng`` state gives the same text."""
+    inner, i = topic, 0
+    while i < len(path):
+        hop = path[i]
+        same = i + 1 < len(path) and path[i + 1].relation == hop.relation and path[i + 1].inverse != hop.inverse
+        step = 2 if same else 1
+        last = i + step >= len(path)
+        frames = ((LAST_SAME if last else INNER_SAME) if same else
+                  (LAST_INVERSE if last else INNER_INVERSE) if hop.inverse else
+                  (LAST_FORWARD if last else INNER_FORWARD))
+        inner = frames[int(rng.integers(len(frames)))].format(p=relation_phrase(relations[hop.relation]), N=inner)
+        i += step
+    return inner + "?"
+
+
+def path_text(path: tuple[Hop, ...], relations: list[str], template: str, topic: str = "it") -> str:
+    """The question of a relation path from ``topic``, written with one of the fixed :data:`TEMPLATES`.
+
+    ``of``: "what is the written by of the directed by of it?"; ``which``: "which has directed by it?" (an inverse hop
+    reads "has <relation>"); ``verb``: "it directed by what?" / "what directed by it?". Inner hops of an inverse
+    step read "those that <relation> ..."."""
+    phrases = [relation_phrase(relations[h.relation]) for h in path]
+    inner = topic
+    for k, (hop, p) in enumerate(zip(path, phrases)):
+        last = k == len(path) - 1
+        if template == "of":
+            inner = (f"the {p} of {inner}" if not hop.inverse else
+                     (f"what is {p} {inner}" if last else f"those {p} {inner}"))
+        elif template == "which":
+            inner = (f"{inner}'s {p}" if not hop.inverse else
+                     (f"which has {p} {inner}" if last else f"those that have {p} {inner}"))
+        else:  # verb
+            inner = (f"{inner} {p} what" if not hop.inverse and last else
+                     f"what {p} {inner}" if last else
+                     f"the {p} of {inner}" if not hop.inverse else f"those {p} {inner}")
+    if template == "of" and not path[-1].inverse:
+        inner = f"what is {inner}"
+    elif template == "which" and not path[-1].inverse:
+        inner = f"which is {inner}"
+    return inner + "?"
+
+
+def follow(kg: KnowledgeGraph, nodes: np.ndarray, hop: Hop) -> np.ndarray:
+    """Every node one ``hop`` away from the node rows ``nodes`` (sorted, unique)."""
+    nodes = np.unique(np.asarray(nodes, np.int64))
+    if len(nodes) == 0:
+        return nodes
+    _, edges = kg._gather(nodes)
+    edges = np.unique(edges[kg.rels[edges] == hop.relation])
+    inside = np.zeros(kg.num_entities, bool)
+    inside[nodes] = True
+    src, dst = (kg.tails, kg.heads) if hop.inverse else (kg.heads, kg.tails)
+    return np.unique(dst[edges[inside[src[edges]]]])
+
+
+def reach(kg: KnowledgeGraph, topic: int | np.ndarray, path: tuple[Hop, ...], max_frontier: int | None = None
+          ) -> np.ndarray | None:
+    """The node rows ``path`` reaches from ``topic`` (a row or rows), followed as sets; None when an intermediate set
+    grows past ``max_frontier``."""
+    current = np.atleast_1d(np.asarray(topic, np.int64))
+    for hop in path:
+        current = follow(kg, current, hop)
+        if max_frontier is not None and len(current) > max_frontier:
+            return None
+        if len(current) == 0:
+            break
+    return current
+
+
+def _walk(kg: KnowledgeGraph, topic: int, hops: int, rng: np.random.Generator) -> tuple[Hop, ...] | None:
+    """A random relation path of ``hops`` steps from ``topic`` (module docstring, step 2); None at a dead end."""
+    node, path = topic, []
+    for _ in range(hops):
+        start, end = kg.indptr[node], kg.indptr[node + 1]
+        if start == end:
+            return None
+        edges = kg.nbr_edge[start:end]
+        nbrs = kg.nbr[start:end]
+        inverse = kg.heads[edges] != node  # the node is the fact's tail: walked backwards
+        options = np.unique(np.stack([kg.rels[edges], inverse.astype(np.int64)], 1), axis=0)
+        rel, inv = options[rng.integers(len(options))]
+        pick = np.flatnonzero((kg.rels[edges] == rel) & (inverse == bool(inv)))
+        node = int(nbrs[pick[rng.integers(len(pick))]])
+        path.append(Hop(int(rel), bool(inv)))
+    return tuple(path)
+
+
+def generate_questions(kg: KnowledgeGraph, cfg: GenerationConfig = GenerationConfig()) -> list[GeneratedQuestion]:
+    """Questions with exact answers from ``kg``'s own facts (module docstring), balanced over hop counts.
+
+    Raises:
+        ValueError: the graph has no fact, or no entity is a possible topic (every entity a hub).
+    """
+    if kg.num_edges == 0:
+        raise ValueError("the graph has no edges: no question can be generated from its facts")
+    topics = np.flatnonzero((kg.degree >= 1) & (kg.degree <= cfg.max_topic_degree))
+    if len(topics) == 0:
+        raise ValueError(f"every entity has more than max_topic_degree={cfg.max_topic_degree} facts: no topic to ask "
+                         "about (raise GenerationConfig.max_topic_degree)")
+    rng = np.random.default_rng(cfg.seed)
+    per_hop = [cfg.num_questions // cfg.max_hops + (h < cfg.num_questions % cfg.max_hops) for h in range(cfg.max_hops)]
+    seen: set = set()
+    out: list[GeneratedQuestion] = []
+    for hops, wanted in zip(range(1, cfg.max_hops + 1), per_hop):
+        made = 0
+        for _ in range(wanted * cfg.attempts_per_question):
+            if made >= wanted:
+                break
+            topic = int(topics[rng.integers(len(topics))])
+            path = _walk(kg, topic, hops, rng)
+            if path is None or (topic, path) in seen:
+                continue
+            seen.add((topic, path))
+            answers = reach(kg, topic, path, cfg.max_frontier)
+            if answers is None:
+                continue
+            answers = answers[answers != topic]
+            if len(answers) == 0 or len(answers) > cfg.max_answers:
+                continue
+            template = cfg.templates[int(rng.integers(len(cfg.templates)))]
+            name = kg.entities[topic]
+            if template == "mixed":  # the same frames with the name and with "it"
+                state = rng.bit_generator.state
+                text = mixed_text(path, kg.relations, rng, name)
+                rng.bit_generator.state = state
+                masked = mixed_text(path, kg.relations, rng, "it")
+            else:
+                text, masked = (path_text(path, kg.relations, template, t) for t in (name, "it"))
+            out.append(GeneratedQuestion(topic, path, answers.tolist(), text, masked, template))
+            made += 1
+    return out
+
+
+def generation_summary(questions: list[GeneratedQuestion]) -> dict:
+    """Counts per hop and template, the mean number of answers, the relations covered."""
+    by_hop: dict[int, int] = {}
+    by_template: dict[str, int] = {}
+    rels: set = set()
+    for q in questions:
+        by_hop[q.hops] = by_hop.get(q.hops, 0) + 1
+        by_template[q.template] = by_template.get(q.template, 0) + 1
+        rels.update(h.relation for h in q.path)
+    return {"n": len(questions), "by_hops": {str(k): v for k, v in sorted(by_hop.items())},
+            "by_template": by_template, "relations_covered": len(rels),
+            "mean_answers": float(np.mean([len(q.answers) for q in questions])) if questions else 0.0}

@@ -1,0 +1,226 @@
+"""A GNN-RAG reasoner trained from the graph alone: on questions generated from its facts (:mod:`.generate`).
+
+:func:`train_graph_reasoner` generates the questions, cuts each one's neighbourhood as a chat turn on a large graph
+does (:attr:`ChatConfig.neighbourhood <gr_core.chat.ChatConfig.neighbourhood>`; a turn on a small graph searches it
+whole, which costs one forward but would make every training step as large as the graph), trains ReaRev with the existing code (:func:`gr_core.gnn_rag.train_reasoner`, the
+epoch kept by H@1 on held-out generated questions) and saves it under ``.cache/chat/reasoners/`` keyed by the graphs'
+content hashes and every setting: a second call with the same graph and settings loads it (no training).
+:func:`question_graph` builds the reasoner's input for a turn and for a generated question alike.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..gnn_rag.model import ReasonerConfig
+from .generate import GeneratedQuestion, GenerationConfig, generate_questions, generation_summary
+from .index import ChatIndex
+
+FORMAT_VERSION = 2  # bump when the saved reasoner's meaning changes (keys the cache; 2: trained on neighbourhoods)
+MIN_QUESTIONS = 20  # fewer generated questions than this train no reasoner (a graph too small: TooFewQuestions)
+
+
+class TooFewQuestions(ValueError):
+    """The graph is too small (or too uniform) to generate enough questions to train a reasoner from."""
+
+
+@dataclass(frozen=True)
+class GraphReasonerConfig:
+    """Training a reasoner on generated questions (defaults: the chat's budget, issue targets in docs/chat.md).
+
+    Attributes:
+        generation: how many questions, of which shape (:class:`~gr_core.chat.generate.GenerationConfig`).
+        reasoner: ReaRev's settings (GNN-RAG's, :class:`~gr_core.gnn_rag.ReasonerConfig`).
+        num_epochs: at most this many epochs; the best on the held-out generated questions is kept.
+        time_budget_s: no epoch starts that would end past this (0: none); the data building is not counted.
+        val_fraction: generated questions held out to choose the epoch.
+        lr, batch_size: GNN-RAG's (:class:`~gr_core.gnn_rag.ReasonerTrainConfig`).
+        seed: the training seed (the generator has its own).
+    """
+
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
+    reasoner: ReasonerConfig = field(default_factory=ReasonerConfig)
+    num_epochs: int = 10
+    time_budget_s: float = 240.0  # with the data building, within the 5 minutes a 10k-triple graph may take
+    val_fraction: float = 0.1
+    lr: float = 5e-4
+    batch_size: int = 8
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        # 600 and 600.0 are one budget: the cache key hashes the JSON of these fields
+        object.__setattr__(self, "time_budget_s", float(self.time_budget_s))
+        object.__setattr__(self, "lr", float(self.lr))
+        if not 0.0 < self.val_fraction < 1.0 or self.num_epochs < 1:
+            raise ValueError("GraphReasonerConfig: 0 < val_fraction < 1 and num_epochs >= 1 required")
+
+
+def question_graph(index: ChatIndex, nodes: np.ndarray, edges: np.ndarray, seeds: np.ndarray, q: np.ndarray,
+                   q_masked: np.ndarray | None = None, answers: np.ndarray | None = None, shared: dict | None = None):
+    """The reasoner's input for one question on the searched part of ``index``'s graph.
+
+    Args:
+        nodes, edges: node rows ``(N,)`` and edge rows ``(E,)`` of the index (:meth:`ChatIndex.scope`).
+        seeds: positions in ``nodes`` of the question's entities; ``answers``: positions of its answers (None: none).
+        q, q_masked: the question's sentence vector ``(dim,)`` as asked and with its topic masked (None: absent).
+        shared: :func:`scope_tensors` of ``(nodes, edges)`` when already built (a whole graph searched by every
+            question shares them).
+    Returns:
+        a :class:`~gr_core.gnn_rag.QuestionGraph` over ``N`` nodes (``rel_table`` = every relation of the graph).
+    """
+    import torch
+
+    from ..gnn_rag import QuestionGraph
+
+    shared = shared if shared is not None else scope_tensors(index, nodes, edges)
+    n = len(nodes)
+    seed = torch.zeros(n, dtype=torch.bool)
+    seed[torch.as_tensor(np.asarray(seeds, np.int64))] = True
+    answer = torch.zeros(n, dtype=torch.bool)
+    if answers is not None and len(answers):
+        answer[torch.as_tensor(np.asarray(answers, np.int64))] = True
+    extra = {} if q_masked is None else {"q_masked": torch.from_numpy(np.asarray(q_masked, np.float32)).view(1, -1)}
+    return QuestionGraph(seed=seed, answer=answer, q_emb=torch.from_numpy(np.asarray(q, np.float32)).view(1, -1),
+                         num_nodes=n, **shared, **extra)
+
+
+def scope_tensors(index: ChatIndex, nodes: np.ndarray, edges: np.ndarray) -> dict:
+    """``edge_index (2, E)`` over positions in ``nodes``, ``rel_table (R, dim)``, ``rel_id (E,)``."""
+    import torch
+
+    kg = index.kg
+    pos = np.full(index.num_nodes, -1, np.int64)
+    pos[nodes] = np.arange(len(nodes))
+    return {"edge_index": torch.from_numpy(np.stack([pos[kg.heads[edges]], pos[kg.tails[edges]]])).view(2, -1),
+            "rel_table": torch.from_numpy(index.rel_emb), "rel_id": torch.from_numpy(kg.rels[edges]).long()}
+
+
+def reasoner_cache_path(indexes: list[ChatIndex], cfg: GraphReasonerConfig, neighbourhood, encoder: str
+                        ) -> tuple[Path, str, dict]:
+    """Where the reasoner of these graphs and settings is saved: ``(path, key, identity)``."""
+    from ..paths import cache_root
+    from ..runs import config_hash
+
+    identity = {"graphs": [ix.digest for ix in indexes], "config": asdict(cfg), "scope": asdict(neighbourhood),
+                "encoder": encoder, "format": FORMAT_VERSION}
+    key = config_hash(identity)
+    return cache_root() / "chat" / "reasoners" / f"{key}.pt", key, identity
+
+
+def generated_dataset(indexes: list[ChatIndex], cfg: GraphReasonerConfig, neighbourhood, store
+                      ) -> tuple[list, list[GeneratedQuestion], dict]:
+    """Generate the questions of every graph (the question budget split evenly; graph ``k`` uses seed
+    ``generation.seed + k``) and build their reasoner inputs on each topic's ``neighbourhood`` (the chat's).
+
+    Returns:
+        ``(question graphs, their generated questions, counts)``: questions whose answers all fall outside their
+        scope (a hub not expanded) are dropped and counted.
+    """
+    from dataclasses import replace
+
+    from ..runs import progress
+
+    per_graph = max(1, cfg.generation.num_questions // len(indexes))
+    made: list[tuple[int, GeneratedQuestion]] = []
+    for k, index in enumerate(indexes):
+        if index.num_edges == 0:
+            continue
+        gen = replace(cfg.generation, num_questions=per_graph, seed=cfg.generation.seed + k)
+        made += [(k, q) for q in generate_questions(index.kg, gen)]
+    texts = list(dict.fromkeys([q.text for _, q in made] + [q.masked for _, q in made]))
+    emb, _ = store.encode(texts, desc="encode generated questions") if texts else (np.zeros((0, 1), np.float32), 0)
+    row = {t: i for i, t in enumerate(texts)}
+    data, kept, out_of_scope = [], [], 0
+    for k, q in progress(made, desc="generated question graphs"):
+        index = indexes[k]
+        # Trained on the topic's neighbourhood even where a turn searches the whole graph (ChatConfig.whole_graph_edges):
+        # a 5,214-triple graph searched whole took 325 s an epoch on 2 cores, and the reasoner's layers reach no
+        # further than its hops from the seeds anyway (GNN-RAG also trains on each question's own subgraph).
+        nodes, edges = index.kg.neighbourhood(np.array([q.topic]), neighbourhood)
+        local = {int(n): i for i, n in enumerate(nodes)}
+        answers = np.array([local[a] for a in q.answers if a in local], np.int64)
+        if len(answers) == 0:
+            out_of_scope += 1
+            continue
+        data.append(question_graph(index, nodes, edges, np.array([local[q.topic]]), emb[row[q.text]],
+                                   emb[row[q.masked]], answers))
+        kept.append(q)
+    if len(data) < MIN_QUESTIONS:
+        edges = sum(ix.num_edges for ix in indexes)
+        raise TooFewQuestions(f"only {len(data)} questions could be generated from this graph ({edges} edges; at least "
+                              f"{MIN_QUESTIONS} are needed to train a reasoner): ask with answer_mode='paths', which "
+                              "needs no training")
+    return data, kept, {"generated": len(made), "answers_outside_scope": out_of_scope}
+
+
+def train_graph_reasoner(indexes: ChatIndex | list[ChatIndex], cfg: GraphReasonerConfig = GraphReasonerConfig(),
+                         neighbourhood=None, encoder: str | None = None,
+                         force: bool = False, verbose: bool = True) -> Path:
+    """Train (or load from the cache) a reasoner on questions generated from ``indexes``' graphs.
+
+    Args:
+        indexes: the chat's index of one graph, or several (one reasoner for them all).
+        neighbourhood: each question's training graph (default :class:`~gr_core.chat.ChatConfig`'s).
+        encoder: the sentence encoder the indexes were built with (default: the embedded MiniLM).
+        force: train again even when the cache holds this reasoner.
+    Returns:
+        the saved reasoner's path (:func:`~gr_core.gnn_rag.load_reasoner` reads it); its ``meta`` records the
+        relations, the generation counts, the history, the held-out H@1 and the seconds.
+    Raises:
+        TooFewQuestions: fewer than :data:`MIN_QUESTIONS` questions could be generated (a tiny graph).
+    """
+    from ..config import EMBEDDED_TEXT_ENCODER, TextEncoderConfig
+    from ..gnn_rag import ReasonerTrainConfig, save_reasoner, train_reasoner
+    from ..text_encoder import EmbeddingStore, encoder_identity
+    from .config import ChatConfig
+
+    indexes = [indexes] if isinstance(indexes, ChatIndex) else list(indexes)
+    neighbourhood = neighbourhood or ChatConfig().neighbourhood
+    enc = TextEncoderConfig(model=encoder or EMBEDDED_TEXT_ENCODER)
+    path, key, identity = reasoner_cache_path(indexes, cfg, neighbourhood, encoder_identity(enc))
+    if path.is_file() and not force:
+        if verbose:
+            print(f"graph reasoner: reusing {path} (same graph and settings)", flush=True)
+        return path
+    t0 = time.perf_counter()
+    data, questions, counts = generated_dataset(indexes, cfg, neighbourhood, EmbeddingStore(enc))
+    build_s = time.perf_counter() - t0
+    rng = np.random.default_rng(cfg.seed)
+    order = rng.permutation(len(data))
+    n_val = max(1, int(round(cfg.val_fraction * len(data)))) if len(data) > 1 else 0
+    val, train = [data[i] for i in order[:n_val]], [data[i] for i in order[n_val:]] or [data[i] for i in order]
+    if verbose:
+        print(f"graph reasoner: {len(data)} generated questions ({counts['answers_outside_scope']} dropped: answers "
+              f"outside the searched scope), {len(train)} train / {len(val)} held out; data in {build_s:.0f} s",
+              flush=True)
+    start = time.perf_counter()
+
+    def on_epoch(row):
+        if not verbose:
+            return
+        done = row["epoch"] + 1
+        elapsed = time.perf_counter() - start
+        left = min((cfg.num_epochs - done) * elapsed / done, max(cfg.time_budget_s - elapsed, 0.0)
+                   if cfg.time_budget_s else float("inf"))
+        print(f"  epoch {done}/{cfg.num_epochs}: loss {row['train_loss']:.3f}, held-out H@1 {row['val_h1']:.1f}, "
+              f"{elapsed:.0f} s elapsed, about {left:.0f} s left", flush=True)
+
+    tcfg = ReasonerTrainConfig(lr=cfg.lr, batch_size=cfg.batch_size, num_epochs=cfg.num_epochs, seed=cfg.seed,
+                               time_budget_s=cfg.time_budget_s)
+    model, history = train_reasoner(train, val, int(indexes[0].node_emb.shape[1]), cfg.reasoner, tcfg, on_epoch)
+    train_s = time.perf_counter() - start
+    relations = sorted({r for ix in indexes for r in ix.kg.relations})
+    meta = {"key": f"generated-{key}", "config_hash": key, "identity": identity, "relations": relations,
+            "generated": {**generation_summary(questions), **counts}, "history": history,
+            "val_h1": max((h["val_h1"] for h in history), default=None), "num_train": len(train), "num_val": len(val),
+            "build_seconds": round(build_s, 1), "train_seconds": round(train_s, 1),
+            "examples": [] if len(indexes) > 1 else [
+                {"question": q.text, "answers": [indexes[0].kg.entities[a] for a in q.answers[:5]]} for q in questions[:5]]}
+    save_reasoner(model, path, meta)
+    if verbose:
+        print(f"graph reasoner: trained in {train_s:.0f} s ({len(history)} epochs), saved {path}", flush=True)
+    return path
+

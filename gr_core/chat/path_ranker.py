@@ -1,0 +1,144 @@
+"""A ranker that needs no training: the relation path from the question's entity that reads most like the question.
+
+Every relation path of 1 to ``max_hops`` hops from the linked entity is followed as a set (:func:`~.generate.follow`),
+each is written as its relation names (``written by directed by``; there and back: ``same directed by``), and the question, with the entities it names
+written "it" (:func:`gr_core.gnn_rag.topic_masked`), is compared with each path's words by the sentence encoder's
+cosine similarity, less ``hop_penalty`` per relation step beyond the first (a longer path's words overlap more of any question).
+The answer is the node set of the best path; a candidate's score is the best similarity among the
+paths that reach it (ties: the shorter path).
+
+A question that names two entities ("a film directed by X that stars Y") is answered by the intersection of what
+each entity's paths reach: among the ``pair_top`` best paths of each entity, the pair with the highest summed
+similarity whose reached sets intersect (:func:`rank_two_entities`); none intersecting, the single best path.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..kg import KnowledgeGraph
+from .generate import Hop, relation_phrase
+
+
+@dataclass
+class RankedPath:
+    """One relation path from the question's entities: its hops, the nodes it reaches (rows), its words, its score."""
+
+    start: tuple[int, ...]
+    path: tuple[Hop, ...]
+    reached: np.ndarray
+    text: str
+    units: int = 1  # relation steps in the text ("same <relation>" is one)
+    score: float = float("nan")
+
+
+def path_words(path: tuple[Hop, ...], relations: list[str]) -> str:
+    """A path as the words the question is compared with: its relation names in order, a relation followed and then
+    followed back written "same <relation>" (``directed_by`` there and back: the films of the same director).
+    Chosen on MetaQA's dev questions over the generator's three templates (docs/chat.md)."""
+    return " ".join(path_units(path, relations))
+
+
+def path_units(path: tuple[Hop, ...], relations: list[str]) -> list[str]:
+    """The phrases of :func:`path_words`, one per relation step ("same <relation>" counts as one)."""
+    words, i = [], 0
+    while i < len(path):
+        hop = path[i]
+        back = i + 1 < len(path) and path[i + 1].relation == hop.relation and path[i + 1].inverse != hop.inverse
+        words.append(("same " if back else "") + relation_phrase(relations[hop.relation]))
+        i += 2 if back else 1
+    return words
+
+
+def enumerate_paths(kg: KnowledgeGraph, start: np.ndarray, max_hops: int = 3, max_frontier: int = 2000,
+                    max_paths: int = 3000) -> list[RankedPath]:
+    """Every relation path of 1..``max_hops`` hops from the node rows ``start`` with a non-empty reached set outside
+    ``start`` (sets larger than ``max_frontier`` are not followed further; at most ``max_paths`` paths)."""
+    start = np.unique(np.asarray(start, np.int64))
+    out: list[RankedPath] = []
+    level = [((), start)]
+    for _ in range(max_hops):
+        nxt = []
+        for prefix, nodes in level:
+            _, edges = kg._gather(nodes)
+            edges = np.unique(edges)
+            inside = np.zeros(kg.num_entities, bool)
+            inside[nodes] = True
+            for inverse, (src, dst) in ((False, (kg.heads, kg.tails)), (True, (kg.tails, kg.heads))):
+                mine = edges[inside[src[edges]]]
+                for rel in np.unique(kg.rels[mine]):
+                    reached = np.unique(dst[mine[kg.rels[mine] == rel]])
+                    path = prefix + (Hop(int(rel), inverse),)
+                    answers = reached[~np.isin(reached, start)]
+                    if len(answers):
+                        units = path_units(path, kg.relations)
+                        out.append(RankedPath(tuple(start.tolist()), path, answers, " ".join(units), len(units)))
+                    if len(reached) <= max_frontier:
+                        nxt.append((path, reached))
+                    if len(out) >= max_paths:
+                        return out
+        level = nxt
+    return out
+
+
+class PathScorer:
+    """Scores paths against a question with a sentence encoder, each distinct path text encoded once (kept)."""
+
+    def __init__(self, encode):
+        """``encode(texts) -> (len(texts), dim)`` L2-normalized vectors."""
+        self.encode = encode
+        self.cache: dict[str, np.ndarray] = {}
+
+    def score(self, q_masked: np.ndarray, paths: list[RankedPath], hop_penalty: float = 0.0) -> list[RankedPath]:
+        """The paths with ``score`` = cosine(question, path words) - ``hop_penalty`` per relation step beyond the
+        first, best first (ties: fewer hops). The penalty: a longer path's words overlap more of any question."""
+        new = [t for t in dict.fromkeys(p.text for p in paths) if t not in self.cache]
+        if new:
+            for t, v in zip(new, self.encode(new)):
+                self.cache[t] = np.asarray(v, np.float32)
+        for p in paths:
+            p.score = float(self.cache[p.text] @ q_masked) - hop_penalty * (p.units - 1)
+        return sorted(paths, key=lambda p: (-p.score, len(p.path)))
+
+
+def node_scores(ranked: list[RankedPath]) -> list[tuple[int, float, RankedPath]]:
+    """Each reached node with the best score among the paths reaching it and that path, best first."""
+    best: dict[int, tuple[float, RankedPath]] = {}
+    for p in ranked:  # best first: the first path to reach a node is its best
+        for n in p.reached.tolist():
+            best.setdefault(int(n), (p.score, p))
+    return sorted(((n, s, p) for n, (s, p) in best.items()), key=lambda x: (-x[1], len(x[2].path)))
+
+
+def rank_two_entities(per_entity: list[list[RankedPath]], pair_top: int = 10) -> tuple[np.ndarray, list[RankedPath]] | None:
+    """The intersection answer of a question naming two entities (module docstring): ``(node rows, the two paths)``,
+    or None when no pair of the ``pair_top`` best paths of the first two entities reaches a common node."""
+    if len(per_entity) < 2:
+        return None
+    best = None
+    for a in per_entity[0][:pair_top]:
+        for b in per_entity[1][:pair_top]:
+            common = np.intersect1d(a.reached, b.reached)
+            if len(common) and (best is None or a.score + b.score > best[0]):
+                best = (a.score + b.score, common, [a, b])
+    return None if best is None else (best[1], best[2])
+
+
+def path_edges(kg: KnowledgeGraph, start: np.ndarray, path: tuple[Hop, ...], targets: np.ndarray) -> np.ndarray:
+    """The edge rows of every instance of ``path`` from ``start`` that ends in ``targets`` (the evidence to show)."""
+    from .generate import follow
+
+    sets = [np.unique(np.asarray(start, np.int64))]
+    for hop in path[:-1]:
+        sets.append(follow(kg, sets[-1], hop))
+    keep = np.unique(np.asarray(targets, np.int64))
+    out = []
+    for hop, before in zip(reversed(path), reversed(sets)):
+        src, dst = (kg.tails, kg.heads) if hop.inverse else (kg.heads, kg.tails)
+        _, edges = kg._gather(keep)
+        edges = np.unique(edges)
+        edges = edges[(kg.rels[edges] == hop.relation) & np.isin(dst[edges], keep) & np.isin(src[edges], before)]
+        out.append(edges)
+        keep = np.unique(src[edges])
+    return np.unique(np.concatenate(out)) if out else np.zeros(0, np.int64)

@@ -1,0 +1,388 @@
+"""The chat on a graph that comes without questions (docs/chat.md, "Chat without training questions").
+
+Measured with none of a benchmark's questions in training:
+
+- **MetaQA**: a reasoner trained only on questions generated from the 133k-triple KB
+  (:func:`gr_core.chat.graph_reasoner.train_graph_reasoner`), the training-free path ranker (``answer_mode="paths"``),
+  the PCST-ranked chat (the LLM ranks the evidence's node names: the chat's default without a reasoner) and the
+  question-trained reasoner, on the same real MetaQA test questions (``per_hop`` per hop count, seeded sample), paired;
+- **WebQSP**: one reasoner trained on questions generated from the test mini-graphs themselves (a user's graphs, not
+  their questions), tested on those graphs' real questions, paired with the path ranker, the PCST-ranked chat and the
+  reasoner trained on WebQSP's training questions;
+- **two entities**: questions built from the KB that name a director and an actor ("which film directed by X stars
+  Y?"), exact answers by construction, in wordings the generator's templates do not use;
+- **misses** split by hop count, question type, whether a gold answer is reachable within the searched hops, and how
+  far the question's wording is from every relation name.
+
+The path ranker's hop penalty is chosen on MetaQA's dev questions (:func:`choose_hop_penalty`), never on test.
+"""
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from ..chat import GraphChat
+from ..chat.index import WORD
+from ..evaluate import kgqa_scores
+from ..stats import compare, wilson_interval
+
+BRACKETS = re.compile(r"\[([^\]]+)\]")
+
+
+def metaqa_sample(split: str = "test", per_hop: int = 300, seed: int = 0, hops=(1, 2, 3)) -> list[dict]:
+    """A seeded sample of MetaQA questions, ``per_hop`` per hop count, asked as a user writes them (the ``[topic]``
+    brackets removed): ``{hop, line, question, topic, answers, qtype}``."""
+    from ..paths import data_file
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for hop in hops:
+        lines = data_file("metaqa", f"{hop}-hop", f"qa_{split}.txt").read_text(encoding="utf-8").splitlines()
+        qtype_file = data_file("metaqa", f"{hop}-hop", f"qa_{split}_qtype.txt")
+        qtypes = qtype_file.read_text(encoding="utf-8").splitlines() if qtype_file.is_file() else []
+        for i in sorted(rng.choice(len(lines), min(per_hop, len(lines)), replace=False).tolist()):
+            q, answers = lines[i].split("\t")
+            out.append({"hop": hop, "line": i + 1, "question": BRACKETS.sub(r"\1", q),
+                        "topic": BRACKETS.search(q).group(1), "answers": answers.split("|"),
+                        "qtype": qtypes[i].strip() if i < len(qtypes) else ""})
+    return out
+
+
+def ask_alone(chat: GraphChat, q: dict) -> dict:
+    """One question on its own (no history): Hit (a gold among the answer's lines, the papers' metric), Hit@1, whether
+    a gold is a node of the evidence, whether the answer names a node, the turn's seconds and the best relation
+    similarity (how close the wording is to some relation name)."""
+    chat.reset()
+    t = time.perf_counter()
+    turn = chat.ask(q["question"])
+    secs = time.perf_counter() - t
+    gold = {a.lower() for a in q["answers"]}
+    ev = {str(a).lower() for a in turn.evidence.nodes.node_attr} if turn.evidence is not None else set()
+    lines = turn.answer.split(" | ") if turn.mode in ("ranked", "reasoner", "paths") else turn.answer
+    s = kgqa_scores(lines, q["answers"])
+    return {"question": q["question"], "answer": turn.answer, "hit": s["hit"], "hit1": s["hit1"],
+            "in_evidence": bool(gold & ev), "node_answer": bool(turn.answer_nodes), "turn_s": secs,
+            "status": turn.status, "mode": turn.mode, "linked": len(turn.linked),
+            "relation_similarity": turn.best_relation_similarity}
+
+
+def hit_record(label: str, rows: list[dict], **extra) -> dict:
+    """``{label, n, hit, hit_ci, hit1, in_evidence, node_answer_share, turn_median_s}`` of per-question rows."""
+    n = len(rows)
+    hits = int(sum(r["hit"] for r in rows))
+    lo, hi = wilson_interval(hits, n)
+    return {"label": label, "n": n, "hit": round(100 * hits / n, 2) if n else None,
+            "ci_low": round(100 * lo, 2), "ci_high": round(100 * hi, 2),
+            "hit1": round(100 * float(np.mean([r["hit1"] for r in rows])), 2) if n else None,
+            "node_answer_share": round(float(np.mean([r["node_answer"] for r in rows])), 4) if n else None,
+            "turn_median_s": round(float(np.median([r["turn_s"] for r in rows])), 4) if n else None, **extra}
+
+
+def paired(label_a: str, rows_a: list[dict], label_b: str, rows_b: list[dict]) -> dict:
+    """Exact McNemar on Hit between two systems' rows for the same questions."""
+    if [r["question"] for r in rows_a] != [r["question"] for r in rows_b]:
+        raise ValueError(f"{label_a} and {label_b} were asked different questions")
+    return {"a": label_a, "b": label_b, **compare([r["hit"] for r in rows_a], [r["hit"] for r in rows_b])}
+
+
+def gold_distance(kg, topic_rows: list[int], answers: list[str], max_hops: int = 3) -> int | None:
+    """The fewest hops (any direction) from the topic to a gold answer in the whole KB, None beyond ``max_hops``."""
+    gold = {a.lower() for a in answers}
+    seen = np.zeros(kg.num_entities, bool)
+    frontier = np.unique(np.asarray(topic_rows, np.int64))
+    if len(frontier) == 0:
+        return None
+    seen[frontier] = True
+    for hop in range(1, max_hops + 1):
+        nbrs, _ = kg._gather(frontier)
+        frontier = np.unique(nbrs[~seen[nbrs]])
+        if len(frontier) == 0:
+            return None
+        seen[frontier] = True
+        if any(kg.entities[n].lower() in gold for n in frontier.tolist()):
+            return hop
+    return None
+
+
+def miss_breakdown(questions: list[dict], rows: list[dict], kg, index, searched_hops: int,
+                   far_quantile: float = 0.25) -> dict:
+    """Hit split by hop count, question type, whether a gold is reachable within ``searched_hops`` of the linked
+    topic, and whether the wording is far from every relation name (best relation similarity in the lowest
+    ``far_quantile`` of the sample)."""
+    sims = np.array([r["relation_similarity"] if r["relation_similarity"] is not None else np.nan for r in rows])
+    cut = float(np.nanquantile(sims, far_quantile)) if np.isfinite(sims).any() else float("nan")
+    table: dict[str, dict] = {}
+
+    def add(group: str, value: str, hit: float) -> None:
+        cell = table.setdefault(group, {}).setdefault(value, {"n": 0, "hits": 0})
+        cell["n"] += 1
+        cell["hits"] += int(hit)
+
+    for q, r, s in zip(questions, rows, sims):
+        topic = index.names.get(" ".join(WORD.findall(q["topic"].lower())), [])
+        dist = gold_distance(kg, topic, q["answers"], max(searched_hops, 3))
+        add("hop", str(q.get("hop", "")), r["hit"])
+        if q.get("qtype"):
+            add("qtype", q["qtype"], r["hit"])
+        add("gold_within_searched_hops", str(dist is not None and dist <= searched_hops), r["hit"])
+        add("wording_far_from_relations", str(bool(np.isfinite(s) and s <= cut)), r["hit"])
+    return {"relation_similarity_cut": round(cut, 4),
+            "groups": {g: {v: {**c, "hit": round(100 * c["hits"] / c["n"], 1)} for v, c in sorted(vals.items())}
+                       for g, vals in table.items()}}
+
+
+def choose_hop_penalty(chat: GraphChat, questions: list[dict], penalties=(0.0, 0.02, 0.05, 0.1, 0.15, 0.2)) -> dict:
+    """The path ranker's Hit on ``questions`` (MetaQA dev) per hop penalty; the best is returned as ``chosen``."""
+    results = {}
+    for pen in penalties:
+        chat.config = replace(chat.config, answer_mode="paths", path_hop_penalty=pen)
+        rows = [ask_alone(chat, q) for q in questions]
+        results[str(pen)] = hit_record(f"paths, penalty {pen}", rows)["hit"]
+    best = max(penalties, key=lambda p: (results[str(p)], -p))
+    return {"hit_by_penalty": results, "chosen": best, "n": len(questions)}
+
+
+def reasoner_record(path) -> dict:
+    """What a saved generated reasoner's ``meta`` says about its training: questions generated, kept, seconds."""
+    from ..chat.models import reasoner_meta
+
+    meta = reasoner_meta(path)
+    gen = meta.get("generated", {})
+    return {"num_generated": gen.get("generated"), "num_train": meta.get("num_train"), "num_val": meta.get("num_val"),
+            "by_hops": gen.get("by_hops"), "answers_outside_scope": gen.get("answers_outside_scope"),
+            "held_out_h1": meta.get("val_h1"), "epochs_run": len(meta.get("history", [])),
+            "build_seconds": meta.get("build_seconds"), "train_seconds": meta.get("train_seconds")}
+
+
+def run_systems(systems: dict, questions: list[dict], graph_of=None) -> dict[str, list[dict]]:
+    """Each system's rows on the same questions. ``systems``: label -> a :class:`GraphChat`, or a function of a graph
+    spec returning one (``graph_of(q)`` names each question's graph: one chat per graph, built on first use)."""
+    from ..runs import progress
+
+    rows: dict[str, list[dict]] = {}
+    for label, system in systems.items():
+        out = []
+        for q in progress(questions, desc=label):
+            chat = system(graph_of(q)) if callable(system) and not isinstance(system, GraphChat) else system
+            out.append(ask_alone(chat, q))
+        rows[label] = out
+    return rows
+
+
+def study_result(graph: str, rows: dict[str, list[dict]], questions: list[dict], reference: str, trained: str,
+                 reasoner_path, baseline: str) -> dict:
+    """Records per system, every system paired with ``baseline`` (the chat without a reasoner) and with ``reference``
+    (the question-trained reasoner), and the ``generated_reasoner`` row of ``trained``."""
+    records = [hit_record(label, r, graph=graph) for label, r in rows.items()]
+    pairs = []
+    for a in rows:
+        pairs += [paired(a, rows[a], b, rows[b]) for b in (baseline, reference)
+                  if b in rows and a not in (b, baseline) and not (a == reference and b == reference)]
+    main = next(r for r in records if r["label"] == trained)
+    vs = {p["b"]: p for p in pairs if p["a"] == trained}
+    row = {"graph": graph, "n": main["n"], "hit": main["hit"], "ci_low": main["ci_low"], "ci_high": main["ci_high"],
+           "p_vs_ranked": vs.get(baseline, {}).get("p"), "p_vs_question_trained": vs.get(reference, {}).get("p"),
+           **reasoner_record(reasoner_path)}
+    by_hop = {}
+    for label, r in rows.items():
+        for h in sorted({q.get("hop") for q in questions if q.get("hop") is not None}):
+            sub = [x for x, q in zip(r, questions) if q.get("hop") == h]
+            by_hop.setdefault(label, {})[str(h)] = hit_record(f"{label}, {h}-hop", sub)
+    return {"records": records, "pairs": pairs, "generated_reasoner": row, "by_hop": by_hop}
+
+
+def subset(rows: dict[str, list[dict]], keep: list[bool]) -> dict[str, list[dict]]:
+    """Every system's rows on the questions marked in ``keep``."""
+    return {label: [x for x, k in zip(r, keep) if k] for label, r in rows.items()}
+
+
+GENERATED = "reasoner trained on generated questions"
+PATHS = "path ranker (no training)"
+RANKED = "PCST + LLM ranking (the chat without a reasoner)"
+QUESTION_TRAINED = "reasoner trained on the benchmark's questions"
+
+
+def metaqa_study(reasoner_cfg, per_hop: int = 300, llm_per_hop: int = 300, seed: int = 0,
+                 question_reasoner=None, llm_model: str = "embedded:smollm2-135m-instruct") -> dict:
+    """The MetaQA part of the module docstring: the generated reasoner (trained, or loaded from its cache), the path
+    ranker, the question-trained reasoner (when ``question_reasoner`` is a file) on ``per_hop`` test questions per hop
+    count; the PCST + LLM chat on the first ``llm_per_hop`` of each (the pairs with it use those questions)."""
+    from ..chat import load_graph
+    from ..chat.graph_reasoner import train_graph_reasoner
+
+    kb, kind, _ = load_graph("metaqa")
+    ranked = GraphChat(kb, model="zero_shot", llm_model=llm_model, kind=kind, retriever="pcst")
+    t0 = time.perf_counter()
+    path = train_graph_reasoner(ranked.index, reasoner_cfg)
+    wall = time.perf_counter() - t0
+    questions = metaqa_sample("test", per_hop, seed)
+    systems = {GENERATED: GraphChat(kb, kind=kind, reasoner=path, retriever="gnn"),
+               PATHS: GraphChat(kb, kind=kind, retriever="pcst", answer_mode="paths")}
+    if question_reasoner is not None:
+        systems[QUESTION_TRAINED] = GraphChat(kb, kind=kind, reasoner=question_reasoner, retriever="gnn")
+    rows = run_systems(systems, questions)
+    rank_of = {}
+    for q in questions:
+        rank_of.setdefault(q["hop"], []).append(q["line"])
+    keep = [q["line"] in rank_of[q["hop"]][:llm_per_hop] for q in questions]
+    llm_questions = [q for q, k in zip(questions, keep) if k]
+    ranked_rows = run_systems({RANKED: ranked}, llm_questions)[RANKED] if llm_per_hop else []
+    everything = study_result("metaqa", rows, questions, QUESTION_TRAINED, GENERATED, path, PATHS)
+    if ranked_rows:
+        paired_rows = {**subset(rows, keep), RANKED: ranked_rows}
+        with_llm = study_result("metaqa", paired_rows, llm_questions, QUESTION_TRAINED, GENERATED, path, RANKED)
+        everything["pairs"] += [p for p in with_llm["pairs"] if RANKED in (p["a"], p["b"])]
+        everything["records"].append(next(r for r in with_llm["records"] if r["label"] == RANKED))
+        everything["by_hop"][RANKED] = with_llm["by_hop"][RANKED]
+        everything["generated_reasoner"]["p_vs_ranked"] = with_llm["generated_reasoner"]["p_vs_ranked"]
+        everything["generated_reasoner"]["n_vs_ranked"] = len(llm_questions)
+    everything["generated_reasoner"]["p_vs_paths"] = next(
+        (p["p"] for p in everything["pairs"] if p["a"] == GENERATED and p["b"] == PATHS), None)
+    everything["generated_reasoner"]["call_seconds"] = round(wall, 1)
+    # the hops each system searches: a reasoner the chat's neighbourhood, the path ranker its own path length
+    searched = {label: chat.config.path_hops if chat.config.mode == "paths" else chat.config.hops
+                for label, chat in systems.items()}
+    everything["misses"] = {label: miss_breakdown(questions, r, ranked.index.kg, ranked.index, searched[label])
+                            for label, r in rows.items()}
+    everything["questions"] = {"split": "test", "per_hop": per_hop, "llm_per_hop": llm_per_hop, "seed": seed}
+    everything["per_question"] = {label: [{k: r[k] for k in ("question", "answer", "hit")} for r in rr]
+                                  for label, rr in {**rows, **({RANKED: ranked_rows} if ranked_rows else {})}.items()}
+    return everything
+
+
+def webqsp_study(reasoner_cfg, num_graphs: int = 300, seed: int = 0, question_reasoner=None,
+                 llm_model: str = "embedded:smollm2-135m-instruct", llm: bool = True) -> dict:
+    """The WebQSP part of the module docstring on ``num_graphs`` test mini-graphs (seeded sample): one reasoner trained
+    on questions generated from those graphs, tested on their real questions, beside the path ranker, the PCST + LLM
+    chat and the question-trained reasoner (``question_reasoner``)."""
+    from ..chat import load_graph
+    from ..chat.graph_reasoner import train_graph_reasoner
+    from ..graphqa import load_dataset
+
+    ds = load_dataset("webqsp")
+    test = ds.split["test"]
+    pick = sorted(np.random.default_rng(seed).choice(len(test), min(num_graphs, len(test)), replace=False).tolist())
+    specs = [f"webqsp:{test[i]}" for i in pick]
+    questions = [{"question": ds.records[test[i]].question, "answers": ds.records[test[i]].answers, "graph": spec,
+                  "topic": (ds.records[test[i]].q_entities or [""])[0]} for i, spec in zip(pick, specs)]
+    graphs = {spec: load_graph(spec)[0] for spec in specs}
+    base = {spec: GraphChat(g, model="zero_shot", llm_model=llm_model, kind="kg", retriever="pcst")
+            for spec, g in graphs.items()}
+    t0 = time.perf_counter()
+    path = train_graph_reasoner([c.index for c in base.values()], reasoner_cfg)
+    wall = time.perf_counter() - t0
+    first = next(iter(base.values()))
+    for chat in base.values():
+        if llm and chat is not first:
+            chat.reuse_model(first)  # one LLM for every graph
+    systems = {GENERATED: lambda spec: GraphChat(graphs[spec], kind="kg", reasoner=path, retriever="gnn"),
+               PATHS: lambda spec: GraphChat(graphs[spec], kind="kg", retriever="pcst", answer_mode="paths")}
+    if question_reasoner is not None:
+        systems[QUESTION_TRAINED] = lambda spec: GraphChat(graphs[spec], kind="kg", reasoner=question_reasoner,
+                                                           retriever="gnn")
+    if llm:
+        systems[RANKED] = base.__getitem__
+    rows = run_systems(systems, questions, graph_of=lambda q: q["graph"])
+    out = study_result("webqsp", rows, questions, QUESTION_TRAINED, GENERATED, path, RANKED if llm else PATHS)
+    if llm:  # the pair with the path ranker is not among the baseline's
+        out["pairs"].append(paired(GENERATED, rows[GENERATED], PATHS, rows[PATHS]))
+    out["generated_reasoner"]["p_vs_paths"] = next(
+        (p["p"] for p in out["pairs"] if p["a"] == GENERATED and p["b"] == PATHS), None)
+    out["generated_reasoner"]["call_seconds"] = round(wall, 1)
+    out["questions"] = {"graphs": "webqsp test mini-graphs", "num_graphs": len(specs), "seed": seed}
+    out["per_question"] = {label: [{k: r[k] for k in ("question", "answer", "hit")} for r in rr]
+                           for label, rr in rows.items()}
+    return out
+
+
+
+# Wordings of two-entity questions, none of them a generator template (module docstring)
+TWO_ENTITY_WORDINGS = ("which film was directed by {a} and stars {b}", "what movie starring {b} did {a} direct",
+                       "name a film by director {a} featuring {b}")
+
+
+def two_entity_questions(kg, n: int = 200, seed: int = 0) -> list[dict]:
+    """``n`` questions naming a director and an actor of the MetaQA KB, answers = every film with both (exact by
+    construction); directors and actors whose name is shared by another node or is a common word are skipped."""
+    rng = np.random.default_rng(seed)
+    rel = {r: i for i, r in enumerate(kg.relations)}
+    d_rel, a_rel = rel["directed_by"], rel["starred_actors"]
+    by_film: dict[int, tuple[set, set]] = {}
+    for h, r, t in zip(kg.heads.tolist(), kg.rels.tolist(), kg.tails.tolist()):
+        if r in (d_rel, a_rel):
+            by_film.setdefault(h, (set(), set()))[0 if r == d_rel else 1].add(t)
+    films = [f for f, (d, a) in by_film.items() if d and a]
+    counts: dict[str, int] = {}
+    for e in kg.entities:
+        counts[e.lower()] = counts.get(e.lower(), 0) + 1
+    out, seen = [], set()
+    for _ in range(50 * n):
+        if len(out) >= n:
+            break
+        film = films[int(rng.integers(len(films)))]
+        d = sorted(by_film[film][0])[int(rng.integers(len(by_film[film][0])))]
+        a = sorted(by_film[film][1])[int(rng.integers(len(by_film[film][1])))]
+        names = kg.entities[d], kg.entities[a]
+        if (d, a) in seen or d == a or any(counts[x.lower()] > 1 or len(x.split()) < 2 for x in names):
+            continue
+        seen.add((d, a))
+        answers = sorted({kg.entities[f] for f, (ds, as_) in by_film.items() if d in ds and a in as_})
+        wording = TWO_ENTITY_WORDINGS[len(out) % len(TWO_ENTITY_WORDINGS)]
+        out.append({"question": wording.format(a=names[0], b=names[1]), "answers": answers, "topic": names[0],
+                    "second": names[1], "wording": wording})
+    return out
+
+
+def two_entity_study(n: int = 200, seed: int = 0, generated_reasoner=None) -> dict:
+    """Hit on :func:`two_entity_questions` for the path ranker with and without the intersection, and the generated
+    reasoner (both entities as its seeds) when given; paired against the intersection."""
+    from ..chat import load_graph
+
+    kb, kind, _ = load_graph("metaqa")
+    inter = GraphChat(kb, kind=kind, retriever="pcst", answer_mode="paths")
+    questions = two_entity_questions(inter.index.kg, n, seed)
+    systems = {"path ranker, intersection of the two entities' paths": inter,
+               "path ranker, best single path": GraphChat(kb, kind=kind, retriever="pcst", answer_mode="paths",
+                                                          path_intersect=False)}
+    if generated_reasoner is not None:
+        systems[GENERATED + " (both entities as seeds)"] = GraphChat(kb, kind=kind, reasoner=generated_reasoner,
+                                                                     retriever="gnn")
+    rows = run_systems(systems, questions)
+    first = next(iter(rows))
+    linked_both = [r["linked"] >= 2 for r in rows[first]]
+    return {"records": [hit_record(label, r, graph="metaqa two-entity (constructed)") for label, r in rows.items()],
+            "pairs": [paired(a, rows[a], first, rows[first]) for a in rows if a != first],
+            "both_entities_linked": round(float(np.mean(linked_both)), 4),
+            "questions": {"n": len(questions), "seed": seed, "wordings": list(TWO_ENTITY_WORDINGS),
+                          "mean_answers": round(float(np.mean([len(q["answers"]) for q in questions])), 2)},
+            "per_question": {label: [{k: r[k] for k in ("question", "answer", "hit")} for r in rr]
+                             for label, rr in rows.items()}}
+
+
+def cost_study(max_nodes: int = 6000, max_expand_degree: int = 400, per_hop: int = 40, seed: int = 3) -> dict:
+    """The cost of ``GraphChat(graph, train_reasoner=True)`` on a mid-sized graph nobody wrote questions for: the
+    MetaQA KB's 2-hop neighbourhood of the topics of ``per_hop`` 1- and 2-hop test questions (up to ``max_nodes``
+    nodes), opened as a triples list; with Hit on those of the questions whose topic it holds (generated reasoner and
+    path ranker). ``train_seconds`` and ``build_seconds`` are the reasoner's own (recorded when it was trained)."""
+    from ..chat import ChatIndex, load_graph
+    from ..kg import NeighbourhoodConfig
+
+    index = ChatIndex.build(load_graph("metaqa")[0])
+    questions = metaqa_sample("test", per_hop, seed, hops=(1, 2))
+    seeds = [r for q in questions for r in index.names.get(" ".join(WORD.findall(q["topic"].lower())), [])]
+    nodes, edges = index.kg.neighbourhood(np.array(seeds), NeighbourhoodConfig(2, max_expand_degree, max_nodes))
+    triples = index.subgraph(nodes, edges).triples()
+    t0 = time.perf_counter()
+    trained = GraphChat(triples, model="zero_shot", train_reasoner=True)
+    wall = time.perf_counter() - t0
+    inside = {index.kg.entities[n].lower() for n in nodes}
+    asked = [q for q in questions if q["topic"].lower() in inside]
+    paths = GraphChat(triples, model="zero_shot", retriever="pcst", answer_mode="paths")
+    rows = run_systems({GENERATED: trained, PATHS: paths}, asked)
+    return {"triples": len(triples), "nodes": len(nodes), "call_seconds": round(wall, 1),
+            **reasoner_record(trained.trained_reasoner),
+            "records": [hit_record(label, r, graph="metaqa neighbourhood") for label, r in rows.items()],
+            "pairs": [paired(GENERATED, rows[GENERATED], PATHS, rows[PATHS])]}

@@ -1,0 +1,216 @@
+"""Chat without training questions: generated questions, the reasoner trained on them, the path ranker, bad input."""
+import numpy as np
+import pytest
+
+from gr_core.chat import GraphChat
+from gr_core.chat.generate import (GenerationConfig, Hop, follow, generate_questions, mixed_text, path_text, reach,
+                                   relation_phrase)
+from gr_core.chat.path_ranker import enumerate_paths, path_edges, path_words, rank_two_entities, RankedPath
+from gr_core.kg import KnowledgeGraph
+
+FILMS = [("Alpha", "directed_by", "Ann Lee"), ("Alpha", "starred_actors", "Bo Kim"), ("Alpha", "has_genre", "Drama"),
+         ("Beta", "directed_by", "Ann Lee"), ("Beta", "starred_actors", "Cy Dunn"), ("Beta", "has_genre", "Drama"),
+         ("Gamma", "directed_by", "Dee Fox"), ("Gamma", "starred_actors", "Bo Kim"), ("Gamma", "has_genre", "Comedy"),
+         ("Delta", "directed_by", "Dee Fox"), ("Delta", "starred_actors", "Cy Dunn"), ("Delta", "has_genre", "Drama")]
+
+
+def kg_of(triples) -> KnowledgeGraph:
+    ents = list(dict.fromkeys(x for h, _, t in triples for x in (h, t)))
+    rels = sorted({r for _, r, _ in triples})
+    e, r = {n: i for i, n in enumerate(ents)}, {n: i for i, n in enumerate(rels)}
+    return KnowledgeGraph(ents, rels, np.array([e[h] for h, _, _ in triples]), np.array([r[x] for _, x, _ in triples]),
+                          np.array([e[t] for _, _, t in triples]))
+
+
+def brute_reach(triples, topic: str, path: list[tuple[str, bool]]) -> set[str]:
+    current = {topic}
+    for rel, inverse in path:
+        current = {(h if inverse else t) for h, r, t in triples if r == rel and (t if inverse else h) in current}
+    return current
+
+
+@pytest.mark.parametrize("name, phrase", [("directed_by", "directed by"), ("people.person.place_of_birth",
+                                          "person place of birth"), ("hasGenre", "has genre"), ("in-language",
+                                          "in language"), ("http://x.org/ontology/birthPlace", "birth place")])
+def test_relation_names_become_words(name, phrase):
+    assert relation_phrase(name) == phrase
+
+
+def test_paths_are_followed_as_sets_both_ways():
+    kg = kg_of(FILMS)
+    rid = {r: i for i, r in enumerate(kg.relations)}
+    alpha, ann = kg.entity_id["Alpha"], kg.entity_id["Ann Lee"]
+    assert [kg.entities[n] for n in follow(kg, np.array([alpha]), Hop(rid["directed_by"]))] == ["Ann Lee"]
+    films = follow(kg, np.array([ann]), Hop(rid["directed_by"], inverse=True))
+    assert {kg.entities[n] for n in films} == {"Alpha", "Beta"}
+    same_director = reach(kg, alpha, (Hop(rid["directed_by"]), Hop(rid["directed_by"], True)))
+    assert {kg.entities[n] for n in same_director} == {"Alpha", "Beta"}  # the topic is removed by the generator
+    assert reach(kg, alpha, (Hop(rid["has_genre"]), Hop(rid["has_genre"], True)), max_frontier=2) is None
+
+
+def test_generated_questions_have_exact_answers_and_no_topic_among_them():
+    kg = kg_of(FILMS)
+    cfg = GenerationConfig(num_questions=60, max_hops=3, max_answers=3, seed=1)
+    questions = generate_questions(kg, cfg)
+    assert questions and {q.hops for q in questions} <= {1, 2, 3}
+    for q in questions:
+        path = [(kg.relations[h.relation], h.inverse) for h in q.path]
+        expected = brute_reach(FILMS, kg.entities[q.topic], path) - {kg.entities[q.topic]}
+        assert {kg.entities[a] for a in q.answers} == expected
+        assert 1 <= len(q.answers) <= cfg.max_answers and q.topic not in q.answers
+        assert kg.entities[q.topic] in q.text and kg.entities[q.topic] not in q.masked
+    assert len({(q.topic, q.path) for q in questions}) == len(questions)  # no repeated (topic, path)
+    again = generate_questions(kg, cfg)
+    assert [(q.text, q.answers) for q in again] == [(q.text, q.answers) for q in questions]  # seeded
+
+
+def test_mixed_frames_read_the_same_with_the_name_and_with_it():
+    kg = kg_of(FILMS)
+    rid = {r: i for i, r in enumerate(kg.relations)}
+    path = (Hop(rid["starred_actors"], True), Hop(rid["directed_by"]))
+    for seed in range(5):
+        a = mixed_text(path, kg.relations, np.random.default_rng(seed), "Bo Kim")
+        b = mixed_text(path, kg.relations, np.random.default_rng(seed), "it")
+        assert a.replace("Bo Kim", "it") == b and "starred actors" in b and "directed by" in b
+    same = mixed_text((Hop(rid["directed_by"]), Hop(rid["directed_by"], True)), kg.relations,
+                      np.random.default_rng(0), "it")
+    assert "same directed by" in same or "sharing the directed by" in same or "share the directed by" in same
+    assert path_text((Hop(rid["directed_by"]),), kg.relations, "of") == "what is the directed by of it?"
+
+
+def test_hubs_self_loops_and_one_relation_graphs():
+    hub = [(f"Film {i}", "has_genre", "Drama") for i in range(300)] + [("Film 0", "has_genre", "Film 0")]
+    kg = kg_of(hub)
+    questions = generate_questions(kg, GenerationConfig(num_questions=30, max_answers=5, max_topic_degree=50))
+    drama = kg.entity_id["Drama"]
+    assert questions and all(q.topic != drama for q in questions)  # a hub is no topic
+    assert all(len(q.answers) <= 5 for q in questions)  # "films of the same genre" reach 299: dropped
+    loop = kg.entity_id["Film 0"]  # a self-loop: the topic reaches itself, which is never its own answer
+    assert all(loop not in q.answers for q in questions if q.topic == loop)
+    with pytest.raises(ValueError, match="no edges"):
+        generate_questions(KnowledgeGraph(["a"], ["r"], np.zeros(0, int), np.zeros(0, int), np.zeros(0, int)))
+    with pytest.raises(ValueError, match="max_topic_degree"):
+        generate_questions(kg_of([("a", "r", "b"), ("b", "r", "a")]), GenerationConfig(max_topic_degree=1))
+
+
+def test_path_ranker_enumerates_follows_and_intersects():
+    kg = kg_of(FILMS)
+    bo = kg.entity_id["Bo Kim"]
+    paths = enumerate_paths(kg, np.array([bo]), max_hops=2)
+    words = {p.text for p in paths}
+    assert {"starred actors", "starred actors directed by", "starred actors has genre"} == words  # co-stars: none
+    to_dirs = next(p for p in paths if p.text == "starred actors directed by")
+    assert {kg.entities[n] for n in to_dirs.reached} == {"Ann Lee", "Dee Fox"}
+    edges = path_edges(kg, np.array([bo]), to_dirs.path, np.array([kg.entity_id["Ann Lee"]]))
+    assert {(kg.entities[kg.heads[e]], kg.relations[kg.rels[e]], kg.entities[kg.tails[e]]) for e in edges} == {
+        ("Alpha", "starred_actors", "Bo Kim"), ("Alpha", "directed_by", "Ann Lee")}
+    assert path_words(to_dirs.path, kg.relations) == "starred actors directed by"
+    films_of = {name: RankedPath((kg.entity_id[name],), (), follow(kg, np.array([kg.entity_id[name]]), Hop(rel, True)),
+                                 "x", 1, score)
+                for name, rel, score in (("Ann Lee", kg.relations.index("directed_by"), 0.5),
+                                         ("Bo Kim", kg.relations.index("starred_actors"), 0.4))}
+    common, used = rank_two_entities([[films_of["Ann Lee"]], [films_of["Bo Kim"]]])
+    assert [kg.entities[n] for n in common] == ["Alpha"] and len(used) == 2
+
+
+@pytest.fixture(scope="module")
+def isolated(tmp_path_factory):
+    """Empty outputs/ (no saved reasoner found) and a cache of this module's own (trained reasoners land there)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GR_OUTPUTS_DIR", str(tmp_path_factory.mktemp("outputs")))
+        yield
+
+
+def test_paths_mode_answers_a_question_without_any_model(isolated, tiny_llm_dir):
+    chat = GraphChat(FILMS, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="paths", retriever="pcst")
+    turn = chat.ask("Who directed Alpha?")
+    assert turn.mode == "paths" and turn.answer == "Ann Lee" and turn.model == "relation paths (no model)"
+    assert set(turn.evidence.nodes.node_attr) == {"Alpha", "Ann Lee"} and turn.paths
+    both = chat.ask("Which film was directed by Dee Fox and stars Cy Dunn?")
+    assert both.answer == "Delta"  # the intersection of the two entities' films
+    assert chat._llm is None  # no LLM was loaded
+
+
+def test_a_reasoner_is_trained_from_the_graph_cached_and_reused(isolated, tiny_llm_dir, tmp_path, monkeypatch, capsys):
+    from gr_core.chat.graph_reasoner import GraphReasonerConfig
+    from gr_core.chat.models import reasoner_meta
+    from gr_core.gnn_rag import ReasonerConfig
+
+    monkeypatch.setenv("GR_CACHE_DIR", str(tmp_path / "cache"))
+    films = FILMS + [(f"Film {i}", "directed_by", f"Person {i % 7}") for i in range(40)] + \
+        [(f"Film {i}", "starred_actors", f"Person {(i * 3) % 11}") for i in range(40)]
+    cfg = GraphReasonerConfig(generation=GenerationConfig(num_questions=120, seed=0), num_epochs=2,
+                              reasoner=ReasonerConfig(entity_dim=8))
+    chat = GraphChat(films, model="zero_shot", llm_model=tiny_llm_dir, train_reasoner=cfg)
+    assert chat.trained_reasoner is not None and chat.config.retriever == "gnn" and chat.config.mode == "reasoner"
+    meta = reasoner_meta(chat.trained_reasoner)
+    assert meta["relations"] == sorted(chat.index.kg.relations) and meta["generated"]["generated"] > 20
+    assert len(meta["history"]) == 2 and meta["train_seconds"] >= 0
+    turn = chat.ask("Who directed Alpha?")
+    assert turn.status == "answered" and turn.mode == "reasoner" and turn.answer_nodes
+    capsys.readouterr()
+    again = GraphChat(films, model="zero_shot", llm_model=tiny_llm_dir, train_reasoner=cfg)
+    assert again.trained_reasoner == chat.trained_reasoner and "reusing" in capsys.readouterr().out
+
+
+def test_a_graph_too_small_to_generate_from_warns_and_answers_without_a_reasoner(isolated, tiny_llm_dir, tmp_path,
+                                                                                 monkeypatch):
+    monkeypatch.setenv("GR_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.warns(UserWarning, match="only .* questions could be generated"):
+        chat = GraphChat([("Alpha", "directed_by", "Ann Lee")], model="zero_shot", llm_model=tiny_llm_dir,
+                         train_reasoner=True)
+    assert chat.reasoner is None and chat.config.retriever == "pcst"
+
+
+def test_names_that_differ_only_in_case_are_one_entity_to_the_path_ranker(isolated, tiny_llm_dir):
+    triples = [("Paris", "capital_of", "France"), ("paris", "named_after", "Paris of Troy"),
+               ("Lyon", "located_in", "France")]
+    chat = GraphChat(triples, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="paths", retriever="pcst")
+    turn = chat.ask("What is Paris the capital of?")
+    assert turn.answer == "France"
+
+
+def test_the_command_line_takes_train_reasoner(tmp_path):
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "gr_core.chat", "--help"], capture_output=True, text=True, timeout=120)
+    assert "--train-reasoner" in out.stdout and "paths" in out.stdout
+
+
+def test_two_entity_questions_have_exact_answers():
+    from gr_core.studies.chat_without_questions import two_entity_questions
+
+    kg = kg_of(FILMS + [("Epsilon", "directed_by", "Ann Lee"), ("Epsilon", "starred_actors", "Bo Kim")])
+    qs = two_entity_questions(kg, n=10, seed=0)
+    assert qs
+    for q in qs:
+        director, actor = q["topic"], q["second"]
+        films = {h for h, r, t in FILMS + [("Epsilon", "directed_by", "Ann Lee"), ("Epsilon", "starred_actors", "Bo Kim")]
+                 if r == "directed_by" and t == director}
+        stars = {h for h, r, t in FILMS + [("Epsilon", "directed_by", "Ann Lee"), ("Epsilon", "starred_actors", "Bo Kim")]
+                 if r == "starred_actors" and t == actor}
+        assert set(q["answers"]) == films & stars and director in q["question"] and actor in q["question"]
+
+
+def test_study_records_and_pairs_from_hand_made_rows():
+    from gr_core.studies.chat_without_questions import hit_record, paired
+
+    rows_a = [{"question": f"q{i}", "hit": h, "hit1": h, "node_answer": True, "turn_s": 0.1}
+              for i, h in enumerate([1, 1, 1, 0, 1, 1, 1, 1, 0, 1])]
+    rows_b = [dict(r, hit=h, hit1=h) for r, h in zip(rows_a, [0, 0, 0, 0, 1, 0, 0, 0, 0, 1])]
+    rec = hit_record("a", rows_a)
+    assert rec["n"] == 10 and rec["hit"] == 80.0 and rec["ci_low"] < 80 < rec["ci_high"]
+    p = paired("a", rows_a, "b", rows_b)
+    assert (p["a_only"], p["b_only"]) == (6, 0) and p["p"] == pytest.approx(2 * 0.5 ** 6)
+    with pytest.raises(ValueError, match="different questions"):
+        paired("a", rows_a, "b", rows_b[::-1])
+
+
+def test_iterating_all_hops_stays_bounded_on_a_hub():
+    hub = [(f"Film {i}", "has_genre", "Drama") for i in range(10_000)] + [("Film 1", "directed_by", "Ann Lee")]
+    kg = kg_of(hub)
+    paths = enumerate_paths(kg, np.array([kg.entity_id["Film 1"]]), max_hops=3, max_frontier=2000)
+    same = [p for p in paths if p.text == "same has genre"]
+    assert same and len(same[0].reached) == 9_999  # every other film of the genre is reached...
+    assert not any(len(p.path) == 3 and p.path[:2] == same[0].path for p in paths)  # ...and never expanded further
