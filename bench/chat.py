@@ -61,7 +61,7 @@ from common import machine, package_versions, summarize, write_result  # noqa: I
 
 from gr_core.chat import ChatIndex, GraphChat, find_checkpoint, find_reasoner, load_graph
 from gr_core.retrieval import retrieve_subgraph
-from gr_core.studies.chat_without_questions import ask_alone, metaqa_sample
+from gr_core.studies.chat_without_questions import ask_alone, metaqa_sample, paired
 
 PER_HOP = 20
 ANSWERED = 12  # questions per model for the answer timing
@@ -214,13 +214,11 @@ def webqsp_mini_sample() -> list[tuple[str, dict]]:
 
 def paired_hit(graph: str, a: str, rows_a: list[dict], b: str, rows_b: list[dict]) -> dict | None:
     """Exact McNemar on Hit between two modes' rows for the same questions (None when the questions differ)."""
-    from gr_core.stats import compare
-
-    if [r["question"] for r in rows_a] != [r["question"] for r in rows_b]:
+    try:
+        test = paired(a, rows_a, b, rows_b)
+    except ValueError:
         return None
-    hit_a, hit_b = [r["hit"] for r in rows_a], [r["hit"] for r in rows_b]
-    return {"graph": graph, "a": a, "b": b, "n": len(rows_a), "hit_a": float(np.mean(hit_a)),
-            "hit_b": float(np.mean(hit_b)), **compare(hit_a, hit_b)}
+    return {"graph": graph, "hit_a": test["score_a"], "hit_b": test["score_b"], **test}
 
 
 def answer_mode_study(qs: list[dict]) -> tuple[list[dict], list[dict], dict]:

@@ -27,10 +27,9 @@ REFERENCES = ("majority", "gnn_classifier", "negation_parity")
 
 def seed_runs(runs_dir: str | Path, dataset: str, method: str) -> list[Path]:
     """The finished run directories ``<dataset>-<method>-seed<k>`` under ``runs_dir``, by seed."""
-    prefix = f"{dataset}-{method}-seed"
-    found = [(int(d.name[len(prefix):]), d) for d in Path(runs_dir).glob(prefix + "*")
-             if d.name[len(prefix):].isdigit() and (d / "metrics.json").is_file()]
-    return [d for _, d in sorted(found)]
+    from .runs import seed_run_dirs
+
+    return [d for _, d in seed_run_dirs(runs_dir, dataset, method)]
 
 
 def _scores(run_dir: Path) -> tuple[list[str], np.ndarray]:

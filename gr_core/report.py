@@ -121,13 +121,9 @@ def decide(claim: Claim, discordance: float | None, trained: bool) -> Claim:
 
 def _seeds_of(runs_dir: Path, dataset: str, method: str) -> list[int]:
     """The seeds k for which ``runs_dir/<dataset>-<method>-seed<k>/predictions.jsonl`` exists, sorted."""
-    prefix = f"{dataset}-{method}-seed"
-    found = []
-    for d in runs_dir.glob(prefix + "*") if runs_dir.is_dir() else []:
-        tail = d.name[len(prefix):]
-        if tail.isdigit() and (d / "predictions.jsonl").is_file():
-            found.append(int(tail))
-    return sorted(found)
+    from .runs import seed_run_dirs
+
+    return [k for k, _ in seed_run_dirs(runs_dir, dataset, method, "predictions.jsonl")]
 
 
 def paired_claim(paper: str, claim: str, dataset: str, runs_dir: Path, run_a: str, run_b: str, source: str,

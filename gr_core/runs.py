@@ -146,6 +146,16 @@ class RunConflictError(ValueError):
     """A run directory already holds a finished run of another configuration."""
 
 
+def seed_run_dirs(runs_dir: str | Path, dataset: str, method: str, marker: str = "metrics.json"
+                  ) -> list[tuple[int, Path]]:
+    """``(seed, run directory)`` of every ``runs_dir/<dataset>-<method>-seed<k>`` holding ``marker``, by seed."""
+    prefix = f"{dataset}-{method}-seed"
+    runs_dir = Path(runs_dir)
+    found = [(int(d.name[len(prefix):]), d) for d in (runs_dir.glob(prefix + "*") if runs_dir.is_dir() else [])
+             if d.name[len(prefix):].isdigit() and (d / marker).is_file()]
+    return sorted(found)
+
+
 def _flat(d: dict, prefix: str = "") -> dict:
     out = {}
     for k, v in d.items():

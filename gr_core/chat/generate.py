@@ -24,7 +24,7 @@ rewrites of template questions were not measured to help (a stated gap).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -93,7 +93,6 @@ class GeneratedQuestion:
     text: str  # with the topic's name
     masked: str  # with the topic written "it" (what a topic-masked reasoner reads)
     template: str
-    extra: dict = field(default_factory=dict)
 
     @property
     def hops(self) -> int:

@@ -18,6 +18,7 @@ import numpy as np
 from ..gnn_rag.model import ReasonerConfig
 from .generate import GeneratedQuestion, GenerationConfig, generate_questions, generation_summary
 from .index import ChatIndex
+from .models import reasoner_meta
 
 FORMAT_VERSION = 2  # bump when the saved reasoner's meaning changes (keys the cache; 2: trained on neighbourhoods)
 MIN_QUESTIONS = 20  # fewer generated questions than this train no reasoner (a graph too small: TooFewQuestions)
@@ -224,3 +225,13 @@ def train_graph_reasoner(indexes: ChatIndex | list[ChatIndex], cfg: GraphReasone
         print(f"graph reasoner: trained in {train_s:.0f} s ({len(history)} epochs), saved {path}", flush=True)
     return path
 
+
+def training_record(path) -> dict:
+    """What a saved generated-question reasoner's ``meta`` says about its training: questions generated and kept,
+    the held-out H@1, epochs and seconds (those of the run that trained it)."""
+    meta = reasoner_meta(path)
+    gen = meta.get("generated", {})
+    return {"num_generated": gen.get("generated"), "num_train": meta.get("num_train"), "num_val": meta.get("num_val"),
+            "by_hops": gen.get("by_hops"), "answers_outside_scope": gen.get("answers_outside_scope"),
+            "held_out_h1": meta.get("val_h1"), "epochs_run": len(meta.get("history", [])),
+            "build_seconds": meta.get("build_seconds"), "train_seconds": meta.get("train_seconds")}

@@ -25,6 +25,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..chat import GraphChat
+from ..chat.graph_reasoner import training_record
 from ..chat.index import WORD
 from ..evaluate import kgqa_scores
 from ..stats import compare, wilson_interval
@@ -145,18 +146,6 @@ def choose_hop_penalty(chat: GraphChat, questions: list[dict], penalties=(0.0, 0
     return {"hit_by_penalty": results, "chosen": best, "n": len(questions)}
 
 
-def reasoner_record(path) -> dict:
-    """What a saved generated reasoner's ``meta`` says about its training: questions generated, kept, seconds."""
-    from ..chat.models import reasoner_meta
-
-    meta = reasoner_meta(path)
-    gen = meta.get("generated", {})
-    return {"num_generated": gen.get("generated"), "num_train": meta.get("num_train"), "num_val": meta.get("num_val"),
-            "by_hops": gen.get("by_hops"), "answers_outside_scope": gen.get("answers_outside_scope"),
-            "held_out_h1": meta.get("val_h1"), "epochs_run": len(meta.get("history", [])),
-            "build_seconds": meta.get("build_seconds"), "train_seconds": meta.get("train_seconds")}
-
-
 def run_systems(systems: dict, questions: list[dict], graph_of=None) -> dict[str, list[dict]]:
     """Each system's rows on the same questions. ``systems``: label -> a :class:`GraphChat`, or a function of a graph
     spec returning one (``graph_of(q)`` names each question's graph: one chat per graph, built on first use)."""
@@ -177,21 +166,22 @@ def study_result(graph: str, rows: dict[str, list[dict]], questions: list[dict],
     """Records per system, every system paired with ``baseline`` (the chat without a reasoner) and with ``reference``
     (the question-trained reasoner), and the ``generated_reasoner`` row of ``trained``."""
     records = [hit_record(label, r, graph=graph) for label, r in rows.items()]
-    pairs = []
-    for a in rows:
-        pairs += [paired(a, rows[a], b, rows[b]) for b in (baseline, reference)
-                  if b in rows and a not in (b, baseline) and not (a == reference and b == reference)]
+    pairs = [paired(a, rows[a], b, rows[b]) for a in rows for b in (baseline, reference)
+             if b in rows and a not in (b, baseline)]
     main = next(r for r in records if r["label"] == trained)
     vs = {p["b"]: p for p in pairs if p["a"] == trained}
     row = {"graph": graph, "n": main["n"], "hit": main["hit"], "ci_low": main["ci_low"], "ci_high": main["ci_high"],
            "p_vs_ranked": vs.get(baseline, {}).get("p"), "p_vs_question_trained": vs.get(reference, {}).get("p"),
-           **reasoner_record(reasoner_path)}
-    by_hop = {}
-    for label, r in rows.items():
-        for h in sorted({q.get("hop") for q in questions if q.get("hop") is not None}):
-            sub = [x for x, q in zip(r, questions) if q.get("hop") == h]
-            by_hop.setdefault(label, {})[str(h)] = hit_record(f"{label}, {h}-hop", sub)
+           **training_record(reasoner_path)}
+    by_hop = {label: hop_records(label, r, questions) for label, r in rows.items()}
     return {"records": records, "pairs": pairs, "generated_reasoner": row, "by_hop": by_hop}
+
+
+def hop_records(label: str, rows: list[dict], questions: list[dict]) -> dict:
+    """:func:`hit_record` of ``rows`` per hop count of ``questions`` (none when the questions have no hop)."""
+    hops = sorted({q["hop"] for q in questions if q.get("hop") is not None})
+    return {str(h): hit_record(f"{label}, {h}-hop", [r for r, q in zip(rows, questions) if q.get("hop") == h])
+            for h in hops}
 
 
 def subset(rows: dict[str, list[dict]], keep: list[bool]) -> dict[str, list[dict]]:
@@ -231,13 +221,14 @@ def metaqa_study(reasoner_cfg, per_hop: int = 300, llm_per_hop: int = 300, seed:
     llm_questions = [q for q, k in zip(questions, keep) if k]
     ranked_rows = run_systems({RANKED: ranked}, llm_questions)[RANKED] if llm_per_hop else []
     everything = study_result("metaqa", rows, questions, QUESTION_TRAINED, GENERATED, path, PATHS)
-    if ranked_rows:
-        paired_rows = {**subset(rows, keep), RANKED: ranked_rows}
-        with_llm = study_result("metaqa", paired_rows, llm_questions, QUESTION_TRAINED, GENERATED, path, RANKED)
-        everything["pairs"] += [p for p in with_llm["pairs"] if RANKED in (p["a"], p["b"])]
-        everything["records"].append(next(r for r in with_llm["records"] if r["label"] == RANKED))
-        everything["by_hop"][RANKED] = with_llm["by_hop"][RANKED]
-        everything["generated_reasoner"]["p_vs_ranked"] = with_llm["generated_reasoner"]["p_vs_ranked"]
+    everything["generated_reasoner"]["p_vs_ranked"] = None
+    if ranked_rows:  # the LLM's pairs on the questions it answered
+        on_them = subset(rows, keep)
+        pairs = [paired(a, on_them[a], RANKED, ranked_rows) for a in rows]
+        everything["pairs"] += pairs
+        everything["records"].append(hit_record(RANKED, ranked_rows, graph="metaqa"))
+        everything["by_hop"][RANKED] = hop_records(RANKED, ranked_rows, llm_questions)
+        everything["generated_reasoner"]["p_vs_ranked"] = next(p["p"] for p in pairs if p["a"] == GENERATED)
         everything["generated_reasoner"]["n_vs_ranked"] = len(llm_questions)
     everything["generated_reasoner"]["p_vs_paths"] = next(
         (p["p"] for p in everything["pairs"] if p["a"] == GENERATED and p["b"] == PATHS), None)
@@ -278,10 +269,14 @@ def webqsp_study(reasoner_cfg, num_graphs: int = 300, seed: int = 0, question_re
     for chat in base.values():
         if llm and chat is not first:
             chat.reuse_model(first)  # one LLM for every graph
-    systems = {GENERATED: lambda spec: GraphChat(graphs[spec], kind="kg", reasoner=path, retriever="gnn"),
+    from ..gnn_rag import load_reasoner
+
+    generated = load_reasoner(path)  # loaded once, not once a graph
+    systems = {GENERATED: lambda spec: GraphChat(graphs[spec], kind="kg", reasoner=generated, retriever="gnn"),
                PATHS: lambda spec: GraphChat(graphs[spec], kind="kg", retriever="pcst", answer_mode="paths")}
     if question_reasoner is not None:
-        systems[QUESTION_TRAINED] = lambda spec: GraphChat(graphs[spec], kind="kg", reasoner=question_reasoner,
+        reference = load_reasoner(question_reasoner)
+        systems[QUESTION_TRAINED] = lambda spec: GraphChat(graphs[spec], kind="kg", reasoner=reference,
                                                            retriever="gnn")
     if llm:
         systems[RANKED] = base.__getitem__
@@ -383,6 +378,6 @@ def cost_study(max_nodes: int = 6000, max_expand_degree: int = 400, per_hop: int
     paths = GraphChat(triples, model="zero_shot", retriever="pcst", answer_mode="paths")
     rows = run_systems({GENERATED: trained, PATHS: paths}, asked)
     return {"triples": len(triples), "nodes": len(nodes), "call_seconds": round(wall, 1),
-            **reasoner_record(trained.trained_reasoner),
+            **training_record(trained.trained_reasoner),
             "records": [hit_record(label, r, graph="metaqa neighbourhood") for label, r in rows.items()],
             "pairs": [paired(GENERATED, rows[GENERATED], PATHS, rows[PATHS])]}
