@@ -18,11 +18,12 @@ import os
 from dataclasses import asdict
 from pathlib import Path
 
-from common import write_result  # noqa: I001
+from common import result_path, write_result  # noqa: I001
 
+from gr_core.chat import ChatIndex, GraphChat, load_graph
 from gr_core.chat.generate import GenerationConfig
-from gr_core.chat.graph_reasoner import GraphReasonerConfig
-from gr_core.paths import repo_root
+from gr_core.chat.graph_reasoner import GraphReasonerConfig, train_graph_reasoner
+from gr_core.paths import repo_relative, repo_root
 from gr_core.runs import read_json, write_json
 from gr_core.studies import chat_without_questions as study
 
@@ -44,7 +45,7 @@ def reasoner_config(args) -> GraphReasonerConfig:
 
 def update_chat_json(row: dict) -> None:
     """Replace this graph's row of ``generated_reasoner`` in ``outputs/bench/chat.json`` (nothing else changes)."""
-    path = repo_root() / "outputs" / "bench" / "chat.json"
+    path = result_path("chat")
     data = read_json(path) if path.is_file() else {}
     rows = [r for r in data.get("generated_reasoner", []) if r.get("graph") != row["graph"]]
     data["generated_reasoner"] = sorted(rows + [row], key=lambda r: r["graph"])
@@ -96,13 +97,10 @@ def main() -> None:
         result["reasoner_config"] = asdict(cfg)
         result["question_reasoner"] = ref
         out = write_result(f"chat_generated_{args.study}", result)
-        update_chat_json({**result["generated_reasoner"], "result_file": str(out.relative_to(repo_root()))})
+        update_chat_json({**result["generated_reasoner"], "result_file": repo_relative(out)})
     elif args.study == "two-entity":
         reasoner = None
         if args.generated_reasoner:
-            from gr_core.chat import ChatIndex, load_graph
-            from gr_core.chat.graph_reasoner import train_graph_reasoner
-
             reasoner = train_graph_reasoner(ChatIndex.build(load_graph("metaqa")[0]), GraphReasonerConfig())
         result = study.two_entity_study(args.n, generated_reasoner=reasoner)
         out = write_result("chat_generated_two_entity", result)
@@ -110,8 +108,6 @@ def main() -> None:
         result = study.cost_study(args.max_nodes, args.max_expand_degree)
         out = write_result("chat_generated_cost", result)
     else:
-        from gr_core.chat import GraphChat, load_graph
-
         kb, kind, _ = load_graph("metaqa")
         chat = GraphChat(kb, kind=kind, retriever="pcst", answer_mode="paths")
         result = study.choose_hop_penalty(chat, study.metaqa_sample("dev", args.per_hop, seed=1))

@@ -6,11 +6,12 @@ Real turns on the MetaQA KB (the embedded SmolLM2-135M, the chat's default answe
 plain subgraph view (:func:`gr_core.viz.graph_html`, every node, one colour for every marked node, no legend) and
 with the turn view (:meth:`gr_core.chat.Turn.show`: roles, legend, relation labels, a node cap). Debian's Chromium
 renders each page headless and offline; a script in the page records where vis-network placed every node once the
-layout settled (5 s after loading), and the DOM is dumped to read it back. Measured per view: nodes drawn, relation labels drawn, the
-legend, and the number of node-label pairs whose boxes overlap (each label's box estimated from its length at the
-view's font size). Screenshots of the first question are written beside the JSON. Needs ``chromium`` on the PATH
-(``apt-get install chromium``); without it the script says so and exits 2.
+layout settled (5 s after loading), and the DOM is dumped to read it back. Measured per view: nodes drawn, relation
+labels drawn, the legend, and the number of node-label pairs whose boxes overlap (each label's box estimated from its
+length at the view's font size). Screenshots of the first question are written beside the JSON. Needs ``chromium`` on
+the PATH (``apt-get install chromium``); without it the script says so and exits 2.
 """
+import argparse
 import json
 import re
 import shutil
@@ -20,14 +21,13 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from common import write_result  # noqa: I001
+from common import result_path, write_result  # noqa: I001
 
 from gr_core.chat import GraphChat, load_graph
-from gr_core.paths import repo_root
 from gr_core.viz import graph_html
 
-QUESTIONS = ["Who directed Forrest Gump?", "Which films did Tom Hanks star in?", "what genres are the films directed by Ridley Scott",
-             "who wrote the screenplay of Blade Runner"]
+QUESTIONS = ["Who directed Forrest Gump?", "Which films did Tom Hanks star in?",
+             "what genres are the films directed by Ridley Scott", "who wrote the screenplay of Blade Runner"]
 PROBE = ('<script>setTimeout(function () {var d = document.createElement("pre");'
          'd.id = "positions"; d.style.display = "none"; d.textContent = JSON.stringify(network.getPositions());'
          'document.body.appendChild(d);}, 5000);</script>')
@@ -39,7 +39,8 @@ def chromium(page: Path, screenshot: Path | None) -> str:
             "--disable-background-networking", "--disable-component-update", "--disable-sync",
             f"--user-data-dir={tempfile.mkdtemp()}", "--window-size=1000,720", "--virtual-time-budget=10000"]
     if screenshot is not None:
-        subprocess.run(base + [f"--screenshot={screenshot}", page.as_uri()], capture_output=True, timeout=120, check=True)
+        subprocess.run(base + [f"--screenshot={screenshot}", page.as_uri()], capture_output=True, timeout=120,
+                       check=True)
     res = subprocess.run(base + ["--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120, check=True)
     return res.stdout
 
@@ -74,13 +75,15 @@ def measure(page_html: str, name: str, out: Path, shot: bool) -> dict:
             "more_nodes_note": bool(re.search(r"\d+ more nodes not drawn", page_html))}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(prog="python bench/chat_view.py", description=__doc__.split("\n")[0],
+                            epilog="No options: the measurement is fixed (see the module docstring).").parse_args(argv)
     if shutil.which("chromium") is None:
         print("chromium is not installed (apt-get install chromium): nothing measured", file=sys.stderr)
         return 2
     kb, kind, _ = load_graph("metaqa")
     chat = GraphChat(kb, model="zero_shot", kind=kind, retriever="pcst")
-    out = repo_root() / "outputs" / "bench"
+    out = result_path("chat_view").parent
     tmp = Path(tempfile.mkdtemp())
     rows = []
     for k, q in enumerate(QUESTIONS):
@@ -101,7 +104,8 @@ def main() -> int:
               f"/{rec['after']['edges_drawn']}", flush=True)
     for name in ("before", "after"):
         (out / f"chat_view_{name}.html").unlink(missing_ok=True)  # ~0.7 MB each: the PNGs are the record
-    summary = {f"label_overlaps_{v}": int(np.sum([r[v]["label_overlaps"] or 0 for r in rows])) for v in ("before", "after")}
+    summary = {f"label_overlaps_{v}": int(np.sum([r[v]["label_overlaps"] or 0 for r in rows]))
+               for v in ("before", "after")}
     summary["every_after_view_has_legend"] = all(r["after"]["legend"] for r in rows)
     summary["every_after_edge_labelled"] = all(r["after"]["edges_with_relation_label"] == r["after"]["edges_drawn"]
                                                for r in rows)

@@ -6,12 +6,13 @@ Each argument names one run: ``method:lr:batch:epochs[:norm[:graph_lr[:seed[:nos
 ``graph_token_norm`` option; ``nosys``: an empty system prompt). Every run trains with the project's own
 ``train.fit`` on the 1,659 training graphs (GNN 4 x 256, 10% warm-up, fp32) and, after each epoch, answers the 553
 validation and 554 test questions with ``train.predict``; selection is meant to use the validation column. A GPU
-makes a sweep take minutes (an epoch is about 17 minutes on 2 CPU cores). Writes ``outputs/bench/explagraphs_sweep.json``
+makes a sweep take minutes (an epoch is about 17 minutes on 2 CPU cores). Writes
+``outputs/bench/explagraphs_sweep.json``
 (set ``GR_LLM`` to a model directory to use one other than the embedded SmolLM2).
 """
+import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -21,11 +22,12 @@ from common import write_result
 
 from gr_core.config import LLMConfig
 from gr_core.evaluate import task_scores
-from gr_core.gnn import GNNConfig
+from gr_core.g_retriever.examples import build_examples, split_indices
+from gr_core.g_retriever.graph_encoder import GNNConfig
+from gr_core.g_retriever.model import SOFT_PROMPT_INIT, GraphLLM
+from gr_core.g_retriever.train import TrainConfig, fit, make_run_config, predict
 from gr_core.graphqa import DatasetConfig, load_dataset
-from gr_core.model import SOFT_PROMPT_INIT, GraphLLM
 from gr_core.runs import seed_everything
-from gr_core.train import TrainConfig, build_examples, fit, make_run_config, predict, split_indices
 
 
 def parse(name: str) -> dict:
@@ -37,7 +39,8 @@ def parse(name: str) -> dict:
 
 def scores(model, examples) -> dict:
     answers, _ = predict(model, examples, 64, desc="eval")
-    return {"acc": float(np.mean([task_scores("explagraphs", a, e.answers)["score"] for a, e in zip(answers, examples)])),
+    per_question = [task_scores("explagraphs", a, e.answers)["score"] for a, e in zip(answers, examples)]
+    return {"acc": float(np.mean(per_question)),
             "support": float(np.mean([a.strip().lower().startswith("support") for a in answers]))}
 
 
@@ -83,7 +86,16 @@ def run_one(ds, name: str, llm: str) -> dict:
     return {"config": p, "init_grad_norms": init_grads, "epochs": rows, "seconds": round(time.perf_counter() - t0, 1)}
 
 
-def main(names: list[str]) -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python bench/explagraphs_sweep.py", description=__doc__.split("\n")[0])
+    parser.add_argument("runs", nargs="*", default=["g_retriever:1e-3:8:2::::nosys"],
+                        help="method:lr:batch:epochs[:norm[:graph_lr[:seed[:nosys]]]], one per run")
+    names = parser.parse_args(argv).runs
+    for name in names:
+        try:
+            parse(name)
+        except (ValueError, IndexError) as err:
+            parser.error(f"run {name!r}: {err} (expected method:lr:batch:epochs[:norm[:graph_lr[:seed[:nosys]]]])")
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 as on CPU
     ds = load_dataset(DatasetConfig("explagraphs"))
     llm = os.environ.get("GR_LLM", "embedded:smollm2-135m-instruct")
@@ -91,4 +103,4 @@ def main(names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or ["g_retriever:1e-3:8:2::::nosys"])
+    main()

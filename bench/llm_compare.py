@@ -9,22 +9,22 @@ ExplaGraphs training questions, batch 8, length-bucketed, the first batch as war
 same test questions in batches of 16. Tokens are each model's own real (non-pad) prompt + label tokens, so the two
 tokenizers' lengths are reported beside the rates. No peer: PyG's port loads the same HF directories.
 """
-from common import summarize, write_result  # noqa: I001
-
+import argparse
 import os
 import tempfile
 import time
 
 import torch
+from common import summarize, write_result  # noqa: I001
+from train_infer_throughput import ours_train  # noqa: E402  (the same timed training loop)
 
 from gr_core.config import LLMConfig
-from gr_core.gnn import GNNConfig
+from gr_core.g_retriever.examples import build_examples
+from gr_core.g_retriever.graph_encoder import GNNConfig
+from gr_core.g_retriever.model import GraphLLM
+from gr_core.g_retriever.train import TrainConfig, make_run_config, predict
 from gr_core.graphqa import DatasetConfig, load_dataset
 from gr_core.llm import EMBEDDED_LLMS, embedded_llm_dir, unavailable
-from gr_core.model import GraphLLM
-from gr_core.train import TrainConfig, build_examples, make_run_config, predict
-
-from train_infer_throughput import ours_train  # noqa: E402  (the same timed training loop)
 
 DATASET = "explagraphs"
 TRAIN_EXAMPLES = 48  # 6 batches of 8: 1 warm-up + 5 timed
@@ -70,11 +70,14 @@ def one_llm(name: str, ds) -> dict:
             "vocab": int(emb.shape[0]), "hidden": int(emb.shape[1]),
             "gguf_to_fp32_cache_s": round(build, 2), "model_load_s": round(load, 2),
             "train_tokens_per_s": round(sum(run["tokens"]) / sum(run["seconds"]), 1),
-            "train_step_s": summarize(run["seconds"]), "tokens_per_example": sum(run["tokens"]) / (len(run["tokens"]) * 8),
+            "train_step_s": summarize(run["seconds"]),
+            "tokens_per_example": sum(run["tokens"]) / (len(run["tokens"]) * 8),
             "answers_per_s": round(len(test_ex) / infer_s, 3), "sample_answers": answers[:3]}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    argparse.ArgumentParser(prog="python bench/llm_compare.py", description=__doc__.split("\n")[0],
+                            epilog="No options: the measurement is fixed (see the module docstring).").parse_args(argv)
     ds = load_dataset(DatasetConfig(DATASET))
     ds.prefetch(list(ds.split["train"][:TRAIN_EXAMPLES]) + list(ds.split["test"][:INFER_EXAMPLES]))
     rows, skipped = [], {}

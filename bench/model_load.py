@@ -5,7 +5,10 @@
 "Peer" here is the naive recipe (``from_pretrained(pkg_dir, gguf_file=...)`` on every load, as the
 package's README and most notebooks do); ours dequantizes once and reloads a plain HF directory.
 """
+import argparse
+
 from common import summarize, timed, write_result  # noqa: I001
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from gr_core.config import LLMConfig
 from gr_core.llm import EMBEDDED_LLMS, embedded_gguf_path, embedded_llm_dir, load_llm, unavailable
@@ -15,14 +18,14 @@ REPEATS = 3
 
 
 def gguf_load(name: str = "smollm2-135m-instruct"):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     gguf = embedded_gguf_path(name)
     AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     return AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    argparse.ArgumentParser(prog="python bench/model_load.py", description=__doc__.split("\n")[0],
+                            epilog="No options: the measurement is fixed (see the module docstring).").parse_args(argv)
     llms = {}
     for name in EMBEDDED_LLMS:  # every embedded LLM that is installed (Gemma 3 270M: the optional gemma extra)
         if unavailable(f"embedded:{name}"):

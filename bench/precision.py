@@ -39,16 +39,20 @@ from pathlib import Path
 import numpy as np
 import torch
 from common import gemm_peak_gflops, mean_loss, train_step_seconds, write_result
+from sentence_transformers import SentenceTransformer
 from transformers import AutoModelForCausalLM
 
-from gr_core.config import LLMConfig
+from gr_core.config import LLMConfig, TextEncoderConfig
 from gr_core.dropout import use_uniform_dropout
-from gr_core.gnn import GNNConfig
+from gr_core.g_retriever.examples import build_examples
+from gr_core.g_retriever.graph_encoder import GNNConfig
+from gr_core.g_retriever.model import SOFT_PROMPT_INIT, GraphLLM
+from gr_core.g_retriever.train import TrainConfig, make_run_config, param_groups, predict
 from gr_core.graphqa import DatasetConfig, load_dataset
 from gr_core.llm import _contiguous_head_input, load_llm, load_tokenizer, model_path
-from gr_core.model import SOFT_PROMPT_INIT, GraphLLM
+from gr_core.paths import data_root
 from gr_core.precision import attention_implementation, cpu_info, cpu_record
-from gr_core.train import TrainConfig, build_examples, make_run_config, param_groups, predict
+from gr_core.text_encoder import embedded_encoder_dir, load_text_encoder
 
 GNN = GNNConfig(kind="gt", hidden=256, num_layers=4, heads=4)  # the quick preset's encoder
 TRAIN = TrainConfig(lr=1e-3, batch_size=8, eval_batch_size=16)  # the quick preset's ExplaGraphs runs
@@ -144,10 +148,6 @@ def answer(model: GraphLLM, examples) -> dict:
 def encoder_rates(names: list[str]) -> dict:
     """names/s of the sentence encoder in fp32, bf16 with SDPA and bf16 as ``TextEncoderConfig(dtype="bfloat16")``
     loads it (eager attention on CPU), and how far the bf16 vectors are from the fp32 ones."""
-    from sentence_transformers import SentenceTransformer
-
-    from gr_core.config import TextEncoderConfig
-    from gr_core.text_encoder import embedded_encoder_dir, load_text_encoder
 
     path = str(embedded_encoder_dir())
     encoders = {"fp32": load_text_encoder(TextEncoderConfig()),
@@ -170,8 +170,6 @@ def encoder_rates(names: list[str]) -> dict:
 def topk_agreement(ds, questions: int, k: int = 3) -> dict:
     """How often the top-k nodes by cosine to the question (the PCST node prizes of GR §5.2, k = 3 for WebQSP) are
     the same set with bf16 vectors as with fp32 ones, over the first ``questions`` WebQSP test questions."""
-    from gr_core.config import TextEncoderConfig
-    from gr_core.text_encoder import load_text_encoder
 
     encoders = {d: load_text_encoder(TextEncoderConfig(dtype=d)) for d in ("float32", "bfloat16")}
     same, sizes = 0, []
@@ -285,8 +283,6 @@ def main() -> None:
 
     encoder, agreement, names = None, None, []
     if args.names:
-        from gr_core.paths import data_root
-
         with open(data_root() / "metaqa" / "kb.txt", encoding="utf-8") as fh:
             for line in fh:
                 head, _, tail = line.rstrip("\n").split("|")
@@ -313,7 +309,8 @@ def main() -> None:
             "sentence_encoder": (encoder or {}).get("bf16", {}).get("speedup")},
         "targets_on_amx": {"g_retriever_step": 2.5, "g_retriever_lora_step": 2.0, "answers": 3.0,
                            "sentence_encoder": 1.7},
-        "setup": {"llm": args.llm, "steps": args.steps, "batch_size": TRAIN.batch_size, "eval_batch_size": TRAIN.eval_batch_size,
+        "setup": {"llm": args.llm, "steps": args.steps, "batch_size": TRAIN.batch_size,
+                  "eval_batch_size": TRAIN.eval_batch_size,
                   "gnn": GNN.__dict__, "train_questions": len(train_ex), "test_questions": len(test_ex),
                   "encoder_names": len(names), "max_new_tokens": 32,
                   "answer_weights": f"{args.checkpoint}/ckpt/best.pt" if args.checkpoint else "untrained (seed 0)"},

@@ -14,7 +14,7 @@ step, the speed-up and the implied seconds per epoch of the 12,847 MetaQA-3hop t
 """
 from __future__ import annotations
 
-import sys
+import argparse
 import time
 
 import torch
@@ -78,8 +78,10 @@ def time_steps(device: str, cfg: ReasonerConfig, batch_size: int, data: list, st
     return (time.perf_counter() - start) / min(steps, len(batches))
 
 
-def main() -> int:
-    devices = sys.argv[1:] or ["cpu"]
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python bench/reasoner_step.py", description=__doc__.split("\n")[0])
+    parser.add_argument("devices", nargs="*", choices=["cpu", "cuda"], help="where to time the steps (default: cpu)")
+    devices = parser.parse_args(argv).devices or ["cpu"]
     gen = torch.Generator().manual_seed(0)
     data = [graph(gen) for _ in range(256)]
     rows = []

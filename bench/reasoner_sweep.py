@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing as mp
 import time
 from dataclasses import asdict
 
@@ -21,10 +22,11 @@ import numpy as np
 import torch
 from common import write_result
 
-from gr_core.gnn_rag import (QuestionGraph, ReasonerConfig, ReasonerTrainConfig, dataset_key, evaluate_reasoner,
-                             question_data, reasoner_dataset, train_reasoner)
+from gr_core.gnn_rag import (QuestionGraph, ReasonerConfig, ReasonerTrainConfig, evaluate_reasoner, question_data,
+                             reasoner_dataset, train_reasoner)
 from gr_core.graphqa import DatasetConfig, load_dataset
 from gr_core.stats import wilson_interval
+from gr_core.studies.gnn_rag import dataset_key
 
 _DS = None  # the dataset a worker process builds graphs from (inherited by fork)
 
@@ -50,7 +52,6 @@ def graphs(ds, indices: list[int], workers: int) -> list:
     global _DS
     if workers <= 1:
         return reasoner_dataset(ds, indices)
-    import multiprocessing as mp
 
     ds.prefetch(indices, nodes=False)  # encode the questions and relations once, before forking
     _DS = ds

@@ -2,7 +2,7 @@
 
     python bench/relation_paths.py [--questions 64] [--batch 16] [--beams 3]
 
-Generates the relation paths of the first MetaQA-3hop test questions with ``gr_core.gnn_rag_llm.
+Generates the relation paths of the first MetaQA-3hop test questions with ``gr_core.gnn_rag.generation.
 generate_relation_paths`` (beam search, as notebook 04 runs it) on an untrained LoRA model: an untrained model
 writes until its token budget, so this is an upper bound on a trained generator's time. The plan of a preset
 (``./gr suite --dry-run``, ``gr_core.plan``) reads ``seconds_per_question`` from ``outputs/bench/relation_paths.json``.
@@ -12,7 +12,13 @@ from __future__ import annotations
 
 import argparse
 
+import torch
 from common import timed, write_result
+
+from gr_core.config import LLMConfig
+from gr_core.g_retriever.model import GraphLLM, LoRAConfig, ModelConfig
+from gr_core.gnn_rag.generation import generate_relation_paths
+from gr_core.graphqa import DatasetConfig, load_dataset
 
 
 def main() -> None:
@@ -22,12 +28,7 @@ def main() -> None:
     parser.add_argument("--beams", type=int, default=3, help="notebook 04's rog_beams (RoG / GNN-RAG: 3)")
     args = parser.parse_args()
 
-    import torch
 
-    from gr_core.config import LLMConfig
-    from gr_core.gnn_rag_llm import generate_relation_paths
-    from gr_core.graphqa import DatasetConfig, load_dataset
-    from gr_core.model import GraphLLM, LoRAConfig, ModelConfig
 
     torch.manual_seed(0)
     ds = load_dataset(DatasetConfig("metaqa", hops=3))

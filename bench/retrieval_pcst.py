@@ -18,6 +18,7 @@ timed producing the same outputs: the subgraph and its textualized desc.
 - ``metaqa_2hop_median_s``: neighbourhood extraction from the 133,582-triple KB + PCST, per official
   2-hop test question.
 """
+import argparse
 import time
 
 import numpy as np
@@ -28,8 +29,10 @@ from torch_geometric.data import Data
 from torch_geometric.llm.utils.backend_utils import retrieval_via_pcst
 
 from gr_core.data import TextualGraph
+from gr_core.g_retriever import retrieval
+from gr_core.g_retriever.retrieval import (RetrievalConfig, check_pcst_solver, edge_prizes, retrieve_subgraph,
+                                           similarities)
 from gr_core.graphqa import DatasetConfig, load_dataset
-from gr_core.retrieval import RetrievalConfig, check_pcst_solver, edge_prizes, retrieve_subgraph, similarities
 
 OURS = RetrievalConfig(3, 5, 0.5)
 COMPAT = RetrievalConfig(3, 5, 0.5, prize_mode="pyg", similarity="cosine")
@@ -56,7 +59,8 @@ def synthetic_graph(seed: int, n: int = 1371, m: int = 4252, dim: int = 1024, nu
 
 
 def pyg_inputs(graph, x, e):
-    return Data(x=torch.from_numpy(x), edge_index=torch.tensor(np.stack([graph.edges.src.to_numpy(), graph.edges.dst.to_numpy()])),
+    return Data(x=torch.from_numpy(x),
+                edge_index=torch.tensor(np.stack([graph.edges.src.to_numpy(), graph.edges.dst.to_numpy()])),
                 edge_attr=torch.from_numpy(e), num_nodes=graph.num_nodes, node_idx=np.arange(graph.num_nodes),
                 edge_idx=np.arange(graph.num_edges))
 
@@ -70,13 +74,16 @@ def inputs():
     for i in range(len(ds)):
         g = ds.graph(i)
         x, e = ds.embeddings(i)
-        yield f"webqsp/{ds.records[i].graph_id}", g, np.ascontiguousarray(x), np.ascontiguousarray(e), ds.question_emb[i]
+        yield (f"webqsp/{ds.records[i].graph_id}", g, np.ascontiguousarray(x), np.ascontiguousarray(e),
+               ds.question_emb[i])
     for seed in range(30):
         g, x, e, q = synthetic_graph(seed)
         yield f"synthetic/{seed}", g, x, e, q
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    argparse.ArgumentParser(prog="python bench/retrieval_pcst.py", description=__doc__.split("\n")[0],
+                            epilog="No options: the measurement is fixed (see the module docstring).").parse_args(argv)
     torch.set_num_threads(1)
     check_pcst_solver()
     cases = list(inputs())
@@ -122,8 +129,10 @@ def main() -> None:
         "identical_fraction_compat": float(np.mean([r["identical_compat"] for r in rows])),
         "differs_fraction_official": len(differ) / len(rows),
         "differs_with_negative_pyg_prizes": sum(r["pyg_negative_prize_edges"] > 0 for r in differ),
-        "webqsp_full": {"ours": summarize(t_ours[:18]), "ours_compat": summarize(t_compat[:18]), "peer": summarize(t_peer[:18])},
-        "synthetic": {"ours": summarize(t_ours[18:]), "ours_compat": summarize(t_compat[18:]), "peer": summarize(t_peer[18:])},
+        "webqsp_full": {"ours": summarize(t_ours[:18]), "ours_compat": summarize(t_compat[:18]),
+                        "peer": summarize(t_peer[:18])},
+        "synthetic": {"ours": summarize(t_ours[18:]), "ours_compat": summarize(t_compat[18:]),
+                      "peer": summarize(t_peer[18:])},
         "cases": rows, "threads": 1,
     }
     result["solver_only"] = solver_only(cases)
@@ -131,16 +140,16 @@ def main() -> None:
     path = write_result("retrieval_pcst", result)
     print(f"PCST retrieval, {len(rows)} graphs, 1 thread: ours {result['ours_median_s'] * 1e3:.2f} ms median "
           f"(p90 {result['ours_p90_s'] * 1e3:.2f}), compat {result['ours_compat_median_s'] * 1e3:.2f} ms, "
-          f"PyG {result['peer_median_s'] * 1e3:.1f} ms -> {result['speedup']:.0f}x ({result['speedup_compat']:.0f}x compat); "
-          f"identical in PyG's setting {result['identical_fraction_compat']:.3f}; solver alone "
+          f"PyG {result['peer_median_s'] * 1e3:.1f} ms -> {result['speedup']:.0f}x ({result['speedup_compat']:.0f}x "
+          f"compat); identical in PyG's setting {result['identical_fraction_compat']:.3f}; solver alone "
           f"{result['solver_only']['median_s'] * 1e3:.2f} ms; official rule differs "
-          f"{result['differs_fraction_official']:.3f}; MetaQA 2-hop extraction+PCST {result['metaqa_2hop_median_s'] * 1e3:.2f} ms"
+          f"{result['differs_fraction_official']:.3f}; MetaQA 2-hop extraction+PCST "
+          f"{result['metaqa_2hop_median_s'] * 1e3:.2f} ms"
           f"  -> {path}")
 
 
 def solver_only(cases) -> dict:
     """The ``pcst_fast`` call alone inside our retrieval (default setting), per input: the floor of ours."""
-    from gr_core import retrieval
 
     seconds, inner = [], retrieval.solve_pcst
 

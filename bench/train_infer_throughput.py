@@ -36,12 +36,15 @@ import time
 import torch
 
 from gr_core.config import LLMConfig, resolve_device
-from gr_core.gnn import GNNConfig
+from gr_core.g_retriever.graph_encoder import GNNConfig
 from gr_core.graphqa import DatasetConfig, load_dataset
 from gr_core.llm import embedded_llm_dir
-from gr_core.model import GraphLLM
+from gr_core.g_retriever.model import GraphLLM
 from gr_core.precision import cpu_info, dtype_name, resolve_dtype
-from gr_core.train import TrainConfig, build_examples, length_batches, make_run_config, predict
+from gr_core.g_retriever.train import TrainConfig, make_run_config, predict
+from gr_core.g_retriever.examples import build_examples, length_batches
+from torch_geometric.data import Batch
+from torch_geometric.llm.models import LLM, GRetriever
 
 DATASET = "webqsp"
 BATCH = 8  # GR code training batch
@@ -95,8 +98,6 @@ def ours_train(model: GraphLLM, examples, tcfg: TrainConfig) -> dict:
 
 
 def pyg_inputs(examples):
-    from torch_geometric.data import Batch
-
     g = Batch.from_data_list([ex.data for ex in examples])
     return dict(question=[ex.question for ex in examples], x=g.x, edge_index=g.edge_index, batch=g.batch,
                 edge_attr=g.edge_attr, additional_text_context=[ex.desc for ex in examples])
@@ -139,8 +140,6 @@ def pyg_infer(pyg, examples, max_out_tokens: int) -> dict:
 
 
 def main() -> None:
-    from torch_geometric.llm.models import LLM, GRetriever
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto",
                         help="the LLM's dtype on both sides (auto: what this machine resolves)")
@@ -204,13 +203,15 @@ def main() -> None:
         "mfu_of_best_peak": round(ours_mfu * peak / max(peaks.values()), 4),
         "ours_train_tokens_per_s": round(ours_tps, 1), "peer_train_tokens_per_s": round(peer_tps, 1),
         "train_speedup": round(ours_tps / peer_tps, 3),
-        "peer_frozen_train_tokens_per_s": round(frozen_tps, 1), "train_speedup_vs_frozen_peer": round(ours_tps / frozen_tps, 3),
+        "peer_frozen_train_tokens_per_s": round(frozen_tps, 1),
+        "train_speedup_vs_frozen_peer": round(ours_tps / frozen_tps, 3),
         "ours_train_step_s": summarize(r_ours["seconds"]), "peer_train_step_s": summarize(r_pyg["seconds"]),
         "peer_frozen_train_step_s": summarize(r_pyg_frozen["seconds"]),
         "ours_tokens_per_batch": sum(r_ours["tokens"]) / len(r_ours["tokens"]),
         "peer_tokens_per_batch": sum(r_pyg["tokens"]) / len(r_pyg["tokens"]),
         "ours_trainable_params": sum(p.numel() for p in ours.trainable_parameters().values()),
-        "peer_trainable_params": r_pyg["trainable_params"], "peer_frozen_trainable_params": r_pyg_frozen["trainable_params"],
+        "peer_trainable_params": r_pyg["trainable_params"],
+        "peer_frozen_trainable_params": r_pyg_frozen["trainable_params"],
         "mfu": round(ours_mfu, 4), "peer_mfu": round(peer_mfu, 4), "peer_frozen_mfu": round(frozen_mfu, 4),
         "ours_infer_answers_per_s": round(ours_aps, 3),
         "peer_infer_answers_per_s": round(r_inf_32["answers_per_s"], 3),
@@ -230,8 +231,9 @@ def main() -> None:
     }
     path = write_result("train_infer_throughput" + ("" if args.dtype == "auto" else f"-{args.dtype}"), result)
     print(f"{dtype_name(dtype)} on {machine()['cpu_model']}: GEMM peak {peak:.1f} GFLOP/s (peaks {peaks})")
-    print(f"train tokens/s: ours {ours_tps:.0f} (MFU {ours_mfu:.1%}) | PyG as shipped {peer_tps:.0f} (MFU {peer_mfu:.1%}) "
-          f"-> {ours_tps / peer_tps:.2f}x | PyG frozen by hand {frozen_tps:.0f} -> {ours_tps / frozen_tps:.2f}x")
+    print(f"train tokens/s: ours {ours_tps:.0f} (MFU {ours_mfu:.1%}) | PyG as shipped {peer_tps:.0f} "
+          f"(MFU {peer_mfu:.1%}) -> {ours_tps / peer_tps:.2f}x | PyG frozen by hand {frozen_tps:.0f} "
+          f"-> {ours_tps / frozen_tps:.2f}x")
     print(f"inference answers/s: ours {ours_aps:.2f} | PyG at 32 tokens {r_inf_32['answers_per_s']:.2f} -> "
           f"{ours_aps / r_inf_32['answers_per_s']:.2f}x | PyG default 128 {r_inf_default['answers_per_s']:.2f} -> "
           f"{ours_aps / r_inf_default['answers_per_s']:.2f}x   -> {path}")

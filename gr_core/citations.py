@@ -44,8 +44,8 @@ _INLINE_HEADING = re.compile(r"(?<=[.:!?)])[ \t]+(?=(?:the\s+)?(?:supporting\s+|
 _INLINE_BULLET = re.compile(r"[ \t]+(?=[*•][ \t])")
 _PROSE_WORDS = {"and", "or", "see", "also", "node", "nodes", "the", "a", "an", "is", "of", "in", "to", "with"}
 _BULLET = re.compile(r"^\s*(?:[*\-•]|\d+[.)])\s+(.*)$")
-_HEADING = re.compile(r"^[\s*#_]*(?:the\s+)?(?:supporting\s+|relevant\s+|cited\s+)?(nodes?|edges?)\b(?!\s*#?\d)[^:]*:\s*(.*)$",
-                      re.I)
+_HEADING = re.compile(r"^[\s*#_]*(?:the\s+)?(?:supporting\s+|relevant\s+|cited\s+)?(nodes?|edges?)"
+                      r"\b(?!\s*#?\d)[^:]*:\s*(.*)$", re.I)
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,8 @@ def _clean(text: str) -> str:
 
 
 def _edge_from_line(line: str) -> Citation | None:
-    """An edge written as ``id,rel,id``, ``(h, r, t)`` or with an arrow (``h -> t``, ``h --r--> t``, ``h -> r -> t``)."""
+    """An edge written as ``id,rel,id``, ``(h, r, t)`` or with an arrow (``h -> t``, ``h --r--> t``,
+    ``h -> r -> t``)."""
     body = _EDGE_REF.sub("", _clean(line)).strip()
     m = _ID_TRIPLE.match(body)
     if m:

@@ -5,11 +5,17 @@ comment); the embedded models are this project's CPU substitutes (a documented d
 """
 from __future__ import annotations
 
+import ast
+import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import yaml
+
+from .paths import repo_root
 
 EMBEDDED_LLM = "embedded:smollm2-135m-instruct"
 EMBEDDED_TEXT_ENCODER = "embedded:all-minilm-l6-v2"
@@ -77,7 +83,7 @@ class TextEncoderConfig:
 
 def resolve_device(device: str = "auto") -> str:
     """``"auto"`` -> ``"cuda"`` when a GPU is visible, else ``"cpu"``."""
-    import torch
+    import torch  # noqa: PLC0415 deferred: torch stack (~3 s at start-up), needed only here
 
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
@@ -124,3 +130,40 @@ def notebook_parameters(preset: str, notebook_stem: str, overrides: dict[str, An
     params.update(table.get(notebook_stem) or {})
     params.update(overrides or {})
     return params
+
+
+def parameter_defaults(notebook_stem: str, notebooks_dir: Path | None = None) -> dict[str, Any]:
+    """The ``parameters`` cell of ``notebooks/<notebook_stem>.ipynb`` as ``{name: default}``, in order: the
+    values a notebook runs with before the preset's (the cell holds typed literals only, by convention).
+
+    Raises:
+        FileNotFoundError: no such notebook; ValueError: it has no cell tagged ``parameters``, or a value there is
+        not a literal.
+    """
+    path = (notebooks_dir or repo_root() / "notebooks") / f"{notebook_stem}.ipynb"
+    cells = json.loads(path.read_text())["cells"]
+    for cell in cells:
+        if "parameters" not in cell.get("metadata", {}).get("tags", []):
+            continue
+        out: dict[str, Any] = {}
+        for node in ast.parse("".join(cell["source"])).body:
+            target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+            if not isinstance(target, ast.Name) or getattr(node, "value", None) is None:
+                raise ValueError(f"{path}: parameters cell line {node.lineno}: only `name = literal` assignments")
+            try:
+                out[target.id] = ast.literal_eval(node.value)
+            except ValueError as err:
+                raise ValueError(f"{path}: parameters cell line {node.lineno}: {target.id} is not a literal") from err
+        return out
+    raise ValueError(f"{path}: no cell is tagged 'parameters'")
+
+
+def used_parameters(namespace: Mapping[str, Any], notebook_stem: str) -> dict[str, Any]:
+    """The parameters one notebook execution uses: the value in ``namespace`` (the notebook's ``globals()``: its
+    ``parameters`` cell, then the preset and ``-p`` values papermill injected) of every name the parameters cell
+    assigns. The one record a notebook's summary writes, so a parameter lives in the preset and the cell only."""
+    names = list(parameter_defaults(notebook_stem))
+    missing = [n for n in names if n not in namespace]
+    if missing:
+        raise KeyError(f"{notebook_stem}: parameters {missing} are not defined; run the parameters cell first")
+    return {n: namespace[n] for n in names}

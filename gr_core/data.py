@@ -97,7 +97,8 @@ def parse_explagraphs_graph(text: str, where: str = "") -> list[tuple[str, str, 
     for raw in _TRIPLE.findall(text):
         parts = raw.split(";")
         if len(parts) != 3:
-            raise GraphFormatError(f"{where}: field 'graph': triple ({raw}) has {len(parts)} ';'-separated parts, expected 3")
+            raise GraphFormatError(f"{where}: field 'graph': triple ({raw}) has {len(parts)} ';'-separated parts, "
+                                   "expected 3")
         triples.append((parts[0], parts[1], parts[2]))
     if not triples:
         raise GraphFormatError(f"{where}: field 'graph': no '(head; relation; tail)' triple in {text[:80]!r}")

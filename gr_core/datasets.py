@@ -37,7 +37,7 @@ def graphqa_split(n: int, seed: int = 42) -> dict[str, list[int]]:
 
     With ``seed=42`` and ``n=2766`` this is exactly the reference ExplaGraphs split.
     """
-    from sklearn.model_selection import train_test_split
+    from sklearn.model_selection import train_test_split  # noqa: PLC0415 deferred: scikit-learn (~1 s at start-up), needed only here
 
     idx = np.arange(n)
     train, rest = train_test_split(idx, test_size=0.4, random_state=seed)
@@ -64,7 +64,8 @@ def _checked_triples(row: dict, path: Path, line: int) -> list[tuple[str, str, s
         raise GraphFormatError(f"{path}:{line}: field 'graph' must be a list of [head, relation, tail]")
     for j, t in enumerate(triples):
         if not (isinstance(t, list) and len(t) == 3 and all(isinstance(x, str) for x in t)):
-            raise GraphFormatError(f"{path}:{line}: field 'graph', triple {j} is {t!r}, expected [head, relation, tail] strings")
+            raise GraphFormatError(f"{path}:{line}: field 'graph', triple {j} is {t!r}, "
+                                   "expected [head, relation, tail] strings")
     return [tuple(t) for t in triples]
 
 
@@ -220,7 +221,8 @@ def gqa_scene_graph(scene: dict, where: str) -> TextualGraph:
         nodes.append((node_of[oid], gqa_node_text(obj)))
         for rel in obj.get("relations", []):
             if rel.get("object") not in node_of:
-                raise GraphFormatError(f"{where}: object {oid} relation {rel.get('name')!r} points to unknown object {rel.get('object')!r}")
+                raise GraphFormatError(f"{where}: object {oid} relation {rel.get('name')!r} points to unknown object "
+                                       f"{rel.get('object')!r}")
             edges.append((node_of[oid], rel["name"], node_of[rel["object"]]))
     return TextualGraph(nodes=pd.DataFrame(nodes, columns=["node_id", "node_attr"]),
                         edges=pd.DataFrame(edges, columns=EDGE_COLUMNS).astype({"src": np.int64, "dst": np.int64}))
@@ -231,7 +233,8 @@ def _split_by_image(image_ids: list[str], seed: int = 42) -> dict[str, list[int]
     appears in two splits; returns question indices."""
     unique = np.array(sorted(set(image_ids)))
     unique = unique[np.random.default_rng(seed).permutation(len(unique))]
-    by_image = graphqa_split(len(unique), seed) if len(unique) >= 5 else {"train": list(range(len(unique))), "val": [], "test": []}
+    by_image = (graphqa_split(len(unique), seed) if len(unique) >= 5
+                else {"train": list(range(len(unique))), "val": [], "test": []})
     part = {img: name for name, idx in by_image.items() for img in unique[idx]}
     return {name: [i for i, img in enumerate(image_ids) if part[img] == name] for name in ("train", "val", "test")}
 
@@ -247,10 +250,12 @@ def build_gqa(folder: str = "gqa_micro", seed: int = 42):
         for i, row in enumerate(csv.DictReader(fh), 2):
             image = row.get("image_id")
             if image not in scenes:
-                raise GraphFormatError(f"{questions_path}:{i}: field 'image_id' {image!r} has no scene graph in {scenes_path.name}")
+                raise GraphFormatError(f"{questions_path}:{i}: field 'image_id' {image!r} has no scene graph in "
+                                       f"{scenes_path.name}")
             if image not in cache:
                 cache[image] = gqa_scene_graph(scenes[image], f"{scenes_path}: image {image}")
-            rec = QARecord(row["question"], [row["answer"]], image, extra={"q_id": row["q_id"], "full_answer": row["full_answer"]})
+            rec = QARecord(row["question"], [row["answer"]], image,
+                           extra={"q_id": row["q_id"], "full_answer": row["full_answer"]})
             base = cache[image]
             graphs.append(TextualGraph(base.nodes, base.edges, rec.question, rec.answers, image))
             records.append(rec)
@@ -299,7 +304,8 @@ def build_clevr(val_fraction: float = 0.2, seed: int = 42):
     for path in sorted(data_file("scene_graphs", "clevr", "questions").glob("CLEVR_*.json")):
         for q in json.loads(path.read_text(encoding="utf-8"))["questions"]:
             if len(q["image_filenames"]) != len(q["answers"]):
-                raise GraphFormatError(f"{path}: question {q.get('question_index')}: image_filenames and answers differ in length")
+                raise GraphFormatError(f"{path}: question {q.get('question_index')}: image_filenames and answers "
+                                       "differ in length")
             for image, answer in zip(q["image_filenames"], q["answers"]):
                 if image not in scenes:
                     dropped += 1

@@ -29,7 +29,8 @@ class UniformDropout(nn.Dropout):
         if self.cut == 65536:
             return x * 0.0
         n = x.numel()
-        # random_(-2**63, None) draws all 64 bits uniformly (torch's full-range case); as int16 they span [-32768, 32767]
+        # random_(-2**63, None) draws all 64 bits uniformly (torch's full-range case); as int16 they span
+        # [-32768, 32767]
         words = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_(-2 ** 63, None)
         keep = words.view(torch.int16)[:n].view(x.shape) >= self.cut - 32768
         return x * (keep * (65536.0 / (65536 - self.cut))).to(x.dtype)

@@ -2,10 +2,15 @@
 ``llm/src/qa_prediction/evaluate_results.py``; docs/method.md §1.6, §3.4), plus strict variants."""
 from __future__ import annotations
 
+import json
 import re
 import string
 
 import numpy as np
+import pandas as pd
+
+from .paths import data_file
+from .prompts import KGQA_DATASETS, SCENE_GRAPH_DATASETS
 
 _STANCE = re.compile(r"support|Support|Counter|counter")
 
@@ -86,12 +91,12 @@ def task_scores(dataset: str, prediction: str, answers: list[str]) -> dict[str, 
     ExplaGraphs: first-match accuracy (+ strict: the normalized answer is exactly the label);
     scene graphs: substring accuracy (+ exact); KGQA: :func:`kgqa_scores` with ``score`` = Hit.
     """
-    from .prompts import KGQA_DATASETS, SCENE_GRAPH_DATASETS
 
     if dataset == "explagraphs":
         ok = explagraphs_correct(prediction, answers[0])
         # "valid": the answer parses as one label (a trained model should answer in the expected form)
-        return {"score": float(ok), "accuracy": float(ok), "exact": float(normalize(prediction) == normalize(answers[0])),
+        return {"score": float(ok), "accuracy": float(ok),
+                "exact": float(normalize(prediction) == normalize(answers[0])),
                 "valid": float(normalize(prediction) in ("support", "counter"))}
     if dataset in SCENE_GRAPH_DATASETS:
         ok = scene_graph_correct(prediction, answers[0])
@@ -105,7 +110,6 @@ def task_scores(dataset: str, prediction: str, answers: list[str]) -> dict[str, 
 
 def task_report(dataset: str, predictions: list[str], answers: list[list[str]]) -> dict[str, float]:
     """Mean of :func:`task_scores` (fractions for accuracy datasets, percent for KGQA, as the papers print)."""
-    from .prompts import KGQA_DATASETS
 
     rows = [task_scores(dataset, p, a) for p, a in zip(predictions, answers)]
     if not rows:
@@ -117,7 +121,8 @@ def task_report(dataset: str, predictions: list[str], answers: list[list[str]]) 
 # GNN-RAG's published WebQSP scores (GNN-RAG paper Table 2; the committed *_eval_result.txt files).
 REFERENCE_PREDICTIONS = {
     "GNN-RAG": ("kgqa-gnn-rag_rearev_sbert_predictions.jsonl", {"hit": 85.69, "hit1": 80.59, "f1": 71.28}),
-    "GNN-RAG + RA": ("kgqa-gnn-rag-ra_rearev_sbert_detailed_eval_result.jsonl", {"hit": 90.72, "hit1": 82.80, "f1": 73.49}),
+    "GNN-RAG + RA": ("kgqa-gnn-rag-ra_rearev_sbert_detailed_eval_result.jsonl",
+                     {"hit": 90.72, "hit1": 82.80, "f1": 73.49}),
 }
 
 
@@ -128,11 +133,6 @@ def reference_metric_check():
     Returns:
         a DataFrame, one row per prediction file.
     """
-    import json
-
-    import pandas as pd
-
-    from .paths import data_file
 
     rows = []
     for name, (file, paper) in REFERENCE_PREDICTIONS.items():

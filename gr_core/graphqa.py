@@ -18,12 +18,17 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
 import numpy as np
+import pandas as pd
+import torch
+from torch_geometric.data import Data
 
 from . import datasets as builders
 from .config import EMBEDDED_TEXT_ENCODER, TextEncoderConfig
 from .data import TextualGraph, load_split
+from .g_retriever.retrieval import DATASET_RETRIEVAL, retrieve_subgraph
+from .g_retriever.textualize import textualize
 from .kg import KnowledgeGraph, NeighbourhoodConfig
-from .paths import cache_root, data_root
+from .paths import DataNotFoundError, cache_root, data_root
 from .published import PAPER_STATS
 from .runs import atomic_write_bytes, config_hash, read_json, sha256_file, write_json
 from .text_encoder import EmbeddingStore, EncodeStats
@@ -201,7 +206,8 @@ class GraphQADataset:
         if not indices:
             return 0
         if self.graphs is not None:
-            rows = [self.edge_text_ids[i] for i in indices] + ([self.node_text_ids[i] for i in indices] if nodes else [])
+            rows = ([self.edge_text_ids[i] for i in indices]
+                    + ([self.node_text_ids[i] for i in indices] if nodes else []))
         else:
             rows = [self.relation_text_ids]
             for i in indices if nodes else []:
@@ -211,8 +217,6 @@ class GraphQADataset:
 
     def to_pyg(self, i: int):
         """Question ``i``'s graph as a PyG ``Data`` (``x``, ``edge_index`` over row positions, ``edge_attr``)."""
-        import torch
-        from torch_geometric.data import Data
 
         g = self.graph(i)
         x, edge_attr = self.embeddings(i, g)
@@ -247,8 +251,6 @@ def raw_checksums(name: str) -> dict[str, str]:
     for rel in RAW_FILES[name]:
         p = root / rel
         if not p.is_file():
-            from .paths import DataNotFoundError
-
             raise DataNotFoundError(f"missing raw data file {p} needed by dataset {name!r}; ./gr data --check "
                                     f"lists what is missing and ./gr data --fetch {root} downloads it (docs/data.md)")
         st = p.stat()
@@ -268,7 +270,8 @@ def build_dataset(cfg: DatasetConfig, store: EmbeddingStore | None = None) -> Gr
         records, graphs, kg, notes = builders.build_explagraphs()
         notes["split"] = load_split("explagraphs")
     elif cfg.name in ("webqsp", "webqsp_full"):
-        records, graphs, kg, notes = builders.build_webqsp("minigraphs.jsonl" if cfg.name == "webqsp" else "full_subgraphs.jsonl")
+        records, graphs, kg, notes = builders.build_webqsp("minigraphs.jsonl" if cfg.name == "webqsp"
+                                                           else "full_subgraphs.jsonl")
         # No train/val graphs exist offline: a seeded 6:2:2 re-split of the test questions (deviation);
         # the 18 full subgraphs are a retrieval-scale evaluation set only.
         notes["split"] = (builders.graphqa_split(len(records), cfg.split_seed) if cfg.name == "webqsp"
@@ -313,8 +316,8 @@ def build_dataset(cfg: DatasetConfig, store: EmbeddingStore | None = None) -> Gr
     ds.question_emb = LazyEmbeddings([r.question for r in records], dim, cfg.encoder)
     stats = EncodeStats(table.referenced, len(texts))  # graph texts; the questions are encoded on their own
     ds.meta = {"notes": notes, "texts_referenced": stats.texts_referenced, "texts_encoded": stats.texts_encoded,
-               "dedup_factor": round(stats.dedup_factor, 3),
-               "build_seconds": round(time.perf_counter() - start, 2), "split_sizes": {k: len(v) for k, v in split.items()}}
+               "dedup_factor": round(stats.dedup_factor, 3), "build_seconds": round(time.perf_counter() - start, 2),
+               "split_sizes": {k: len(v) for k, v in split.items()}}
     return ds
 
 
@@ -354,7 +357,6 @@ def describe(ds: GraphQADataset, tokenizer=None, token_sample: int = 200, seed: 
     """Table 2 statistics of ``ds``: questions, mean nodes and edges, answer coverage, and mean tokens
     of the textualized graph with ``tokenizer`` (over a seeded sample of ``token_sample`` graphs,
     because MetaQA-3 and full WebQSP graphs run to ~10^4-10^5 tokens each)."""
-    from .textualize import textualize
 
     n = len(ds)
     graphs = ds.graphs
@@ -376,7 +378,8 @@ def describe(ds: GraphQADataset, tokenizer=None, token_sample: int = 200, seed: 
         cov_any.append(any(hits))
         cov_all.append(bool(hits) and all(hits))
     kgqa = ds.name in KGQA and n > 0
-    out = {"dataset": ds.name, "questions": n, "distinct_graphs": len({r.graph_id for r in ds.records}) if graphs else n,
+    out = {"dataset": ds.name, "questions": n,
+           "distinct_graphs": len({r.graph_id for r in ds.records}) if graphs else n,
            "mean_nodes": float(np.mean(nodes)) if n else 0.0, "mean_edges": float(np.mean(edges)) if n else 0.0,
            "max_nodes": int(max(nodes, default=0)), "coverage_any": float(np.mean(cov_any)) if kgqa else None,
            "coverage_all": float(np.mean(cov_all)) if kgqa else None,
@@ -391,7 +394,6 @@ def describe(ds: GraphQADataset, tokenizer=None, token_sample: int = 200, seed: 
 
 def compare_with_paper(stats: list[dict]):
     """Our Table 2 statistics beside the papers' (a DataFrame, one row per dataset)."""
-    import pandas as pd
 
     rows = []
     for s in stats:
@@ -409,8 +411,8 @@ def compare_with_paper(stats: list[dict]):
 
 def retrieve(ds: GraphQADataset, i: int, cfg=None, graph: TextualGraph | None = None, extra_node_prizes=None):
     """PCST retrieval for question ``i`` of ``ds``, by default with the dataset's config (``DATASET_RETRIEVAL``);
-    ``extra_node_prizes`` ``(num_nodes,)`` are added to the text prizes (see :func:`~gr_core.retrieval.retrieve_subgraph`)."""
-    from .retrieval import DATASET_RETRIEVAL, retrieve_subgraph
+    ``extra_node_prizes`` ``(num_nodes,)`` are added to the text prizes (see
+    :func:`~gr_core.g_retriever.retrieval.retrieve_subgraph`)."""
 
     graph = graph if graph is not None else ds.graph(i)
     x, edge_attr = ds.embeddings(i, graph)

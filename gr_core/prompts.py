@@ -70,7 +70,7 @@ def cite_question(dataset: str, question: str) -> str:
 
     >>> cite_question("clevr", "What color is the cube?")
     'Question: What color is the cube? Answer the question and list the nodes or edges from the graph that support your answer.\n\nAnswer:'
-    """
+    """  # noqa: E501 a doctest's expected output: one repr, which cannot be wrapped
     text = question_for(dataset, question)
     head, cue, tail = text.rpartition("Answer:")
     if not cue or tail.strip():
@@ -96,7 +96,8 @@ def gnn_rag_parts(paths: list[str] | None, question: str) -> tuple[str, str]:
     """GNN-RAG's prompt A as ``(evidence part, question part)``; their concatenation is :func:`gnn_rag_prompt`.
 
     ``paths=None`` gives the no-retrieval prompt (RoG's LLM-only instruction, no ``Reasoning Paths`` block).
-    The split lets :class:`~gr_core.model.GraphLLM` cut the evidence to its budget while the question stays whole.
+    The split lets :class:`~gr_core.g_retriever.model.GraphLLM` cut the evidence to its budget while the question stays
+    whole.
     """
     q = question.strip()
     q = q if q.endswith("?") else q + "?"

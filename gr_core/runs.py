@@ -16,7 +16,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable
 
+import numpy as np
+from tqdm.auto import tqdm as tqdm_auto
+from tqdm.std import tqdm as tqdm_plain
+
 from .config import resolve_device
+from .paths import repo_root
 from .precision import precision_record, resolve_dtype
 
 # Packages whose versions are recorded beside every result (env.json).
@@ -82,8 +87,6 @@ def package_versions(names: Iterable[str] = TRACKED_PACKAGES) -> dict[str, str |
 
 
 def git_commit() -> str | None:
-    from .paths import repo_root
-
     try:
         res = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo_root(), capture_output=True, text=True, timeout=10)
         return res.stdout.strip() or None
@@ -95,7 +98,7 @@ def environment_record() -> dict[str, Any]:
     """What produced a result: packages, git commit, machine, accelerator, and the precision ``dtype="auto"``
     resolves to here with the CPU model and its bf16 units (saved as env.json and in suite.json; a run configured
     with an explicit dtype records the one it used in its metrics' ``precision``)."""
-    import torch
+    import torch  # noqa: PLC0415 deferred: torch stack (~3 s at start-up), needed only here
 
     device = resolve_device("auto")
     return {
@@ -111,8 +114,7 @@ def environment_record() -> dict[str, Any]:
 
 def seed_everything(seed: int) -> None:
     """Seed python, numpy and torch (CPU and CUDA)."""
-    import numpy as np
-    import torch
+    import torch  # noqa: PLC0415 deferred: torch stack (~3 s at start-up), needed only here
 
     random.seed(seed)
     np.random.seed(seed)
@@ -128,18 +130,12 @@ def progress(iterable: Iterable | None = None, **kwargs):
     """
     mode = os.environ.get("GR_PROGRESS", "auto")
     if mode == "off":
-        from tqdm.std import tqdm
-
         kwargs["disable"] = True
-        return tqdm(iterable, **kwargs)
+        return tqdm_plain(iterable, **kwargs)
     if mode == "plain":
-        from tqdm.std import tqdm
-
         kwargs.setdefault("mininterval", float(os.environ.get("GR_PROGRESS_INTERVAL", 10)))
-        return tqdm(iterable, **kwargs)
-    from tqdm.auto import tqdm
-
-    return tqdm(iterable, **kwargs)
+        return tqdm_plain(iterable, **kwargs)
+    return tqdm_auto(iterable, **kwargs)
 
 
 class RunConflictError(ValueError):

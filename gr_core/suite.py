@@ -5,10 +5,10 @@
 
 Parameters come from ``gr_core/presets/<preset>.yaml`` (``_all`` then the notebook's own
 entry, then ``-p key=value`` overrides). Executed notebooks go to
-``outputs/<preset>/notebooks/`` (``$GR_OUTPUTS_DIR`` replaces ``outputs``; git-ignored; papermill writes them even when a cell fails,
-marked with the error), and a run summary to ``outputs/<preset>/suite.json``. The run stops
-at the first failing notebook (``--keep-going`` continues), names the notebook and cell,
-exits 1, and ends with the line ``N passed, N failed, N skipped``.
+``outputs/<preset>/notebooks/`` (``$GR_OUTPUTS_DIR`` replaces ``outputs``; git-ignored; papermill writes them even when
+a cell fails, marked with the error), and a run summary to ``outputs/<preset>/suite.json``. The run stops at the first
+failing notebook (``--keep-going`` continues), names the notebook and cell, exits 1, and ends with the line
+``N passed, N failed, N skipped``.
 """
 from __future__ import annotations
 
@@ -21,24 +21,15 @@ import time
 from pathlib import Path
 
 from .config import PRESETS, notebook_parameters
-from .paths import outputs_root, repo_root
+from .paths import find_notebooks, outputs_root, repo_root
+from .plan import default_profile, render
 from .runs import environment_record, write_json
-
-
-def find_notebooks(folder: Path, only: list[str] | None = None) -> list[Path]:
-    """``NN_*.ipynb`` in ``folder``, sorted; ``only`` keeps those whose stem starts with one of its items."""
-    notebooks = sorted(folder.glob("[0-9][0-9]_*.ipynb"))
-    if only:
-        notebooks = [nb for nb in notebooks if any(nb.stem.startswith(o) for o in only)]
-        if not notebooks:
-            raise SystemExit(f"no notebook in {folder} matches --only {only}")
-    return notebooks
 
 
 def failed_cell(executed: Path) -> str:
     """Describe the cell papermill marked as failed: its index among the source notebook's cells
     (the injected-parameters cell excluded) and its first line."""
-    import nbformat
+    import nbformat  # noqa: PLC0415 deferred: optional: the notebooks extra
 
     try:
         nb = nbformat.read(executed, as_version=4)
@@ -64,10 +55,11 @@ def _parse_override(text: str) -> tuple[str, object]:
     return key, value
 
 
-def run_suite(preset: str, notebooks_dir: Path | None = None, only: list[str] | None = None, overrides: dict | None = None, keep_going: bool = False,
-              log_output: bool = False, cell_timeout: int | None = None) -> dict:
+def run_suite(preset: str, notebooks_dir: Path | None = None, only: list[str] | None = None,
+              overrides: dict | None = None, keep_going: bool = False, log_output: bool = False,
+              cell_timeout: int | None = None) -> dict:
     """Execute the notebooks; return the summary dict (also written to ``out_dir/suite.json``)."""
-    import papermill as pm
+    import papermill as pm  # noqa: PLC0415 deferred: optional: the notebooks extra; needed only by the runner
 
     root = repo_root()
     notebooks_dir = notebooks_dir or root / "notebooks"
@@ -90,10 +82,12 @@ def run_suite(preset: str, notebooks_dir: Path | None = None, only: list[str] | 
             continue
         params = notebook_parameters(preset, nb.stem, overrides)
         target = out_dir / "notebooks" / nb.name
-        print(f"[{i}/{len(notebooks)}] {nb.name}  {progress_line(time.perf_counter() - total_start, notebooks[i - 1:], previous)}"
+        print(f"[{i}/{len(notebooks)}] {nb.name}  "
+              f"{progress_line(time.perf_counter() - total_start, notebooks[i - 1:], previous)}"
               f"\n      parameters={params}", flush=True)
         start = time.perf_counter()
-        record = {"notebook": nb.name, "output": str(target.relative_to(root)) if target.is_relative_to(root) else str(target),
+        record = {"notebook": nb.name,
+                  "output": str(target.relative_to(root)) if target.is_relative_to(root) else str(target),
                   "parameters": params}
         try:
             pm.execute_notebook(str(nb), str(target), parameters=params, kernel_name="python3", cwd=str(root),
@@ -166,7 +160,8 @@ def progress_line(elapsed: float, remaining: list[Path], previous: dict[str, flo
     if known:
         line += f", about {_minutes(sum(known))} left"
     if unknown:
-        line += f" ({'no earlier time for ' + ', '.join(unknown)})" if known else f", no earlier time for {', '.join(unknown)}"
+        line += (f" ({'no earlier time for ' + ', '.join(unknown)})" if known
+                 else f", no earlier time for {', '.join(unknown)}")
     return line
 
 
@@ -183,7 +178,8 @@ def _merge_previous(path: Path, summary: dict) -> dict:
     merged = dict(summary, notebooks=sorted(summary["notebooks"] + kept, key=lambda r: r["notebook"]))
     if "total_seconds" in previous:
         merged["total_seconds"] = previous["total_seconds"]
-        merged["total_seconds_from"] = previous.get("total_seconds_from", previous.get("environment", {}).get("git_commit"))
+        merged["total_seconds_from"] = previous.get("total_seconds_from",
+                                                    previous.get("environment", {}).get("git_commit"))
     return merged
 
 
@@ -204,8 +200,6 @@ def main(argv: list[str] | None = None) -> int:
                         "for full, else the CPU's own dtype)")
     args = parser.parse_args(argv)
     if args.dry_run:
-        from .plan import default_profile, render
-
         print(render(args.preset, args.profile or default_profile(args.preset)))
         return 0
     summary = run_suite(args.preset, args.notebooks_dir, args.only, dict(args.param),

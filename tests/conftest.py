@@ -96,7 +96,8 @@ def _shared_data_guard(request, monkeypatch):
     def guarded():
         root = real()
         if shared is not None and root == shared:
-            raise AssertionError(f"{request.node.nodeid} reads the shared data folder {root}: mark it @pytest.mark.data")
+            raise AssertionError(f"{request.node.nodeid} reads the shared data folder {root}: "
+                                 "mark it @pytest.mark.data")
         return root
 
     for name, module in list(sys.modules.items()):

@@ -1,5 +1,5 @@
-"""Run by tests under ``torchrun``: train the tiny model on made-up examples with :func:`gr_core.train.fit` and
-write the history (argv: tiny LLM folder, device, output folder). Not a test module itself."""
+"""Run by tests under ``torchrun``: train the tiny model on made-up examples with :func:`gr_core.g_retriever.train.fit`
+and write the history (argv: tiny LLM folder, device, output folder). Not a test module itself."""
 import json
 import sys
 from pathlib import Path
@@ -10,8 +10,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from test_model import SMALL_GNN, _example  # noqa: E402
 
 from gr_core.config import LLMConfig  # noqa: E402
-from gr_core.model import GraphLLM, method_config  # noqa: E402
-from gr_core.train import TrainConfig, fit, init_distributed  # noqa: E402
+from gr_core.g_retriever.model import GraphLLM, method_config  # noqa: E402
+from gr_core.g_retriever.train import TrainConfig, fit, init_distributed  # noqa: E402
 
 
 def examples(n: int):

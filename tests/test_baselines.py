@@ -1,13 +1,14 @@
 import numpy as np
 
-from gr_core.baselines import retrieve_kaping, retrieve_khop, retrieve_none, triple_texts
 from gr_core.data import graph_from_triples
-from gr_core.retrieval_eval import answer_in, context_view, summarize_retrievers
+from gr_core.g_retriever.baselines import retrieve_kaping, retrieve_khop, retrieve_none, triple_texts
+from gr_core.studies.retrieval_eval import answer_in, context_view, summarize_retrievers
 
 
 def _graph():
-    g = graph_from_triples([("paris", "capital of", "france"), ("france", "in", "europe"), ("berlin", "capital of", "germany"),
-                            ("germany", "in", "europe"), ("europe", "has", "alps")])
+    g = graph_from_triples([("paris", "capital of", "france"), ("france", "in", "europe"),
+                            ("berlin", "capital of", "germany"), ("germany", "in", "europe"),
+                            ("europe", "has", "alps")])
     g.q_entities = ["paris"]
     return g
 

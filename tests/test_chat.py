@@ -6,8 +6,8 @@ import sys
 import numpy as np
 import pytest
 
-from gr_core.chat import (ChatConfig, ChatIndex, GraphChat, Turn, find_checkpoint, graph_from_triple_list, read_graph_csv,
-                          read_triples)
+from gr_core.chat import (ChatConfig, ChatIndex, GraphChat, Turn, find_checkpoint, graph_from_triple_list,
+                          read_graph_csv, read_triples)
 from gr_core.data import GraphFormatError
 
 MOVIES = [("The Matrix", "directed_by", "Lana Wachowski"), ("The Matrix", "starred_actors", "Keanu Reeves"),
@@ -28,10 +28,12 @@ def _write(path, text):
 def test_triples_files_in_tab_pipe_and_csv_form_with_header_and_comments(tmp_path):
     tab = _write(tmp_path / "kg.tsv", "head\trelation\ttail\n# a comment\nThe Matrix\tdirected_by\tLana Wachowski\n\n"
                                       "Speed\tstarred_actors\tKeanu Reeves\n")
-    assert read_triples(tab) == [("The Matrix", "directed_by", "Lana Wachowski"), ("Speed", "starred_actors", "Keanu Reeves")]
+    assert read_triples(tab) == [("The Matrix", "directed_by", "Lana Wachowski"),
+                                 ("Speed", "starred_actors", "Keanu Reeves")]
     pipe = _write(tmp_path / "kb.txt", "Kismet|directed_by|William Dieterle\n")
     assert read_triples(pipe) == [("Kismet", "directed_by", "William Dieterle")]
-    comma = _write(tmp_path / "kg.csv", 'subject,predicate,object\n"Crouching Tiger, Hidden Dragon",directed_by,Ang Lee\n')
+    comma = _write(tmp_path / "kg.csv",
+                   'subject,predicate,object\n"Crouching Tiger, Hidden Dragon",directed_by,Ang Lee\n')
     assert read_triples(comma) == [("Crouching Tiger, Hidden Dragon", "directed_by", "Ang Lee")]
 
 
@@ -103,12 +105,13 @@ def test_a_graph_without_nodes_is_refused():
 
     from gr_core.data import TextualGraph
 
-    empty = TextualGraph(pd.DataFrame({"node_id": [], "node_attr": []}), pd.DataFrame({"src": [], "edge_attr": [], "dst": []}))
+    empty = TextualGraph(pd.DataFrame({"node_id": [], "node_attr": []}),
+                         pd.DataFrame({"src": [], "edge_attr": [], "dst": []}))
     with pytest.raises(GraphFormatError, match="no node"):
         ChatIndex.build(empty)
 
 
-# ---------------------------------------------------------------------- conversations (a tiny random LLM: mechanics, not quality)
+# ------------------------------------------------------------ conversations (a tiny random LLM: mechanics, not quality)
 @pytest.fixture(scope="module", autouse=True)
 def no_saved_reasoners(tmp_path_factory):
     """The chat's retriever="auto" takes a reasoner saved under outputs/ that knows the graph's relations (this
@@ -161,7 +164,8 @@ def test_empty_unrelated_and_edgeless_inputs_get_sensible_turns(tiny_llm_dir):
     assert empty.status == "empty_question" and "empty" in empty.note and chat._llm is None and chat.history == []
     off = chat.ask("what is the boiling point of water at sea level?")
     assert off.status == "unrelated" and off.evidence is None and "similarity" in off.note and chat._llm is None
-    assert (off.best_similarity < ChatConfig.relevance_threshold or off.best_relation_similarity < 0.18) and chat.history == []
+    assert (off.best_similarity < ChatConfig.relevance_threshold
+            or off.best_relation_similarity < 0.18) and chat.history == []
     assert chat.ask("Who directed Speed?").status == "answered"  # a one-word title, asked with a relation of the graph
     import pandas as pd
 
@@ -170,7 +174,8 @@ def test_empty_unrelated_and_edgeless_inputs_get_sensible_turns(tiny_llm_dir):
     lonely = TextualGraph(pd.DataFrame({"node_id": [0, 1, 2], "node_attr": ["Keanu Reeves", "The Matrix", "Speed"]}),
                           pd.DataFrame({"src": pd.Series([], dtype=int), "edge_attr": pd.Series([], dtype=str),
                                         "dst": pd.Series([], dtype=int)}))
-    no_edges = GraphChat(lonely, model="zero_shot", llm_model=tiny_llm_dir, max_new_tokens=4).ask("Who is Keanu Reeves?")
+    no_edges = GraphChat(lonely, model="zero_shot", llm_model=tiny_llm_dir,
+                         max_new_tokens=4).ask("Who is Keanu Reeves?")
     assert no_edges.status == "no_edges" and no_edges.evidence.num_edges == 0
     assert 0 in set(no_edges.evidence.nodes.node_id) and isinstance(no_edges.answer, str)
 
@@ -186,7 +191,8 @@ def test_large_graphs_are_searched_in_the_neighbourhood_of_the_linked_entities(t
 def test_citations_are_checked_and_answer_nodes_found(chat):
     chat.reset()
     turn = chat.retrieve("Who directed The Matrix?")
-    turn.answer = "Lana Wachowski\nEdges:\n* The Matrix -> directed_by -> Lana Wachowski\n* The Matrix -> directed_by -> Bob"
+    turn.answer = ("Lana Wachowski\nEdges:\n* The Matrix -> directed_by -> Lana Wachowski\n"
+                   "* The Matrix -> directed_by -> Bob")
     ids = dict(zip(chat.graph.nodes.node_attr, chat.graph.nodes.node_id))
     # the check step alone, on a given answer (generation skipped)
     from gr_core.citations import check_response
@@ -223,7 +229,8 @@ def test_gnn_retriever_needs_a_reasoner_and_uses_a_saved_one(tmp_path, tiny_llm_
     assert find_reasoner(tmp_path) == chat_own  # and the study's (whole splits) before both
     with pytest.raises(ValueError, match="reads 16-d text embeddings"):
         GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, retriever="gnn", reasoner=ReaRev(16))
-    chat = GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, retriever="gnn", reasoner=path, max_new_tokens=4)
+    chat = GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, retriever="gnn", reasoner=path,
+                     max_new_tokens=4)
     seen = []  # the question vector the reasoner reads: the question with the entity it names masked
     real = chat._gnn_evidence
     monkeypatch.setattr(chat, "_gnn_evidence", lambda scope, nodes, edges, q, q_masked, *a: seen.append(q_masked) or
@@ -272,15 +279,16 @@ def test_auto_retriever_takes_a_reasoner_only_when_it_knows_the_graphs_relations
 def test_checkpoints_are_found_by_kind_with_a_matching_hash_and_never_from_smoke(tmp_path):
     import torch
 
+    from gr_core.g_retriever.train import make_run_config
     from gr_core.runs import config_hash, write_json
-    from gr_core.train import make_run_config
 
     cfg = make_run_config("metaqa", "g_retriever", 0)
     for preset, good in (("smoke", True), ("quick", False), ("full", True)):
         run_dir = tmp_path / preset / "runs" / cfg.name
         write_json(run_dir / "config.json", {"name": cfg.name, **cfg.to_dict()})
         (run_dir / "ckpt").mkdir(parents=True)
-        torch.save({"config_hash": config_hash(cfg.to_dict()) if good else "stale", "model": {}}, run_dir / "ckpt" / "best.pt")
+        torch.save({"config_hash": config_hash(cfg.to_dict()) if good else "stale", "model": {}},
+                   run_dir / "ckpt" / "best.pt")
     assert find_checkpoint("kg", tmp_path) == tmp_path / "full" / "runs" / cfg.name
     assert find_checkpoint("kg", tmp_path, presets=("quick",)) is None  # stale hash
     assert find_checkpoint("kg", tmp_path, llm_model="some/other-llm") is None
@@ -367,7 +375,8 @@ def test_a_ranked_answer_is_always_a_node_of_the_evidence_and_never_the_question
     assert turn.answer == " | ".join(ev[n] for n in turn.answer_nodes)
     assert "The Matrix" not in {c["name"] for c in turn.candidates}
     scores = [c["score"] for c in turn.candidates]
-    assert scores == sorted(scores, reverse=True) and {c["name"] for c in turn.candidates} == set(ev.values()) - {"The Matrix"}
+    assert (scores == sorted(scores, reverse=True)
+            and {c["name"] for c in turn.candidates} == set(ev.values()) - {"The Matrix"})
     # a follow-up carries the ranked answer's nodes
     follow = chat.ask("and what else did they direct?")
     assert follow.follow_up and set(turn.answer_nodes) <= set(follow.linked)
@@ -413,7 +422,8 @@ def test_answer_modes_and_evidence_formats_are_checked():
     with pytest.raises(ValueError, match="evidence_format"):
         ChatConfig(evidence_format="xml")
     assert ChatConfig().mode == "ranked" and ChatConfig(kind="scene").mode == "free"
-    assert ChatConfig(retriever="gnn").mode == "reasoner" and ChatConfig(retriever="gnn", answer_mode="free").mode == "free"
+    assert (ChatConfig(retriever="gnn").mode == "reasoner"
+            and ChatConfig(retriever="gnn", answer_mode="free").mode == "free")
     assert ChatConfig().desc_format == "triples" and ChatConfig(kind="scene").desc_format == "csv"
 
 
@@ -421,7 +431,7 @@ def test_triples_evidence_spells_out_names():
     import pandas as pd
 
     from gr_core.data import TextualGraph
-    from gr_core.textualize import textualize_triples
+    from gr_core.g_retriever.textualize import textualize_triples
 
     g = TextualGraph(pd.DataFrame({"node_id": [0, 1, 2], "node_attr": ["The Matrix", "Lana Wachowski", "Alone"]}),
                      pd.DataFrame({"src": [0], "edge_attr": ["directed_by"], "dst": [1]}))

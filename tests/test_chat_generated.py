@@ -5,7 +5,7 @@ import pytest
 from gr_core.chat import GraphChat
 from gr_core.chat.generate import (GenerationConfig, Hop, follow, generate_questions, mixed_text, path_text, reach,
                                    relation_phrase)
-from gr_core.chat.path_ranker import enumerate_paths, path_edges, path_words, rank_two_entities, RankedPath
+from gr_core.chat.path_ranker import RankedPath, enumerate_paths, path_edges, path_words, rank_two_entities
 from gr_core.kg import KnowledgeGraph
 
 FILMS = [("Alpha", "directed_by", "Ann Lee"), ("Alpha", "starred_actors", "Bo Kim"), ("Alpha", "has_genre", "Drama"),
@@ -186,9 +186,11 @@ def test_two_entity_questions_have_exact_answers():
     assert qs
     for q in qs:
         director, actor = q["topic"], q["second"]
-        films = {h for h, r, t in FILMS + [("Epsilon", "directed_by", "Ann Lee"), ("Epsilon", "starred_actors", "Bo Kim")]
+        films = {h for h, r, t in FILMS + [("Epsilon", "directed_by", "Ann Lee"),
+                                           ("Epsilon", "starred_actors", "Bo Kim")]
                  if r == "directed_by" and t == director}
-        stars = {h for h, r, t in FILMS + [("Epsilon", "directed_by", "Ann Lee"), ("Epsilon", "starred_actors", "Bo Kim")]
+        stars = {h for h, r, t in FILMS + [("Epsilon", "directed_by", "Ann Lee"),
+                                           ("Epsilon", "starred_actors", "Bo Kim")]
                  if r == "starred_actors" and t == actor}
         assert set(q["answers"]) == films & stars and director in q["question"] and actor in q["question"]
 

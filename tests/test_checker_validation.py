@@ -1,9 +1,9 @@
 import numpy as np
 import pandas as pd
 
-from gr_core.checker_validation import (FALSE_CASES, TRUE_CASES, acceptance_by_case, checker_scores, cited_name,
-                                        constructed_cases, judge)
 from gr_core.data import TextualGraph
+from gr_core.studies.checker_validation import (FALSE_CASES, TRUE_CASES, acceptance_by_case, checker_scores, cited_name,
+                                                constructed_cases, judge)
 
 
 def _graph():

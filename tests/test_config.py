@@ -1,8 +1,8 @@
-import json
 
 import pytest
 
-from gr_core.config import LLMConfig, PRESETS, from_dict, load_preset, notebook_parameters
+from gr_core.config import (PRESETS, LLMConfig, from_dict, load_preset, notebook_parameters, parameter_defaults,
+                            used_parameters)
 from gr_core.paths import repo_root
 
 
@@ -33,14 +33,11 @@ def test_overrides_win_over_the_preset():
 
 
 def _parameters_cell_defaults(notebook):
-    cells = json.loads(notebook.read_text())["cells"]
-    (cell,) = [c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])]
-    namespace = {}
-    exec("".join(cell["source"]), namespace)  # typed literals only, by convention
-    return {k: v for k, v in namespace.items() if not k.startswith("__")}
+    return parameter_defaults(notebook.stem, notebook.parent)
 
 
-@pytest.mark.parametrize("notebook", sorted((repo_root() / "notebooks").glob("[0-9][0-9]_*.ipynb")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("notebook", sorted((repo_root() / "notebooks").glob("[0-9][0-9]_*.ipynb")),
+                         ids=lambda p: p.stem)
 def test_notebook_defaults_are_the_smoke_preset(notebook):
     # nbval runs the stored defaults and cannot inject parameters, so they must be CI-sized.
     defaults = _parameters_cell_defaults(notebook)
@@ -63,10 +60,28 @@ def test_every_preset_sets_only_parameters_the_notebooks_have(preset):
                 assert key in defaults, f"{preset}.yaml sets {key!r}, which {notebook.name} has no parameter for"
 
 
-def test_preset_run_configs_start_from_notebook_03s_own_defaults():
-    """``gr_core.train.preset_run_config`` (runs made outside the notebook) fills what no preset sets with notebook
-    03's parameter defaults, so its runs hash as the notebook's."""
-    from gr_core.train import NOTEBOOK_DEFAULTS
+def test_parameter_defaults_read_the_cell_as_papermill_runs_it(tmp_path):
+    """The cell's literals in order; a non-literal, or no parameters cell, is a clear error naming the file."""
+    import nbformat
 
-    defaults = _parameters_cell_defaults(repo_root() / "notebooks" / "03_training.ipynb")
-    assert {k: defaults[k] for k in NOTEBOOK_DEFAULTS} == NOTEBOOK_DEFAULTS
+    def write(source, tags=("parameters",)):
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source, metadata={"tags": list(tags)})])
+        nbformat.write(nb, tmp_path / "99_x.ipynb")
+
+    write('preset: str = "smoke"  # comment\nplan: dict = {"a": [1, 2]}\nwarmup = None\n')
+    assert parameter_defaults("99_x", tmp_path) == {"preset": "smoke", "plan": {"a": [1, 2]}, "warmup": None}
+    write("n = len([1])\n")
+    with pytest.raises(ValueError, match="line 1: n is not a literal"):
+        parameter_defaults("99_x", tmp_path)
+    write("n = 1\n", tags=())
+    with pytest.raises(ValueError, match="no cell is tagged"):
+        parameter_defaults("99_x", tmp_path)
+
+
+def test_used_parameters_records_every_parameter_as_executed():
+    params = parameter_defaults("03_training")
+    namespace = {**params, "max_train": 7, "unrelated": 1}
+    used = used_parameters(namespace, "03_training")
+    assert list(used) == list(params) and used["max_train"] == 7 and "unrelated" not in used
+    with pytest.raises(KeyError, match="not defined"):
+        used_parameters({"preset": "smoke"}, "03_training")

@@ -3,8 +3,8 @@ import tarfile
 import pytest
 
 from gr_core.data import GraphFormatError, graph_from_triples, load_explagraphs, load_split, parse_explagraphs_graph
+from gr_core.g_retriever.textualize import textualize
 from gr_core.paths import data_file
-from gr_core.textualize import textualize
 
 
 @pytest.fixture(scope="module")

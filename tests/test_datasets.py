@@ -106,7 +106,8 @@ def test_metaqa_questions_link_the_bracketed_topic_exactly(metaqa_kb):
     assert len(records) == 9992 and notes == {"unknown_topic_skipped": 0, "answers_not_in_kb": 0}
     first = records[0]
     assert first.question == "what movies did Temuera Morrison act in"
-    assert first.q_entities == ["Temuera Morrison"] and first.answers == ["Once Were Warriors", "Tracker", "River Queen"]
+    assert (first.q_entities == ["Temuera Morrison"]
+            and first.answers == ["Once Were Warriors", "Tracker", "River Queen"])
     assert first.extra["qtype"] == "actor_to_movie"
 
 
@@ -133,7 +134,8 @@ def test_metaqa_first_questions_of_every_split_mix_question_types():
 def test_metaqa_unknown_topic_entity_is_named_or_skipped_and_counted(metaqa_kb, tmp_path):
     path = tmp_path / "qa_dev.txt"
     path.write_text("who directed [Kismet]\tWilliam Dieterle\nwho directed [No Such Film]\tX\n")
-    with pytest.raises(GraphFormatError, match=r"qa_dev.txt:2: topic entity \[No Such Film\] is not in the knowledge base"):
+    with pytest.raises(GraphFormatError,
+                       match=r"qa_dev.txt:2: topic entity \[No Such Film\] is not in the knowledge base"):
         D.read_metaqa_questions(path, metaqa_kb)
     records, notes = D.read_metaqa_questions(path, metaqa_kb, on_unknown="skip")
     assert len(records) == 1 and notes["unknown_topic_skipped"] == 1
@@ -155,7 +157,8 @@ def test_metaqa_malformed_lines_are_named(tmp_path, metaqa_kb):
 def test_gqa_micro_reads_the_real_scene_graph_format():
     records, graphs, _, notes = D.build_gqa()
     assert len(records) == 33 and notes["scenes"] == 14
-    g = graphs[[r.graph_id for r in records].index("2331146")] if "2331146" in [r.graph_id for r in records] else graphs[0]
+    g = (graphs[[r.graph_id for r in records].index("2331146")] if "2331146" in [r.graph_id for r in records]
+         else graphs[0])
     assert g.nodes.node_attr.str.match(r"^name: [^;]+(; attribute: [^;]+)?; \(x,y,w,h\): \(\d+, \d+, \d+, \d+\)$").all()
     split = notes["split"]
     images = {k: {records[i].graph_id for i in v} for k, v in split.items()}
@@ -169,8 +172,10 @@ def test_gqa_node_text_matches_the_reference_format():
 
 
 def test_gqa_relation_to_a_missing_object_is_named():
-    scene = {"objects": {"1": {"name": "a", "x": 0, "y": 0, "w": 1, "h": 1, "relations": [{"name": "on", "object": "9"}]}}}
-    with pytest.raises(GraphFormatError, match="scene.json: image 7: object 1 relation 'on' points to unknown object '9'"):
+    scene = {"objects": {"1": {"name": "a", "x": 0, "y": 0, "w": 1, "h": 1,
+                               "relations": [{"name": "on", "object": "9"}]}}}
+    with pytest.raises(GraphFormatError,
+                       match="scene.json: image 7: object 1 relation 'on' points to unknown object '9'"):
         D.gqa_scene_graph(scene, "scene.json: image 7")
 
 

@@ -71,7 +71,8 @@ def test_scene_graph_accuracy_is_a_case_sensitive_raw_substring_as_in_the_gr_cod
 def test_task_scores_split_g_retriever_pipes_for_kgqa_and_keep_the_explagraphs_rule():
     from gr_core.evaluate import task_report, task_scores
 
-    s = task_scores("webqsp", "jamaican english|jamaican creole", ["Jamaican Creole English Language", "jamaican english"])
+    s = task_scores("webqsp", "jamaican english|jamaican creole",
+                    ["Jamaican Creole English Language", "jamaican english"])
     assert s["score"] == 1.0 and s["hit1"] == 1.0 and s["precision_bounded"] == 0.5
     assert task_scores("explagraphs", "Counter. They support", ["counter"])["score"] == 1.0
     report = task_report("webqsp", ["a", "b"], [["a"], ["c"]])

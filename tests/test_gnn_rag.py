@@ -5,7 +5,7 @@ import torch
 from torch_geometric.data import Data
 
 from gr_core.data import TextualGraph
-from gr_core.gnn_rag import (SWITCH_NAMES, ReasonerConfig, ReasonerTrainConfig, ReaRev, evaluate_reasoner,
+from gr_core.gnn_rag import (SWITCH_NAMES, ReaRev, ReasonerConfig, ReasonerTrainConfig, evaluate_reasoner,
                              node_probabilities, reasoning_paths, select_candidates, train_reasoner)
 
 
@@ -65,8 +65,8 @@ def _toy_question(rng, n=8, dim=16):
     ans = np.zeros(n, bool)
     ans[2] = True
     q = rng.normal(size=dim).astype(np.float32) * 0.01 + 1
-    return Data(edge_index=torch.tensor([src, dst]), rel_emb=torch.from_numpy(np.stack(rel)), seed=torch.from_numpy(seed),
-                answer=torch.from_numpy(ans), q_emb=torch.from_numpy(q).view(1, -1),
+    return Data(edge_index=torch.tensor([src, dst]), rel_emb=torch.from_numpy(np.stack(rel)),
+                seed=torch.from_numpy(seed), answer=torch.from_numpy(ans), q_emb=torch.from_numpy(q).view(1, -1),
                 q_masked=torch.from_numpy(q).view(1, -1), num_nodes=n)
 
 
@@ -231,7 +231,8 @@ def test_reference_verbalizer_reproduces_gnn_rag_defects_and_the_comparison_coun
     g = _graph([(1, "language.human_language.countries_spoken_in", 0), (0, "location.country.languages_spoken", 1)],
                names)
     ref = reference_paths(g, [0], [1])
-    assert ref == ["jamaica -> location.country.languages_spoken -> jamaican english"]  # the first relation was overwritten
+    # the first relation was overwritten
+    assert ref == ["jamaica -> location.country.languages_spoken -> jamaican english"]
     g2 = _graph([(1, "language.human_language.countries_spoken_in", 0)], names)
     ref2 = reference_paths(g2, [0], [1])
     assert ref2 == ["jamaica -> language.human_language.countries_spoken_in -> jamaican english"]  # printed forward
@@ -263,7 +264,7 @@ def test_reasoner_training_is_bit_reproducible():
 
 
 def test_dataset_keys_run_metaqa_once_per_hop_set():
-    from gr_core.gnn_rag import dataset_keys
+    from gr_core.studies.gnn_rag import dataset_keys
 
     assert dataset_keys(["webqsp", "metaqa"], [1, 3]) == [("webqsp", "webqsp", 2), ("metaqa-1hop", "metaqa", 1),
                                                           ("metaqa-3hop", "metaqa", 3)]
@@ -343,8 +344,9 @@ def test_the_chat_reasoner_sees_a_one_hop_question_on_the_chats_two_hop_neighbou
 def test_the_chat_reasoner_trains_once_per_configuration_and_data(tmp_path):
     from gr_core.chat import find_reasoner
     from gr_core.chat.models import reasoner_meta
-    from gr_core.gnn_rag import chat_reasoner_run, load_reasoner
+    from gr_core.gnn_rag import load_reasoner
     from gr_core.runs import RunConflictError
+    from gr_core.studies.gnn_rag import chat_reasoner_run
 
     out = tmp_path / "quick" / "09_chat" / "reasoner"
     kw = dict(hop_sets=(1, 2), test_hop_sets=(1,), max_train=12, max_val=6, max_test=6, max_questions=30,
@@ -372,7 +374,8 @@ def test_the_chat_reasoner_trains_once_per_configuration_and_data(tmp_path):
 def test_two_saved_reasoners_are_compared_on_the_same_test_questions(tmp_path):
     import json
 
-    from gr_core.gnn_rag import paired_reasoners, save_reasoner
+    from gr_core.gnn_rag import save_reasoner
+    from gr_core.studies.gnn_rag import paired_reasoners
 
     paths = {}
     for seed in (0, 1):  # two untrained reasoners: different weights, the same questions
@@ -429,8 +432,9 @@ def test_relation_factorized_layers_equal_fact_by_fact_messages_and_their_gradie
 
 
 def test_run_reasoners_applies_per_key_settings_and_names_unknown_ones(monkeypatch):
-    import gr_core.gnn_rag.studies as studies
-    from gr_core.gnn_rag import ReasonerConfig, ReasonerTrainConfig, run_reasoners
+    import gr_core.studies.gnn_rag as studies
+    from gr_core.gnn_rag import ReasonerConfig, ReasonerTrainConfig
+    from gr_core.studies.gnn_rag import run_reasoners
 
     calls = {}
     monkeypatch.setattr(studies, "run_reasoner", lambda name, hops, tr, va, te, cfg, tcfg: calls.setdefault(

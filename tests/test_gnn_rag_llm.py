@@ -9,32 +9,15 @@ import torch
 
 from gr_core.config import LLMConfig
 from gr_core.data import TextualGraph
-from gr_core.gnn_rag_llm import (
-    RETRIEVERS,
-    Evidence,
-    GNNRAGConfig,
-    answer_examples,
-    answer_hops,
-    collect_evidence,
-    evaluate_retrievers,
-    fact_lines,
-    fit_lines,
-    format_relation_path,
-    gnn_prizes,
-    ground_relation_paths,
-    hop_table,
-    metrics_record,
-    one_question,
-    parse_relation_path,
-    rag_example,
-    relation_sequences,
-    retriever_table,
-    train_lora_llm,
-    training_table,
-)
-from gr_core.model import GraphLLM, LoRAConfig, ModelConfig
+from gr_core.g_retriever.model import GraphLLM, LoRAConfig, ModelConfig
+from gr_core.g_retriever.train import TrainConfig
+from gr_core.gnn_rag.evidence import (RETRIEVERS, Evidence, GNNRAGConfig, answer_hops, collect_evidence, fact_lines,
+                                      format_relation_path, gnn_prizes, ground_relation_paths, parse_relation_path,
+                                      relation_sequences)
+from gr_core.gnn_rag.generation import answer_examples, fit_lines, rag_example, train_lora_llm
 from gr_core.prompts import GNN_RAG_INSTRUCTION, gnn_rag_parts, gnn_rag_prompt
-from gr_core.train import TrainConfig
+from gr_core.studies.gnn_rag_llm import (answer_with_evidence, hop_table, metrics_record, one_question, retriever_table,
+                                         training_table)
 
 
 def _graph(edges, names=None, q_entities=("jamaica",), extra_nodes=()):
@@ -107,7 +90,7 @@ def test_gnn_prizes_scale_candidates_and_pin_the_question_entities():
 
 
 def test_extra_node_prizes_reach_the_pcst_solver_and_bad_shapes_are_named():
-    from gr_core.retrieval import RetrievalConfig, retrieve_subgraph
+    from gr_core.g_retriever.retrieval import RetrievalConfig, retrieve_subgraph
 
     g = _graph([(0, "r", 1), (1, "r", 2), (2, "r", 3), (3, "r", 4)], {0: "jamaica"})
     x, e = np.eye(5, 4, dtype=np.float32), np.ones((4, 4), np.float32) * 0.1
@@ -160,7 +143,8 @@ class FakeKGQA:
 
     def embeddings(self, i, g):
         rng = np.random.default_rng(i)
-        return rng.normal(size=(g.num_nodes, 8)).astype(np.float32), rng.normal(size=(g.num_edges, 8)).astype(np.float32)
+        return (rng.normal(size=(g.num_nodes, 8)).astype(np.float32),
+                rng.normal(size=(g.num_edges, 8)).astype(np.float32))
 
     def edge_embeddings(self, i, g):
         return self.embeddings(i, g)[1]
@@ -237,7 +221,7 @@ def test_no_retrieval_answers_come_from_the_untuned_llm(tiny_llm_dir):
 
 def test_beam_search_returns_every_beam(generator):
     model, _, _ = generator
-    from gr_core.gnn_rag_llm import generate_relation_paths
+    from gr_core.gnn_rag.generation import generate_relation_paths
 
     ex = model.tokenize([rag_example("0", "q", [], ["a"]), rag_example("1", "another q", [], ["b"])])
     beams = model.generate_beams(model.collate(ex, with_label=False), num_beams=3, max_new_tokens=4)
@@ -252,7 +236,7 @@ def test_every_retriever_answers_and_bad_input_is_counted_not_raised(generator):
     probs = [np.array([0.01, 0.9, 0.05, 0.04]), np.array([0.01, 0.9, 0.05, 0.04]),
              np.array([0.01, 0.01, 0.08, 0.9]), np.array([0.5, 0.5])]
     rel = [[("location.country.languages_spoken",)], [("location.country.languages_spoken",)], [("nope",)], []]
-    rows = evaluate_retrievers("webqsp", ds, [0, 1, 2, 3], probs, model, rel, RETRIEVERS, GNNRAGConfig(), batch_size=4)
+    rows = answer_with_evidence("webqsp", ds, [0, 1, 2, 3], probs, model, rel, RETRIEVERS, GNNRAGConfig(), batch_size=4)
     assert len(rows) == 4 * len(RETRIEVERS) and set(rows.retriever) == set(RETRIEVERS)
     by = {(r.retriever, r.index): r for r in rows.itertuples()}
     assert by[("gnn", 0)].coverage == 1.0 and by[("gnn", 0)].hops == 1 and by[("rog", 0)].coverage == 1.0
@@ -285,4 +269,4 @@ def test_collect_evidence_requires_probabilities_for_gnn_retrievers_and_rejects_
     assert collect_evidence(ds, 0, None, [("location.country.capital",)], ("none", "rog", "pcst"))["rog"].lines == \
         ["jamaica -> location.country.capital -> kingston"]
     with pytest.raises(ValueError, match="unknown retrievers"):
-        evaluate_retrievers("webqsp", ds, [0], None, generator[0], None, ("bm25",))
+        answer_with_evidence("webqsp", ds, [0], None, generator[0], None, ("bm25",))

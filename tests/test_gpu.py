@@ -5,12 +5,12 @@ tokenizer where the embedded LLM's package is not installed).
 """
 import pytest
 import torch
+from test_model import _example, train_step  # the CPU model tests' helpers
 
 from gr_core.config import LLMConfig
-from gr_core.gnn import GNNConfig
-from gr_core.model import GraphLLM, method_config
-from gr_core.train import TrainConfig, fit, predict
-from test_model import _example, train_step  # the CPU model tests' helpers
+from gr_core.g_retriever.graph_encoder import GNNConfig
+from gr_core.g_retriever.model import GraphLLM, method_config
+from gr_core.g_retriever.train import TrainConfig, fit, predict
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (run with -m gpu on a GPU machine)")]
@@ -80,10 +80,10 @@ def test_the_reasoner_trains_on_cuda_and_scores_like_its_cpu_copy():
     import copy
 
     import numpy as np
+    from test_gnn_rag import _toy_question
 
     from gr_core.gnn_rag import (ReasonerConfig, ReasonerTrainConfig, evaluate_reasoner, node_probabilities,
                                  train_reasoner)
-    from test_gnn_rag import _toy_question
 
     rng = np.random.default_rng(0)
     data = [_toy_question(rng) for _ in range(32)]
@@ -110,9 +110,9 @@ def test_ddp_with_nccl_on_one_gpu_follows_the_plain_trajectory(tiny_llm_dir, tmp
 
 def full_preset_training(tiny_llm_dir: str, outputs, questions: int = 8) -> dict:
     """Notebook 03 with the ``full`` preset's parameters (every dataset and method of its plan, GR App. B sizes:
-    GT 4 x 1024, 512 graph-text tokens, 32 answer tokens) on ``questions`` training / validation / test questions
-    per dataset, one seed, one epoch, on the tiny Llama, through the suite runner as ``./gr suite --preset full
-    --only 03`` runs it. Returns the suite summary; ``outputs`` is the outputs root (``GR_OUTPUTS_DIR`` while it runs)."""
+    GT 4 x 1024, 512 graph-text tokens, 32 answer tokens) on ``questions`` training / validation / test questions per
+    dataset, one seed, one epoch, on the tiny Llama, through the suite runner as ``./gr suite --preset full --only 03``
+    runs it. Returns the suite summary; ``outputs`` is the outputs root (``GR_OUTPUTS_DIR`` while it runs)."""
     from gr_core.suite import run_suite
 
     overrides = {"llm_model": tiny_llm_dir, "max_train": questions, "max_val": questions, "max_test": questions,

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from gr_core.data import TextualGraph
-from gr_core.gnn import GNNConfig
-from gr_core.graph_baselines import GraphClassifierConfig, is_negated, negation_parity, run_graph_baselines
-from gr_core.results import collect_runs, confusion, table3
+from gr_core.g_retriever.graph_encoder import GNNConfig
+from gr_core.report.results import collect_runs, confusion, table3
+from gr_core.studies.graph_baselines import GraphClassifierConfig, is_negated, negation_parity, run_graph_baselines
 
 
 def test_negation_parity_counts_negated_relations():

@@ -101,7 +101,8 @@ def test_missing_raw_file_is_named(tmp_path, monkeypatch):
     from gr_core.paths import DataNotFoundError
 
     (tmp_path / "scene_graphs" / "gqa_micro").mkdir(parents=True)
-    (tmp_path / "scene_graphs" / "gqa_micro" / "questions.csv").write_text("q_id,image_id,question,answer,full_answer\n")
+    (tmp_path / "scene_graphs" / "gqa_micro" / "questions.csv").write_text(
+        "q_id,image_id,question,answer,full_answer\n")
     monkeypatch.setenv("GR_DATA_DIR", str(tmp_path))
     with pytest.raises(DataNotFoundError, match="train_sceneGraphs.json needed by dataset 'gqa_micro'"):
         load_dataset("gqa_micro")

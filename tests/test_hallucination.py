@@ -3,10 +3,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gr_core.data import TextualGraph
 from gr_core.citations import CitationMatcher, check_response, parse_citations
-from gr_core.hallucination import TABLE1_RESPONSES, agreement, ratio_ci, summarize, table1_scene, table5, wilson
+from gr_core.data import TextualGraph
 from gr_core.prompts import CITE_INSTRUCTION, cite_question
+from gr_core.studies.hallucination import TABLE1_RESPONSES, agreement, ratio_ci, summarize, table1_scene, table5, wilson
 
 TABLE1_BASELINE = TABLE1_RESPONSES["graph prompt tuning"]
 TABLE1_G_RETRIEVER = TABLE1_RESPONSES["g_retriever"]
@@ -124,8 +124,10 @@ def test_summary_and_table5():
 def test_agreement_with_hand_labels():
     rows = _rows()
     labels = pd.DataFrame([
-        {"key": rows.key[0], "cited_nodes": 2, "valid_nodes": 1, "cited_edges": 3, "valid_edges": 0, "fully_valid": False},
-        {"key": rows.key[1], "cited_nodes": 1, "valid_nodes": 1, "cited_edges": 1, "valid_edges": 1, "fully_valid": True},
+        {"key": rows.key[0], "cited_nodes": 2, "valid_nodes": 1, "cited_edges": 3, "valid_edges": 0,
+         "fully_valid": False},
+        {"key": rows.key[1], "cited_nodes": 1, "valid_nodes": 1, "cited_edges": 1, "valid_edges": 1,
+         "fully_valid": True},
         {"key": "not/a/response", "cited_nodes": 0, "valid_nodes": 0, "cited_edges": 0, "valid_edges": 0,
          "fully_valid": False}])
     a = agreement(rows, labels).set_index("level")
@@ -143,7 +145,7 @@ def test_evidence_points_at_the_cited_parts():
 def test_label_template_and_loader(tmp_path):
     import json
 
-    from gr_core.hallucination import label_template, load_labels
+    from gr_core.studies.hallucination import label_template, load_labels
 
     rows = _rows().assign(graph_id="g", question="q?", response=["a", "b", "c"])
     sample = label_template(rows, k=2)
@@ -165,9 +167,11 @@ def test_label_template_and_loader(tmp_path):
 
 
 def test_an_echoed_textualized_graph_is_read_as_citations_and_hyphens_are_not_arrows():
-    text = "node_id,node_attr\n0,elephant\n5,lion\n\nsrc,edge_attr,dst\n0,in,1\n\nA well-known -> fact? no: Tom-Landry -> x"
+    text = ("node_id,node_attr\n0,elephant\n5,lion\n\nsrc,edge_attr,dst\n0,in,1\n\n"
+            "A well-known -> fact? no: Tom-Landry -> x")
     cites = parse_citations(text)
-    assert [(c.kind, c.node_id, c.head_id) for c in cites[:3]] == [("node", 0, None), ("node", 5, None), ("edge", None, 0)]
+    assert ([(c.kind, c.node_id, c.head_id) for c in cites[:3]]
+            == [("node", 0, None), ("node", 5, None), ("edge", None, 0)])
     r = check_response(text, SCENE)
     assert r["valid_nodes_exact"] == 1 and r["valid_edges_exact"] == 1
     assert all(c.relation != "Landry" for c in cites)

@@ -3,8 +3,8 @@ import torch
 from torch_geometric.data import Data
 
 from gr_core.config import LLMConfig
-from gr_core.gnn import GNNConfig, GraphEncoder
-from gr_core.model import INFERENCE_ONLY, METHODS, Example, GraphLLM, ModelConfig, method_config
+from gr_core.g_retriever.graph_encoder import GNNConfig, GraphEncoder
+from gr_core.g_retriever.model import INFERENCE_ONLY, METHODS, Example, GraphLLM, ModelConfig, method_config
 
 SMALL_GNN = GNNConfig(hidden=16, num_layers=2, heads=2)
 
@@ -42,7 +42,8 @@ def test_gt_encoder_uses_edge_features_and_gat_does_not():
         torch.manual_seed(0)
         enc = GraphEncoder(8, GNNConfig(kind=kind, hidden=16, num_layers=2, heads=2)).eval()
         a, b = (Batch.from_data_list([g]) for g in (d, changed))
-        diff = (enc(a.x, a.edge_index, a.edge_attr, a.batch, 1) - enc(b.x, b.edge_index, b.edge_attr, b.batch, 1)).abs().max()
+        diff = (enc(a.x, a.edge_index, a.edge_attr, a.batch, 1)
+                - enc(b.x, b.edge_index, b.edge_attr, b.batch, 1)).abs().max()
         assert (diff > 1e-6) == uses_edges, kind
 
 
@@ -91,7 +92,8 @@ def test_lora_trains_only_adapters_on_q_and_v(tiny_llm_dir):
 def test_projector_width_is_derived_from_the_llm(tiny_llm_dir):
     model = _model(tiny_llm_dir)
     assert model.projector[-1].out_features == model.llm.config.hidden_size == 32
-    assert model.projector[0].in_features == SMALL_GNN.hidden and model.projector[0].out_features == 2 * SMALL_GNN.hidden
+    assert (model.projector[0].in_features == SMALL_GNN.hidden
+            and model.projector[0].out_features == 2 * SMALL_GNN.hidden)
     with pytest.raises(ValueError, match="without a projector"):
         _model(tiny_llm_dir, projector=False)
     no_proj = GraphLLM(method_config("g_retriever", llm=LLMConfig(model=tiny_llm_dir),

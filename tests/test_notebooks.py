@@ -129,7 +129,7 @@ def test_gnn_rag_notebook_trains_the_reasoner_and_counts_path_failures(smoke_out
         assert r["n"] == 16 and 0.0 <= r["h1"] <= 100.0 and 0.0 <= r["f1"] <= 100.0
     study = {r["dataset"]: r for r in summary["path_study"]}
     assert study["webqsp"]["questions"] == 16 and "candidates without a path" in study["webqsp"]
-    from gr_core.gnn_rag import REASONER_CHANGES
+    from gr_core.studies.gnn_rag import REASONER_CHANGES
 
     changes = summary["reasoner_changes"]  # metaqa-1hop at smoke: one row per cumulative change, on validation
     assert [c["change"] for c in changes] == [name for name, _ in REASONER_CHANGES]
@@ -142,7 +142,7 @@ def test_gnn_rag_notebook_trains_the_reasoner_and_counts_path_failures(smoke_out
 
 def test_gnn_rag_notebook_answers_with_every_retriever_and_records_metrics(smoke_outputs):
     from gr_core.config import notebook_parameters
-    from gr_core.gnn_rag_llm import RETRIEVERS
+    from gr_core.gnn_rag.evidence import RETRIEVERS
 
     n_test = notebook_parameters("smoke", "04_gnn_rag")["llm_max_test"]  # the notebook's default
     out = smoke_outputs / "04_gnn_rag"

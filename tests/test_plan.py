@@ -35,7 +35,8 @@ def test_a_run_is_estimated_from_the_measured_run_scaled_to_the_target(outputs):
     assert r["seconds"] == round(3 * (1659 + 110.6 + 277)) and r["tokens"] == 3 * 1659 * 160 * 2
     assert r["basis"] == "quick/explagraphs-g_retriever-seed0"
     # the stand-in for a method never run (prompt tuning: the same inputs as G-Retriever), and the fp32 profile
-    fp32 = estimate_run("explagraphs", "prompt_tuning", 1, 2, (1659, 553, 554), True, measured, profiles(outputs)["cpu-fp32"])
+    fp32 = estimate_run("explagraphs", "prompt_tuning", 1, 2, (1659, 553, 554), True, measured,
+                        profiles(outputs)["cpu-fp32"])
     assert fp32["seconds"] == round(2 * 1659 + 2 * 553 * 0.2 + 554 * 2)
     # nothing measured on another dataset, and no GPU throughput: unknown, never guessed
     assert estimate_run("webqsp", "g_retriever", 1, 2, (976, 326, 326), True, measured, bf16)["seconds"] is None

@@ -112,8 +112,8 @@ def test_the_bf16_graph_llm_trains_its_parts_and_keeps_them_and_adams_state_in_f
     from torch_geometric.data import Data
 
     from gr_core.dropout import UniformDropout
-    from gr_core.gnn import GNNConfig
-    from gr_core.model import Example, GraphLLM, LoRAConfig, method_config
+    from gr_core.g_retriever.graph_encoder import GNNConfig
+    from gr_core.g_retriever.model import Example, GraphLLM, LoRAConfig, method_config
 
     torch.manual_seed(0)
     model = GraphLLM(method_config("g_retriever_lora", llm=LLMConfig(model=tiny_llm_dir, dtype="bfloat16"),
@@ -173,7 +173,7 @@ def test_the_bf16_text_encoder_gives_vectors_close_to_fp32():
 
 
 def test_records_name_the_dtype_and_the_cpu(tmp_path):
-    from gr_core.results import collect_runs, efficiency
+    from gr_core.report.results import collect_runs, efficiency
     from gr_core.runs import environment_record, write_json
     from gr_core.suite import describe_precision
 
@@ -200,7 +200,7 @@ def test_records_name_the_dtype_and_the_cpu(tmp_path):
     runs = collect_runs(tmp_path).set_index("name")
     assert runs.dtype.to_dict() == {"gpu": "bfloat16", "new": "bfloat16", "old": "float32", "ref": "n/a"}
     assert runs.cpu_model["new"] == "AMD EPYC" and runs.cpu_model["old"] == "not recorded"
-    from gr_core.train import precision_of_reuse
+    from gr_core.g_retriever.train import precision_of_reuse
 
     # reusing that old run on a machine where "auto" means bf16: annotated, not an error
     reused = precision_of_reuse({**base, "precision": 41.25}, LLMConfig(dtype="auto"), tmp_path / "old")
@@ -212,7 +212,7 @@ def test_records_name_the_dtype_and_the_cpu(tmp_path):
 
 
 def test_pooled_mcnemar_sums_discordant_pairs_over_seeds():
-    from gr_core.precision_check import pooled_mcnemar
+    from gr_core.studies.precision_check import pooled_mcnemar
 
     # seed 0: 5 questions right in bf16 only, none in fp32 only; seed 1: 4 and 1; plus concordant questions
     s0 = (np.array([1, 1, 1, 1, 1, 1, 0]), np.array([0, 0, 0, 0, 0, 1, 0]))
@@ -224,7 +224,7 @@ def test_pooled_mcnemar_sums_discordant_pairs_over_seeds():
 
 
 def test_per_seed_scores_are_compared_by_a_paired_t_interval():
-    from gr_core.precision_check import over_seeds
+    from gr_core.studies.precision_check import over_seeds
 
     out = over_seeds(np.array([0.60, 0.70, 0.65]), np.array([0.65, 0.70, 0.60]))  # differences -0.05, 0, 0.05
     half = 4.302653 * 0.05 / np.sqrt(3)  # t(0.975, 2 df) x sd / sqrt(n)
@@ -241,8 +241,8 @@ def test_the_precision_check_trains_the_reference_run_with_only_the_dtype_change
     from dataclasses import replace
 
     from gr_core.paths import repo_root
-    from gr_core.precision_check import run_config
     from gr_core.runs import config_hash, read_json
+    from gr_core.studies.precision_check import run_config
 
     committed = read_json(repo_root() / "outputs/studies/explagraphs_quick_2epochs/runs/explagraphs-g_retriever-seed0/"
                           "metrics.json")
@@ -258,12 +258,13 @@ def test_the_precision_check_trains_the_reference_run_with_only_the_dtype_change
 
 
 def test_lora_keeps_peft_dropout_by_default_and_committed_lora_runs_keep_their_hashes(tiny_llm_dir):
-    """``dropout_masks`` is opt-in: a default LoRA config hashes as runs and generator checkpoints recorded before it."""
-    from gr_core.gnn_rag_llm import model_key
-    from gr_core.model import GraphLLM, LoRAConfig, ModelConfig, method_config
+    """``dropout_masks`` is opt-in: a default LoRA config hashes as runs and generator checkpoints recorded before
+    it."""
+    from gr_core.g_retriever.model import GraphLLM, LoRAConfig, ModelConfig, method_config
+    from gr_core.g_retriever.train import RunConfig
+    from gr_core.gnn_rag.generation import model_key
     from gr_core.paths import repo_root
     from gr_core.runs import config_hash, read_json
-    from gr_core.train import RunConfig
 
     model = GraphLLM(method_config("g_retriever_lora", llm=LLMConfig(model=tiny_llm_dir), gnn=None), in_dim=8)
     drops = [m for mod in model.modules() for m in getattr(mod, "lora_dropout", {}).values()]
@@ -280,8 +281,8 @@ def test_lora_keeps_peft_dropout_by_default_and_committed_lora_runs_keep_their_h
 
 
 def test_the_results_summary_names_the_dtype_and_cpu_of_the_speed_benchmarks(tmp_path):
+    from gr_core.report.summary import benchmarks
     from gr_core.runs import write_json
-    from gr_core.summary import benchmarks
 
     write_json(tmp_path / "train_infer_throughput.json", {
         "dtype": "bfloat16", "targets": {"train_speedup": 2.0, "infer_speedup": 3.0}, "ours_train_tokens_per_s": 214.0,

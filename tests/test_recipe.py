@@ -1,9 +1,9 @@
-"""The recipe report over seeds (gr_core.recipe), on run directories written here."""
+"""The recipe report over seeds (gr_core.studies.recipe), on run directories written here."""
 import json
 
 import pytest
 
-from gr_core.recipe import report, seed_runs
+from gr_core.studies.recipe import report, seed_runs
 
 
 def _run(root, name, right, seed=0, hist=None):

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from gr_core import retrieval
-from gr_core.retrieval import PCSTSolverError, check_pcst_solver, solve_pcst
+from gr_core.g_retriever import retrieval
+from gr_core.g_retriever.retrieval import PCSTSolverError, check_pcst_solver, solve_pcst
 
 
 def test_installed_pcst_solver_passes_the_known_instance():
@@ -45,7 +45,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from gr_core.data import graph_from_triples  # noqa: E402
-from gr_core.retrieval import RetrievalConfig, edge_prizes, node_prizes, retrieve_subgraph  # noqa: E402
+from gr_core.g_retriever.retrieval import RetrievalConfig, edge_prizes, node_prizes, retrieve_subgraph  # noqa: E402
 
 
 def test_node_prizes_are_ranks_k_to_1_of_similarity():
@@ -124,8 +124,10 @@ def _is_connected(nodes, edges):
 
 @settings(max_examples=80, deadline=None)
 @given(st.integers(1, 30).flatmap(lambda n: st.tuples(
-    st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, 5), st.integers(0, n - 1)), min_size=1, max_size=80),
-    st.integers(0, 2**31 - 1))), st.integers(0, 6), st.integers(0, 6), st.floats(0.0, 2.0), st.sampled_from(["official", "pyg"]))
+    st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, 5), st.integers(0, n - 1)),
+                         min_size=1, max_size=80),
+    st.integers(0, 2**31 - 1))), st.integers(0, 6), st.integers(0, 6), st.floats(0.0, 2.0),
+       st.sampled_from(["official", "pyg"]))
 def test_pcst_subgraph_is_a_connected_subgraph_with_selected_edge_endpoints(graph, k, k_e, cost, mode):
     # Random multigraphs with self-loops, repeated relations (tie groups) and disconnected parts.
     n, triples, seed = graph
@@ -139,7 +141,8 @@ def test_pcst_subgraph_is_a_connected_subgraph_with_selected_edge_endpoints(grap
     sub = res.graph
     node_ids = sub.nodes.node_id.tolist()
     assert set(node_ids) <= set(g.nodes.node_id) and len(set(node_ids)) == len(node_ids)
-    assert set(res.edge_rows.tolist()) <= set(range(g.num_edges)) and len(set(res.edge_rows.tolist())) == len(res.edge_rows)
+    assert (set(res.edge_rows.tolist()) <= set(range(g.num_edges))
+            and len(set(res.edge_rows.tolist())) == len(res.edge_rows))
     assert set(sub.edges.src) | set(sub.edges.dst) <= set(node_ids)
     assert _is_connected(node_ids, list(zip(sub.edges.src, sub.edges.dst)))
     sims = x @ q  # prizes follow similarity rank: a higher prize never goes to a less similar node
@@ -147,11 +150,12 @@ def test_pcst_subgraph_is_a_connected_subgraph_with_selected_edge_endpoints(grap
     prized = order[res.node_prizes[order] > 0]
     assert len(prized) == min(k, g.num_nodes)
     assert all(sims[a] >= sims[b] for a, b in zip(prized, prized[1:]))
-    assert all(sims[prized[-1]] >= sims[i] for i in range(g.num_nodes) if res.node_prizes[i] == 0) if len(prized) else True
+    assert (all(sims[prized[-1]] >= sims[i] for i in range(g.num_nodes) if res.node_prizes[i] == 0)
+            if len(prized) else True)
 
 
 def test_desc_written_from_rows_equals_textualizing_the_subgraph():
-    from gr_core.textualize import textualize
+    from gr_core.g_retriever.textualize import textualize
 
     g = graph_from_triples([("a, inc", "r1", "b"), ('say "hi"', "r2", "c"), ("c", "r3", "a, inc"), ("b", "r1", "c")])
     x = np.eye(4, 8, dtype=np.float32)

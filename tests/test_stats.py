@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from gr_core.stats import (compare, compare_seeds, mcnemar_cmh, mcnemar_exact, mcnemar_n_for_power, paired_bootstrap,
-                            seed_bootstrap, two_proportion_n_for_power, verdict, wilson_interval)
+                           seed_bootstrap, two_proportion_n_for_power, verdict, wilson_interval)
 
 
 def test_wilson_matches_hand_computed_intervals():
@@ -89,7 +89,7 @@ def _fake_run(runs_dir, name, scores, ids=None, dataset="explagraphs"):
 def test_table8_pairs_every_llm_with_the_first_on_the_same_questions(tmp_path):
     from scipy.stats import binomtest
 
-    from gr_core.results import table8
+    from gr_core.report.results import table8
 
     a = [1] * 30 + [0] * 10
     b = [1] * 20 + [0] * 20  # b loses 10 questions a got right, gains none
@@ -182,7 +182,8 @@ def test_power_sample_sizes_match_hand_computation():
     # Connor (1987): delta 0.1, psi 0.2 -> (1.95996 * 0.44721 + 0.84162 * 0.43589)^2 / 0.01 = 154.6 -> 155
     assert mcnemar_n_for_power(0.1, 0.2) == 155
     assert mcnemar_n_for_power(-0.1, 0.2) == 155  # two-sided: the sign does not matter
-    # psi below |delta| is impossible and raised to it: psi = delta = 0.1 -> (1.95996 * 0.31623 + 0.84162 * 0.3)^2 / 0.01
+    # psi below |delta| is impossible and raised to it: psi = delta = 0.1
+    # -> (1.95996 * 0.31623 + 0.84162 * 0.3)^2 / 0.01
     assert mcnemar_n_for_power(0.1, 0.01) == math.ceil((1.959964 * 0.1 ** 0.5 + 0.841621 * 0.09 ** 0.5) ** 2 / 0.01)
     assert mcnemar_n_for_power(0.0, 0.3) is None
     # two independent proportions 0.5 vs 0.6: (1.95996 * sqrt(0.495) + 0.84162 * sqrt(0.49))^2 / 0.01 = 387.3 -> 388

@@ -4,17 +4,18 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from test_gnn_rag_llm import FakeKGQA
 
 from gr_core.config import LLMConfig
-from gr_core.efficiency import cost_rows, cost_summary, scaling_fit, table4, table12
-from gr_core.gnn import GNNConfig
-from gr_core.model import GraphLLM, ModelConfig, method_config
-from gr_core.report import claims, load_tables, markdown_table, to_markdown
-from gr_core.summary import headline, results_markdown
-from gr_core.results import k_sweep_table, table6, table7
+from gr_core.g_retriever.experiments import RunSettings
+from gr_core.g_retriever.graph_encoder import GNNConfig
+from gr_core.g_retriever.model import GraphLLM, ModelConfig, method_config
+from gr_core.g_retriever.train import RunConfig, make_run_config
+from gr_core.report.claims import claims, load_tables, markdown_table, to_markdown
+from gr_core.report.results import k_sweep_table, table6, table7
+from gr_core.report.summary import headline, results_markdown
 from gr_core.runs import config_hash
-from gr_core.train import RunConfig, make_run_config, run_settings
-from test_gnn_rag_llm import FakeKGQA
+from gr_core.studies.efficiency import cost_rows, cost_summary, scaling_fit, table4, table12
 
 
 # ---------------------------------------------------------------------- ablation configurations
@@ -32,7 +33,8 @@ def test_ablations_are_configurations_of_the_one_model(tiny_llm_dir):
 
 
 def test_k_and_edge_cost_override_the_dataset_retrieval_and_name_the_run():
-    assert ModelConfig().retrieval("webqsp") == __import__("gr_core.retrieval", fromlist=["x"]).DATASET_RETRIEVAL["webqsp"]
+    assert (ModelConfig().retrieval("webqsp")
+            == __import__("gr_core.g_retriever.retrieval", fromlist=["x"]).DATASET_RETRIEVAL["webqsp"])
     r = ModelConfig(top_k=10, edge_cost=1.0).retrieval("webqsp")
     assert (r.top_k_nodes, r.top_k_edges, r.edge_cost) == (10, 10, 1.0)
     cfg = make_run_config("webqsp", "g_retriever", 0, variant="k10-ce1.0", top_k=10, edge_cost=1.0)
@@ -44,12 +46,13 @@ def test_k_and_edge_cost_override_the_dataset_retrieval_and_name_the_run():
 
 def test_new_fields_leave_old_run_hashes_unchanged():
     # a run recorded before top_k / edge_cost / variant existed must keep its config hash (and so be reused)
-    cfg = make_run_config("clevr", "g_retriever", 0, **run_settings(gnn_hidden=256, num_epochs=2, lr=1e-3))
+    cfg = make_run_config("clevr", "g_retriever", 0, **RunSettings(gnn_hidden=256, num_epochs=2, lr=1e-3).keywords())
     d = cfg.to_dict()
     assert "top_k" not in d["model"] and "edge_cost" not in d["model"] and "variant" not in d
     old = json.loads(json.dumps(d))  # what an old config.json holds
     assert config_hash(RunConfig.from_dict(old).to_dict()) == config_hash(d)
-    k = make_run_config("clevr", "g_retriever", 0, top_k=5, **run_settings(gnn_hidden=256, num_epochs=2, lr=1e-3))
+    k = make_run_config("clevr", "g_retriever", 0, top_k=5,
+                        **RunSettings(gnn_hidden=256, num_epochs=2, lr=1e-3).keywords())
     assert config_hash(k.to_dict()) != config_hash(d)
 
 
@@ -92,8 +95,8 @@ def test_k_sweep_chooses_on_validation_loss(tmp_path):
 
 
 def test_an_empty_k_grid_gives_empty_tables_that_keep_their_columns(tmp_path):
-    from gr_core.report import load_tables
-    from gr_core.retrieval_eval import k_sweep
+    from gr_core.report.claims import load_tables
+    from gr_core.studies.retrieval_eval import k_sweep
 
     t10, t11 = k_sweep_table(tmp_path, []), k_sweep(None, [], ks=[])
     assert len(t10) == 0 and "best_val_loss" in t10 and len(t11) == 0 and "paper_hit@1" in t11
@@ -218,10 +221,12 @@ def test_markdown_table_escapes_and_formats():
 
 
 def test_runs_plan_lists_tables_4_and_12_runs_once():
-    from gr_core.efficiency import runs_plan
+    from gr_core.studies.efficiency import runs_plan
 
-    plan = runs_plan({"webqsp": ["webqsp_full", "webqsp"], "clevr": ["clevr", "clevr"]}, ["question_only", "g_retriever"])
-    assert plan == {"webqsp": ["g_retriever", "gr_wo_retrieval", "question_only"], "clevr": ["g_retriever", "gr_wo_retrieval"]}
+    plan = runs_plan({"webqsp": ["webqsp_full", "webqsp"], "clevr": ["clevr", "clevr"]},
+                     ["question_only", "g_retriever"])
+    assert plan == {"webqsp": ["g_retriever", "gr_wo_retrieval", "question_only"],
+                    "clevr": ["g_retriever", "gr_wo_retrieval"]}
 
 
 def test_report_pairs_seeds_and_says_whether_a_row_can_decide(tmp_path):
@@ -246,5 +251,6 @@ def test_report_pairs_seeds_and_says_whether_a_row_can_decide(tmp_path):
     assert gt.seeds == 3  # GraphToken's one run is paired with each G-Retriever seed
     assert gt.paper_diff == pytest.approx(0.8516 - 0.8508) and gt.n_power > 100_000
     assert gt.verdict == "not significant" and gt.decides == "no"
-    md = "\n".join(__import__("gr_core.report", fromlist=["claims_markdown"]).claims_markdown(c))
-    assert md.index("### Rows that decide") < md.index("G-Retriever beats the majority class") < md.index("### Sanity rows")
+    md = "\n".join(__import__("gr_core.report.claims", fromlist=["claims_markdown"]).claims_markdown(c))
+    assert (md.index("### Rows that decide") < md.index("G-Retriever beats the majority class")
+            < md.index("### Sanity rows"))

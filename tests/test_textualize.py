@@ -1,5 +1,5 @@
 from gr_core.data import graph_from_triples
-from gr_core.textualize import textualize
+from gr_core.g_retriever.textualize import textualize
 
 
 def test_textualize_matches_the_paper_explagraphs_example():

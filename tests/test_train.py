@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from gr_core.config import LLMConfig
-from gr_core.gnn import GNNConfig
-from gr_core.model import GraphLLM, method_config
-from gr_core.train import RunConfig, TrainConfig, length_batches, lr_at, make_run_config, run
+from gr_core.g_retriever.examples import length_batches
+from gr_core.g_retriever.graph_encoder import GNNConfig
+from gr_core.g_retriever.model import GraphLLM, method_config
+from gr_core.g_retriever.train import RunConfig, TrainConfig, lr_at, make_run_config, run
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +64,7 @@ def test_a_run_writes_its_directory_and_a_finished_run_is_reused(tiny_llm_dir, e
     assert run(cfg, tmp_path / "r", ds=explagraphs) == metrics
     assert (tmp_path / "r" / "metrics.json").stat().st_mtime_ns == stamp
     # the kept checkpoint, scored again, gives the run's own test score
-    from gr_core.train import score_checkpoint
+    from gr_core.g_retriever.train import score_checkpoint
 
     again = score_checkpoint(tmp_path / "r", "best", splits=("test",), ds=explagraphs)
     assert again["epoch"] == 0 and again["test"] == {"score": metrics["score"], "n": 3}
@@ -157,7 +158,7 @@ def test_ddp_on_two_gloo_processes_follows_the_single_process_trajectory(tiny_ll
     cfg = _cfg(tiny_llm_dir, norm="layer", num_epochs=2)  # graph-wise LayerNorm: independent of the sharding
     (tmp_path / "cfg.json").write_text(json.dumps(cfg.to_dict()))
     env = dict(os.environ, OMP_NUM_THREADS="1", GR_PROGRESS="off")
-    common = ["-m", "gr_core.train", "--config", str(tmp_path / "cfg.json")]
+    common = ["-m", "gr_core.g_retriever", "--config", str(tmp_path / "cfg.json")]
     one = subprocess.run([sys.executable, *common, "--run-dir", str(tmp_path / "one")], env=env,
                          capture_output=True, text=True, timeout=600)
     assert one.returncode == 0, one.stderr[-3000:]
@@ -179,8 +180,8 @@ def test_ddp_on_two_gloo_processes_follows_the_single_process_trajectory(tiny_ll
 
 @pytest.mark.data
 def test_kaping_examples_hold_the_top_k_triples_as_desc(explagraphs):
-    from gr_core.model import method_config
-    from gr_core.train import build_examples
+    from gr_core.g_retriever.examples import build_examples
+    from gr_core.g_retriever.model import method_config
 
     ex = build_examples(explagraphs, explagraphs.split["test"][:2], method_config("kaping", kaping_k=2))
     for e in ex:
@@ -189,7 +190,7 @@ def test_kaping_examples_hold_the_top_k_triples_as_desc(explagraphs):
 
 
 def test_warmup_fraction_and_graph_lr_scale_the_schedule(tiny_llm_dir):
-    from gr_core.train import param_groups
+    from gr_core.g_retriever.train import param_groups
 
     cfg = TrainConfig(lr=1e-3, num_epochs=2, warmup_fraction=0.1, min_lr=0.0)
     # 10 steps per epoch: the warm-up is the first 2 of 20 steps, then the half cosine
@@ -218,7 +219,7 @@ def test_new_options_at_their_defaults_keep_old_config_hashes():
 
 @pytest.mark.data
 def test_the_teacher_forced_match_is_greedy_decoding_starting_with_the_label(tiny_llm_dir, explagraphs):
-    from gr_core.train import build_examples
+    from gr_core.g_retriever.examples import build_examples
 
     cfg = _cfg(tiny_llm_dir, method="zero_shot")
     model = GraphLLM(cfg.model, in_dim=int(explagraphs.text_emb.shape[1]))
@@ -248,7 +249,7 @@ def test_select_on_val_match_keeps_the_epoch_with_the_most_validation_answers_ri
 
 
 def test_per_method_settings_apply_to_one_method_of_one_dataset():
-    from gr_core.train import dataset_settings
+    from gr_core.g_retriever.experiments import dataset_settings
 
     s = dataset_settings({"max_train": 64, "num_epochs": 2}, {"explagraphs": {"max_train": 0},
                          "explagraphs/graph_token": {"num_epochs": 1, "batch_size": 4}}, ["explagraphs", "webqsp"])
@@ -288,10 +289,10 @@ def test_forced_ddp_on_one_process_follows_the_plain_trajectory(tiny_llm_dir, tm
 
 
 def test_a_preset_run_config_is_the_one_notebook_03_builds():
-    """``python -m gr_core.train --preset ...`` trains the run notebook 03 would: same name, same config hash (so the
-    notebook reuses it); checked against the committed cpu run and against a hand-built notebook configuration."""
+    """``python -m gr_core.g_retriever --preset ...`` trains the run notebook 03 would: same name, same config hash (so
+    the notebook reuses it); checked against the committed cpu run and against a hand-built notebook configuration."""
+    from gr_core.g_retriever.experiments import dataset_settings, preset_run_config
     from gr_core.runs import config_hash
-    from gr_core.train import dataset_settings, preset_run_config, run_settings
 
     cfg = preset_run_config("cpu", "explagraphs", "g_retriever", 2)
     assert cfg.name == "explagraphs-g_retriever-seed2" and cfg.max_train is None and cfg.max_val is None
@@ -315,18 +316,35 @@ def test_a_preset_run_config_is_the_one_notebook_03_builds():
             {**flat, **{k: notebook_parameters("quick", "03_training")[k] for k in ("max_train", "max_val", "max_test",
                                                                                      "num_epochs")}},
             notebook_parameters("quick", "03_training")["per_dataset"], ["explagraphs"])["explagraphs"]).to_dict())
-    assert run_settings  # imported for the reader: the one function every notebook builds runs through
+
+
+def test_run_settings_are_one_validated_config():
+    """Notebooks pass their whole parameter dict: settings are picked from it, anything else is theirs; a bad value
+    or an unknown per-dataset override is an error naming it, not a run with a default."""
+    from gr_core.g_retriever.experiments import RunSettings, dataset_settings
+
+    s = RunSettings.from_parameters({"gnn_hidden": 256, "plan": {"x": []}, "preset": "quick"}, {"num_epochs": 2})
+    assert (s.gnn_hidden, s.num_epochs, s.lr) == (256, 2, 1e-5)
+    kw = s.keywords()
+    assert kw["gnn"].hidden == 256 and kw["train"].num_epochs == 2 and kw["max_train"] is None
+    with pytest.raises(ValueError, match="unknown run settings \\['num_epoch'\\]"):
+        dataset_settings({}, {"explagraphs": {"num_epoch": 3}}, ["explagraphs"])
+    with pytest.raises(ValueError, match="RunSettings.batch_size must be a positive integer"):
+        RunSettings(batch_size=0)
+    with pytest.raises(ValueError, match="RunSettings.max_train must be an integer >= 0"):
+        RunSettings(max_train=-1)
+    with pytest.raises(ValueError, match="gnn_kind|kind"):
+        RunSettings(gnn_kind="transformer")
 
 
 def test_run_plan_runs_an_untrained_configuration_once_whatever_the_seeds(monkeypatch, tmp_path):
-    import gr_core.graphqa
-    import gr_core.train as train
+    import gr_core.g_retriever.experiments as experiments
 
     calls = []
-    monkeypatch.setattr(gr_core.graphqa, "load_dataset", lambda cfg: None)
-    monkeypatch.setattr(train, "run", lambda cfg, run_dir, ds=None, force=False: calls.append(cfg.name) or
+    monkeypatch.setattr(experiments, "load_dataset", lambda cfg: None)
+    monkeypatch.setattr(experiments, "run", lambda cfg, run_dir, ds=None, force=False: calls.append(cfg.name) or
                         {"name": cfg.name, "score": 0.5, "num_test": 1})
     settings = dict(llm=LLMConfig(model="x"), train=TrainConfig(num_epochs=1))
-    train.run_plan({"explagraphs": ["zero_shot", "g_retriever"]}, [0, 1, 2], tmp_path, **settings)
+    experiments.run_plan({"explagraphs": ["zero_shot", "g_retriever"]}, [0, 1, 2], tmp_path, **settings)
     assert calls == ["explagraphs-zero_shot-seed0", "explagraphs-g_retriever-seed0", "explagraphs-g_retriever-seed1",
                      "explagraphs-g_retriever-seed2"]

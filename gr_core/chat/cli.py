@@ -6,8 +6,9 @@ import sys
 
 from ..data import GraphFormatError
 from .config import ANSWER_MODES, EVIDENCE_FORMATS, KINDS, ChatConfig
-from .conversation import GraphChat, save_turns
+from .conversation import GraphChat
 from .graphs import graph_from_triple_list, read_graph_csv, read_triples
+from .turns import save_turns
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="ranked (a node name of the evidence, chosen by the LLM; KG default) | free (the LLM "
                              "writes) | reasoner (GNN-RAG's ranking; the default with a reasoner) | paths (the "
                              "relation path that reads most like the question; no model)")
-    parser.add_argument("--evidence-format", choices=EVIDENCE_FORMATS, help="triples lines (KG default) | csv (the paper's)")
+    parser.add_argument("--evidence-format", choices=EVIDENCE_FORMATS,
+                        help="triples lines (KG default) | csv (the paper's)")
     parser.add_argument("--cite", action="store_true", help="also ask the model to list the supporting nodes and edges")
     parser.add_argument("--max-new-tokens", type=int, default=ChatConfig.max_new_tokens)
     parser.add_argument("--independent", action="store_true", help="answer each question on its own (no history)")
@@ -57,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     for turn in turns:
         print()
         print(turn)
-        print(f"[{turn.status}; {turn.mode or '-'} answer; model: {turn.model or '-'}; retrieval {turn.timings.get('retrieval', 0) * 1000:.0f} ms, "
+        print(f"[{turn.status}; {turn.mode or '-'} answer; model: {turn.model or '-'}; "
+              f"retrieval {turn.timings.get('retrieval', 0) * 1000:.0f} ms, "
               f"answer {turn.timings.get('answer', 0):.1f} s]")
     if args.json:
         save_turns(turns, args.json, {"graph": args.triples or args.csv or args.graph, "model": chat.model_name})

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..retrieval import DATASET_RETRIEVAL, RetrievalConfig
+from ..g_retriever.retrieval import DATASET_RETRIEVAL, RetrievalConfig
+from ..kg import NeighbourhoodConfig
 
 KINDS = ("kg", "scene", "explanation")
 # Which trained runs serve which kind of graph (first found wins), and whose question template and retrieval
@@ -38,7 +39,7 @@ class ChatConfig:
             defaults (``KIND_RETRIEVAL``: GR App. B.1).
         retriever: ``pcst`` (G-Retriever), ``gnn`` (GNN-RAG's reasoning paths; needs a trained reasoner) or ``auto``
             (the default): ``gnn`` when a reasoner is given or a saved one was trained on this graph's relations
-            (:func:`~gr_core.chat.find_reasoner`; ``python -m gr_core.gnn_rag --chat`` trains MetaQA's), else
+            (:func:`~gr_core.chat.find_reasoner`; ``python -m gr_core.gnn_rag chat`` trains MetaQA's), else
             ``pcst``. On the MetaQA sample of ``bench/chat.py`` the chat's reasoner lifts Hit from 45.0 to 68.3
             (docs/chat.md, "A reasoner for the chat").
         top_k_nodes, top_k_edges, edge_cost: override the kind's PCST settings (None keeps them).
@@ -141,7 +142,6 @@ class ChatConfig:
     @property
     def neighbourhood(self):
         """The neighbourhood a turn searches in a large graph, as a :class:`~gr_core.kg.NeighbourhoodConfig`."""
-        from ..kg import NeighbourhoodConfig
 
         return NeighbourhoodConfig(self.hops, self.max_expand_degree, self.max_nodes)
 

@@ -1,137 +1,42 @@
 """The conversation: :class:`GraphChat` links, retrieves, answers and checks each :class:`Turn`.
 
-Why one module of ~650 lines: the four steps of a turn read and write the same :class:`Turn` and
-:class:`~gr_core.chat.config.ChatConfig` state; reading the graphs, the index, the models, the answer ranking, the
-generated-question reasoner, the path ranker and the CLI are already their own modules of the package. Over the
-project's 500-line bound: splitting the answer modes out of :class:`GraphChat` is left to the layout issue (36).
+The turn itself and its views are :mod:`~gr_core.chat.turns`; reading the graphs, the index, the models, the answer
+ranking, the generated-question reasoner, the path ranker and the CLI are their own modules of the package.
 """
 from __future__ import annotations
 
 import re
 import time
 import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
+import torch
+from torch_geometric.data import Data
 
-from ..data import EDGE_COLUMNS, NODE_COLUMNS, TextualGraph
+from ..citations import CitationMatcher, check_response, parse_citations
+from ..config import EMBEDDED_TEXT_ENCODER, TextEncoderConfig
+from ..data import EDGE_COLUMNS, NODE_COLUMNS, TextualGraph, induced_subgraph
+from ..g_retriever.model import Example
+from ..g_retriever.retrieval import retrieve_subgraph
+from ..g_retriever.textualize import textualize, textualize_triples
+from ..gnn_rag import load_reasoner, node_probabilities, reasoning_paths, select_candidates, topic_masked
+from ..llm import count_tokens
+from ..prompts import cite_question, question_for
+from ..text_encoder import load_text_encoder
 from .config import KIND_RELATION_THRESHOLD, KIND_TEMPLATE, ChatConfig
+from .graph_reasoner import GraphReasonerConfig, TooFewQuestions, question_graph, scope_tensors, train_graph_reasoner
 from .graphs import graph_from_triple_list, load_graph
 from .index import BRACKET, STOP_WORDS, WORD, ChatIndex
 from .models import find_reasoner, load_answerer
+from .path_ranker import PathScorer, enumerate_paths, node_scores, path_edges, rank_two_entities
 from .ranking import Candidate, candidate_names, choose, rank_candidates, score_names
+from .turns import Turn
 
 # A follow-up question: a leading "and" / "what about", or a pronoun that points back at the last turn
 FOLLOW_UP = re.compile(r"^\s*(and|also|what about|how about)\b|\b(it|its|they|them|their|he|him|his|she|her|that|"
                        r"this|those|these|there|the same)\b", re.I)
-
-
-STATUSES = ("answered", "empty_question", "unrelated", "no_edges")
-
-
-@dataclass
-class Turn:
-    """One question and its answer, with the evidence behind it.
-
-    Attributes:
-        status: ``answered``; ``empty_question`` (nothing asked, no model call); ``unrelated`` (the graph holds
-            nothing close to the question: no model call); ``no_edges`` (a graph without edges: the evidence is the
-            most similar nodes).
-        evidence: the retrieved subgraph (the graph's own node ids); ``desc`` its text as the LLM read it (cut).
-        linked: node ids of the entities linked in the question (and carried from the previous turn).
-        answer_nodes: node ids of the searched graph the answer names (a part matched at the checker's ``normalized``
-            level, or a node name written in a sentence), the question's own entities excluded.
-        citations: each parsed citation with its verdict per match level (see :mod:`gr_core.hallucination`).
-        cited_nodes, cited_edges: node ids and evidence edge rows the valid citations point at (for highlighting).
-        paths: GNN-RAG's reasoning paths (``retriever="gnn"``).
-        reasoner_seeds: node ids the reasoner started from (``retriever="gnn"``; a follow-up's choice, see
-            :meth:`GraphChat.retrieve`).
-        mode: how the answer was made (``free``, ``ranked``, ``reasoner``: :attr:`ChatConfig.answer_mode`).
-        candidates: the ranked answer candidates, best first (``ranked``: LLM log-likelihood; ``reasoner``: the
-            reasoner's probability), as :meth:`~gr_core.chat.ranking.Candidate.to_dict` records.
-        timings: seconds per step (``encode``, ``link``, ``scope``, ``pcst``/``gnn``, ``retrieval``, ``answer``, ``check``).
-    """
-
-    question: str
-    answer: str = ""
-    status: str = "answered"
-    note: str = ""
-    evidence: TextualGraph | None = None
-    desc: str = ""
-    linked: list[int] = field(default_factory=list)
-    answer_nodes: list[int] = field(default_factory=list)
-    citations: list[dict] = field(default_factory=list)
-    cited_nodes: list[int] = field(default_factory=list)
-    cited_edges: list[int] = field(default_factory=list)
-    fully_valid: bool | None = None
-    paths: list[str] = field(default_factory=list)
-    reasoner_seeds: list[int] = field(default_factory=list)
-    mode: str = ""
-    candidates: list[dict] = field(default_factory=list)
-    follow_up: bool = False
-    model: str = ""
-    best_similarity: float | None = None
-    best_relation_similarity: float | None = None
-    searched_nodes: int = 0
-    searched_edges: int = 0
-    timings: dict = field(default_factory=dict)
-    scope: TextualGraph | None = field(default=None, repr=False)  # the searched graph (citations are checked on it)
-    relation_similarity: np.ndarray | None = field(default=None, repr=False)  # (num_relations,) to the question
-
-    def triples(self) -> list[tuple[str, str, str]]:
-        """The evidence as ``(head, relation, tail)`` strings."""
-        return self.evidence.triples() if self.evidence is not None else []
-
-    def to_dict(self) -> dict:
-        """A JSON-ready record (evidence as node and triple lists)."""
-        from dataclasses import fields
-
-        d = {f.name: getattr(self, f.name) for f in fields(self)
-             if f.name not in ("evidence", "scope", "relation_similarity")}
-        ev = self.evidence
-        d["evidence_nodes"] = [] if ev is None else [
-            {"node_id": int(n), "text": str(t)} for n, t in zip(ev.nodes.node_id, ev.nodes.node_attr)]
-        d["evidence_triples"] = [list(t) for t in self.triples()]
-        return d
-
-    def roles(self, candidates: int = 5) -> dict[int, str]:
-        """Each marked evidence node's role in this turn (node id -> a key of :data:`gr_core.viz.ROLE_COLORS`): the
-        answer's nodes, the question's entities, the next ``candidates`` ranked candidates, the cited nodes."""
-        roles = {int(n): "cited" for n in self.cited_nodes}
-        others = [n for c in self.candidates for n in c["node_ids"] if n not in self.answer_nodes]
-        roles.update({int(n): "candidate" for n in others[:candidates]})
-        roles.update({int(n): "question entity" for n in self.linked})
-        roles.update({int(n): "answer" for n in self.answer_nodes})
-        ids = set(self.evidence.nodes.node_id.tolist()) if self.evidence is not None else set()
-        return {n: r for n, r in roles.items() if n in ids}
-
-    def show(self, out_html: str | Path | None = None, height: int = 520, max_nodes: int = 30) -> str:
-        """The evidence as an offline pyvis view (:func:`gr_core.viz.evidence_html`): relation labels, nodes coloured
-        by role with a legend, at most ``max_nodes`` nodes."""
-        from ..viz import evidence_html, show_page
-
-        if self.evidence is None or self.evidence.num_nodes == 0:
-            print(f"(no evidence: {self.note or self.status})")
-            return ""
-        page = evidence_html(self.evidence, self.roles(), self.cited_edges, max_nodes=max_nodes,
-                             height=f"{height - 20}px")
-        return show_page(page, out_html, height)
-
-    def __str__(self) -> str:
-        lines = [f"Q: {self.question}", f"A: {self.answer}" if self.answer else f"A: ({self.status}) {self.note}"]
-        if self.evidence is not None and self.evidence.num_edges:
-            lines.append(f"evidence ({self.evidence.num_nodes} nodes, {self.evidence.num_edges} edges):")
-            lines += [f"  ({h} | {r} | {t})" for h, r, t in self.triples()[:20]]
-            if self.evidence.num_edges > 20:
-                lines.append(f"  ... {self.evidence.num_edges - 20} more")
-        if self.citations:
-            ok = sum(bool(c.get("normalized")) for c in self.citations)
-            lines.append(f"citations: {ok} of {len(self.citations)} found in the graph")
-        if self.note and self.answer:
-            lines.append(f"note: {self.note}")
-        return "\n".join(lines)
 
 
 class GraphChat:
@@ -146,10 +51,11 @@ class GraphChat:
         reasoner: a trained GNN-RAG reasoner (:class:`~gr_core.gnn_rag.ReaRev`) or its saved file, for
             ``retriever="gnn"``; when not given, the one :func:`find_reasoner` finds in ``outputs/``.
         train_reasoner: True (or a :class:`~gr_core.chat.graph_reasoner.GraphReasonerConfig`), with no
-            ``reasoner`` given: answer with a reasoner trained on questions generated from this graph's own facts
-            (none of the saved ones is looked for) (:func:`~gr_core.chat.graph_reasoner.train_graph_reasoner`: minutes on 2 cores, cached by
-            the graph's content and the settings) and answers with it (``retriever="gnn"``). A graph too small to
-            generate enough questions from gets a warning and no reasoner (the chat answers as without one).
+            ``reasoner`` given: answer with a reasoner trained on questions generated from this graph's own facts (none
+            of the saved ones is looked for) (:func:`~gr_core.chat.graph_reasoner.train_graph_reasoner`: minutes on 2
+            cores, cached by the graph's content and the settings) and answers with it (``retriever="gnn"``). A graph
+            too small to generate enough questions from gets a warning and no reasoner (the chat answers as without
+            one).
         config: a :class:`ChatConfig`; keyword arguments override its fields.
 
     >>> chat = GraphChat("my_kg.tsv")                          # doctest: +SKIP
@@ -182,8 +88,8 @@ class GraphChat:
             if reasoner is None:
                 reasoner = find_reasoner(relations=self.index.kg.relations)
             if reasoner is None and self.config.answer_mode == "reasoner":
-                raise ValueError("answer_mode='reasoner' needs a trained reasoner and none saved in outputs/ knows this "
-                                 "graph's relations: pass reasoner=<ReaRev or its .pt>")
+                raise ValueError("answer_mode='reasoner' needs a trained reasoner and none saved in outputs/ knows "
+                                 "this graph's relations: pass reasoner=<ReaRev or its .pt>")
             self.config = replace(self.config, retriever="gnn" if reasoner is not None else "pcst")
         if reasoner is None and self.config.retriever == "gnn":
             reasoner = find_reasoner()
@@ -191,18 +97,17 @@ class GraphChat:
         self.reasoner = self._load_reasoner(reasoner) if reasoner is not None else None
         dim = int(self.index.node_emb.shape[1])
         if self.reasoner is not None and getattr(self.reasoner, "text_dim", dim) != dim:
-            raise ValueError(f"the reasoner reads {self.reasoner.text_dim}-d text embeddings; this graph is indexed with "
-                             f"{dim}-d ones (a different sentence encoder)")
+            raise ValueError(f"the reasoner reads {self.reasoner.text_dim}-d text embeddings; this graph is indexed "
+                             f"with {dim}-d ones (a different sentence encoder)")
         if self.config.retriever == "gnn" and self.reasoner is None:
             raise ValueError("retriever='gnn' needs a trained reasoner and none was found in outputs/ (python -m "
-                             "gr_core.gnn_rag --chat trains the MetaQA chat's; notebook 04 saves one per dataset): "
+                             "gr_core.gnn_rag chat trains the MetaQA chat's; notebook 04 saves one per dataset): "
                              "pass reasoner=<ReaRev or its .pt>")
         self.history: list[Turn] = []
         self._path_scorer = None  # paths mode: path texts encoded once per chat
 
     def _train_reasoner(self, spec) -> Path | None:
         """A reasoner trained on questions generated from this graph (cached): ``spec`` True or a config."""
-        from .graph_reasoner import GraphReasonerConfig, TooFewQuestions, train_graph_reasoner
 
         cfg = spec if isinstance(spec, GraphReasonerConfig) else GraphReasonerConfig()
         try:
@@ -215,17 +120,12 @@ class GraphChat:
     @staticmethod
     def _load_reasoner(reasoner):
         if isinstance(reasoner, (str, Path)):
-            from ..gnn_rag import load_reasoner
-
             return load_reasoner(reasoner)
         return reasoner
 
     @property
     def encoder(self):
         if self._encoder is None:
-            from ..config import EMBEDDED_TEXT_ENCODER, TextEncoderConfig
-            from ..text_encoder import load_text_encoder
-
             self._encoder = load_text_encoder(TextEncoderConfig(model=self.encoder_name or EMBEDDED_TEXT_ENCODER))
         return self._encoder
 
@@ -233,8 +133,9 @@ class GraphChat:
     def llm(self):
         """The answering GraphLLM, loaded on first use."""
         if self._llm is None:
-            self._llm, self.model_name, _ = load_answerer(self.model_spec, self.config.kind, self.llm_model, self.device,
-                                                          self.config.max_txt_len, int(self.index.node_emb.shape[1]))
+            self._llm, self.model_name, _ = load_answerer(self.model_spec, self.config.kind, self.llm_model,
+                                                          self.device, self.config.max_txt_len,
+                                                          int(self.index.node_emb.shape[1]))
         return self._llm
 
     def reuse_model(self, other: "GraphChat") -> None:
@@ -277,7 +178,8 @@ class GraphChat:
         turn.timings["link"] = time.perf_counter() - t
         turn.best_relation_similarity = float(rel_sim.max()) if len(rel_sim) else None
         turn.relation_similarity = rel_sim
-        rel_threshold = cfg.relation_threshold if cfg.relation_threshold is not None else KIND_RELATION_THRESHOLD[cfg.kind]
+        rel_threshold = (cfg.relation_threshold if cfg.relation_threshold is not None
+                         else KIND_RELATION_THRESHOLD[cfg.kind])
         named = bool(BRACKET.search(question) and linked) or any(
             sum(w not in STOP_WORDS for w in WORD.findall(index.kg.entities[r].lower())) >= 2 for r in linked)
         asks_relation = turn.best_relation_similarity is None or turn.best_relation_similarity >= rel_threshold
@@ -288,7 +190,8 @@ class GraphChat:
                    if turn.best_similarity < cfg.relevance_threshold else
                    f"the closest relation, {index.kg.relations[int(np.argmax(rel_sim))]!r}, has similarity "
                    f"{turn.best_relation_similarity:.2f} < {rel_threshold}")
-            turn.note = f"nothing in this graph seems to be about the question: it names no entity of the graph and {why}"
+            turn.note = ("nothing in this graph seems to be about the question: it names no entity of the graph "
+                         f"and {why}")
             turn.timings["retrieval"] = time.perf_counter() - t0
             return turn
         t = time.perf_counter()
@@ -317,7 +220,6 @@ class GraphChat:
                            for start in (prev.reasoner_seeds or prev.linked, prev.answer_nodes)]
             q_masked = None
             if self.reasoner.cfg.mask_topic:  # a reasoner that reads the question with the entities it names masked
-                from ..gnn_rag import topic_masked
 
                 q_masked = self.embed(topic_masked(question, [index.kg.entities[r] for r in linked]))
             turn.evidence, turn.paths, turn.candidates, used = self._gnn_evidence(scope, nodes, edges, q, q_masked,
@@ -325,8 +227,6 @@ class GraphChat:
             turn.reasoner_seeds = [int(index.node_ids[nodes[r]]) for r in used]
             turn.timings["gnn"] = time.perf_counter() - t
         else:
-            from ..retrieval import retrieve_subgraph
-
             extra = np.zeros(len(nodes), np.float32)
             extra[local_seeds] = max(cfg.retrieval.top_k_nodes, 1)  # linked entities: the top node prize
             edge_sim = rel_sim[index.kg.rels[edges]]
@@ -341,7 +241,6 @@ class GraphChat:
                                     edge_sim=edge_sim, extra_node_prizes=extra)
             turn.evidence = res.graph
             turn.timings["pcst"] = time.perf_counter() - t
-        from ..textualize import textualize, textualize_triples
 
         write = textualize_triples if cfg.desc_format == "triples" else textualize
         turn.desc = write(TextualGraph(turn.evidence.nodes[NODE_COLUMNS], turn.evidence.edges[EDGE_COLUMNS]))
@@ -360,9 +259,6 @@ class GraphChat:
         whose best non-seed node is most probable is kept.
         Returns the evidence, the paths' lines, the candidates (best first, score = the reasoner's probability) and
         the seed positions used."""
-        from ..data import induced_subgraph
-        from ..gnn_rag import node_probabilities, reasoning_paths, select_candidates
-        from .graph_reasoner import question_graph, scope_tensors
 
         options = [o for o in seed_options if len(o)] or [np.array([int(np.argmax(node_sim[nodes]))])]
         shared = scope_tensors(self.index, nodes, edges)
@@ -385,7 +281,6 @@ class GraphChat:
     # ------------------------------------------------------------------ answering
     def history_text(self) -> str:
         """Earlier answered turns, most recent kept first, within ``history_turns`` and ``history_tokens``."""
-        from ..llm import count_tokens
 
         cfg = self.config
         kept: list[str] = []
@@ -404,7 +299,6 @@ class GraphChat:
         """The question string the LLM reads after the evidence: the recent conversation (for a follow-up only: a new
         question stands alone, as its retrieval does), then the kind's template (with the citation request when
         ``cite``)."""
-        from ..prompts import cite_question, question_for
 
         dataset = KIND_TEMPLATE[self.config.kind]
         q = cite_question(dataset, question) if self.config.cite else question_for(dataset, question)
@@ -413,7 +307,6 @@ class GraphChat:
     def answer(self, turn: Turn) -> Turn:
         """Step 3-4: answer from the turn's evidence (:attr:`ChatConfig.mode`: generated, or ranked among the
         evidence's node names), then check the answer against the searched graph."""
-        from ..citations import CitationMatcher, check_response, parse_citations
 
         mode = turn.mode = self.config.mode
         t = time.perf_counter()
@@ -456,10 +349,7 @@ class GraphChat:
 
     def _prompt_batch(self, turn: Turn, with_evidence: bool = True):
         """The one-example prompt batch of ``turn`` (evidence text, graph token when the model has one, question)."""
-        import torch
-        from torch_geometric.data import Data
 
-        from ..model import Example
 
         net = self.llm
         ev = turn.evidence
@@ -515,8 +405,6 @@ class GraphChat:
         """``paths`` mode (:mod:`gr_core.chat.path_ranker`): the nodes of the relation path from the question's entity
         whose relation names read most like the question (two entities named: the intersection of their paths); the
         evidence becomes those paths' facts."""
-        from ..gnn_rag import topic_masked
-        from .path_ranker import PathScorer, enumerate_paths, node_scores, path_edges, rank_two_entities
 
         cfg, index = self.config, self.index
         kg = index.kg
@@ -565,7 +453,6 @@ class GraphChat:
         matched at the checker's ``normalized`` level, and node names written inside a sentence ("... was designed by
         Charles Babbage"); the entities the question itself names are not answers. ``graph_index``: ``graph``'s
         :class:`~gr_core.citations.CitationMatcher` when already built."""
-        from ..citations import CitationMatcher
 
         head = answer.strip().splitlines()[0] if answer.strip() else ""
         parts = [p.strip(" .") for p in re.split(r"\||,|;|\band\b", head) if p.strip(" .")]
@@ -583,7 +470,8 @@ class GraphChat:
         """One turn: retrieve, answer, check; the turn joins the history (empty and unrelated questions do not)."""
         question = (question or "").strip()
         if not question:
-            return Turn(question="", status="empty_question", note="the question is empty: ask something about the graph")
+            return Turn(question="", status="empty_question",
+                        note="the question is empty: ask something about the graph")
         t0 = time.perf_counter()
         turn = self.retrieve(question)
         if turn.status in ("answered", "no_edges"):
@@ -606,48 +494,3 @@ class GraphChat:
         return out
 
 
-def show_turns(turns: list[Turn], out_dir: str | Path, height: int = 520) -> None:
-    """Each turn's evidence inline (offline pyvis) with its PNG twin, written as ``out_dir/turn<k>.html`` / ``.png``;
-    a turn without evidence prints why."""
-    from ..viz import draw_evidence, save_figure
-
-    for k, turn in enumerate(turns):
-        if turn.evidence is None:
-            print(f"turn {k}: {turn.status}: {turn.note}")
-            continue
-        print(f"turn {k}: {turn.question}  ->  {turn.answer!r}")
-        turn.show(out_html=Path(out_dir) / f"turn{k}.html", height=height)
-        save_figure(draw_evidence(turn.evidence, turn.roles(), turn.cited_edges, title=turn.question), out_dir,
-                    f"turn{k}")
-
-
-def save_turns(turns: list[Turn], path: str | Path, meta: dict | None = None) -> Path:
-    """The turns as one JSON file (atomic): ``{"meta": ..., "turns": [Turn.to_dict(), ...]}``."""
-    from ..runs import write_json
-
-    return write_json(path, {"meta": meta or {}, "turns": [t.to_dict() for t in turns]})
-
-
-def turns_table(turns: list[Turn]) -> pd.DataFrame:
-    """One row per turn: status, answer, evidence size, whether the answer names a node of the evidence, the
-    citations found in the graph, and the time of each step."""
-    rows = []
-    for t in turns:
-        ev_ids = set(t.evidence.nodes.node_id.tolist()) if t.evidence is not None else set()
-        rows.append({"question": t.question, "status": t.status, "mode": t.mode, "answer": t.answer,
-                     "follow_up": t.follow_up,
-                     "evidence nodes": t.evidence.num_nodes if t.evidence is not None else 0,
-                     "evidence edges": t.evidence.num_edges if t.evidence is not None else 0,
-                     "answer in evidence": bool(set(t.answer_nodes) & ev_ids),
-                     "citations valid": f"{sum(bool(c.get('normalized')) for c in t.citations)}/{len(t.citations)}",
-                     "retrieval ms": round(1000 * t.timings.get("retrieval", 0.0), 1),
-                     "answer s": round(t.timings.get("answer", 0.0), 2)})
-    return pd.DataFrame(rows)
-
-
-def candidates_table(turn: Turn, k: int = 10) -> pd.DataFrame:
-    """The turn's ``k`` best answer candidates (ranked or reasoner mode): name, node ids, score, whether chosen."""
-    chosen = set(turn.answer_nodes)
-    return pd.DataFrame([{"name": c["name"], "node_ids": c["node_ids"], "score": c["score"],
-                          "chosen": bool(chosen & set(c["node_ids"]))} for c in turn.candidates[:k]],
-                        columns=["name", "node_ids", "score", "chosen"])

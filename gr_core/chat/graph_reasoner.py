@@ -2,20 +2,28 @@
 
 :func:`train_graph_reasoner` generates the questions, cuts each one's neighbourhood as a chat turn on a large graph
 does (:attr:`ChatConfig.neighbourhood <gr_core.chat.ChatConfig.neighbourhood>`; a turn on a small graph searches it
-whole, which costs one forward but would make every training step as large as the graph), trains ReaRev with the existing code (:func:`gr_core.gnn_rag.train_reasoner`, the
-epoch kept by H@1 on held-out generated questions) and saves it under ``.cache/chat/reasoners/`` keyed by the graphs'
-content hashes and every setting: a second call with the same graph and settings loads it (no training).
+whole, which costs one forward but would make every training step as large as the graph), trains ReaRev with the
+existing code (:func:`gr_core.gnn_rag.train_reasoner`, the epoch kept by H@1 on held-out generated questions) and saves
+it under ``.cache/chat/reasoners/`` keyed by the graphs' content hashes and every setting: a second call with the same
+graph and settings loads it (no training).
 :func:`question_graph` builds the reasoner's input for a turn and for a generated question alike.
 """
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
+import torch
 
+from ..config import EMBEDDED_TEXT_ENCODER, TextEncoderConfig
+from ..gnn_rag import QuestionGraph, ReasonerTrainConfig, save_reasoner, train_reasoner
 from ..gnn_rag.model import ReasonerConfig
+from ..paths import cache_root
+from ..runs import config_hash, progress
+from ..text_encoder import EmbeddingStore, encoder_identity
+from .config import ChatConfig
 from .generate import GeneratedQuestion, GenerationConfig, generate_questions, generation_summary
 from .index import ChatIndex
 from .models import reasoner_meta
@@ -72,9 +80,7 @@ def question_graph(index: ChatIndex, nodes: np.ndarray, edges: np.ndarray, seeds
     Returns:
         a :class:`~gr_core.gnn_rag.QuestionGraph` over ``N`` nodes (``rel_table`` = every relation of the graph).
     """
-    import torch
 
-    from ..gnn_rag import QuestionGraph
 
     shared = shared if shared is not None else scope_tensors(index, nodes, edges)
     n = len(nodes)
@@ -90,7 +96,6 @@ def question_graph(index: ChatIndex, nodes: np.ndarray, edges: np.ndarray, seeds
 
 def scope_tensors(index: ChatIndex, nodes: np.ndarray, edges: np.ndarray) -> dict:
     """``edge_index (2, E)`` over positions in ``nodes``, ``rel_table (R, dim)``, ``rel_id (E,)``."""
-    import torch
 
     kg = index.kg
     pos = np.full(index.num_nodes, -1, np.int64)
@@ -102,8 +107,6 @@ def scope_tensors(index: ChatIndex, nodes: np.ndarray, edges: np.ndarray) -> dic
 def reasoner_cache_path(indexes: list[ChatIndex], cfg: GraphReasonerConfig, neighbourhood, encoder: str
                         ) -> tuple[Path, str, dict]:
     """Where the reasoner of these graphs and settings is saved: ``(path, key, identity)``."""
-    from ..paths import cache_root
-    from ..runs import config_hash
 
     identity = {"graphs": [ix.digest for ix in indexes], "config": asdict(cfg), "scope": asdict(neighbourhood),
                 "encoder": encoder, "format": FORMAT_VERSION}
@@ -120,9 +123,6 @@ def generated_dataset(indexes: list[ChatIndex], cfg: GraphReasonerConfig, neighb
         ``(question graphs, their generated questions, counts)``: questions whose answers all fall outside their
         scope (a hub not expanded) are dropped and counted.
     """
-    from dataclasses import replace
-
-    from ..runs import progress
 
     per_graph = max(1, cfg.generation.num_questions // len(indexes))
     made: list[tuple[int, GeneratedQuestion]] = []
@@ -137,9 +137,10 @@ def generated_dataset(indexes: list[ChatIndex], cfg: GraphReasonerConfig, neighb
     data, kept, out_of_scope = [], [], 0
     for k, q in progress(made, desc="generated question graphs"):
         index = indexes[k]
-        # Trained on the topic's neighbourhood even where a turn searches the whole graph (ChatConfig.whole_graph_edges):
-        # a 5,214-triple graph searched whole took 325 s an epoch on 2 cores, and the reasoner's layers reach no
-        # further than its hops from the seeds anyway (GNN-RAG also trains on each question's own subgraph).
+        # Trained on the topic's neighbourhood even where a turn searches the whole graph
+        # (ChatConfig.whole_graph_edges): a 5,214-triple graph searched whole took 325 s an epoch on 2 cores, and the
+        # reasoner's layers reach no further than its hops from the seeds anyway (GNN-RAG also trains on each question's
+        # own subgraph).
         nodes, edges = index.kg.neighbourhood(np.array([q.topic]), neighbourhood)
         local = {int(n): i for i, n in enumerate(nodes)}
         answers = np.array([local[a] for a in q.answers if a in local], np.int64)
@@ -173,10 +174,6 @@ def train_graph_reasoner(indexes: ChatIndex | list[ChatIndex], cfg: GraphReasone
     Raises:
         TooFewQuestions: fewer than :data:`MIN_QUESTIONS` questions could be generated (a tiny graph).
     """
-    from ..config import EMBEDDED_TEXT_ENCODER, TextEncoderConfig
-    from ..gnn_rag import ReasonerTrainConfig, save_reasoner, train_reasoner
-    from ..text_encoder import EmbeddingStore, encoder_identity
-    from .config import ChatConfig
 
     indexes = [indexes] if isinstance(indexes, ChatIndex) else list(indexes)
     neighbourhood = neighbourhood or ChatConfig().neighbourhood
@@ -219,7 +216,8 @@ def train_graph_reasoner(indexes: ChatIndex | list[ChatIndex], cfg: GraphReasone
             "val_h1": max((h["val_h1"] for h in history), default=None), "num_train": len(train), "num_val": len(val),
             "build_seconds": round(build_s, 1), "train_seconds": round(train_s, 1),
             "examples": [] if len(indexes) > 1 else [
-                {"question": q.text, "answers": [indexes[0].kg.entities[a] for a in q.answers[:5]]} for q in questions[:5]]}
+                {"question": q.text, "answers": [indexes[0].kg.entities[a] for a in q.answers[:5]]}
+                for q in questions[:5]]}
     save_reasoner(model, path, meta)
     if verbose:
         print(f"graph reasoner: trained in {train_s:.0f} s ({len(history)} epochs), saved {path}", flush=True)

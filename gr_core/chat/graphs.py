@@ -11,7 +11,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..data import EDGE_COLUMNS, NODE_COLUMNS, GraphFormatError, TextualGraph
+from ..data import EDGE_COLUMNS, NODE_COLUMNS, GraphFormatError, TextualGraph, graph_from_triples
+from ..paths import data_file
+from ..runs import atomic_write_text
 
 
 def _open_text(path: Path) -> str:
@@ -76,7 +78,6 @@ def read_triples(path: str | Path, delimiter: str | None = None) -> list[tuple[s
 
 def graph_from_triple_list(triples: list[tuple[str, str, str]]) -> TextualGraph:
     """A textual graph with one node per distinct entity string (case kept: the KB's own names, as MetaQA's)."""
-    from ..data import graph_from_triples
 
     return graph_from_triples(triples, lowercase=False)
 
@@ -137,14 +138,13 @@ def load_graph(spec: str) -> tuple[TextualGraph, str, str]:
         ``(graph, kind, source)``: the kind (``kg``, ``scene``, ``explanation``) serves checkpoint choice and
         templates; the source names where the graph came from (and keys the index cache).
     """
-    from ..paths import data_file
 
     name, _, arg = spec.partition(":")
     if spec == "metaqa":
         path = data_file("metaqa", "kb.txt")
         return graph_from_triple_list(read_triples(path, "|")), "kg", str(path)
     if name in ("webqsp_full", "webqsp", "explagraphs", "clevr", "gqa_micro") and arg.isdigit():
-        from ..graphqa import load_dataset
+        from ..graphqa import load_dataset  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.graphqa; this module stays torch-free
 
         ds = load_dataset(name)
         i = int(arg)
@@ -162,7 +162,6 @@ def load_graph(spec: str) -> tuple[TextualGraph, str, str]:
 def write_triples(triples, path: str | Path) -> Path:
     """Write ``(head, relation, tail)`` triples as a tab-separated file with a header (atomic), the format
     :func:`read_triples` and the command line read."""
-    from ..runs import atomic_write_text
 
     for h, r, t in triples:
         if any("\t" in x or "\n" in x for x in (h, r, t)):

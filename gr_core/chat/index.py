@@ -10,8 +10,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..config import EMBEDDED_TEXT_ENCODER, TextEncoderConfig
 from ..data import EDGE_COLUMNS, NODE_COLUMNS, GraphFormatError, TextualGraph
+from ..g_retriever.retrieval import similarities
 from ..kg import KnowledgeGraph, NeighbourhoodConfig
+from ..paths import cache_root
+from ..runs import atomic_write_bytes, config_hash
 
 FORMAT_VERSION = 2  # bump when the cached index layout changes (2: the class moved into gr_core.chat.index)
 # Words that never make a one-word entity name on their own (linking) and that do not count as content words
@@ -70,10 +74,7 @@ class ChatIndex:
     def build(cls, graph: TextualGraph, encoder: str | None = None, cache: bool = True) -> "ChatIndex":
         """Index ``graph``: texts embedded once each (:class:`~gr_core.text_encoder.EmbeddingStore`, shared with the
         datasets), the whole index pickled under ``.cache/chat/`` keyed by the graph's content and the encoder."""
-        from ..config import EMBEDDED_TEXT_ENCODER, TextEncoderConfig
-        from ..paths import cache_root
-        from ..runs import atomic_write_bytes, config_hash
-        from ..text_encoder import EmbeddingStore, encoder_identity
+        from ..text_encoder import EmbeddingStore, encoder_identity  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.text_encoder; this module stays torch-free
 
         t0 = time.perf_counter()
         if graph.num_nodes == 0:
@@ -93,7 +94,8 @@ class ChatIndex:
         texts = graph.nodes.node_attr.astype(str).tolist()
         pos = pd.Series(np.arange(len(node_ids)), index=node_ids)
         if pos.index.has_duplicates:
-            raise GraphFormatError(f"node id {int(pos.index[pos.index.duplicated()][0])} appears twice in the node table")
+            raise GraphFormatError(f"node id {int(pos.index[pos.index.duplicated()][0])} appears twice in the "
+                                   "node table")
         rel_names, rel_ids = np.unique(graph.edges.edge_attr.astype(str).to_numpy(), return_inverse=True)
         heads, tails = pos.reindex(graph.edges.src).to_numpy(), pos.reindex(graph.edges.dst).to_numpy()
         if np.isnan(heads.astype(float)).any() or np.isnan(tails.astype(float)).any():
@@ -104,7 +106,8 @@ class ChatIndex:
         emb, _ = store.encode(distinct, desc="index graph")
         row = {t: k for k, t in enumerate(distinct)}
         node_emb = emb[[row[t] for t in texts]]
-        rel_emb = emb[[row[t] for t in rel_names.tolist()]] if len(rel_names) else np.zeros((0, emb.shape[1]), np.float32)
+        rel_emb = (emb[[row[t] for t in rel_names.tolist()]] if len(rel_names)
+                   else np.zeros((0, emb.shape[1]), np.float32))
         names: dict[str, list[int]] = {}
         longest = 1
         for k, t in enumerate(texts):
@@ -159,7 +162,6 @@ class ChatIndex:
     # ------------------------------------------------------------------ scope and retrieval
     def similarities(self, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Cosine similarity of the question to every node ``(num_nodes,)`` and every relation ``(num_relations,)``."""
-        from ..retrieval import similarities
 
         return similarities(query, self.node_emb), similarities(query, self.rel_emb)
 

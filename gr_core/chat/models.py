@@ -5,6 +5,13 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+import torch
+
+from ..config import LLMConfig
+from ..g_retriever.model import GraphLLM, method_config
+from ..g_retriever.train import RunConfig
+from ..paths import OUTPUTS_ENV, repo_root
+from ..runs import config_hash, read_json
 from .config import CHECKPOINT_PRESETS, KIND_DATASETS
 
 
@@ -13,11 +20,7 @@ def find_checkpoint(kind: str, outputs: str | Path | None = None, llm_model: str
     """The run directory of a trained G-Retriever for ``kind`` (``outputs/<preset>/runs/<dataset>-g_retriever-seed*``),
     best preset first, then dataset order of :data:`KIND_DATASETS`; only runs whose ``ckpt/best.pt`` carries the
     hash of their ``config.json`` (and, when ``llm_model`` is given, were trained on that LLM)."""
-    import torch
 
-    from ..paths import OUTPUTS_ENV, repo_root
-    from ..runs import config_hash, read_json
-    from ..train import RunConfig
 
     root = Path(outputs or os.environ.get(OUTPUTS_ENV) or repo_root() / "outputs")
     for preset in presets:
@@ -39,26 +42,26 @@ def find_checkpoint(kind: str, outputs: str | Path | None = None, llm_model: str
 # Saved reasoners (notebook 04) that serve a KG chat, first found wins: MetaQA's multi-hop ones, then WebQSP's.
 REASONER_KEYS = ("metaqa-2hop", "metaqa-3hop", "metaqa-1hop", "webqsp")
 # The chat's own MetaQA reasoner (1- and 2-hop questions on the chat's neighbourhood), under outputs/; found first:
-# the study's (python -m gr_core.gnn_rag --chat, the whole training splits), then a preset's (notebook 09, smaller).
+# the study's (python -m gr_core.gnn_rag chat, the whole training splits), then a preset's (notebook 09, smaller).
 CHAT_REASONER = Path("studies", "chat_reasoner", "metaqa-chat.pt")
 PRESET_CHAT_REASONER = Path("09_chat", "reasoner", "metaqa-chat.pt")
 
 
 def find_reasoner(outputs: str | Path | None = None, presets=CHECKPOINT_PRESETS, relations=None) -> Path | None:
     """A saved GNN-RAG reasoner: the chat's own (``outputs/studies/chat_reasoner/metaqa-chat.pt``, written by
-    ``python -m gr_core.gnn_rag --chat``; else ``outputs/<preset>/09_chat/reasoner/metaqa-chat.pt``, written by
+    ``python -m gr_core.gnn_rag chat``; else ``outputs/<preset>/09_chat/reasoner/metaqa-chat.pt``, written by
     notebook 09 with ``train_reasoner``), else one of notebook 04's (``outputs/<preset>/04_gnn_rag/reasoners/
     <key>.pt``), best preset first, in :data:`REASONER_KEYS` order; None when there is none.
 
     ``relations``: only a reasoner whose saved ``meta["relations"]`` (the relation texts it was trained on) holds every
     one of them, i.e. one trained for this graph (a reasoner reads relation texts and the question only)."""
-    from ..paths import OUTPUTS_ENV, repo_root
 
     if relations is not None and not len(relations):
         return None  # a graph without relations is no reasoner's graph
     root = Path(outputs or os.environ.get(OUTPUTS_ENV) or repo_root() / "outputs")
     paths = ([root / CHAT_REASONER] + [root / preset / PRESET_CHAT_REASONER for preset in presets]
-             + [root / preset / "04_gnn_rag" / "reasoners" / f"{key}.pt" for preset in presets for key in REASONER_KEYS])
+             + [root / preset / "04_gnn_rag" / "reasoners" / f"{key}.pt"
+                for preset in presets for key in REASONER_KEYS])
     for path in paths:
         if path.is_file() and (relations is None or set(relations) <= set(reasoner_meta(path).get("relations", ()))):
             return path
@@ -67,7 +70,6 @@ def find_reasoner(outputs: str | Path | None = None, presets=CHECKPOINT_PRESETS,
 
 def reasoner_meta(path: str | Path) -> dict:
     """The ``meta`` record saved with a reasoner (:func:`~gr_core.gnn_rag.save_reasoner`)."""
-    import torch
 
     return torch.load(path, map_location="cpu", weights_only=False).get("meta") or {}
 
@@ -75,12 +77,7 @@ def reasoner_meta(path: str | Path) -> dict:
 def load_answerer(model: str, kind: str, llm_model: str, device: str, max_txt_len: int, in_dim: int):
     """The GraphLLM that answers: ``auto`` (a trained checkpoint for ``kind``, else zero-shot), ``zero_shot``, or a
     run directory. Returns ``(GraphLLM, description, run_dir or None)``."""
-    import torch
 
-    from ..config import LLMConfig
-    from ..model import GraphLLM, method_config
-    from ..runs import read_json
-    from ..train import RunConfig
 
     run_dir = None
     if model == "auto":

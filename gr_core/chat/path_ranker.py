@@ -1,11 +1,11 @@
 """A ranker that needs no training: the relation path from the question's entity that reads most like the question.
 
 Every relation path of 1 to ``max_hops`` hops from the linked entity is followed as a set (:func:`~.generate.follow`),
-each is written as its relation names (``written by directed by``; there and back: ``same directed by``), and the question, with the entities it names
-written "it" (:func:`gr_core.gnn_rag.topic_masked`), is compared with each path's words by the sentence encoder's
-cosine similarity, less ``hop_penalty`` per relation step beyond the first (a longer path's words overlap more of any question).
-The answer is the node set of the best path; a candidate's score is the best similarity among the
-paths that reach it (ties: the shorter path).
+each is written as its relation names (``written by directed by``; there and back: ``same directed by``), and the
+question, with the entities it names written "it" (:func:`gr_core.gnn_rag.topic_masked`), is compared with each path's
+words by the sentence encoder's cosine similarity, less ``hop_penalty`` per relation step beyond the first (a longer
+path's words overlap more of any question). The answer is the node set of the best path; a candidate's score is the best
+similarity among the paths that reach it (ties: the shorter path).
 
 A question that names two entities ("a film directed by X that stars Y") is answered by the intersection of what
 each entity's paths reach: among the ``pair_top`` best paths of each entity, the pair with the highest summed
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..kg import KnowledgeGraph
-from .generate import Hop, relation_phrase
+from .generate import Hop, follow, relation_phrase
 
 
 @dataclass
@@ -111,7 +111,8 @@ def node_scores(ranked: list[RankedPath]) -> list[tuple[int, float, RankedPath]]
     return sorted(((n, s, p) for n, (s, p) in best.items()), key=lambda x: (-x[1], len(x[2].path)))
 
 
-def rank_two_entities(per_entity: list[list[RankedPath]], pair_top: int = 10) -> tuple[np.ndarray, list[RankedPath]] | None:
+def rank_two_entities(per_entity: list[list[RankedPath]], pair_top: int = 10
+                      ) -> tuple[np.ndarray, list[RankedPath]] | None:
     """The intersection answer of a question naming two entities (module docstring): ``(node rows, the two paths)``,
     or None when no pair of the ``pair_top`` best paths of the first two entities reaches a common node."""
     if len(per_entity) < 2:
@@ -127,7 +128,6 @@ def rank_two_entities(per_entity: list[list[RankedPath]], pair_top: int = 10) ->
 
 def path_edges(kg: KnowledgeGraph, start: np.ndarray, path: tuple[Hop, ...], targets: np.ndarray) -> np.ndarray:
     """The edge rows of every instance of ``path`` from ``start`` that ends in ``targets`` (the evidence to show)."""
-    from .generate import follow
 
     sets = [np.unique(np.asarray(start, np.int64))]
     for hop in path[:-1]:

@@ -11,45 +11,38 @@ The reasoner follows ReaRev (its layers computed per relation, not per fact: :cl
 - entities have no text features: their initial state is ReLU of the summed projected incident relations;
 - ``num_iter`` iterations of ``num_gnn`` layers; each layer sends ``ReLU(W_r r ⊙ instruction_k) · p(head)`` along
   every fact (summed per (graph, relation) before one batched product, equal to PyG message passing fact by fact
-  and 3x faster on CPU), aggregates per instruction, updates the node state and re-normalizes the node distribution ``p``
-  with a softmax over the graph's nodes; after each iteration the instructions are re-formed from the
+  and 3x faster on CPU), aggregates per instruction, updates the node state and re-normalizes the node distribution
+  ``p`` with a softmax over the graph's nodes; after each iteration the instructions are re-formed from the
   seed-weighted node states (``QueryReform``) and reasoning restarts from the seeds;
 - loss: KL(uniform over the gold answers in the graph ‖ p); questions with no answer in the graph are masked.
 
 Five switches of :class:`ReasonerConfig`, on by default, bring this package's first version to ReaRev as released
-(notebook 04's change table measures each): question entities masked out of every layer's softmax, a self-loop fact
-per entity, node states carried across iterations, forward and inverse messages kept apart with a relation linear
-per layer, and a gated Fusion per instruction. Instructions still come from the sentence embedding, not from token states.
+(notebook 04's change table measures each): question entities masked out of every layer's softmax, a self-loop fact per
+entity, node states carried across iterations, forward and inverse messages kept apart with a relation linear per layer,
+and a gated Fusion per instruction. Instructions still come from the sentence embedding, not from token states.
 
 Candidates (docs/method.md §3.2): softmax probabilities, question entities excluded, sorted, added until the
 cumulative probability first exceeds 0.95. Paths (§5.4): shortest paths from question entities to candidates
 that keep **edge direction** (a reversed hop is written with ``<-``) and **every relation** between a pair
 (GNN-RAG's ``nx.Graph`` keeps one and drops direction, docs/peers.md 5).
 
-The package: ``model`` (the configuration and the network), ``training`` (data, training, scoring, saved reasoners),
-``paths`` (candidates and reasoning paths, GNN-RAG's own path code for comparison), ``studies`` (notebook 04's studies
-and the command line, ``python -m gr_core.gnn_rag``).
+The package, one step per module: ``model`` (the configuration and the network), ``training`` (question graphs,
+training, scoring, saved reasoners), ``reasoning_paths`` (candidates and reasoning paths, GNN-RAG's own path code for
+comparison), ``evidence`` (every retriever's verbalized evidence, retrieval augmentation), ``generation`` (the LoRA
+answer generator and RoG-style relation paths). Notebook 04's studies and the command line (``python -m
+gr_core.gnn_rag``) live in :mod:`gr_core.studies.gnn_rag` and :mod:`gr_core.studies.gnn_rag_llm`.
 """
-
-from .model import (ReasonerConfig, SWITCH_NAMES, Fusion, ReaRev, RelationHops)
-from .training import (deterministic_algorithms, QuestionGraph, question_data, topic_masked, masked_question_emb,
-                       ReasonerTrainConfig, train_reasoner, node_probabilities, question_scores, evaluate_reasoner,
-                       reasoner_dataset, save_reasoner, save_reasoners, load_reasoner)
-from .paths import (select_candidates, seed_positions, gold_ids, missing_entities, PathReport, reasoning_paths,
-                    reference_paths, _hops, compare_path_styles, path_study, evidence_view,
-                    _path_names, summarize_path_study)
-from .studies import (dataset_key, dataset_keys, run_reasoner, run_reasoners, REASONER_CHANGES, reasoner_change_table,
-                      reasoner_change_tables, gnn_only_table, reasoner_test_run, key_test_graphs, paired_reasoners,
-                      llm_half_run, chat_reasoner_run, main)
+from .model import SWITCH_NAMES, Fusion, ReaRev, ReasonerConfig, RelationHops
+from .reasoning_paths import (PathReport, compare_path_styles, evidence_view, gold_ids, missing_entities, path_study,
+                              reasoning_paths, reference_paths, seed_positions, select_candidates, summarize_path_study)
+from .training import (QuestionGraph, ReasonerTrainConfig, deterministic_algorithms, evaluate_reasoner, load_reasoner,
+                       masked_question_emb, node_probabilities, question_data, reasoner_dataset, save_reasoner,
+                       save_reasoners, score_questions, topic_masked, train_reasoner)
 
 __all__ = [
     "ReasonerConfig", "SWITCH_NAMES", "Fusion", "ReaRev", "RelationHops", "deterministic_algorithms",
     "QuestionGraph", "question_data", "topic_masked", "masked_question_emb", "ReasonerTrainConfig", "train_reasoner",
-    "node_probabilities", "question_scores", "evaluate_reasoner", "reasoner_dataset", "save_reasoner", "save_reasoners",
-    "load_reasoner",
-    "select_candidates", "seed_positions", "gold_ids", "missing_entities", "PathReport", "reasoning_paths",
-    "reference_paths", "_hops", "compare_path_styles", "path_study", "evidence_view", "_path_names",
-    "summarize_path_study", "dataset_key", "dataset_keys", "run_reasoner", "run_reasoners", "REASONER_CHANGES", "reasoner_change_table",
-    "reasoner_change_tables", "gnn_only_table", "reasoner_test_run", "key_test_graphs", "paired_reasoners",
-    "llm_half_run", "chat_reasoner_run", "main",
+    "node_probabilities", "score_questions", "evaluate_reasoner", "reasoner_dataset", "save_reasoner", "save_reasoners",
+    "load_reasoner", "select_candidates", "seed_positions", "gold_ids", "missing_entities", "PathReport",
+    "reasoning_paths", "reference_paths", "compare_path_styles", "path_study", "evidence_view", "summarize_path_study",
 ]

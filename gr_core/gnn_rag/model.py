@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch_geometric.nn import MessagePassing
+from torch_geometric.utils import scatter, softmax
 
 from ..dropout import UniformDropout
 
@@ -84,7 +86,8 @@ class RelationHops:
         self.row_flat = self.row_graph * self.r_max + local  # (P,) padded slot of each pair
         pair_local = local[pair]  # (E,)
         # padded (graph, node, relation) slot each direction delivers to (tails forward, heads inverse), and who sends
-        into_dst, into_src = self.node_flat[dst] * self.r_max + pair_local, self.node_flat[src] * self.r_max + pair_local
+        into_dst, into_src = (self.node_flat[dst] * self.r_max + pair_local,
+                              self.node_flat[src] * self.r_max + pair_local)
         if self_loops:
             nodes = torch.arange(N, device=device)
             loop = self.node_flat * self.r_max + self.r_max - 1
@@ -170,14 +173,13 @@ class ReaRev(nn.Module):
         if not self.cfg.mask_topic:
             return data.q_emb
         if "q_masked" not in data:
-            raise ValueError("this reasoner reads the question with its topic entity masked (ReasonerConfig.mask_topic) "
-                             "but the batch has no q_masked: build graphs with gnn_rag.question_data, or give q_masked "
+            raise ValueError("this reasoner reads the question with its topic entity masked "
+                             "(ReasonerConfig.mask_topic) but the batch has no q_masked: build graphs with "
+                             "gnn_rag.question_data, or give q_masked "
                              "(the sentence vector of gnn_rag.topic_masked(question, topic names))")
         return data.q_masked
 
     def forward(self, data) -> torch.Tensor:
-        from torch_geometric.utils import scatter, softmax
-
         cfg = self.cfg
         D, K = cfg.entity_dim, cfg.num_ins
         N, batch = data.num_nodes, data.batch
@@ -240,7 +242,6 @@ class ReaRev(nn.Module):
         Returns:
             ``(loss_sum, number of questions with an answer)``.
         """
-        from torch_geometric.utils import scatter
 
         B = data.q_emb.shape[0]
         ans = data.answer.float()
@@ -250,7 +251,8 @@ class ReaRev(nn.Module):
             sizes = scatter(torch.ones_like(ans), data.batch, dim=0, dim_size=B, reduce="sum")
             eps = self.cfg.label_smooth
             target = (1 - eps) * target + eps / sizes[data.batch]
-        per_node = torch.where(target > 0, target * (torch.log(target.clamp(min=1e-30)) - log_p), torch.zeros_like(target))
+        per_node = torch.where(target > 0, target * (torch.log(target.clamp(min=1e-30)) - log_p),
+                               torch.zeros_like(target))
         per_q = scatter(per_node, data.batch, dim=0, dim_size=B, reduce="sum")
         has = count > 0
         return per_q[has].sum(), int(has.sum())
@@ -261,8 +263,6 @@ def per_fact_forward(model: "ReaRev", data) -> torch.Tensor:
     :class:`RelationHops`) computes it: each fact's message ``ReLU(r_e ⊙ ins_k) · p(head_e)`` with PyG's
     MessagePassing, summed at the tail. The reference the factorized layers are tested against
     (``tests/test_gnn_rag.py``) and timed beside (``bench/reasoner_step.py``); same parameters, same output."""
-    from torch_geometric.nn import MessagePassing
-    from torch_geometric.utils import scatter, softmax
 
     class Hop(MessagePassing):
         def __init__(self):

@@ -2,15 +2,25 @@
 saved reasoners (GNN-RAG paper §4.1; GNN-RAG code ``gnn/train_model.py``, ``gnn/evaluate.py``)."""
 from __future__ import annotations
 
+import copy
+import io
+import re
+import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 from torch_geometric.data import Data
+from torch_geometric.loader import DataLoader
 
-from .model import ReaRev, ReasonerConfig, SWITCH_NAMES
-from .paths import gold_ids, missing_entities, select_candidates
+from ..config import resolve_device
+from ..data import question_nodes
+from ..graphqa import LazyEmbeddings
+from ..runs import atomic_write_bytes, progress
+from .model import SWITCH_NAMES, ReaRev, ReasonerConfig
+from .reasoning_paths import gold_ids, missing_entities, select_candidates
 
 
 # ---------------------------------------------------------------------- data, training, evaluation
@@ -57,7 +67,6 @@ def topic_masked(question: str, names) -> str:
     boundaries, longest name first, brackets included ("[Titanic]"): what :class:`ReasonerConfig` ``mask_topic``
     reads. ``topic_masked("who directed [Titanic]", ["Titanic"]) == "who directed it"``; a name the question does not
     contain changes nothing."""
-    import re
 
     for name in sorted({n.strip() for n in names if n and n.strip()}, key=len, reverse=True):
         question = re.sub(rf"\[?(?<!\w){re.escape(name)}(?!\w)\]?", TOPIC_WORD, question, flags=re.IGNORECASE)
@@ -72,7 +81,6 @@ def masked_question_emb(ds):
     encoded on first use into the shared embedding store). A dataset whose ``question_emb`` is a plain array names no
     encoder: None, so its graphs carry no ``q_masked`` and only a reasoner with ``mask_topic=False`` reads them (a
     masked one raises, naming the field)."""
-    from ..graphqa import LazyEmbeddings
 
     emb = getattr(ds, "question_emb_masked", None)
     encoder = getattr(ds.question_emb, "encoder", None)
@@ -92,7 +100,6 @@ def question_data(ds, i: int, graph=None):
     :func:`masked_question_emb` gives None);
     ``missing_seed`` counts question entities absent from the graph.
     """
-    from ..data import question_nodes
 
     g = graph if graph is not None else ds.graph(i)
     edge_attr = ds.edge_embeddings(i, g)
@@ -138,7 +145,6 @@ def train_reasoner(train_data: list, val_data: list, text_dim: int, cfg: Reasone
     Returns:
         ``(model with the best weights, per-epoch history)``.
     """
-    from ..config import resolve_device
 
     device = resolve_device(tcfg.device)
     with deterministic_algorithms(enabled=device == "cpu"):
@@ -146,12 +152,7 @@ def train_reasoner(train_data: list, val_data: list, text_dim: int, cfg: Reasone
 
 
 def _train_reasoner(train_data, val_data, text_dim, cfg, tcfg, device, on_epoch):
-    import copy
-    import time
 
-    from torch_geometric.loader import DataLoader
-
-    from ..runs import progress
 
     torch.manual_seed(tcfg.seed)
     model = ReaRev(text_dim, cfg).to(device)
@@ -191,7 +192,6 @@ def _train_reasoner(train_data, val_data, text_dim, cfg, tcfg, device, on_epoch)
 @torch.no_grad()
 def node_probabilities(model: ReaRev, data_list: list, batch_size: int = 32) -> list[np.ndarray]:
     """Each graph's node distribution ``(N_i,)`` (computed on the model's device, returned on CPU)."""
-    from torch_geometric.loader import DataLoader
 
     model.eval()
     device = model_device(model)
@@ -204,7 +204,7 @@ def node_probabilities(model: ReaRev, data_list: list, batch_size: int = 32) -> 
     return out
 
 
-def question_scores(model: ReaRev, data_list: list, eps: float = 0.95) -> list[dict]:
+def score_questions(model: ReaRev, data_list: list, eps: float = 0.95) -> list[dict]:
     """Per question: ``h1`` (the most probable non-seed node is a gold answer), ``f1`` of the ``eps`` candidate set,
     ``hit`` (a candidate is gold), ``candidates`` (its size), ``gold`` (gold answers in the graph)."""
     rows = []
@@ -228,7 +228,7 @@ def evaluate_reasoner(model: ReaRev, data_list: list, eps: float = 0.95) -> dict
     answer in their graph (misses, as in GNN-RAG's evaluator, which counts a hit only for a question whose answer
     list is empty). F1's recall counts the gold answers in the graph (GNN-RAG's: every gold answer, so ours reads higher
     where answers are missing from the graph)."""
-    rows = question_scores(model, data_list, eps)
+    rows = score_questions(model, data_list, eps)
     n = max(len(rows), 1)
     return {"h1": 100 * sum(r["h1"] for r in rows) / n, "f1": 100 * sum(r["f1"] for r in rows) / n,
             "candidate_hit": 100 * sum(r["hit"] for r in rows) / n,
@@ -239,7 +239,6 @@ def evaluate_reasoner(model: ReaRev, data_list: list, eps: float = 0.95) -> dict
 def reasoner_dataset(ds, indices: list[int], desc: str = "reasoner data", scope=None) -> list:
     """:func:`question_data` for each question index, with a progress bar; ``scope`` (a
     :class:`~gr_core.kg.NeighbourhoodConfig`) cuts KB questions' graphs other than the dataset's own."""
-    from ..runs import progress
 
     ds.prefetch(indices, nodes=False)  # texts are encoded on first use: the questions and relations in one batch
     masked_emb = masked_question_emb(ds)
@@ -251,10 +250,6 @@ def reasoner_dataset(ds, indices: list[int], desc: str = "reasoner data", scope=
 
 def save_reasoner(model: ReaRev, path, meta: dict | None = None):
     """Write a trained reasoner (weights, its :class:`ReasonerConfig`, the text width) atomically to ``path``."""
-    import io
-    from dataclasses import asdict
-
-    from ..runs import atomic_write_bytes
 
     buf = io.BytesIO()
     torch.save({"config": asdict(model.cfg), "text_dim": model.text_dim, "state": model.state_dict(),
@@ -263,9 +258,9 @@ def save_reasoner(model: ReaRev, path, meta: dict | None = None):
 
 
 def save_reasoners(results: dict, folder) -> list:
-    """Each trained reasoner of :func:`run_reasoner` results as ``folder/<key>.pt`` (for ``GraphChat(retriever="gnn")``);
-    the files sit beside the results they produced but are git-ignored, like every checkpoint."""
-    from pathlib import Path
+    """Each trained reasoner of :func:`run_reasoner` results as ``folder/<key>.pt``
+    (for ``GraphChat(retriever="gnn")``); the files sit beside the results they produced but are git-ignored, like
+    every checkpoint."""
 
     return [save_reasoner(r["model"], Path(folder) / f"{key}.pt",
                           {"key": key, "dataset": r["ds"].name, "hops": r["ds"].config.hops, "metrics": r["metrics"]})

@@ -24,10 +24,15 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..chat import GraphChat
-from ..chat.graph_reasoner import training_record
+from ..chat import ChatIndex, GraphChat, load_graph
+from ..chat.graph_reasoner import train_graph_reasoner, training_record
 from ..chat.index import WORD
 from ..evaluate import kgqa_scores
+from ..gnn_rag import load_reasoner
+from ..graphqa import load_dataset
+from ..kg import NeighbourhoodConfig
+from ..paths import data_file
+from ..runs import progress
 from ..stats import compare, wilson_interval
 
 BRACKETS = re.compile(r"\[([^\]]+)\]")
@@ -36,7 +41,6 @@ BRACKETS = re.compile(r"\[([^\]]+)\]")
 def metaqa_sample(split: str = "test", per_hop: int = 300, seed: int = 0, hops=(1, 2, 3)) -> list[dict]:
     """A seeded sample of MetaQA questions, ``per_hop`` per hop count, asked as a user writes them (the ``[topic]``
     brackets removed): ``{hop, line, question, topic, answers, qtype}``."""
-    from ..paths import data_file
 
     rng = np.random.default_rng(seed)
     out = []
@@ -149,7 +153,6 @@ def choose_hop_penalty(chat: GraphChat, questions: list[dict], penalties=(0.0, 0
 def run_systems(systems: dict, questions: list[dict], graph_of=None) -> dict[str, list[dict]]:
     """Each system's rows on the same questions. ``systems``: label -> a :class:`GraphChat`, or a function of a graph
     spec returning one (``graph_of(q)`` names each question's graph: one chat per graph, built on first use)."""
-    from ..runs import progress
 
     rows: dict[str, list[dict]] = {}
     for label, system in systems.items():
@@ -200,8 +203,6 @@ def metaqa_study(reasoner_cfg, per_hop: int = 300, llm_per_hop: int = 300, seed:
     """The MetaQA part of the module docstring: the generated reasoner (trained, or loaded from its cache), the path
     ranker, the question-trained reasoner (when ``question_reasoner`` is a file) on ``per_hop`` test questions per hop
     count; the PCST + LLM chat on the first ``llm_per_hop`` of each (the pairs with it use those questions)."""
-    from ..chat import load_graph
-    from ..chat.graph_reasoner import train_graph_reasoner
 
     kb, kind, _ = load_graph("metaqa")
     ranked = GraphChat(kb, model="zero_shot", llm_model=llm_model, kind=kind, retriever="pcst")
@@ -249,9 +250,6 @@ def webqsp_study(reasoner_cfg, num_graphs: int = 300, seed: int = 0, question_re
     """The WebQSP part of the module docstring on ``num_graphs`` test mini-graphs (seeded sample): one reasoner trained
     on questions generated from those graphs, tested on their real questions, beside the path ranker, the PCST + LLM
     chat and the question-trained reasoner (``question_reasoner``)."""
-    from ..chat import load_graph
-    from ..chat.graph_reasoner import train_graph_reasoner
-    from ..graphqa import load_dataset
 
     ds = load_dataset("webqsp")
     test = ds.split["test"]
@@ -269,7 +267,6 @@ def webqsp_study(reasoner_cfg, num_graphs: int = 300, seed: int = 0, question_re
     for chat in base.values():
         if llm and chat is not first:
             chat.reuse_model(first)  # one LLM for every graph
-    from ..gnn_rag import load_reasoner
 
     generated = load_reasoner(path)  # loaded once, not once a graph
     systems = {GENERATED: lambda spec: GraphChat(graphs[spec], kind="kg", reasoner=generated, retriever="gnn"),
@@ -334,7 +331,6 @@ def two_entity_questions(kg, n: int = 200, seed: int = 0) -> list[dict]:
 def two_entity_study(n: int = 200, seed: int = 0, generated_reasoner=None) -> dict:
     """Hit on :func:`two_entity_questions` for the path ranker with and without the intersection, and the generated
     reasoner (both entities as its seeds) when given; paired against the intersection."""
-    from ..chat import load_graph
 
     kb, kind, _ = load_graph("metaqa")
     inter = GraphChat(kb, kind=kind, retriever="pcst", answer_mode="paths")
@@ -362,8 +358,6 @@ def cost_study(max_nodes: int = 6000, max_expand_degree: int = 400, per_hop: int
     MetaQA KB's 2-hop neighbourhood of the topics of ``per_hop`` 1- and 2-hop test questions (up to ``max_nodes``
     nodes), opened as a triples list; with Hit on those of the questions whose topic it holds (generated reasoner and
     path ranker). ``train_seconds`` and ``build_seconds`` are the reasoner's own (recorded when it was trained)."""
-    from ..chat import ChatIndex, load_graph
-    from ..kg import NeighbourhoodConfig
 
     index = ChatIndex.build(load_graph("metaqa")[0])
     questions = metaqa_sample("test", per_hop, seed, hops=(1, 2))

@@ -24,7 +24,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+
+from ..published import PAPER_COLUMN, PAPER_GNN_RAG, PAPER_TABLE3, PAPER_TABLE6, PAPER_TABLE10
+from ..runs import seed_run_dirs
+from ..stats import compare, compare_seeds, mcnemar_n_for_power, verdict
+from .results import run_question_scores
 
 # notebook output folder -> the CSV tables the report reads (file stem -> title)
 SOURCES = {
@@ -95,7 +101,7 @@ def _verdict(flags: list[bool]) -> str:
 
 KGQA_PERCENT = ("webqsp", "webqsp_full", "metaqa")
 MIN_SEEDS = 3  # a claim about trained models decides only over this many seeds (the paper: 4 seeds, mean +- std)
-WHOLE_GRAPH_DATASETS = ("explagraphs",)  # gr_core.retrieval: whole_graph=True (GR's "k = 0")
+WHOLE_GRAPH_DATASETS = ("explagraphs",)  # gr_core.g_retriever.retrieval: whole_graph=True (GR's "k = 0")
 REFERENCE_EFFECT = 0.05  # the difference this project's reference-row claims are powered for (no paper number)
 
 
@@ -105,7 +111,6 @@ def _scale(dataset: str) -> float:
 
 def decide(claim: Claim, discordance: float | None, trained: bool) -> Claim:
     """Fill ``n_power`` and ``decides`` from the claim's ``paper_diff``, ``n``, ``seeds`` and verdict."""
-    from .stats import mcnemar_n_for_power
 
     if claim.paper_diff is None or claim.n is None or discordance is None:
         claim.decides = "no" if claim.verdict == "not testable here" else ""
@@ -121,7 +126,6 @@ def decide(claim: Claim, discordance: float | None, trained: bool) -> Claim:
 
 def _seeds_of(runs_dir: Path, dataset: str, method: str) -> list[int]:
     """The seeds k for which ``runs_dir/<dataset>-<method>-seed<k>/predictions.jsonl`` exists, sorted."""
-    from .runs import seed_run_dirs
 
     return [k for k, _ in seed_run_dirs(runs_dir, dataset, method, "predictions.jsonl")]
 
@@ -137,10 +141,6 @@ def paired_claim(paper: str, claim: str, dataset: str, runs_dir: Path, run_a: st
     seed each this is the exact McNemar test. ``paper_diff`` (the paper's ``a - b`` on the dataset's scale) and
     ``trained`` give the power columns (:func:`decide`).
     """
-    import numpy as np
-
-    from .results import question_scores
-    from .stats import compare_seeds, verdict
 
     label_a, label_b = label_a or run_a, label_b or run_b
     scale = _scale(dataset)
@@ -164,7 +164,7 @@ def paired_claim(paper: str, claim: str, dataset: str, runs_dir: Path, run_a: st
         else:
             names = [(f"{stem_a}-seed{k}", f"{stem_b}-seed{k}") for k in (common or [0])]
     try:
-        pairs = [(question_scores(runs_dir, x), question_scores(runs_dir, y)) for x, y in names]
+        pairs = [(run_question_scores(runs_dir, x), run_question_scores(runs_dir, y)) for x, y in names]
     except FileNotFoundError as err:
         return decide(Claim(paper, claim, "not testable here", f"missing predictions: {err.filename}", source, dataset,
                             label_a, label_b, paper_diff=paper_diff), None, trained)
@@ -196,7 +196,6 @@ def paired_claim(paper: str, claim: str, dataset: str, runs_dir: Path, run_a: st
 def paper_difference(dataset: str, a: str, b: str) -> float | None:
     """GR Table 3's ``a - b`` in the column ``dataset`` stands in for, on the dataset's scale; this project's
     reference rows (majority, graph-only classifier): :data:`REFERENCE_EFFECT`."""
-    from .published import PAPER_COLUMN, PAPER_TABLE3
 
     if b in ("majority", "gnn_classifier", "negation_parity"):
         return REFERENCE_EFFECT * _scale(dataset)
@@ -215,7 +214,8 @@ def _table3_claims(t: dict, root: Path | None) -> list[Claim]:
     src = "03_training/table3.csv"
     if df is None or root is None:
         return [Claim("G-Retriever", c, "not testable here", "notebook 03 has not written table3.csv", src)
-                for c in ("G-Retriever beats prompt tuning and GraphToken", "LoRA helps (G-Retriever w/ LoRA > G-Retriever)")]
+                for c in ("G-Retriever beats prompt tuning and GraphToken",
+                          "LoRA helps (G-Retriever w/ LoRA > G-Retriever)")]
     rows = {(r.dataset, r.method) for r in df.itertuples()}
     out = []
     pairs = [("G-Retriever beats GraphToken (Table 3)", "g_retriever", "graph_token"),
@@ -285,15 +285,14 @@ def _hallucination_claim(t: dict) -> Claim:
         ev.append(f"{d}: fully valid {a['fully_valid_%']:.1f}% vs {b['fully_valid_%']:.1f}%")
     if not flags and silent:
         return Claim("G-Retriever", "Hallucination drops: more valid citations than graph prompt tuning (Table 5)",
-                     "not testable here", "on no dataset do both systems cite (each must list nodes or edges in at least 5% of its responses): "
-                     + "; ".join(silent), src)
+                     "not testable here",
+                     "on no dataset do both systems cite (each must list nodes or edges in at least 5% of its "
+                     "responses): " + "; ".join(silent), src)
     return Claim("G-Retriever", "Hallucination drops: more valid citations than graph prompt tuning (Table 5)",
                  _verdict(flags), "; ".join(ev + silent) or "no dataset has both systems", src)
 
 
 def _ablation_claims(t: dict, root: Path | None) -> list[Claim]:
-    from .published import PAPER_TABLE6, PAPER_TABLE10
-
     df = t.get("07_ablations/table6")
     src = "07_ablations/table6.csv"
     claim = "Every ablated component matters: the full model beats each ablation (Table 6)"
@@ -329,9 +328,6 @@ def _ablation_claims(t: dict, root: Path | None) -> list[Claim]:
 
 
 def _gnn_rag_claims(t: dict, root: Path | None) -> list[Claim]:
-    from .published import PAPER_GNN_RAG
-    from .stats import compare, verdict
-
     src = "04_gnn_rag/predictions.jsonl"
     # the paper's WebQSP Hit differences (Table 4 rows (e) and (h), Table 5's untuned LLM) are the effects powered
     # for on every dataset key (MetaQA has no plain-LLM row in the paper)

@@ -2,12 +2,27 @@
 ReaRev as released, test runs on whole splits, and the command line (``python -m gr_core.gnn_rag``)."""
 from __future__ import annotations
 
-import numpy as np
+import argparse
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
+from ..chat.config import ChatConfig
+from ..config import LLMConfig
+from ..g_retriever.train import TrainConfig
+from ..gnn_rag.evidence import GNNRAGConfig
+from ..gnn_rag.model import SWITCH_NAMES, ReasonerConfig
+from ..gnn_rag.training import (ReasonerTrainConfig, evaluate_reasoner, load_reasoner, node_probabilities,
+                                reasoner_dataset, save_reasoner, score_questions, train_reasoner)
+from ..graphqa import DatasetConfig, cache_key, load_dataset
+from ..paths import repo_relative
 from ..published import PAPER_GNN_ONLY
-from .model import SWITCH_NAMES, ReasonerConfig
-from .training import (ReasonerTrainConfig, evaluate_reasoner, node_probabilities, question_scores, reasoner_dataset,
-                       save_reasoner, train_reasoner)
+from ..runs import check_run_identity, config_hash, environment_record, read_json, write_json
+from ..stats import compare, verdict, wilson_interval
+from .gnn_rag_llm import retriever_table, run_gnn_rag
 
 
 # ---------------------------------------------------------------------- notebook-level helpers
@@ -35,9 +50,6 @@ def run_reasoner(dataset: str, hops: int = 2, max_train: int | None = None, max_
         ``{"ds", "model", "history", "metrics", "test_indices", "probs"}``; metrics from :func:`evaluate_reasoner`
         plus ``train_seconds``.
     """
-    import time
-
-    from ..graphqa import DatasetConfig, load_dataset
 
     ds = load_dataset(DatasetConfig(dataset, hops=hops))
     # max_* of None or 0 keep the whole split
@@ -65,7 +77,6 @@ def run_reasoners(datasets: list[str], metaqa_hops: list[int], max_train: int | 
     Returns:
         dataset key -> :func:`run_reasoner`'s result.
     """
-    from dataclasses import replace
 
     by_key = by_key or {}
     known = {key for key, _, _ in dataset_keys(datasets, metaqa_hops)}
@@ -79,8 +90,8 @@ def run_reasoners(datasets: list[str], metaqa_hops: list[int], max_train: int | 
         if bad:
             raise ValueError(f"by_key[{key!r}]: unknown settings {bad}")
         mine = replace(tcfg, num_epochs=int(own["num_epochs"])) if "num_epochs" in own else tcfg
-        out[key] = run_reasoner(name, hops, own.get("max_train", max_train) or None, own.get("max_val", max_val) or None,
-                                own.get("max_test", max_test) or None, cfg, mine)
+        out[key] = run_reasoner(name, hops, own.get("max_train", max_train) or None,
+                                own.get("max_val", max_val) or None, own.get("max_test", max_test) or None, cfg, mine)
     return out
 
 
@@ -108,13 +119,6 @@ def reasoner_change_table(dataset: str, hops: int = 2, max_train: int | None = N
         the row above, mean candidate-set size and training seconds; and per change and question type (MetaQA's
         ``qtype``; one type ``"all"`` elsewhere) the validation H@1.
     """
-    import time
-    from dataclasses import replace
-
-    import pandas as pd
-
-    from ..graphqa import DatasetConfig, load_dataset
-    from ..stats import wilson_interval
 
     ds = load_dataset(DatasetConfig(dataset, hops=hops))
     val_idx = list(ds.split["val"])[:max_val or None]
@@ -128,7 +132,7 @@ def reasoner_change_table(dataset: str, hops: int = 2, max_train: int | None = N
         t0 = time.perf_counter()
         model, history = train_reasoner(train, val, int(ds.text_emb.shape[1]), c, tcfg)
         seconds = time.perf_counter() - t0
-        scores = question_scores(model, val)
+        scores = score_questions(model, val)
         hits = sum(r["h1"] for r in scores)
         low, high = wilson_interval(int(hits), len(scores))
         rows.append({"change": name, "val H@1": 100 * hits / max(len(scores), 1), "ci_low": 100 * low,
@@ -150,7 +154,6 @@ def reasoner_change_tables(keys: list[str], max_train: int | None = None, max_va
     """:func:`reasoner_change_table` for each dataset key of :func:`dataset_keys` (``webqsp``, ``metaqa-2hop`` ...),
     concatenated with a ``dataset`` column; keys in ``first_and_last`` train only the first version and all switches.
     ``on_key(table, by_type)`` is called after each key with the tables so far (to save partial results)."""
-    import pandas as pd
 
     resolved = {key: dataset_key(key) for key in keys}  # every key checked before the first training
     every = {field: True for _, change in REASONER_CHANGES for field in change}
@@ -167,28 +170,24 @@ def reasoner_change_tables(keys: list[str], max_train: int | None = None, max_va
 
 def gnn_only_table(results: dict) -> "pd.DataFrame":
     """One row per dataset of :func:`run_reasoner` results, beside the paper's GNN-only numbers."""
-    import pandas as pd
 
     rows = []
     for key, r in results.items():
         paper = PAPER_GNN_ONLY.get(key, {})
         rows.append({"dataset": key, **{k: round(v, 2) if isinstance(v, float) else v for k, v in r["metrics"].items()},
-                     "paper H@1": paper.get("h1"), "paper F1": paper.get("f1"), "paper source": paper.get("source", "")})
+                     "paper H@1": paper.get("h1"), "paper F1": paper.get("f1"),
+                     "paper source": paper.get("source", "")})
     return pd.DataFrame(rows)
 
 
-def _provenance(flag: str, keys: str, out, max_train, max_val, max_test, cfg: ReasonerConfig,
+def _provenance(study: str, keys: str, out, max_train, max_val, max_test, cfg: ReasonerConfig,
                 tcfg: ReasonerTrainConfig) -> dict:
     """``settings``, the ``command`` that reruns a run of :func:`main` and the ``env`` record, for its metrics.json."""
-    from dataclasses import asdict
-
-    from ..paths import repo_relative
-    from ..runs import environment_record
 
     out = repo_relative(out)
     return {"settings": {"max_train": max_train, "max_val": max_val, "max_test": max_test, "reasoner": asdict(cfg),
                          "train": asdict(tcfg)},
-            "command": f"python -m gr_core.gnn_rag {flag} --keys {keys} --max-train {max_train or 0} "
+            "command": f"python -m gr_core.gnn_rag {study} --keys {keys} --max-train {max_train or 0} "
                        f"--max-val {max_val or 0} --max-test {max_test or 0} --epochs {tcfg.num_epochs} "
                        f"--budget-minutes {tcfg.time_budget_s / 60:g}"
                        + (f" --lr {tcfg.lr:g}" if tcfg.lr != ReasonerTrainConfig.lr else "") + f" --out {out}",
@@ -202,12 +201,6 @@ def reasoner_test_run(key: str, out_dir, max_train: int | None = None, max_val: 
     ``metrics.json`` (H@1 with its 95% Wilson interval, F1, n, training seconds and epochs, the history, settings and
     environment), ``by_type.csv`` (test H@1 per MetaQA question type) and ``by_candidates.csv`` (H@1 by the size
     of the 0.95 candidate set, to show where the errors are)."""
-    from pathlib import Path
-
-    import pandas as pd
-
-    from ..runs import write_json
-    from ..stats import wilson_interval
 
     out_dir = Path(out_dir)
     def show(row):  # a long run reports each epoch as it ends
@@ -216,13 +209,13 @@ def reasoner_test_run(key: str, out_dir, max_train: int | None = None, max_val: 
 
     result = run_reasoner(*dataset_key(key), max_train or None, max_val or None, max_test or None, cfg, tcfg, show)
     ds, test_idx = result["ds"], result["test_indices"]
-    scores = pd.DataFrame(question_scores(result["model"], result["test_data"]))
+    scores = pd.DataFrame(score_questions(result["model"], result["test_data"]))
     scores["qtype"] = [(ds.records[i].extra or {}).get("qtype", "all") for i in test_idx]
     hits = int(scores.h1.sum())
     low, high = wilson_interval(hits, len(scores))
     metrics = {"key": key, **result["metrics"], "h1_ci": [round(100 * low, 2), round(100 * high, 2)],
                "epochs_run": len(result["history"]), "history": result["history"],
-               **_provenance("--test", key, out_dir.parent, max_train, max_val, max_test, cfg, tcfg)}
+               **_provenance("test", key, out_dir.parent, max_train, max_val, max_test, cfg, tcfg)}
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(out_dir / "metrics.json", metrics)
     by_type = scores.groupby("qtype").agg(n=("h1", "size"), h1=("h1", "mean"), f1=("f1", "mean"),
@@ -241,7 +234,6 @@ def reasoner_test_run(key: str, out_dir, max_train: int | None = None, max_val: 
 
 def key_test_graphs(key: str, max_test: int | None = None) -> tuple:
     """The first ``max_test`` test questions of a dataset key as reasoner graphs: ``(dataset, indices, graphs)``."""
-    from ..graphqa import DatasetConfig, load_dataset
 
     name, hops = dataset_key(key)
     ds = load_dataset(DatasetConfig(name, hops=hops))
@@ -254,14 +246,11 @@ def paired_reasoners(key: str, reasoners: dict[str, str], out_file, max_test: in
     exact McNemar test on the questions they disagree on; written to ``out_file`` (JSON) with the environment.
 
     ``reasoners``: ``{label: path of a saved reasoner}``, two of them, the first the one claimed better."""
-    from ..runs import environment_record, write_json
-    from ..stats import compare, wilson_interval
-    from .training import load_reasoner
 
     if len(reasoners) != 2:
         raise ValueError(f"paired_reasoners compares two reasoners, got {len(reasoners)}: {sorted(reasoners)}")
     _, idx, test = key_test_graphs(key, max_test)
-    h1 = {label: [float(r["h1"]) for r in question_scores(load_reasoner(path), test)]
+    h1 = {label: [float(r["h1"]) for r in score_questions(load_reasoner(path), test)]
           for label, path in reasoners.items()}
     (a, hits_a), (b, hits_b) = h1.items()
     out = {"key": key, "n": len(idx),
@@ -277,23 +266,13 @@ def paired_reasoners(key: str, reasoners: dict[str, str], out_file, max_test: in
 def llm_half_run(reasoners: dict[str, str], out_dir, max_test: int = 100, llm_max_train: int = 96,
                  llm_max_val: int = 24, llm_epochs: int = 2, llm_lr: float = 1e-3, evidence_tokens: int = 256,
                  llm_model: str = "embedded:smollm2-135m-instruct", seed: int = 0) -> dict:
-    """GNN-RAG's LLM half (:func:`gr_core.gnn_rag_llm.run_gnn_rag`, retrievers ``none`` and ``gnn``) on saved
+    """GNN-RAG's LLM half (:func:`gr_core.studies.gnn_rag_llm.run_gnn_rag`, retrievers ``none`` and ``gnn``) on saved
     reasoners: per dataset key the first ``max_test`` test questions answered by the untuned LLM without evidence and
     by the LoRA answer generator over the reasoner's paths (notebook 04's recipe and settings of its cpu preset),
     with Hit / Hit@1 / F1 and the exact McNemar test of ``gnn`` against ``none`` on Hit and on Hit@1.
 
     ``reasoners``: ``{dataset key: saved reasoner}``. Writes ``out_dir``: ``retrievers.csv``, ``predictions.jsonl``,
     ``paired.csv`` and ``metrics.json`` (settings, LoRA histories, environment)."""
-    from pathlib import Path
-
-    import pandas as pd
-
-    from ..config import LLMConfig
-    from ..gnn_rag_llm import GNNRAGConfig, retriever_table, run_gnn_rag
-    from ..runs import environment_record, write_json
-    from ..stats import compare, verdict, wilson_interval
-    from ..train import TrainConfig
-    from .training import load_reasoner
 
     out_dir = Path(out_dir)
     results = {}
@@ -347,11 +326,12 @@ def chat_reasoner_run(out_dir, hop_sets: tuple[int, ...] = (1, 2), test_hop_sets
     (a 3-hop question's answers are often outside 2 hops: ``candidate_hit`` and ``no_gold_in_graph`` show it).
 
     A reasoner of :func:`run_reasoner` knows one hop count, but a chat's user does not say how many hops a question
-    takes. The scope is :attr:`ChatConfig.neighbourhood <gr_core.chat.ChatConfig.neighbourhood>` (2 hops). Writes ``out_dir/metaqa-chat.pt`` (found by :func:`~gr_core.chat.find_reasoner`) and ``metrics.json``
-    (per hop set: H@1 with its 95% Wilson interval, F1, n; the history, settings and environment), in that order, with
-    ``config.json`` (what was hashed): ``metrics.json`` marks a finished run. A finished run in ``out_dir`` with the
-    same ``config_hash`` (every argument here, the chat's scope and the MetaQA files' checksums) and its weights is
-    returned as is; one of another configuration raises :class:`~gr_core.runs.RunConflictError`
+    takes. The scope is :attr:`ChatConfig.neighbourhood <gr_core.chat.ChatConfig.neighbourhood>` (2 hops). Writes
+    ``out_dir/metaqa-chat.pt`` (found by :func:`~gr_core.chat.find_reasoner`) and ``metrics.json`` (per hop set: H@1
+    with its 95% Wilson interval, F1, n; the history, settings and environment), in that order, with ``config.json``
+    (what was hashed): ``metrics.json`` marks a finished run. A finished run in ``out_dir`` with the same
+    ``config_hash`` (every argument here, the chat's scope and the MetaQA files' checksums) and its weights is returned
+    as is; one of another configuration raises :class:`~gr_core.runs.RunConflictError`
     (:func:`~gr_core.runs.check_run_identity`, as training runs do) unless ``force``. Without the weights (a fresh
     clone: they are git-ignored) the run is trained again. ``max_questions`` builds each hop set from its first N
     questions per split (tests).
@@ -359,14 +339,6 @@ def chat_reasoner_run(out_dir, hop_sets: tuple[int, ...] = (1, 2), test_hop_sets
     Returns:
         the metrics written, with ``path`` (the reasoner file) and ``reused`` (True when a finished run was returned).
     """
-    import time
-    from dataclasses import asdict
-    from pathlib import Path
-
-    from ..chat.config import ChatConfig
-    from ..graphqa import DatasetConfig, cache_key, load_dataset
-    from ..runs import check_run_identity, config_hash, read_json, write_json
-    from ..stats import wilson_interval
 
     out_dir, scope = Path(out_dir), ChatConfig().neighbourhood
     configs = {h: DatasetConfig("metaqa", hops=h, max_questions=max_questions)
@@ -406,7 +378,7 @@ def chat_reasoner_run(out_dir, hop_sets: tuple[int, ...] = (1, 2), test_hop_sets
     metrics = {"key": CHAT_KEY, "config_hash": key, "hop_sets": list(hop_sets), "scope": asdict(scope),
                "test": per_hops, "train_seconds": round(seconds, 1), "num_train": len(train), "num_val": len(val),
                "epochs_run": len(history), "history": history,
-               **_provenance("--chat", ",".join(f"metaqa-{h}hop" for h in hop_sets), out_dir, max_train, max_val,
+               **_provenance("chat", ",".join(f"metaqa-{h}hop" for h in hop_sets), out_dir, max_train, max_val,
                              max_test, cfg, tcfg)}
     out_dir.mkdir(parents=True, exist_ok=True)
     done.unlink(missing_ok=True)  # an interrupted rerun must not leave the old metrics beside new weights
@@ -420,70 +392,66 @@ def chat_reasoner_run(out_dir, hop_sets: tuple[int, ...] = (1, 2), test_hop_sets
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m gr_core.gnn_rag --keys metaqa-2hop,webqsp --out DIR``: :func:`reasoner_change_table` per dataset key
-    (validation only), written as ``DIR/reasoner_changes.csv``, ``..._by_type.csv`` and ``reasoner_changes.json``
-    (settings, package versions, commit)."""
-    import argparse
-    from dataclasses import asdict
-    from pathlib import Path
-
-    from ..runs import environment_record, write_json
-
+    """``python -m gr_core.gnn_rag STUDY ...``: notebook 04's reasoner studies outside the notebook, one subcommand
+    each (``python -m gr_core.gnn_rag STUDY --help``)."""
     parser = argparse.ArgumentParser(prog="python -m gr_core.gnn_rag", description=main.__doc__)
-    parser.add_argument("--keys", required=True, help="comma-separated: webqsp, metaqa-1hop, metaqa-2hop, metaqa-3hop")
-    parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--max-train", type=int, default=976, help="0: the whole training split")
-    parser.add_argument("--max-val", type=int, default=200)
-    parser.add_argument("--epochs", type=int, default=5)
-    parser.add_argument("--first-and-last", default="", help="keys that train only the first version and all switches")
-    parser.add_argument("--test", action="store_true",
-                        help="train the default reasoner once per key and score it on test (reasoner_test_run)")
-    parser.add_argument("--max-test", type=int, default=0, help="with --test: test questions (0: the whole split)")
-    parser.add_argument("--budget-minutes", type=float, default=0.0, help="training time budget per key (0: none)")
-    parser.add_argument("--lr", type=float, default=ReasonerTrainConfig.lr, help="Adam learning rate (GNN-RAG: 5e-4)")
-    parser.add_argument("--chat", action="store_true",
-                        help="train one reasoner on the MetaQA hop sets of --keys together, on the chat's "
-                             "neighbourhood (chat_reasoner_run); --out is its folder")
-    parser.add_argument("--paired", default="",
-                        help="LABEL=FILE.pt,LABEL=FILE.pt: score two saved reasoners on the same --max-test questions "
-                             "of the one --keys key, paired exact McNemar, written to --out (a .json file)")
-    parser.add_argument("--llm-half", default="",
-                        help="KEY=FILE.pt,...: GNN-RAG's LLM half on saved reasoners (llm_half_run), the first "
-                             "--max-test test questions of each key; --out is its folder")
-    parser.add_argument("--force", action="store_true",
-                        help="with --chat: train again even when --out holds a finished run of the same configuration")
+    sub = parser.add_subparsers(dest="study", required=True)
+
+    def study(name: str, help_: str, keys: bool = True, out_help: str = "the output folder") -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_, description=help_)
+        if keys:
+            p.add_argument("--keys", required=True,
+                           help="comma-separated: webqsp, metaqa-1hop, metaqa-2hop, metaqa-3hop")
+        p.add_argument("--out", required=True, type=Path, help=out_help)
+        p.add_argument("--max-train", type=int, default=976, help="0: the whole training split")
+        p.add_argument("--max-val", type=int, default=200)
+        p.add_argument("--max-test", type=int, default=0, help="test questions (0: the whole split)")
+        p.add_argument("--epochs", type=int, default=5)
+        p.add_argument("--budget-minutes", type=float, default=0.0, help="training time budget per key (0: none)")
+        p.add_argument("--lr", type=float, default=ReasonerTrainConfig.lr, help="Adam learning rate (GNN-RAG: 5e-4)")
+        return p
+
+    changes = study("changes", "notebook 04's change table per key (validation only): reasoner_changes.csv, "
+                    "..._by_type.csv and reasoner_changes.json (settings, package versions, commit) in --out")
+    changes.add_argument("--first-and-last", default="", help="keys that train only the first version and all switches")
+    study("test", "train the default reasoner once per key and score it on test (reasoner_test_run), in --out/KEY")
+    chat = study("chat", "one reasoner on the MetaQA hop sets of --keys together, on the chat's neighbourhood "
+                 "(chat_reasoner_run)")
+    chat.add_argument("--force", action="store_true", help="train again even when --out holds the same finished run")
+    paired = study("paired", "score two saved reasoners on the same --max-test questions of the one --keys key, "
+                   "paired exact McNemar (paired_reasoners)", out_help="the result file (.json)")
+    paired.add_argument("--reasoners", required=True, help="LABEL=FILE.pt,LABEL=FILE.pt")
+    half = study("llm-half", "GNN-RAG's LLM half on saved reasoners (llm_half_run), the first --max-test (default "
+                 "100) test questions of each key", keys=False)
+    half.add_argument("--reasoners", required=True, help="KEY=FILE.pt,...")
     args = parser.parse_args(argv)
     cfg = ReasonerConfig()
     tcfg = ReasonerTrainConfig(num_epochs=args.epochs, seed=0, time_budget_s=60 * args.budget_minutes, lr=args.lr)
-    if args.chat:
-        hop_sets = tuple(dataset_key(key)[1] for key in args.keys.split(","))
+    if args.study == "chat":
         if any(dataset_key(key)[0] != "metaqa" for key in args.keys.split(",")):
-            parser.error("--chat trains on MetaQA hop sets only (--keys metaqa-1hop,metaqa-2hop)")
+            parser.error("chat trains on MetaQA hop sets only (--keys metaqa-1hop,metaqa-2hop)")
+        hop_sets = tuple(dataset_key(key)[1] for key in args.keys.split(","))
         chat_reasoner_run(args.out, hop_sets, max_train=args.max_train, max_val=args.max_val, max_test=args.max_test,
                           cfg=cfg, tcfg=tcfg, force=args.force)
-        return 0
-    if args.llm_half:
-        llm_half_run(dict(item.split("=", 1) for item in args.llm_half.split(",")), args.out, args.max_test or 100)
-        return 0
-    if args.paired:
-        pairs = dict(item.split("=", 1) for item in args.paired.split(","))
+    elif args.study == "llm-half":
+        llm_half_run(dict(item.split("=", 1) for item in args.reasoners.split(",")), args.out, args.max_test or 100)
+    elif args.study == "paired":
+        pairs = dict(item.split("=", 1) for item in args.reasoners.split(","))
         paired_reasoners(args.keys, pairs, args.out, args.max_test)
-        return 0
-    if args.test:
+    elif args.study == "test":
         for key in args.keys.split(","):
             reasoner_test_run(key, args.out / key, args.max_train, args.max_val, args.max_test, cfg, tcfg)
-        return 0
+    else:
+        def save(table, by_type):
+            args.out.mkdir(parents=True, exist_ok=True)
+            print(table.to_string(), flush=True)
+            table.to_csv(args.out / "reasoner_changes.csv", index=False)
+            by_type.to_csv(args.out / "reasoner_changes_by_type.csv", index=False)
+            write_json(args.out / "reasoner_changes.json", {"settings": {**vars(args), "out": str(args.out),
+                       "reasoner": asdict(cfg), "train": asdict(tcfg)}, "env": environment_record()})
 
-    def save(table, by_type):
-        args.out.mkdir(parents=True, exist_ok=True)
-        print(table.to_string(), flush=True)
-        table.to_csv(args.out / "reasoner_changes.csv", index=False)
-        by_type.to_csv(args.out / "reasoner_changes_by_type.csv", index=False)
-        write_json(args.out / "reasoner_changes.json", {"settings": {**vars(args), "out": str(args.out),
-                   "reasoner": asdict(cfg), "train": asdict(tcfg)}, "env": environment_record()})
-
-    reasoner_change_tables(args.keys.split(","), args.max_train, args.max_val, cfg, tcfg,
-                           tuple(filter(None, args.first_and_last.split(","))), on_key=save)
+        reasoner_change_tables(args.keys.split(","), args.max_train, args.max_val, cfg, tcfg,
+                               tuple(filter(None, args.first_and_last.split(","))), on_key=save)
     return 0
 
 

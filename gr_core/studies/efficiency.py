@@ -23,8 +23,10 @@ import time
 import numpy as np
 import pandas as pd
 
-from .published import PAPER_TABLE4, PAPER_TABLE12
-from .results import by_name
+from ..g_retriever.textualize import textualize
+from ..published import PAPER_TABLE4, PAPER_TABLE12
+from ..report.results import by_name
+from ..runs import progress
 
 METHODS = ("whole graph", "pcst", "gnn paths")
 
@@ -42,11 +44,9 @@ def cost_rows(ds, indices: list[int], key: str, tokenizer, reasoner=None, eps: f
     Returns:
         columns ``key, question, nodes, edges, method, nodes_after, tokens, seconds``.
     """
-    from .gnn_rag import node_probabilities, question_data
-    from .gnn_rag_llm import GNNRAGConfig, gnn_evidence
-    from .graphqa import retrieve
-    from .runs import progress
-    from .textualize import textualize
+    from ..gnn_rag import node_probabilities, question_data  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.gnn_rag; this module stays torch-free
+    from ..gnn_rag.evidence import GNNRAGConfig, gnn_evidence  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.gnn_rag.evidence; this module stays torch-free
+    from ..graphqa import retrieve  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.graphqa; this module stays torch-free
 
     def count(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -84,8 +84,9 @@ def scaling_study(sets: list[str], tokenizer, questions: int | None = None, reas
     One GNN reasoner is trained per KGQA dataset (``reasoner_train`` questions, ``reasoner_epochs``; the complete
     WebQSP graphs use WebQSP's); other graph sets get no ``gnn paths`` rows.
     """
-    from .gnn_rag import ReasonerTrainConfig, run_reasoner
-    from .graphqa import DatasetConfig, load_dataset
+    from ..gnn_rag import ReasonerTrainConfig  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.gnn_rag; this module stays torch-free
+    from ..graphqa import DatasetConfig, load_dataset  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.graphqa; this module stays torch-free
+    from .gnn_rag import run_reasoner  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.studies.gnn_rag; this module stays torch-free
 
     reasoners, frames = {}, []
     for key in sets:
@@ -141,7 +142,7 @@ def scaling_fit(rows: pd.DataFrame) -> pd.DataFrame:
 def plot_scaling(rows: pd.DataFrame):
     """Prompt tokens and milliseconds against graph size (nodes), log-log, one colour per method, one marker per
     graph set."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415 deferred: matplotlib (~1 s at start-up), needed only for figures
 
     markers = dict(zip(rows.key.unique(), "osD^vP*X"))
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
@@ -169,7 +170,7 @@ def table4(summary: pd.DataFrame, runs: pd.DataFrame, rows: dict[str, tuple[str,
 
     Args:
         summary: :func:`cost_summary` rows.
-        runs: run metrics (:func:`gr_core.results.collect_runs`).
+        runs: run metrics (:func:`gr_core.report.results.collect_runs`).
         rows: table row -> (graph set key in ``summary``, training dataset of the runs), e.g.
             ``{"webqsp": ("webqsp_full", "webqsp")}``: sizes from the full graphs, epochs from the mini-graph runs.
     """
@@ -183,9 +184,11 @@ def table4(summary: pd.DataFrame, runs: pd.DataFrame, rows: dict[str, tuple[str,
         after = by.get(f"{dataset}-g_retriever-seed0", {})
         rec = {"row": label, "sizes from": key, "epochs from": dataset,
                "tokens_before": s.loc["whole graph", "mean_tokens"], "nodes_before": s.loc["whole graph", "nodes"],
-               "min_epoch_before": None if before.get("seconds_per_epoch") is None else round(before["seconds_per_epoch"] / 60, 2),
+               "min_epoch_before": (None if before.get("seconds_per_epoch") is None
+                                    else round(before["seconds_per_epoch"] / 60, 2)),
                "tokens_after": s.loc["pcst", "mean_tokens"], "nodes_after": s.loc["pcst", "nodes_after"],
-               "min_epoch_after": None if after.get("seconds_per_epoch") is None else round(after["seconds_per_epoch"] / 60, 2)}
+               "min_epoch_after": (None if after.get("seconds_per_epoch") is None
+                                   else round(after["seconds_per_epoch"] / 60, 2))}
         rec["token_reduction_%"] = round(100 * (1 - rec["tokens_after"] / rec["tokens_before"]), 1)
         rec["node_reduction_%"] = round(100 * (1 - rec["nodes_after"] / rec["nodes_before"]), 1)
         # the two epochs' times are compared: name the precision and CPU each ran on, and compare only like with like
@@ -213,7 +216,8 @@ def table12(runs: pd.DataFrame, dataset: str = "webqsp", seed: int = 0) -> pd.Da
                "inference s/question": None, "paper Hit@1": paper_score, "paper time": paper_time}
         if r is not None:
             rec.update({"ours": r["score"], "n_test": r["num_test"], "dtype": r.get("dtype"), "cpu": r.get("cpu_model"),
-                        "min/epoch": None if r.get("seconds_per_epoch") is None else round(r["seconds_per_epoch"] / 60, 2),
+                        "min/epoch": (None if r.get("seconds_per_epoch") is None
+                                      else round(r["seconds_per_epoch"] / 60, 2)),
                         "inference s/question": round(r["inference_seconds"] / max(r["num_test"], 1), 3)})
         out.append(rec)
     return pd.DataFrame(out)

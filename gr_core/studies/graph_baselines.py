@@ -6,9 +6,9 @@ learned anything (the paper has none of them, so they are this project's own):
 - ``majority``: the training split's most frequent label for every test question;
 - ``negation_parity`` (ExplaGraphs): ``counter`` when the explanation graph holds an odd number of negated
   relations (``not ...``, ``is not a``, ``antonym of``), else ``support``; a one-line rule, no training;
-- ``gnn_classifier``: the same graph encoder G-Retriever uses (:class:`~gr_core.gnn.GraphEncoder`, mean-pooled)
-  with a linear head, trained as a plain classifier on the same node / edge embeddings; the epoch is chosen on
-  validation accuracy.
+- ``gnn_classifier``: the same graph encoder G-Retriever uses (:class:`~gr_core.g_retriever.graph_encoder.GraphEncoder`,
+  mean-pooled) with a linear head, trained as a plain classifier on the same node / edge embeddings; the epoch is chosen
+  on validation accuracy.
 
 Each is written as a run directory (``config.json``, ``predictions.jsonl``, ``metrics.json``) beside the LLM
 runs, so Table 3, the intervals and the paired tests treat it like any other row.
@@ -24,9 +24,13 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
+from torch_geometric.loader import DataLoader
 
-from .gnn import GNNConfig, GraphEncoder
-from .runs import atomic_write_bytes, config_hash, environment_record, read_json, seed_everything, write_json
+from ..evaluate import task_report, task_scores
+from ..g_retriever.examples import split_indices
+from ..g_retriever.graph_encoder import GNNConfig, GraphEncoder
+from ..graphqa import DatasetConfig, load_dataset
+from ..runs import atomic_write_bytes, config_hash, environment_record, read_json, seed_everything, write_json
 
 BASELINES = ("majority", "negation_parity", "gnn_classifier")
 CLASSIFICATION_DATASETS = ("explagraphs",)  # one stored graph and one label per question
@@ -68,7 +72,6 @@ def train_graph_classifier(ds, split: dict[str, list[int]], cfg: GraphClassifier
     Returns:
         ``{"labels", "test_pred" (label per test question), "val_acc" per epoch, "best_epoch", "train_seconds"}``.
     """
-    from torch_geometric.loader import DataLoader
 
     seed_everything(seed)
     labels = sorted({ds.records[i].answers[0].strip().lower() for i in split["train"]})
@@ -117,21 +120,19 @@ def train_graph_classifier(ds, split: dict[str, list[int]], cfg: GraphClassifier
 
 
 def run_graph_baselines(ds, runs_dir: str | Path, max_train: int | None = None, max_val: int | None = None,
-                        max_test: int | None = None, seed: int = 0, cfg: GraphClassifierConfig = GraphClassifierConfig(),
-                        methods=BASELINES) -> list[dict]:
+                        max_test: int | None = None, seed: int = 0,
+                        cfg: GraphClassifierConfig = GraphClassifierConfig(), methods=BASELINES) -> list[dict]:
     """Write one run directory per reference baseline (``<dataset>-<baseline>-seed<seed>``); return their metrics.
 
     Each split is cut to its first ``max_*`` questions (None: whole), as the LLM runs cut them, so every
     comparison is paired on the same test questions. A finished run with the same config hash is reused.
     """
-    from .evaluate import task_report, task_scores
 
     unknown = sorted(set(methods) - set(BASELINES))
     if unknown:
         raise ValueError(f"unknown graph baseline(s) {unknown}; choose from {BASELINES}")
     if ds.graphs is None:
         raise ValueError(f"{ds.name}: the graph baselines need one stored graph per question (a classification set)")
-    from .train import split_indices
 
     split = split_indices(ds, max_train=max_train, max_val=max_val, max_test=max_test)
     out = []
@@ -173,13 +174,13 @@ def reference_runs(by_dataset: dict[str, dict], runs_dir: str | Path, seed: int 
     """The reference rows for every classification dataset of a plan (ExplaGraphs), on the LLM runs' own splits.
 
     Args:
-        by_dataset: dataset -> run settings (:func:`gr_core.train.dataset_settings`); their ``max_*`` cut the splits.
+        by_dataset: dataset -> run settings (:func:`gr_core.g_retriever.experiments.dataset_settings`); their ``max_*``
+            cut the splits.
         seeds: the GNN-only classifier trains once per seed (it is compared with each seed of the LLM runs); the
             deterministic rows (majority, negation parity) run with the first. None: ``[seed]``.
     Returns:
         the reference runs' metrics (empty when no dataset of the plan has one graph and one label per question).
     """
-    from .graphqa import DatasetConfig, load_dataset
 
     seeds = list(seeds) if seeds else [seed]
     out = []

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch_geometric.nn import GATConv, GCNConv, LayerNorm, TransformerConv, global_mean_pool
 
 GNN_KINDS = ("gt", "gat", "gcn")
 NORMS = ("batch", "layer", "none")
@@ -69,7 +70,6 @@ class GraphEncoder(nn.Module):
 
     def __init__(self, in_dim: int, cfg: GNNConfig):
         super().__init__()
-        from torch_geometric.nn import GATConv, GCNConv, LayerNorm, TransformerConv
 
         self.cfg = cfg
         self.convs = nn.ModuleList()
@@ -102,7 +102,5 @@ class GraphEncoder(nn.Module):
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor, edge_attr: torch.Tensor | None,
                 batch: torch.Tensor, num_graphs: int) -> torch.Tensor:
-        from torch_geometric.nn import global_mean_pool
-
         x = self.node_forward(x, edge_index, edge_attr, batch)
         return global_mean_pool(x, batch, size=num_graphs)  # (num_graphs, hidden); empty graphs pool to 0

@@ -8,13 +8,23 @@ graph), with ``fully_valid_citing`` over citing responses only.
 """
 from __future__ import annotations
 
+import hashlib
+import json
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
-from .citations import LEVELS, CitationMatcher, check_response, parse_citations  # noqa: F401 (notebook 05 imports them here)
-from .config import resolve_device
-from .precision import dtype_name, resolve_dtype
-from .published import PAPER_TABLE5
+from ..citations import LEVELS, CitationMatcher, check_response, parse_citations  # noqa: F401 (notebook 05 imports them here)
+from ..config import resolve_device
+from ..data import TextualGraph
+from ..evaluate import task_scores
+from ..paths import cache_root
+from ..precision import dtype_name, resolve_dtype
+from ..prompts import CITE_INSTRUCTION, cite_question
+from ..published import PAPER_TABLE5
+from ..runs import config_hash, read_json, seed_everything, write_json
+
 
 def cite_responses(model, ds, indices: list[int], max_new_tokens: int = 128, batch_size: int = 16) -> list[str]:
     """Each question's response to the citation request (:data:`~gr_core.prompts.CITE_INSTRUCTION`).
@@ -22,8 +32,8 @@ def cite_responses(model, ds, indices: list[int], max_new_tokens: int = 128, bat
     The model sees what it saw in training (its soft tokens and/or the textualized graph of its
     ``graph_source``); only the question gains the request. Greedy, up to ``max_new_tokens``.
     """
-    from .prompts import cite_question
-    from .train import build_examples, predict
+    from ..g_retriever.examples import build_examples  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.g_retriever.examples; this module stays torch-free
+    from ..g_retriever.train import predict  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.g_retriever.train; this module stays torch-free
 
     examples = build_examples(ds, indices, model.cfg, desc=f"{ds.name} cite")
     for ex, i in zip(examples, indices):
@@ -36,9 +46,6 @@ def cite_responses(model, ds, indices: list[int], max_new_tokens: int = 128, bat
 def audit(ds, indices: list[int], responses: list[str], system: str, levels=LEVELS) -> pd.DataFrame:
     """One row per response: its key, the checker's counts and verdicts (see :func:`check_response`) and whether
     the answer is right by the dataset's metric (``correct``)."""
-    import hashlib
-
-    from .evaluate import task_scores
 
     rows = []
     for i, text in zip(indices, responses):
@@ -48,8 +55,8 @@ def audit(ds, indices: list[int], responses: list[str], system: str, levels=LEVE
         digest = hashlib.sha256(text.encode()).hexdigest()[:12]
         # the question index makes the key unique (CLEVR asks several questions about one scene)
         rows.append({"key": f"{ds.name}/{system}/q{i}/{digest}", "dataset": ds.name, "system": system,
-                     "index": int(i), "graph_id": str(rec.graph_id), "question": rec.question, "answers": list(rec.answers),
-                     "response": text, "correct": float(score["score"]), **row})
+                     "index": int(i), "graph_id": str(rec.graph_id), "question": rec.question,
+                     "answers": list(rec.answers), "response": text, "correct": float(score["score"]), **row})
     return pd.DataFrame(rows)
 
 
@@ -58,7 +65,7 @@ def wilson(k: int, n: int, conf: float = 0.95) -> tuple[float, float]:
     """Wilson score interval of a proportion k / n (scipy's ``binomtest``); (nan, nan) when n = 0."""
     if n == 0:
         return float("nan"), float("nan")
-    from scipy.stats import binomtest
+    from scipy.stats import binomtest  # noqa: PLC0415 deferred: scipy.stats (~0.5 s at start-up), needed only here
 
     ci = binomtest(int(k), int(n)).proportion_ci(confidence_level=conf, method="wilson")
     return float(ci.low), float(ci.high)
@@ -127,7 +134,6 @@ TABLE1_RESPONSES = {
 
 def table1_scene():
     """A three-object scene for Table 1's question (the paper does not print its graph): elephant in bushes."""
-    from .data import TextualGraph
 
     return TextualGraph(nodes=pd.DataFrame({"node_id": [0, 1, 2], "node_attr": ["elephant", "bushes", "tree"]}),
                         edges=pd.DataFrame({"src": [0, 1], "edge_attr": ["in", "next to"], "dst": [1, 2]}),
@@ -173,7 +179,8 @@ def agreement(rows: pd.DataFrame, labels: pd.DataFrame, levels=LEVELS) -> pd.Dat
         out.append({"level": lv, "labelled": len(labels), "matched": n, "fully_valid_agreement_%": 100 * po,
                     "cohen_kappa": kappa,
                     "cited_abs_diff": float((merged.cited_nodes_human + merged.cited_edges_human
-                                             - merged.cited_nodes - merged.cited_edges).abs().mean()) if n else float("nan"),
+                                             - merged.cited_nodes - merged.cited_edges).abs().mean())
+                    if n else float("nan"),
                     "valid_abs_diff": float((merged.valid_nodes_human + merged.valid_edges_human
                                              - merged[f"valid_nodes_{lv}"] - merged[f"valid_edges_{lv}"]).abs().mean())
                     if n else float("nan")})
@@ -185,9 +192,6 @@ def response_cache(cfg, ds, indices: list[int], max_new_tokens: int, batch_size:
     """Where :func:`run_study` caches one run's responses: keyed by everything that makes them (the run's config
     hash, which fixes its checkpoint; the questions; the budget; the request; batch and seed), so re-checking with a
     new parser or new hand labels does not regenerate them."""
-    from .paths import cache_root
-    from .prompts import CITE_INSTRUCTION
-    from .runs import config_hash
 
     spec = {"run": config_hash(cfg.to_dict()), "questions": [str(ds.records[i].graph_id) for i in indices],
             "max_new_tokens": max_new_tokens, "request": CITE_INSTRUCTION, "batch_size": batch_size, "seed": seed}
@@ -207,16 +211,15 @@ def run_study(datasets: list[str], systems: list[str], runs_dir, settings: dict,
     Args:
         systems: Table 3 method names; the paper's pair is ``graph_token`` (its "LLM w/ graph prompt tuning")
             and ``g_retriever``.
-        settings: :func:`gr_core.train.make_run_config` keywords; equal to notebook 03's, so its runs are reused.
+        settings: :func:`gr_core.g_retriever.train.make_run_config` keywords; equal to notebook 03's, so its runs are
+            reused.
     Returns:
         one row per response (:func:`audit`), datasets and systems in the order given. Responses are cached under
         ``.cache/hallucination/``, keyed by the run's config hash, the questions, the budget and the request.
     """
-    from pathlib import Path
 
-    from .graphqa import DatasetConfig, load_dataset
-    from .runs import read_json, seed_everything, write_json
-    from .train import make_run_config, trained_model
+    from ..g_retriever.train import make_run_config, trained_model  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.g_retriever.train; this module stays torch-free
+    from ..graphqa import DatasetConfig, load_dataset  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.graphqa; this module stays torch-free
 
     frames = []
     for name in datasets:
@@ -259,8 +262,6 @@ def label_template(rows: pd.DataFrame, k: int = 30, seed: int = 0) -> list[dict]
 
 def load_labels(path) -> pd.DataFrame:
     """Hand labels (JSON lines with :data:`LABEL_FIELDS`); a malformed line is an error naming file and line."""
-    import json
-    from pathlib import Path
 
     rows = []
     for n, line in enumerate(Path(path).read_text().splitlines(), 1):
@@ -285,7 +286,7 @@ def load_labels(path) -> pd.DataFrame:
 def first_citing_evidence(rows: pd.DataFrame, level: str = "normalized"):
     """The first response that cites something, with its question's graph and the node ids / edge rows it points at
     (for highlighting), as ``(row, graph, nodes, edges)``; None when no response cites."""
-    from .graphqa import DatasetConfig, load_dataset
+    from ..graphqa import DatasetConfig, load_dataset  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.graphqa; this module stays torch-free
 
     citing = rows[(rows.cited_nodes + rows.cited_edges) > 0]
     if citing.empty:

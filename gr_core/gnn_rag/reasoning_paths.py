@@ -4,9 +4,15 @@ edge direction (a reversed hop is written ``<-``) and every relation between a p
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass, field
 
+import networkx as nx
 import numpy as np
+import pandas as pd
+
+from ..data import induced_subgraph, question_nodes
+from ..runs import progress
 
 
 # ---------------------------------------------------------------------- candidates and paths
@@ -33,7 +39,6 @@ def select_candidates(probs: np.ndarray, seeds: set[int], eps: float = 0.95, max
 
 def seed_positions(graph) -> tuple[list[int], set[int]]:
     """The question entities of ``graph``: their node ids and their row positions."""
-    from ..data import question_nodes
 
     seeds = question_nodes(graph)
     row = {int(n): k for k, n in enumerate(graph.nodes.node_id.tolist())}
@@ -43,7 +48,8 @@ def gold_ids(graph, answers: list[str], seeds: list[int]) -> list[int]:
     """Node ids whose text is exactly a gold answer (question entities excluded; exact for the reason given in
     :func:`gr_core.data.question_nodes`)."""
     gold, seeds = set(answers), set(seeds)
-    return [int(n) for n, t in zip(graph.nodes.node_id, graph.nodes.node_attr) if str(t) in gold and int(n) not in seeds]
+    return [int(n) for n, t in zip(graph.nodes.node_id, graph.nodes.node_attr)
+            if str(t) in gold and int(n) not in seeds]
 
 def missing_entities(graph, q_entities: list[str]) -> int:
     """Question entities with no node of that name in ``graph`` (counted, never an error)."""
@@ -79,7 +85,6 @@ def reasoning_paths(graph, seeds: list[int], targets: list[int], max_lines_per_p
     Args:
         graph: a :class:`~gr_core.data.TextualGraph`. seeds, targets: node *ids* of ``graph``.
     """
-    import networkx as nx
 
     ids = graph.nodes.node_id.tolist()
     names = dict(zip(ids, graph.nodes.node_attr.tolist()))
@@ -131,7 +136,6 @@ def reference_paths(graph, seeds: list[int], targets: list[int]) -> list[str]:
     """GNN-RAG's verbalizer as released (``llm/src/utils/graph_utils.py``): an undirected ``nx.Graph`` keyed by
     entity *name*, one relation per pair (a later triple overwrites an earlier one), every hop printed ``->``
     whatever the fact's direction. Kept only to measure what :func:`reasoning_paths` fixes."""
-    import networkx as nx
 
     names = dict(zip(graph.nodes.node_id.tolist(), graph.nodes.node_attr.tolist()))
     g = nx.Graph()
@@ -153,7 +157,6 @@ def reference_paths(graph, seeds: list[int], targets: list[int]) -> list[str]:
 
 def _hops(line: str) -> list[tuple[str, str, str, str]]:
     """``(left, arrow, relation, right)`` per hop of a verbalized path."""
-    import re
 
     parts = re.split(r" (->|<-) ", line)
     # parts: e0, arrow, r1, arrow, e1, arrow, r2, arrow, e2 ...
@@ -164,12 +167,14 @@ def compare_path_styles(graph, ours: list[str], reference: list[str]) -> dict:
     """What GNN-RAG's verbalizer loses on one question, measured against the graph's real facts.
 
     Returns counts: ``reference_reversed_hops`` (hops printed ``h -> r -> t`` where the fact is really ``t -> r -> h``),
-    ``reference_lines`` / ``ours_lines``, ``relations_only_in_ours`` (distinct (pair, relation) hops the reference drops).
+    ``reference_lines`` / ``ours_lines``, ``relations_only_in_ours`` (distinct (pair, relation) hops the reference
+    drops).
     """
     names = dict(zip(graph.nodes.node_id.tolist(), graph.nodes.node_attr.tolist()))
     facts = {(names[s], str(r).strip(), names[d]) for s, r, d in
              zip(graph.edges.src.tolist(), graph.edges.edge_attr.tolist(), graph.edges.dst.tolist())}
-    reversed_hops = sum((a, r, b) not in facts and (b, r, a) in facts for line in reference for a, _, r, b in _hops(line))
+    reversed_hops = sum((a, r, b) not in facts and (b, r, a) in facts
+                        for line in reference for a, _, r, b in _hops(line))
 
     def pair_rel(lines):
         return {(frozenset((a, b)), r) for line in lines for a, _, r, b in _hops(line)}
@@ -184,9 +189,6 @@ def path_study(ds, indices: list[int], probs: list[np.ndarray], eps: float = 0.9
     ``ours_lines``, ``reference_lines``, ``reference_reversed_hops``, ``relations_only_in_ours``,
     ``answer_in_paths`` (a gold answer is the end of one of our paths).
     """
-    import pandas as pd
-
-    from ..runs import progress
 
     rows = []
     for i, p in progress(list(zip(indices, probs)), desc="paths"):
@@ -212,9 +214,6 @@ def evidence_view(ds, i: int, probs: np.ndarray, eps: float = 0.95, max_candidat
         highlighted edge rows of the view graph)``. The view is the subgraph induced by the question entities,
         the top candidates and every node on our paths to them.
     """
-    import pandas as pd
-
-    from ..data import induced_subgraph
 
     g = ds.graph(i)
     ids = g.nodes.node_id.to_numpy()
@@ -244,7 +243,6 @@ def _path_names(line: str) -> list[str]:
 
 def summarize_path_study(studies: dict) -> "pd.DataFrame":
     """One row per dataset of :func:`path_study` frames: failures counted, path lines, what GNN-RAG's code loses."""
-    import pandas as pd
 
     rows = []
     for key, df in studies.items():
@@ -254,6 +252,8 @@ def summarize_path_study(studies: dict) -> "pd.DataFrame":
                      "candidates without a path": int(df.no_path.sum()),
                      "answer at a path end (%)": round(100 * df.answer_in_paths.mean(), 1),
                      "our lines": round(df.ours_lines.mean(), 1), "GNN-RAG lines": round(df.reference_lines.mean(), 1),
-                     "questions with reversed hops in GNN-RAG (%)": round(100 * (df.reference_reversed_hops > 0).mean(), 1),
-                     "questions with relations GNN-RAG drops (%)": round(100 * (df.relations_only_in_ours > 0).mean(), 1)})
+                     "questions with reversed hops in GNN-RAG (%)":
+                         round(100 * (df.reference_reversed_hops > 0).mean(), 1),
+                     "questions with relations GNN-RAG drops (%)":
+                         round(100 * (df.relations_only_in_ours > 0).mean(), 1)})
     return pd.DataFrame(rows)

@@ -31,7 +31,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from .citations import LEVELS, CitationMatcher, parse_citations, tokens
+from ..citations import LEVELS, CitationMatcher, parse_citations, tokens
+from ..stats import wilson_interval
 
 TRUE_CASES = ("node", "node, noisy", "edge", "edge, short relation")
 FALSE_CASES = ("renamed node", "partial name", "invented edge", "reversed edge", "renamed endpoint")
@@ -99,7 +100,8 @@ def constructed_cases(graph, other_names: list[str], rng: np.random.Generator, p
             short = r.split(".")[-1] if "." in r else r.upper()
             add("edge, short relation", True, "edge", f"{names[s]} -> {short} -> {names[d]}")
             reversible = [(s, r, d) for s, r, d in edges
-                          if (tokens(names[d]), r, tokens(names[s])) not in named and tokens(names[s]) != tokens(names[d])]
+                          if (tokens(names[d]), r, tokens(names[s])) not in named
+                          and tokens(names[s]) != tokens(names[d])]
             if reversible:
                 s, r, d = reversible[rng.integers(len(reversible))]
                 add("reversed edge", False, "edge", f"{names[d]} -> {r} -> {names[s]}")
@@ -150,7 +152,7 @@ def validate_checker(ds, indices: list[int], seed: int = 0, per_case: int = 1, l
 
 def validate_on_datasets(names: list[str], graphs: int = 100, seed: int = 0) -> pd.DataFrame:
     """:func:`validate_checker` on the first ``graphs`` distinct test graphs of each dataset in ``names``."""
-    from .graphqa import load_dataset
+    from ..graphqa import load_dataset  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.graphqa; this module stays torch-free
 
     frames = []
     for name in names:
@@ -162,7 +164,6 @@ def validate_on_datasets(names: list[str], graphs: int = 100, seed: int = 0) -> 
 def checker_scores(rows: pd.DataFrame, levels=LEVELS) -> pd.DataFrame:
     """Per dataset and level: precision (of citations judged valid, the share truly valid) and recall (of truly
     valid citations, the share judged valid), in percent, with their counts and 95% Wilson intervals."""
-    from .stats import wilson_interval
 
     out = []
     for dataset, g in rows.groupby("dataset", sort=False):
@@ -174,7 +175,8 @@ def checker_scores(rows: pd.DataFrame, levels=LEVELS) -> pd.DataFrame:
             r_lo, r_hi = wilson_interval(tp, len(true))
             out.append({"dataset": dataset, "level": lv, "precision_%": 100 * tp / len(said) if len(said) else np.nan,
                         "precision_ci": (round(100 * p_lo, 1), round(100 * p_hi, 1)), "judged_valid": len(said),
-                        "recall_%": 100 * tp / max(len(true), 1), "recall_ci": (round(100 * r_lo, 1), round(100 * r_hi, 1)),
+                        "recall_%": 100 * tp / max(len(true), 1),
+                        "recall_ci": (round(100 * r_lo, 1), round(100 * r_hi, 1)),
                         "truly_valid": len(true), "citations": len(g)})
     return pd.DataFrame(out).round(2)
 

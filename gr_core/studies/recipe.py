@@ -1,12 +1,15 @@
-"""Does a training recipe learn every time? One configuration over seeds, judged seed by seed and over seeds.
+r"""Does a training recipe learn every time? One configuration over seeds, judged seed by seed and over seeds.
 
 A recipe "learns" on a classification set when every seed's test interval lies above the majority class and the
 mean over seeds reaches the GNN-only classifier's (the graph alone, same seeds): one seed on one CPU is an anecdote,
 since a float-level change moves these models by several points (docs/explagraphs_learning.md).
 
-    python -m gr_core.train --preset cpu --dataset explagraphs --method g_retriever --seed 1   # one seed (resumable)
-    python -m gr_core.recipe --runs outputs/cpu/runs --method g_retriever --out outputs/studies/explagraphs_recipe
-    python -m gr_core.recipe ... --compare outputs/studies/precision_check/runs:g_retriever-bfloat16   # other schedule
+    # one seed (resumable)
+    python -m gr_core.g_retriever --preset cpu --dataset explagraphs --method g_retriever --seed 1
+    python -m gr_core.studies.recipe --runs outputs/cpu/runs --method g_retriever \
+        --out outputs/studies/explagraphs_recipe
+    # other schedule
+    python -m gr_core.studies.recipe ... --compare outputs/studies/precision_check/runs:g_retriever-bfloat16
 
 The report gives per seed the validation curve (greedy accuracy and loss per epoch), the epoch kept, the test score
 with its Wilson interval and whether it clears the majority class; over seeds the mean, std and the paired tests
@@ -20,29 +23,27 @@ from pathlib import Path
 
 import numpy as np
 
-from .runs import environment_record, read_json, write_json
+from ..precision import run_precision
+from ..report.results import run_question_scores
+from ..runs import environment_record, read_json, seed_run_dirs, write_json
+from ..stats import compare_seeds, verdict, wilson_interval
 
 REFERENCES = ("majority", "gnn_classifier", "negation_parity")
 
 
 def seed_runs(runs_dir: str | Path, dataset: str, method: str) -> list[Path]:
     """The finished run directories ``<dataset>-<method>-seed<k>`` under ``runs_dir``, by seed."""
-    from .runs import seed_run_dirs
 
     return [d for _, d in seed_run_dirs(runs_dir, dataset, method)]
 
 
 def _scores(run_dir: Path) -> tuple[list[str], np.ndarray]:
-    from .results import question_scores
-
-    s = question_scores(run_dir.parent, run_dir.name)
+    s = run_question_scores(run_dir.parent, run_dir.name)
     return list(s.index), s.to_numpy()
 
 
 def describe_seeds(runs: list[Path], majority: float | None = None) -> dict:
     """Per seed: the validation curve, the epoch kept, the test score and its interval; over seeds: mean and std."""
-    from .precision import run_precision
-    from .stats import wilson_interval
 
     seeds = []
     for d in runs:
@@ -77,7 +78,6 @@ def _matrix(runs: list[Path]) -> tuple[list[str], np.ndarray]:
 
 def paired_over_seeds(a: list[Path], b: list[Path]) -> dict:
     """:func:`gr_core.stats.compare_seeds` of two seed series (b with one run: paired with every seed of a)."""
-    from .stats import compare_seeds
 
     ids_a, ma = _matrix(a)
     ids_b, mb = _matrix(b)
@@ -101,7 +101,6 @@ def report(runs_dir: str | Path, method: str, dataset: str = "explagraphs", comp
     Args:
         compare: ``(label, runs_dir, method)`` series to set beside the recipe (e.g. the 2-epoch runs).
     """
-    from .stats import verdict
 
     runs_dir = Path(runs_dir)
     majority_runs = seed_runs(runs_dir, dataset, "majority")
@@ -131,7 +130,7 @@ def report(runs_dir: str | Path, method: str, dataset: str = "explagraphs", comp
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gr_core.recipe", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m gr_core.studies.recipe", description=__doc__.split("\n")[0])
     parser.add_argument("--runs", required=True, help="the runs folder holding <dataset>-<method>-seed<k>")
     parser.add_argument("--method", default="g_retriever")
     parser.add_argument("--dataset", default="explagraphs")

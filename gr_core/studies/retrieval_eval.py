@@ -7,21 +7,17 @@ gold answer is a node of the retrieved subgraph (Table 11's "retrieval accuracy"
 from __future__ import annotations
 
 import time
-from typing import Callable
 
 import numpy as np
 import pandas as pd
 
-from .baselines import retrieve_kaping, retrieve_khop, retrieve_none, triple_texts
-from .data import TextualGraph
-from .graphqa import KGQA, GraphQADataset, retrieve
-from .published import PAPER_TABLE10
-from .retrieval import DATASET_RETRIEVAL, RetrievalConfig, RetrievedSubgraph
-from .runs import progress
-from .text_encoder import EmbeddingStore
-
-Retriever = Callable[[GraphQADataset, int, TextualGraph], RetrievedSubgraph]
-
+from ..data import TextualGraph, induced_subgraph
+from ..g_retriever.baselines import Retriever, kaping_retriever, retrieve_khop, retrieve_none
+from ..g_retriever.retrieval import DATASET_RETRIEVAL, RetrievalConfig, RetrievedSubgraph, similarities
+from ..graphqa import KGQA, GraphQADataset, load_dataset, retrieve
+from ..published import PAPER_TABLE10
+from ..runs import progress
+from ..text_encoder import EmbeddingStore
 
 
 def answer_in(graph: TextualGraph, answers: list[str]) -> bool:
@@ -29,16 +25,6 @@ def answer_in(graph: TextualGraph, answers: list[str]) -> bool:
     :func:`gr_core.data.question_nodes` explains: MetaQA's ``Drama`` is not its tag ``drama``)."""
     names = set(graph.nodes.node_attr.astype(str))
     return any(a in names for a in answers)
-
-
-def kaping_retriever(k: int = 10, store: EmbeddingStore | None = None) -> Retriever:
-    """KAPING top-k triples; triple texts are embedded through the shared store (cached per machine)."""
-    store = store or EmbeddingStore.shared()
-
-    def run(ds, i, graph):
-        emb, _ = store.encode(triple_texts(graph), desc="encode triples") if graph.num_edges else (None, 0)
-        return retrieve_kaping(graph, emb, ds.question_emb[i], k)
-    return run
 
 
 def standard_retrievers(ds: GraphQADataset, store: EmbeddingStore | None = None, kaping_k: int = 10,
@@ -71,7 +57,8 @@ def evaluate_retrievers(ds: GraphQADataset, indices: list[int], retrievers: dict
             sub = res.graph
             rows.append({"dataset": ds.name, "question": i, "retriever": name, "nodes_before": graph.num_nodes,
                          "edges_before": graph.num_edges, "tokens_before": before, "nodes_after": sub.num_nodes,
-                         "edges_after": sub.num_edges, "tokens_after": _tokens(tokenizer, res.desc) if tokenizer else None,
+                         "edges_after": sub.num_edges,
+                         "tokens_after": _tokens(tokenizer, res.desc) if tokenizer else None,
                          # defined only where answers are graph nodes (KGQA); scene-graph answers are "yes", "2", ...
                          "answer_in_subgraph": answer_in(sub, ds.records[i].answers) if ds.name in KGQA else None,
                          "seconds": seconds})
@@ -81,7 +68,6 @@ def evaluate_retrievers(ds: GraphQADataset, indices: list[int], retrievers: dict
 def evaluate_datasets(names: list[str], questions: int = 0, tokenizer=None, kaping_k: int = 10) -> pd.DataFrame:
     """:func:`evaluate_retrievers` with :func:`standard_retrievers` over the first ``questions`` test questions
     (0: all) of each named dataset, one table."""
-    from .graphqa import load_dataset
 
     rows = []
     for name in names:
@@ -98,9 +84,9 @@ def _tokens(tokenizer, text: str) -> int:
 def summarize_retrievers(rows: pd.DataFrame) -> pd.DataFrame:
     """Per dataset and retriever: mean sizes and tokens before/after, reductions, answer-in-subgraph rate."""
     g = rows.groupby(["dataset", "retriever"], sort=False)
-    out = g.agg(questions=("question", "count"), nodes_before=("nodes_before", "mean"), nodes_after=("nodes_after", "mean"),
-                edges_after=("edges_after", "mean"), tokens_before=("tokens_before", "mean"),
-                tokens_after=("tokens_after", "mean"),
+    out = g.agg(questions=("question", "count"), nodes_before=("nodes_before", "mean"),
+                nodes_after=("nodes_after", "mean"), edges_after=("edges_after", "mean"),
+                tokens_before=("tokens_before", "mean"), tokens_after=("tokens_after", "mean"),
                 answer_in_subgraph=("answer_in_subgraph", lambda v: v.astype(float).mean()),
                 median_ms=("seconds", lambda s: 1000 * float(np.median(s)))).reset_index()
     out["node_reduction_%"] = 100 * (1 - out.nodes_after / out.nodes_before)
@@ -116,7 +102,8 @@ def k_sweep(ds: GraphQADataset, indices: list[int], ks=(3, 5, 10, 20), tokenizer
     each of ``edge_costs``; reports retrieval (answer in subgraph, size, tokens), not the end task. An empty ``ks``
     gives an empty table with the columns (a preset that sweeps nothing)."""
     base_cost = DATASET_RETRIEVAL[ds.name].edge_cost if len(ks) and not edge_costs else None
-    grid = {(f"k={k}" if not edge_costs else f"k={k}, C_e={ce}"): (k, ce) for k in ks for ce in (edge_costs or [base_cost])}
+    grid = {(f"k={k}" if not edge_costs else f"k={k}, C_e={ce}"): (k, ce)
+            for k in ks for ce in (edge_costs or [base_cost])}
     retrievers = {name: (lambda d, i, g, k=k, ce=ce: retrieve(d, i, RetrievalConfig(k, k, ce), g))
                   for name, (k, ce) in grid.items()}
     table = summarize_retrievers(evaluate_retrievers(ds, indices, retrievers, tokenizer))
@@ -127,9 +114,9 @@ def k_sweep(ds: GraphQADataset, indices: list[int], ks=(3, 5, 10, 20), tokenizer
     return table
 
 
-def explain_retrieval(ds: GraphQADataset, i: int, res: RetrievedSubgraph, top: int = 10) -> tuple[pd.DataFrame, pd.DataFrame]:
+def explain_retrieval(ds: GraphQADataset, i: int, res: RetrievedSubgraph, top: int = 10
+                      ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The ``top`` most similar nodes and edges of question ``i`` with similarity, prize and whether PCST kept them."""
-    from .retrieval import similarities
 
     graph = res.source
     x, edge_attr = ds.embeddings(i, graph)
@@ -138,11 +125,13 @@ def explain_retrieval(ds: GraphQADataset, i: int, res: RetrievedSubgraph, top: i
     kept_n, kept_e = set(res.node_rows.tolist()), set(res.edge_rows.tolist())
     n_top = np.argsort(-ns, kind="stable")[:top]
     e_top = np.argsort(-es, kind="stable")[:top]
-    nodes = pd.DataFrame({"node_id": graph.nodes.node_id.to_numpy()[n_top], "node_attr": graph.nodes.node_attr.to_numpy()[n_top],
+    nodes = pd.DataFrame({"node_id": graph.nodes.node_id.to_numpy()[n_top],
+                          "node_attr": graph.nodes.node_attr.to_numpy()[n_top],
                           "similarity": ns[n_top].round(4), "prize": res.node_prizes[n_top],
                           "in_subgraph": [r in kept_n for r in n_top]})
     e = graph.edges
-    edges = pd.DataFrame({"src": e.src.to_numpy()[e_top], "edge_attr": e.edge_attr.to_numpy()[e_top], "dst": e.dst.to_numpy()[e_top],
+    edges = pd.DataFrame({"src": e.src.to_numpy()[e_top], "edge_attr": e.edge_attr.to_numpy()[e_top],
+                          "dst": e.dst.to_numpy()[e_top],
                           "similarity": es[e_top].round(4), "prize": res.edge_prizes[e_top].round(4),
                           "in_subgraph": [r in kept_e for r in e_top]})
     return nodes, edges
@@ -151,7 +140,6 @@ def explain_retrieval(ds: GraphQADataset, i: int, res: RetrievedSubgraph, top: i
 def context_view(res: RetrievedSubgraph, max_nodes: int = 60) -> tuple[TextualGraph, list[int], list[int]]:
     """The retrieved subgraph inside its neighbourhood, for drawing: the subgraph's nodes plus their
     neighbours up to ``max_nodes``. Returns ``(view, highlighted node ids, highlighted edge rows of view)``."""
-    from .data import induced_subgraph
 
     graph = res.source
     ids = graph.nodes.node_id.to_numpy()

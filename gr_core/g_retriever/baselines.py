@@ -9,16 +9,21 @@
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
-from .data import TextualGraph, question_nodes
+from ..data import TextualGraph, question_nodes
+from ..graphqa import GraphQADataset
+from ..text_encoder import EmbeddingStore
 from .retrieval import RetrievedSubgraph, similarities
 
 
 def triple_texts(graph: TextualGraph) -> list[str]:
     """KAPING's verbalization of each edge: ``(head, relation, tail)``."""
     names = dict(zip(graph.nodes.node_id.tolist(), graph.nodes.node_attr.tolist()))
-    return [f"({names[s]}, {r}, {names[d]})" for s, r, d in zip(graph.edges.src, graph.edges.edge_attr, graph.edges.dst)]
+    return [f"({names[s]}, {r}, {names[d]})"
+            for s, r, d in zip(graph.edges.src, graph.edges.edge_attr, graph.edges.dst)]
 
 
 def _from_edges(graph: TextualGraph, edge_rows: np.ndarray) -> RetrievedSubgraph:
@@ -67,3 +72,16 @@ def retrieve_none(graph: TextualGraph) -> RetrievedSubgraph:
     """The whole graph (the "w/o retrieval" ablation and the zero-shot baseline's input)."""
     z = np.zeros(0, np.float32)
     return RetrievedSubgraph(graph, np.arange(graph.num_nodes), np.arange(graph.num_edges), z, z, 0.0)
+
+
+Retriever = Callable[[GraphQADataset, int, TextualGraph], RetrievedSubgraph]
+
+
+def kaping_retriever(k: int = 10, store: EmbeddingStore | None = None) -> Retriever:
+    """KAPING top-k triples; triple texts are embedded through the shared store (cached per machine)."""
+    store = store or EmbeddingStore.shared()
+
+    def run(ds, i, graph):
+        emb, _ = store.encode(triple_texts(graph), desc="encode triples") if graph.num_edges else (None, 0)
+        return retrieve_kaping(graph, emb, ds.question_emb[i], k)
+    return run

@@ -12,9 +12,12 @@ in where they ran (the committed quick run, another CPU, against this machine's 
 read over seeds: each dtype's mean and spread, the per-seed differences, a paired t-test over seeds, and the pooled
 McNemar test (discordant pairs summed over seeds, the Mantel-Haenszel test for 1:1 matched pairs).
 
-    python -m gr_core.precision_check run --dtype bfloat16 --seed 0   # one run (resumable; reused when finished)
-    python -m gr_core.precision_check cross --seed 0    # each run's weights answering in the other dtype
-    python -m gr_core.precision_check report                          # every finished pair -> precision_check.json
+    # one run (resumable; reused when finished)
+    python -m gr_core.studies.precision_check run --dtype bfloat16 --seed 0
+    # each run's weights answering in the other dtype
+    python -m gr_core.studies.precision_check cross --seed 0
+    # every finished pair -> precision_check.json
+    python -m gr_core.studies.precision_check report
 
 Runs go to ``outputs/studies/precision_check/runs/<name>`` (``--out`` changes the folder). A run trains with the
 threads torch is given (``OMP_NUM_THREADS``); its timings are recorded with them and with its CPU (runs made side by
@@ -24,14 +27,20 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import torch
 
-from .paths import outputs_root
-from .runs import read_json, write_json
-from .stats import compare, over_seeds, wilson_interval
-from .train import RunConfig, run
+from ..evaluate import task_scores
+from ..g_retriever.examples import build_examples, split_indices
+from ..g_retriever.model import SOFT_PROMPT_INIT, GraphLLM
+from ..g_retriever.train import RunConfig, predict, run
+from ..graphqa import DatasetConfig, load_dataset
+from ..paths import outputs_root, repo_root
+from ..runs import atomic_write_bytes, read_json, write_json
+from ..stats import compare, mcnemar_cmh, over_seeds, wilson_interval
 
 DTYPES = ("float32", "bfloat16")
 DEFAULT_OUT = "precision_check"  # under outputs/studies/
@@ -42,9 +51,6 @@ def run_config(dtype: str, seed: int, preset: str = "quick") -> RunConfig:
     was when the study ran (2 epochs, the epoch kept on 200 validation questions; :data:`REFERENCE_RUN`'s
     ``config.json``), so the committed runs stay reproducible after the preset moved on. ``preset`` is kept for
     callers; the configuration no longer follows it."""
-    from dataclasses import replace
-
-    from .paths import repo_root
 
     recorded = read_json(repo_root() / REFERENCE_RUN / "config.json")
     cfg = RunConfig.from_dict({k: v for k, v in recorded.items() if k not in ("name", "config_hash")})
@@ -69,15 +75,8 @@ def cross_score(seed: int, out: str | Path | None = None, preset: str = "quick")
     Returns:
         per trained dtype: the dtype answered in, accuracy, the share of answers identical to the run's own.
     """
-    from dataclasses import replace
 
-    import torch
 
-    from .evaluate import task_scores
-    from .graphqa import DatasetConfig, load_dataset
-    from .model import SOFT_PROMPT_INIT, GraphLLM
-    from .runs import atomic_write_bytes
-    from .train import build_examples, predict, split_indices
 
     result = {}
     ds = load_dataset(DatasetConfig("explagraphs"))
@@ -120,7 +119,6 @@ def pooled_mcnemar(pairs: list[tuple[np.ndarray, np.ndarray]]) -> dict:
     Returns:
         ``{"b", "c", "n", "p"}``: b = pairs right in the first system only, c = right in the second only.
     """
-    from .stats import mcnemar_cmh
 
     if not pairs:
         return {"b": 0, "c": 0, "n": 0, "p": 1.0}
@@ -138,7 +136,6 @@ REFERENCE_RUN = "outputs/studies/explagraphs_quick_2epochs/runs/explagraphs-g_re
 def noise_floor(fp32_here: Path, reference: str | Path = REFERENCE_RUN) -> dict | None:
     """The McNemar test between two fp32 runs of one configuration and seed made on different machines: how much two
     trained models differ when nothing but float rounding separates them. None when the reference is absent."""
-    from .paths import repo_root
 
     ref = Path(reference) if Path(reference).is_absolute() else repo_root() / reference
     if not (ref / "predictions.jsonl").is_file() or not (fp32_here / "predictions.jsonl").is_file():
@@ -205,7 +202,8 @@ def report(out: str | Path | None = None, preset: str = "quick") -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gr_core.precision_check", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m gr_core.studies.precision_check",
+                                     description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     one = sub.add_parser("run", help="train and score one (dtype, seed) run")
     one.add_argument("--dtype", choices=DTYPES, required=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import csv
 import io
 
-from .data import EDGE_COLUMNS, NODE_COLUMNS, TextualGraph
+from ..data import EDGE_COLUMNS, NODE_COLUMNS, TextualGraph
 
 
 def _table(header: list[str], columns: list) -> str:

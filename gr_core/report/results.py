@@ -6,20 +6,23 @@ SceneGraphs and MetaQA has no G-Retriever number (the paper does not use it).
 """
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .published import PAPER_COLUMN, PAPER_TABLE3, PAPER_TABLE6, PAPER_TABLE7, PAPER_TABLE10
-from .precision import recorded_dtype, run_precision
-from .runs import read_json
+from ..precision import recorded_dtype, run_precision
+from ..published import PAPER_COLUMN, PAPER_TABLE3, PAPER_TABLE6, PAPER_TABLE7, PAPER_TABLE8, PAPER_TABLE10
+from ..runs import read_json
+from ..stats import compare, wilson_interval
 
 METRIC_NAME = {"explagraphs": "accuracy", "clevr": "accuracy (substring)", "gqa_micro": "accuracy (substring)",
                "webqsp": "Hit (%)", "webqsp_full": "Hit (%)", "metaqa": "Hit (%)"}
 METHOD_ORDER = ["majority", "negation_parity", "gnn_classifier", "question_only", "zero_shot", "zero_cot", "cot_bag",
                 "kaping", "prompt_tuning", "graph_token", "g_retriever", "lora", "g_retriever_lora"]
-NO_LLM = METHOD_ORDER[:3]  # the reference rows of gr_core.graph_baselines
+NO_LLM = METHOD_ORDER[:3]  # the reference rows of gr_core.studies.graph_baselines
 SETTING = {m: "no LLM (reference)" for m in NO_LLM} | \
           {m: "inference-only" for m in METHOD_ORDER[3:8]} | {m: "frozen LLM w/ PT" for m in METHOD_ORDER[8:11]} | \
           {"lora": "tuned LLM", "g_retriever_lora": "tuned LLM"}
@@ -46,9 +49,8 @@ def _fmt(mean: float, std: float | None, digits: int) -> str:
     return f"{mean:.{digits}f}" if std is None or np.isnan(std) else f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
-def question_scores(runs_dir: str | Path, name: str, key: str = "score") -> pd.Series:
+def run_question_scores(runs_dir: str | Path, name: str, key: str = "score") -> pd.Series:
     """One run's per-question ``key`` (from ``predictions.jsonl``), indexed by question id in file order."""
-    import json
 
     with open(Path(runs_dir) / name / "predictions.jsonl", encoding="utf-8") as fh:
         rows = [json.loads(line) for line in fh if line.strip()]
@@ -60,10 +62,9 @@ def paired(runs_dir: str | Path, name_a: str, name_b: str, binary: bool = True) 
 
     Runs scored on different question sets are never compared: the result then has ``p = nan`` and a ``note``.
     """
-    from .stats import compare
 
     try:
-        a, b = question_scores(runs_dir, name_a), question_scores(runs_dir, name_b)
+        a, b = run_question_scores(runs_dir, name_a), run_question_scores(runs_dir, name_b)
     except FileNotFoundError as err:
         return {"n": 0, "p": float("nan"), "diff": float("nan"), "note": f"missing predictions: {err.filename}"}
     if list(a.index) != list(b.index):
@@ -153,8 +154,6 @@ def best_trained_run(runs: pd.DataFrame, dataset: str) -> str | None:
 def confusion(runs_dir: str | Path, name: str, labels=("support", "counter")) -> pd.DataFrame:
     """Gold label (rows) x answered label (columns) of one classification run; answers that are no label count
     under ``other`` (the first label named in the answer decides, as the ExplaGraphs metric does)."""
-    import json
-    import re
 
     pattern = re.compile("|".join(map(re.escape, labels)), re.IGNORECASE)
     table = pd.DataFrame(0, index=list(labels), columns=[*labels, "other"])
@@ -170,7 +169,6 @@ def confusion(runs_dir: str | Path, name: str, labels=("support", "counter")) ->
 
 def sample_predictions(runs_dir: str | Path, names, k: int = 2) -> pd.DataFrame:
     """The first ``k`` test answers of each run, with gold answers and per-question score."""
-    import json
 
     rows = []
     for name in names:
@@ -192,7 +190,6 @@ TABLE7_LABEL = {"g_retriever_gcn": "GCN", "g_retriever_gat": "GAT", "g_retriever
 def score_interval(dataset: str | None, score: float | None, n: int | None) -> tuple[float | None, float | None]:
     """The Wilson 95% interval of a run's score on its ``n`` test questions, on the score's own scale
     (fractions for accuracy datasets, percent for KGQA Hit); ``(None, None)`` for an unknown dataset or no n."""
-    from .stats import wilson_interval
 
     if score is None or not n or score != score or dataset not in METRIC_NAME:
         return None, None
@@ -231,7 +228,8 @@ def table6(runs: pd.DataFrame, dataset: str = "webqsp", seed: int | None = None)
         rows.append({"dataset": dataset, "method": method, "ablation": label, "ours": ours, "seeds": len(scores),
                      "ours_std": round(float(np.std(scores, ddof=1)), 4) if len(scores) > 1 else None,
                      "ours_drop_%": None if drop is None else round(drop, 2), "n_test": n,
-                     "ci_low": low, "ci_high": high, "paper": paper, "paper_drop_%": round(100 * (70.49 - paper) / 70.49, 2)})
+                     "ci_low": low, "ci_high": high, "paper": paper,
+                     "paper_drop_%": round(100 * (70.49 - paper) / 70.49, 2)})
     return pd.DataFrame(rows)
 
 
@@ -282,7 +280,6 @@ def table8(runs_dir: str | Path, rows: list[tuple[str, str | None]], dataset: st
         same questions ``diff`` and ``p_vs_first`` (exact McNemar for accuracy / Hit; runs on different questions
         are not compared).
     """
-    from .published import PAPER_TABLE8
 
     out, first = [], None
     for llm, name in rows:

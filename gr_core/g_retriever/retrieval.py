@@ -24,6 +24,10 @@ from importlib import metadata
 
 import numpy as np
 import pandas as pd
+import pcst_fast
+
+from ..data import EDGE_COLUMNS, NODE_COLUMNS, TextualGraph
+from .textualize import _table
 
 # A 3-node path 0-1-2 with prizes (0, 5, 6) and edge costs (3, 4): the optimum keeps nodes 1, 2
 # and edge 1 (net 5 + 6 - 4 = 7). The broken build returns repeated ids such as [1, 1].
@@ -57,19 +61,15 @@ def check_pcst_solver(solver=None) -> None:
         solver: a callable with ``pcst_fast.pcst_fast``'s signature (default: the installed one).
     """
     if solver is None:
-        import pcst_fast
-
         solver = pcst_fast.pcst_fast
     vertices, edges = solver(KNOWN_EDGES, KNOWN_PRIZES, KNOWN_COSTS, -1, 1, "gw", 0)
     got_v, got_e = sorted(np.asarray(vertices).tolist()), sorted(np.asarray(edges).tolist())
     if got_v != KNOWN_VERTICES or got_e != KNOWN_EDGE_IDS:
-        import numpy
-
         raise PCSTSolverError(
             f"pcst_fast is broken: on the known instance (path 0-1-2, prizes [0, 5, 6], costs [3, 4]) it returned "
             f"vertices {got_v} and edges {got_e}, expected {KNOWN_VERTICES} and {KNOWN_EDGE_IDS}. "
             f"This is the pcst_fast==1.0.10 + numpy>=2 bug (fraenkel-lab/pcst_fast#16): installed are "
-            f"{_installed_dists()} with numpy {numpy.__version__}. Fix: `pip uninstall -y pcst-fast pcst-fast2 && "
+            f"{_installed_dists()} with numpy {np.__version__}. Fix: `pip uninstall -y pcst-fast pcst-fast2 && "
             f"pip install pcst-fast2` (both ship the same pcst_fast module; never install pcst-fast)."
         )
 
@@ -86,7 +86,6 @@ def solve_pcst(edges: np.ndarray, prizes: np.ndarray, costs: np.ndarray, root: i
         ``(vertices, edge_ids)``: the selected node ids and edge row ids (int64 arrays).
     """
     global _solver_checked
-    import pcst_fast
 
     if not _solver_checked:
         check_pcst_solver(pcst_fast.pcst_fast)
@@ -156,7 +155,7 @@ def similarities(query, embeddings, mode: str = "dot"):
     Shapes:
         query: ``(dim,)``; embeddings: ``(n, dim)``; returns float32 ``(n,)``.
     """
-    import torch
+    import torch  # noqa: PLC0415 deferred: torch stack (~3 s at start-up), needed only here
 
     if len(embeddings) == 0:
         return np.zeros(0, np.float32)
@@ -170,7 +169,7 @@ def similarities(query, embeddings, mode: str = "dot"):
 
 def node_prizes(sim: np.ndarray, k: int) -> np.ndarray:
     """Eq. 6: the k most similar nodes get k, k-1, ..., 1 (torch.topk order, as both references); others 0."""
-    import torch
+    import torch  # noqa: PLC0415 deferred: torch stack (~3 s at start-up), needed only here
 
     prizes = np.zeros(len(sim), np.float32)
     k = min(k, len(sim))
@@ -239,7 +238,6 @@ class RetrievedSubgraph:
     @property
     def graph(self):
         """The subgraph as a textual graph (original node ids kept), built on first use."""
-        from .data import TextualGraph
 
         if "_graph" not in self.__dict__:
             src = self.source
@@ -254,8 +252,6 @@ class RetrievedSubgraph:
     @property
     def desc(self) -> str:
         """The textualized subgraph (= ``textualize(self.graph)``), written straight from the selected rows."""
-        from .data import EDGE_COLUMNS, NODE_COLUMNS
-        from .textualize import _table
 
         n, e = self.source.nodes, self.source.edges
         nodes = _table(NODE_COLUMNS, [n[c].to_numpy()[self.node_rows].tolist() for c in NODE_COLUMNS])
@@ -275,8 +271,8 @@ def retrieve_subgraph(graph, x: np.ndarray | None, edge_attr: np.ndarray | None,
         query: the question embedding ``(dim,)``.
         node_sim, edge_sim: precomputed similarities ``(num_nodes,)`` / ``(num_edges,)`` replacing x / edge_attr
             (see :func:`gr_core.graphqa.retrieve`, which scores each distinct text once).
-        extra_node_prizes: ``(num_nodes,)`` added to the top-k node prizes (a learned prize, e.g. the GNN's
-            node probabilities in :func:`gr_core.gnn_rag_llm.gnn_prize_evidence`, via :func:`gr_core.graphqa.retrieve`).
+        extra_node_prizes: ``(num_nodes,)`` added to the top-k node prizes (a learned prize, e.g. the GNN's node
+            probabilities in :func:`gr_core.gnn_rag.evidence.gnn_prize_evidence`, via :func:`gr_core.graphqa.retrieve`).
     Returns:
         the subgraph; a graph with no node or no edge (or ``cfg.whole_graph``) is returned whole.
     """

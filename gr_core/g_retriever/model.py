@@ -1,10 +1,10 @@
 """The soft-prompted LLM (GR paper §5.4, Eq. 9-12; GR code ``src/model/graph_llm.py``; docs/method.md §1.3-1.5).
 
-One module (~490 lines), :class:`GraphLLM`, whose parts are passed in by :class:`ModelConfig`; it stays whole because
+One class, :class:`GraphLLM`, whose parts are passed in by :class:`ModelConfig`; it stays whole because
 the token stream below is built, batched and decoded in one place:
 
 - a frozen causal LM (the embedded SmolLM2-135M-Instruct or any Hugging Face model);
-- optionally a graph encoder (:mod:`gr_core.gnn`) and a projector to the LLM's width, giving
+- optionally a graph encoder (:mod:`gr_core.g_retriever.graph_encoder`) and a projector to the LLM's width, giving
   ``num_graph_tokens`` soft tokens per graph;
 - optionally ``num_soft_tokens`` trainable prompt vectors (prompt tuning);
 - optionally LoRA adapters (peft);
@@ -14,7 +14,8 @@ Every Table 3 setting is a :class:`ModelConfig` (see :data:`METHODS` and :func:`
 
 The token stream of one example (tokenized piecewise with ``add_special_tokens=False``, as the GR code)::
 
-    [chat prefix up to the user content] [soft tokens] [desc[:max_txt_len]] [question] [chat suffix] | [label[:32]] [EOS]
+    [chat prefix up to the user content] [soft tokens] [desc[:max_txt_len]] [question] [chat suffix]
+        | [label[:32]] [EOS]
 
 With a chat model the prefix/suffix come from the tokenizer's own template (SmolLM2:
 ``<|im_start|>system ... <|im_end|>\\n<|im_start|>user\\n`` and ``<|im_end|>\\n<|im_start|>assistant\\n``), so the
@@ -29,15 +30,17 @@ from dataclasses import dataclass, field, replace
 
 import torch
 from torch import nn
+from torch_geometric.data import Batch as PyGBatch
 
-from .config import LLMConfig
-from .dropout import use_uniform_dropout
-from .gnn import GNNConfig, GraphEncoder
+from ..config import LLMConfig
+from ..dropout import use_uniform_dropout
+from ..llm import PromptTemplate, hidden_size, load_llm
+from .graph_encoder import GNNConfig, GraphEncoder
+from .retrieval import DATASET_RETRIEVAL
 
 GRAPH_SOURCES = ("pcst", "full", "kaping", "none")
 GRAPH_TOKEN_NORMS = ("none", "batch", "rms")
 INSTRUCTIONS = ("", "zero_cot", "cot_bag")
-_SENTINEL = "\x00GR_USER_CONTENT\x00"
 
 
 LORA_DROPOUT_MASKS = ("uniform16", "bernoulli")
@@ -51,7 +54,7 @@ class LoRAConfig:
     draws the masks from 16-bit integers (:class:`gr_core.dropout.UniformDropout`: the same rate and expectation,
     another random stream; torch's CPU ``bernoulli_`` took 9% of a G-Retriever + LoRA step, docs/precision.md). The
     default leaves the field out of the configuration hash, so runs recorded before it existed stay valid
-    (:meth:`gr_core.train.RunConfig.to_dict`).
+    (:meth:`gr_core.g_retriever.train.RunConfig.to_dict`).
     """
 
     r: int = 8
@@ -110,13 +113,15 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         if self.graph_token_norm not in GRAPH_TOKEN_NORMS:
-            raise ValueError(f"ModelConfig.graph_token_norm={self.graph_token_norm!r} is not one of {GRAPH_TOKEN_NORMS}")
+            raise ValueError(f"ModelConfig.graph_token_norm={self.graph_token_norm!r} is not one of "
+                             f"{GRAPH_TOKEN_NORMS}")
         if self.graph_source not in GRAPH_SOURCES:
             raise ValueError(f"ModelConfig.graph_source={self.graph_source!r} is not one of {GRAPH_SOURCES}")
         if self.instruction not in INSTRUCTIONS:
             raise ValueError(f"ModelConfig.instruction={self.instruction!r} is not one of {INSTRUCTIONS}")
         if (self.top_k is not None and self.top_k < 1) or (self.edge_cost is not None and self.edge_cost < 0):
-            raise ValueError(f"ModelConfig: top_k >= 1 and edge_cost >= 0 required (got {self.top_k}, {self.edge_cost})")
+            raise ValueError(f"ModelConfig: top_k >= 1 and edge_cost >= 0 required "
+                             f"(got {self.top_k}, {self.edge_cost})")
         if self.num_soft_tokens < 0 or self.num_graph_tokens < 1 or self.max_txt_len < 0:
             raise ValueError("ModelConfig: num_soft_tokens >= 0, num_graph_tokens >= 1, max_txt_len >= 0 required")
 
@@ -130,9 +135,8 @@ class ModelConfig:
         return self.gnn is not None
 
     def retrieval(self, dataset: str):
-        """The PCST :class:`~gr_core.retrieval.RetrievalConfig` for ``dataset``: its default, with ``top_k`` and
-        ``edge_cost`` applied when set."""
-        from .retrieval import DATASET_RETRIEVAL
+        """The PCST :class:`~gr_core.g_retriever.retrieval.RetrievalConfig` for ``dataset``: its default, with ``top_k``
+        and ``edge_cost`` applied when set."""
 
         cfg = DATASET_RETRIEVAL[dataset]
         if self.top_k is not None:
@@ -142,7 +146,8 @@ class ModelConfig:
         return cfg
 
 
-# Table 3 (and Table 12's question-only row) as configurations of the one model (GR paper App. B.2-B.3, docs/method.md §1.7).
+# Table 3 (and Table 12's question-only row) as configurations of the one model (GR paper App. B.2-B.3,
+# docs/method.md §1.7).
 METHODS: dict[str, dict] = {
     "question_only": dict(use_desc=False, graph_source="none"),
     "zero_shot": dict(graph_source="full"),  # "textual graph + question": whole graph cut to 512 tokens
@@ -181,8 +186,6 @@ def method_config(method: str, llm: LLMConfig | None = None, gnn: GNNConfig | No
     if spec["gnn"] is not None and gnn_kind:
         spec["gnn"] = replace(spec["gnn"], kind=gnn_kind)
     if spec["gnn"] is not None and gnn_width == "llm":
-        from .llm import hidden_size
-
         spec["gnn"] = replace(spec["gnn"], hidden=hidden_size(llm or LLMConfig()))
     spec["lora"] = (lora or LoRAConfig()) if spec.pop("lora", False) else None
     return replace(ModelConfig(llm=llm or LLMConfig(), **spec), **overrides)
@@ -217,37 +220,6 @@ class Example:
     @property
     def num_prompt_tokens(self) -> int:
         return len(self.desc_ids or []) + len(self.question_ids or [])
-
-
-@dataclass
-class PromptTemplate:
-    """The fixed token ids around the user content, read from the tokenizer's chat template."""
-
-    prefix: list[int]
-    suffix: list[int]
-    eos_id: int
-    pad_id: int
-
-    @classmethod
-    def from_tokenizer(cls, tokenizer, system: str | None = None) -> "PromptTemplate":
-        """``system``: the system turn's text; None keeps the chat template's default system prompt."""
-        def ids(text):
-            return tokenizer(text, add_special_tokens=False)["input_ids"]
-
-        if getattr(tokenizer, "chat_template", None):
-            turns = ([] if system is None else [{"role": "system", "content": system}])
-            text = tokenizer.apply_chat_template(turns + [{"role": "user", "content": _SENTINEL}], tokenize=False,
-                                                 add_generation_prompt=True)
-            if text.count(_SENTINEL) != 1:
-                raise ValueError("the tokenizer's chat template does not render the user message verbatim")
-            before, after = text.split(_SENTINEL)
-            prefix, suffix = ids(before), ids(after)
-        else:  # GR code's Llama-2 markers as text
-            prefix, suffix = ids((tokenizer.bos_token or "") + "[INST]"), ids("[/INST]")
-        if tokenizer.eos_token_id is None:
-            raise ValueError("the tokenizer has no EOS token; the label must end with one (GR code: '</s>')")
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        return cls(prefix, suffix, int(tokenizer.eos_token_id), int(pad))
 
 
 @dataclass
@@ -287,12 +259,10 @@ class GraphLLM(nn.Module):
                  soft_prompt_init: str = DEFAULT_SOFT_PROMPT_INIT):
         super().__init__()
         if llm is None:
-            from .llm import load_llm
-
             llm, tokenizer = load_llm(cfg.llm)
         llm.requires_grad_(False)  # frozen unless LoRA below (PyG's port never freezes, docs/peers.md 1)
         if cfg.lora is not None:
-            from peft import LoraConfig, get_peft_model
+            from peft import LoraConfig, get_peft_model  # noqa: PLC0415 deferred: ~1 s at start-up, LoRA only
 
             # peft keeps the adapters in fp32 when the LLM is in bf16 (autocast_adapter_dtype), casting their input
             llm = get_peft_model(llm, LoraConfig(r=cfg.lora.r, lora_alpha=cfg.lora.alpha,
@@ -410,8 +380,6 @@ class GraphLLM(nn.Module):
                 label_width = max(label_width, n)
         graphs = None
         if self.gnn is not None:
-            from torch_geometric.data import Batch as PyGBatch
-
             graphs = PyGBatch.from_data_list([ex.data for ex in examples])
         return Batch(input_ids, attention, slots, labels, label_width, graphs, int(attention.sum()))
 

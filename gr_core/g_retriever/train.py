@@ -1,8 +1,7 @@
 """Training and evaluation of one configuration: a run (GR code ``train.py``, ``inference.py``; docs/method.md §1.5).
 
-Why one module of ~670 lines: a run's life cycle (examples, the optimization loop, DDP sharding, checkpoint
-selection, scoring, the run directory) shares one :class:`RunConfig` and one directory layout, and the GR code keeps
-it in two files; cut apart, a reader would follow one run across four modules.
+A run's examples are built by :mod:`~gr_core.g_retriever.examples`, its processes joined by
+:mod:`~gr_core.g_retriever.distributed`, and the notebooks' runs planned by :mod:`~gr_core.g_retriever.experiments`.
 
 ``run(cfg, run_dir)`` builds the examples, trains when the configuration has trainable parts, reloads
 the best checkpoint, generates on the test split and writes the run directory::
@@ -24,18 +23,14 @@ process walks the same seeded batch order and takes a strided shard of each glob
 normalized by the global label-token count, so N processes follow the same trajectory as one process on
 the same global batch. Only rank 0 writes files and generates.
 
-CLI::
-
-    python -m gr_core.train --config run.json --run-dir outputs/quick/runs/NAME
-    python -m gr_core.train --preset cpu --dataset explagraphs --method g_retriever --seed 1   # notebook 03's run
-    torchrun --standalone --nproc_per_node 2 -m gr_core.train --config run.json --run-dir DIR
+Run directories are made by :func:`run`; the command line is ``python -m gr_core.g_retriever``
+(:mod:`gr_core.g_retriever.experiments`).
 """
 from __future__ import annotations
 
-import argparse
+import io
 import json
 import math
-import os
 import random
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -43,13 +38,18 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch.nn.parallel import DistributedDataParallel
 
-from .config import LLMConfig, resolve_device
-from .gnn import GNNConfig
+from ..config import LLMConfig, resolve_device
+from ..evaluate import task_report, task_scores
+from ..graphqa import DatasetConfig, load_dataset
+from ..precision import dtype_name, legacy_dtype, precision_record, recorded_dtype, resolve_dtype, run_precision
+from ..runs import (atomic_write_bytes, check_run_identity, config_hash, environment_record, progress, read_json,
+                    seed_everything, write_json)
+from .distributed import Dist, init_distributed
+from .examples import build_examples, length_batches, split_indices
+from .graph_encoder import GNNConfig
 from .model import DEFAULT_SOFT_PROMPT_INIT, SOFT_PROMPT_INIT, Example, GraphLLM, LoRAConfig, ModelConfig, method_config
-from .precision import dtype_name, legacy_dtype, precision_record, recorded_dtype, resolve_dtype, run_precision
-from .runs import (atomic_write_bytes, check_run_identity, config_hash, environment_record, progress, read_json,
-                   seed_everything, write_json)
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,8 @@ class TrainConfig:
     batch_size: int = 8  # GR code run.sh (the paper's App. B.1 says 4)
     eval_batch_size: int = 16  # GR code src/config.py
     bucket_window: int = 50  # batches per length-sorting window (sort within windows, shuffle batches)
-    graph_lr: float | None = None  # lr of the soft-prompt parts (GNN, projector, prompt vectors); None: ``lr`` (GR code)
+    # lr of the soft-prompt parts (GNN, projector, prompt vectors); None: ``lr`` (GR code)
+    graph_lr: float | None = None
     warmup_fraction: float | None = None  # warm-up as a fraction of all steps; None: ``warmup_epochs`` (GR code)
     # the checkpoint kept (and early stopping): lowest validation loss (None, GR code) or "val_match", the highest
     # share of validation answers that greedy decoding gets exactly right (measured in the same teacher-forced pass)
@@ -151,7 +152,7 @@ class RunConfig:
 
 def make_run_config(dataset: str, method: str, seed: int = 0, llm: LLMConfig | None = None,
                     gnn: GNNConfig | None = None, train: TrainConfig | None = None, **kwargs) -> RunConfig:
-    """A :class:`RunConfig` for a named method (see :data:`gr_core.model.METHODS`).
+    """A :class:`RunConfig` for a named method (see :data:`gr_core.g_retriever.model.METHODS`).
 
     ``kwargs`` go to the RunConfig (``max_train`` ...) or, when they are ModelConfig fields, to the model.
     """
@@ -159,126 +160,6 @@ def make_run_config(dataset: str, method: str, seed: int = 0, llm: LLMConfig | N
     model_kw = {k: kwargs.pop(k) for k in list(kwargs) if k in model_fields}
     model = method_config(method, llm=llm, gnn=gnn, **model_kw)
     return RunConfig(dataset=dataset, method=method, seed=seed, model=model, train=train or TrainConfig(), **kwargs)
-
-
-# ---------------------------------------------------------------------- distributed helpers
-@dataclass
-class Dist:
-    """This process's place in data-parallel training. ``ddp``: a process group was joined and the model is wrapped
-    in DistributedDataParallel (always when ``world`` > 1; with one process only under ``GR_DDP=1``)."""
-
-    rank: int = 0
-    world: int = 1
-    local_rank: int = 0
-    ddp: bool = False
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-    def all_sum(self, *values: float) -> list[float]:
-        """Sum scalars over processes (identity without a process group)."""
-        if not self.ddp:
-            return list(values)
-        t = torch.tensor(values, dtype=torch.float64)
-        torch.distributed.all_reduce(t)
-        return t.tolist()
-
-    def barrier(self) -> None:
-        if self.ddp:
-            torch.distributed.barrier()
-
-
-def init_distributed() -> Dist:
-    """Join the process group torchrun set up (``WORLD_SIZE`` > 1), else a single process.
-
-    ``GR_DDP=1`` under ``torchrun --nproc_per_node 1`` joins a group of one and still wraps the model in DDP: the
-    only way to exercise the NCCL path on a one-GPU machine (NCCL refuses two ranks on one device).
-    """
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world == 1 and not (os.environ.get("GR_DDP") == "1" and "MASTER_ADDR" in os.environ):
-        return Dist()
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    return Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")), ddp=True)
-
-
-# ---------------------------------------------------------------------- examples
-def split_indices(ds, cfg: RunConfig | None = None, max_train: int | None = None, max_val: int | None = None,
-                  max_test: int | None = None) -> dict[str, list[int]]:
-    """The train/val/test question indices of a run (its ``max_*``, or the given ones): the first N of each split."""
-    if cfg is not None:
-        max_train, max_val, max_test = cfg.max_train, cfg.max_val, cfg.max_test
-    cut = {"train": max_train, "val": max_val, "test": max_test}
-    return {k: list(ds.split.get(k, []))[:n] for k, n in cut.items()}  # [:None] keeps the whole split
-
-
-def build_examples(ds, indices: list[int], cfg: ModelConfig, store=None, desc: str = "examples") -> list[Example]:
-    """Retrieve, textualize and (when a GNN is used) tensorize each question's graph.
-
-    The graph is the dataset's PCST subgraph (``pcst``), the whole graph (``full``), KAPING's top-k triples
-    (``kaping``) or nothing (``none``); see :class:`~gr_core.model.ModelConfig`.
-    """
-    from torch_geometric.data import Data
-
-    from .baselines import retrieve_none
-    from .graphqa import retrieve
-    from .prompts import COT_BAG, ZERO_COT, label_for, question_for
-    from .retrieval_eval import kaping_retriever
-
-    kaping = kaping_retriever(cfg.kaping_k, store) if cfg.graph_source == "kaping" else None
-    if cfg.gnn is not None or cfg.graph_source in ("pcst", "kaping"):  # texts are encoded on first use: one batch
-        ds.prefetch(indices, nodes=cfg.gnn is not None or cfg.graph_source == "pcst")
-    out = []
-    for i in progress(indices, desc=desc):
-        rec = ds.records[i]
-        g = ds.graph(i)
-        res = None
-        if cfg.graph_source == "pcst":
-            res = retrieve(ds, i, cfg=cfg.retrieval(ds.name), graph=g)
-        elif cfg.graph_source == "full":
-            res = retrieve_none(g)
-        elif kaping is not None:
-            res = kaping(ds, i, g)
-        question = question_for(ds.name, rec.question)
-        if cfg.instruction == "zero_cot":
-            question = question.rstrip() + " " + ZERO_COT
-        elif cfg.instruction == "cot_bag":
-            question = COT_BAG + "\n" + question
-        data = None
-        if cfg.gnn is not None:
-            x, edge_attr = ds.embeddings(i, g)
-            rows = res.node_rows if res is not None else np.arange(0)
-            erows = res.edge_rows if res is not None else np.arange(0)
-            ids = g.nodes.node_id.to_numpy()
-            pos = np.full(int(ids.max()) + 1 if len(ids) else 1, -1, np.int64)
-            pos[ids[rows]] = np.arange(len(rows))
-            src, dst = g.edges.src.to_numpy()[erows], g.edges.dst.to_numpy()[erows]
-            data = Data(x=torch.from_numpy(np.ascontiguousarray(x[rows])),
-                        edge_index=torch.from_numpy(np.stack([pos[src], pos[dst]]).astype(np.int64)).view(2, -1),
-                        edge_attr=torch.from_numpy(np.ascontiguousarray(edge_attr[erows])), num_nodes=len(rows))
-        out.append(Example(uid=str(rec.graph_id), question=question, desc=res.desc if res is not None else "",
-                           label=label_for(ds.name, rec.answers), answers=list(rec.answers), data=data))
-    return out
-
-
-def length_batches(lengths: list[int], batch_size: int, seed: int, window: int = 50) -> list[list[int]]:
-    """Length-bucketed batches: shuffle, sort inside windows of ``window * batch_size``, cut, shuffle batches.
-
-    Examples of similar length share a batch (little padding) while the order stays random per ``seed``.
-    """
-    rng = random.Random(seed)
-    order = list(range(len(lengths)))
-    rng.shuffle(order)
-    span = max(1, window * batch_size)
-    batches = []
-    for start in range(0, len(order), span):
-        chunk = sorted(order[start:start + span], key=lambda i: lengths[i])
-        batches += [chunk[k:k + batch_size] for k in range(0, len(chunk), batch_size)]
-    rng.shuffle(batches)
-    return batches
 
 
 def lr_at(step: int, steps_per_epoch: int, cfg: TrainConfig) -> float:
@@ -312,8 +193,6 @@ def param_groups(model: GraphLLM, cfg: TrainConfig) -> list[dict]:
 
 # ---------------------------------------------------------------------- training
 def _save(path: Path, obj) -> None:
-    import io
-
     buf = io.BytesIO()
     torch.save(obj, buf)
     atomic_write_bytes(path, buf.getvalue())
@@ -359,8 +238,6 @@ def fit(model: GraphLLM, train: list[Example], val: list[Example], cfg: TrainCon
         raise ValueError("fit: no training examples (does the dataset have a train split? webqsp_full is test-only)")
     module = model
     if dist.ddp:
-        from torch.nn.parallel import DistributedDataParallel
-
         if model.device.type == "cuda":  # BatchNorm statistics over the global batch, as on one process
             torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
 
@@ -458,14 +335,12 @@ def predict(model: GraphLLM, examples: list[Example], batch_size: int, desc: str
 def run(cfg: RunConfig, run_dir: str | Path, ds=None, force: bool = False, on_epoch_end=None) -> dict:
     """Train (when there is anything to train) and evaluate one configuration; write its run directory.
 
-    A finished run whose ``metrics.json`` carries the same config hash is returned as is (``force`` reruns); a
-    finished run of another configuration in ``run_dir`` raises :class:`~gr_core.runs.RunConflictError` unless ``force``.
+    A finished run whose ``metrics.json`` carries the same config hash is returned as is (``force`` reruns); a finished
+    run of another configuration in ``run_dir`` raises :class:`~gr_core.runs.RunConflictError` unless ``force``.
 
     Returns:
         the metrics dict written to ``metrics.json``.
     """
-    from .evaluate import task_report, task_scores
-    from .graphqa import DatasetConfig, load_dataset
 
     run_dir = Path(run_dir)
     cfg_hash = config_hash(cfg.to_dict())
@@ -506,8 +381,8 @@ def run(cfg: RunConfig, run_dir: str | Path, ds=None, force: bool = False, on_ep
             lines.append(json.dumps({"id": ex.uid, "prediction": a, "answers": ex.answers,
                                      **task_scores(cfg.dataset, a, ex.answers)}))
         atomic_write_bytes(run_dir / "predictions.jsonl", ("\n".join(lines) + "\n").encode())
-        prompt_tokens = [len(model.template.prefix) + model.num_slots + ex.num_prompt_tokens + len(model.template.suffix)
-                         for ex in test]
+        prompt_tokens = [len(model.template.prefix) + model.num_slots + ex.num_prompt_tokens
+                         + len(model.template.suffix) for ex in test]
         trainable = sum(p.numel() for p in model.trainable_parameters().values())
         report = task_report(cfg.dataset, answers, [ex.answers for ex in test])
         if "precision" in report:  # the KGQA answers' precision score; "precision" is the run's precision record
@@ -518,10 +393,14 @@ def run(cfg: RunConfig, run_dir: str | Path, ds=None, force: bool = False, on_ep
                    "num_test": len(test), "epochs_run": len(history),
                    "best_epoch": int(np.argmin([cfg.train.selection_key(h) for h in history])) if history else None,
                    "train_seconds": round(sum(h["train_seconds"] for h in history), 2),
-                   "seconds_per_epoch": round(float(np.mean([h["train_seconds"] for h in history])), 2) if history else None,
-                   "train_tokens_per_s": round(float(np.mean([h["train_tokens_per_s"] for h in history])), 1) if history else None,
-                   "inference_seconds": round(gen_seconds, 2), "answers_per_s": round(len(test) / max(gen_seconds, 1e-9), 3),
-                   "build_seconds": round(build_seconds, 2), "mean_prompt_tokens": round(float(np.mean(prompt_tokens)), 1) if test else 0.0,
+                   "seconds_per_epoch": round(float(np.mean([h["train_seconds"] for h in history])), 2)
+                   if history else None,
+                   "train_tokens_per_s": round(float(np.mean([h["train_tokens_per_s"] for h in history])), 1)
+                   if history else None,
+                   "inference_seconds": round(gen_seconds, 2),
+                   "answers_per_s": round(len(test) / max(gen_seconds, 1e-9), 3),
+                   "build_seconds": round(build_seconds, 2),
+                   "mean_prompt_tokens": round(float(np.mean(prompt_tokens)), 1) if test else 0.0,
                    "trainable_params": trainable, "world_size": dist.world,
                    "precision": precision_record(model.llm_dtype, model.device.type, model_cfg.llm.dtype)}
         write_json(done, metrics)
@@ -549,70 +428,6 @@ def precision_of_reuse(metrics: dict, llm: LLMConfig, run_dir: str | Path | None
             "precision_note": note}
 
 
-def run_settings(llm_model: str = "embedded:smollm2-135m-instruct", device: str = "auto", max_new_tokens: int = 32,
-                 gnn_kind: str = "gt", gnn_hidden: int = 1024, gnn_layers: int = 4, gnn_heads: int = 4,
-                 num_epochs: int = 10, lr: float = 1e-5, batch_size: int = 8, eval_batch_size: int = 16,
-                 max_train: int = 0, max_val: int = 0, max_test: int = 0, max_txt_len: int = 512,
-                 warmup_fraction: float | None = None, system_prompt: str | None = None,
-                 select_on: str | None = None) -> dict:
-    """The :func:`make_run_config` keywords from the flat notebook parameters (0 keeps a whole split).
-
-    Notebooks 03, 05, 06 and 07 build their runs through this one function, so equal parameters give equal config
-    hashes and a run trained by one notebook is reused by the others. Defaults are the paper's (GR App. B.1).
-    """
-    return dict(
-        llm=LLMConfig(model=llm_model, device=device, max_new_tokens=max_new_tokens),
-        gnn=GNNConfig(kind=gnn_kind, hidden=gnn_hidden, num_layers=gnn_layers, heads=gnn_heads),
-        train=TrainConfig(num_epochs=num_epochs, lr=lr, batch_size=batch_size, eval_batch_size=eval_batch_size,
-                          warmup_fraction=warmup_fraction, select_on=select_on),
-        max_train=max_train or None, max_val=max_val or None, max_test=max_test or None, max_txt_len=max_txt_len,
-        system_prompt=system_prompt,
-    )
-
-
-def dataset_settings(params: dict, per_dataset: dict | None, datasets) -> dict[str, dict]:
-    """:func:`run_settings` per dataset: the flat notebook ``params`` with ``per_dataset[name]`` on top.
-
-    A key ``"dataset/method"`` sets one method's runs on that dataset, on top of the dataset's own settings.
-
-    >>> s = dataset_settings({"max_train": 128}, {"explagraphs": {"max_train": 0},
-    ...                      "explagraphs/graph_token": {"num_epochs": 1}}, ["explagraphs", "webqsp"])
-    >>> s["explagraphs"]["max_train"], s["webqsp"]["max_train"], s["explagraphs/graph_token"]["train"].num_epochs
-    (None, 128, 1)
-    """
-    per_dataset = per_dataset or {}
-    unknown = sorted({key.split("/")[0] for key in per_dataset} - set(datasets))
-    if unknown:
-        raise ValueError(f"per-dataset settings name datasets that are not in the plan: {unknown}")
-    out = {name: run_settings(**{**params, **(per_dataset.get(name) or {})}) for name in datasets}
-    for key in (k for k in per_dataset if "/" in k):
-        name = key.split("/")[0]
-        out[key] = run_settings(**{**params, **(per_dataset.get(name) or {}), **(per_dataset[key] or {})})
-    return out
-
-
-# notebook 03's parameter defaults that no preset sets (tests/test_config.py checks them against the notebook)
-NOTEBOOK_DEFAULTS = dict(llm_model="embedded:smollm2-135m-instruct", device="auto", gnn_kind="gt", gnn_heads=4,
-                         eval_batch_size=16, warmup_fraction=None, system_prompt=None)
-
-
-def preset_run_config(preset: str, dataset: str, method: str, seed: int = 0, notebook: str = "03_training",
-                      overrides: dict | None = None) -> RunConfig:
-    """The run configuration notebook ``notebook`` builds for ``(dataset, method, seed)`` under ``preset``.
-
-    The same keywords as the notebook's (``_training`` block, the notebook's parameters, ``per_dataset``), so a run
-    made here (``python -m gr_core.train --preset cpu --dataset explagraphs --method g_retriever --seed 1``, e.g. one
-    seed per process) has the notebook's config hash and the notebook reuses it.
-    """
-    from .config import notebook_parameters
-
-    params = {**NOTEBOOK_DEFAULTS, **notebook_parameters(preset, notebook, overrides)}
-    keys = set(run_settings.__code__.co_varnames[:run_settings.__code__.co_argcount])
-    flat = {k: v for k, v in params.items() if k in keys and k != "select_on"}
-    settings = dataset_settings(flat, params.get("per_dataset"), [dataset])
-    return make_run_config(dataset, method, seed, **settings.get(f"{dataset}/{method}", settings[dataset]))
-
-
 def trained_model(cfg: RunConfig, run_dir: str | Path, ds=None) -> GraphLLM:
     """The run's model with its best checkpoint loaded, training it first when needed.
 
@@ -620,7 +435,6 @@ def trained_model(cfg: RunConfig, run_dir: str | Path, ds=None) -> GraphLLM:
     (``ckpt/`` is git-ignored, so a fresh clone has the metrics but not the weights) is rerun so that the returned
     model is the one the metrics describe. Inference-only configurations return the untouched model.
     """
-    from .graphqa import DatasetConfig, load_dataset
 
     run_dir = Path(run_dir)
     if ds is None:
@@ -650,8 +464,6 @@ def score_checkpoint(run_dir: str | Path, checkpoint: str = "last", splits=("val
     Returns:
         ``{"epoch", split: {"score", "n"}}`` with the dataset's Table 3 metric.
     """
-    from .evaluate import task_report
-    from .graphqa import DatasetConfig, load_dataset
 
     run_dir = Path(run_dir)
     raw = {k: v for k, v in read_json(run_dir / "config.json").items() if k not in ("name", "config_hash")}
@@ -670,125 +482,3 @@ def score_checkpoint(run_dir: str | Path, checkpoint: str = "last", splits=("val
         out[split] = {"score": report.get("score"), "n": len(examples)}
     return out
 
-
-def run_k_grid(dataset: str, k_grid, ce_grid, seed: int, runs_dir: str | Path, ds=None, **settings) -> list[str]:
-    """G-Retriever once per (k, C_e) (GR Table 10; run names ``<dataset>-g_retriever-k<k>-ce<C_e>-seed<s>``).
-
-    Returns:
-        the run names, in grid order (read them back with :func:`gr_core.results.k_sweep_table`).
-    """
-    names = []
-    for k in k_grid:
-        for ce in ce_grid:
-            cfg = make_run_config(dataset, "g_retriever", seed, variant=f"k{k}-ce{ce}", top_k=int(k),
-                                  edge_cost=float(ce), **settings)
-            m = run(cfg, Path(runs_dir) / cfg.name, ds=ds)
-            print(f"{cfg.name}: test {m['score']:.2f}, {m['mean_prompt_tokens']:.0f} prompt tokens", flush=True)
-            names.append(cfg.name)
-    return names
-
-
-def run_llm_sizes(dataset: str, llm_models: list[str], seed: int, runs_dir: str | Path, params: dict,
-                  per_dataset: dict | None = None, ds=None) -> list[tuple[str, str | None]]:
-    """G-Retriever on ``dataset`` once per LLM, the same data and budget for each (GR Table 8).
-
-    Args:
-        llm_models: the first is the reference (its run is the plain ``<dataset>-g_retriever-seed<s>``, shared with
-            notebook 03); the others are variants ``llm-<name>``. An embedded LLM whose optional package is missing
-            is skipped (:func:`gr_core.llm.unavailable` says why).
-        params, per_dataset: the flat notebook parameters and per-dataset settings (:func:`dataset_settings`; keys
-            for other datasets are ignored).
-    Returns:
-        ``(llm, run name or None)`` per LLM, for :func:`gr_core.results.table8`.
-    """
-    from .graphqa import DatasetConfig, load_dataset
-    from .llm import unavailable
-
-    mine = {k: v for k, v in (per_dataset or {}).items() if k.split("/")[0] == dataset}
-    settings = dataset_settings(params, mine, [dataset])[dataset]
-    rows = []
-    for i, model in enumerate(llm_models):
-        if (why := unavailable(model)):
-            print(f"{model}: skipped, {why}", flush=True)
-            rows.append((model, None))
-            continue
-        ds = ds if ds is not None else load_dataset(DatasetConfig(dataset))
-        variant = "" if i == 0 else "llm-" + model.replace("/", "_").replace(":", "_")
-        cfg = make_run_config(dataset, "g_retriever", seed, variant=variant,
-                              **{**settings, "llm": replace(settings["llm"], model=model)})
-        run(cfg, Path(runs_dir) / cfg.name, ds=ds)
-        rows.append((model, cfg.name))
-    return rows
-
-
-def run_plan(plan: dict[str, list[str]], seeds: list[int], runs_dir: str | Path, force: bool = False,
-             by_dataset: dict[str, dict] | None = None, **settings) -> "pd.DataFrame":
-    """Run every (dataset, method, seed) of ``plan`` (each dataset loaded once); return their metrics.
-
-    A configuration with nothing to train runs once, with the first seed (greedy decoding makes the others equal).
-
-    Args:
-        plan: dataset name -> method names (see :data:`gr_core.model.METHODS`).
-        by_dataset: dataset name (or ``"dataset/method"``) -> its own settings (from :func:`dataset_settings`),
-            used instead of ``settings``.
-        settings: :func:`make_run_config` keywords shared by every run (``llm``, ``gnn``, ``train``, ``max_train`` ...).
-    Returns:
-        one row per run (the ``metrics.json`` contents), in plan order.
-    """
-    import pandas as pd
-
-    from .graphqa import DatasetConfig, load_dataset
-
-    rows = []
-    for dataset, methods in plan.items():
-        own = dict((by_dataset or {}).get(dataset) or settings)
-        ds = load_dataset(DatasetConfig(dataset, hops=own.get("hops", 2)))
-        for method in methods:
-            mine = (by_dataset or {}).get(f"{dataset}/{method}") or own
-            first = make_run_config(dataset, method, seeds[0], **mine)
-            # greedy answers of an untrained configuration do not depend on the seed: one run stands for all
-            for seed in seeds if first.model.trainable and first.train.num_epochs > 0 else seeds[:1]:
-                cfg = make_run_config(dataset, method, seed, **mine)
-                t0 = time.perf_counter()
-                metrics = run(cfg, Path(runs_dir) / cfg.name, ds=ds, force=force)
-                print(f"{cfg.name}: score {metrics['score']:.4f} on {metrics['num_test']} test questions "
-                      f"({time.perf_counter() - t0:.0f} s)", flush=True)
-                rows.append(metrics)
-    return pd.DataFrame(rows)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gr_core.train", description=__doc__.split("\n")[0])
-    parser.add_argument("--config", help="a RunConfig JSON file (see RunConfig.to_dict)")
-    parser.add_argument("--run-dir", help="where the run directory is written (with --preset: the preset's runs/)")
-    parser.add_argument("--preset", help="instead of --config: the run notebook 03 builds under this preset ...")
-    parser.add_argument("--dataset", help="... for this dataset")
-    parser.add_argument("--method", help="... this method")
-    parser.add_argument("--seed", type=int, default=0, help="... and this seed")
-    parser.add_argument("--force", action="store_true", help="rerun even when a finished run matches the config")
-    args = parser.parse_args(argv)
-    if args.preset:
-        if not (args.dataset and args.method) or args.config:
-            parser.error("--preset needs --dataset and --method, and no --config")
-        from .paths import outputs_root
-
-        cfg = preset_run_config(args.preset, args.dataset, args.method, args.seed)
-        run_dir = args.run_dir or outputs_root(args.preset) / "runs" / cfg.name
-    elif args.config and args.run_dir:
-        try:
-            raw = json.loads(Path(args.config).read_text())
-        except (OSError, json.JSONDecodeError) as err:
-            parser.error(f"cannot read --config {args.config}: {err}")
-        cfg, run_dir = RunConfig.from_dict({k: v for k, v in raw.items() if k not in ("name", "config_hash")}), args.run_dir
-    else:
-        parser.error("give --config and --run-dir, or --preset, --dataset and --method")
-    metrics = run(cfg, run_dir, force=args.force)
-    if metrics:
-        print(json.dumps({k: metrics[k] for k in ("name", "score", "num_test", "epochs_run") if k in metrics}))
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        torch.distributed.destroy_process_group()
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,0 +1,52 @@
+"""Data-parallel training (PyTorch DDP under ``torchrun``; gloo on CPU, NCCL on GPU): this process's rank, world
+and device, joined once per process (docs/method.md §1.5)."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+# ---------------------------------------------------------------------- distributed helpers
+@dataclass
+class Dist:
+    """This process's place in data-parallel training. ``ddp``: a process group was joined and the model is wrapped
+    in DistributedDataParallel (always when ``world`` > 1; with one process only under ``GR_DDP=1``)."""
+
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+    ddp: bool = False
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def all_sum(self, *values: float) -> list[float]:
+        """Sum scalars over processes (identity without a process group)."""
+        if not self.ddp:
+            return list(values)
+        t = torch.tensor(values, dtype=torch.float64)
+        torch.distributed.all_reduce(t)
+        return t.tolist()
+
+    def barrier(self) -> None:
+        if self.ddp:
+            torch.distributed.barrier()
+
+
+def init_distributed() -> Dist:
+    """Join the process group torchrun set up (``WORLD_SIZE`` > 1), else a single process.
+
+    ``GR_DDP=1`` under ``torchrun --nproc_per_node 1`` joins a group of one and still wraps the model in DDP: the
+    only way to exercise the NCCL path on a one-GPU machine (NCCL refuses two ranks on one device).
+    """
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1 and not (os.environ.get("GR_DDP") == "1" and "MASTER_ADDR" in os.environ):
+        return Dist()
+
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")), ddp=True)

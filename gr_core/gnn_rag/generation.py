@@ -1,0 +1,137 @@
+"""GNN-RAG's LLM (GNN-RAG paper §4.2, App. B; docs/method.md §3.3): the answer generator, one LoRA fine-tune per
+dataset family trained on gold paths (paths from the question entities to the gold answers, GNN-RAG's recipe) that
+answers every retriever's prompt (GNN-RAG prompt A), and the RoG-style relation-path generator (beam search) whose
+paths :func:`~gr_core.gnn_rag.evidence.ground_relation_paths` follows in the graph.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict
+from pathlib import Path
+
+from ..config import LLMConfig
+from ..g_retriever.model import Example, GraphLLM, LoRAConfig, ModelConfig
+from ..g_retriever.train import TrainConfig, fit, predict
+from ..prompts import ROG_PLANNING_PROMPT, gnn_rag_parts
+from ..runs import config_hash, progress, seed_everything, write_json
+from .evidence import GNNRAGConfig, format_relation_path, parse_relation_path, relation_sequences
+from .reasoning_paths import gold_ids, reasoning_paths, seed_positions
+
+
+def rog_example(uid: str, question: str, label: str = "", answers: list[str] | None = None) -> Example:
+    """RoG's planning prompt for one question (label: one relation path)."""
+    return Example(uid=uid, question=ROG_PLANNING_PROMPT.format(question=question.strip()), desc="", label=label,
+                   answers=list(answers or []))
+
+
+# ---------------------------------------------------------------------- prompts and training data
+def fit_lines(lines: list[str], budget: int, tokenizer) -> tuple[list[str], int]:
+    """Keep whole lines, in order, while their tokens (each with its newline) fit ``budget``; ``(kept, dropped)``."""
+    if not lines:
+        return [], 0
+    counts = [len(ids) for ids in tokenizer([x + "\n" for x in lines], add_special_tokens=False)["input_ids"]]
+    kept, used = [], 0
+    for line, n in zip(lines, counts):
+        if used + n <= budget:
+            kept.append(line)
+            used += n
+    return kept, len(lines) - len(kept)
+
+
+def rag_example(uid: str, question: str, lines: list[str] | None, answers: list[str]) -> Example:
+    """GNN-RAG prompt A (``lines=None``: the no-retrieval prompt); the label is the answer list, one per line."""
+    desc, q = gnn_rag_parts(lines, question)
+    return Example(uid=uid, question=q, desc=desc, label="\n".join(answers), answers=list(answers))
+
+
+def gold_path_lines(ds, i: int, cfg: GNNRAGConfig = GNNRAGConfig()) -> list[str]:
+    """Verbalized shortest paths from the question entities to the gold answers (GNN-RAG's training input)."""
+    g = ds.graph(i)
+    seeds, _ = seed_positions(g)
+    return reasoning_paths(g, seeds, gold_ids(g, ds.records[i].answers, seeds), cfg.max_lines_per_pair).lines
+
+
+def training_examples(datasets: list, max_questions: int | None, split: str, tokenizer,
+                      cfg: GNNRAGConfig = GNNRAGConfig()) -> tuple[list[Example], list[Example], dict]:
+    """Answer-generator and relation-generator examples from the gold paths of ``split``.
+
+    Returns:
+        ``(answer examples, relation-path examples, counts)``; questions without any gold path are left out of
+        both (GNN-RAG and RoG train only on questions whose answer is reachable) and counted.
+    """
+    answer_ex, rel_ex, skipped, total = [], [], 0, 0
+    for ds in datasets:
+        for i in progress(list(ds.split.get(split, []))[:max_questions or None], desc=f"{ds.name} {split} gold paths"):
+            rec = ds.records[i]
+            total += 1
+            lines = gold_path_lines(ds, i, cfg)
+            if not lines:
+                skipped += 1
+                continue
+            kept, _ = fit_lines(lines, cfg.evidence_tokens, tokenizer)
+            answer_ex.append(rag_example(str(rec.graph_id), rec.question, kept, rec.answers))
+            for rels in relation_sequences(lines)[:cfg.rog_paths_per_question]:
+                rel_ex.append(rog_example(str(rec.graph_id), rec.question, format_relation_path(rels)))
+    return answer_ex, rel_ex, {"questions": total, "without_gold_path": skipped}
+
+
+def _digest(examples: list[Example]) -> str:
+    h = hashlib.sha256()
+    for ex in examples:
+        h.update("\x00".join((ex.desc, ex.question, ex.label)).encode())
+    return h.hexdigest()[:16]
+
+
+def model_key(cfg: ModelConfig) -> dict:
+    """The model part of a LoRA generator's checkpoint key: the config's fields, less those at a default added after
+    checkpoints were keyed (the LoRA dropout's masks), so that those keys stay valid."""
+    key = asdict(cfg)
+    if cfg.lora is not None and cfg.lora.dropout_masks == "bernoulli":
+        del key["lora"]["dropout_masks"]
+    return key
+
+
+def train_lora_llm(train_ex: list[Example], val_ex: list[Example], run_dir: str | Path, llm: LLMConfig = LLMConfig(),
+                   train: TrainConfig = TrainConfig(), max_txt_len: int = 512, seed: int = 0,
+                   lora: LoRAConfig = LoRAConfig()) -> tuple[GraphLLM, list[dict]]:
+    """LoRA fine-tune of the LLM on text-only examples (no graph encoder), checkpointed in ``run_dir/ckpt``.
+
+    The checkpoint is keyed by the model and training config and a digest of the examples, so a rerun on the same
+    data resumes (or, when finished, just reloads the best epoch).
+    """
+    cfg = ModelConfig(llm=llm, lora=lora, graph_source="none", max_txt_len=max_txt_len)
+    seed_everything(seed)
+    model = GraphLLM(cfg)
+    model.tokenize(train_ex)
+    model.tokenize(val_ex)
+    run_dir = Path(run_dir)
+    key = {"model": model_key(cfg), "train": asdict(train), "seed": seed, "train_data": _digest(train_ex),
+           "val_data": _digest(val_ex), "num_train": len(train_ex), "num_val": len(val_ex)}
+    history = fit(model, train_ex, val_ex, train, seed, run_dir / "ckpt", config_hash(key))
+    write_json(run_dir / "config.json", {**key, "config_hash": config_hash(key)})
+    write_json(run_dir / "history.json", history)
+    return model, history
+
+
+def generate_relation_paths(model: GraphLLM, questions: list[str], beams: int = 3, batch_size: int = 8,
+                            desc: str = "relation paths") -> list[list[tuple[str, ...]]]:
+    """Beam search for each question's relation paths (``beams`` per question, best first, empty ones dropped)."""
+    model.eval()
+    examples = model.tokenize([rog_example(str(k), q) for k, q in enumerate(questions)])
+    out: list[list[tuple[str, ...]]] = []
+    for start in progress(range(0, len(examples), batch_size), desc=desc):
+        batch = model.collate(examples[start:start + batch_size], with_label=False).to(model.device)
+        for texts in model.generate_beams(batch, beams):
+            out.append(list(dict.fromkeys(p for p in map(parse_relation_path, texts) if p)))
+    return out
+
+
+def answer_examples(model: GraphLLM, examples: list[Example], batch_size: int, adapters: bool = True,
+                    desc: str = "answers") -> tuple[list[str], float]:
+    """Greedy answers; ``adapters=False`` answers with the untuned LLM (LoRA disabled) for the no-retrieval row."""
+    if adapters or not hasattr(model.llm, "disable_adapter"):
+        return predict(model, examples, batch_size, desc=desc)
+    with model.llm.disable_adapter():
+        return predict(model, examples, batch_size, desc=desc)
+
+

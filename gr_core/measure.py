@@ -1,0 +1,96 @@
+"""What every benchmark records (``bench/*.py``): wall-clock timing summaries, the machine a figure was measured on
+(CPU, bf16 support, the dtype ``"auto"`` resolves to), the peak matrix-product rate, one training step's time, and
+the result file ``outputs/bench/<name>.json`` with the machine, package versions and the command beside the figures.
+Timings from different CPUs are not comparable (docs/timings.md)."""
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shlex
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from .config import resolve_device
+from .paths import outputs_root
+from .precision import precision_record, resolve_dtype
+from .runs import package_versions, write_json
+
+
+def timed(fn, *args, **kwargs):
+    """``(fn(*args, **kwargs), seconds)``."""
+    start = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - start
+
+
+def summarize(seconds: list[float]) -> dict:
+    """Median, 90th percentile (nearest rank) and minimum of ``seconds``, and their number."""
+    if not seconds:
+        raise ValueError("summarize: no timings")
+    s = sorted(seconds)
+    return {"median_s": statistics.median(s), "p90_s": s[min(len(s) - 1, int(0.9 * len(s)))],
+            "min_s": s[0], "n": len(s)}
+
+
+def machine() -> dict:
+    """The machine: its CPU model, AMX / AVX512-BF16 support, and ``auto_dtype``, what ``dtype="auto"`` resolves to
+    here (a bench names the dtype it timed beside each figure)."""
+    device = resolve_device("auto")
+    precision = precision_record(resolve_dtype("auto", device), device)
+    precision["auto_dtype"] = precision.pop("dtype")
+    return {"platform": platform.platform(), "cpu_count": os.cpu_count(), "python": platform.python_version(),
+            "cuda": torch.cuda.is_available(), **precision}
+
+
+def gemm_peak_gflops(dtype, n: int = 2048, repeats: int = 5) -> float:
+    """The best ``n x n`` matrix-product rate of this process in ``dtype``, in GFLOP/s (the MFU denominator)."""
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    torch.mm(a, b)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        torch.mm(a, b)
+        best = min(best, time.perf_counter() - start)
+    return 2 * n ** 3 / best / 1e9
+
+
+def result_path(name: str) -> Path:
+    """``outputs/bench/<name>.json`` (``name`` may hold a sub-folder: ``chat_follow_ups/<label>``)."""
+    return outputs_root("bench") / f"{name}.json"
+
+
+def slug(text: str) -> str:
+    """``text`` as a file name: runs of characters other than letters, digits, ``_.-`` become one ``_``."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "_"
+
+
+def write_result(name: str, result: dict, argv: list[str] | None = None, path: Path | None = None) -> Path:
+    """Write ``result`` with the machine, the package versions and the command that made it (``argv``: the
+    script's ``sys.argv``) to ``path`` (default :func:`result_path` ``(name)``), atomically; returns the path."""
+    argv = sys.argv if argv is None else argv
+    command = " ".join(["python", f"bench/{Path(argv[0]).name}", *map(shlex.quote, argv[1:])])
+    path = path or result_path(name)
+    write_json(path, {**result, "machine": machine(), "versions": package_versions(), "command": command})
+    return path
+
+
+def train_step_seconds(loss_fn, opt, params, grad_clip: float) -> float:
+    """Seconds of one training step as :func:`gr_core.g_retriever.train.fit` takes it: zero the gradients,
+    ``loss_fn()`` (a scalar loss), backward, clip the gradient norm of ``params`` to ``grad_clip``, optimizer step."""
+    start = time.perf_counter()
+    opt.zero_grad(set_to_none=True)
+    loss_fn().backward()
+    torch.nn.utils.clip_grad_norm_(params, grad_clip)
+    opt.step()
+    return time.perf_counter() - start
+
+
+def mean_loss(model, batch):
+    """A ``GraphLLM``'s mean token loss on ``batch`` (its forward returns the sum and the count)."""
+    total, count = model(batch)
+    return total / count

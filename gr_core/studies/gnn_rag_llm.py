@@ -1,0 +1,206 @@
+"""Notebook 04's LLM half (GNN-RAG Tables 2-4, 6, 12): every retriever's evidence
+(:mod:`gr_core.gnn_rag.evidence`) answered by one fine-tuned generator (:mod:`gr_core.gnn_rag.generation`) on the
+same questions, and the tables that compare them row by row."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..config import LLMConfig
+from ..evaluate import kgqa_scores, normalize
+from ..g_retriever.model import GraphLLM
+from ..g_retriever.train import TrainConfig
+from ..gnn_rag import gold_ids, seed_positions
+from ..gnn_rag.evidence import LLM_CALLS, RETRIEVERS, Evidence, GNNRAGConfig, answer_hops, collect_evidence
+from ..gnn_rag.generation import (answer_examples, fit_lines, generate_relation_paths, rag_example, train_lora_llm,
+                                  training_examples)
+from ..llm import load_tokenizer
+from ..published import PAPER_GNN_RAG, PAPER_HOPS_F1
+from ..runs import progress
+
+
+def answer_with_evidence(key: str, ds, indices: list[int], probs: list[np.ndarray] | None, generator: GraphLLM,
+                        relation_paths: list[list[tuple[str, ...]]] | None = None,
+                        retrievers: tuple[str, ...] = RETRIEVERS, cfg: GNNRAGConfig = GNNRAGConfig(),
+                        batch_size: int = 16) -> "pd.DataFrame":
+    """Answer ``indices`` of ``ds`` with every retriever's evidence; one row per (question, retriever).
+
+    Columns: ``dataset, retriever, index, question, prediction, answers, hops`` (shortest question-entity ->
+    answer distance), the :func:`~gr_core.evaluate.kgqa_scores` fields, ``coverage`` (a gold answer is an entity of
+    the evidence the LLM sees), ``input_tokens`` (the whole prompt, chat template included), ``evidence_lines``,
+    ``lines_dropped`` (over the token budget), ``missing_seed``, ``no_path``, ``empty_candidates``, ``ungrounded``,
+    ``answer_seconds`` (per question, that retriever's batch time / questions).
+    """
+
+    unknown = set(retrievers) - set(RETRIEVERS)
+    if unknown:
+        raise ValueError(f"unknown retrievers {sorted(unknown)}; choose from {RETRIEVERS}")
+    tok, t = generator.tokenizer, generator.template
+    per_q = []
+    for k, i in enumerate(progress(indices, desc=f"{key} evidence")):
+        g = ds.graph(i)
+        seeds, _ = seed_positions(g)
+        ev = collect_evidence(ds, i, probs[k] if probs is not None else None,
+                              relation_paths[k] if relation_paths is not None else None, retrievers, cfg, g)
+        per_q.append((ev, answer_hops(g, seeds, gold_ids(g, ds.records[i].answers, seeds))))
+    rows = []
+    for r in retrievers:
+        examples, info = [], []
+        for i, (ev, hops) in zip(indices, per_q):
+            rec = ds.records[i]
+            e = ev[r]
+            kept, dropped = fit_lines(e.lines, cfg.evidence_tokens, tok)
+            examples.append(rag_example(str(rec.graph_id), rec.question, None if r == "none" else kept, rec.answers))
+            gold = {normalize(a) for a in rec.answers}
+            ents = {normalize(n) for n in Evidence(kept).entities()}
+            info.append({"dataset": key, "retriever": r, "index": int(i), "question": rec.question, "hops": hops,
+                         "coverage": float(bool(gold & ents)), "evidence_lines": len(kept), "lines_dropped": dropped,
+                         "missing_seed": e.missing_seed, "no_path": e.no_path,
+                         "empty_candidates": bool(e.empty_candidates), "ungrounded": bool(e.ungrounded)})
+        generator.tokenize(examples)
+        answers, seconds = answer_examples(generator, examples, batch_size, adapters=(r != "none"), desc=f"{key} {r}")
+        for ex, a, row in zip(examples, answers, info):
+            row.update(prediction=a, answers=ex.answers, answer_seconds=seconds / max(len(examples), 1),
+                       input_tokens=len(t.prefix) + ex.num_prompt_tokens + len(t.suffix),
+                       **kgqa_scores(a, ex.answers))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------- the whole LLM half
+def run_gnn_rag(results: dict, run_dir: str | Path, llm: LLMConfig = LLMConfig(), train: TrainConfig = TrainConfig(),
+                cfg: GNNRAGConfig = GNNRAGConfig(), max_train: int | None = None, max_val: int | None = None,
+                max_test: int | None = None, retrievers: tuple[str, ...] = RETRIEVERS, seed: int = 0,
+                rog_train: TrainConfig | None = None) -> dict:
+    """Train the answer generator and the relation-path generator per dataset family, then answer every test
+    question of every ``results`` entry (from :func:`gr_core.studies.gnn_rag.run_reasoner`) with every retriever.
+
+    Args:
+        results: dataset key (``webqsp``, ``metaqa-2hop`` ...) -> reasoner result; keys with the same dataset name
+            share one generator trained on all their training questions.
+        max_train, max_val: questions per dataset key for the LLM fine-tunes; max_test: test questions answered.
+        train, rog_train: optimization of the answer generator and of the relation-path generator (default: same).
+    Returns:
+        ``{"rows": per (question, retriever) DataFrame, "training": per family dict of histories and counts,
+        "relation_paths": key -> {"indices", "paths"}: the generated relation paths of each test question}``.
+    """
+
+    run_dir = Path(run_dir)
+    families: dict[str, list[str]] = {}
+    for key, r in results.items():
+        families.setdefault(r["ds"].name, []).append(key)
+    frames, training, rel_paths_out = [], {}, {}
+    needs_rog = any("rog" in r for r in retrievers)
+    for family, keys in families.items():
+        dss = [results[k]["ds"] for k in keys]
+        t0 = time.perf_counter()
+        tokenizer = load_tokenizer(llm)
+        tr_ans, tr_rel, tr_counts = training_examples(dss, max_train, "train", tokenizer, cfg)
+        va_ans, va_rel, va_counts = training_examples(dss, max_val, "val", tokenizer, cfg)
+        max_txt = cfg.evidence_tokens + 64  # instruction + "Reasoning Paths:" on top of the line budget
+        generator, gen_hist = train_lora_llm(tr_ans, va_ans, run_dir / f"{family}-answer-generator", llm, train,
+                                             max_txt, seed)
+        info = {"answer_generator": {"history": gen_hist, "train_examples": len(tr_ans), "val_examples": len(va_ans),
+                                     "train_counts": tr_counts, "val_counts": va_counts,
+                                     "seconds": round(time.perf_counter() - t0, 1)}}
+        rog = None
+        if needs_rog:
+            t0 = time.perf_counter()
+            rog, rog_hist = train_lora_llm(tr_rel, va_rel, run_dir / f"{family}-relation-generator", llm,
+                                           rog_train or train, max_txt, seed)
+            info["relation_generator"] = {"history": rog_hist, "train_examples": len(tr_rel),
+                                          "val_examples": len(va_rel), "seconds": round(time.perf_counter() - t0, 1)}
+        training[family] = info
+        for key in keys:
+            r = results[key]
+            ds, n = r["ds"], len(r["test_indices"][:max_test or None])
+            indices, probs = r["test_indices"][:n], r["probs"][:n]
+            rel_paths = None
+            if rog is not None:
+                t0 = time.perf_counter()
+                rel_paths = generate_relation_paths(rog, [ds.records[i].question for i in indices], cfg.rog_beams,
+                                                    train.eval_batch_size, desc=f"{key} relation paths")
+                info.setdefault("relation_path_seconds", {})[key] = round(time.perf_counter() - t0, 2)
+                rel_paths_out[key] = {"indices": [int(i) for i in indices], "paths": rel_paths}
+            frames.append(answer_with_evidence(key, ds, indices, probs, generator, rel_paths, retrievers, cfg,
+                                              train.eval_batch_size))
+        del generator, rog
+    return {"rows": pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(), "training": training,
+            "relation_paths": rel_paths_out}
+
+
+# ---------------------------------------------------------------------- tables
+def training_table(training: dict) -> "pd.DataFrame":
+    """One row per LoRA fine-tune of :func:`run_gnn_rag`'s ``training``: examples, epochs, final val loss, seconds."""
+
+    return pd.DataFrame([{"family": family, "model": name, "train examples": v["train_examples"],
+                          "val examples": v["val_examples"], "epochs": len(v["history"]),
+                          "final val loss": round(v["history"][-1]["val_loss"], 3) if v["history"] else None,
+                          "seconds": v["seconds"]}
+                         for family, info in training.items() for name, v in info.items()
+                         if isinstance(v, dict) and "history" in v])
+
+
+def one_question(rows: "pd.DataFrame", dataset: str, position: int = 0) -> "pd.DataFrame":
+    """Every retriever's evidence size, coverage, prompt tokens and answer for one test question of ``dataset``."""
+    sub = rows[rows.dataset == dataset]
+    index = sub["index"].drop_duplicates().iloc[position]
+    return sub[sub["index"] == index][["retriever", "evidence_lines", "coverage", "input_tokens", "prediction",
+                                       "answers", "hit"]]
+
+
+def retriever_table(rows: "pd.DataFrame") -> "pd.DataFrame":
+    """One row per (dataset, retriever): Hit, Hit@1, F1 (reference, unbounded precision) and bounded F1 in %,
+    answer coverage in %, median input tokens, LLM calls, mean evidence lines, the bad-input counts, and the
+    paper's numbers beside them."""
+
+    out = []
+    for (key, r), g in rows.groupby(["dataset", "retriever"], sort=False):
+        paper = PAPER_GNN_RAG.get((key, r), {})
+        out.append({"dataset": key, "retriever": r, "questions": len(g), "Hit": round(100 * g.hit.mean(), 2),
+                    "Hit@1": round(100 * g.hit1.mean(), 2), "F1": round(100 * g.f1.mean(), 2),
+                    "F1 bounded": round(100 * g.f1_bounded.mean(), 2), "coverage %": round(100 * g.coverage.mean(), 1),
+                    "median tokens": float(g.input_tokens.median()), "LLM calls": LLM_CALLS[r],
+                    "mean lines": round(g.evidence_lines.mean(), 1), "lines over budget": int(g.lines_dropped.sum()),
+                    "missing question entities": int(g.missing_seed.sum()),
+                    "candidates without path": int(g.no_path.sum()),
+                    "empty candidate sets": int(g.empty_candidates.sum()), "ungrounded (RoG)": int(g.ungrounded.sum()),
+                    "s / answer": round(g.answer_seconds.mean(), 3),
+                    "paper Hit": paper.get("Hit"), "paper Hit@1": paper.get("Hit@1"), "paper F1": paper.get("F1"),
+                    "paper tokens": paper.get("tokens"), "paper source": paper.get("source", "")})
+    return pd.DataFrame(out)
+
+
+def hop_table(rows: "pd.DataFrame") -> "pd.DataFrame":
+    """Hit / Hit@1 / F1 (%) and coverage by the shortest question-entity -> answer distance, per dataset and
+    retriever (``unreachable``: no gold answer reachable in the graph), with GNN-RAG Table 8's WebQSP F1."""
+
+    df = rows.assign(hop=rows.hops.map(lambda h: "unreachable" if pd.isna(h) else str(int(h))))
+    out = []
+    for (key, hop, r), g in df.groupby(["dataset", "hop", "retriever"], sort=True):
+        paper = PAPER_HOPS_F1.get((r, int(hop))) if key == "webqsp" and hop.isdigit() else None
+        out.append({"dataset": key, "hops": hop, "retriever": r, "questions": len(g),
+                    "Hit": round(100 * g.hit.mean(), 1), "Hit@1": round(100 * g.hit1.mean(), 1),
+                    "F1": round(100 * g.f1.mean(), 1), "coverage %": round(100 * g.coverage.mean(), 1),
+                    "paper F1": paper})
+    return pd.DataFrame(out)
+
+
+def metrics_record(rows: "pd.DataFrame", gnn_only: "pd.DataFrame | None" = None) -> dict:
+    """``metrics.json``: per dataset, per retriever Hit / Hit@1 / F1 / coverage / median tokens (and the GNN-only
+    H@1 / F1 when given)."""
+    table = retriever_table(rows)
+    out: dict = {}
+    for rec in table.to_dict("records"):
+        out.setdefault(rec["dataset"], {})[rec["retriever"]] = {
+            k: rec[k] for k in ("questions", "Hit", "Hit@1", "F1", "F1 bounded", "coverage %", "median tokens",
+                                "LLM calls", "missing question entities", "candidates without path",
+                                "empty candidate sets", "ungrounded (RoG)")}
+    if gnn_only is not None:
+        for rec in gnn_only.to_dict("records"):
+            out.setdefault(rec["dataset"], {})["gnn_only"] = {"Hit@1": rec["h1"], "F1": rec["f1"],
+                                                              "questions": rec["n"]}
+    return out

@@ -1,0 +1,136 @@
+"""The package's architecture (docs/architecture.md), checked: no import circles among gr_core modules, the layers
+import only downwards, no module over 500 lines. Imports inside functions and ``if TYPE_CHECKING`` blocks are read
+too, except the latter (they never run)."""
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "gr_core"
+METHODS = ("g_retriever", "gnn_rag")
+ABOVE_METHODS = ("chat", "studies", "report", "suite", "plan")
+MAX_LINES = 500
+
+
+def module_name(path: Path) -> str:
+    parts = ["gr_core", *path.relative_to(PACKAGE).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def imports_of(name: str) -> set[str]:
+    """The gr_core modules ``name`` imports (a submodule import also imports its packages)."""
+    path = MODULES[name]
+    tree = ast.parse(path.read_text())
+    skipped = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+            skipped |= {id(n) for n in ast.walk(node)}
+    out = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped or not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        else:
+            base = node.module or ""
+            if node.level:
+                pkg = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+                pkg = pkg[:len(pkg) - node.level + 1]
+                base = ".".join(pkg + ([node.module] if node.module else []))
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+        for target in targets:
+            parts = target.split(".")
+            for k in range(2, len(parts) + 1):
+                prefix = ".".join(parts[:k])
+                if prefix in MODULES and prefix != name and not name.startswith(prefix + "."):
+                    out.add(prefix)
+    return out
+
+
+GRAPH = {name: imports_of(name) for name in MODULES}
+
+
+def _layer(name: str) -> str:
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 else "gr_core"
+
+
+def test_no_import_circles():
+    """Tarjan's strongly connected components of the import graph are all single modules."""
+    index, low, stack, on_stack, circles = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in GRAPH[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for v in sorted(GRAPH):
+        if v not in index:
+            visit(v)
+    assert not circles, f"import circles: {circles}"
+
+
+def test_the_circle_check_finds_a_circle(tmp_path, monkeypatch):
+    """The check above would see one: two modules importing each other inside functions."""
+    pkg = tmp_path / "gr_core"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def f():\n    from .b import g\n")
+    (pkg / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import c\n"
+                              "def g():\n    from gr_core.a import f\n")
+    (pkg / "c.py").write_text("")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", pkg)
+    monkeypatch.setattr(sys.modules[__name__], "MODULES", {module_name(p): p for p in pkg.rglob("*.py")})
+    assert imports_of("gr_core.a") == {"gr_core.b"} and imports_of("gr_core.b") == {"gr_core.a"}
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if not n.endswith("__main__")))
+def test_layers_import_only_downwards(name):
+    """The methods never import a study, the report, the chat or the runner; the shared plumbing imports none of
+    those either (a ``__main__`` is an entry point and may)."""
+    layer = _layer(name)
+    upward = {t for t in GRAPH[name] if _layer(t) in ABOVE_METHODS}
+    if layer in METHODS or layer not in (*METHODS, *ABOVE_METHODS):
+        assert not upward, f"{name} ({layer}) imports {sorted(upward)}"
+    if layer in ("chat",):
+        assert not {t for t in GRAPH[name] if _layer(t) in ("studies", "report", "suite", "plan")}
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_module_over_500_lines(name):
+    lines = MODULES[name].read_text().count("\n")
+    assert lines <= MAX_LINES, f"{MODULES[name]} has {lines} lines (docs/architecture.md: split it by step)"
+
+
+BENCH = PACKAGE.parent / "bench"
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in BENCH.glob("*.py") if p.name != "common.py"))
+def test_every_bench_has_an_argparse_command_line(script):
+    """``python bench/NAME.py --help`` works for every benchmark: options through argparse, never ``sys.argv``."""
+    tree = ast.parse((BENCH / script).read_text())
+    names = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)} | \
+        {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert "argparse" in names and "ArgumentParser" in names, f"bench/{script} has no argparse parser"
+    assert "argv" not in {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}, \
+        f"bench/{script} reads sys.argv itself"
