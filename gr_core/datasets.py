@@ -37,7 +37,7 @@ def graphqa_split(n: int, seed: int = 42) -> dict[str, list[int]]:
 
     With ``seed=42`` and ``n=2766`` this is exactly the reference ExplaGraphs split.
     """
-    from sklearn.model_selection import train_test_split  # noqa: PLC0415 deferred: scikit-learn (~1 s at start-up), needed only here
+    from sklearn.model_selection import train_test_split  # noqa: PLC0415 deferred: scikit-learn (~1.4 s at start-up), needed only here
 
     idx = np.arange(n)
     train, rest = train_test_split(idx, test_size=0.4, random_state=seed)

@@ -23,7 +23,7 @@ import torch
 from torch_geometric.data import Data
 
 from . import datasets as builders
-from .config import EMBEDDED_TEXT_ENCODER, TextEncoderConfig
+from .config import EMBEDDED_TEXT_ENCODER, TextEncoderConfig, check_choice
 from .data import TextualGraph, load_split
 from .g_retriever.retrieval import DATASET_RETRIEVAL, retrieve_subgraph
 from .g_retriever.textualize import textualize
@@ -73,8 +73,7 @@ class DatasetConfig:
     encoder: str = EMBEDDED_TEXT_ENCODER
 
     def __post_init__(self) -> None:
-        if self.name not in DATASETS:
-            raise ValueError(f"DatasetConfig.name={self.name!r} is not one of {DATASETS}")
+        check_choice("DatasetConfig", "name", self.name, DATASETS)
         if self.max_questions is not None and self.max_questions < 1:
             raise ValueError(f"DatasetConfig.max_questions={self.max_questions} must be >= 1 or None")
 

@@ -62,7 +62,7 @@ def embedded_gguf_path(name: str = "smollm2-135m-instruct") -> Path:
 
 @lru_cache(maxsize=4)
 def _cache_key(gguf: Path) -> str:
-    import transformers  # noqa: PLC0415 deferred: transformers + torch, ~4 s at start-up
+    import transformers  # noqa: PLC0415 deferred: transformers + torch, ~2 s at start-up
 
     return config_hash({"gguf_sha256": sha256_file(gguf), "transformers": transformers.__version__})
 
@@ -78,7 +78,7 @@ def embedded_llm_dir(force: bool = False, name: str = "smollm2-135m-instruct") -
     target = cache_root() / "models" / f"{name}-{_cache_key(gguf)}"
     if (target / "gr_core_done.json").is_file() and not force:
         return target
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415 deferred: transformers + torch, ~4 s at start-up
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415 deferred: transformers + torch, ~2 s at start-up
 
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".build-"))
@@ -125,14 +125,14 @@ def model_path(cfg: LLMConfig) -> str:
 
 def hidden_size(cfg: LLMConfig | None = None) -> int:
     """The LLM's embedding width d_l, read from its config (no weights loaded): 576 for SmolLM2-135M."""
-    from transformers import AutoConfig  # noqa: PLC0415 deferred: transformers + torch, ~4 s at start-up
+    from transformers import AutoConfig  # noqa: PLC0415 deferred: transformers + torch, ~2 s at start-up
 
     return int(AutoConfig.from_pretrained(model_path(cfg or LLMConfig())).hidden_size)
 
 
 def load_tokenizer(cfg: LLMConfig | None = None):
     """The LLM's tokenizer alone (pad token = EOS when it has none), e.g. to count tokens before loading weights."""
-    from transformers import AutoTokenizer  # noqa: PLC0415 deferred: transformers + torch, ~4 s at start-up
+    from transformers import AutoTokenizer  # noqa: PLC0415 deferred: transformers + torch, ~2 s at start-up
 
     tokenizer = AutoTokenizer.from_pretrained(model_path(cfg or LLMConfig()))
     if tokenizer.pad_token is None:
@@ -149,8 +149,8 @@ def load_llm(cfg: LLMConfig | None = None):
     Returns:
         ``(model, tokenizer)``; the model sits on the resolved device in the resolved dtype.
     """
-    import torch  # noqa: PLC0415 deferred: torch stack (~3 s at start-up), needed only here
-    from transformers import AutoModelForCausalLM  # noqa: PLC0415 deferred: transformers + torch, ~4 s at start-up
+    import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
+    from transformers import AutoModelForCausalLM  # noqa: PLC0415 deferred: transformers + torch, ~2 s at start-up
 
     cfg = cfg or LLMConfig()
     device = resolve_device(cfg.device)
@@ -196,7 +196,7 @@ def generate_text(model, tokenizer, prompts: list[str], max_new_tokens: int = 32
     Returns:
         one decoded answer per prompt, special tokens removed, whitespace stripped.
     """
-    import torch  # noqa: PLC0415 deferred: torch stack (~3 s at start-up), needed only here
+    import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
 
     tokenizer.padding_side = "left"
     batch = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)

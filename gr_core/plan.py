@@ -220,7 +220,7 @@ def _sizes(params: dict, dataset: str) -> tuple[int, int, int]:
 
 def training_rows(preset: str, measured: pd.DataFrame, profile: Profile) -> list[dict]:
     """The runs of notebooks 03 and 07 (each run once: 07 reuses 03's runs of the same configuration)."""
-    from .g_retriever.model import method_config  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.g_retriever.model; this module stays torch-free
+    from .g_retriever.model import method_config  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.g_retriever.model; this module stays torch-free
 
     seen, rows = set(), []
     p3 = notebook_parameters(preset, "03_training")
@@ -268,7 +268,7 @@ def training_rows(preset: str, measured: pd.DataFrame, profile: Profile) -> list
 def gnn_rag_rows(preset: str, profile: Profile, root: Path | None = None) -> list[dict]:
     """Notebook 04: the reasoner per dataset key (training questions x epochs x measured seconds per question), the
     two LoRA fine-tunes per dataset family, and the answers (questions x retrievers x measured seconds per answer)."""
-    from .studies.gnn_rag import dataset_keys  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.studies.gnn_rag; this module stays torch-free
+    from .studies.gnn_rag import dataset_keys  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.studies.gnn_rag; this module stays torch-free
 
     base = Path(root) if root is not None else outputs_root("bench").parent
     p = notebook_parameters(preset, "04_gnn_rag")
@@ -286,7 +286,7 @@ def gnn_rag_rows(preset: str, profile: Profile, root: Path | None = None) -> lis
                      "seconds": None if per is None else round(n * epochs * per),
                      "basis": "measured s per question and epoch" if per is not None else "no measured reasoner"})
     measured = _gnn_rag_measured(base)
-    from .gnn_rag.evidence import RETRIEVERS  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.gnn_rag.evidence; this module stays torch-free
+    from .gnn_rag.evidence import RETRIEVERS  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.gnn_rag.evidence; this module stays torch-free
 
     retrievers = list(p.get("retrievers", RETRIEVERS))  # the notebook's default: every retriever
     families: dict[str, list[str]] = {}

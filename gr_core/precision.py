@@ -70,7 +70,7 @@ def _cpu_flags(path: str | os.PathLike = "/proc/cpuinfo") -> tuple[str, set[str]
 @lru_cache(maxsize=1)
 def cpu_info() -> CPUInfo:
     """This machine's CPU, read once per process: torch's own checks where it has them, else the kernel's flags."""
-    import torch  # noqa: PLC0415 deferred: torch stack (~3 s at start-up), needed only here
+    import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
 
     model, flags = _cpu_flags()
     amx = getattr(torch.cpu, "_is_amx_tile_supported", None)
@@ -83,7 +83,7 @@ def cpu_info() -> CPUInfo:
 
 def native_bf16(device: str) -> bool:
     """Whether ``device`` runs bf16 matrix products natively (see the module docstring)."""
-    import torch  # noqa: PLC0415 deferred: torch stack (~3 s at start-up), needed only here
+    import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
 
     if device.startswith("cuda"):
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
@@ -98,7 +98,7 @@ def resolve_dtype(dtype: str, device: str) -> torch.dtype:
     ``"auto"``: the ``GR_DTYPE`` environment variable when set, else bf16 where :func:`native_bf16`, else fp32.
     Any other value is taken as is (``"float32"``, ``"bfloat16"``, ``"float16"``).
     """
-    import torch  # noqa: PLC0415 deferred: torch stack (~3 s at start-up), needed only here
+    import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
 
     if dtype != "auto":
         return getattr(torch, dtype)
@@ -122,7 +122,7 @@ def attention_implementation(dtype, device: str) -> str | None:
     (a G-Retriever training step spent 1.05 of its 5.0 s there; eager attention, whose products are ordinary bf16
     matrix products: 0.7 s). In fp32 the two were equal within noise, and on CUDA SDPA is the fast one.
     """
-    import torch  # noqa: PLC0415 deferred: torch stack (~3 s at start-up), needed only here
+    import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
 
     return "eager" if device == "cpu" and dtype in (torch.bfloat16, torch.float16) else None
 
@@ -130,7 +130,7 @@ def attention_implementation(dtype, device: str) -> str | None:
 def precision_record(dtype, device: str, configured: str = "auto") -> dict:
     """What a timing or a result was computed with: the dtype and device, the CPU model, its bf16 support and the
     threads torch uses; ``dtype_override`` names ``GR_DTYPE`` when it decided (``configured`` was ``"auto"``)."""
-    import torch  # noqa: PLC0415 deferred: torch stack (~3 s at start-up), needed only here
+    import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
 
     info = cpu_info()
     forced = os.environ.get(DTYPE_OVERRIDE, "").strip() if configured == "auto" else None

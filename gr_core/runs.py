@@ -98,7 +98,7 @@ def environment_record() -> dict[str, Any]:
     """What produced a result: packages, git commit, machine, accelerator, and the precision ``dtype="auto"``
     resolves to here with the CPU model and its bf16 units (saved as env.json and in suite.json; a run configured
     with an explicit dtype records the one it used in its metrics' ``precision``)."""
-    import torch  # noqa: PLC0415 deferred: torch stack (~3 s at start-up), needed only here
+    import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
 
     device = resolve_device("auto")
     return {
@@ -114,7 +114,7 @@ def environment_record() -> dict[str, Any]:
 
 def seed_everything(seed: int) -> None:
     """Seed python, numpy and torch (CPU and CUDA)."""
-    import torch  # noqa: PLC0415 deferred: torch stack (~3 s at start-up), needed only here
+    import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
 
     random.seed(seed)
     np.random.seed(seed)

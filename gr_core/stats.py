@@ -221,7 +221,7 @@ def over_seeds(first, second) -> dict:
     """Paired comparison of per-seed scores (``first`` minus ``second``, one number per seed): mean difference, its
     95% t-interval and the paired t-test's p (None with fewer than two seeds). The seed is the unit here, so this
     asks whether the *training recipe* differs; with 3 seeds it has little power."""
-    from scipy import stats as st  # noqa: PLC0415 deferred: scipy.stats (~0.5 s at start-up), needed only here
+    from scipy import stats as st  # noqa: PLC0415 deferred: scipy.stats (~0.8 s at start-up), needed only here
 
     first, second = np.asarray(first, float), np.asarray(second, float)
     d = first - second

@@ -48,7 +48,7 @@ def embedded_encoder_dir() -> Path:
 
 def load_text_encoder(cfg: TextEncoderConfig | None = None):
     """Load the sentence encoder (a ``SentenceTransformer``) from a local path, never the hub."""
-    from sentence_transformers import SentenceTransformer  # noqa: PLC0415 deferred: + transformers, ~2 s at start-up
+    from sentence_transformers import SentenceTransformer  # noqa: PLC0415 deferred: ~5 s at start-up beyond torch
 
     cfg = cfg or TextEncoderConfig()
     if cfg.model.startswith("embedded:"):

@@ -5,6 +5,7 @@ from dataclasses import dataclass, replace
 
 from ..g_retriever.retrieval import DATASET_RETRIEVAL, RetrievalConfig
 from ..kg import NeighbourhoodConfig
+from ..config import check_choice
 
 KINDS = ("kg", "scene", "explanation")
 # Which trained runs serve which kind of graph (first found wins), and whose question template and retrieval
@@ -111,10 +112,8 @@ class ChatConfig:
     evidence_format: str | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"ChatConfig.kind={self.kind!r} is not one of {KINDS}")
-        if self.retriever not in RETRIEVERS:
-            raise ValueError(f"ChatConfig.retriever={self.retriever!r} is not one of {RETRIEVERS}")
+        check_choice("ChatConfig", "kind", self.kind, KINDS)
+        check_choice("ChatConfig", "retriever", self.retriever, RETRIEVERS)
         if self.answer_mode is not None and self.answer_mode not in ANSWER_MODES:
             raise ValueError(f"ChatConfig.answer_mode={self.answer_mode!r} is not one of {ANSWER_MODES} (or None)")
         if self.answer_mode == "reasoner" and self.retriever == "pcst":

@@ -144,7 +144,7 @@ def load_graph(spec: str) -> tuple[TextualGraph, str, str]:
         path = data_file("metaqa", "kb.txt")
         return graph_from_triple_list(read_triples(path, "|")), "kg", str(path)
     if name in ("webqsp_full", "webqsp", "explagraphs", "clevr", "gqa_micro") and arg.isdigit():
-        from ..graphqa import load_dataset  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.graphqa; this module stays torch-free
+        from ..graphqa import load_dataset  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.graphqa; this module stays torch-free
 
         ds = load_dataset(name)
         i = int(arg)

@@ -74,7 +74,7 @@ class ChatIndex:
     def build(cls, graph: TextualGraph, encoder: str | None = None, cache: bool = True) -> "ChatIndex":
         """Index ``graph``: texts embedded once each (:class:`~gr_core.text_encoder.EmbeddingStore`, shared with the
         datasets), the whole index pickled under ``.cache/chat/`` keyed by the graph's content and the encoder."""
-        from ..text_encoder import EmbeddingStore, encoder_identity  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.text_encoder; this module stays torch-free
+        from ..text_encoder import EmbeddingStore, encoder_identity  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.text_encoder; this module stays torch-free
 
         t0 = time.perf_counter()
         if graph.num_nodes == 0:

@@ -57,7 +57,7 @@ def candidate_names(node_ids, names, exclude=()) -> list[Candidate]:
 
 def _prompt_cache(net, batch):
     """One forward over the prompt: ``(past_key_values, log p(first reply token) (V,), prompt length)``."""
-    import torch  # noqa: PLC0415 deferred: torch stack (~3 s at start-up), needed only here
+    import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
 
     embeds = net.embed(batch)
     out = net.llm(inputs_embeds=embeds, attention_mask=batch.attention_mask,
@@ -89,7 +89,7 @@ def score_names(net, batch, names: list[str], chunk: int = 64, max_name_tokens: 
         ``(log_likelihood (C,), tokens (C,))``: the summed log-probabilities of each name's tokens and of the EOS after
         it (natural log), and the number of name tokens.
     """
-    import torch  # noqa: PLC0415 deferred: torch stack (~3 s at start-up), needed only here
+    import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
 
     if batch.input_ids.shape[0] != 1:
         raise ValueError("score_names scores the candidates of one prompt at a time")

@@ -18,6 +18,8 @@ import torch
 from torch import nn
 from torch_geometric.nn import GATConv, GCNConv, LayerNorm, TransformerConv, global_mean_pool
 
+from ..config import check_choice
+
 GNN_KINDS = ("gt", "gat", "gcn")
 NORMS = ("batch", "layer", "none")
 
@@ -45,10 +47,8 @@ class GNNConfig:
     norm: str = "batch"  # GR code src/model/gnn.py
 
     def __post_init__(self) -> None:
-        if self.kind not in GNN_KINDS:
-            raise ValueError(f"GNNConfig.kind={self.kind!r} is not one of {GNN_KINDS}")
-        if self.norm not in NORMS:
-            raise ValueError(f"GNNConfig.norm={self.norm!r} is not one of {NORMS}")
+        check_choice("GNNConfig", "kind", self.kind, GNN_KINDS)
+        check_choice("GNNConfig", "norm", self.norm, NORMS)
         if self.num_layers < 1 or self.hidden < 1:
             raise ValueError(f"GNNConfig needs num_layers >= 1 and hidden >= 1, got {self.num_layers}, {self.hidden}")
         if self.kind == "gt" and self.hidden % self.heads:

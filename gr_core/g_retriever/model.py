@@ -32,7 +32,7 @@ import torch
 from torch import nn
 from torch_geometric.data import Batch as PyGBatch
 
-from ..config import LLMConfig
+from ..config import LLMConfig, check_choice
 from ..dropout import use_uniform_dropout
 from ..llm import PromptTemplate, hidden_size, load_llm
 from .graph_encoder import GNNConfig, GraphEncoder
@@ -64,8 +64,7 @@ class LoRAConfig:
     dropout_masks: str = "bernoulli"
 
     def __post_init__(self) -> None:
-        if self.dropout_masks not in LORA_DROPOUT_MASKS:
-            raise ValueError(f"LoRAConfig.dropout_masks={self.dropout_masks!r} is not one of {LORA_DROPOUT_MASKS}")
+        check_choice("LoRAConfig", "dropout_masks", self.dropout_masks, LORA_DROPOUT_MASKS)
 
 
 @dataclass(frozen=True)
@@ -112,13 +111,9 @@ class ModelConfig:
     system_prompt: str | None = None  # None: the chat template's own (SmolLM2: 16 tokens); "": an empty system turn
 
     def __post_init__(self) -> None:
-        if self.graph_token_norm not in GRAPH_TOKEN_NORMS:
-            raise ValueError(f"ModelConfig.graph_token_norm={self.graph_token_norm!r} is not one of "
-                             f"{GRAPH_TOKEN_NORMS}")
-        if self.graph_source not in GRAPH_SOURCES:
-            raise ValueError(f"ModelConfig.graph_source={self.graph_source!r} is not one of {GRAPH_SOURCES}")
-        if self.instruction not in INSTRUCTIONS:
-            raise ValueError(f"ModelConfig.instruction={self.instruction!r} is not one of {INSTRUCTIONS}")
+        check_choice("ModelConfig", "graph_token_norm", self.graph_token_norm, GRAPH_TOKEN_NORMS)
+        check_choice("ModelConfig", "graph_source", self.graph_source, GRAPH_SOURCES)
+        check_choice("ModelConfig", "instruction", self.instruction, INSTRUCTIONS)
         if (self.top_k is not None and self.top_k < 1) or (self.edge_cost is not None and self.edge_cost < 0):
             raise ValueError(f"ModelConfig: top_k >= 1 and edge_cost >= 0 required "
                              f"(got {self.top_k}, {self.edge_cost})")
@@ -262,7 +257,7 @@ class GraphLLM(nn.Module):
             llm, tokenizer = load_llm(cfg.llm)
         llm.requires_grad_(False)  # frozen unless LoRA below (PyG's port never freezes, docs/peers.md 1)
         if cfg.lora is not None:
-            from peft import LoraConfig, get_peft_model  # noqa: PLC0415 deferred: ~1 s at start-up, LoRA only
+            from peft import LoraConfig, get_peft_model  # noqa: PLC0415 deferred: ~3 s at start-up, LoRA only
 
             # peft keeps the adapters in fp32 when the LLM is in bf16 (autocast_adapter_dtype), casting their input
             llm = get_peft_model(llm, LoraConfig(r=cfg.lora.r, lora_alpha=cfg.lora.alpha,

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 import pcst_fast
 
+from ..config import check_choice
 from ..data import EDGE_COLUMNS, NODE_COLUMNS, TextualGraph
 from .textualize import _table
 
@@ -126,10 +127,8 @@ class RetrievalConfig:
     whole_graph: bool = False
 
     def __post_init__(self) -> None:
-        if self.prize_mode not in PRIZE_MODES:
-            raise ValueError(f"RetrievalConfig.prize_mode={self.prize_mode!r} is not one of {PRIZE_MODES}")
-        if self.similarity not in SIMILARITIES:
-            raise ValueError(f"RetrievalConfig.similarity={self.similarity!r} is not one of {SIMILARITIES}")
+        check_choice("RetrievalConfig", "prize_mode", self.prize_mode, PRIZE_MODES)
+        check_choice("RetrievalConfig", "similarity", self.similarity, SIMILARITIES)
         if self.top_k_nodes < 0 or self.top_k_edges < 0:
             raise ValueError("RetrievalConfig.top_k_nodes and top_k_edges must be >= 0")
         if self.edge_cost < 0:
@@ -155,7 +154,7 @@ def similarities(query, embeddings, mode: str = "dot"):
     Shapes:
         query: ``(dim,)``; embeddings: ``(n, dim)``; returns float32 ``(n,)``.
     """
-    import torch  # noqa: PLC0415 deferred: torch stack (~3 s at start-up), needed only here
+    import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
 
     if len(embeddings) == 0:
         return np.zeros(0, np.float32)
@@ -169,7 +168,7 @@ def similarities(query, embeddings, mode: str = "dot"):
 
 def node_prizes(sim: np.ndarray, k: int) -> np.ndarray:
     """Eq. 6: the k most similar nodes get k, k-1, ..., 1 (torch.topk order, as both references); others 0."""
-    import torch  # noqa: PLC0415 deferred: torch stack (~3 s at start-up), needed only here
+    import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
 
     prizes = np.zeros(len(sim), np.float32)
     k = min(k, len(sim))

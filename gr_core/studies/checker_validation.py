@@ -152,7 +152,7 @@ def validate_checker(ds, indices: list[int], seed: int = 0, per_case: int = 1, l
 
 def validate_on_datasets(names: list[str], graphs: int = 100, seed: int = 0) -> pd.DataFrame:
     """:func:`validate_checker` on the first ``graphs`` distinct test graphs of each dataset in ``names``."""
-    from ..graphqa import load_dataset  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.graphqa; this module stays torch-free
+    from ..graphqa import load_dataset  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.graphqa; this module stays torch-free
 
     frames = []
     for name in names:

@@ -44,9 +44,9 @@ def cost_rows(ds, indices: list[int], key: str, tokenizer, reasoner=None, eps: f
     Returns:
         columns ``key, question, nodes, edges, method, nodes_after, tokens, seconds``.
     """
-    from ..gnn_rag import node_probabilities, question_data  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.gnn_rag; this module stays torch-free
-    from ..gnn_rag.evidence import GNNRAGConfig, gnn_evidence  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.gnn_rag.evidence; this module stays torch-free
-    from ..graphqa import retrieve  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.graphqa; this module stays torch-free
+    from ..gnn_rag import node_probabilities, question_data  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.gnn_rag; this module stays torch-free
+    from ..gnn_rag.evidence import GNNRAGConfig, gnn_evidence  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.gnn_rag.evidence; this module stays torch-free
+    from ..graphqa import retrieve  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.graphqa; this module stays torch-free
 
     def count(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -84,9 +84,9 @@ def scaling_study(sets: list[str], tokenizer, questions: int | None = None, reas
     One GNN reasoner is trained per KGQA dataset (``reasoner_train`` questions, ``reasoner_epochs``; the complete
     WebQSP graphs use WebQSP's); other graph sets get no ``gnn paths`` rows.
     """
-    from ..gnn_rag import ReasonerTrainConfig  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.gnn_rag; this module stays torch-free
-    from ..graphqa import DatasetConfig, load_dataset  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.graphqa; this module stays torch-free
-    from .gnn_rag import run_reasoner  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.studies.gnn_rag; this module stays torch-free
+    from ..gnn_rag import ReasonerTrainConfig  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.gnn_rag; this module stays torch-free
+    from ..graphqa import DatasetConfig, load_dataset  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.graphqa; this module stays torch-free
+    from .gnn_rag import run_reasoner  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.studies.gnn_rag; this module stays torch-free
 
     reasoners, frames = {}, []
     for key in sets:
@@ -142,7 +142,7 @@ def scaling_fit(rows: pd.DataFrame) -> pd.DataFrame:
 def plot_scaling(rows: pd.DataFrame):
     """Prompt tokens and milliseconds against graph size (nodes), log-log, one colour per method, one marker per
     graph set."""
-    import matplotlib.pyplot as plt  # noqa: PLC0415 deferred: matplotlib (~1 s at start-up), needed only for figures
+    import matplotlib.pyplot as plt  # noqa: PLC0415 deferred: matplotlib (~0.6 s at start-up), only for figures
 
     markers = dict(zip(rows.key.unique(), "osD^vP*X"))
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))

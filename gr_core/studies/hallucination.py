@@ -32,8 +32,8 @@ def cite_responses(model, ds, indices: list[int], max_new_tokens: int = 128, bat
     The model sees what it saw in training (its soft tokens and/or the textualized graph of its
     ``graph_source``); only the question gains the request. Greedy, up to ``max_new_tokens``.
     """
-    from ..g_retriever.examples import build_examples  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.g_retriever.examples; this module stays torch-free
-    from ..g_retriever.train import predict  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.g_retriever.train; this module stays torch-free
+    from ..g_retriever.examples import build_examples  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.g_retriever.examples; this module stays torch-free
+    from ..g_retriever.train import predict  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.g_retriever.train; this module stays torch-free
 
     examples = build_examples(ds, indices, model.cfg, desc=f"{ds.name} cite")
     for ex, i in zip(examples, indices):
@@ -65,7 +65,7 @@ def wilson(k: int, n: int, conf: float = 0.95) -> tuple[float, float]:
     """Wilson score interval of a proportion k / n (scipy's ``binomtest``); (nan, nan) when n = 0."""
     if n == 0:
         return float("nan"), float("nan")
-    from scipy.stats import binomtest  # noqa: PLC0415 deferred: scipy.stats (~0.5 s at start-up), needed only here
+    from scipy.stats import binomtest  # noqa: PLC0415 deferred: scipy.stats (~0.8 s at start-up), needed only here
 
     ci = binomtest(int(k), int(n)).proportion_ci(confidence_level=conf, method="wilson")
     return float(ci.low), float(ci.high)
@@ -218,8 +218,8 @@ def run_study(datasets: list[str], systems: list[str], runs_dir, settings: dict,
         ``.cache/hallucination/``, keyed by the run's config hash, the questions, the budget and the request.
     """
 
-    from ..g_retriever.train import make_run_config, trained_model  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.g_retriever.train; this module stays torch-free
-    from ..graphqa import DatasetConfig, load_dataset  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.graphqa; this module stays torch-free
+    from ..g_retriever.train import make_run_config, trained_model  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.g_retriever.train; this module stays torch-free
+    from ..graphqa import DatasetConfig, load_dataset  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.graphqa; this module stays torch-free
 
     frames = []
     for name in datasets:
@@ -286,7 +286,7 @@ def load_labels(path) -> pd.DataFrame:
 def first_citing_evidence(rows: pd.DataFrame, level: str = "normalized"):
     """The first response that cites something, with its question's graph and the node ids / edge rows it points at
     (for highlighting), as ``(row, graph, nodes, edges)``; None when no response cites."""
-    from ..graphqa import DatasetConfig, load_dataset  # noqa: PLC0415 deferred: loads the torch stack (~3 s at start-up) through gr_core.graphqa; this module stays torch-free
+    from ..graphqa import DatasetConfig, load_dataset  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.graphqa; this module stays torch-free
 
     citing = rows[(rows.cited_nodes + rows.cited_edges) > 0]
     if citing.empty:
