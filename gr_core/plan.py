@@ -15,14 +15,16 @@ Reasoner training (GNN-RAG, notebooks 04, 06, 09) is estimated from measured sec
 epoch (``outputs/studies/*/metrics.json`` on CPU, ``outputs/gpu/reasoner_sweep.jsonl`` on an H100). Work that is
 neither (datasets, retrieval, reports) is the notebook's last measured time in ``outputs/<preset>/suite.json`` minus
 its runs, when that file exists. Every row names its basis; an estimate is a plan, the suite's own timer is the
-measurement (``suite.json``).
+measurement (``suite.json``). The speeds are read by :mod:`gr_core.speeds`.
+
+A preset is resumable, so the plan is of what is **left**: a seed whose run directory in ``outputs/<preset>/runs``
+holds the finished run of the notebook's configuration costs nothing, and an interrupted one only its epochs left
+(:func:`with_progress`; the row says ``{2/3 seeds done; seed2 resumes after epoch 1}``).
 """
 from __future__ import annotations
 
 import argparse
-import json
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -30,7 +32,9 @@ import pandas as pd
 from .config import PRESETS, notebook_parameters
 from .llm import unavailable
 from .paths import find_notebooks, outputs_root
-from .precision import resolve_dtype, run_precision
+from .precision import resolve_dtype
+from .runs import seed_progress
+from .speeds import LORA_METHODS, Profile, bench_json, gnn_rag_measured, measured_runs, profiles
 
 # Split sizes (train, val, test) as the loaders build them (gr_core.graphqa.load_dataset; tested against it).
 SPLIT_SIZES = {
@@ -38,117 +42,6 @@ SPLIT_SIZES = {
     "metaqa-1hop": (8993, 999, 9947), "metaqa-2hop": (13385, 1487, 14872), "metaqa-3hop": (12847, 1427, 14274),
 }
 DEFAULT_LLM = "embedded:smollm2-135m-instruct"  # the notebooks' default LLM
-LORA_METHODS = ("lora", "g_retriever_lora")
-
-
-@dataclass(frozen=True)
-class Profile:
-    """Where the plan is estimated for: speed factors on top of the committed runs' measured speeds.
-
-    ``train`` / ``lora`` / ``answer`` multiply tokens/s of frozen-LLM training, LoRA training and answering of a run
-    measured in fp32 on CPU; None means no measurement exists for this target (the row's time is then unknown).
-    """
-
-    name: str
-    description: str
-    train: float | None
-    lora: float | None
-    answer: float | None
-    reasoner_seconds_per_question: dict = field(default_factory=dict)  # dataset key -> s per question and epoch
-    basis: str = ""
-
-
-def _bench(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return {}
-
-
-def profiles(root: Path | None = None) -> dict[str, Profile]:
-    """The targets the plan can be estimated for, each from files under ``outputs/`` (``root``)."""
-    root = Path(root) if root is not None else outputs_root("bench").parent
-    prec = _bench(root / "bench" / "precision.json").get("speedups_bf16_vs_fp32", {})
-    cpu_reasoner = _reasoner_cpu(root)
-    out = {
-        "cpu-fp32": Profile("cpu-fp32", "2 CPU cores, LLM in fp32 (the committed runs' own speeds)", 1.0, 1.0, 1.0,
-                            cpu_reasoner, "committed runs (outputs/*/runs)"),
-        "cpu-bf16": Profile("cpu-bf16", "2 CPU cores with AVX512-BF16 (AMD EPYC Zen 4), LLM in bf16",
-                            prec.get("g_retriever_step"), prec.get("g_retriever_lora_step"), prec.get("answers"),
-                            cpu_reasoner, "committed fp32 runs x bf16/fp32 speedups of outputs/bench/precision.json"),
-    }
-    gpu = _reasoner_gpu(root)
-    # the LLM on the GPU: bench/train_infer_throughput.py run there (its JSON copied to outputs/gpu/) against the same
-    # bench in fp32 on the CPU; the two measure the same WebQSP batches
-    on_gpu, on_cpu = (_bench(root / "gpu" / "train_infer_throughput.json"),
-                      _bench(root / "bench" / "train_infer_throughput-float32.json"))
-    train = answer = None
-    if on_gpu.get("ours_train_tokens_per_s") and on_cpu.get("ours_train_tokens_per_s"):
-        train = on_gpu["ours_train_tokens_per_s"] / on_cpu["ours_train_tokens_per_s"]
-        answer = on_gpu["ours_infer_answers_per_s"] / on_cpu["ours_infer_answers_per_s"]
-    out["h100"] = Profile("h100", "one NVIDIA H100 (the full preset's target)", train, train, answer, gpu,
-                          "reasoner: outputs/gpu/reasoner_sweep.jsonl; LLM: outputs/gpu/train_infer_throughput.json "
-                          "over outputs/bench/train_infer_throughput-float32.json" + (
-                              "" if train else " (no LLM throughput measured on a GPU yet: those rows are unknown; "
-                                               "`python bench/train_infer_throughput.py` on the node measures it)"))
-    return out
-
-
-def _reasoner_cpu(root: Path) -> dict:
-    """Seconds per training question and epoch of the GNN-RAG reasoner on 2 CPU cores, per dataset key."""
-    out = {}
-    for path in sorted((root / "studies").glob("*/*/metrics.json")):
-        m = _bench(path)
-        key, hist, n = m.get("key"), m.get("history") or [], m.get("num_train")
-        if key and hist and n and all("seconds" in h for h in hist):
-            per = sum(h["seconds"] for h in hist) / len(hist) / n
-            out[key] = min(out.get(key, per), per)
-    return out
-
-
-def _reasoner_gpu(root: Path) -> dict:
-    out, sizes = {}, {}
-    path = root / "gpu" / "reasoner_sweep.jsonl"
-    if not path.is_file():
-        return out
-    for line in path.read_text().splitlines():
-        row = json.loads(line)
-        if "train" in row and "key" in row:
-            sizes[row["key"]] = row["train"]
-        elif "run" in row and "seconds" in row:
-            key = row["run"].split(":")[0]
-            if sizes.get(key):
-                per = row["seconds"] / sizes[key]
-                out[key] = min(out.get(key, per), per)
-    return out
-
-
-def measured_runs(root: Path | None = None) -> pd.DataFrame:
-    """One row per committed trained or answered run: dataset, method, tokens per training example, training
-    tokens/s, validation and answering seconds per question, and its dtype (fp32 rows only are scaled)."""
-    root = Path(root) if root is not None else outputs_root("bench").parent
-    rows = []
-    for mpath in sorted(root.glob("*/runs/*/metrics.json")) + sorted(root.glob("studies/*/runs/*/metrics.json")):
-        m = _bench(mpath)
-        if not m.get("num_test") or m.get("inference_seconds") is None:  # reference rows (majority ...) answer no LLM
-            continue
-        dtype = run_precision(m).get("dtype", "float32")  # older runs: no record, fp32
-        hist = _bench(mpath.parent / "history.json") if (mpath.parent / "history.json").is_file() else []
-        llm = ((_bench(mpath.parent / "config.json").get("model") or {}).get("llm") or {}).get("model")
-        row = {"dataset": m.get("dataset"), "method": m.get("method"), "dtype": dtype, "run": str(mpath.parent),
-               "llm": llm,
-               "answer_s": m["inference_seconds"] / m["num_test"], "num_train": m.get("num_train") or 0,
-               "prompt_tokens": m.get("mean_prompt_tokens")}
-        if hist and m.get("num_train"):
-            row["tokens_per_example"] = hist[0]["train_tokens"] / m["num_train"]
-            row["train_tps"] = sum(h["train_tokens"] for h in hist) / max(sum(h["train_seconds"] for h in hist), 1e-9)
-            if m.get("num_val") and all("val_seconds" in h for h in hist):
-                row["val_s"] = sum(h["val_seconds"] for h in hist) / len(hist) / m["num_val"]
-        rows.append(row)
-    df = pd.DataFrame(rows)
-    if len(df):  # bf16 runs trained beside other processes: the fp32 runs alone are a clean basis to scale
-        df = df[df.dtype == "float32"].sort_values("num_train", ascending=False)
-    return df
 
 
 # the measured method that stands in for one without a committed run: the same inputs (graph token, text, LoRA),
@@ -218,11 +111,48 @@ def _sizes(params: dict, dataset: str) -> tuple[int, int, int]:
     return tuple(min(full[i], params.get(k) or full[i]) for i, k in enumerate(("max_train", "max_val", "max_test")))
 
 
-def training_rows(preset: str, measured: pd.DataFrame, profile: Profile) -> list[dict]:
-    """The runs of notebooks 03 and 07 (each run once: 07 reuses 03's runs of the same configuration)."""
-    from .g_retriever.model import method_config  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.g_retriever.model; this module stays torch-free
+def with_progress(row: dict, runs_dir: Path, seeds: list[int], hashes: list[str | None], estimate) -> dict:
+    """``row`` (all its seeds) with what is already in ``runs_dir`` taken off: finished seeds cost nothing, an
+    interrupted one only its epochs left (``estimate(epochs)``: the estimated seconds of one seed)."""
+    states = [seed_progress(runs_dir / f"{row['name']}-seed{k}", h) for k, h in zip(seeds, hashes)]
+    done = sum(s == "done" for s, _ in states)
+    conflicts = [f"seed{k}" for k, (s, _) in zip(seeds, states) if s == "conflict"]
+    partial = [(k, e) for k, (s, e) in zip(seeds, states) if s == "partial"]
+    if not done and not conflicts and not partial:
+        return {**row, "done": ""}
+    note = [f"{done}/{len(seeds)} seeds done"] if done else []
+    note += [f"seed{k} resumes after epoch {e}" for k, e in partial]
+    note += [f"{', '.join(conflicts)}: another configuration's finished run is in the way"] if conflicts else []
+    seconds = row["seconds"]
+    if seconds is not None:
+        per_seed = seconds / max(len(seeds), 1)
+        left = [estimate(max(row["epochs"] - e, 0)) for _, e in partial]
+        seconds = round(per_seed * (len(seeds) - done - len(partial) - len(conflicts))
+                        + sum(x for x in left if x is not None))
+    return {**row, "seconds": seconds, "done": "; ".join(note)}
 
-    seen, rows = set(), []
+
+def training_rows(preset: str, measured: pd.DataFrame, profile: Profile, root: Path | None = None) -> list[dict]:
+    """The runs of notebooks 03 and 07 (each run once: 07 reuses 03's runs of the same configuration), with the seeds
+    already finished in the preset's ``runs/`` taken off (:func:`with_progress`)."""
+    from .g_retriever.experiments import preset_run_config  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.g_retriever; this module stays torch-free
+    from .g_retriever.model import method_config  # noqa: PLC0415 deferred: as above
+    from .runs import config_hash  # noqa: PLC0415 deferred: as above (gr_core.runs loads torch)
+
+    runs_dir = (Path(root) / preset if root is not None else outputs_root(preset)) / "runs"
+    rows = []
+
+    def add(notebook: str, dataset: str, method: str, n_seeds: int, epochs: int, sizes, trained: bool,
+            base_seed: int, name: str | None = None, llm: str = DEFAULT_LLM, hashed: bool = True) -> None:
+        row = estimate_run(dataset, method, n_seeds, epochs, sizes, trained, measured, profile, name=name, llm=llm)
+        seeds = list(range(base_seed, base_seed + n_seeds))
+        # the configuration each seed's run directory must hold (the notebook's own; None: not checked, e.g. a sweep)
+        hashes = [config_hash(preset_run_config(preset, dataset, method, k, notebook).to_dict()) if hashed else None
+                  for k in seeds]
+        rows.append({"notebook": notebook, **with_progress(row, runs_dir, seeds, hashes, lambda e: estimate_run(
+            dataset, method, 1, e, sizes, trained, measured, profile, name=name, llm=llm)["seconds"])})
+
+    seen = set()
     p3 = notebook_parameters(preset, "03_training")
     seeds = int(p3.get("num_seeds", 1))
     per = p3.get("per_dataset") or {}
@@ -231,9 +161,8 @@ def training_rows(preset: str, measured: pd.DataFrame, profile: Profile) -> list
             params = {**p3, **(per.get(dataset) or {}), **(per.get(f"{dataset}/{method}") or {})}
             trained = method_config(method).trainable and params.get("num_epochs", 0) > 0
             # untrained rows run once (gr_core.g_retriever.experiments.run_plan)
-            rows.append({"notebook": "03_training", **estimate_run(
-                dataset, method, seeds if trained else 1, params.get("num_epochs", 0), _sizes(params, dataset),
-                trained, measured, profile)})
+            add("03_training", dataset, method, seeds if trained else 1, params.get("num_epochs", 0),
+                _sizes(params, dataset), trained, int(p3.get("seed", 0)))
             seen.add((dataset, method))
     p7 = notebook_parameters(preset, "07_ablations")
     per7 = p7.get("per_dataset") or {}
@@ -246,22 +175,19 @@ def training_rows(preset: str, measured: pd.DataFrame, profile: Profile) -> list
         seen.add((dataset, method))
         params = {**p7, **(per7.get(dataset) or {})}
         trained = method_config(method).trainable and params.get("num_epochs", 0) > 0
-        rows.append({"notebook": "07_ablations", **estimate_run(
-            dataset, method, seeds7 if trained else 1, params.get("num_epochs", 0), _sizes(params, dataset), trained,
-            measured, profile)})
+        add("07_ablations", dataset, method, seeds7 if trained else 1, params.get("num_epochs", 0),
+            _sizes(params, dataset), trained, int(p7.get("seed", 0)))
     for k in p7.get("k_grid", []):
         for ce in p7.get("ce_grid", []):
             dataset = p7.get("k_dataset") or p7.get("ablation_dataset", "webqsp")
-            rows.append({"notebook": "07_ablations", **estimate_run(
-                dataset, "g_retriever", 1, p7.get("num_epochs", 0), _sizes(p7, dataset), True, measured, profile,
-                name=f"{dataset}-g_retriever-k{k}-ce{ce}")})
+            add("07_ablations", dataset, "g_retriever", 1, p7.get("num_epochs", 0), _sizes(p7, dataset), True,
+                int(p7.get("seed", 0)), name=f"{dataset}-g_retriever-k{k}-ce{ce}", hashed=False)
     dataset = p7.get("llm_size_dataset") or p7.get("ablation_dataset", "webqsp")
     params = {**p7, **(per7.get(dataset) or {})}
     for llm in p7.get("llm_sizes", []):  # GR Table 8: G-Retriever with another LLM (notebook 03's run is the first)
         variant = "llm-" + llm.replace("/", "_").replace(":", "_")
-        rows.append({"notebook": "07_ablations", **estimate_run(
-            dataset, "g_retriever", 1, params.get("num_epochs", 0), _sizes(params, dataset), True, measured, profile,
-            name=f"{dataset}-g_retriever-{variant}", llm=llm)})
+        add("07_ablations", dataset, "g_retriever", 1, params.get("num_epochs", 0), _sizes(params, dataset), True,
+            int(p7.get("seed", 0)), name=f"{dataset}-g_retriever-{variant}", llm=llm, hashed=False)
     return rows
 
 
@@ -285,7 +211,7 @@ def gnn_rag_rows(preset: str, profile: Profile, root: Path | None = None) -> lis
                      "test": own.get("max_test") or SPLIT_SIZES[key][2], "tokens": None,
                      "seconds": None if per is None else round(n * epochs * per),
                      "basis": "measured s per question and epoch" if per is not None else "no measured reasoner"})
-    measured = _gnn_rag_measured(base)
+    measured = gnn_rag_measured(base)
     from .gnn_rag.evidence import RETRIEVERS  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.gnn_rag.evidence; this module stays torch-free
 
     retrievers = list(p.get("retrievers", RETRIEVERS))  # the notebook's default: every retriever
@@ -318,9 +244,9 @@ def gnn_rag_rows(preset: str, profile: Profile, root: Path | None = None) -> lis
         if any("rog" in r for r in retrievers):  # the RoG beams generated once per question
             known = measured["paths"].get(key) or next((v for k, v in measured["paths"].items()
                                                         if k.split("-")[0] == name), None)
-            bench = _bench(base / "bench" / "relation_paths.json")
+            bench = bench_json(base / "bench" / "relation_paths.json")
             if bench.get("seconds_per_question"):  # batched as the notebook batches; to fp32 seconds, as the rest
-                speedup = _bench(base / "bench" / "precision.json").get("speedups_bf16_vs_fp32", {}).get("answers")
+                speedup = bench_json(base / "bench" / "precision.json").get("speedups_bf16_vs_fp32", {}).get("answers")
                 factor = (speedup or math.nan) if bench.get("dtype") == "bfloat16" else 1.0
                 per = bench["seconds_per_question"] * factor
                 known = (bench["questions"], per,
@@ -337,46 +263,13 @@ def gnn_rag_rows(preset: str, profile: Profile, root: Path | None = None) -> lis
     return rows
 
 
-def _gnn_rag_measured(base: Path) -> dict:
-    """Measured GNN-RAG costs (fp32, 2 CPU cores): seconds per answer per (dataset key, retriever) from the run with
-    the most questions, and tokens per example and tokens/s of the two fine-tunes per dataset family."""
-    answers, sizes, training = {}, {}, {}
-    for path in sorted(base.glob("*/04_gnn_rag/retrievers.csv")) + sorted(base.glob("studies/*/retrievers.csv")):
-        for r in pd.read_csv(path).to_dict("records"):
-            k = (r["dataset"], r["retriever"])
-            if r.get("questions", 0) > sizes.get(k, 0):
-                sizes[k], answers[k] = r["questions"], float(r["s / answer"])
-                answers.setdefault((r["dataset"].split("-")[0], r["retriever"]), float(r["s / answer"]))
-    paths = {}  # relation-path generation (RoG beams): seconds per question, from the run with the most questions
-    for path in sorted(base.glob("*/04_gnn_rag/summary.json")):
-        for family, parts in (_bench(path).get("llm_training") or {}).items():
-            for key, sec in ((parts or {}).get("relation_path_seconds") or {}).items():
-                q = sizes.get((key, "rog"), 0)
-                if q and q >= paths.get(key, (0, 0.0))[0]:
-                    paths[key] = (q, sec / q, str(path.relative_to(base)))
-    for path in sorted(base.glob("*/04_gnn_rag/summary.json")) + sorted(base.glob("studies/*/metrics.json")):
-        block = _bench(path).get("llm_training") or _bench(path).get("training") or {}
-        for family, parts in block.items() if isinstance(block, dict) else []:
-            for part, rec in (parts or {}).items() if isinstance(parts, dict) else []:
-                hist, n = ((rec or {}).get("history") if isinstance(rec, dict) else None,
-                           (rec or {}).get("train_examples"))
-                if not hist or not n:
-                    continue
-                m = {"tokens_per_example": hist[0]["train_tokens"] / n,
-                     "tps": sum(h["train_tokens"] for h in hist) / max(sum(h["train_seconds"] for h in hist), 1e-9),
-                     "n": n, "basis": str(path.relative_to(base))}
-                if n > training.get((family, part), {}).get("n", 0):
-                    training[(family, part)] = m
-    return {"answers": answers, "training": training, "paths": paths}
-
-
 def plan(preset: str, profile: str = "cpu-bf16", root: Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(runs, notebooks)``: every estimated run, and per notebook the runs' sum plus its other measured work."""
     prof = profiles(root)[profile]
     measured = measured_runs(root)
-    runs = pd.DataFrame(training_rows(preset, measured, prof) + gnn_rag_rows(preset, prof, root))
+    runs = pd.DataFrame(training_rows(preset, measured, prof, root) + gnn_rag_rows(preset, prof, root))
     base = Path(root) if root else outputs_root("bench").parent
-    suite = _bench(base / preset / "suite.json")
+    suite = bench_json(base / preset / "suite.json")
     last = {n.get("notebook"): n.get("seconds") for n in suite.get("notebooks", []) if isinstance(n, dict)}
 
     rows = []
@@ -399,7 +292,7 @@ def plan(preset: str, profile: str = "cpu-bf16", root: Path | None = None) -> tu
 def _gnn_rag_seconds(folder: Path) -> float:
     """Seconds notebook 04's last run spent in what :func:`gnn_rag_rows` estimates: reasoner epochs, the LoRA
     fine-tunes and the answers (``summary.json``, ``retrievers.csv``)."""
-    summary = _bench(folder / "summary.json")
+    summary = bench_json(folder / "summary.json")
     total = sum(h.get("seconds", 0.0) for hist in (summary.get("history") or {}).values() for h in hist)
     for parts in (summary.get("llm_training") or {}).values():
         total += sum(float((rec or {}).get("seconds") or 0) for rec in parts.values() if isinstance(rec, dict))
@@ -419,8 +312,8 @@ def _runs_seconds(runs_dir: Path, planned: pd.DataFrame) -> float:
             # a run the preset has since moved to a study folder (its configuration changed) still took its time
             found = [runs_dir / name] + sorted(runs_dir.parent.parent.glob(f"studies/*/runs/{name}"))
             where = next((d for d in found if (d / "metrics.json").is_file()), runs_dir / name)
-            m = _bench(where / "metrics.json")
-            hist = _bench(where / "history.json") or []
+            m = bench_json(where / "metrics.json")
+            hist = bench_json(where / "history.json") or []
             total += sum(float(m.get(x) or 0) for x in ("train_seconds", "inference_seconds", "build_seconds"))
             total += sum(float(h.get("val_seconds") or 0) for h in hist)
     return total
@@ -440,12 +333,15 @@ def render(preset: str, profile: str = "cpu-bf16", root: Path | None = None) -> 
         for r in runs[runs.notebook == nb.notebook].itertuples() if len(runs) else []:
             t = "unknown" if r.seconds is None or r.seconds != r.seconds else f"{r.seconds / 60:6.1f} min"
             lines.append(f"    {r.name:44s} seeds {r.seeds} epochs {r.epochs:>2} "
-                         f"train {r.train:>6} test {r.test:>6}  {t}   [{r.basis}]")
+                         f"train {r.train:>6} test {r.test:>6}  {t}   [{r.basis}]"
+                         + (f" {{{r.done}}}" if isinstance(getattr(r, "done", ""), str) and r.done else ""))
     total = notebooks.estimate_seconds.sum()
     unknown = int(runs.seconds.isna().sum()) if len(runs) else 0
     tokens = runs.tokens.dropna().sum() if len(runs) else 0
     missing = int(notebooks.other_seconds.isna().sum())
-    lines += ["", f"estimated: {total / 60:.0f} min ({total / 3600:.1f} h) on {prof.name}"
+    started = bool(len(runs)) and "done" in runs and runs["done"].fillna("").astype(bool).any()
+    lines += ["", f"estimated{', for what is left' if started else ''}: {total / 60:.0f} min ({total / 3600:.1f} h) "
+              f"on {prof.name}"
               + (f", a lower bound: {unknown} runs have no measured speed here" if unknown else "")
               + (f", and {missing} notebooks' other work (datasets, retrieval, reports) no measured time" if missing
                  else ""),

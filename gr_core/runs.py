@@ -185,3 +185,28 @@ def check_run_identity(run_dir: str | Path, cfg_dict: dict, cfg_hash: str) -> bo
         f"{run_dir} holds a finished run of another configuration (config hash {old_hash}, this one {cfg_hash}; "
         f"differing: {'; '.join(diff[:8]) or 'fields not recorded'}). Delete the directory, give this run another "
         "name (RunConfig.variant), or pass force=True to overwrite it.")
+
+
+def seed_progress(run_dir: str | Path, expected_hash: str | None = None) -> tuple[str, int]:
+    """How far one seed's run directory is: ``("done" | "conflict" | "partial" | "new", epochs trained)``.
+
+    ``done``: ``metrics.json`` exists (written last) and its config hash is ``expected_hash`` (or none is expected);
+    ``conflict``: it holds a finished run of another configuration (the suite stops there with a RunConflictError);
+    ``partial``: an interrupted training whose ``ckpt/last.pt`` matches, which the suite resumes after its last epoch.
+    """
+    run_dir = Path(run_dir)
+    metrics = run_dir / "metrics.json"
+    if metrics.is_file():
+        found = read_json(metrics).get("config_hash")
+        return ("done" if expected_hash is None or found == expected_hash else "conflict"), 0
+    last = run_dir / "ckpt" / "last.pt"
+    if last.is_file():
+        import torch  # noqa: PLC0415 deferred: ~1.5 s at start-up, only when a checkpoint exists; gr_core.runs stays torch-free
+
+        try:
+            state = torch.load(last, map_location="cpu", weights_only=False, mmap=True)
+        except Exception:  # unreadable (saved by another torch version?): counted as not started
+            return "new", 0
+        if expected_hash is None or state.get("config_hash") == expected_hash:
+            return "partial", int(state.get("epoch", -1)) + 1
+    return "new", 0

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .config import PRESETS, notebook_parameters
 from .paths import find_notebooks, outputs_root, repo_root
-from .plan import default_profile, render
+from .plan import default_profile, plan, render
 from .runs import environment_record, write_json
 
 
@@ -75,6 +75,7 @@ def run_suite(preset: str, notebooks_dir: Path | None = None, only: list[str] | 
     environment = environment_record()
     print(f"suite {preset} on {describe_precision(environment['precision'])}", flush=True)
     previous = _previous_seconds(out_dir / "suite.json")
+    planned = planned_seconds(preset) if any(nb.name not in previous for nb in notebooks) else {}
     total_start = time.perf_counter()
     for i, nb in enumerate(notebooks, 1):
         if failed and not keep_going:
@@ -83,7 +84,7 @@ def run_suite(preset: str, notebooks_dir: Path | None = None, only: list[str] | 
         params = notebook_parameters(preset, nb.stem, overrides)
         target = out_dir / "notebooks" / nb.name
         print(f"[{i}/{len(notebooks)}] {nb.name}  "
-              f"{progress_line(time.perf_counter() - total_start, notebooks[i - 1:], previous)}"
+              f"{progress_line(time.perf_counter() - total_start, notebooks[i - 1:], previous, planned)}"
               f"\n      parameters={params}", flush=True)
         start = time.perf_counter()
         record = {"notebook": nb.name,
@@ -145,24 +146,46 @@ def _previous_seconds(path: Path) -> dict[str, float]:
             if r.get("status") == "passed" and "seconds" in r}
 
 
-def progress_line(elapsed: float, remaining: list[Path], previous: dict[str, float]) -> str:
+def progress_line(elapsed: float, remaining: list[Path], previous: dict[str, float],
+                  planned: dict[str, float] | None = None) -> str:
     """``elapsed 3.2 min, about 41 min left`` from the last run's time of each remaining notebook.
 
-    Notebooks the last run did not time are named instead of guessed. The estimate assumes this run costs what the
-    last one did: with warm caches or finished runs to reuse it is faster than a cold run, and the other way round.
+    A notebook the last run did not time takes the plan's estimate of its runs instead (``planned``, from
+    :func:`gr_core.plan.plan`: measured speeds, finished runs taken off), and is named as planned; one with neither
+    is named instead of guessed. The estimate assumes this run costs what the last one did: with warm caches or
+    finished runs to reuse it is faster than a cold run, and the other way round.
 
     >>> progress_line(90, [Path("01_a.ipynb"), Path("02_b.ipynb")], {"01_a.ipynb": 120.0})
     'elapsed 1.5 min, about 2.0 min left (no earlier time for 02_b)'
+    >>> progress_line(90, [Path("01_a.ipynb"), Path("02_b.ipynb")], {}, {"01_a.ipynb": 600.0})
+    'elapsed 1.5 min, about 10.0 min left (01_a from the plan; no earlier time for 02_b)'
     """
+    planned = planned or {}
     known = [previous[nb.name] for nb in remaining if nb.name in previous]
-    unknown = [nb.stem for nb in remaining if nb.name not in previous]
+    from_plan = [nb for nb in remaining if nb.name not in previous and planned.get(nb.name)]
+    known += [planned[nb.name] for nb in from_plan]
+    unknown = [nb.stem for nb in remaining if nb.name not in previous and not planned.get(nb.name)]
+    notes = ([f"{', '.join(nb.stem for nb in from_plan)} from the plan"] if from_plan else []) + (
+        [f"no earlier time for {', '.join(unknown)}"] if unknown else [])
     line = f"elapsed {_minutes(elapsed)}"
     if known:
         line += f", about {_minutes(sum(known))} left"
-    if unknown:
-        line += (f" ({'no earlier time for ' + ', '.join(unknown)})" if known
-                 else f", no earlier time for {', '.join(unknown)}")
+        if notes:
+            line += f" ({'; '.join(notes)})"
+    elif notes:
+        line += ", " + "; ".join(notes)
     return line
+
+
+def planned_seconds(preset: str) -> dict[str, float]:
+    """Notebook file name -> the plan's estimate of its runs left (:func:`gr_core.plan.plan`); {} when the plan
+    cannot be made here (it is a progress hint: the suite runs without it)."""
+    try:
+        _, notebooks = plan(preset, default_profile(preset))
+    except Exception as err:  # a plan error must not stop the suite; say why the hint is missing
+        print(f"      (no plan estimate: {type(err).__name__}: {err})", flush=True)
+        return {}
+    return {f"{r.notebook}.ipynb": float(r.estimate_seconds) for r in notebooks.itertuples() if r.estimate_seconds}
 
 
 def _merge_previous(path: Path, summary: dict) -> dict:

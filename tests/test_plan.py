@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from gr_core.plan import SPLIT_SIZES, estimate_run, measured_runs, plan, profiles, render
+from gr_core.plan import SPLIT_SIZES, estimate_run, plan, render
+from gr_core.speeds import measured_runs, profiles
 
 
 def _write(path, obj):
@@ -68,7 +69,7 @@ def test_suite_dry_run_prints_the_plan_and_runs_nothing(capsys, tmp_path, monkey
     monkeypatch.setattr(suite, "run_suite", lambda *a, **k: pytest.fail("a dry run must not run the suite"))
     assert suite.main(["--preset", "quick", "--dry-run", "--profile", "cpu-fp32"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("plan of preset 'quick' on cpu-fp32") and "04_gnn_rag" in out and "estimated:" in out
+    assert out.startswith("plan of preset 'quick' on cpu-fp32") and "04_gnn_rag" in out and "\nestimated" in out
 
 
 def test_gnn_rag_answers_add_the_relation_paths_measured_by_the_bench(outputs):
@@ -88,3 +89,29 @@ def test_gnn_rag_answers_add_the_relation_paths_measured_by_the_bench(outputs):
     # 200 questions x (0.2 + 0.4 + 0.6) fp32 s / 4 (bf16 answers) + 200 x 0.25 bf16 s (0.25 x 4 in fp32, / 4)
     assert a["test"] == 200 and a["seconds"] == round(200 * 1.2 / 4 + 200 * 0.25)
     assert "relation paths" in a["basis"] and "bench/relation_paths.json" in a["basis"]
+
+
+def test_finished_seeds_cost_nothing_and_an_interrupted_one_only_its_epochs_left(tmp_path):
+    import torch
+
+    from gr_core.plan import with_progress
+    from gr_core.runs import seed_progress
+
+    runs = tmp_path / "runs"
+    _write(runs / "x-g_retriever-seed0" / "metrics.json", {"config_hash": "h0"})  # finished, this configuration
+    _write(runs / "x-g_retriever-seed1" / "metrics.json", {"config_hash": "old"})  # finished, another configuration
+    (runs / "x-g_retriever-seed2" / "ckpt").mkdir(parents=True)
+    torch.save({"config_hash": "h2", "epoch": 0}, runs / "x-g_retriever-seed2" / "ckpt" / "last.pt")  # 1 of 3 epochs
+    assert seed_progress(runs / "x-g_retriever-seed0", "h0") == ("done", 0)
+    assert seed_progress(runs / "x-g_retriever-seed1", "h1") == ("conflict", 0)
+    assert seed_progress(runs / "x-g_retriever-seed2", "h2") == ("partial", 1)
+    assert seed_progress(runs / "x-g_retriever-seed2", "other") == ("new", 0)  # the suite starts it over
+    assert seed_progress(runs / "x-g_retriever-seed3", "h3") == ("new", 0)
+
+    row = {"name": "x-g_retriever", "seconds": 400, "epochs": 3}  # 4 seeds of 100 s, 30 s an epoch + 10 s answers
+    out = with_progress(row, runs, [0, 1, 2, 3], ["h0", "h1", "h2", "h3"], lambda epochs: 30 * epochs + 10)
+    # seed 0 done, seed 1 in the way (not counted as work), seed 2: 2 epochs left, seed 3: a whole seed
+    assert out["seconds"] == 100 + (30 * 2 + 10)
+    assert out["done"] == ("1/4 seeds done; seed2 resumes after epoch 1; "
+                           "seed1: another configuration's finished run is in the way")
+    assert with_progress(row, runs, [5], ["h5"], lambda e: 0) == {**row, "done": ""}  # nothing there yet

@@ -125,7 +125,9 @@ def preset_run_config(preset: str, dataset: str, method: str, seed: int = 0, not
     defaults = parameter_defaults(notebook)  # the notebook's own names only, as papermill runs it
     merged = {**defaults, **notebook_parameters(preset, notebook, overrides)}
     params = {k: v for k, v in merged.items() if k in defaults}
-    settings = dataset_settings(params, params.get("per_dataset"), [dataset])
+    # the other datasets' entries of per_dataset do not apply to this run (dataset_settings rejects them as unplanned)
+    own = {k: v for k, v in (params.get("per_dataset") or {}).items() if k.split("/")[0] == dataset}
+    settings = dataset_settings(params, own, [dataset])
     return make_run_config(dataset, method, seed, **settings.get(f"{dataset}/{method}", settings[dataset]))
 
 

@@ -1,0 +1,161 @@
+"""Measured speeds that ``gr_core.plan`` scales: the committed runs' throughputs and the target machines' profiles.
+
+Every number here is read from a file under ``outputs/`` that a real run or bench wrote; nothing is modelled. A
+target with no measurement has ``None`` and its rows are "unknown" in the plan.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from .paths import outputs_root
+from .precision import run_precision
+
+LORA_METHODS = ("lora", "g_retriever_lora")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Where the plan is estimated for: speed factors on top of the committed runs' measured speeds.
+
+    ``train`` / ``lora`` / ``answer`` multiply tokens/s of frozen-LLM training, LoRA training and answering of a run
+    measured in fp32 on CPU; None means no measurement exists for this target (the row's time is then unknown).
+    """
+
+    name: str
+    description: str
+    train: float | None
+    lora: float | None
+    answer: float | None
+    reasoner_seconds_per_question: dict = field(default_factory=dict)  # dataset key -> s per question and epoch
+    basis: str = ""
+
+
+def bench_json(path: Path) -> dict:
+    """A JSON file's contents; {} when it is missing or unreadable."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def profiles(root: Path | None = None) -> dict[str, Profile]:
+    """The targets the plan can be estimated for, each from files under ``outputs/`` (``root``)."""
+    root = Path(root) if root is not None else outputs_root("bench").parent
+    prec = bench_json(root / "bench" / "precision.json").get("speedups_bf16_vs_fp32", {})
+    cpu_reasoner = _reasoner_cpu(root)
+    out = {
+        "cpu-fp32": Profile("cpu-fp32", "2 CPU cores, LLM in fp32 (the committed runs' own speeds)", 1.0, 1.0, 1.0,
+                            cpu_reasoner, "committed runs (outputs/*/runs)"),
+        "cpu-bf16": Profile("cpu-bf16", "2 CPU cores with AVX512-BF16 (AMD EPYC Zen 4), LLM in bf16",
+                            prec.get("g_retriever_step"), prec.get("g_retriever_lora_step"), prec.get("answers"),
+                            cpu_reasoner, "committed fp32 runs x bf16/fp32 speedups of outputs/bench/precision.json"),
+    }
+    gpu = _reasoner_gpu(root)
+    # the LLM on the GPU: bench/train_infer_throughput.py run there (its JSON copied to outputs/gpu/) against the same
+    # bench in fp32 on the CPU; the two measure the same WebQSP batches
+    on_gpu, on_cpu = (bench_json(root / "gpu" / "train_infer_throughput.json"),
+                      bench_json(root / "bench" / "train_infer_throughput-float32.json"))
+    train = answer = None
+    if on_gpu.get("ours_train_tokens_per_s") and on_cpu.get("ours_train_tokens_per_s"):
+        train = on_gpu["ours_train_tokens_per_s"] / on_cpu["ours_train_tokens_per_s"]
+        answer = on_gpu["ours_infer_answers_per_s"] / on_cpu["ours_infer_answers_per_s"]
+    out["h100"] = Profile("h100", "one NVIDIA H100 (the full preset's target)", train, train, answer, gpu,
+                          "reasoner: outputs/gpu/reasoner_sweep.jsonl; LLM: outputs/gpu/train_infer_throughput.json "
+                          "over outputs/bench/train_infer_throughput-float32.json" + (
+                              "" if train else " (no LLM throughput measured on a GPU yet: those rows are unknown; "
+                                               "`python bench/train_infer_throughput.py` on the node measures it)"))
+    return out
+
+
+def _reasoner_cpu(root: Path) -> dict:
+    """Seconds per training question and epoch of the GNN-RAG reasoner on 2 CPU cores, per dataset key."""
+    out = {}
+    for path in sorted((root / "studies").glob("*/*/metrics.json")):
+        m = bench_json(path)
+        key, hist, n = m.get("key"), m.get("history") or [], m.get("num_train")
+        if key and hist and n and all("seconds" in h for h in hist):
+            per = sum(h["seconds"] for h in hist) / len(hist) / n
+            out[key] = min(out.get(key, per), per)
+    return out
+
+
+def _reasoner_gpu(root: Path) -> dict:
+    out, sizes = {}, {}
+    path = root / "gpu" / "reasoner_sweep.jsonl"
+    if not path.is_file():
+        return out
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        if "train" in row and "key" in row:
+            sizes[row["key"]] = row["train"]
+        elif "run" in row and "seconds" in row:
+            key = row["run"].split(":")[0]
+            if sizes.get(key):
+                per = row["seconds"] / sizes[key]
+                out[key] = min(out.get(key, per), per)
+    return out
+
+
+def measured_runs(root: Path | None = None) -> pd.DataFrame:
+    """One row per committed trained or answered run: dataset, method, tokens per training example, training
+    tokens/s, validation and answering seconds per question, and its dtype (fp32 rows only are scaled)."""
+    root = Path(root) if root is not None else outputs_root("bench").parent
+    rows = []
+    for mpath in sorted(root.glob("*/runs/*/metrics.json")) + sorted(root.glob("studies/*/runs/*/metrics.json")):
+        m = bench_json(mpath)
+        if not m.get("num_test") or m.get("inference_seconds") is None:  # reference rows (majority ...) answer no LLM
+            continue
+        dtype = run_precision(m).get("dtype", "float32")  # older runs: no record, fp32
+        hist = bench_json(mpath.parent / "history.json") if (mpath.parent / "history.json").is_file() else []
+        llm = ((bench_json(mpath.parent / "config.json").get("model") or {}).get("llm") or {}).get("model")
+        row = {"dataset": m.get("dataset"), "method": m.get("method"), "dtype": dtype, "run": str(mpath.parent),
+               "llm": llm,
+               "answer_s": m["inference_seconds"] / m["num_test"], "num_train": m.get("num_train") or 0,
+               "prompt_tokens": m.get("mean_prompt_tokens")}
+        if hist and m.get("num_train"):
+            row["tokens_per_example"] = hist[0]["train_tokens"] / m["num_train"]
+            row["train_tps"] = sum(h["train_tokens"] for h in hist) / max(sum(h["train_seconds"] for h in hist), 1e-9)
+            if m.get("num_val") and all("val_seconds" in h for h in hist):
+                row["val_s"] = sum(h["val_seconds"] for h in hist) / len(hist) / m["num_val"]
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    if len(df):  # bf16 runs trained beside other processes: the fp32 runs alone are a clean basis to scale
+        df = df[df.dtype == "float32"].sort_values("num_train", ascending=False)
+    return df
+
+
+def gnn_rag_measured(base: Path) -> dict:
+    """Measured GNN-RAG costs (fp32, 2 CPU cores): seconds per answer per (dataset key, retriever) from the run with
+    the most questions, and tokens per example and tokens/s of the two fine-tunes per dataset family."""
+    answers, sizes, training = {}, {}, {}
+    for path in sorted(base.glob("*/04_gnn_rag/retrievers.csv")) + sorted(base.glob("studies/*/retrievers.csv")):
+        for r in pd.read_csv(path).to_dict("records"):
+            k = (r["dataset"], r["retriever"])
+            if r.get("questions", 0) > sizes.get(k, 0):
+                sizes[k], answers[k] = r["questions"], float(r["s / answer"])
+                answers.setdefault((r["dataset"].split("-")[0], r["retriever"]), float(r["s / answer"]))
+    paths = {}  # relation-path generation (RoG beams): seconds per question, from the run with the most questions
+    for path in sorted(base.glob("*/04_gnn_rag/summary.json")):
+        for family, parts in (bench_json(path).get("llm_training") or {}).items():
+            for key, sec in ((parts or {}).get("relation_path_seconds") or {}).items():
+                q = sizes.get((key, "rog"), 0)
+                if q and q >= paths.get(key, (0, 0.0))[0]:
+                    paths[key] = (q, sec / q, str(path.relative_to(base)))
+    for path in sorted(base.glob("*/04_gnn_rag/summary.json")) + sorted(base.glob("studies/*/metrics.json")):
+        block = bench_json(path).get("llm_training") or bench_json(path).get("training") or {}
+        for family, parts in block.items() if isinstance(block, dict) else []:
+            for part, rec in (parts or {}).items() if isinstance(parts, dict) else []:
+                hist, n = ((rec or {}).get("history") if isinstance(rec, dict) else None,
+                           (rec or {}).get("train_examples"))
+                if not hist or not n:
+                    continue
+                m = {"tokens_per_example": hist[0]["train_tokens"] / n,
+                     "tps": sum(h["train_tokens"] for h in hist) / max(sum(h["train_seconds"] for h in hist), 1e-9),
+                     "n": n, "basis": str(path.relative_to(base))}
+                if n > training.get((family, part), {}).get("n", 0):
+                    training[(family, part)] = m
+    return {"answers": answers, "training": training, "paths": paths}
