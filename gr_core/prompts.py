@@ -5,6 +5,8 @@ use its own chat template instead (a documented deviation, docs/method.md §1.4)
 """
 from __future__ import annotations
 
+from .config import check_choice
+
 EXPLAGRAPHS_QUESTION = (
     "Argument 1: {arg1}\nArgument 2: {arg2}\nQuestion: Do argument 1 and argument 2 support or counter each other? "
     "Answer in one word in the form of 'support' or 'counter'.\n\nAnswer:"
@@ -65,17 +67,27 @@ def question_for(dataset: str, question: str) -> str:
 CITE_INSTRUCTION = "Answer the question and list the nodes or edges from the graph that support your answer."
 
 
-def cite_question(dataset: str, question: str) -> str:
-    r"""The dataset's question string with :data:`CITE_INSTRUCTION` placed before its closing ``Answer:`` cue.
+# The same request with the format the citation parser reads spelled out (gr_core.citations: ``Nodes:`` / ``Edges:``
+# lists, ``(h, r, t)`` edges): a second try for models that ignore the paper's wording (notebook 05 §4b).
+CITE_FORMAT_INSTRUCTION = ("Answer the question, then list the nodes and edges of the graph that support your answer, "
+                           "as\nNodes: <node>, <node>\nEdges: (<source>, <relation>, <target>)")
+CITE_REQUESTS = {"paper": CITE_INSTRUCTION, "format": CITE_FORMAT_INSTRUCTION}
+
+
+def cite_question(dataset: str, question: str, request: str = "paper") -> str:
+    r"""The dataset's question string with the citation request (``request``: a key of :data:`CITE_REQUESTS`;
+    ``"paper"`` is :data:`CITE_INSTRUCTION`) placed before its closing ``Answer:`` cue.
 
     >>> cite_question("clevr", "What color is the cube?")
     'Question: What color is the cube? Answer the question and list the nodes or edges from the graph that support your answer.\n\nAnswer:'
     """  # noqa: E501 a doctest's expected output: one repr, which cannot be wrapped
+    check_choice("cite_question", "request", request, tuple(CITE_REQUESTS))
+    ask = CITE_REQUESTS[request]
     text = question_for(dataset, question)
     head, cue, tail = text.rpartition("Answer:")
     if not cue or tail.strip():
-        return text.rstrip() + " " + CITE_INSTRUCTION
-    return head.rstrip() + " " + CITE_INSTRUCTION + "\n\n" + cue + tail
+        return text.rstrip() + " " + ask
+    return head.rstrip() + " " + ask + "\n\n" + cue + tail
 
 
 def label_for(dataset: str, answers: list[str]) -> str:

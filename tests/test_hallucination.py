@@ -5,8 +5,9 @@ import pytest
 
 from gr_core.citations import CitationMatcher, check_response, parse_citations
 from gr_core.data import TextualGraph
-from gr_core.prompts import CITE_INSTRUCTION, cite_question
-from gr_core.studies.hallucination import TABLE1_RESPONSES, agreement, ratio_ci, summarize, table1_scene, table5, wilson
+from gr_core.prompts import CITE_FORMAT_INSTRUCTION, CITE_INSTRUCTION, cite_question
+from gr_core.studies.hallucination import (TABLE1_RESPONSES, agreement, is_echo, ratio_ci, summarize, table1_scene,
+                                           table5, wilson)
 
 TABLE1_BASELINE = TABLE1_RESPONSES["graph prompt tuning"]
 TABLE1_G_RETRIEVER = TABLE1_RESPONSES["g_retriever"]
@@ -31,6 +32,45 @@ def test_cite_prompt_places_the_request_before_the_answer_cue():
     assert CITE_INSTRUCTION in q and q.index(CITE_INSTRUCTION) < q.rindex("Answer:")
     e = cite_question("explagraphs", "Argument 1: a\nArgument 2: b\nQuestion: x?\n\nAnswer:")
     assert e.endswith(f"{CITE_INSTRUCTION}\n\nAnswer:")
+    f = cite_question("clevr", "What color is the cube?", "format")
+    assert f.endswith(f"{CITE_FORMAT_INSTRUCTION}\n\nAnswer:") and "Nodes: <node>" in f
+    with pytest.raises(ValueError, match="request='apa' is not one of"):
+        cite_question("clevr", "x", "apa")
+
+
+def test_the_format_request_asks_for_forms_the_parser_reads():
+    """A response written as the format request asks is read as the nodes and edge it names, and all valid."""
+    response = ("2\nNodes: large yellow cube, small gray sphere\n"
+                "Edges: (large yellow cube, to the left of, small gray sphere)")
+    verdict = check_response(response, CLEVR)
+    assert (verdict["cited_nodes"], verdict["cited_edges"]) == (2, 1) and verdict["fully_valid_normalized"]
+
+
+def test_a_copied_prompt_graph_is_an_echo():
+    assert is_echo("node_id,node_attr\n0,cube") and is_echo("1\nsrc, edge_attr, dst\n0,left of,1")
+    assert not is_echo("Nodes: cube\nEdges: (cube, left of, sphere)")
+
+
+@pytest.mark.data
+def test_citing_rates_rows_per_llm_and_request_and_a_missing_llm_says_why(tiny_llm_dir, tmp_path, monkeypatch):
+    from gr_core.g_retriever.experiments import RunSettings
+    from gr_core.studies.hallucination import citing_rates
+
+    monkeypatch.setenv("GR_CACHE_DIR", str(tmp_path / "cache"))
+    settings = RunSettings.from_parameters({"llm_model": tiny_llm_dir, "max_txt_len": 64}).keywords()
+    rows, table = citing_rates(["clevr"], [tiny_llm_dir, "embedded:not-a-model"], [], ["paper", "format"],
+                               tmp_path / "runs", settings, questions=2, max_new_tokens=4, batch_size=2)
+    assert list(zip(table.llm == tiny_llm_dir, table.request)) == [(True, "paper"), (True, "format"),
+                                                                     (False, "paper"), (False, "format")]
+    ran = table[table.responses > 0]
+    assert list(ran.responses) == [2, 2] and ran["citing_%"].between(0, 100).all() and not (tmp_path / "runs").exists()
+    assert table[table.responses == 0].note.str.contains("unknown embedded LLM").all()
+    assert len(rows) == 4 and set(rows.request) == {"paper", "format"} and "echo" in rows
+    cached = sorted((tmp_path / "cache" / "hallucination").glob("*.json"))
+    assert len(cached) == 2  # one file per request; a second call reads them
+    again, _ = citing_rates(["clevr"], [tiny_llm_dir], [], ["paper", "format"], tmp_path / "runs", settings,
+                            questions=2, max_new_tokens=4, batch_size=2)
+    assert list(again.response) == list(rows.response)
 
 
 def test_paper_table1_baseline_is_caught():

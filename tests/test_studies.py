@@ -192,12 +192,16 @@ def test_report_judges_claims_by_paired_tests(tmp_path):
     _write(tmp_path, "05_hallucination/table5_all_levels.csv", pd.DataFrame({
         "dataset": ["clevr", "clevr"], "system": ["graph_token", "g_retriever"], "level": ["normalized"] * 2,
         "citing_%": [0.0, 1.0], "fully_valid_%": [0.0, 1.0]}))
+    _write(tmp_path, "05_hallucination/citing_rates.csv", pd.DataFrame({
+        "dataset": ["clevr"], "llm": ["embedded:gemma3-270m"], "system": ["zero_shot"], "request": ["format"],
+        "responses": [16], "citing_%": [75.0], "echo_%": [75.0], "note": [""]}))
     c = claims(load_tables(tmp_path), tmp_path)
     verdict = {r.claim.split(" (")[0].split(":")[0]: r.verdict for r in c.itertuples()}
     assert verdict["GNN-RAG beats the plain LLM"] == "reproduced"
     assert verdict["Retrieval augmentation helps"] == "not significant"  # a tie is not a win
     hall = c[c.claim.str.startswith("Hallucination")].iloc[0]
     assert hall.verdict == "not testable here" and "do both systems cite" in hall.evidence
+    assert "gemma3-270m zero_shot (format) 75% of 16, 75% copying the prompt's graph" in hall.evidence  # 05 §4b
     assert {"n", "p", "score_a", "score_b"} <= set(c.columns)
     md = to_markdown(load_tables(tmp_path), c, "toy")
     assert "## GR Table 3: main results" in md and "`outputs/toy/03_training/table3.csv`" in md

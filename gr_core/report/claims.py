@@ -42,7 +42,8 @@ SOURCES = {
                    "per_hop": "GNN-RAG: by hop count"},
     "05_hallucination": {"table5": "GR Table 5: hallucination", "table5_all_levels": "GR Table 5, every match level",
                          "checker_validation": "the citation checker against citations of known truth",
-                         "agreement": "the citation checker against its author's labels"},
+                         "agreement": "the citation checker against its author's labels",
+                         "citing_rates": "which models cite at all (every LLM, system and request)"},
     "06_efficiency": {"table4": "GR Table 4: before / after retrieval", "table12": "GR Table 12: score and time",
                       "scaling": "cost vs graph size", "scaling_fit": "cost vs graph size: log-log slopes"},
     "07_ablations": {"table6": "GR Table 6: ablations", "table7": "GR Table 7: graph encoders",
@@ -287,9 +288,36 @@ def _hallucination_claim(t: dict) -> Claim:
         return Claim("G-Retriever", "Hallucination drops: more valid citations than graph prompt tuning (Table 5)",
                      "not testable here",
                      "on no dataset do both systems cite (each must list nodes or edges in at least 5% of its "
-                     "responses): " + "; ".join(silent), src)
+                     "responses): " + "; ".join(silent) + citing_evidence(t.get("05_hallucination/citing_rates")),
+                     src)
     return Claim("G-Retriever", "Hallucination drops: more valid citations than graph prompt tuning (Table 5)",
                  _verdict(flags), "; ".join(ev + silent) or "no dataset has both systems", src)
+
+
+def citing_evidence(df: pd.DataFrame | None) -> str:
+    """What notebook 05 §4b measured about who cites: each (dataset, LLM, system, request)'s citing share, and how
+    much of it copies the prompt's graph; "" when it did not run.
+
+    >>> print(citing_evidence(pd.DataFrame({"dataset": ["clevr"] * 2, "llm": ["embedded:a", "embedded:b"],
+    ...     "system": ["zero_shot"] * 2, "request": ["format"] * 2, "responses": [16, 0], "citing_%": [75.0, None],
+    ...     "echo_%": [75.0, None], "note": ["", "not run: b is not installed"]})))
+    . Who cites (05 §4b): clevr: a zero_shot (format) 75% of 16, 75% copying the prompt's graph; b: not run: b is not installed
+    """  # noqa: E501 a doctest's expected output: one line, which cannot be wrapped
+    if df is None or not len(df):
+        return ""
+    parts = []
+    for d, g in df.groupby("dataset", sort=False):
+        items = []
+        for r in g.to_dict("records"):
+            llm = str(r["llm"]).split(":")[-1]
+            if not r["responses"]:
+                if f"{llm}: {r['note']}" not in items:
+                    items.append(f"{llm}: {r['note']}")
+                continue
+            echo = f", {r['echo_%']:.0f}% copying the prompt's graph" if r.get("echo_%") else ""
+            items.append(f"{llm} {r['system']} ({r['request']}) {r['citing_%']:.0f}% of {int(r['responses'])}{echo}")
+        parts.append(f"{d}: " + "; ".join(items))
+    return ". Who cites (05 §4b): " + " | ".join(parts)
 
 
 def _ablation_claims(t: dict, root: Path | None) -> list[Claim]:

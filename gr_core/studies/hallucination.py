@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -21,13 +22,15 @@ from ..data import TextualGraph
 from ..evaluate import task_scores
 from ..paths import cache_root
 from ..precision import dtype_name, resolve_dtype
-from ..prompts import CITE_INSTRUCTION, cite_question
+from ..prompts import CITE_REQUESTS, cite_question
 from ..published import PAPER_TABLE5
 from ..runs import config_hash, read_json, seed_everything, write_json
 
 
-def cite_responses(model, ds, indices: list[int], max_new_tokens: int = 128, batch_size: int = 16) -> list[str]:
-    """Each question's response to the citation request (:data:`~gr_core.prompts.CITE_INSTRUCTION`).
+def cite_responses(model, ds, indices: list[int], max_new_tokens: int = 128, batch_size: int = 16,
+                   request: str = "paper") -> list[str]:
+    """Each question's response to the citation request (``request``: a key of :data:`~gr_core.prompts.CITE_REQUESTS`;
+    ``"paper"`` is the paper's wording).
 
     The model sees what it saw in training (its soft tokens and/or the textualized graph of its
     ``graph_source``); only the question gains the request. Greedy, up to ``max_new_tokens``.
@@ -37,7 +40,7 @@ def cite_responses(model, ds, indices: list[int], max_new_tokens: int = 128, bat
 
     examples = build_examples(ds, indices, model.cfg, desc=f"{ds.name} cite")
     for ex, i in zip(examples, indices):
-        ex.question = cite_question(ds.name, ds.records[i].question)
+        ex.question = cite_question(ds.name, ds.records[i].question, request)
     answers, _ = predict(model, model.tokenize(examples), batch_size, desc=f"{ds.name} cite",
                          max_new_tokens=max_new_tokens)
     return answers
@@ -188,13 +191,14 @@ def agreement(rows: pd.DataFrame, labels: pd.DataFrame, levels=LEVELS) -> pd.Dat
 
 
 # ---------------------------------------------------------------------- the study, end to end
-def response_cache(cfg, ds, indices: list[int], max_new_tokens: int, batch_size: int, seed: int):
+def response_cache(cfg, ds, indices: list[int], max_new_tokens: int, batch_size: int, seed: int,
+                   request: str = "paper"):
     """Where :func:`run_study` caches one run's responses: keyed by everything that makes them (the run's config
     hash, which fixes its checkpoint; the questions; the budget; the request; batch and seed), so re-checking with a
     new parser or new hand labels does not regenerate them."""
 
     spec = {"run": config_hash(cfg.to_dict()), "questions": [str(ds.records[i].graph_id) for i in indices],
-            "max_new_tokens": max_new_tokens, "request": CITE_INSTRUCTION, "batch_size": batch_size, "seed": seed}
+            "max_new_tokens": max_new_tokens, "request": CITE_REQUESTS[request], "batch_size": batch_size, "seed": seed}
     dtype = dtype_name(resolve_dtype(cfg.model.llm.dtype, resolve_device(cfg.model.llm.device)))
     if dtype != "float32":  # the LLM's precision on this machine ("auto"); fp32 keeps the keys made before it mattered
         spec["llm_dtype"] = dtype
@@ -309,3 +313,74 @@ def examples(rows: pd.DataFrame, k: int = 2, level: str = "normalized") -> pd.Da
                         "citations": "; ".join(f"{'✓' if c[level] else '✗'} {c['kind']} {c['text'][:40]}"
                                                for c in r.citations) or "(none)"})
     return pd.DataFrame(out)
+
+
+# ---------------------------------------------------------------------- which models cite at all
+# the textualized graph's CSV headers (gr_core.textualize): a response holding one copied the prompt's graph
+ECHO_HEADERS = ("node_id,node_attr", "src,edge_attr,dst")
+
+
+def is_echo(response: str) -> bool:
+    """Whether the response copies the prompt's textualized graph (its CSV header) instead of choosing evidence."""
+    flat = response.lower().replace(" ", "")
+    return any(h in flat for h in ECHO_HEADERS)
+
+
+def citing_rates(datasets: list[str], llms: list[str], systems: list[str], requests: list[str], runs_dir,
+                 settings: dict, questions: dict | int | None = None, max_new_tokens: int = 128, batch_size: int = 16,
+                 seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Which (LLM, system, request) cites at all: Table 5 needs systems that list evidence, and a small model may not.
+
+    Each LLM of ``llms`` (any :class:`~gr_core.config.LLMConfig` model; one not installed gets a row saying why)
+    answers zero-shot (the frozen LLM with the textualized graph), and each trained system of ``systems`` (Table 3
+    method names: notebook 03's runs with the LLM of ``settings``, reused or trained) answers, the first ``questions``
+    test questions of each dataset under each citation request of ``requests``.
+
+    Returns:
+        ``(rows, table)``: one row per response (:func:`audit` plus ``llm``, ``request``, ``echo``), and per (dataset,
+        llm, system, request) the responses, the share citing anything (95% Wilson), the share that copy the prompt's
+        graph (:func:`is_echo`), fully valid (normalized level) and correct, in percent.
+    """
+    from ..g_retriever.model import GraphLLM  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up); this module stays torch-free
+    from ..g_retriever.train import make_run_config, trained_model  # noqa: PLC0415 deferred: as above
+    from ..graphqa import DatasetConfig, load_dataset  # noqa: PLC0415 deferred: as above
+    from ..llm import unavailable  # noqa: PLC0415 deferred: as above (gr_core.llm loads torch)
+
+    pairs = [(llm, "zero_shot") for llm in llms] + [(settings["llm"].model, s) for s in systems if s != "zero_shot"]
+    frames, table = [], []
+    for name in datasets:
+        ds = load_dataset(DatasetConfig(name))
+        n = questions.get(name) if isinstance(questions, dict) else questions
+        indices = list(ds.split["test"])[:n or None]
+        for llm, system in pairs:
+            why = unavailable(llm)
+            cfg = make_run_config(name, system, seed, **{**settings, "llm": replace(settings["llm"], model=llm)})
+            model = None
+            for request in requests:
+                head = {"dataset": name, "llm": llm, "system": system, "request": request}
+                if why:
+                    table.append({**head, "responses": 0, "note": f"not run: {why}"})
+                    continue
+                cached = response_cache(cfg, ds, indices, max_new_tokens, batch_size, seed, request)
+                if cached.is_file():
+                    responses = read_json(cached)["responses"]
+                else:
+                    if model is None:  # an untrained system needs no run directory (nor its test answers)
+                        model = (trained_model(cfg, Path(runs_dir) / cfg.name, ds)
+                                 if cfg.model.trainable and cfg.train.num_epochs > 0
+                                 else GraphLLM(cfg.model, in_dim=int(ds.text_emb.shape[1])).eval())
+                    seed_everything(seed)
+                    responses = cite_responses(model, ds, indices, max_new_tokens, batch_size, request)
+                    write_json(cached, {"run": cfg.name, "request": request, "responses": responses})
+                rows = audit(ds, indices, responses, system).assign(
+                    llm=llm, request=request, echo=[is_echo(r) for r in responses])
+                frames.append(rows)
+                citing = int(((rows.cited_nodes + rows.cited_edges) > 0).sum())
+                lo, hi = wilson(citing, len(rows))
+                table.append({**head, "responses": len(rows), "citing_%": 100 * citing / len(rows),
+                              "citing_low": 100 * lo, "citing_high": 100 * hi,
+                              "echo_%": 100 * float(rows.echo.mean()),
+                              "fully_valid_%": 100 * float(rows.fully_valid_normalized.mean()),
+                              "correct_%": 100 * float(rows.correct.mean()), "note": ""})
+            del model
+    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), pd.DataFrame(table)
