@@ -65,6 +65,18 @@ def mcnemar_exact(a: Sequence[float], b: Sequence[float]) -> dict:
     return {"n": int(a.size), "a_only": a_only, "b_only": b_only, "p": p}
 
 
+def bootstrap_p(means: np.ndarray) -> float:
+    """Two-sided bootstrap p-value of "the difference is 0" from resampled mean differences: twice the share on the
+    far side of zero, each share counted as ``(k + 1) / (B + 1)`` (Davison & Hinkley 1997, §4.4), so a bootstrap of
+    ``B`` resamples never reports p = 0, only its resolution ``2 / (B + 1)``; capped at 1.
+
+    >>> bootstrap_p(np.ones(9999))  # every resample on one side: the smallest p 9,999 resamples can give
+    0.0002
+    """
+    b = len(means)
+    return float(min(1.0, 2 * (min(np.sum(means <= 0), np.sum(means >= 0)) + 1) / (b + 1)))
+
+
 def paired_bootstrap(a: Sequence[float], b: Sequence[float], num_samples: int = 10_000, seed: int = 0) -> dict:
     """Paired bootstrap over questions of ``mean(a) - mean(b)`` (graded scores such as F1).
 
@@ -81,10 +93,7 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], num_samples: int = 
         return {"n": 0, "diff": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"), "p": float("nan")}
     rng = np.random.default_rng(seed)
     means = d[rng.integers(0, d.size, size=(num_samples, d.size))].mean(axis=1)
-    if np.all(d == 0):
-        p = 1.0
-    else:
-        p = min(1.0, 2 * min(np.mean(means <= 0), np.mean(means >= 0)))
+    p = 1.0 if np.all(d == 0) else bootstrap_p(means)
     low, high = np.quantile(means, [0.025, 0.975])
     return {"n": int(d.size), "diff": float(d.mean()), "ci_low": float(low), "ci_high": float(high), "p": float(p)}
 
@@ -181,7 +190,7 @@ def seed_bootstrap(a, b, num_samples: int = 10_000, seed: int = 0) -> dict:
         per_seed = d[:, rng.integers(0, n, size=(k, n))].mean(axis=2)          # (S, k): each seed, same questions
         pick = rng.integers(0, num_seeds, size=(k, num_seeds))                  # (k, S): seeds drawn
         means[start:start + k] = per_seed[pick, np.arange(k)[:, None]].mean(axis=1)
-    p = 1.0 if np.all(d == 0) else min(1.0, 2 * min(np.mean(means <= 0), np.mean(means >= 0)))
+    p = 1.0 if np.all(d == 0) else bootstrap_p(means)
     low, high = np.quantile(means, [0.025, 0.975])
     return {"seeds": num_seeds, "n": int(n), "diff": float(d.mean()), "ci_low": float(low), "ci_high": float(high),
             "p": float(p)}

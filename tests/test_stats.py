@@ -54,7 +54,8 @@ def test_paired_bootstrap_extremes():
     same = paired_bootstrap([0.5, 0.2, 1.0], [0.5, 0.2, 1.0])
     assert same["diff"] == 0 and same["p"] == 1.0
     apart = paired_bootstrap(np.ones(50), np.zeros(50))
-    assert apart["diff"] == 1.0 and apart["p"] == 0.0 and apart["ci_low"] == apart["ci_high"] == 1.0
+    # every resample on one side: p is the resolution of 10,000 resamples, never 0
+    assert apart["diff"] == 1.0 and apart["p"] == 2 / 10_001 and apart["ci_low"] == apart["ci_high"] == 1.0
     # a small mixed difference is not significant
     rng = np.random.default_rng(1)
     x = rng.random(40)
@@ -129,9 +130,9 @@ def test_seed_bootstrap_keeps_a_questions_seeds_together():
     r = seed_bootstrap(a, b, num_samples=2000)
     assert (r["seeds"], r["n"], r["diff"], r["p"]) == (2, 30, 0.0, 1.0)
     assert (r["ci_low"], r["ci_high"]) == (-1.0, 1.0)
-    # a right everywhere, b nowhere, in every seed: every resample has difference 1 -> p = 2 * 0 = 0
+    # a right everywhere, b nowhere, in every seed: every resample has difference 1 -> p = 2 (0 + 1) / (500 + 1)
     r = seed_bootstrap(np.ones((3, 20)), np.zeros((3, 20)), num_samples=500)
-    assert (r["diff"], r["p"], r["ci_low"]) == (1.0, 0.0, 1.0)
+    assert (r["diff"], r["p"], r["ci_low"]) == (1.0, 2 / 501, 1.0)
     # one seed: exactly the paired bootstrap over questions
     x, y = np.random.default_rng(1).integers(0, 2, (2, 50)).astype(float)
     assert seed_bootstrap(x, y, num_samples=800) == {"seeds": 1, **paired_bootstrap(x, y, num_samples=800)}
