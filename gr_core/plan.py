@@ -29,11 +29,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from .config import PRESETS, notebook_parameters
+from .config import PRESETS, notebook_parameters, resolve_device
 from .llm import unavailable
 from .paths import find_notebooks, outputs_root
-from .precision import resolve_dtype
-from .runs import seed_progress
+from .precision import dtype_name, resolve_dtype
+from .runs import config_hash, seed_progress
 from .speeds import LORA_METHODS, Profile, bench_json, gnn_rag_measured, measured_runs, profiles
 
 # Split sizes (train, val, test) as the loaders build them (gr_core.graphqa.load_dataset; tested against it).
@@ -111,10 +111,13 @@ def _sizes(params: dict, dataset: str) -> tuple[int, int, int]:
     return tuple(min(full[i], params.get(k) or full[i]) for i, k in enumerate(("max_train", "max_val", "max_test")))
 
 
-def with_progress(row: dict, runs_dir: Path, seeds: list[int], hashes: list[str | None], estimate) -> dict:
+def with_progress(row: dict, runs_dir: Path, seeds: list[int], hashes: list[str | None], estimate,
+                  llm_dtype: str | None = None) -> dict:
     """``row`` (all its seeds) with what is already in ``runs_dir`` taken off: finished seeds cost nothing, an
-    interrupted one only its epochs left (``estimate(epochs)``: the estimated seconds of one seed)."""
-    states = [seed_progress(runs_dir / f"{row['name']}-seed{k}", h) for k, h in zip(seeds, hashes)]
+    interrupted one only its epochs left (``estimate(epochs)``: the estimated seconds of one seed; one trained in
+    another LLM dtype than ``llm_dtype`` starts over, as training does), and one in another configuration's way all
+    of its time (its directory must be cleared first)."""
+    states = [seed_progress(runs_dir / f"{row['name']}-seed{k}", h, llm_dtype) for k, h in zip(seeds, hashes)]
     done = sum(s == "done" for s, _ in states)
     conflicts = [f"seed{k}" for k, (s, _) in zip(seeds, states) if s == "conflict"]
     partial = [(k, e) for k, (s, e) in zip(seeds, states) if s == "partial"]
@@ -127,17 +130,17 @@ def with_progress(row: dict, runs_dir: Path, seeds: list[int], hashes: list[str 
     if seconds is not None:
         per_seed = seconds / max(len(seeds), 1)
         left = [estimate(max(row["epochs"] - e, 0)) for _, e in partial]
-        seconds = round(per_seed * (len(seeds) - done - len(partial) - len(conflicts))
-                        + sum(x for x in left if x is not None))
+        # a seed in another configuration's way is trained again once its directory is cleared
+        seconds = round(per_seed * (len(seeds) - done - len(partial)) + sum(x for x in left if x is not None))
     return {**row, "seconds": seconds, "done": "; ".join(note)}
 
 
-def training_rows(preset: str, measured: pd.DataFrame, profile: Profile, root: Path | None = None) -> list[dict]:
+def training_rows(preset: str, measured: pd.DataFrame, profile: Profile, root: Path | None = None,
+                  overrides: dict | None = None) -> list[dict]:
     """The runs of notebooks 03 and 07 (each run once: 07 reuses 03's runs of the same configuration), with the seeds
     already finished in the preset's ``runs/`` taken off (:func:`with_progress`)."""
     from .g_retriever.experiments import preset_run_config  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.g_retriever; this module stays torch-free
     from .g_retriever.model import method_config  # noqa: PLC0415 deferred: as above
-    from .runs import config_hash  # noqa: PLC0415 deferred: as above (gr_core.runs loads torch)
 
     runs_dir = (Path(root) / preset if root is not None else outputs_root(preset)) / "runs"
     rows = []
@@ -147,13 +150,15 @@ def training_rows(preset: str, measured: pd.DataFrame, profile: Profile, root: P
         row = estimate_run(dataset, method, n_seeds, epochs, sizes, trained, measured, profile, name=name, llm=llm)
         seeds = list(range(base_seed, base_seed + n_seeds))
         # the configuration each seed's run directory must hold (the notebook's own; None: not checked, e.g. a sweep)
-        hashes = [config_hash(preset_run_config(preset, dataset, method, k, notebook).to_dict()) if hashed else None
-                  for k in seeds]
+        cfgs = [preset_run_config(preset, dataset, method, k, notebook, overrides) if hashed else None for k in seeds]
+        hashes = [None if c is None else config_hash(c.to_dict()) for c in cfgs]
+        dtype = None if cfgs[0] is None else dtype_name(resolve_dtype(cfgs[0].model.llm.dtype,
+                                                                       resolve_device(cfgs[0].model.llm.device)))
         rows.append({"notebook": notebook, **with_progress(row, runs_dir, seeds, hashes, lambda e: estimate_run(
-            dataset, method, 1, e, sizes, trained, measured, profile, name=name, llm=llm)["seconds"])})
+            dataset, method, 1, e, sizes, trained, measured, profile, name=name, llm=llm)["seconds"], dtype)})
 
     seen = set()
-    p3 = notebook_parameters(preset, "03_training")
+    p3 = notebook_parameters(preset, "03_training", overrides)
     seeds = int(p3.get("num_seeds", 1))
     per = p3.get("per_dataset") or {}
     for dataset, methods in (p3.get("plan") or {}).items():
@@ -164,7 +169,7 @@ def training_rows(preset: str, measured: pd.DataFrame, profile: Profile, root: P
             add("03_training", dataset, method, seeds if trained else 1, params.get("num_epochs", 0),
                 _sizes(params, dataset), trained, int(p3.get("seed", 0)))
             seen.add((dataset, method))
-    p7 = notebook_parameters(preset, "07_ablations")
+    p7 = notebook_parameters(preset, "07_ablations", overrides)
     per7 = p7.get("per_dataset") or {}
     seeds7 = int(p7.get("num_seeds", 1))
     wanted = [(p7.get("ablation_dataset", "webqsp"), m) for m in p7.get("ablations", [])]
@@ -191,13 +196,13 @@ def training_rows(preset: str, measured: pd.DataFrame, profile: Profile, root: P
     return rows
 
 
-def gnn_rag_rows(preset: str, profile: Profile, root: Path | None = None) -> list[dict]:
+def gnn_rag_rows(preset: str, profile: Profile, root: Path | None = None, overrides: dict | None = None) -> list[dict]:
     """Notebook 04: the reasoner per dataset key (training questions x epochs x measured seconds per question), the
     two LoRA fine-tunes per dataset family, and the answers (questions x retrievers x measured seconds per answer)."""
     from .studies.gnn_rag import dataset_keys  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.studies.gnn_rag; this module stays torch-free
 
     base = Path(root) if root is not None else outputs_root("bench").parent
-    p = notebook_parameters(preset, "04_gnn_rag")
+    p = notebook_parameters(preset, "04_gnn_rag", overrides)
     by_key = p.get("by_key") or {}
     keys = dataset_keys(p.get("datasets", []), p.get("metaqa_hops", []))
     rows = []
@@ -263,11 +268,14 @@ def gnn_rag_rows(preset: str, profile: Profile, root: Path | None = None) -> lis
     return rows
 
 
-def plan(preset: str, profile: str = "cpu-bf16", root: Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``(runs, notebooks)``: every estimated run, and per notebook the runs' sum plus its other measured work."""
+def plan(preset: str, profile: str = "cpu-bf16", root: Path | None = None, overrides: dict | None = None
+         ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(runs, notebooks)``: every estimated run, and per notebook the runs' sum plus its other measured work
+    (``overrides``: the suite's ``-p`` parameters, applied to every notebook as the suite applies them)."""
     prof = profiles(root)[profile]
     measured = measured_runs(root)
-    runs = pd.DataFrame(training_rows(preset, measured, prof, root) + gnn_rag_rows(preset, prof, root))
+    runs = pd.DataFrame(training_rows(preset, measured, prof, root, overrides)
+                        + gnn_rag_rows(preset, prof, root, overrides))
     base = Path(root) if root else outputs_root("bench").parent
     suite = bench_json(base / preset / "suite.json")
     last = {n.get("notebook"): n.get("seconds") for n in suite.get("notebooks", []) if isinstance(n, dict)}

@@ -187,12 +187,14 @@ def check_run_identity(run_dir: str | Path, cfg_dict: dict, cfg_hash: str) -> bo
         "name (RunConfig.variant), or pass force=True to overwrite it.")
 
 
-def seed_progress(run_dir: str | Path, expected_hash: str | None = None) -> tuple[str, int]:
+def seed_progress(run_dir: str | Path, expected_hash: str | None = None, llm_dtype: str | None = None
+                  ) -> tuple[str, int]:
     """How far one seed's run directory is: ``("done" | "conflict" | "partial" | "new", epochs trained)``.
 
     ``done``: ``metrics.json`` exists (written last) and its config hash is ``expected_hash`` (or none is expected);
     ``conflict``: it holds a finished run of another configuration (the suite stops there with a RunConflictError);
-    ``partial``: an interrupted training whose ``ckpt/last.pt`` matches, which the suite resumes after its last epoch.
+    ``partial``: an interrupted training whose ``ckpt/last.pt`` matches, which the suite resumes after its last epoch
+    (unless it was trained with the LLM in another dtype than ``llm_dtype``: training then starts over, "new").
     """
     run_dir = Path(run_dir)
     metrics = run_dir / "metrics.json"
@@ -207,6 +209,7 @@ def seed_progress(run_dir: str | Path, expected_hash: str | None = None) -> tupl
             state = torch.load(last, map_location="cpu", weights_only=False, mmap=True)
         except Exception:  # unreadable (saved by another torch version?): counted as not started
             return "new", 0
-        if expected_hash is None or state.get("config_hash") == expected_hash:
+        same_dtype = llm_dtype is None or state.get("llm_dtype") in (None, llm_dtype)
+        if (expected_hash is None or state.get("config_hash") == expected_hash) and same_dtype:
             return "partial", int(state.get("epoch", -1)) + 1
     return "new", 0

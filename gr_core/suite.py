@@ -75,7 +75,7 @@ def run_suite(preset: str, notebooks_dir: Path | None = None, only: list[str] | 
     environment = environment_record()
     print(f"suite {preset} on {describe_precision(environment['precision'])}", flush=True)
     previous = _previous_seconds(out_dir / "suite.json")
-    planned = planned_seconds(preset) if any(nb.name not in previous for nb in notebooks) else {}
+    planned = planned_seconds(preset, overrides) if any(nb.name not in previous for nb in notebooks) else {}
     total_start = time.perf_counter()
     for i, nb in enumerate(notebooks, 1):
         if failed and not keep_going:
@@ -177,14 +177,15 @@ def progress_line(elapsed: float, remaining: list[Path], previous: dict[str, flo
     return line
 
 
-def planned_seconds(preset: str) -> dict[str, float]:
+def planned_seconds(preset: str, overrides: dict | None = None) -> dict[str, float]:
     """Notebook file name -> the plan's estimate of its runs left (:func:`gr_core.plan.plan`); {} when the plan
     cannot be made here (it is a progress hint: the suite runs without it)."""
     try:
-        _, notebooks = plan(preset, default_profile(preset))
+        _, notebooks = plan(preset, default_profile(preset), overrides=overrides)
     except Exception as err:  # a plan error must not stop the suite; say why the hint is missing
         print(f"      (no plan estimate: {type(err).__name__}: {err})", flush=True)
         return {}
+    # a notebook estimated at 0 has neither runs left nor a measured time for its other work: unknown, not free
     return {f"{r.notebook}.ipynb": float(r.estimate_seconds) for r in notebooks.itertuples() if r.estimate_seconds}
 
 

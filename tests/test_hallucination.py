@@ -6,6 +6,7 @@ import pytest
 from gr_core.citations import CitationMatcher, check_response, parse_citations
 from gr_core.data import TextualGraph
 from gr_core.prompts import CITE_FORMAT_INSTRUCTION, CITE_INSTRUCTION, cite_question
+from gr_core.studies import hallucination
 from gr_core.studies.hallucination import (TABLE1_RESPONSES, agreement, is_echo, ratio_ci, summarize, table1_scene,
                                            table5, wilson)
 
@@ -48,6 +49,7 @@ def test_the_format_request_asks_for_forms_the_parser_reads():
 
 def test_a_copied_prompt_graph_is_an_echo():
     assert is_echo("node_id,node_attr\n0,cube") and is_echo("1\nsrc, edge_attr, dst\n0,left of,1")
+    assert is_echo("2\nNodes: <node>, <node>")  # the format request's template, copied
     assert not is_echo("Nodes: cube\nEdges: (cube, left of, sphere)")
 
 
@@ -67,10 +69,32 @@ def test_citing_rates_rows_per_llm_and_request_and_a_missing_llm_says_why(tiny_l
     assert table[table.responses == 0].note.str.contains("unknown embedded LLM").all()
     assert len(rows) == 4 and set(rows.request) == {"paper", "format"} and "echo" in rows
     cached = sorted((tmp_path / "cache" / "hallucination").glob("*.json"))
-    assert len(cached) == 2  # one file per request; a second call reads them
+    assert len(cached) == 2  # one file per request; a second call reads them and generates nothing
+    monkeypatch.setattr(hallucination, "cite_responses", lambda *a, **k: pytest.fail("regenerated a cached response"))
     again, _ = citing_rates(["clevr"], [tiny_llm_dir], [], ["paper", "format"], tmp_path / "runs", settings,
                             questions=2, max_new_tokens=4, batch_size=2)
     assert list(again.response) == list(rows.response)
+
+
+@pytest.mark.data
+def test_the_papers_request_keeps_the_cache_key_it_had_before_requests_could_change(tiny_llm_dir):
+    """Responses cached before the format request existed are still found: the paper's request hashes as it did."""
+    from gr_core.g_retriever.experiments import RunSettings
+    from gr_core.g_retriever.train import make_run_config
+    from gr_core.graphqa import DatasetConfig, load_dataset
+    from gr_core.runs import config_hash
+
+    ds = load_dataset(DatasetConfig("clevr"))
+    settings = RunSettings.from_parameters({"llm_model": tiny_llm_dir}).keywords()
+    cfg = make_run_config("clevr", "zero_shot", 0, **settings)
+    idx = list(ds.split["test"])[:3]
+    path = hallucination.response_cache(cfg, ds, idx, 32, 4, 0)
+    assert path == hallucination.response_cache(cfg, ds, idx, 32, 4, 0, request="paper")
+    old_spec = {"run": config_hash(cfg.to_dict()), "questions": [str(ds.records[i].graph_id) for i in idx],
+                "max_new_tokens": 32, "request": CITE_INSTRUCTION, "batch_size": 4, "seed": 0}
+    # the key adds the LLM's dtype only when it is not fp32 (the tiny model's modules pin fp32)
+    assert path.name == f"{cfg.name}-{config_hash(old_spec)}.json"
+    assert hallucination.response_cache(cfg, ds, idx, 32, 4, 0, request="format") != path
 
 
 def test_paper_table1_baseline_is_caught():

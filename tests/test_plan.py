@@ -91,6 +91,11 @@ def test_gnn_rag_answers_add_the_relation_paths_measured_by_the_bench(outputs):
     assert "relation paths" in a["basis"] and "bench/relation_paths.json" in a["basis"]
 
 
+def _ckpt(run_dir):
+    (run_dir / "ckpt").mkdir(parents=True)
+    return run_dir / "ckpt" / "last.pt"
+
+
 def test_finished_seeds_cost_nothing_and_an_interrupted_one_only_its_epochs_left(tmp_path):
     import torch
 
@@ -107,11 +112,14 @@ def test_finished_seeds_cost_nothing_and_an_interrupted_one_only_its_epochs_left
     assert seed_progress(runs / "x-g_retriever-seed2", "h2") == ("partial", 1)
     assert seed_progress(runs / "x-g_retriever-seed2", "other") == ("new", 0)  # the suite starts it over
     assert seed_progress(runs / "x-g_retriever-seed3", "h3") == ("new", 0)
+    torch.save({"config_hash": "h4", "epoch": 1, "llm_dtype": "float32"}, _ckpt(runs / "x-g_retriever-seed4"))
+    assert seed_progress(runs / "x-g_retriever-seed4", "h4", "float32") == ("partial", 2)
+    assert seed_progress(runs / "x-g_retriever-seed4", "h4", "bfloat16") == ("new", 0)  # fit starts over in bf16
 
     row = {"name": "x-g_retriever", "seconds": 400, "epochs": 3}  # 4 seeds of 100 s, 30 s an epoch + 10 s answers
     out = with_progress(row, runs, [0, 1, 2, 3], ["h0", "h1", "h2", "h3"], lambda epochs: 30 * epochs + 10)
-    # seed 0 done, seed 1 in the way (not counted as work), seed 2: 2 epochs left, seed 3: a whole seed
-    assert out["seconds"] == 100 + (30 * 2 + 10)
+    # seed 0 done, seed 1 in the way (trained again once cleared), seed 2: 2 epochs left, seed 3: a whole seed
+    assert out["seconds"] == 100 + 100 + (30 * 2 + 10)
     assert out["done"] == ("1/4 seeds done; seed2 resumes after epoch 1; "
                            "seed1: another configuration's finished run is in the way")
     assert with_progress(row, runs, [5], ["h5"], lambda e: 0) == {**row, "done": ""}  # nothing there yet

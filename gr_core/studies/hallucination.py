@@ -20,6 +20,7 @@ from ..citations import LEVELS, CitationMatcher, check_response, parse_citations
 from ..config import resolve_device
 from ..data import TextualGraph
 from ..evaluate import task_scores
+from ..llm import unavailable
 from ..paths import cache_root
 from ..precision import dtype_name, resolve_dtype
 from ..prompts import CITE_REQUESTS, cite_question
@@ -316,14 +317,16 @@ def examples(rows: pd.DataFrame, k: int = 2, level: str = "normalized") -> pd.Da
 
 
 # ---------------------------------------------------------------------- which models cite at all
-# the textualized graph's CSV headers (gr_core.textualize): a response holding one copied the prompt's graph
-ECHO_HEADERS = ("node_id,node_attr", "src,edge_attr,dst")
+# the textualized graph's CSV headers (gr_core.textualize), and the format request's placeholders: a response
+# holding one copied the prompt (its graph, or the request's template) instead of choosing evidence
+ECHO_MARKS = ("node_id,node_attr", "src,edge_attr,dst", "<node>", "<source>", "<relation>", "<target>")
 
 
 def is_echo(response: str) -> bool:
-    """Whether the response copies the prompt's textualized graph (its CSV header) instead of choosing evidence."""
+    """Whether the response copies the prompt: its textualized graph (the CSV header) or the format request's
+    template (``<node>``), instead of choosing evidence."""
     flat = response.lower().replace(" ", "")
-    return any(h in flat for h in ECHO_HEADERS)
+    return any(h in flat for h in ECHO_MARKS)
 
 
 def citing_rates(datasets: list[str], llms: list[str], systems: list[str], requests: list[str], runs_dir,
@@ -344,7 +347,6 @@ def citing_rates(datasets: list[str], llms: list[str], systems: list[str], reque
     from ..g_retriever.model import GraphLLM  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up); this module stays torch-free
     from ..g_retriever.train import make_run_config, trained_model  # noqa: PLC0415 deferred: as above
     from ..graphqa import DatasetConfig, load_dataset  # noqa: PLC0415 deferred: as above
-    from ..llm import unavailable  # noqa: PLC0415 deferred: as above (gr_core.llm loads torch)
 
     pairs = [(llm, "zero_shot") for llm in llms] + [(settings["llm"].model, s) for s in systems if s != "zero_shot"]
     frames, table = [], []
