@@ -97,6 +97,15 @@ def test_inference_only_methods_train_nothing(tiny_llm_dir, explagraphs, tmp_pat
 
 
 @pytest.mark.data
+def test_trained_model_of_an_inference_only_method_runs_nothing(tiny_llm_dir, explagraphs, tmp_path, monkeypatch):
+    from gr_core.g_retriever import train
+
+    monkeypatch.setattr(train, "run", lambda *a, **k: pytest.fail("an untrained model needs no run"))
+    model = train.trained_model(_cfg(tiny_llm_dir, "zero_shot"), tmp_path / "z", ds=explagraphs)
+    assert not model.training and not (tmp_path / "z").exists()
+
+
+@pytest.mark.data
 def test_an_interrupted_run_resumes_from_its_last_checkpoint_to_the_same_result(tiny_llm_dir, explagraphs, tmp_path):
     cfg = _cfg(tiny_llm_dir, num_epochs=3, patience=5)
     straight = run(cfg, tmp_path / "a", ds=explagraphs)

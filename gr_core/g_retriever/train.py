@@ -439,16 +439,16 @@ def trained_model(cfg: RunConfig, run_dir: str | Path, ds=None) -> GraphLLM:
     run_dir = Path(run_dir)
     if ds is None:
         ds = load_dataset(DatasetConfig(cfg.dataset, hops=cfg.hops))
-    trained = cfg.model.trainable and cfg.train.num_epochs > 0
-    best = run_dir / "ckpt" / "best.pt"
-    state = torch.load(best, map_location="cpu", weights_only=False) if trained and best.is_file() else None
-    cfg_hash = config_hash(cfg.to_dict())
-    finished = check_run_identity(run_dir, cfg.to_dict(), cfg_hash)  # refuses another configuration's run
-    if trained and (state is None or state.get("config_hash") != cfg_hash):
-        run(cfg, run_dir, ds=ds, force=finished)  # this configuration's metrics, its weights missing: retrain
-        state = torch.load(best, map_location="cpu", weights_only=False)
-    else:
-        run(cfg, run_dir, ds=ds)  # a no-op when finished; inference-only runs write their metrics
+    state = None
+    if cfg.model.trainable and cfg.train.num_epochs > 0:  # inference-only: the untouched model, no run needed
+        best = run_dir / "ckpt" / "best.pt"
+        state = torch.load(best, map_location="cpu", weights_only=False) if best.is_file() else None
+        cfg_hash = config_hash(cfg.to_dict())
+        finished = check_run_identity(run_dir, cfg.to_dict(), cfg_hash)  # refuses another configuration's run
+        if state is None or state.get("config_hash") != cfg_hash or not finished:
+            # trains, finishes an interrupted training, or retrains a finished run whose weights are missing
+            run(cfg, run_dir, ds=ds, force=finished and (state is None or state.get("config_hash") != cfg_hash))
+            state = torch.load(best, map_location="cpu", weights_only=False)
     model = GraphLLM(cfg.model, in_dim=int(ds.text_emb.shape[1]),
                      soft_prompt_init=SOFT_PROMPT_INIT.get(cfg.dataset, DEFAULT_SOFT_PROMPT_INIT))
     if state is not None:

@@ -344,8 +344,7 @@ def citing_rates(datasets: list[str], llms: list[str], systems: list[str], reque
         llm, system, request) the responses, the share citing anything (95% Wilson), the share that copy the prompt's
         graph (:func:`is_echo`), fully valid (normalized level) and correct, in percent.
     """
-    from ..g_retriever.model import GraphLLM  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up); this module stays torch-free
-    from ..g_retriever.train import make_run_config, trained_model  # noqa: PLC0415 deferred: as above
+    from ..g_retriever.train import make_run_config, trained_model  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up); this module stays torch-free
     from ..graphqa import DatasetConfig, load_dataset  # noqa: PLC0415 deferred: as above
 
     pairs = [(llm, "zero_shot") for llm in llms] + [(settings["llm"].model, s) for s in systems if s != "zero_shot"]
@@ -367,10 +366,8 @@ def citing_rates(datasets: list[str], llms: list[str], systems: list[str], reque
                 if cached.is_file():
                     responses = read_json(cached)["responses"]
                 else:
-                    if model is None:  # an untrained system needs no run directory (nor its test answers)
-                        model = (trained_model(cfg, Path(runs_dir) / cfg.name, ds)
-                                 if cfg.model.trainable and cfg.train.num_epochs > 0
-                                 else GraphLLM(cfg.model, in_dim=int(ds.text_emb.shape[1])).eval())
+                    if model is None:
+                        model = trained_model(cfg, Path(runs_dir) / cfg.name, ds)
                     seed_everything(seed)
                     responses = cite_responses(model, ds, indices, max_new_tokens, batch_size, request)
                     write_json(cached, {"run": cfg.name, "request": request, "responses": responses})
