@@ -5,12 +5,14 @@
     python bench/chat_generated.py two-entity   ->  outputs/bench/chat_generated_two_entity.json
     python bench/chat_generated.py cost         ->  outputs/bench/chat_generated_cost.json
     python bench/chat_generated.py dev-penalty  ->  outputs/bench/chat_generated_dev_penalty.json
+    python bench/chat_generated.py dev-scorers  ->  outputs/bench/chat_generated_dev_scorers.json
 
-What each measures: :mod:`gr_core.studies.chat_without_questions`. ``metaqa`` and ``webqsp`` also write their
-``generated_reasoner`` row (graph, n, hit, ci_low, ci_high, p_vs_ranked, train_seconds, num_generated, ...) into
-``outputs/bench/chat.json`` (that key only, that graph's row only). A reasoner is trained on first use and then
-loaded from ``.cache/chat/reasoners/`` (keyed by the graphs and settings): ``train_seconds`` is the training's own
-time, recorded when it ran (on this machine, in this dtype: the reasoner is fp32). Run alone on the machine.
+What each measures: :mod:`gr_core.studies.chat_without_questions` (``dev-scorers``:
+:mod:`gr_core.studies.path_scoring`). ``metaqa`` and ``webqsp`` also write their ``generated_reasoner`` row (graph,
+n, hit, ci_low, ci_high, p_vs_ranked, train_seconds, num_generated, ...) into ``outputs/bench/chat.json`` (that key
+only, that graph's row only). A reasoner is trained on first use and then loaded from ``.cache/chat/reasoners/``
+(keyed by the graphs and settings): ``train_seconds`` is the training's own time, recorded when it ran (on this
+machine, in this dtype: the reasoner is fp32). Run alone on the machine.
 """
 import argparse
 import json
@@ -23,9 +25,12 @@ from common import result_path, write_result  # noqa: I001
 from gr_core.chat import ChatIndex, GraphChat, load_graph
 from gr_core.chat.generate import GenerationConfig
 from gr_core.chat.graph_reasoner import GraphReasonerConfig, train_graph_reasoner
+from gr_core.config import LLMConfig
+from gr_core.llm import load_llm
 from gr_core.paths import repo_relative, repo_root
 from gr_core.runs import read_json, write_json
 from gr_core.studies import chat_without_questions as study
+from gr_core.studies import path_scoring
 
 # The question-trained reasoners compared with: the chat's MetaQA reasoner (notebook 09, trained on 3,000 MetaQA
 # training questions of 1 and 2 hops on the chat's scope) and notebook 04's WebQSP reasoner (the re-split's training
@@ -83,6 +88,10 @@ def main() -> None:
     p.add_argument("--max-expand-degree", type=int, default=400)
     p = sub.add_parser("dev-penalty")
     p.add_argument("--per-hop", type=int, default=100)
+    p = sub.add_parser("dev-scorers", help="other path scorers on MetaQA dev (word coverage, LLM channel)")
+    p.add_argument("--per-hop", type=int, default=100)
+    p.add_argument("--top", type=int, default=10, help="candidate paths re-scored per question")
+    p.add_argument("--no-llm", action="store_true")
     args = parser.parse_args()
     os.chdir(repo_root())
 
@@ -107,13 +116,24 @@ def main() -> None:
     elif args.study == "cost":
         result = study.cost_study(args.max_nodes, args.max_expand_degree)
         out = write_result("chat_generated_cost", result)
+    elif args.study == "dev-scorers":
+        kb, kind, _ = load_graph("metaqa")
+        chat = GraphChat(kb, kind=kind, retriever="pcst", answer_mode="paths")
+        rows = path_scoring.dev_candidates(chat, study.metaqa_sample("dev", args.per_hop, seed=1), args.top)
+        llm = None if args.no_llm else load_llm(LLMConfig())
+        result = path_scoring.compare_scorers(rows, lambda t: chat.encoder.encode(
+            t, normalize_embeddings=True, convert_to_numpy=True, batch_size=128), llm)
+        result.update(best=path_scoring.best_settings(result), n=len(rows), top=args.top,
+                      llm=llm and LLMConfig().model, llm_dtype=llm and str(llm[0].dtype))
+        out = write_result("chat_generated_dev_scorers", result)
     else:
         kb, kind, _ = load_graph("metaqa")
         chat = GraphChat(kb, kind=kind, retriever="pcst", answer_mode="paths")
         result = study.choose_hop_penalty(chat, study.metaqa_sample("dev", args.per_hop, seed=1))
         out = write_result("chat_generated_dev_penalty", result)
     summary = {k: v for k, v in result.items() if k in ("records", "pairs", "generated_reasoner", "hit_by_penalty",
-                                                           "chosen", "triples", "call_seconds", "train_seconds")}
+                                                           "chosen", "triples", "call_seconds", "train_seconds",
+                                                           "best", "top_k_recall")}
     print(json.dumps(summary, indent=1, default=str))
     print(f"wrote {out}")
 

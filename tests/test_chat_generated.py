@@ -216,3 +216,35 @@ def test_iterating_all_hops_stays_bounded_on_a_hub():
     same = [p for p in paths if p.text == "same has genre"]
     assert same and len(same[0].reached) == 9_999  # every other film of the genre is reached...
     assert not any(len(p.path) == 3 and p.path[:2] == same[0].path for p in paths)  # ...and never expanded further
+
+
+def test_word_coverage_needs_a_word_per_relation_step():
+    from gr_core.studies.path_scoring import content_words, coverage
+    assert content_words("What films did it direct?") == ["films", "direct"]
+    words = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])  # "direct", "actors"
+    one_step = coverage(words, np.array([[1.0, 0.0, 0.0]]))
+    two_steps = coverage(words, np.array([[1.0, 0.0, 0.0], [0.0, 0.6, 0.8]]))
+    assert one_step.tolist() == [1.0] and np.allclose(two_steps, [1.0, 0.6])
+    assert coverage(words[:1], np.eye(3)[:2]).tolist() == [1.0, 0.0]  # the one word is spent on the first step
+
+
+def test_scorers_are_compared_on_the_same_candidates_with_hand_computed_hits():
+    from gr_core.studies.path_scoring import best_settings, compare_scorers
+    vocab = {"direct": [1.0, 0.0], "directed by": [1.0, 0.0], "starred actors": [0.0, 1.0], "films": [0.6, 0.8]}
+    encode = lambda texts: np.array([vocab[t] for t in texts])  # noqa: E731
+    # a 1-hop question whose sentence score prefers the 2-step path (the "films" pull), and a 2-hop one
+    rows = [{"hop": 1, "masked": "what films did it direct", "paths": [
+                {"units": ["directed by", "starred actors"], "sentence": 0.9, "hit": False},
+                {"units": ["directed by"], "sentence": 0.7, "hit": True}]},
+            {"hop": 2, "masked": "what films did it direct", "paths": [
+                {"units": ["directed by", "starred actors"], "sentence": 0.9, "hit": True},
+                {"units": ["directed by"], "sentence": 0.7, "hit": False}]}]
+    out = compare_scorers(rows, encode, hop_penalties=(0.0, 0.3), taus=(0.5, 0.9), alphas=(0.0,))
+    assert out["top_k_recall"] == {"1": 100.0, "2": 100.0, "all": 100.0}
+    assert out["sentence"]["0.0"] == {"1": 0.0, "2": 100.0, "all": 50.0}  # 0.9 > 0.7
+    assert out["sentence"]["0.3"] == {"1": 100.0, "2": 0.0, "all": 50.0}  # 0.6 < 0.7
+    # coverage: "direct" names "directed by" (1.0), "films" names "starred actors" (0.8):
+    # tau 0.5 -> 2 steps 0.5 + 0.3 = 0.8 > 1 step 0.5; tau 0.9 -> 0.1 - 0.1 = 0.0 < 0.1
+    assert out["word_coverage"]["0.0/0.5/0.0"]["1"] == 0.0 and out["word_coverage"]["0.0/0.9/0.0"]["1"] == 100.0
+    assert "llm_channel" not in out
+    assert best_settings(out)["sentence"]["setting"] == "0.0"
