@@ -248,3 +248,15 @@ def test_scorers_are_compared_on_the_same_candidates_with_hand_computed_hits():
     assert out["word_coverage"]["0.0/0.5/0.0"]["1"] == 0.0 and out["word_coverage"]["0.0/0.9/0.0"]["1"] == 100.0
     assert "llm_channel" not in out
     assert best_settings(out)["sentence"]["setting"] == "0.0"
+
+
+def test_dev_candidates_are_the_chats_own_ranked_paths_with_their_hits(isolated, tiny_llm_dir):
+    from gr_core.studies.path_scoring import dev_candidates
+    chat = GraphChat(FILMS, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="paths", retriever="pcst")
+    q = {"hop": 1, "question": "Who directed Alpha?", "answers": ["Ann Lee"]}
+    [row] = dev_candidates(chat, [q], top=3)
+    assert row["masked"] == "Who directed it?" and 1 <= len(row["paths"]) <= 3
+    turn = chat.ask(q["question"])  # the chat answers with the best of the same paths
+    best = row["paths"][0]
+    assert best["hit"] == ("Ann Lee" in turn.answer) and best["units"][0] in turn.paths[0]
+    assert any(p["hit"] for p in row["paths"]) and all(p["hops"] >= 1 for p in row["paths"])
