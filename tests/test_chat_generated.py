@@ -219,7 +219,7 @@ def test_iterating_all_hops_stays_bounded_on_a_hub():
 
 
 def test_word_coverage_needs_a_word_per_relation_step():
-    from gr_core.studies.path_scoring import content_words, coverage
+    from gr_core.chat.path_ranker import content_words, coverage
     assert content_words("What films did it direct?") == ["films", "direct"]
     words = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])  # "direct", "actors"
     one_step = coverage(words, np.array([[1.0, 0.0, 0.0]]))
@@ -234,11 +234,13 @@ def test_scorers_are_compared_on_the_same_candidates_with_hand_computed_hits():
     encode = lambda texts: np.array([vocab[t] for t in texts])  # noqa: E731
     # a 1-hop question whose sentence score prefers the 2-step path (the "films" pull), and a 2-hop one
     rows = [{"hop": 1, "masked": "what films did it direct", "paths": [
-                {"units": ["directed by", "starred actors"], "sentence": 0.9, "hit": False},
-                {"units": ["directed by"], "sentence": 0.7, "hit": True}]},
+                {"units": ["directed by", "starred actors"], "steps": ["directed by", "starred actors"],
+                 "sentence": 0.9, "hit": False},
+                {"units": ["directed by"], "steps": ["directed by"], "sentence": 0.7, "hit": True}]},
             {"hop": 2, "masked": "what films did it direct", "paths": [
-                {"units": ["directed by", "starred actors"], "sentence": 0.9, "hit": True},
-                {"units": ["directed by"], "sentence": 0.7, "hit": False}]}]
+                {"units": ["directed by", "starred actors"], "steps": ["directed by", "starred actors"],
+                 "sentence": 0.9, "hit": True},
+                {"units": ["directed by"], "steps": ["directed by"], "sentence": 0.7, "hit": False}]}]
     out = compare_scorers(rows, encode, hop_penalties=(0.0, 0.3), taus=(0.5, 0.9), alphas=(0.0,))
     assert out["top_k_recall"] == {"1": 100.0, "2": 100.0, "all": 100.0}
     assert out["sentence"]["0.0"] == {"1": 0.0, "2": 100.0, "all": 50.0}  # 0.9 > 0.7
@@ -252,7 +254,8 @@ def test_scorers_are_compared_on_the_same_candidates_with_hand_computed_hits():
 
 def test_dev_candidates_are_the_chats_own_ranked_paths_with_their_hits(isolated, tiny_llm_dir):
     from gr_core.studies.path_scoring import dev_candidates
-    chat = GraphChat(FILMS, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="paths", retriever="pcst")
+    chat = GraphChat(FILMS, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="paths", retriever="pcst",
+                     path_scorer="sentence")
     q = {"hop": 1, "question": "Who directed Alpha?", "answers": ["Ann Lee"]}
     [row] = dev_candidates(chat, [q], top=3)
     assert row["masked"] == "Who directed it?" and 1 <= len(row["paths"]) <= 3
@@ -260,3 +263,16 @@ def test_dev_candidates_are_the_chats_own_ranked_paths_with_their_hits(isolated,
     best = row["paths"][0]
     assert best["hit"] == ("Ann Lee" in turn.answer) and best["units"][0] in turn.paths[0]
     assert any(p["hit"] for p in row["paths"]) and all(p["hops"] >= 1 for p in row["paths"])
+
+
+def test_the_coverage_scorer_wants_a_question_word_for_every_relation_step(isolated, tiny_llm_dir):
+    # the 1-step path for a question naming one relation; the 2-step path only when a second word names its step
+    chat = GraphChat(FILMS, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="paths", retriever="pcst",
+                     path_scorer="coverage")
+    turn = chat.ask("Which films did Ann Lee direct?")
+    assert set(turn.answer.split(" | ")) == {"Alpha", "Beta"} and "directed by (" in turn.paths[0]
+    turn = chat.ask("Which actors starred in the films directed by Ann Lee?")
+    assert set(turn.answer.split(" | ")) == {"Bo Kim", "Cy Dunn"}
+    assert chat.config.path_coverage_tau == 0.55
+    with pytest.raises(ValueError, match="path_scorer"):
+        GraphChat(FILMS, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="paths", path_scorer="llm")

@@ -5,7 +5,7 @@ import argparse
 import sys
 
 from ..data import GraphFormatError
-from .config import ANSWER_MODES, EVIDENCE_FORMATS, KINDS, ChatConfig
+from .config import ANSWER_MODES, EVIDENCE_FORMATS, KINDS, PATH_SCORERS, ChatConfig
 from .conversation import GraphChat
 from .graphs import graph_from_triple_list, read_graph_csv, read_triples
 from .turns import save_turns
@@ -32,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="ranked (a node name of the evidence, chosen by the LLM; KG default) | free (the LLM "
                              "writes) | reasoner (GNN-RAG's ranking; the default with a reasoner) | paths (the "
                              "relation path that reads most like the question; no model)")
+    parser.add_argument("--path-scorer", choices=PATH_SCORERS, default=ChatConfig.path_scorer,
+                        help="paths mode: sentence (the question against the path's relation names) | coverage (each "
+                             "relation of the path named by its own word of the question)")
     parser.add_argument("--evidence-format", choices=EVIDENCE_FORMATS,
                         help="triples lines (KG default) | csv (the paper's)")
     parser.add_argument("--cite", action="store_true", help="also ask the model to list the supporting nodes and edges")
@@ -49,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         chat = GraphChat(graph, model=args.model, llm_model=args.llm, reasoner=args.reasoner,
                          retriever=args.retriever, cite=args.cite, max_new_tokens=args.max_new_tokens,
                          train_reasoner=args.train_reasoner,
-                         answer_mode=args.answer_mode, evidence_format=args.evidence_format, **overrides)
+                         answer_mode=args.answer_mode, evidence_format=args.evidence_format,
+                         path_scorer=args.path_scorer, **overrides)
     except (GraphFormatError, FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

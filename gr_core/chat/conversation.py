@@ -412,7 +412,8 @@ class GraphChat:
         starts = own or index.rows_of(turn.linked)
         if not starts:  # nothing named: the node most similar to the question
             starts = [int(np.argmax(index.similarities(self.embed(turn.question))[0]))]
-        q_masked = self.embed(topic_masked(turn.question, [kg.entities[r] for r in starts]))
+        masked = topic_masked(turn.question, [kg.entities[r] for r in starts])
+        q_masked = self.embed(masked)
         if self._path_scorer is None:
             self._path_scorer = PathScorer(lambda texts: self.encoder.encode(
                 texts, normalize_embeddings=True, convert_to_numpy=True, batch_size=64))
@@ -421,7 +422,8 @@ class GraphChat:
             names.setdefault(kg.entities[r].lower(), []).append(r)
         groups = list(names.values())
         ranked = [self._path_scorer.score(q_masked, enumerate_paths(kg, np.array(g), cfg.path_hops),
-                                          cfg.path_hop_penalty) for g in groups]
+                                          cfg.path_hop_penalty, cfg.path_scorer, masked, cfg.path_coverage_tau)
+                  for g in groups]
         pair = rank_two_entities(ranked) if len(groups) >= 2 and cfg.path_intersect else None
         if pair is not None:
             chosen_rows, used = pair

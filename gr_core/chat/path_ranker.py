@@ -7,6 +7,11 @@ words by the sentence encoder's cosine similarity, less ``hop_penalty`` per rela
 path's words overlap more of any question). The answer is the node set of the best path; a candidate's score is the best
 similarity among the paths that reach it (ties: the shorter path).
 
+With ``scorer="coverage"`` (:meth:`PathScorer.score`) a path is scored instead by how well the question's own words name
+its relation steps, one word per step (:func:`coverage`): each step scores its word's cosine less ``tau``, so a step
+no word names costs (the word "films" cannot name both ``directed by`` and ``starred actors``); a step there and back
+("same directed by") is named by its relation's words. Chosen on MetaQA's dev questions (docs/chat.md).
+
 A question that names two entities ("a film directed by X that stars Y") is answered by the intersection of what
 each entity's paths reach: among the ``pair_top`` best paths of each entity, the pair with the highest summed
 similarity whose reached sets intersect (:func:`rank_two_entities`); none intersecting, the single best path.
@@ -14,6 +19,8 @@ similarity whose reached sets intersect (:func:`rank_two_entities`); none inters
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import re
 
 import numpy as np
 
@@ -31,6 +38,7 @@ class RankedPath:
     text: str
     units: int = 1  # relation steps in the text ("same <relation>" is one)
     score: float = float("nan")
+    steps: tuple[str, ...] = ()  # each step's relation phrase ("same" dropped): what coverage scoring names
 
 
 def path_words(path: tuple[Hop, ...], relations: list[str]) -> str:
@@ -42,13 +50,65 @@ def path_words(path: tuple[Hop, ...], relations: list[str]) -> str:
 
 def path_units(path: tuple[Hop, ...], relations: list[str]) -> list[str]:
     """The phrases of :func:`path_words`, one per relation step ("same <relation>" counts as one)."""
-    words, i = [], 0
+    return [("same " if back else "") + phrase for back, phrase in path_steps(path, relations)]
+
+
+def path_steps(path: tuple[Hop, ...], relations: list[str]) -> list[tuple[bool, str]]:
+    """Each relation step of ``path`` as ``(there and back, relation phrase)``: a relation followed and then followed
+    back is one step (``directed_by`` there and back: the films of the same director)."""
+    steps, i = [], 0
     while i < len(path):
         hop = path[i]
         back = i + 1 < len(path) and path[i + 1].relation == hop.relation and path[i + 1].inverse != hop.inverse
-        words.append(("same " if back else "") + relation_phrase(relations[hop.relation]))
+        steps.append((back, relation_phrase(relations[hop.relation])))
         i += 2 if back else 1
-    return words
+    return steps
+
+
+WORDS = re.compile(r"[a-z0-9']+")
+# function words and the masked topic ("it"): they name no relation
+STOPWORDS = frozenset("it the a an of is was what which who did in for on and to by that are were be do does with as "
+                      "'s".split())
+
+
+def content_words(text: str) -> list[str]:
+    """The lower-case words of ``text`` other than :data:`STOPWORDS`.
+
+    >>> content_words("What films did it direct?")
+    ['films', 'direct']
+    """
+    return [w for w in WORDS.findall(text.lower()) if w not in STOPWORDS]
+
+
+def coverage(word_vecs: np.ndarray, step_vecs: np.ndarray) -> np.ndarray:
+    """Each relation step's cosine to the question word assigned to it, one word per step (greedy: the best remaining
+    step-word pair first); a step left without a word scores 0.
+
+    Args:
+        word_vecs: ``(W, d)`` the question's content words, L2-normalized.
+        step_vecs: ``(U, d)`` the path's relation steps, L2-normalized.
+
+    Returns:
+        ``(U,)`` cosines.
+
+    >>> coverage(np.eye(2), np.array([[1.0, 0.0], [1.0, 0.0]])).tolist()  # one word cannot name two steps
+    [1.0, 0.0]
+    """
+    out = np.zeros(len(step_vecs))
+    if len(word_vecs) == 0 or len(step_vecs) == 0:
+        return out
+    sims = step_vecs @ word_vecs.T
+    done, used = set(), set()
+    for flat in np.argsort(-sims, axis=None, kind="stable"):
+        u, w = divmod(int(flat), sims.shape[1])
+        if u in done or w in used:
+            continue
+        out[u] = sims[u, w]
+        done.add(u)
+        used.add(w)
+        if len(done) == len(step_vecs):
+            break
+    return out
 
 
 def enumerate_paths(kg: KnowledgeGraph, start: np.ndarray, max_hops: int = 3, max_frontier: int = 2000,
@@ -72,8 +132,10 @@ def enumerate_paths(kg: KnowledgeGraph, start: np.ndarray, max_hops: int = 3, ma
                     path = prefix + (Hop(int(rel), inverse),)
                     answers = reached[~np.isin(reached, start)]
                     if len(answers):
-                        units = path_units(path, kg.relations)
-                        out.append(RankedPath(tuple(start.tolist()), path, answers, " ".join(units), len(units)))
+                        steps = path_steps(path, kg.relations)
+                        words = " ".join(("same " if back else "") + phrase for back, phrase in steps)
+                        out.append(RankedPath(tuple(start.tolist()), path, answers, words, len(steps),
+                                              steps=tuple(phrase for _, phrase in steps)))
                     if len(reached) <= max_frontier:
                         nxt.append((path, reached))
                     if len(out) >= max_paths:
@@ -90,15 +152,36 @@ class PathScorer:
         self.encode = encode
         self.cache: dict[str, np.ndarray] = {}
 
-    def score(self, q_masked: np.ndarray, paths: list[RankedPath], hop_penalty: float = 0.0) -> list[RankedPath]:
-        """The paths with ``score`` = cosine(question, path words) - ``hop_penalty`` per relation step beyond the
-        first, best first (ties: fewer hops). The penalty: a longer path's words overlap more of any question."""
-        new = [t for t in dict.fromkeys(p.text for p in paths) if t not in self.cache]
+    def vectors(self, texts) -> dict[str, np.ndarray]:
+        """Each text's vector, encoding only those not seen before."""
+        new = [t for t in dict.fromkeys(texts) if t not in self.cache]
         if new:
             for t, v in zip(new, self.encode(new)):
                 self.cache[t] = np.asarray(v, np.float32)
-        for p in paths:
-            p.score = float(self.cache[p.text] @ q_masked) - hop_penalty * (p.units - 1)
+        return {t: self.cache[t] for t in texts}
+
+    def score(self, q_masked: np.ndarray, paths: list[RankedPath], hop_penalty: float = 0.0, scorer: str = "sentence",
+              question: str = "", tau: float = 0.55) -> list[RankedPath]:
+        """The paths scored, best first (ties: fewer hops).
+
+        ``sentence``: ``score`` = cosine(question, path words); ``coverage``: the sum over the path's relation steps of
+        (:func:`coverage` of the question's :func:`content_words` - ``tau``), ``question`` being the masked question's
+        text. Either less ``hop_penalty`` per relation step beyond the first (a longer path's words overlap more of
+        any question).
+        """
+        if scorer == "coverage":
+            words = content_words(question)
+            vec = self.vectors(words + [s for p in paths for s in p.steps])
+            w = np.stack([vec[x] for x in words]) if words else np.zeros((0, len(q_masked)), np.float32)
+            for p in paths:
+                cov = coverage(w, np.stack([vec[x] for x in p.steps]))
+                p.score = float(np.sum(cov - tau)) - hop_penalty * (p.units - 1)
+        elif scorer == "sentence":
+            vec = self.vectors([p.text for p in paths])
+            for p in paths:
+                p.score = float(vec[p.text] @ q_masked) - hop_penalty * (p.units - 1)
+        else:
+            raise ValueError(f"PathScorer.score: scorer={scorer!r} is not 'sentence' or 'coverage'")
         return sorted(paths, key=lambda p: (-p.score, len(p.path)))
 
 

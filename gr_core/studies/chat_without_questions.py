@@ -3,9 +3,10 @@
 Measured with none of a benchmark's questions in training:
 
 - **MetaQA**: a reasoner trained only on questions generated from the 133k-triple KB
-  (:func:`gr_core.chat.graph_reasoner.train_graph_reasoner`), the training-free path ranker (``answer_mode="paths"``),
-  the PCST-ranked chat (the LLM ranks the evidence's node names: the chat's default without a reasoner) and the
-  question-trained reasoner, on the same real MetaQA test questions (``per_hop`` per hop count, seeded sample), paired;
+  (:func:`gr_core.chat.graph_reasoner.train_graph_reasoner`), the training-free path ranker (``answer_mode="paths"``,
+  with either ``path_scorer``), the PCST-ranked chat (the LLM ranks the evidence's node names: the chat's default
+  without a reasoner) and the question-trained reasoner, on the same real MetaQA test questions (``per_hop`` per hop
+  count, seeded sample), paired;
 - **WebQSP**: one reasoner trained on questions generated from the test mini-graphs themselves (a user's graphs, not
   their questions), tested on those graphs' real questions, paired with the path ranker, the PCST-ranked chat and the
   reasoner trained on WebQSP's training questions;
@@ -14,7 +15,8 @@ Measured with none of a benchmark's questions in training:
 - **misses** split by hop count, question type, whether a gold answer is reachable within the searched hops, and how
   far the question's wording is from every relation name.
 
-The path ranker's hop penalty is chosen on MetaQA's dev questions (:func:`choose_hop_penalty`), never on test.
+The path ranker's hop penalty (:func:`choose_hop_penalty`) and its coverage threshold
+(:mod:`gr_core.studies.path_scoring`) are chosen on MetaQA's dev questions, never on test.
 """
 from __future__ import annotations
 
@@ -143,7 +145,7 @@ def choose_hop_penalty(chat: GraphChat, questions: list[dict], penalties=(0.0, 0
     """The path ranker's Hit on ``questions`` (MetaQA dev) per hop penalty; the best is returned as ``chosen``."""
     results = {}
     for pen in penalties:
-        chat.config = replace(chat.config, answer_mode="paths", path_hop_penalty=pen)
+        chat.config = replace(chat.config, answer_mode="paths", path_scorer="sentence", path_hop_penalty=pen)
         rows = [ask_alone(chat, q) for q in questions]
         results[str(pen)] = hit_record(f"paths, penalty {pen}", rows)["hit"]
     best = max(penalties, key=lambda p: (results[str(p)], -p))
@@ -194,6 +196,7 @@ def subset(rows: dict[str, list[dict]], keep: list[bool]) -> dict[str, list[dict
 
 GENERATED = "reasoner trained on generated questions"
 PATHS = "path ranker (no training)"
+COVERAGE = "path ranker, word coverage (no training)"
 RANKED = "PCST + LLM ranking (the chat without a reasoner)"
 QUESTION_TRAINED = "reasoner trained on the benchmark's questions"
 
@@ -211,7 +214,8 @@ def metaqa_study(reasoner_cfg, per_hop: int = 300, llm_per_hop: int = 300, seed:
     wall = time.perf_counter() - t0
     questions = metaqa_sample("test", per_hop, seed)
     systems = {GENERATED: GraphChat(kb, kind=kind, reasoner=path, retriever="gnn"),
-               PATHS: GraphChat(kb, kind=kind, retriever="pcst", answer_mode="paths")}
+               PATHS: GraphChat(kb, kind=kind, retriever="pcst", answer_mode="paths", path_scorer="sentence"),
+               COVERAGE: GraphChat(kb, kind=kind, retriever="pcst", answer_mode="paths", path_scorer="coverage")}
     if question_reasoner is not None:
         systems[QUESTION_TRAINED] = GraphChat(kb, kind=kind, reasoner=question_reasoner, retriever="gnn")
     rows = run_systems(systems, questions)
@@ -222,6 +226,7 @@ def metaqa_study(reasoner_cfg, per_hop: int = 300, llm_per_hop: int = 300, seed:
     llm_questions = [q for q, k in zip(questions, keep) if k]
     ranked_rows = run_systems({RANKED: ranked}, llm_questions)[RANKED] if llm_per_hop else []
     everything = study_result("metaqa", rows, questions, QUESTION_TRAINED, GENERATED, path, PATHS)
+    everything["pairs"].append(paired(GENERATED, rows[GENERATED], COVERAGE, rows[COVERAGE]))
     everything["generated_reasoner"]["p_vs_ranked"] = None
     if ranked_rows:  # the LLM's pairs on the questions it answered
         on_them = subset(rows, keep)
@@ -270,7 +275,10 @@ def webqsp_study(reasoner_cfg, num_graphs: int = 300, seed: int = 0, question_re
 
     generated = load_reasoner(path)  # loaded once, not once a graph
     systems = {GENERATED: lambda spec: GraphChat(graphs[spec], kind="kg", reasoner=generated, retriever="gnn"),
-               PATHS: lambda spec: GraphChat(graphs[spec], kind="kg", retriever="pcst", answer_mode="paths")}
+               PATHS: lambda spec: GraphChat(graphs[spec], kind="kg", retriever="pcst", answer_mode="paths",
+                                             path_scorer="sentence"),
+               COVERAGE: lambda spec: GraphChat(graphs[spec], kind="kg", retriever="pcst", answer_mode="paths",
+                                                path_scorer="coverage")}
     if question_reasoner is not None:
         reference = load_reasoner(question_reasoner)
         systems[QUESTION_TRAINED] = lambda spec: GraphChat(graphs[spec], kind="kg", reasoner=reference,
@@ -279,8 +287,9 @@ def webqsp_study(reasoner_cfg, num_graphs: int = 300, seed: int = 0, question_re
         systems[RANKED] = base.__getitem__
     rows = run_systems(systems, questions, graph_of=lambda q: q["graph"])
     out = study_result("webqsp", rows, questions, QUESTION_TRAINED, GENERATED, path, RANKED if llm else PATHS)
-    if llm:  # the pair with the path ranker is not among the baseline's
-        out["pairs"].append(paired(GENERATED, rows[GENERATED], PATHS, rows[PATHS]))
+    if llm:  # the pairs with the path rankers are not among the baseline's
+        out["pairs"] += [paired(a, rows[a], b, rows[b]) for a, b in ((GENERATED, PATHS), (COVERAGE, PATHS))]
+    out["pairs"].append(paired(GENERATED, rows[GENERATED], COVERAGE, rows[COVERAGE]))
     out["generated_reasoner"]["p_vs_paths"] = next(
         (p["p"] for p in out["pairs"] if p["a"] == GENERATED and p["b"] == PATHS), None)
     out["generated_reasoner"]["call_seconds"] = round(wall, 1)
@@ -333,11 +342,12 @@ def two_entity_study(n: int = 200, seed: int = 0, generated_reasoner=None) -> di
     reasoner (both entities as its seeds) when given; paired against the intersection."""
 
     kb, kind, _ = load_graph("metaqa")
-    inter = GraphChat(kb, kind=kind, retriever="pcst", answer_mode="paths")
+    # the sentence scorer, as when these were measured (docs/chat.md)
+    inter = GraphChat(kb, kind=kind, retriever="pcst", answer_mode="paths", path_scorer="sentence")
     questions = two_entity_questions(inter.index.kg, n, seed)
     systems = {"path ranker, intersection of the two entities' paths": inter,
                "path ranker, best single path": GraphChat(kb, kind=kind, retriever="pcst", answer_mode="paths",
-                                                          path_intersect=False)}
+                                                          path_scorer="sentence", path_intersect=False)}
     if generated_reasoner is not None:
         systems[GENERATED + " (both entities as seeds)"] = GraphChat(kb, kind=kind, reasoner=generated_reasoner,
                                                                      retriever="gnn")
@@ -369,7 +379,7 @@ def cost_study(max_nodes: int = 6000, max_expand_degree: int = 400, per_hop: int
     wall = time.perf_counter() - t0
     inside = {index.kg.entities[n].lower() for n in nodes}
     asked = [q for q in questions if q["topic"].lower() in inside]
-    paths = GraphChat(triples, model="zero_shot", retriever="pcst", answer_mode="paths")
+    paths = GraphChat(triples, model="zero_shot", retriever="pcst", answer_mode="paths", path_scorer="sentence")
     rows = run_systems({GENERATED: trained, PATHS: paths}, asked)
     return {"triples": len(triples), "nodes": len(nodes), "call_seconds": round(wall, 1),
             **training_record(trained.trained_reasoner),

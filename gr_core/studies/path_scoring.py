@@ -8,8 +8,10 @@ that names a film type word ("what films did X direct") is pulled to a longer pa
 the same candidates (the ``top`` best paths by today's score, so every system chooses among the same paths):
 
 - **sentence** (today's scorer): cosine(question, path words) - ``hop_penalty`` per extra relation step;
-- **word coverage**: every relation step of the path must be named by a word of the question, one word per step
-  (greedy one-to-one assignment of steps to question words by their word-level cosine), a step scoring its cosine
+- **word coverage** (the chat's ``path_scorer="coverage"``, :func:`gr_core.chat.path_ranker.coverage`): every
+  relation step of the path must be named by a word of the question, one word per step, a step there and back
+  ("same directed by") named by its relation's words (greedy one-to-one assignment of steps to question words by
+  their word-level cosine), a step scoring its cosine
   less ``tau`` (a step no word names costs), plus ``alpha`` times the sentence cosine, less ``hop_penalty`` per
   extra relation step;
 - **LLM channel**: the embedded LLM's log-probability of the question given the path ("Relation path: <words>\\nA
@@ -22,21 +24,17 @@ and measured on dev only: nothing here is adopted, so nothing here touches test.
 from __future__ import annotations
 
 import itertools
-import re
 
 import numpy as np
 
-from ..chat.path_ranker import PathScorer, enumerate_paths, path_units
+from ..chat.path_ranker import PathScorer, content_words, coverage, enumerate_paths, path_units
 from ..gnn_rag import topic_masked
-
-WORDS = re.compile(r"[a-z0-9']+")
-STOPWORDS = frozenset("it the a an of is was what which who did in for on and to by that are were be do does with as "
-                      "'s".split())
 
 
 def dev_candidates(chat, questions: list[dict], top: int = 10) -> list[dict]:
-    """Each question's masked text and its ``top`` best paths by the chat's own score (hop penalty included), each
-    with ``units`` (relation steps as words), ``hops``, ``sentence`` (cosine before the penalty) and ``hit``."""
+    """Each question's masked text and its ``top`` best paths by the chat's sentence score (hop penalty included),
+    each with ``units`` (relation steps as words), ``steps`` (their relation phrases), ``hops``, ``sentence`` (cosine
+    before the penalty) and ``hit``."""
 
     kg, index, cfg = chat.index.kg, chat.index, chat.config
     scorer = PathScorer(lambda texts: chat.encoder.encode(texts, normalize_embeddings=True, convert_to_numpy=True,
@@ -50,45 +48,11 @@ def dev_candidates(chat, questions: list[dict], top: int = 10) -> list[dict]:
         if starts:
             ranked = scorer.score(chat.embed(masked), enumerate_paths(kg, np.array(starts), cfg.path_hops),
                                   cfg.path_hop_penalty)[:top]
-            paths = [{"units": path_units(p.path, kg.relations), "hops": len(p.path),
+            paths = [{"units": path_units(p.path, kg.relations), "steps": list(p.steps), "hops": len(p.path),
                       "sentence": p.score + cfg.path_hop_penalty * (p.units - 1),
                       "hit": any(kg.entities[n].lower() in gold for n in p.reached.tolist())} for p in ranked]
         out.append({"hop": q["hop"], "question": q["question"], "masked": masked, "paths": paths})
     return out
-
-
-def coverage(word_vecs: np.ndarray, unit_vecs: np.ndarray) -> np.ndarray:
-    """Each relation step's cosine to the question word assigned to it, one word per step (greedy: the best
-    remaining step-word pair first); a step left without a word scores 0.
-
-    Args:
-        word_vecs: ``(W, d)`` the question's content words, L2-normalized.
-        unit_vecs: ``(U, d)`` the path's relation steps, L2-normalized.
-
-    Returns:
-        ``(U,)`` cosines.
-
-    >>> coverage(np.eye(2), np.array([[1.0, 0.0], [1.0, 0.0]])).tolist()  # one word cannot name two steps
-    [1.0, 0.0]
-    """
-    sims = unit_vecs @ word_vecs.T
-    out = np.zeros(len(unit_vecs))
-    done, used = set(), set()
-    for flat in np.argsort(-sims, axis=None, kind="stable"):
-        u, w = divmod(int(flat), sims.shape[1])
-        if u in done or w in used:
-            continue
-        out[u] = sims[u, w]
-        done.add(u)
-        used.add(w)
-        if len(done) == len(unit_vecs):
-            break
-    return out
-
-
-def content_words(text: str) -> list[str]:
-    """The lower-case words of ``text`` other than :data:`STOPWORDS` (the masked topic "it" among them)."""
-    return [w for w in WORDS.findall(text.lower()) if w not in STOPWORDS]
 
 
 def channel_log_probs(model, tokenizer, prompts: list[str], question: str) -> np.ndarray:
@@ -138,7 +102,7 @@ def compare_scorers(rows: list[dict], encode, llm=None, hop_penalties=(0.0, 0.05
         "word_coverage": {"alpha/tau/penalty": hits}, "llm_channel": {lam: hits}}``.
     """
     words = sorted({w for r in rows for w in content_words(r["masked"])})
-    units = sorted({u for r in rows for p in r["paths"] for u in p["units"]})
+    units = sorted({u for r in rows for p in r["paths"] for u in p["steps"]})
     vec = dict(zip(words + units, encode(words + units))) if words or units else {}
     out: dict = {"top_k_recall": _hit_by_hop(rows, lambda r: int(np.argmax([p["hit"] for p in r["paths"]])))}
 
@@ -152,8 +116,8 @@ def compare_scorers(rows: list[dict], encode, llm=None, hop_penalties=(0.0, 0.05
     for i, r in enumerate(rows):
         ws = [vec[w] for w in content_words(r["masked"])]
         for j, p in enumerate(r["paths"]):
-            covered[i, j] = (coverage(np.stack(ws), np.stack([vec[u] for u in p["units"]])) if ws
-                             else np.zeros(len(p["units"])))
+            covered[i, j] = (coverage(np.stack(ws), np.stack([vec[u] for u in p["steps"]])) if ws
+                             else np.zeros(len(p["steps"])))
     index = {id(r): i for i, r in enumerate(rows)}
     out["word_coverage"] = {}
     for alpha, tau, pen in itertools.product(alphas, taus, hop_penalties):
