@@ -18,9 +18,8 @@ similarity whose reached sets intersect (:func:`rank_two_entities`); none inters
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
