@@ -81,23 +81,25 @@ def channel_log_probs(model, tokenizer, prompts: list[str], question: str) -> np
 
 
 def _hit_by_hop(rows: list[dict], choose) -> dict:
-    """Path Hit (%) per hop count and over all when ``choose(row) -> path index`` picks each row's path."""
+    """Path Hit (%) per hop count and over all when ``choose(i, row) -> path index`` picks each row's path."""
     hits: dict[str, list[bool]] = {}
-    for r in rows:
-        hit = bool(r["paths"]) and r["paths"][choose(r)]["hit"]
+    for i, r in enumerate(rows):
+        hit = bool(r["paths"]) and r["paths"][choose(i, r)]["hit"]
         hits.setdefault(str(r["hop"]), []).append(hit)
         hits.setdefault("all", []).append(hit)
     return {k: round(100 * float(np.mean(v)), 1) for k, v in sorted(hits.items())}
 
 
 def compare_scorers(rows: list[dict], encode, llm=None, hop_penalties=(0.0, 0.05, 0.1),
-                    taus=(0.4, 0.45, 0.5, 0.55, 0.6), alphas=(0.0, 0.5, 1.0), lams=(0.0, 10.0, 40.0)) -> dict:
+                    taus=(0.4, 0.45, 0.5, 0.55, 0.6), alphas=(0.0, 0.5, 1.0), lams=(0.0, 10.0, 40.0),
+                    channel_penalty: float = 0.1) -> dict:
     """Path Hit per hop of every scorer and setting on the candidates of :func:`dev_candidates`.
 
     Args:
         rows: :func:`dev_candidates`'s output.
         encode: ``encode(texts) -> (len(texts), d)`` L2-normalized sentence vectors (the chat's encoder).
         llm: ``(model, tokenizer)`` for the LLM channel, or None to leave it out.
+        channel_penalty: the hop penalty of the sentence score added to the LLM channel (the chat's default).
 
     Returns:
         ``{"top_k_recall": {hop: % with a hitting path among the candidates}, "sentence": {penalty: hits},
@@ -106,13 +108,13 @@ def compare_scorers(rows: list[dict], encode, llm=None, hop_penalties=(0.0, 0.05
     words = sorted({w for r in rows for w in content_words(r["masked"])})
     units = sorted({u for r in rows for p in r["paths"] for u in p["steps"]})
     vec = dict(zip(words + units, encode(words + units))) if words or units else {}
-    out: dict = {"top_k_recall": _hit_by_hop(rows, lambda r: int(np.argmax([p["hit"] for p in r["paths"]])))}
+    out: dict = {"top_k_recall": _hit_by_hop(rows, lambda i, r: int(np.argmax([p["hit"] for p in r["paths"]])))}
 
     def sentence(p, pen):
         return p["sentence"] - pen * (len(p["units"]) - 1)
 
-    out["sentence"] = {str(pen): _hit_by_hop(rows, lambda r, pen=pen: int(np.argmax([sentence(p, pen)
-                                                                                        for p in r["paths"]])))
+    out["sentence"] = {str(pen): _hit_by_hop(rows, lambda i, r, pen=pen: int(np.argmax([sentence(p, pen)
+                                                                                           for p in r["paths"]])))
                        for pen in hop_penalties}
     covered = {}
     for i, r in enumerate(rows):
@@ -120,11 +122,9 @@ def compare_scorers(rows: list[dict], encode, llm=None, hop_penalties=(0.0, 0.05
         for j, p in enumerate(r["paths"]):
             covered[i, j] = (coverage(np.stack(ws), np.stack([vec[u] for u in p["steps"]])) if ws
                              else np.zeros(len(p["steps"])))
-    index = {id(r): i for i, r in enumerate(rows)}
     out["word_coverage"] = {}
     for alpha, tau, pen in itertools.product(alphas, taus, hop_penalties):
-        def pick(r, alpha=alpha, tau=tau, pen=pen):
-            i = index[id(r)]
+        def pick(i, r, alpha=alpha, tau=tau, pen=pen):
             return int(np.argmax([float(np.sum(covered[i, j] - tau)) + alpha * p["sentence"]
                                   - pen * (len(p["units"]) - 1) for j, p in enumerate(r["paths"])]))
         out["word_coverage"][f"{alpha}/{tau}/{pen}"] = _hit_by_hop(rows, pick)
@@ -133,8 +133,8 @@ def compare_scorers(rows: list[dict], encode, llm=None, hop_penalties=(0.0, 0.05
         logps = [channel_log_probs(model, tokenizer, [f"Relation path: {' '.join(p['units'])}\nA question asking "
                                                       "for the end of this path:" for p in r["paths"]], r["masked"])
                  if r["paths"] else np.zeros(0) for r in rows]
-        out["llm_channel"] = {str(lam): _hit_by_hop(rows, lambda r, lam=lam: int(np.argmax(
-            logps[index[id(r)]] + lam * np.array([sentence(p, 0.1) for p in r["paths"]])))) for lam in lams}
+        out["llm_channel"] = {str(lam): _hit_by_hop(rows, lambda i, r, lam=lam: int(np.argmax(
+            logps[i] + lam * np.array([sentence(p, channel_penalty) for p in r["paths"]])))) for lam in lams}
     return out
 
 
