@@ -5,5 +5,5 @@ import os
 os.environ.setdefault("GR_PROGRESS", "off")
 
 from gr_core.measure import (gemm_peak_gflops, machine, mean_loss, result_path, slug, summarize,  # noqa: E402, F401
-                             timed, train_step_seconds, write_result)
+                             synchronize, timed, train_step_seconds, write_result)
 from gr_core.runs import package_versions  # noqa: E402, F401

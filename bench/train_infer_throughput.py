@@ -27,7 +27,7 @@ dtype's peak is recorded beside it):
 PyG: every position). Attention score FLOPs are left out (< 10% at these lengths). A 135M model on a 2-core
 CPU is LLM-bound and not comparable with GPU numbers.
 """
-from common import gemm_peak_gflops, machine, mean_loss, summarize, train_step_seconds, write_result  # noqa: I001
+from common import gemm_peak_gflops, machine, mean_loss, summarize, synchronize, train_step_seconds, write_result  # noqa: I001
 
 import argparse
 import copy
@@ -56,8 +56,10 @@ GNN = GNNConfig(kind="gt", hidden=256, num_layers=4, heads=4)  # the quick prese
 
 
 def _time(fn) -> float:
+    synchronize()
     t0 = time.perf_counter()
     fn()
+    synchronize()
     return time.perf_counter() - t0
 
 
@@ -88,7 +90,7 @@ def ours_train(model: GraphLLM, examples, tcfg: TrainConfig) -> dict:
     model.train()
     times, tokens, label_positions = [], [], []
     for k, idx in enumerate(batches):
-        batch = model.collate([examples[i] for i in idx], with_label=True)
+        batch = model.collate([examples[i] for i in idx], with_label=True).to(model.device)
         dt = train_step_seconds(lambda: mean_loss(model, batch), opt, params, tcfg.grad_clip)
         if k:  # the first batch is warm-up
             times.append(dt)
@@ -186,7 +188,7 @@ def main() -> None:
     predict(ours, test_ex[:EVAL_BATCH], EVAL_BATCH)  # warm-up
     answers, ours_s = predict(ours, test_ex, EVAL_BATCH)
     # where one inference batch goes: prefill (1 new token) vs the whole 32-token generation
-    split_batch = ours.collate(test_ex[:EVAL_BATCH], with_label=False)
+    split_batch = ours.collate(test_ex[:EVAL_BATCH], with_label=False).to(ours.device)
     prefill_s = min(_time(lambda: ours.generate(split_batch, 1)) for _ in range(2))
     full_s = _time(lambda: ours.generate(split_batch, MAX_NEW))
     prefill_positions = split_batch.input_ids.numel()  # padded positions are computed too

@@ -116,15 +116,19 @@ def dtype_name(dtype) -> str:
 
 
 def attention_implementation(dtype, device: str) -> str | None:
-    """The LLM's attention kernel: ``"eager"`` for bf16 on CPU, else None (transformers' default, SDPA).
+    """The LLM's attention kernel: ``"eager"`` in a 16-bit dtype (CPU and CUDA), else None (transformers' default,
+    SDPA).
 
-    Why: torch's CPU flash-attention kernel gains nothing from bf16 and its backward pass is slow with a padding mask
-    (a G-Retriever training step spent 1.05 of its 5.0 s there; eager attention, whose products are ordinary bf16
-    matrix products: 0.7 s). In fp32 the two were equal within noise, and on CUDA SDPA is the fast one.
+    Why, on CPU: torch's flash-attention kernel gains nothing from bf16 and its backward pass is slow with a padding
+    mask (a G-Retriever training step spent 1.05 of its 5.0 s there; eager attention, whose products are ordinary
+    bf16 matrix products: 0.7 s); in fp32 the two were equal within noise. On CUDA: SDPA in bf16 turned the graph
+    encoder's gradients NaN at step 18 of the ``full`` preset's ExplaGraphs run on an H100 (GNN width 1024 and 256
+    alike; eager bf16 and fp32 SDPA stayed finite over 40 steps), after which every answer was empty
+    (``python bench/attention_nan.py``, docs/environment.md "On a GPU").
     """
     import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
 
-    return "eager" if device == "cpu" and dtype in (torch.bfloat16, torch.float16) else None
+    return "eager" if dtype in (torch.bfloat16, torch.float16) else None
 
 
 def precision_record(dtype, device: str, configured: str = "auto") -> dict:

@@ -48,5 +48,6 @@ def init_distributed() -> Dist:
         return Dist()
 
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        # CPU tensors (all_sum's scalars) go through gloo on a GPU machine too: NCCL reduces only CUDA tensors
+        dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
     return Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")), ddp=True)
