@@ -6,6 +6,7 @@
     python bench/chat_generated.py cost         ->  outputs/bench/chat_generated_cost.json
     python bench/chat_generated.py dev-penalty  ->  outputs/bench/chat_generated_dev_penalty.json
     python bench/chat_generated.py dev-scorers  ->  outputs/bench/chat_generated_dev_scorers.json
+    python bench/chat_generated.py dev-sameness ->  outputs/bench/chat_generated_dev_sameness.json
 
 What each measures: :mod:`gr_core.studies.chat_without_questions` (``dev-scorers``:
 :mod:`gr_core.studies.path_scoring`). ``metaqa`` and ``webqsp`` also write their ``generated_reasoner`` row (graph,
@@ -88,6 +89,8 @@ def main() -> None:
     p.add_argument("--max-expand-degree", type=int, default=400)
     p = sub.add_parser("dev-penalty")
     p.add_argument("--per-hop", type=int, default=100)
+    p = sub.add_parser("dev-sameness", help="word coverage's bonus for 'same <relation>' steps on MetaQA dev")
+    p.add_argument("--per-hop", type=int, default=100)
     p = sub.add_parser("dev-scorers", help="other path scorers on MetaQA dev (word coverage, LLM channel)")
     p.add_argument("--per-hop", type=int, default=100)
     p.add_argument("--top", type=int, default=10, help="candidate paths re-scored per question")
@@ -116,6 +119,11 @@ def main() -> None:
     elif args.study == "cost":
         result = study.cost_study(args.max_nodes, args.max_expand_degree)
         out = write_result("chat_generated_cost", result)
+    elif args.study == "dev-sameness":
+        kb, kind, _ = load_graph("metaqa")
+        chat = GraphChat(kb, kind=kind, retriever="pcst", answer_mode="paths")
+        result = study.choose_same_bonus(chat, study.metaqa_sample("dev", args.per_hop, seed=1))
+        out = write_result("chat_generated_dev_sameness", result)
     elif args.study == "dev-scorers":
         kb, kind, _ = load_graph("metaqa")
         chat = GraphChat(kb, kind=kind, retriever="pcst", answer_mode="paths")
@@ -133,7 +141,8 @@ def main() -> None:
         out = write_result("chat_generated_dev_penalty", result)
     summary = {k: v for k, v in result.items() if k in ("records", "pairs", "generated_reasoner", "hit_by_penalty",
                                                            "chosen", "triples", "call_seconds", "train_seconds",
-                                                           "best", "top_k_recall")}
+                                                           "best", "top_k_recall", "hit_by_bonus",
+                                                           "hit_by_bonus_and_hop")}
     print(json.dumps(summary, indent=1, default=str))
     print(f"wrote {out}")
 

@@ -109,8 +109,24 @@ def test_path_ranker_enumerates_follows_and_intersects():
                                  "x", 1, score)
                 for name, rel, score in (("Ann Lee", kg.relations.index("directed_by"), 0.5),
                                          ("Bo Kim", kg.relations.index("starred_actors"), 0.4))}
-    common, used = rank_two_entities([[films_of["Ann Lee"]], [films_of["Bo Kim"]]])
-    assert [kg.entities[n] for n in common] == ["Alpha"] and len(used) == 2
+    common, used, score = rank_two_entities([[films_of["Ann Lee"]], [films_of["Bo Kim"]]])
+    assert [kg.entities[n] for n in common] == ["Alpha"] and len(used) == 2 and score == pytest.approx(0.9)
+
+
+def test_a_word_of_sameness_names_a_step_followed_there_and_back():
+    from gr_core.chat.path_ranker import PathScorer
+
+    kg = kg_of(FILMS)
+    paths = {p.text: p for p in enumerate_paths(kg, np.array([kg.entity_id["Gamma"]]), max_hops=2)}
+    director, same = paths["directed by"], paths["same directed by"]
+    assert (director.back_steps, same.back_steps) == (0, 1) and same.steps == director.steps == ("directed by",)
+    scorer = PathScorer(lambda texts: np.full((len(texts), 4), 0.5))  # every cosine 1: only sameness differs
+    for question, better in (("which films have the same director as it", same), ("who directed it", director)):
+        words = scorer.question_words(question)
+        scores = {p.text: scorer.coverage_score(words, [p], tau=0.5, hop_penalty=0.1, same_bonus=0.1)
+                  for p in (director, same)}
+        assert max(scores, key=scores.get) == better.text, (question, scores)
+    assert {kg.entities[n] for n in same.reached} == {"Delta"}
 
 
 @pytest.fixture(scope="module")
@@ -121,13 +137,19 @@ def isolated(tmp_path_factory):
         yield
 
 
-def test_paths_mode_answers_a_question_without_any_model(isolated, tiny_llm_dir):
-    chat = GraphChat(FILMS, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="paths", retriever="pcst")
+@pytest.mark.parametrize("scorer", ["sentence", "coverage"])
+def test_paths_mode_answers_a_question_without_any_model(isolated, tiny_llm_dir, scorer):
+    """Under coverage the two entities' paths are scored together: alone, Dee Fox's films would also be reached by
+    Cy Dunn's "starred actors, same directed by" path, which claims both "stars" and "directed" (Gamma | Delta)."""
+    chat = GraphChat(FILMS, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="paths", retriever="pcst",
+                     path_scorer=scorer)
     turn = chat.ask("Who directed Alpha?")
     assert turn.mode == "paths" and turn.answer == "Ann Lee" and turn.model == "relation paths (no model)"
     assert set(turn.evidence.nodes.node_attr) == {"Alpha", "Ann Lee"} and turn.paths
     both = chat.ask("Which film was directed by Dee Fox and stars Cy Dunn?")
     assert both.answer == "Delta"  # the intersection of the two entities' films
+    if scorer == "coverage":  # "same": the director followed there and back
+        assert chat.ask("Which films have the same director as Gamma?").answer == "Delta"
     assert chat._llm is None  # no LLM was loaded
 
 

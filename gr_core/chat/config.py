@@ -70,9 +70,12 @@ class ChatConfig:
             one's paths reach (False: the best single path of either).
         path_hops, path_hop_penalty: ``paths`` mode: the longest relation path followed from the question's entity,
             and the score subtracted per hop beyond the first (:class:`~gr_core.chat.path_ranker.PathScorer`).
-        path_scorer, path_coverage_tau: ``paths`` mode: how a path is scored: ``sentence`` (the question's sentence
-            vector against the path's relation names) or ``coverage`` (each relation step named by its own word of
-            the question, each step's cosine less ``path_coverage_tau``; :func:`~gr_core.chat.path_ranker.coverage`).
+        path_scorer, path_coverage_tau: ``paths`` mode: how a path is scored: ``coverage`` (each relation step named
+            by its own word of the question, each step's cosine less ``path_coverage_tau``; two entities' paths share
+            the words; :func:`~gr_core.chat.path_ranker.coverage`) or ``sentence`` (the question's sentence vector
+            against the path's relation names). ``path_same_bonus``: under coverage, added for each step followed
+            there and back that a word of sameness ("co-starred", "together", "same") names, subtracted for each
+            one no such word names (:meth:`~gr_core.chat.path_ranker.PathScorer.coverage_score`).
         max_answers, answer_margin: a ranked answer lists the best candidate and those whose score is within
             ``answer_margin`` of it, at most ``max_answers``.
         calibrate, length_norm: ranked-mode scoring options (see :func:`~gr_core.chat.ranking.rank_candidates`).
@@ -113,10 +116,13 @@ class ChatConfig:
     path_hops: int = 3  # MetaQA's questions take 1 to 3 hops
     path_intersect: bool = True  # two named entities: the intersection of their paths (False: the best single path)
     path_hop_penalty: float = 0.1  # chosen on MetaQA's dev questions (docs/chat.md, "Chat without training questions")
-    # "coverage": MetaQA test 58.7 vs 52.3 (p 0.0003), WebQSP level; not yet the default: a question naming two
-    # entities lets both entities' paths claim the same words (docs/chat.md, "Other ways to score the paths")
-    path_scorer: str = "sentence"
+    # "coverage" against "sentence": MetaQA test 58.7 vs 52.3 (p 0.0003), WebQSP 34.0 vs 34.3 (p 1.0), two-entity
+    # MetaQA questions 96.5 vs 66.5 (p 2e-18; the pair's steps scored together) (docs/chat.md, "Other ways to score")
+    path_scorer: str = "coverage"
     path_coverage_tau: float = 0.55  # chosen on MetaQA's dev questions (docs/chat.md, "Other ways to score the paths")
+    # coverage: per "same <relation>" step named (or not) by a word of sameness; chosen on MetaQA's dev questions
+    # (0 / 0.05 / 0.1 / 0.2: Hit 55.0 / 65.7 / 67.0 / 66.0; docs/chat.md, "Other ways to score the paths")
+    path_same_bonus: float = 0.1
     evidence_format: str | None = None
 
     def __post_init__(self) -> None:

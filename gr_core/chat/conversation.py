@@ -422,12 +422,18 @@ class GraphChat:
             names.setdefault(kg.entities[r].lower(), []).append(r)
         groups = list(names.values())
         ranked = [self._path_scorer.score(q_masked, enumerate_paths(kg, np.array(g), cfg.path_hops),
-                                          cfg.path_hop_penalty, cfg.path_scorer, masked, cfg.path_coverage_tau)
+                                          cfg.path_hop_penalty, cfg.path_scorer, masked, cfg.path_coverage_tau,
+                                          cfg.path_same_bonus)
                   for g in groups]
-        pair = rank_two_entities(ranked) if len(groups) >= 2 and cfg.path_intersect else None
+        joint = None
+        if cfg.path_scorer == "coverage":
+            words = self._path_scorer.question_words(masked)
+            joint = lambda a, b: self._path_scorer.coverage_score(  # noqa: E731 one call site
+                words, [a, b], cfg.path_coverage_tau, cfg.path_hop_penalty, cfg.path_same_bonus)
+        pair = rank_two_entities(ranked, pair_score=joint) if len(groups) >= 2 and cfg.path_intersect else None
         if pair is not None:
-            chosen_rows, used = pair
-            scored = [(int(n), used[0].score + used[1].score, used[0]) for n in chosen_rows]
+            chosen_rows, used, pair_score = pair
+            scored = [(int(n), pair_score, used[0]) for n in chosen_rows]
         else:
             flat = sorted((p for r in ranked for p in r), key=lambda p: (-p.score, len(p.path)))
             used = flat[:1]

@@ -13,8 +13,10 @@ no word names costs (the word "films" cannot name both ``directed by`` and ``sta
 ("same directed by") is named by its relation's words. Chosen on MetaQA's dev questions (docs/chat.md).
 
 A question that names two entities ("a film directed by X that stars Y") is answered by the intersection of what
-each entity's paths reach: among the ``pair_top`` best paths of each entity, the pair with the highest summed
-similarity whose reached sets intersect (:func:`rank_two_entities`); none intersecting, the single best path.
+each entity's paths reach: among the ``pair_top`` best paths of each entity, the pair with the highest score whose
+reached sets intersect (:func:`rank_two_entities`); none intersecting, the single best path. A pair's score is the sum
+of its paths' similarities, or under coverage the two paths' steps scored together on the question's words, so that
+one entity's longer path cannot claim the words that name the other's relation.
 """
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ class RankedPath:
     units: int = 1  # relation steps in the text ("same <relation>" is one)
     score: float = float("nan")
     steps: tuple[str, ...] = ()  # each step's relation phrase ("same" dropped): what coverage scoring names
+    back_steps: int = 0  # steps followed there and back ("same <relation>"): what a word of sameness names
 
 
 def path_words(path: tuple[Hop, ...], relations: list[str]) -> str:
@@ -68,15 +71,27 @@ WORDS = re.compile(r"[a-z0-9']+")
 # function words and the masked topic ("it"): they name no relation
 STOPWORDS = frozenset("it the a an of is was what which who did in for on and to by that are were be do does with as "
                       "'s".split())
+# words that ask for "the same <relation>" (co-starred, directed together, also wrote, share the writer): they name a
+# step followed there and back, never a relation (MetaQA dev's 2-hop wordings; docs/chat.md)
+SAMENESS = frozenset("same co together also share shares shared sharing".split())
 
 
 def content_words(text: str) -> list[str]:
-    """The lower-case words of ``text`` other than :data:`STOPWORDS`.
+    """The lower-case words of ``text`` other than :data:`STOPWORDS` and :data:`SAMENESS`.
 
-    >>> content_words("What films did it direct?")
-    ['films', 'direct']
+    >>> content_words("Who co-starred with it in the same films?")
+    ['starred', 'films']
     """
-    return [w for w in WORDS.findall(text.lower()) if w not in STOPWORDS]
+    return [w for w in WORDS.findall(text.lower()) if w not in STOPWORDS and w not in SAMENESS]
+
+
+def sameness_words(text: str) -> int:
+    """How many of the words of ``text`` ask for "the same" (:data:`SAMENESS`).
+
+    >>> sameness_words("Who co-starred with it?"), sameness_words("Who directed it?")
+    (1, 0)
+    """
+    return sum(w in SAMENESS for w in WORDS.findall(text.lower()))
 
 
 def coverage(word_vecs: np.ndarray, step_vecs: np.ndarray) -> np.ndarray:
@@ -134,13 +149,23 @@ def enumerate_paths(kg: KnowledgeGraph, start: np.ndarray, max_hops: int = 3, ma
                         steps = path_steps(path, kg.relations)
                         words = " ".join(("same " if back else "") + phrase for back, phrase in steps)
                         out.append(RankedPath(tuple(start.tolist()), path, answers, words, len(steps),
-                                              steps=tuple(phrase for _, phrase in steps)))
+                                              steps=tuple(phrase for _, phrase in steps),
+                                              back_steps=sum(back for back, _ in steps)))
                     if len(reached) <= max_frontier:
                         nxt.append((path, reached))
                     if len(out) >= max_paths:
                         return out
         level = nxt
     return out
+
+
+@dataclass
+class QuestionWords:
+    """What coverage scoring reads from a masked question: its content words' vectors ``(W, d)``, L2-normalized, and
+    how many of its words ask for "the same"."""
+
+    vectors: np.ndarray
+    sameness: int = 0
 
 
 class PathScorer:
@@ -159,22 +184,41 @@ class PathScorer:
                 self.cache[t] = np.asarray(v, np.float32)
         return {t: self.cache[t] for t in texts}
 
+    def question_words(self, question: str) -> QuestionWords:
+        """The masked question's :func:`content_words` as vectors and its count of :func:`sameness_words`."""
+        words = content_words(question)
+        vec = self.vectors(words)
+        vecs = np.stack([vec[x] for x in words]) if words else np.zeros((0, 0), np.float32)  # coverage: all 0
+        return QuestionWords(vecs, sameness_words(question))
+
+    def coverage_score(self, words: QuestionWords, paths: list[RankedPath], tau: float, hop_penalty: float,
+                       same_bonus: float = 0.0) -> float:
+        """The coverage score of ``paths`` taken together: their relation steps share the question's words, one word
+        per step (:func:`coverage`), each step scoring its word's cosine less ``tau``; less ``hop_penalty`` per
+        relation step beyond each path's first. With two entities' paths, a word one path names cannot also name a
+        step of the other ("films" cannot serve both "directed by" and "starred actors"). Each step followed there
+        and back gains ``same_bonus`` when a word of sameness is left to name it and loses it when none is ("who
+        co-starred with X" asks for the same films' actors, "what films did X star in" for X's own films)."""
+        steps = [x for p in paths for x in p.steps]
+        vec = self.vectors(steps)
+        cov = coverage(words.vectors, np.stack([vec[x] for x in steps])) if steps else np.zeros(0)
+        back = sum(p.back_steps for p in paths)
+        named = min(back, words.sameness)
+        return (float(np.sum(cov - tau)) - hop_penalty * sum(p.units - 1 for p in paths)
+                + same_bonus * (named - (back - named)))
+
     def score(self, q_masked: np.ndarray, paths: list[RankedPath], hop_penalty: float = 0.0, scorer: str = "sentence",
-              question: str = "", tau: float = 0.55) -> list[RankedPath]:
+              question: str = "", tau: float = 0.55, same_bonus: float = 0.0) -> list[RankedPath]:
         """The paths scored, best first (ties: fewer hops).
 
-        ``sentence``: ``score`` = cosine(question, path words); ``coverage``: the sum over the path's relation steps of
-        (:func:`coverage` of the question's :func:`content_words` - ``tau``), ``question`` being the masked question's
-        text. Either less ``hop_penalty`` per relation step beyond the first (a longer path's words overlap more of
-        any question).
+        ``sentence``: ``score`` = cosine(question, path words); ``coverage``: :meth:`coverage_score` of the path alone
+        (``tau``, ``same_bonus``), ``question`` being the masked question's text. Either less ``hop_penalty`` per
+        relation step beyond the first (a longer path's words overlap more of any question).
         """
         if scorer == "coverage":
-            words = content_words(question)
-            vec = self.vectors(words + [s for p in paths for s in p.steps])
-            w = np.stack([vec[x] for x in words]) if words else np.zeros((0, len(q_masked)), np.float32)
+            words = self.question_words(question)
             for p in paths:
-                cov = coverage(w, np.stack([vec[x] for x in p.steps]))
-                p.score = float(np.sum(cov - tau)) - hop_penalty * (p.units - 1)
+                p.score = self.coverage_score(words, [p], tau, hop_penalty, same_bonus)
         elif scorer == "sentence":
             vec = self.vectors([p.text for p in paths])
             for p in paths:
@@ -193,19 +237,24 @@ def node_scores(ranked: list[RankedPath]) -> list[tuple[int, float, RankedPath]]
     return sorted(((n, s, p) for n, (s, p) in best.items()), key=lambda x: (-x[1], len(x[2].path)))
 
 
-def rank_two_entities(per_entity: list[list[RankedPath]], pair_top: int = 10
-                      ) -> tuple[np.ndarray, list[RankedPath]] | None:
-    """The intersection answer of a question naming two entities (module docstring): ``(node rows, the two paths)``,
-    or None when no pair of the ``pair_top`` best paths of the first two entities reaches a common node."""
+def rank_two_entities(per_entity: list[list[RankedPath]], pair_top: int = 10, pair_score=None
+                      ) -> tuple[np.ndarray, list[RankedPath], float] | None:
+    """The intersection answer of a question naming two entities (module docstring): ``(node rows, the two paths,
+    the pair's score)``, or None when no pair of the ``pair_top`` best paths of the first two entities reaches a
+    common node. ``pair_score(a, b)`` scores a pair (default: the sum of the two paths' own scores; the coverage
+    scorer scores the two together, :meth:`PathScorer.coverage_score`)."""
     if len(per_entity) < 2:
         return None
     best = None
     for a in per_entity[0][:pair_top]:
         for b in per_entity[1][:pair_top]:
             common = np.intersect1d(a.reached, b.reached)
-            if len(common) and (best is None or a.score + b.score > best[0]):
-                best = (a.score + b.score, common, [a, b])
-    return None if best is None else (best[1], best[2])
+            if not len(common):
+                continue
+            score = a.score + b.score if pair_score is None else pair_score(a, b)
+            if best is None or score > best[0]:
+                best = (score, common, [a, b])
+    return None if best is None else (best[1], best[2], best[0])
 
 
 def path_edges(kg: KnowledgeGraph, start: np.ndarray, path: tuple[Hop, ...], targets: np.ndarray) -> np.ndarray:
