@@ -123,7 +123,23 @@ def no_saved_reasoners(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def chat(tiny_llm_dir):
-    return GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, max_new_tokens=8)
+    """The LLM-ranked chat (MOVIES' relation names are words: by default the path ranker would answer)."""
+    return GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, max_new_tokens=8, answer_mode="ranked")
+
+
+def test_a_kg_whose_relations_read_as_words_is_answered_by_the_path_ranker_by_default(tiny_llm_dir):
+    words = GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir)
+    assert words.config.mode == "paths"
+    turn = words.ask("Who directed The Matrix?")
+    assert turn.answer == "Lana Wachowski" and turn.model == "relation paths (no model)" and words._llm is None
+    follow = words.ask("and who starred in it?")  # "it": the previous start (The Matrix), not its answer
+    ids = dict(zip(words.graph.nodes.node_attr, words.graph.nodes.node_id))
+    assert follow.follow_up and follow.answer == "Keanu Reeves" and follow.reasoner_seeds == [ids["The Matrix"]]
+    schema = [(h, f"film.film.{r}", t) for h, r, t in MOVIES]  # Freebase-style names: the LLM ranks
+    assert GraphChat(schema, model="zero_shot", llm_model=tiny_llm_dir).config.mode == "ranked"
+    ids = [(h, f"P{i}", t) for i, (h, _, t) in enumerate(MOVIES)]  # Wikidata-style identifiers: likewise
+    assert GraphChat(ids, model="zero_shot", llm_model=tiny_llm_dir).config.mode == "ranked"
+    assert GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="ranked").config.mode == "ranked"
 
 
 def test_a_turn_returns_answer_evidence_checks_and_timings(chat):

@@ -29,9 +29,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="no saved reasoner knows this graph: train one on questions generated from its facts "
                              "(minutes; cached by the graph's content)")
     parser.add_argument("--answer-mode", choices=ANSWER_MODES,
-                        help="ranked (a node name of the evidence, chosen by the LLM; KG default) | free (the LLM "
-                             "writes) | reasoner (GNN-RAG's ranking; the default with a reasoner) | paths (the "
-                             "relation path that reads most like the question; no model)")
+                        help="ranked (a node name of the evidence, chosen by the LLM; the default on a KG whose "
+                             "relations are schema paths or ids) | free (the LLM writes) | reasoner (GNN-RAG's "
+                             "ranking; the default with a reasoner) | paths (the relation path the question's words "
+                             "name; no model; the default on a KG whose relation names are words)")
     parser.add_argument("--path-scorer", choices=PATH_SCORERS, default=ChatConfig.path_scorer,
                         help="paths mode: sentence (the question against the path's relation names) | coverage (each "
                              "relation of the path named by its own word of the question)")

@@ -1,6 +1,8 @@
 """How the chat retrieves and answers: :class:`ChatConfig` and the defaults each kind of graph borrows."""
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, replace
 
 from ..g_retriever.retrieval import DATASET_RETRIEVAL, RetrievalConfig
@@ -24,6 +26,22 @@ KIND_RELATION_THRESHOLD = {"kg": 0.18, "scene": 0.0, "explanation": 0.0}
 ANSWER_MODES = ("free", "ranked", "reasoner", "paths")
 RETRIEVERS = ("auto", "pcst", "gnn")
 KIND_ANSWER_MODE = {"kg": "ranked", "scene": "free", "explanation": "free"}
+# A KG whose relation names read as words (directed_by, born in) is answered by the path ranker when no reasoner
+# knows it: on MetaQA it beats the LLM ranking, on WebQSP's schema paths (people.person.nationality) it loses
+# (docs/chat.md, "Which default"; :func:`relations_read_as_words`).
+WORD_RELATIONS_ANSWER_MODE = "paths"
+
+
+def relations_read_as_words(relations) -> bool:
+    """Whether most of a KG's relation names are words (``directed_by``, ``born in``, ``capital of``) rather than
+    schema paths (Freebase's ``people.person.nationality``) or identifiers (Wikidata's ``P31``).
+
+    >>> relations_read_as_words(["directed_by", "starred_actors"]), relations_read_as_words(["people.person.gender"])
+    (True, False)
+    """
+    names = [str(r) for r in relations if str(r).strip()]
+    schema = sum("." in r or "/" in r or bool(re.fullmatch(r"[A-Za-z]{0,2}\d+", r)) for r in names)
+    return bool(names) and schema < len(names) / 2
 # How each kind writes its evidence when ChatConfig.evidence_format is None: KG names spelled out in lines
 # (bench/chat.py); the others keep the paper's CSV tables (GR Table 9), not measured against lines.
 EVIDENCE_FORMATS = ("csv", "triples")
@@ -65,7 +83,9 @@ class ChatConfig:
             :mod:`gr_core.chat.ranking`), ``reasoner`` (GNN-RAG's reasoner ranks the candidates, no LLM; needs
             ``retriever="gnn"``), ``paths`` (no model: the relation path from the question's entity whose relation
             names read most like the question, :mod:`gr_core.chat.path_ranker`; two named entities: the intersection);
-            None: ``reasoner`` when the retriever is ``gnn``, else the kind's default (:data:`KIND_ANSWER_MODE`).
+            None: ``reasoner`` when the retriever is ``gnn``, else the kind's default (:data:`KIND_ANSWER_MODE`),
+            except that :class:`~gr_core.chat.GraphChat` answers a KG whose relation names read as words
+            (:func:`relations_read_as_words`) with ``paths``.
         path_intersect: ``paths`` mode: a question naming two entities is answered by the intersection of what each
             one's paths reach (False: the best single path of either).
         path_hops, path_hop_penalty: ``paths`` mode: the longest relation path followed from the question's entity,

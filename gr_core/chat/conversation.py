@@ -25,7 +25,8 @@ from ..gnn_rag import load_reasoner, node_probabilities, reasoning_paths, select
 from ..llm import count_tokens
 from ..prompts import cite_question, question_for
 from ..text_encoder import load_text_encoder
-from .config import KIND_RELATION_THRESHOLD, KIND_TEMPLATE, ChatConfig
+from .config import (KIND_RELATION_THRESHOLD, KIND_TEMPLATE, WORD_RELATIONS_ANSWER_MODE, ChatConfig,
+                     relations_read_as_words)
 from .graph_reasoner import GraphReasonerConfig, TooFewQuestions, question_graph, scope_tensors, train_graph_reasoner
 from .graphs import graph_from_triple_list, load_graph
 from .index import BRACKET, STOP_WORDS, WORD, ChatIndex
@@ -103,6 +104,9 @@ class GraphChat:
             raise ValueError("retriever='gnn' needs a trained reasoner and none was found in outputs/ (python -m "
                              "gr_core.gnn_rag chat trains the MetaQA chat's; notebook 04 saves one per dataset): "
                              "pass reasoner=<ReaRev or its .pt>")
+        if (self.config.answer_mode is None and self.config.mode == "ranked"
+                and relations_read_as_words(self.index.kg.relations)):
+            self.config = replace(self.config, answer_mode=WORD_RELATIONS_ANSWER_MODE)
         self.history: list[Turn] = []
         self._path_scorer = None  # paths mode: path texts encoded once per chat
 
@@ -401,22 +405,12 @@ class GraphChat:
         turn.model = self.model_name
         return choose(ranked, cfg.max_answers, cfg.answer_margin)
 
-    def _path_answer(self, turn: Turn) -> list[Candidate]:
-        """``paths`` mode (:mod:`gr_core.chat.path_ranker`): the nodes of the relation path from the question's entity
-        whose relation names read most like the question (two entities named: the intersection of their paths); the
-        evidence becomes those paths' facts."""
-
-        cfg, index = self.config, self.index
-        kg = index.kg
-        own = self.index.link(turn.question)
-        starts = own or index.rows_of(turn.linked)
-        if not starts:  # nothing named: the node most similar to the question
-            starts = [int(np.argmax(index.similarities(self.embed(turn.question))[0]))]
-        masked = topic_masked(turn.question, [kg.entities[r] for r in starts])
+    def _best_paths(self, question: str, starts: list[int]):
+        """The path ranker from the node rows ``starts``: ``(starts, chosen rows, the paths used, scored nodes best
+        first as (row, score, path))``."""
+        cfg, kg = self.config, self.index.kg
+        masked = topic_masked(question, [kg.entities[r] for r in starts])
         q_masked = self.embed(masked)
-        if self._path_scorer is None:
-            self._path_scorer = PathScorer(lambda texts: self.encoder.encode(
-                texts, normalize_embeddings=True, convert_to_numpy=True, batch_size=64))
         names = {}
         for r in starts:  # one entity per distinct name (a name shared by two nodes is one entity)
             names.setdefault(kg.entities[r].lower(), []).append(r)
@@ -433,12 +427,33 @@ class GraphChat:
         pair = rank_two_entities(ranked, pair_score=joint) if len(groups) >= 2 and cfg.path_intersect else None
         if pair is not None:
             chosen_rows, used, pair_score = pair
-            scored = [(int(n), pair_score, used[0]) for n in chosen_rows]
-        else:
-            flat = sorted((p for r in ranked for p in r), key=lambda p: (-p.score, len(p.path)))
-            used = flat[:1]
-            scored = node_scores(flat)
-            chosen_rows = used[0].reached if used else np.zeros(0, np.int64)
+            return starts, chosen_rows, used, [(int(n), pair_score, used[0]) for n in chosen_rows]
+        flat = sorted((p for r in ranked for p in r), key=lambda p: (-p.score, len(p.path)))
+        used = flat[:1]
+        return starts, used[0].reached if used else np.zeros(0, np.int64), used, node_scores(flat)
+
+    def _path_answer(self, turn: Turn) -> list[Candidate]:
+        """``paths`` mode (:mod:`gr_core.chat.path_ranker`): the nodes of the relation path from the question's entity
+        whose relation names read most like the question (two entities named: the intersection of their paths); the
+        evidence becomes those paths' facts. A follow-up that names no entity ("and who starred in it?") starts once
+        from the previous turn's start and once from its answer, and keeps the better path (as the reasoner does)."""
+
+        cfg, index = self.config, self.index
+        kg = index.kg
+        starts_options = [index.link(turn.question)]
+        prev = self.history[-1] if turn.follow_up and self.history else None
+        if not starts_options[0] and prev is not None:
+            starts_options = [o for o in (index.rows_of(prev.reasoner_seeds or prev.linked),
+                                          index.rows_of(prev.answer_nodes)) if o]
+        starts_options = [o for o in starts_options if o] or [index.rows_of(turn.linked)]
+        if not starts_options[0]:  # nothing named: the node most similar to the question
+            starts_options = [[int(np.argmax(index.similarities(self.embed(turn.question))[0]))]]
+        if self._path_scorer is None:
+            self._path_scorer = PathScorer(lambda texts: self.encoder.encode(
+                texts, normalize_embeddings=True, convert_to_numpy=True, batch_size=64))
+        starts, chosen_rows, used, scored = max((self._best_paths(turn.question, s) for s in starts_options),
+                                                key=lambda r: r[3][0][1] if r[3] else -np.inf)
+        turn.reasoner_seeds = [int(index.node_ids[r]) for r in starts]
         by_name: dict[str, Candidate] = {}
         for n, score, _ in scored:
             c = by_name.setdefault(kg.entities[n], Candidate(kg.entities[n], [], score))

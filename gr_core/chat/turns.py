@@ -30,8 +30,8 @@ class Turn:
         citations: each parsed citation with its verdict per match level (see :mod:`gr_core.studies.hallucination`).
         cited_nodes, cited_edges: node ids and evidence edge rows the valid citations point at (for highlighting).
         paths: GNN-RAG's reasoning paths (``retriever="gnn"``).
-        reasoner_seeds: node ids the reasoner started from (``retriever="gnn"``; a follow-up's choice, see
-            :meth:`GraphChat.retrieve`).
+        reasoner_seeds: node ids the reasoner (``retriever="gnn"``) or the path ranker (``paths`` mode) started from
+            (a follow-up's choice between the previous turn's start and its answer, see :meth:`GraphChat.retrieve`).
         mode: how the answer was made (``free``, ``ranked``, ``reasoner``: :attr:`ChatConfig.answer_mode`).
         candidates: the ranked answer candidates, best first (``ranked``: LLM log-likelihood; ``reasoner``: the
             reasoner's probability), as :meth:`~gr_core.chat.ranking.Candidate.to_dict` records.

@@ -107,7 +107,7 @@ def answer_mode_study(qs: list[dict]) -> tuple[list[dict], list[dict], dict]:
 
     records, per_question = [], {}
     kb, kind, _ = load_graph("metaqa")
-    chat = GraphChat(kb, model="zero_shot", kind=kind, retriever="pcst")
+    chat = GraphChat(kb, model="zero_shot", kind=kind, retriever="pcst", answer_mode="ranked")  # the LLM loads
     base = chat.config
     chat.ask(qs[0]["question"])  # warm-up: the encoder and the LLM load outside the timed turns
     for label, over in MODE_SETTINGS.items():
@@ -127,7 +127,7 @@ def answer_mode_study(qs: list[dict]) -> tuple[list[dict], list[dict], dict]:
         rows = {label: [] for label in HELD_OUT_MODES}
         for spec, q in items:
             g, k, _ = load_graph(spec)
-            c = GraphChat(g, model="zero_shot", kind=k, retriever="pcst")
+            c = GraphChat(g, model="zero_shot", kind=k, retriever="pcst", answer_mode="ranked")
             c.reuse_model(chat)
             base_c = c.config
             for label in HELD_OUT_MODES:
@@ -284,7 +284,8 @@ def follow_up_records(label: str, pairs: list[dict] | None = None) -> dict[str, 
     pairs = pairs or follow_up_pairs()
     records = {}
     for retriever, what in (("pcst", "the chat without a reasoner"), ("gnn", "the chat's reasoner")):
-        rec = follow_up_study(GraphChat(kb, model="zero_shot", kind=kind, retriever=retriever), pairs)
+        rec = follow_up_study(GraphChat(kb, model="zero_shot", kind=kind, retriever=retriever,  # as measured: the
+                                        answer_mode="ranked" if retriever == "pcst" else None), pairs)  # LLM ranks
         records[f"{retriever} ({what}), {label}"] = rec
         print(f"  follow-ups {retriever} ({label}): first Hit {rec['first_hit']:.3f}, follow-up Hit "
               f"{rec['follow_up_hit']:.3f} {rec['follow_up_hit_ci']} n {rec['n']}", flush=True)

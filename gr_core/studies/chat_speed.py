@@ -159,7 +159,7 @@ def speed_study() -> dict:
 
     rec = load_dataset("webqsp_full").records[0]
     cold = cold_index_seconds(spec)
-    small = GraphChat(graph, model="zero_shot", kind=kind, retriever="pcst")
+    small = GraphChat(graph, model="zero_shot", kind=kind, retriever="pcst", answer_mode="ranked")
     t = time.perf_counter()
     ChatIndex.build(graph)
     cached = time.perf_counter() - t
@@ -187,7 +187,7 @@ def speed_study() -> dict:
     t = time.perf_counter()
     kb, kind, _ = load_graph("metaqa")
     parse = time.perf_counter() - t
-    chat = GraphChat(kb, model="zero_shot", kind=kind, retriever="pcst")
+    chat = GraphChat(kb, model="zero_shot", kind=kind, retriever="pcst", answer_mode="ranked")
     cached = chat.index.seconds
     tok = load_tokenizer()
     qs = metaqa_questions()
@@ -241,7 +241,7 @@ def speed_study() -> dict:
         answers.append(answer_timing(chat, answer_qs))
     ckpt = find_checkpoint("kg", llm_model="embedded:smollm2-135m-instruct")
     if ckpt is not None:
-        trained = GraphChat(kb, model=str(ckpt), kind="kg", retriever="pcst")
+        trained = GraphChat(kb, model=str(ckpt), kind="kg", retriever="pcst", answer_mode="ranked")
         for cite in (False, True):
             trained.config = replace(trained.config, cite=cite)
             answers.append(answer_timing(trained, answer_qs))

@@ -223,7 +223,8 @@ def metaqa_study(reasoner_cfg, per_hop: int = 300, llm_per_hop: int = 300, seed:
     count; the PCST + LLM chat on the first ``llm_per_hop`` of each (the pairs with it use those questions)."""
 
     kb, kind, _ = load_graph("metaqa")
-    ranked = GraphChat(kb, model="zero_shot", llm_model=llm_model, kind=kind, retriever="pcst")
+    ranked = GraphChat(kb, model="zero_shot", llm_model=llm_model, kind=kind, retriever="pcst",
+                       answer_mode="ranked")
     t0 = time.perf_counter()
     path = train_graph_reasoner(ranked.index, reasoner_cfg)
     wall = time.perf_counter() - t0
@@ -278,8 +279,8 @@ def webqsp_study(reasoner_cfg, num_graphs: int = 300, seed: int = 0, question_re
     questions = [{"question": ds.records[test[i]].question, "answers": ds.records[test[i]].answers, "graph": spec,
                   "topic": (ds.records[test[i]].q_entities or [""])[0]} for i, spec in zip(pick, specs)]
     graphs = {spec: load_graph(spec)[0] for spec in specs}
-    base = {spec: GraphChat(g, model="zero_shot", llm_model=llm_model, kind="kg", retriever="pcst")
-            for spec, g in graphs.items()}
+    base = {spec: GraphChat(g, model="zero_shot", llm_model=llm_model, kind="kg", retriever="pcst",
+                            answer_mode="ranked") for spec, g in graphs.items()}
     t0 = time.perf_counter()
     path = train_graph_reasoner([c.index for c in base.values()], reasoner_cfg)
     wall = time.perf_counter() - t0
