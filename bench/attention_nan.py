@@ -2,8 +2,10 @@
 
     python bench/attention_nan.py [STEPS]   ->  outputs/bench/attention_nan.json   (meant for a CUDA machine)
 
-The ``full`` preset's ExplaGraphs G-Retriever run (seed 0, the embedded SmolLM2-135M-Instruct, GNN width 1024) is
-trained for ``STEPS`` (default 40) AdamW steps at its lr from the same initial weights, four ways: SDPA in bf16 (what
+The ``full`` preset's ExplaGraphs G-Retriever configuration (seed 0, the embedded SmolLM2-135M-Instruct, GNN width
+1024) is trained for ``STEPS`` (default 40) AdamW steps from the same initial weights, four ways. It is an A/B test,
+not a replay of the run: a constant lr (the configuration's peak, with no warm-up and no per-group scale) and one
+length-bucketed batch order, so its step numbers are not the run's. The four ways: SDPA in bf16 (what
 transformers picks by default), eager attention in bf16, SDPA in fp32, and SDPA in bf16 with a 256-wide GNN. Each
 step records the loss, the clipped gradient norm, whether a trainable weight stopped being finite, and which modules
 put out a non-finite value. On an H100 (torch 2.11+cu130, transformers 5.17) SDPA in bf16 gave a NaN gradient at

@@ -53,10 +53,11 @@ def synchronize() -> None:
         torch.cuda.synchronize()
 
 
-def gemm_peak_gflops(dtype, n: int | None = None, repeats: int = 5) -> float:
-    """The best ``n x n`` matrix-product rate of this process in ``dtype``, in GFLOP/s (the MFU denominator); on the
-    GPU when one is visible (``n``: 2048 on CPU, 8192 on a GPU, where smaller products do not reach its peak)."""
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+def gemm_peak_gflops(dtype, n: int | None = None, repeats: int = 5, device: str | None = None) -> float:
+    """The best ``n x n`` matrix-product rate of this process in ``dtype``, in GFLOP/s (the MFU denominator); on
+    ``device``, by default the GPU when one is visible (``n``: 2048 on CPU, 8192 on a GPU, where smaller products do
+    not reach its peak)."""
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     n = n or (8192 if device == "cuda" else 2048)
     a, b = torch.randn(n, n, device=device).to(dtype), torch.randn(n, n, device=device).to(dtype)
     torch.mm(a, b)

@@ -115,20 +115,24 @@ def dtype_name(dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def attention_implementation(dtype, device: str) -> str | None:
-    """The LLM's attention kernel: ``"eager"`` in a 16-bit dtype (CPU and CUDA), else None (transformers' default,
-    SDPA).
+def attention_implementation(dtype, device: str, backward: bool = True) -> str | None:
+    """The attention kernel of a model in ``dtype`` on ``device``: ``"eager"`` in a 16-bit dtype on CPU, and on CUDA
+    for a model that trains through its attention (``backward``: the LLM, whose soft prompt's gradient passes through
+    it); else None (transformers' default, SDPA).
 
     Why, on CPU: torch's flash-attention kernel gains nothing from bf16 and its backward pass is slow with a padding
     mask (a G-Retriever training step spent 1.05 of its 5.0 s there; eager attention, whose products are ordinary
-    bf16 matrix products: 0.7 s); in fp32 the two were equal within noise. On CUDA: SDPA in bf16 turned the graph
-    encoder's gradients NaN at step 18 of the ``full`` preset's ExplaGraphs run on an H100 (GNN width 1024 and 256
-    alike; eager bf16 and fp32 SDPA stayed finite over 40 steps), after which every answer was empty
-    (``python bench/attention_nan.py``, docs/environment.md "On a GPU").
+    bf16 matrix products: 0.7 s); in fp32 the two were equal within noise. On CUDA: with SDPA in bf16 the graph
+    encoder's gradient turned NaN on an H100, in the ``full`` preset's ExplaGraphs run (every answer then empty) and
+    in ``python bench/attention_nan.py`` (a constant-lr replay of its first 40 steps: NaN at step 18, GNN width 1024
+    and 256 alike, while eager bf16 and fp32 SDPA stayed finite); docs/environment.md "On a GPU". A model that only
+    runs forward (the sentence encoder) keeps SDPA on CUDA.
     """
     import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
 
-    return "eager" if dtype in (torch.bfloat16, torch.float16) else None
+    if dtype not in (torch.bfloat16, torch.float16):
+        return None
+    return "eager" if device == "cpu" or backward else None
 
 
 def precision_record(dtype, device: str, configured: str = "auto") -> dict:

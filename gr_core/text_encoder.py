@@ -62,7 +62,7 @@ def load_text_encoder(cfg: TextEncoderConfig | None = None):
     if dtype == torch.float32:
         return SentenceTransformer(path, device=device)
     kwargs = {"dtype": dtype}
-    if (attention := attention_implementation(dtype, device)):
+    if (attention := attention_implementation(dtype, device, backward=False)):
         kwargs["attn_implementation"] = attention
     return SentenceTransformer(path, device=device, model_kwargs=kwargs)
 

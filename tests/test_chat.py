@@ -135,6 +135,11 @@ def test_a_kg_whose_relations_read_as_words_is_answered_by_the_path_ranker_by_de
     follow = words.ask("and who starred in it?")  # "it": the previous start (The Matrix), not its answer
     ids = dict(zip(words.graph.nodes.node_attr, words.graph.nodes.node_id))
     assert follow.follow_up and follow.answer == "Keanu Reeves" and follow.reasoner_seeds == [ids["The Matrix"]]
+    words.reset()
+    films = words.ask("Which films did Keanu Reeves star in?")
+    assert set(films.answer.split(" | ")) == {"The Matrix", "John Wick", "Speed"}
+    them = words.ask("and who directed them?")  # the previous answers, followed together (never intersected)
+    assert set(them.answer.split(" | ")) == {"Lana Wachowski", "Chad Stahelski", "Jan de Bont"}
     schema = [(h, f"film.film.{r}", t) for h, r, t in MOVIES]  # Freebase-style names: the LLM ranks
     assert GraphChat(schema, model="zero_shot", llm_model=tiny_llm_dir).config.mode == "ranked"
     ids = [(h, f"P{i}", t) for i, (h, _, t) in enumerate(MOVIES)]  # Wikidata-style identifiers: likewise

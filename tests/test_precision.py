@@ -87,6 +87,8 @@ def test_attention_is_eager_in_16_bit_on_every_device_and_sdpa_in_fp32():
     assert attention_implementation(torch.float32, "cpu") is None
     assert attention_implementation(torch.bfloat16, "cuda") == "eager"  # SDPA's bf16 backward gave NaN on an H100
     assert attention_implementation(torch.float32, "cuda") is None
+    assert attention_implementation(torch.bfloat16, "cuda", backward=False) is None  # forward only: SDPA
+    assert attention_implementation(torch.bfloat16, "cpu", backward=False) == "eager"  # on CPU faster either way
 
 
 def test_a_bf16_llm_gets_eager_attention_and_a_contiguous_projection_input_with_the_same_logits(tiny_llm_dir):

@@ -34,13 +34,14 @@ WORD_RELATIONS_ANSWER_MODE = "paths"
 
 def relations_read_as_words(relations) -> bool:
     """Whether most of a KG's relation names are words (``directed_by``, ``born in``, ``capital of``) rather than
-    schema paths (Freebase's ``people.person.nationality``) or identifiers (Wikidata's ``P31``).
+    schema paths (Freebase's ``people.person.nationality``, ``wdt:P31``) or identifiers (Wikidata's ``P31``,
+    ``rel_1``).
 
     >>> relations_read_as_words(["directed_by", "starred_actors"]), relations_read_as_words(["people.person.gender"])
     (True, False)
     """
     names = [str(r) for r in relations if str(r).strip()]
-    schema = sum("." in r or "/" in r or bool(re.fullmatch(r"[A-Za-z]{0,2}\d+", r)) for r in names)
+    schema = sum(any(c in r for c in "./:") or bool(re.fullmatch(r"[A-Za-z_]{0,4}\d+", r)) for r in names)
     return bool(names) and schema < len(names) / 2
 # How each kind writes its evidence when ChatConfig.evidence_format is None: KG names spelled out in lines
 # (bench/chat.py); the others keep the paper's CSV tables (GR Table 9), not measured against lines.

@@ -405,16 +405,17 @@ class GraphChat:
         turn.model = self.model_name
         return choose(ranked, cfg.max_answers, cfg.answer_margin)
 
-    def _best_paths(self, question: str, starts: list[int]):
+    def _best_paths(self, question: str, starts: list[int], one_group: bool = False):
         """The path ranker from the node rows ``starts``: ``(starts, chosen rows, the paths used, scored nodes best
-        first as (row, score, path))``."""
+        first as (row, score, path))``. ``one_group``: the rows are one start set (a previous turn's answers: their
+        paths followed together, never intersected); else each distinct name is an entity of its own."""
         cfg, kg = self.config, self.index.kg
         masked = topic_masked(question, [kg.entities[r] for r in starts])
         q_masked = self.embed(masked)
         names = {}
         for r in starts:  # one entity per distinct name (a name shared by two nodes is one entity)
             names.setdefault(kg.entities[r].lower(), []).append(r)
-        groups = list(names.values())
+        groups = [list(starts)] if one_group else list(names.values())
         ranked = [self._path_scorer.score(q_masked, enumerate_paths(kg, np.array(g), cfg.path_hops),
                                           cfg.path_hop_penalty, cfg.path_scorer, masked, cfg.path_coverage_tau,
                                           cfg.path_same_bonus)
@@ -440,18 +441,19 @@ class GraphChat:
 
         cfg, index = self.config, self.index
         kg = index.kg
-        starts_options = [index.link(turn.question)]
+        options, one_group = [index.link(turn.question)], False
         prev = self.history[-1] if turn.follow_up and self.history else None
-        if not starts_options[0] and prev is not None:
-            starts_options = [o for o in (index.rows_of(prev.reasoner_seeds or prev.linked),
-                                          index.rows_of(prev.answer_nodes)) if o]
-        starts_options = [o for o in starts_options if o] or [index.rows_of(turn.linked)]
-        if not starts_options[0]:  # nothing named: the node most similar to the question
-            starts_options = [[int(np.argmax(index.similarities(self.embed(turn.question))[0]))]]
+        if not options[0] and prev is not None:  # each a start set of its own: followed together, not intersected
+            options = [o for o in (index.rows_of(prev.reasoner_seeds or prev.linked),
+                                   index.rows_of(prev.answer_nodes)) if o]
+            one_group = True
+        options = [o for o in options if o] or [index.rows_of(turn.linked)]
+        if not options[0]:  # nothing named: the node most similar to the question
+            options = [[int(np.argmax(index.similarities(self.embed(turn.question))[0]))]]
         if self._path_scorer is None:
             self._path_scorer = PathScorer(lambda texts: self.encoder.encode(
                 texts, normalize_embeddings=True, convert_to_numpy=True, batch_size=64))
-        starts, chosen_rows, used, scored = max((self._best_paths(turn.question, s) for s in starts_options),
+        starts, chosen_rows, used, scored = max((self._best_paths(turn.question, s, one_group) for s in options),
                                                 key=lambda r: r[3][0][1] if r[3] else -np.inf)
         turn.reasoner_seeds = [int(index.node_ids[r]) for r in starts]
         by_name: dict[str, Candidate] = {}

@@ -3,14 +3,16 @@
 Every relation path of 1 to ``max_hops`` hops from the linked entity is followed as a set (:func:`~.generate.follow`),
 each is written as its relation names (``written by directed by``; there and back: ``same directed by``), and the
 question, with the entities it names written "it" (:func:`gr_core.gnn_rag.topic_masked`), is compared with each path's
-words by the sentence encoder's cosine similarity, less ``hop_penalty`` per relation step beyond the first (a longer
-path's words overlap more of any question). The answer is the node set of the best path; a candidate's score is the best
-similarity among the paths that reach it (ties: the shorter path).
+words. ``scorer="sentence"`` (the first version): the sentence encoder's cosine similarity of the two, less
+``hop_penalty`` per relation step beyond the first (a longer path's words overlap more of any question). The answer is
+the node set of the best path; a candidate's score is the best score among the paths that reach it (ties: the shorter
+path).
 
-With ``scorer="coverage"`` (:meth:`PathScorer.score`) a path is scored instead by how well the question's own words name
-its relation steps, one word per step (:func:`coverage`): each step scores its word's cosine less ``tau``, so a step
-no word names costs (the word "films" cannot name both ``directed by`` and ``starred actors``); a step there and back
-("same directed by") is named by its relation's words. Chosen on MetaQA's dev questions (docs/chat.md).
+With ``scorer="coverage"`` (the chat's default, :meth:`PathScorer.score`) a path is scored instead by how well the
+question's own words name its relation steps, one word per step (:func:`coverage`): each step scores its word's cosine
+less ``tau``, so a step no word names costs (the word "films" cannot name both ``directed by`` and ``starred
+actors``); a step there and back ("same directed by") is named by its relation's words, and by a word of sameness
+("co-starred", "together"; :data:`SAMENESS`). Chosen on MetaQA's dev questions (docs/chat.md).
 
 A question that names two entities ("a film directed by X that stars Y") is answered by the intersection of what
 each entity's paths reach: among the ``pair_top`` best paths of each entity, the pair with the highest score whose

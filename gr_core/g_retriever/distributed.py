@@ -1,5 +1,5 @@
-"""Data-parallel training (PyTorch DDP under ``torchrun``; gloo on CPU, NCCL on GPU): this process's rank, world
-and device, joined once per process (docs/method.md §1.5)."""
+"""Data-parallel training (PyTorch DDP under ``torchrun``; gloo on CPU, NCCL for CUDA tensors on GPU): this process's
+rank, world and device, joined once per process (docs/method.md §1.5)."""
 from __future__ import annotations
 
 import os

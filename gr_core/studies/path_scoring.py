@@ -7,7 +7,7 @@ that names a film type word ("what films did X direct") is pulled to a longer pa
 1-hop question picks a 2-hop path whose extra relation the question never mentions. Each alternative below re-scores
 the same candidates (the ``top`` best paths by the sentence score, so every system chooses among the same paths):
 
-- **sentence** (the chat's default ``path_scorer``): cosine(question, path words) - ``hop_penalty`` per extra
+- **sentence** (the chat's first ``path_scorer``): cosine(question, path words) - ``hop_penalty`` per extra
   relation step;
 - **word coverage** (the chat's ``path_scorer="coverage"``, :func:`gr_core.chat.path_ranker.coverage`): every
   relation step of the path must be named by a word of the question, one word per step, a step there and back
