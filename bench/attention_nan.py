@@ -1,9 +1,9 @@
 """Where G-Retriever's training turns NaN on a GPU: the attention kernel, the dtype and the GNN width side by side.
 
-    python bench/attention_nan.py [STEPS]   ->  outputs/bench/attention_nan.json   (meant for a CUDA machine)
+    python bench/attention_nan.py [--steps 40]   ->  outputs/bench/attention_nan.json   (meant for a CUDA machine)
 
 The ``full`` preset's ExplaGraphs G-Retriever configuration (seed 0, the embedded SmolLM2-135M-Instruct, GNN width
-1024) is trained for ``STEPS`` (default 40) AdamW steps from the same initial weights, four ways. It is an A/B test,
+1024) is trained for ``--steps`` (default 40) AdamW steps from the same initial weights, four ways. It is an A/B test,
 not a replay of the run: a constant lr (the configuration's peak, with no warm-up and no per-group scale) and one
 length-bucketed batch order, so its step numbers are not the run's. The four ways: SDPA in bf16 (what
 transformers picks by default), eager attention in bf16, SDPA in fp32, and SDPA in bf16 with a 256-wide GNN. Each
@@ -14,8 +14,8 @@ picks eager attention in 16-bit dtypes on every device (docs/environment.md "On 
 """
 from common import write_result  # noqa: I001
 
+import argparse
 import math
-import sys
 import time
 from dataclasses import replace
 
@@ -97,7 +97,9 @@ def trial(cfg, ds, idx, attention: str, dtype: str, gnn_hidden: int | None, step
 
 
 def main() -> None:
-    steps = int(sys.argv[1]) if len(sys.argv) > 1 else 40
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=40, help="training steps per variant (at least 1)")
+    steps = max(1, parser.parse_args().steps)
     cfg = preset_run_config("full", "explagraphs", "g_retriever", 0)
     ds = load_dataset(DatasetConfig(cfg.dataset, hops=cfg.hops))
     idx = split_indices(ds, cfg)

@@ -31,7 +31,7 @@ from .graph_reasoner import GraphReasonerConfig, TooFewQuestions, question_graph
 from .graphs import graph_from_triple_list, load_graph
 from .index import BRACKET, STOP_WORDS, WORD, ChatIndex
 from .models import find_reasoner, load_answerer
-from .path_ranker import PathScorer, enumerate_paths, node_scores, path_edges, rank_two_entities
+from .path_ranker import PathScorer, best_paths, path_edges
 from .ranking import Candidate, candidate_names, choose, rank_candidates, score_names
 from .turns import Turn
 
@@ -405,34 +405,6 @@ class GraphChat:
         turn.model = self.model_name
         return choose(ranked, cfg.max_answers, cfg.answer_margin)
 
-    def _best_paths(self, question: str, starts: list[int], one_group: bool = False):
-        """The path ranker from the node rows ``starts``: ``(starts, chosen rows, the paths used, scored nodes best
-        first as (row, score, path))``. ``one_group``: the rows are one start set (a previous turn's answers: their
-        paths followed together, never intersected); else each distinct name is an entity of its own."""
-        cfg, kg = self.config, self.index.kg
-        masked = topic_masked(question, [kg.entities[r] for r in starts])
-        q_masked = self.embed(masked)
-        names = {}
-        for r in starts:  # one entity per distinct name (a name shared by two nodes is one entity)
-            names.setdefault(kg.entities[r].lower(), []).append(r)
-        groups = [list(starts)] if one_group else list(names.values())
-        ranked = [self._path_scorer.score(q_masked, enumerate_paths(kg, np.array(g), cfg.path_hops),
-                                          cfg.path_hop_penalty, cfg.path_scorer, masked, cfg.path_coverage_tau,
-                                          cfg.path_same_bonus)
-                  for g in groups]
-        joint = None
-        if cfg.path_scorer == "coverage":
-            words = self._path_scorer.question_words(masked)
-            joint = lambda a, b: self._path_scorer.coverage_score(  # noqa: E731 one call site
-                words, [a, b], cfg.path_coverage_tau, cfg.path_hop_penalty, cfg.path_same_bonus)
-        pair = rank_two_entities(ranked, pair_score=joint) if len(groups) >= 2 and cfg.path_intersect else None
-        if pair is not None:
-            chosen_rows, used, pair_score = pair
-            return starts, chosen_rows, used, [(int(n), pair_score, used[0]) for n in chosen_rows]
-        flat = sorted((p for r in ranked for p in r), key=lambda p: (-p.score, len(p.path)))
-        used = flat[:1]
-        return starts, used[0].reached if used else np.zeros(0, np.int64), used, node_scores(flat)
-
     def _path_answer(self, turn: Turn) -> list[Candidate]:
         """``paths`` mode (:mod:`gr_core.chat.path_ranker`): the nodes of the relation path from the question's entity
         whose relation names read most like the question (two entities named: the intersection of their paths); the
@@ -453,7 +425,10 @@ class GraphChat:
         if self._path_scorer is None:
             self._path_scorer = PathScorer(lambda texts: self.encoder.encode(
                 texts, normalize_embeddings=True, convert_to_numpy=True, batch_size=64))
-        starts, chosen_rows, used, scored = max((self._best_paths(turn.question, s, one_group) for s in options),
+        def from_starts(starts):
+            masked = topic_masked(turn.question, [kg.entities[r] for r in starts])
+            return best_paths(self._path_scorer, kg, starts, masked, self.embed(masked), cfg, one_group)
+        starts, chosen_rows, used, scored = max((from_starts(s) for s in options),
                                                 key=lambda r: r[3][0][1] if r[3] else -np.inf)
         turn.reasoner_seeds = [int(index.node_ids[r]) for r in starts]
         by_name: dict[str, Candidate] = {}

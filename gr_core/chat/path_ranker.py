@@ -259,6 +259,37 @@ def rank_two_entities(per_entity: list[list[RankedPath]], pair_top: int = 10, pa
     return None if best is None else (best[1], best[2], best[0])
 
 
+def best_paths(scorer: PathScorer, kg: KnowledgeGraph, starts: list[int], masked: str, q_masked: np.ndarray, cfg,
+               one_group: bool = False) -> tuple[list[int], np.ndarray, list[RankedPath], list]:
+    """The path ranker from the node rows ``starts`` for the question ``masked`` (its entities written "it";
+    ``q_masked`` its sentence vector), with a :class:`~gr_core.chat.ChatConfig`'s ``path_*`` settings.
+
+    Returns:
+        ``(starts, the chosen node rows, the paths used, the scored nodes best first as (row, score, path))``.
+        ``one_group``: the rows are one start set (a previous turn's answers: their paths followed together, never
+        intersected); else each distinct name is an entity of its own, and two are answered by
+        :func:`rank_two_entities`.
+    """
+    names: dict[str, list[int]] = {}
+    for r in starts:  # one entity per distinct name (a name shared by two nodes is one entity)
+        names.setdefault(kg.entities[r].lower(), []).append(r)
+    groups = [list(starts)] if one_group else list(names.values())
+    ranked = [scorer.score(q_masked, enumerate_paths(kg, np.array(g), cfg.path_hops), cfg.path_hop_penalty,
+                           cfg.path_scorer, masked, cfg.path_coverage_tau, cfg.path_same_bonus) for g in groups]
+    joint = None
+    if cfg.path_scorer == "coverage":
+        words = scorer.question_words(masked)
+        joint = lambda a, b: scorer.coverage_score(  # noqa: E731 one call site
+            words, [a, b], cfg.path_coverage_tau, cfg.path_hop_penalty, cfg.path_same_bonus)
+    pair = rank_two_entities(ranked, pair_score=joint) if len(groups) >= 2 and cfg.path_intersect else None
+    if pair is not None:
+        chosen_rows, used, pair_score = pair
+        return starts, chosen_rows, used, [(int(n), pair_score, used[0]) for n in chosen_rows]
+    flat = sorted((p for r in ranked for p in r), key=lambda p: (-p.score, len(p.path)))
+    used = flat[:1]
+    return starts, used[0].reached if used else np.zeros(0, np.int64), used, node_scores(flat)
+
+
 def path_edges(kg: KnowledgeGraph, start: np.ndarray, path: tuple[Hop, ...], targets: np.ndarray) -> np.ndarray:
     """The edge rows of every instance of ``path`` from ``start`` that ends in ``targets`` (the evidence to show)."""
 
