@@ -106,7 +106,7 @@ def test_path_ranker_enumerates_follows_and_intersects():
         ("Alpha", "starred_actors", "Bo Kim"), ("Alpha", "directed_by", "Ann Lee")}
     assert path_words(to_dirs.path, kg.relations) == "starred actors directed by"
     films_of = {name: RankedPath((kg.entity_id[name],), (), follow(kg, np.array([kg.entity_id[name]]), Hop(rel, True)),
-                                 "x", 1, score)
+                                 "x", score)
                 for name, rel, score in (("Ann Lee", kg.relations.index("directed_by"), 0.5),
                                          ("Bo Kim", kg.relations.index("starred_actors"), 0.4))}
     common, used, score = rank_two_entities([[films_of["Ann Lee"]], [films_of["Bo Kim"]]])

@@ -427,7 +427,8 @@ class GraphChat:
                 texts, normalize_embeddings=True, convert_to_numpy=True, batch_size=64))
         def from_starts(starts):
             masked = topic_masked(turn.question, [kg.entities[r] for r in starts])
-            return best_paths(self._path_scorer, kg, starts, masked, self.embed(masked), cfg, one_group)
+            q_masked = self.embed(masked) if cfg.path_scorer == "sentence" else None  # coverage reads words only
+            return (starts, *best_paths(self._path_scorer, kg, starts, masked, q_masked, cfg, one_group))
         starts, chosen_rows, used, scored = max((from_starts(s) for s in options),
                                                 key=lambda r: r[3][0][1] if r[3] else -np.inf)
         turn.reasoner_seeds = [int(index.node_ids[r]) for r in starts]

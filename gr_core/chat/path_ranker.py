@@ -39,10 +39,14 @@ class RankedPath:
     path: tuple[Hop, ...]
     reached: np.ndarray
     text: str
-    units: int = 1  # relation steps in the text ("same <relation>" is one)
     score: float = float("nan")
     steps: tuple[str, ...] = ()  # each step's relation phrase ("same" dropped): what coverage scoring names
     back_steps: int = 0  # steps followed there and back ("same <relation>"): what a word of sameness names
+
+    @property
+    def units(self) -> int:
+        """Relation steps in the text ("same <relation>" is one)."""
+        return len(self.steps)
 
 
 def path_words(path: tuple[Hop, ...], relations: list[str]) -> str:
@@ -54,7 +58,12 @@ def path_words(path: tuple[Hop, ...], relations: list[str]) -> str:
 
 def path_units(path: tuple[Hop, ...], relations: list[str]) -> list[str]:
     """The phrases of :func:`path_words`, one per relation step ("same <relation>" counts as one)."""
-    return [("same " if back else "") + phrase for back, phrase in path_steps(path, relations)]
+    return step_texts(path_steps(path, relations))
+
+
+def step_texts(steps: list[tuple[bool, str]]) -> list[str]:
+    """:func:`path_steps` as words: a step there and back written "same <relation>"."""
+    return [("same " if back else "") + phrase for back, phrase in steps]
 
 
 def path_steps(path: tuple[Hop, ...], relations: list[str]) -> list[tuple[bool, str]]:
@@ -149,8 +158,7 @@ def enumerate_paths(kg: KnowledgeGraph, start: np.ndarray, max_hops: int = 3, ma
                     answers = reached[~np.isin(reached, start)]
                     if len(answers):
                         steps = path_steps(path, kg.relations)
-                        words = " ".join(("same " if back else "") + phrase for back, phrase in steps)
-                        out.append(RankedPath(tuple(start.tolist()), path, answers, words, len(steps),
+                        out.append(RankedPath(tuple(start.tolist()), path, answers, " ".join(step_texts(steps)),
                                               steps=tuple(phrase for _, phrase in steps),
                                               back_steps=sum(back for back, _ in steps)))
                     if len(reached) <= max_frontier:
@@ -259,13 +267,14 @@ def rank_two_entities(per_entity: list[list[RankedPath]], pair_top: int = 10, pa
     return None if best is None else (best[1], best[2], best[0])
 
 
-def best_paths(scorer: PathScorer, kg: KnowledgeGraph, starts: list[int], masked: str, q_masked: np.ndarray, cfg,
-               one_group: bool = False) -> tuple[list[int], np.ndarray, list[RankedPath], list]:
+def best_paths(scorer: PathScorer, kg: KnowledgeGraph, starts: list[int], masked: str, q_masked, cfg,
+               one_group: bool = False) -> tuple[np.ndarray, list[RankedPath], list]:
     """The path ranker from the node rows ``starts`` for the question ``masked`` (its entities written "it";
-    ``q_masked`` its sentence vector), with a :class:`~gr_core.chat.ChatConfig`'s ``path_*`` settings.
+    ``q_masked`` its sentence vector, read by the sentence scorer only), with a :class:`~gr_core.chat.ChatConfig`'s
+    ``path_*`` settings.
 
     Returns:
-        ``(starts, the chosen node rows, the paths used, the scored nodes best first as (row, score, path))``.
+        ``(the chosen node rows, the paths used, the scored nodes best first as (row, score, path))``.
         ``one_group``: the rows are one start set (a previous turn's answers: their paths followed together, never
         intersected); else each distinct name is an entity of its own, and two are answered by
         :func:`rank_two_entities`.
@@ -284,10 +293,10 @@ def best_paths(scorer: PathScorer, kg: KnowledgeGraph, starts: list[int], masked
     pair = rank_two_entities(ranked, pair_score=joint) if len(groups) >= 2 and cfg.path_intersect else None
     if pair is not None:
         chosen_rows, used, pair_score = pair
-        return starts, chosen_rows, used, [(int(n), pair_score, used[0]) for n in chosen_rows]
+        return chosen_rows, used, [(int(n), pair_score, used[0]) for n in chosen_rows]
     flat = sorted((p for r in ranked for p in r), key=lambda p: (-p.score, len(p.path)))
     used = flat[:1]
-    return starts, used[0].reached if used else np.zeros(0, np.int64), used, node_scores(flat)
+    return used[0].reached if used else np.zeros(0, np.int64), used, node_scores(flat)
 
 
 def path_edges(kg: KnowledgeGraph, start: np.ndarray, path: tuple[Hop, ...], targets: np.ndarray) -> np.ndarray:

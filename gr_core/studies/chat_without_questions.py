@@ -141,13 +141,23 @@ def miss_breakdown(questions: list[dict], rows: list[dict], kg, index, searched_
                        for g, vals in table.items()}}
 
 
+def dev_sweep(chat: GraphChat, questions: list[dict], field: str, values, **fixed) -> tuple[dict, dict]:
+    """The paths-mode chat's Hit on ``questions`` (MetaQA dev) for each value of the ``ChatConfig`` ``field`` (the
+    other settings ``fixed``): ``(Hit per value, Hit per value and hop count)``, keyed by ``str(value)``."""
+    hits, by_hop = {}, {}
+    for value in values:
+        chat.config = replace(chat.config, answer_mode="paths", **fixed, **{field: value})
+        rows = [ask_alone(chat, q) for q in questions]
+        hits[str(value)] = hit_record(f"paths, {field} {value}", rows)["hit"]
+        by_hop[str(value)] = {str(h): round(100 * float(np.mean([r["hit"] for r, q in zip(rows, questions)
+                                                                 if q["hop"] == h])), 1)
+                              for h in sorted({q["hop"] for q in questions})}
+    return hits, by_hop
+
+
 def choose_hop_penalty(chat: GraphChat, questions: list[dict], penalties=(0.0, 0.02, 0.05, 0.1, 0.15, 0.2)) -> dict:
     """The path ranker's Hit on ``questions`` (MetaQA dev) per hop penalty; the best is returned as ``chosen``."""
-    results = {}
-    for pen in penalties:
-        chat.config = replace(chat.config, answer_mode="paths", path_scorer="sentence", path_hop_penalty=pen)
-        rows = [ask_alone(chat, q) for q in questions]
-        results[str(pen)] = hit_record(f"paths, penalty {pen}", rows)["hit"]
+    results, _ = dev_sweep(chat, questions, "path_hop_penalty", penalties, path_scorer="sentence")
     best = max(penalties, key=lambda p: (results[str(p)], -p))
     return {"hit_by_penalty": results, "chosen": best, "n": len(questions)}
 
@@ -155,14 +165,7 @@ def choose_hop_penalty(chat: GraphChat, questions: list[dict], penalties=(0.0, 0
 def choose_same_bonus(chat: GraphChat, questions: list[dict], bonuses=(0.0, 0.05, 0.1, 0.2, 0.3, 0.5)) -> dict:
     """The word-coverage path ranker's Hit on ``questions`` (MetaQA dev), overall and by hop count, per
     ``path_same_bonus`` (:meth:`~gr_core.chat.path_ranker.PathScorer.coverage_score`); the best is ``chosen``."""
-    results, by_hop = {}, {}
-    for bonus in bonuses:
-        chat.config = replace(chat.config, answer_mode="paths", path_scorer="coverage", path_same_bonus=bonus)
-        rows = [ask_alone(chat, q) for q in questions]
-        results[str(bonus)] = hit_record(f"coverage, same bonus {bonus}", rows)["hit"]
-        by_hop[str(bonus)] = {str(h): round(100 * float(np.mean([r["hit"] for r, q in zip(rows, questions)
-                                                                 if q["hop"] == h])), 1)
-                              for h in sorted({q["hop"] for q in questions})}
+    results, by_hop = dev_sweep(chat, questions, "path_same_bonus", bonuses, path_scorer="coverage")
     best = max(bonuses, key=lambda b: (results[str(b)], -b))
     return {"hit_by_bonus": results, "hit_by_bonus_and_hop": by_hop, "chosen": best, "n": len(questions)}
 
