@@ -211,6 +211,15 @@ def test_report_judges_claims_by_paired_tests(tmp_path):
     assert "Speed benchmarks" not in results  # no bench files: no empty section
 
 
+def test_a_claim_not_run_says_whether_its_preset_will_run_it(tmp_path):
+    quick, cpu = tmp_path / "quick", tmp_path / "cpu"
+    for root in (quick, cpu):
+        root.mkdir()
+    assert all("not run in this preset (the cpu preset runs it)" in e for e in claims({}, quick).evidence)
+    # the cpu preset is resumable: a row it has not reached yet says how to continue, not that it is out of scope
+    assert all("not run yet" in e and "--preset cpu" in e for e in claims({}, cpu).evidence)
+
+
 def test_headline_rows_carry_n_an_interval_and_the_file(tmp_path):
     _write(tmp_path, "04_gnn_rag/gnn_only.csv", pd.DataFrame({
         "dataset": ["metaqa-2hop"], "h1": [75.0], "f1": [50.0], "n": [200], "train_seconds": [40.0],

@@ -210,11 +210,19 @@ def _runs_dir(root: Path | None) -> Path | None:
     return None if root is None else Path(root) / "runs"
 
 
+def _not_run(root: Path | None, what: str) -> str:
+    """Why ``what`` has no result: it is not part of this preset, or (the resumable cpu preset) not reached yet."""
+    if root is not None and Path(root).name == "cpu":
+        return (f"{what}: not run yet (the cpu preset runs it and resumes where it stopped: `./gr suite --preset cpu` "
+                "continues, `--dry-run` lists what is left)")
+    return f"{what}: not run in this preset (the cpu preset runs it)"
+
+
 def _table3_claims(t: dict, root: Path | None) -> list[Claim]:
     df = t.get("03_training/table3")
     src = "03_training/table3.csv"
     if df is None or root is None:
-        return [Claim("G-Retriever", c, "not testable here", "notebook 03 has not written table3.csv", src)
+        return [Claim("G-Retriever", c, "not testable here", _not_run(root, "notebook 03"), src)
                 for c in ("G-Retriever beats prompt tuning and GraphToken",
                           "LoRA helps (G-Retriever w/ LoRA > G-Retriever)")]
     rows = {(r.dataset, r.method) for r in df.itertuples()}
@@ -233,12 +241,11 @@ def _table3_claims(t: dict, root: Path | None) -> list[Claim]:
                 out.append(paired_claim(paper, claim, d, _runs_dir(root), f"{d}-{a}-seed0", f"{d}-{b}-seed0", src, a, b,
                                         paper_difference(d, a, b)))
         if not found and paper == "G-Retriever":
-            out.append(Claim(paper, claim, "not testable here", f"not run in this preset: no dataset has both {a} and "
-                             f"{b} (the cpu preset runs every ExplaGraphs row, 3 seeds)", src))
+            out.append(Claim(paper, claim, "not testable here", _not_run(root, f"{a} beside {b} on one dataset"), src))
     return out
 
 
-def _efficiency_claims(t: dict) -> list[Claim]:
+def _efficiency_claims(t: dict, root: Path | None = None) -> list[Claim]:
     out = []
     t4 = t.get("06_efficiency/table4")
     ret = t.get("02_retrieval/table4_table11")
@@ -253,8 +260,8 @@ def _efficiency_claims(t: dict) -> list[Claim]:
             flags.append(r["token_reduction_%"] >= 80)
             ev.append(f"{r['dataset']}: -{r['token_reduction_%']:.1f}% (notebook 02)")
     out.append(Claim("G-Retriever", "Retrieval cuts prompt tokens by 80-99% (Table 4)", _verdict(flags),
-                     "; ".join(ev) or "no Table 4", "06_efficiency/table4.csv" if t4 is not None else
-                     "02_retrieval/table4_table11.csv"))
+                     "; ".join(ev) or _not_run(root, "notebooks 02 and 06"),
+                     "06_efficiency/table4.csv" if t4 is not None else "02_retrieval/table4_table11.csv"))
     flags, ev = [], []
     if t4 is not None:
         for d in t4.to_dict("records"):
@@ -262,16 +269,17 @@ def _efficiency_claims(t: dict) -> list[Claim]:
                 flags.append(d["min_epoch_after"] < d["min_epoch_before"])
                 ev.append(f"{d['row']}: {d['min_epoch_before']} -> {d['min_epoch_after']} min/epoch")
     out.append(Claim("G-Retriever", "Retrieval shortens training epochs (Table 4: -29% / -67%)", _verdict(flags),
-                     "; ".join(ev) or "the with/without-retrieval runs are missing", "06_efficiency/table4.csv"))
+                     "; ".join(ev) or _not_run(root, "notebook 06's runs with and without retrieval"),
+                     "06_efficiency/table4.csv"))
     return out
 
 
-def _hallucination_claim(t: dict) -> Claim:
+def _hallucination_claim(t: dict, root: Path | None = None) -> Claim:
     df = t.get("05_hallucination/table5_all_levels")
     src = "05_hallucination/table5_all_levels.csv"
     if df is None:
         return Claim("G-Retriever", "Hallucination drops: more valid citations than graph prompt tuning (Table 5)",
-                     "not testable here", "notebook 05 has not run", src)
+                     "not testable here", _not_run(root, "notebook 05"), src)
     sub = df[df.level == "normalized"]
     flags, ev, silent = [], [], []
     for d, g in sub.groupby("dataset", sort=False):
@@ -325,7 +333,7 @@ def _ablation_claims(t: dict, root: Path | None) -> list[Claim]:
     src = "07_ablations/table6.csv"
     claim = "Every ablated component matters: the full model beats each ablation (Table 6)"
     if df is None or root is None:
-        return [Claim("G-Retriever", claim, "not testable here", "notebook 07 has not run", src)]
+        return [Claim("G-Retriever", claim, "not testable here", _not_run(root, "notebook 07"), src)]
     out = []
     d = str(df.dataset.iloc[0]) if "dataset" in df else "webqsp"
     for r in df[df.method != "g_retriever"].itertuples():
@@ -336,7 +344,7 @@ def _ablation_claims(t: dict, root: Path | None) -> list[Claim]:
         if pd.isna(r.ours):
             why = (f"{r.ablation}: does not apply on {d} (its graphs are used whole: nothing is retrieved)"
                    if r.method == "gr_wo_retrieval" and d in WHOLE_GRAPH_DATASETS
-                   else f"{r.ablation}: not run in this preset (the cpu preset runs it)")
+                   else _not_run(root, r.ablation))
             out.append(decide(Claim("G-Retriever", f"{claim}: {r.ablation}", "not testable here", why,
                                     src, d, "g_retriever", r.method, paper_diff=diff), None, True))
             continue
@@ -365,7 +373,7 @@ def _gnn_rag_claims(t: dict, root: Path | None) -> list[Claim]:
     specs = (("GNN-RAG beats the plain LLM (Hit; Tables 2, 4)", "gnn", "none"),
              ("Retrieval augmentation helps: GNN + RoG beats GNN alone (Hit; Table 4)", "gnn+rog", "gnn"))
     if path is None or not path.is_file():
-        return [Claim("GNN-RAG", c, "not testable here", "notebook 04 has not run", src) for c, _, _ in specs]
+        return [Claim("GNN-RAG", c, "not testable here", _not_run(root, "notebook 04"), src) for c, _, _ in specs]
     preds = pd.read_json(path, lines=True)
     out = []
     for claim, a, b in specs:
@@ -395,7 +403,7 @@ def claims(tables: dict[str, pd.DataFrame], root: str | Path | None = None) -> p
     paper's way and p < 0.05, ``contradicted`` when significant the other way, ``not significant`` otherwise.
     """
     root = None if root is None else Path(root)
-    rows = _table3_claims(tables, root) + _efficiency_claims(tables) + [_hallucination_claim(tables)] + \
+    rows = _table3_claims(tables, root) + _efficiency_claims(tables, root) + [_hallucination_claim(tables, root)] + \
         _ablation_claims(tables, root) + _gnn_rag_claims(tables, root)
     for r in rows:  # not run: cannot decide; a threshold on a measurement (tokens, minutes, citations): no test
         if not r.decides:
