@@ -7,13 +7,17 @@
     python bench/chat_generated.py dev-penalty  ->  outputs/bench/chat_generated_dev_penalty.json
     python bench/chat_generated.py dev-scorers  ->  outputs/bench/chat_generated_dev_scorers.json
     python bench/chat_generated.py dev-sameness ->  outputs/bench/chat_generated_dev_sameness.json
+    python bench/chat_generated.py dev-reasoner-weight ->  outputs/bench/chat_generated_dev_reasoner_weight.json
+    python bench/chat_generated.py dev-word-fit ->  outputs/bench/chat_generated_dev_word_fit.json
+    python bench/chat_generated.py word-fit     ->  outputs/bench/chat_generated_word_fit.json
 
 What each measures: :mod:`gr_core.studies.chat_without_questions` (``dev-scorers``:
-:mod:`gr_core.studies.path_scoring`). ``metaqa`` and ``webqsp`` also write their ``generated_reasoner`` row (graph,
-n, hit, ci_low, ci_high, p_vs_ranked, train_seconds, num_generated, ...) into ``outputs/bench/chat.json`` (that key
-only, that graph's row only). A reasoner is trained on first use and then loaded from ``.cache/chat/reasoners/``
-(keyed by the graphs and settings): ``train_seconds`` is the training's own time, recorded when it ran (on this
-machine, in this dtype: the reasoner is fp32). Run alone on the machine.
+:mod:`gr_core.studies.path_scoring`; ``dev-*`` and ``word-fit``: :mod:`gr_core.studies.path_ranker_settings`).
+``metaqa`` and ``webqsp`` also write their ``generated_reasoner`` row (graph, n, hit, ci_low, ci_high, p_vs_ranked,
+train_seconds, num_generated, ...) into ``outputs/bench/chat.json`` (that key only, that graph's row only). A reasoner
+is trained on first use and then loaded from ``.cache/chat/reasoners/`` (keyed by the graphs and settings):
+``train_seconds`` is the training's own time, recorded when it ran (on this machine, in this dtype: the reasoner is
+fp32). Run alone on the machine.
 """
 import argparse
 import json
@@ -25,12 +29,13 @@ from common import result_path, write_result  # noqa: I001
 
 from gr_core.chat import ChatIndex, GraphChat, load_graph
 from gr_core.chat.generate import GenerationConfig
-from gr_core.chat.graph_reasoner import GraphReasonerConfig, train_graph_reasoner
+from gr_core.chat.graph_reasoner import GraphReasonerConfig, train_graph_reasoner, training_record
 from gr_core.config import LLMConfig
 from gr_core.llm import load_llm
 from gr_core.paths import repo_relative, repo_root
 from gr_core.runs import read_json, write_json
 from gr_core.studies import chat_without_questions as study
+from gr_core.studies import path_ranker_settings as settings
 from gr_core.studies import path_scoring
 
 # The question-trained reasoners compared with: the chat's MetaQA reasoner (notebook 09, trained on 3,000 MetaQA
@@ -91,6 +96,12 @@ def main() -> None:
     p.add_argument("--per-hop", type=int, default=100)
     p = sub.add_parser("dev-sameness", help="word coverage's bonus for 'same <relation>' steps on MetaQA dev")
     p.add_argument("--per-hop", type=int, default=100)
+    p = sub.add_parser("dev-word-fit", help="the coverage scorer's word fit (contrast, stems, reading order) on dev")
+    p.add_argument("--per-hop", type=int, default=100)
+    p = sub.add_parser("word-fit", help="the word fit chosen on dev against the first coverage scorer, once on test")
+    p.add_argument("--per-hop", type=int, default=300)
+    p = sub.add_parser("dev-reasoner-weight", help="the path ranker helped by the generated reasoner, on MetaQA dev")
+    p.add_argument("--per-hop", type=int, default=100)
     p = sub.add_parser("dev-scorers", help="other path scorers on MetaQA dev (word coverage, LLM channel)")
     p.add_argument("--per-hop", type=int, default=100)
     p.add_argument("--top", type=int, default=10, help="candidate paths re-scored per question")
@@ -122,8 +133,24 @@ def main() -> None:
     elif args.study == "dev-sameness":
         kb, kind, _ = load_graph("metaqa")
         chat = GraphChat(kb, kind=kind, retriever="pcst", answer_mode="paths")
-        result = study.choose_same_bonus(chat, study.metaqa_sample("dev", args.per_hop, seed=1))
+        result = settings.choose_same_bonus(chat, study.metaqa_sample("dev", args.per_hop, seed=1))
         out = write_result("chat_generated_dev_sameness", result)
+    elif args.study == "dev-word-fit":  # chosen on one dev sample (the other dev studies'), checked on a second
+        kb, kind, _ = load_graph("metaqa")
+        chat = GraphChat(kb, kind=kind, retriever="pcst", answer_mode="paths")
+        result = settings.choose_word_fit(chat, study.metaqa_sample("dev", args.per_hop, seed=1),
+                                       study.metaqa_sample("dev", args.per_hop, seed=2))
+        out = write_result("chat_generated_dev_word_fit", result)
+    elif args.study == "word-fit":  # paired with the other systems' committed answers to the same test questions
+        result = settings.word_fit_study(read_json(result_path("chat_generated_metaqa")),
+                                      read_json(result_path("chat_generated_webqsp")), args.per_hop)
+        out = write_result("chat_generated_word_fit", result)
+    elif args.study == "dev-reasoner-weight":
+        kb, kind, _ = load_graph("metaqa")
+        chat = GraphChat(kb, kind=kind, retriever="gnn", train_reasoner=True)
+        result = settings.choose_reasoner_weight(chat, study.metaqa_sample("dev", args.per_hop, seed=1))
+        result["reasoner"] = training_record(chat.trained_reasoner)
+        out = write_result("chat_generated_dev_reasoner_weight", result)
     elif args.study == "dev-scorers":
         kb, kind, _ = load_graph("metaqa")
         chat = GraphChat(kb, kind=kind, retriever="pcst", answer_mode="paths")
@@ -137,12 +164,18 @@ def main() -> None:
     else:
         kb, kind, _ = load_graph("metaqa")
         chat = GraphChat(kb, kind=kind, retriever="pcst", answer_mode="paths")
-        result = study.choose_hop_penalty(chat, study.metaqa_sample("dev", args.per_hop, seed=1))
+        result = settings.choose_hop_penalty(chat, study.metaqa_sample("dev", args.per_hop, seed=1))
         out = write_result("chat_generated_dev_penalty", result)
     summary = {k: v for k, v in result.items() if k in ("records", "pairs", "generated_reasoner", "hit_by_penalty",
                                                            "chosen", "triples", "call_seconds", "train_seconds",
                                                            "best", "top_k_recall", "hit_by_bonus",
-                                                           "hit_by_bonus_and_hop")}
+                                                           "hit_by_bonus_and_hop", "hit_by_weight",
+                                                           "hit_by_weight_and_hop", "reasoner_alone",
+                                                           "hit_by_setting", "confirm")}
+    if args.study == "word-fit":
+        summary = {k: {"hit": result[k]["hit"], "pairs": result[k]["pairs"]}
+                   for k in ("metaqa", "two_entity", "webqsp")}
+        summary["by_hop"] = result["metaqa"]["by_hop"]
     print(json.dumps(summary, indent=1, default=str))
     print(f"wrote {out}")
 

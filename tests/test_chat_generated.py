@@ -129,6 +129,75 @@ def test_a_word_of_sameness_names_a_step_followed_there_and_back():
     assert {kg.entities[n] for n in same.reached} == {"Delta"}
 
 
+def vocab_encoder(vocab: dict[str, list[float]]):
+    """An encoder over a fixed vocabulary: each text's vector, L2-normalized (unknown texts: the last axis)."""
+    dim = len(next(iter(vocab.values())))
+
+    def encode(texts):
+        out = np.array([vocab.get(t, [0.0] * (dim - 1) + [1.0]) for t in texts], dtype=np.float64)
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+    return encode
+
+
+def test_a_word_fits_the_relation_it_picks_out_among_the_graphs_relations():
+    from gr_core.chat.path_ranker import word_relation_fit
+    # "directed" picks out "directed by"; "films" is as near to both relations: it picks out neither
+    cos = np.array([[0.8, 0.5], [0.2, 0.5]])  # rows: "directed by", "starred actors"; columns: "directed", "films"
+    fit = word_relation_fit(cos, ["directed", "films"], ["directed by", "starred actors"])
+    assert np.allclose(fit, [[0.6, 0.0], [-0.6, 0.0]])
+    # a shared stem counts as the lexical similarity: "acted" names "starred actors" though its cosine is low
+    fit = word_relation_fit(np.array([[0.39], [0.47]]), ["acted"], ["directed by", "starred actors"], lexical=0.8)
+    assert fit[1, 0] == pytest.approx(0.8 - 0.39) and fit[0, 0] == pytest.approx(0.39 - 0.8)
+    # one relation: nothing to contrast with, the similarity stands
+    assert word_relation_fit(np.array([[0.3]]), ["x"], ["only"]).tolist() == [[0.3]]
+
+
+def test_a_paths_steps_are_read_outward_from_the_entity():
+    from gr_core.chat.path_ranker import PathScorer, word_distances
+    words, far = word_distances("Who directed the films starring it?")
+    assert words == ["directed", "films", "starring"] and far.tolist() == [4, 2, 1]
+    assert word_distances("who directed Alpha")[1] is None  # no entity masked: no reading order
+    scorer = PathScorer(vocab_encoder({"directed": [1, 0, 0, 0], "directed by": [1, 0, 0, 0], "films": [0, 0, 1, 0],
+                                       "starring": [0, 1, 0, 0], "starred actors": [0, 1, 0, 0]}))
+    q = scorer.question_words("Who directed the films starring it?", ["directed by", "starred actors"])
+    outward = RankedPath((0,), (), np.array([1]), "starred actors directed by", steps=("starred actors", "directed by"))
+    inward = RankedPath((0,), (), np.array([1]), "directed by starred actors", steps=("directed by", "starred actors"))
+    a, b = (scorer.coverage_score(q, [p], tau=0.05, hop_penalty=0.1, order_bonus=0.02) for p in (outward, inward))
+    assert a - b == pytest.approx(0.04)  # the same words, the same fit: only the order differs
+    assert scorer.coverage_score(q, [outward], 0.05, 0.1) == scorer.coverage_score(q, [inward], 0.05, 0.1)
+
+
+def test_a_path_that_returns_to_itself_is_never_followed():
+    from gr_core.chat.path_ranker import returns_to_itself
+    kg = kg_of(FILMS)
+    genre = kg.relations.index("has_genre")
+    assert returns_to_itself((Hop(genre), Hop(genre, True), Hop(genre)))
+    assert not returns_to_itself((Hop(genre), Hop(genre, True)))  # "same has genre": the films sharing a genre
+    paths = enumerate_paths(kg, np.array([kg.entity_id["Alpha"]]), max_hops=3)
+    assert "same has genre" in {p.text for p in paths}
+    assert not any(returns_to_itself(p.path) for p in paths)
+
+
+def test_a_reasoner_breaks_ties_between_paths_that_read_alike():
+    from gr_core.chat import ChatConfig
+    from gr_core.chat.path_ranker import PathScorer, best_paths
+
+    kg = kg_of(FILMS)
+    alpha = kg.entity_id["Alpha"]
+    scorer = PathScorer(lambda texts: np.full((len(texts), 4), 0.5))  # every cosine 1: the words cannot choose
+    probs = np.zeros(kg.num_entities)
+    probs[kg.entity_id["Bo Kim"]] = 0.9
+    support = lambda path: float(probs[path.reached].sum())  # noqa: E731
+    for weight, expected in ((0.0, None), (0.5, "Bo Kim")):
+        cfg = ChatConfig(path_scorer="coverage", path_reasoner_weight=weight, path_hops=1)
+        rows, used, scored = best_paths(scorer, kg, [alpha], "who is in it", None, cfg, support=support)
+        if expected:
+            assert [kg.entities[r] for r in rows] == [expected] and used[0].text == "starred actors"
+            assert scored[0][1] == pytest.approx(used[0].score)
+        else:  # without the reasoner the tie stays a tie (broken by order, not by the reasoner)
+            assert len({round(s, 6) for _, s, _ in scored[:2]}) == 1
+
+
 @pytest.fixture(scope="module")
 def isolated(tmp_path_factory):
     """Empty outputs/ (no saved reasoner found) and a cache of this module's own (trained reasoners land there)."""
@@ -170,6 +239,12 @@ def test_a_reasoner_is_trained_from_the_graph_cached_and_reused(isolated, tiny_l
     assert len(meta["history"]) == 2 and meta["train_seconds"] >= 0
     turn = chat.ask("Who directed Alpha?")
     assert turn.status == "answered" and turn.mode == "reasoner" and turn.answer_nodes
+    # the reasoner's distribution is kept on the turn, and helps the path ranker in paths mode
+    assert turn.reasoner_probs.shape == (chat.index.kg.num_entities,)
+    assert turn.reasoner_probs.sum() == pytest.approx(1.0, abs=1e-4) and "reasoner_probs" not in turn.to_dict()
+    paths = GraphChat(films, model="zero_shot", llm_model=tiny_llm_dir, reasoner=chat.trained_reasoner,
+                      retriever="gnn", answer_mode="paths").ask("Who directed Alpha?")
+    assert paths.mode == "paths" and paths.answer == "Ann Lee" and paths.reasoner_probs is not None
     capsys.readouterr()
     again = GraphChat(films, model="zero_shot", llm_model=tiny_llm_dir, train_reasoner=cfg)
     assert again.trained_reasoner == chat.trained_reasoner and "reusing" in capsys.readouterr().out
@@ -229,6 +304,36 @@ def test_study_records_and_pairs_from_hand_made_rows():
     assert (p["a_only"], p["b_only"]) == (6, 0) and p["p"] == pytest.approx(2 * 0.5 ** 6)
     with pytest.raises(ValueError, match="different questions"):
         paired("a", rows_a, "b", rows_b[::-1])
+
+
+def test_committed_answers_are_paired_by_question_text_only_when_they_cover_every_question():
+    from gr_core.studies.path_ranker_settings import with_committed
+
+    questions = [{"question": "q1"}, {"question": "q2"}]
+    ours = {"new": [{"question": "q1", "hit": 1}, {"question": "q2", "hit": 0}]}
+    committed = {"per_question": {
+        "old": [{"question": "q2", "hit": 1}, {"question": "q0", "hit": 0}, {"question": "q1", "hit": 0}],
+        "partial": [{"question": "q1", "hit": 1}],  # did not answer q2: cannot be paired
+        "new": [{"question": "q1", "hit": 0}, {"question": "q2", "hit": 0}]}}  # ours already: not replaced
+    rows = with_committed(ours, questions, committed)
+    assert list(rows) == ["new", "old (committed)"]
+    assert [r["question"] for r in rows["old (committed)"]] == ["q1", "q2"]  # in our questions' order
+    assert [r["hit"] for r in rows["old (committed)"]] == [0, 1]
+    assert list(with_committed(ours, questions + questions[:1], committed)) == ["new"]  # a repeated question: none
+
+
+def test_the_word_fit_is_chosen_on_one_sample_and_checked_on_another(isolated, tiny_llm_dir):
+    from gr_core.studies.path_ranker_settings import FIRST_COVERAGE, choose_word_fit, setting_label
+
+    chat = GraphChat(FILMS, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="paths", retriever="pcst")
+    dev = [{"hop": 1, "question": "Who directed Alpha?", "answers": ["Ann Lee"]},
+           {"hop": 2, "question": "Which actors starred in the films directed by Ann Lee?", "answers": ["Bo Kim"]}]
+    out = choose_word_fit(chat, dev, dev[:1], lexicals=(0.8,), orders=(0.02,), taus=(0.05,), more_lexicals=(0.7,))
+    assert list(out["hit_by_setting"]) == [setting_label(FIRST_COVERAGE), "contrast/lex 0.8/order 0.02/tau 0.05",
+                                           "contrast/lex 0.7/order 0.02/tau 0.05"]
+    assert out["hit_by_setting"][setting_label(out["chosen"])]["all"] == 100.0  # both questions answered
+    assert out["confirm"]["n"] == 1 and out["confirm"]["pair"]["n"] == 1
+    assert chat.config.path_word_fit == "contrast" and chat.config.path_lexical_match == 0.8  # the chat restored
 
 
 def test_iterating_all_hops_stays_bounded_on_a_hub():
@@ -295,6 +400,11 @@ def test_the_coverage_scorer_wants_a_question_word_for_every_relation_step(isola
     assert set(turn.answer.split(" | ")) == {"Alpha", "Beta"} and "directed by (" in turn.paths[0]
     turn = chat.ask("Which actors starred in the films directed by Ann Lee?")
     assert set(turn.answer.split(" | ")) == {"Bo Kim", "Cy Dunn"}
-    assert chat.config.path_coverage_tau == 0.55
+    assert (chat.config.path_word_fit, chat.config.path_coverage_tau) == ("contrast", 0.05)
+    first = GraphChat(FILMS, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="paths", retriever="pcst",
+                      path_word_fit="cosine", path_coverage_tau=0.55, path_lexical_match=0, path_order_bonus=0)
+    assert set(first.ask("Which films did Ann Lee direct?").answer.split(" | ")) == {"Alpha", "Beta"}
+    with pytest.raises(ValueError, match="path_word_fit"):
+        GraphChat(FILMS, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="paths", path_word_fit="lexical")
     with pytest.raises(ValueError, match="path_scorer"):
         GraphChat(FILMS, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="paths", path_scorer="llm")

@@ -47,6 +47,7 @@ def relations_read_as_words(relations) -> bool:
 # (bench/chat.py); the others keep the paper's CSV tables (GR Table 9), not measured against lines.
 EVIDENCE_FORMATS = ("csv", "triples")
 PATH_SCORERS = ("sentence", "coverage")  # paths mode (gr_core.chat.path_ranker)
+PATH_WORD_FITS = ("contrast", "cosine")  # coverage: how a question word fits a relation (path_ranker.word_relation_fit)
 KIND_EVIDENCE_FORMAT = {"kg": "triples", "scene": "csv", "explanation": "csv"}
 CHECKPOINT_PRESETS = ("full", "quick")  # smoke runs are CI-sized (one epoch on 8 questions): never served
 
@@ -92,11 +93,19 @@ class ChatConfig:
         path_hops, path_hop_penalty: ``paths`` mode: the longest relation path followed from the question's entity,
             and the score subtracted per hop beyond the first (:class:`~gr_core.chat.path_ranker.PathScorer`).
         path_scorer, path_coverage_tau: ``paths`` mode: how a path is scored: ``coverage`` (each relation step named
-            by its own word of the question, each step's cosine less ``path_coverage_tau``; two entities' paths share
-            the words; :func:`~gr_core.chat.path_ranker.coverage`) or ``sentence`` (the question's sentence vector
-            against the path's relation names). ``path_same_bonus``: under coverage, added for each step followed
-            there and back that a word of sameness ("co-starred", "together", "same") names, subtracted for each
-            one no such word names (:meth:`~gr_core.chat.path_ranker.PathScorer.coverage_score`).
+            by its own word of the question, each step's word fit less ``path_coverage_tau``; two entities' paths
+            share the words; :meth:`~gr_core.chat.path_ranker.PathScorer.coverage_score`) or ``sentence`` (the
+            question's sentence vector against the path's relation names). Under coverage: ``path_word_fit``, how a
+            word fits a relation: ``contrast`` (its similarity to the relation less its best similarity to any other
+            relation of the graph, :func:`~gr_core.chat.path_ranker.word_relation_fit`) or ``cosine`` (the first
+            version, with ``path_coverage_tau=0.55``); ``path_lexical_match``, the similarity a shared word stem
+            counts as (0: stems not read); ``path_order_bonus``, added when a path's named steps take words ever
+            farther from the entity in the question, subtracted otherwise; ``path_same_bonus``, added for each step
+            followed there and back that a word of sameness ("co-starred", "together", "same") names, subtracted for
+            each one no such word names.
+        path_reasoner_weight: ``paths`` mode with ``retriever="gnn"``: each path's score gains this weight times the
+            reasoner's probability mass on the nodes it reaches (:func:`~gr_core.chat.path_ranker.best_paths`; 0: off,
+            as measured best with a reasoner trained on generated questions).
         max_answers, answer_margin: a ranked answer lists the best candidate and those whose score is within
             ``answer_margin`` of it, at most ``max_answers``.
         calibrate, length_norm: ranked-mode scoring options (see :func:`~gr_core.chat.ranking.rank_candidates`).
@@ -140,10 +149,18 @@ class ChatConfig:
     # "coverage" against "sentence": MetaQA test 58.7 vs 52.3 (p 0.0003), WebQSP 34.0 vs 34.3 (p 1.0), two-entity
     # MetaQA questions 96.5 vs 66.5 (p 2e-18; the pair's steps scored together) (docs/chat.md, "Other ways to score")
     path_scorer: str = "coverage"
-    path_coverage_tau: float = 0.55  # chosen on MetaQA's dev questions (docs/chat.md, "Other ways to score the paths")
+    # coverage: the word fit, the step threshold, stems and reading order, chosen together on MetaQA's dev questions
+    # (docs/chat.md, "Words that pick a relation out"); the first version: "cosine", 0.55, 0, 0
+    path_word_fit: str = "contrast"
+    path_coverage_tau: float = 0.05
+    path_lexical_match: float = 0.8
+    path_order_bonus: float = 0.02
     # coverage: per "same <relation>" step named (or not) by a word of sameness; chosen on MetaQA's dev questions
     # (0 / 0.05 / 0.1 / 0.2: Hit 55.0 / 65.7 / 67.0 / 66.0; docs/chat.md, "Other ways to score the paths")
     path_same_bonus: float = 0.1
+    # paths mode with retriever "gnn"; MetaQA dev with the generated-question reasoner, weights 0 / 0.1 / 0.2 / 0.5:
+    # Hit 83.0 / 82.3 / 78.3 / 60.3, so off (docs/chat.md, "The path ranker helped by a generated reasoner")
+    path_reasoner_weight: float = 0.0
     evidence_format: str | None = None
 
     def __post_init__(self) -> None:
@@ -155,6 +172,7 @@ class ChatConfig:
             raise ValueError("ChatConfig.answer_mode='reasoner' ranks the GNN-RAG reasoner's candidates: it needs "
                              "retriever='gnn'")
         check_choice("ChatConfig", "path_scorer", self.path_scorer, PATH_SCORERS)
+        check_choice("ChatConfig", "path_word_fit", self.path_word_fit, PATH_WORD_FITS)
         if self.evidence_format is not None and self.evidence_format not in EVIDENCE_FORMATS:
             raise ValueError(f"ChatConfig.evidence_format={self.evidence_format!r} is not one of {EVIDENCE_FORMATS}")
         if self.max_answers < 1 or self.answer_margin < 0:

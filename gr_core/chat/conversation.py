@@ -224,10 +224,10 @@ class GraphChat:
                            for start in (prev.reasoner_seeds or prev.linked, prev.answer_nodes)]
             q_masked = None
             if self.reasoner.cfg.mask_topic:  # a reasoner that reads the question with the entities it names masked
-
                 q_masked = self.embed(topic_masked(question, [index.kg.entities[r] for r in linked]))
-            turn.evidence, turn.paths, turn.candidates, used = self._gnn_evidence(scope, nodes, edges, q, q_masked,
-                                                                                  options, node_sim)
+            turn.evidence, turn.paths, turn.candidates, used, probs = self._gnn_evidence(
+                scope, nodes, edges, q, q_masked, options, node_sim)
+            turn.reasoner_probs = np.bincount(nodes, probs, index.kg.num_entities).astype(np.float32)  # nodes: unique
             turn.reasoner_seeds = [int(index.node_ids[nodes[r]]) for r in used]
             turn.timings["gnn"] = time.perf_counter() - t
         else:
@@ -254,15 +254,15 @@ class GraphChat:
 
     def _gnn_evidence(self, scope: TextualGraph, nodes: np.ndarray, edges: np.ndarray, q: np.ndarray,
                       q_masked: np.ndarray | None, seed_options: list[np.ndarray], node_sim: np.ndarray
-                      ) -> tuple[TextualGraph, list[str], list[dict], np.ndarray]:
+                      ) -> tuple[TextualGraph, list[str], list[dict], np.ndarray, np.ndarray]:
         """GNN-RAG on the searched graph: node probabilities, the 0.95 candidate set, shortest paths from the seeds
         (the most similar node when there is none); the evidence is the subgraph the paths run through.
         ``q``, ``q_masked``: the question's vector as asked and with the entities it names masked (None for a reasoner
         that does not read it; :meth:`ReaRev.question <gr_core.gnn_rag.ReaRev.question>` picks).
         ``seed_options``: one or more seed sets (positions in ``nodes``); the reasoner runs from each and the one
         whose best non-seed node is most probable is kept.
-        Returns the evidence, the paths' lines, the candidates (best first, score = the reasoner's probability) and
-        the seed positions used."""
+        Returns the evidence, the paths' lines, the candidates (best first, score = the reasoner's probability), the
+        seed positions used and the node distribution ``(len(nodes),)`` from them."""
 
         options = [o for o in seed_options if len(o)] or [np.array([int(np.argmax(node_sim[nodes]))])]
         shared = scope_tensors(self.index, nodes, edges)
@@ -280,7 +280,7 @@ class GraphChat:
         sub = induced_subgraph(scope, keep)
         names = scope.nodes.node_attr.to_numpy()
         records = [Candidate(str(names[c]), [int(ids[c])], float(p)).to_dict() for c, p in ranked]
-        return TextualGraph(sub.nodes, sub.edges), report.lines, records, local_seeds
+        return TextualGraph(sub.nodes, sub.edges), report.lines, records, local_seeds, probs
 
     # ------------------------------------------------------------------ answering
     def history_text(self) -> str:
@@ -422,13 +422,16 @@ class GraphChat:
         options = [o for o in options if o] or [index.rows_of(turn.linked)]
         if not options[0]:  # nothing named: the node most similar to the question
             options = [[int(np.argmax(index.similarities(self.embed(turn.question))[0]))]]
+        support = None
+        if turn.reasoner_probs is not None and cfg.path_reasoner_weight:  # the reasoner's mass on a path's answers
+            support = lambda path: float(turn.reasoner_probs[path.reached].sum())  # noqa: E731 one use
         if self._path_scorer is None:
             self._path_scorer = PathScorer(lambda texts: self.encoder.encode(
                 texts, normalize_embeddings=True, convert_to_numpy=True, batch_size=64))
         def from_starts(starts):
             masked = topic_masked(turn.question, [kg.entities[r] for r in starts])
             q_masked = self.embed(masked) if cfg.path_scorer == "sentence" else None  # coverage reads words only
-            return (starts, *best_paths(self._path_scorer, kg, starts, masked, q_masked, cfg, one_group))
+            return (starts, *best_paths(self._path_scorer, kg, starts, masked, q_masked, cfg, one_group, support))
         starts, chosen_rows, used, scored = max((from_starts(s) for s in options),
                                                 key=lambda r: r[3][0][1] if r[3] else -np.inf)
         turn.reasoner_seeds = [int(index.node_ids[r]) for r in starts]

@@ -9,10 +9,15 @@ the node set of the best path; a candidate's score is the best score among the p
 path).
 
 With ``scorer="coverage"`` (the chat's default, :meth:`PathScorer.score`) a path is scored instead by how well the
-question's own words name its relation steps, one word per step (:func:`coverage`): each step scores its word's cosine
+question's own words name its relation steps, one word per step (:func:`coverage`): each step scores its word's fit
 less ``tau``, so a step no word names costs (the word "films" cannot name both ``directed by`` and ``starred
 actors``); a step there and back ("same directed by") is named by its relation's words, and by a word of sameness
-("co-starred", "together"; :data:`SAMENESS`). Chosen on MetaQA's dev questions (docs/chat.md).
+("co-starred", "together"; :data:`SAMENESS`). A word's fit to a relation (:func:`word_relation_fit`) is how well it
+picks that relation out among the graph's relations: its cosine to the relation's name less its best cosine to any
+other, a shared stem counting as ``lexical`` ("acted" names ``starred actors``, "director" ``directed by``). The steps
+are read outward from the entity: a path whose named steps take words ever farther from the entity in the question
+gains ``order_bonus`` ("who directed the films starring it": ``starred actors`` then ``directed by``), and loses it
+otherwise. All chosen on MetaQA's dev questions (docs/chat.md).
 
 A question that names two entities ("a film directed by X that stars Y") is answered by the intersection of what
 each entity's paths reach: among the ``pair_top`` best paths of each entity, the pair with the highest score whose
@@ -22,10 +27,12 @@ one entity's longer path cannot claim the words that name the other's relation.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
 import numpy as np
+import snowballstemmer
 
 from ..kg import KnowledgeGraph
 from .generate import Hop, follow, relation_phrase
@@ -79,9 +86,9 @@ def path_steps(path: tuple[Hop, ...], relations: list[str]) -> list[tuple[bool, 
 
 
 WORDS = re.compile(r"[a-z0-9']+")
-# function words and the masked topic ("it"): they name no relation
+# function words and the masked topic ("it"): they name no relation (the auxiliary "have" would name every "has ...")
 STOPWORDS = frozenset("it the a an of is was what which who did in for on and to by that are were be do does with as "
-                      "'s".split())
+                      "'s have has had".split())
 # words that ask for "the same <relation>" (co-starred, directed together, also wrote, share the writer): they name a
 # step followed there and back, never a relation (MetaQA dev's 2-hop wordings; docs/chat.md)
 SAMENESS = frozenset("same co together also share shares shared sharing".split())
@@ -93,7 +100,7 @@ def content_words(text: str) -> list[str]:
     >>> content_words("Who co-starred with it in the same films?")
     ['starred', 'films']
     """
-    return [w for w in WORDS.findall(text.lower()) if w not in STOPWORDS and w not in SAMENESS]
+    return word_distances(text)[0]
 
 
 def sameness_words(text: str) -> int:
@@ -106,8 +113,8 @@ def sameness_words(text: str) -> int:
 
 
 def coverage(word_vecs: np.ndarray, step_vecs: np.ndarray) -> np.ndarray:
-    """Each relation step's cosine to the question word assigned to it, one word per step (greedy: the best remaining
-    step-word pair first); a step left without a word scores 0.
+    """Each relation step's cosine to the question word assigned to it, one word per step (:func:`assign_words`); a
+    step left without a word scores 0.
 
     Args:
         word_vecs: ``(W, d)`` the question's content words, L2-normalized.
@@ -119,27 +126,113 @@ def coverage(word_vecs: np.ndarray, step_vecs: np.ndarray) -> np.ndarray:
     >>> coverage(np.eye(2), np.array([[1.0, 0.0], [1.0, 0.0]])).tolist()  # one word cannot name two steps
     [1.0, 0.0]
     """
-    out = np.zeros(len(step_vecs))
     if len(word_vecs) == 0 or len(step_vecs) == 0:
-        return out
-    sims = step_vecs @ word_vecs.T
-    done, used = set(), set()
-    for flat in np.argsort(-sims, axis=None, kind="stable"):
-        u, w = divmod(int(flat), sims.shape[1])
-        if u in done or w in used:
+        return np.zeros(len(step_vecs))
+    return assign_words(step_vecs @ word_vecs.T)[0]
+
+
+def assign_words(fit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Greedy one-to-one assignment of steps to words, the best remaining step-word pair first.
+
+    Args:
+        fit: ``(U, W)`` each relation step's fit to each question word.
+
+    Returns:
+        ``(U,)`` each step's fit to its word (0 for a step left without one) and ``(U,)`` the word's index (-1).
+
+    >>> [x.tolist() for x in assign_words(np.array([[0.9, 0.2], [0.8, 0.3]]))]
+    [[0.9, 0.3], [0, 1]]
+    """
+    out, word = np.zeros(fit.shape[0]), np.full(fit.shape[0], -1)
+    if fit.size == 0:
+        return out, word
+    used = set()
+    for flat in np.argsort(-fit, axis=None, kind="stable"):
+        u, w = divmod(int(flat), fit.shape[1])
+        if word[u] >= 0 or w in used:
             continue
-        out[u] = sims[u, w]
-        done.add(u)
+        out[u], word[u] = fit[u, w], w
         used.add(w)
-        if len(done) == len(step_vecs):
+        if len(used) == min(fit.shape):
             break
-    return out
+    return out, word
+
+
+_STEMMER = snowballstemmer.stemmer("english")
+# the words of relation names that name nothing of their own ("has genre", "in language", "directed by")
+RELATION_FILLERS = frozenset("has have had is in of by the a an to for on at with".split())
+
+
+@functools.lru_cache(maxsize=65536)
+def _stem(word: str) -> str:
+    return _STEMMER.stemWord(word)
+
+
+def shares_stem(word: str, phrase: str, min_stem: int = 3) -> bool:
+    """Whether ``word`` and a word of the relation phrase ``phrase`` share a stem (Snowball English): one stem, at
+    least ``min_stem`` letters long, begins the other. Agent nouns and participles meet this way where the sentence
+    encoder's word vectors sit far apart (acted / actors 0.59, director / directed by 0.58).
+
+    >>> shares_stem("acted", "starred actors"), shares_stem("director", "directed by")
+    (True, True)
+    >>> shares_stem("types", "has genre")
+    False
+    """
+    a = _stem(word)
+    for x in phrase.split():
+        if x in RELATION_FILLERS:
+            continue
+        short, long_ = sorted((a, _stem(x)), key=len)
+        if len(short) >= min_stem and long_.startswith(short):
+            return True
+    return False
+
+
+def word_relation_fit(cosines: np.ndarray, words: list[str], phrases: list[str], lexical: float = 0.0) -> np.ndarray:
+    """How well each question word picks each relation out among the graph's relations: its similarity to the relation
+    (the cosine, or ``lexical`` where the two share a stem and the cosine is lower) less its best similarity to any
+    other relation of the graph. A word that names one relation scores high there and below 0 elsewhere; a word near
+    every relation ("films" in a film KG) scores near 0 everywhere.
+
+    Args:
+        cosines: ``(P, W)`` each distinct relation phrase's cosine to each question word.
+        words: the ``W`` question words; ``phrases``: the ``P`` relation phrases.
+        lexical: the similarity a shared stem counts as (:func:`shares_stem`; 0: stems are not read).
+
+    Returns:
+        ``(P, W)`` fits; with a single relation, its similarities unchanged.
+
+    >>> word_relation_fit(np.array([[0.6, 0.5], [0.3, 0.5]]), ["x", "y"], ["a", "b"]).round(2).tolist()
+    [[0.3, 0.0], [-0.3, 0.0]]
+    """
+    sims = np.array(cosines, dtype=np.float64)
+    if lexical:
+        for i, phrase in enumerate(phrases):
+            for j, w in enumerate(words):
+                if sims[i, j] < lexical and shares_stem(w, phrase):
+                    sims[i, j] = lexical
+    if sims.shape[0] < 2:
+        return sims
+    top = np.sort(sims, axis=0)
+    best, second = top[-1], top[-2]
+    return sims - np.where(sims >= best, second, best)  # each row less the best of the other rows
+
+
+def returns_to_itself(path: tuple[Hop, ...]) -> bool:
+    """Whether ``path`` ends with one relation followed there, back and there again (``release year``, back, ``release
+    year``: the years of every film of the start's year, a superset of the start's own): such a path reaches nothing
+    its first hop does not, only more, so it is never followed."""
+    if len(path) < 3:
+        return False
+    a, b, c = path[-3:]
+    return a.relation == b.relation == c.relation and a.inverse == c.inverse != b.inverse
 
 
 def enumerate_paths(kg: KnowledgeGraph, start: np.ndarray, max_hops: int = 3, max_frontier: int = 2000,
                     max_paths: int = 3000) -> list[RankedPath]:
     """Every relation path of 1..``max_hops`` hops from the node rows ``start`` with a non-empty reached set outside
-    ``start`` (sets larger than ``max_frontier`` are not followed further; at most ``max_paths`` paths)."""
+    ``start`` (sets larger than ``max_frontier`` are not followed further; at most ``max_paths`` paths), except those
+    that return to themselves (:func:`returns_to_itself`)."""
     start = np.unique(np.asarray(start, np.int64))
     out: list[RankedPath] = []
     level = [((), start)]
@@ -153,8 +246,10 @@ def enumerate_paths(kg: KnowledgeGraph, start: np.ndarray, max_hops: int = 3, ma
             for inverse, (src, dst) in ((False, (kg.heads, kg.tails)), (True, (kg.tails, kg.heads))):
                 mine = edges[inside[src[edges]]]
                 for rel in np.unique(kg.rels[mine]):
-                    reached = np.unique(dst[mine[kg.rels[mine] == rel]])
                     path = prefix + (Hop(int(rel), inverse),)
+                    if returns_to_itself(path):
+                        continue
+                    reached = np.unique(dst[mine[kg.rels[mine] == rel]])
                     answers = reached[~np.isin(reached, start)]
                     if len(answers):
                         steps = path_steps(path, kg.relations)
@@ -172,10 +267,30 @@ def enumerate_paths(kg: KnowledgeGraph, start: np.ndarray, max_hops: int = 3, ma
 @dataclass
 class QuestionWords:
     """What coverage scoring reads from a masked question: its content words' vectors ``(W, d)``, L2-normalized, and
-    how many of its words ask for "the same"."""
+    how many of its words ask for "the same"; with the graph's relations given, each relation phrase's fit to each
+    word ``{phrase: (W,)}`` (:func:`word_relation_fit`) and each word's distance in words from the nearest masked
+    entity ``(W,)`` (None when the question names none)."""
 
     vectors: np.ndarray
     sameness: int = 0
+    fit: dict[str, np.ndarray] | None = None
+    distance: np.ndarray | None = None
+
+
+def word_distances(question: str) -> tuple[list[str], np.ndarray | None]:
+    """The :func:`content_words` of a masked question and each one's distance in words from the nearest "it" (the
+    entities the question names), None when there is none.
+
+    >>> word_distances("who directed the films starring it")
+    (['directed', 'films', 'starring'], array([4, 2, 1]))
+    """
+    tokens = WORDS.findall(question.lower())
+    topic = [i for i, t in enumerate(tokens) if t == "it"]
+    kept = [(i, t) for i, t in enumerate(tokens) if t not in STOPWORDS and t not in SAMENESS]
+    words = [t for _, t in kept]
+    if not topic:
+        return words, None
+    return words, np.array([min(abs(i - j) for j in topic) for i, _ in kept], dtype=np.int64)
 
 
 class PathScorer:
@@ -194,41 +309,71 @@ class PathScorer:
                 self.cache[t] = np.asarray(v, np.float32)
         return {t: self.cache[t] for t in texts}
 
-    def question_words(self, question: str) -> QuestionWords:
-        """The masked question's :func:`content_words` as vectors and its count of :func:`sameness_words`."""
-        words = content_words(question)
+    def question_words(self, question: str, relations: list[str] | None = None, lexical: float = 0.0
+                       ) -> QuestionWords:
+        """The masked question's :func:`content_words` as vectors and its count of :func:`sameness_words`. With
+        ``relations`` (the graph's relation phrases), also each phrase's :func:`word_relation_fit` (``lexical``) and
+        the words' distances from the masked entity (:func:`word_distances`)."""
+        words, distance = word_distances(question)
         vec = self.vectors(words)
         vecs = np.stack([vec[x] for x in words]) if words else np.zeros((0, 0), np.float32)  # coverage: all 0
-        return QuestionWords(vecs, sameness_words(question))
+        out = QuestionWords(vecs, sameness_words(question))
+        if relations is not None:
+            phrases = list(dict.fromkeys(relations))
+            pv = self.vectors(phrases)
+            cos = (np.stack([pv[x] for x in phrases]) @ vecs.T if words
+                   else np.zeros((len(phrases), 0), np.float32))
+            fit = word_relation_fit(cos, words, phrases, lexical)
+            out.fit, out.distance = dict(zip(phrases, fit)), distance
+        return out
 
     def coverage_score(self, words: QuestionWords, paths: list[RankedPath], tau: float, hop_penalty: float,
-                       same_bonus: float = 0.0) -> float:
+                       same_bonus: float = 0.0, order_bonus: float = 0.0) -> float:
         """The coverage score of ``paths`` taken together: their relation steps share the question's words, one word
-        per step (:func:`coverage`), each step scoring its word's cosine less ``tau``; less ``hop_penalty`` per
-        relation step beyond each path's first. With two entities' paths, a word one path names cannot also name a
-        step of the other ("films" cannot serve both "directed by" and "starred actors"). Each step followed there
-        and back gains ``same_bonus`` when a word of sameness is left to name it and loses it when none is ("who
-        co-starred with X" asks for the same films' actors, "what films did X star in" for X's own films)."""
+        per step (:func:`assign_words`), each step scoring its word's fit less ``tau`` (the fit: ``words.fit`` where
+        the graph's relations were given, else the cosine); less ``hop_penalty`` per relation step beyond each
+        path's first. With two entities' paths, a word one path names cannot also name a step of the other ("films"
+        cannot serve both "directed by" and "starred actors"). Each step followed there and back gains
+        ``same_bonus`` when a word of sameness is left to name it and loses it when none is ("who co-starred with X"
+        asks for the same films' actors, "what films did X star in" for X's own films). Each path with two or more
+        steps named (fit above ``tau``) gains ``order_bonus`` when its steps' words lie ever farther from the entity
+        in the question, and loses it otherwise (needs ``words.distance``)."""
         steps = [x for p in paths for x in p.steps]
-        vec = self.vectors(steps)
-        cov = coverage(words.vectors, np.stack([vec[x] for x in steps])) if steps else np.zeros(0)
+        if not steps or len(words.vectors) == 0:
+            fit, word = np.zeros(len(steps)), np.full(len(steps), -1)
+        elif words.fit is not None:
+            fit, word = assign_words(np.stack([words.fit[x] for x in steps]))
+        else:
+            vec = self.vectors(steps)
+            fit, word = assign_words(np.stack([vec[x] for x in steps]) @ words.vectors.T)
         back = sum(p.back_steps for p in paths)
         named = min(back, words.sameness)
-        return (float(np.sum(cov - tau)) - hop_penalty * sum(p.units - 1 for p in paths)
-                + same_bonus * (named - (back - named)))
+        total = (float(np.sum(fit - tau)) - hop_penalty * sum(p.units - 1 for p in paths)
+                 + same_bonus * (named - (back - named)))
+        if order_bonus and words.distance is not None:
+            start = 0
+            for p in paths:
+                mine = range(start, start + p.units)
+                far = [int(words.distance[word[u]]) for u in mine if word[u] >= 0 and fit[u] > tau]
+                if len(far) >= 2:
+                    total += order_bonus if all(a < b for a, b in zip(far, far[1:])) else -order_bonus
+                start += p.units
+        return total
 
     def score(self, q_masked: np.ndarray, paths: list[RankedPath], hop_penalty: float = 0.0, scorer: str = "sentence",
-              question: str = "", tau: float = 0.55, same_bonus: float = 0.0) -> list[RankedPath]:
+              question: str = "", tau: float = 0.55, same_bonus: float = 0.0, words: QuestionWords | None = None,
+              order_bonus: float = 0.0) -> list[RankedPath]:
         """The paths scored, best first (ties: fewer hops).
 
         ``sentence``: ``score`` = cosine(question, path words); ``coverage``: :meth:`coverage_score` of the path alone
-        (``tau``, ``same_bonus``), ``question`` being the masked question's text. Either less ``hop_penalty`` per
-        relation step beyond the first (a longer path's words overlap more of any question).
+        (``tau``, ``same_bonus``, ``order_bonus``) on ``words`` (default: :meth:`question_words` of ``question``, the
+        masked question's text, without the graph's relations). Either less ``hop_penalty`` per relation step beyond
+        the first (a longer path's words overlap more of any question).
         """
         if scorer == "coverage":
-            words = self.question_words(question)
+            words = words if words is not None else self.question_words(question)
             for p in paths:
-                p.score = self.coverage_score(words, [p], tau, hop_penalty, same_bonus)
+                p.score = self.coverage_score(words, [p], tau, hop_penalty, same_bonus, order_bonus)
         elif scorer == "sentence":
             vec = self.vectors([p.text for p in paths])
             for p in paths:
@@ -268,7 +413,7 @@ def rank_two_entities(per_entity: list[list[RankedPath]], pair_top: int = 10, pa
 
 
 def best_paths(scorer: PathScorer, kg: KnowledgeGraph, starts: list[int], masked: str, q_masked, cfg,
-               one_group: bool = False) -> tuple[np.ndarray, list[RankedPath], list]:
+               one_group: bool = False, support=None) -> tuple[np.ndarray, list[RankedPath], list]:
     """The path ranker from the node rows ``starts`` for the question ``masked`` (its entities written "it";
     ``q_masked`` its sentence vector, read by the sentence scorer only), with a :class:`~gr_core.chat.ChatConfig`'s
     ``path_*`` settings.
@@ -278,18 +423,30 @@ def best_paths(scorer: PathScorer, kg: KnowledgeGraph, starts: list[int], masked
         ``one_group``: the rows are one start set (a previous turn's answers: their paths followed together, never
         intersected); else each distinct name is an entity of its own, and two are answered by
         :func:`rank_two_entities`.
+        ``support(path) -> float``: a trained reasoner's probability mass on the nodes a path reaches; each path's
+        score gains ``cfg.path_reasoner_weight`` times it (the words say which relations, the reasoner which of the
+        paths that read alike this graph's questions take).
     """
     names: dict[str, list[int]] = {}
     for r in starts:  # one entity per distinct name (a name shared by two nodes is one entity)
         names.setdefault(kg.entities[r].lower(), []).append(r)
     groups = [list(starts)] if one_group else list(names.values())
+    words = None
+    if cfg.path_scorer == "coverage":  # the question's words, read once for every path (and pair) of every entity
+        relations = [relation_phrase(r) for r in kg.relations] if cfg.path_word_fit == "contrast" else None
+        words = scorer.question_words(masked, relations, cfg.path_lexical_match)
     ranked = [scorer.score(q_masked, enumerate_paths(kg, np.array(g), cfg.path_hops), cfg.path_hop_penalty,
-                           cfg.path_scorer, masked, cfg.path_coverage_tau, cfg.path_same_bonus) for g in groups]
+                           cfg.path_scorer, masked, cfg.path_coverage_tau, cfg.path_same_bonus, words,
+                           cfg.path_order_bonus) for g in groups]
+    if support is not None:
+        for paths in ranked:
+            for p in paths:
+                p.score += cfg.path_reasoner_weight * support(p)
+        ranked = [sorted(paths, key=lambda p: (-p.score, len(p.path))) for paths in ranked]
     joint = None
-    if cfg.path_scorer == "coverage":
-        words = scorer.question_words(masked)
+    if words is not None:
         joint = lambda a, b: scorer.coverage_score(  # noqa: E731 one call site
-            words, [a, b], cfg.path_coverage_tau, cfg.path_hop_penalty, cfg.path_same_bonus)
+            words, [a, b], cfg.path_coverage_tau, cfg.path_hop_penalty, cfg.path_same_bonus, cfg.path_order_bonus)
     pair = rank_two_entities(ranked, pair_score=joint) if len(groups) >= 2 and cfg.path_intersect else None
     if pair is not None:
         chosen_rows, used, pair_score = pair

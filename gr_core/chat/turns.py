@@ -64,6 +64,8 @@ class Turn:
     timings: dict = field(default_factory=dict)
     scope: TextualGraph | None = field(default=None, repr=False)  # the searched graph (citations are checked on it)
     relation_similarity: np.ndarray | None = field(default=None, repr=False)  # (num_relations,) to the question
+    # (num_entities,) retriever "gnn": the reasoner's node distribution on the KB's rows (0 off the searched graph)
+    reasoner_probs: np.ndarray | None = field(default=None, repr=False)
 
     def triples(self) -> list[tuple[str, str, str]]:
         """The evidence as ``(head, relation, tail)`` strings."""
@@ -73,7 +75,7 @@ class Turn:
         """A JSON-ready record (evidence as node and triple lists)."""
 
         d = {f.name: getattr(self, f.name) for f in fields(self)
-             if f.name not in ("evidence", "scope", "relation_similarity")}
+             if f.name not in ("evidence", "scope", "relation_similarity", "reasoner_probs")}
         ev = self.evidence
         d["evidence_nodes"] = [] if ev is None else [
             {"node_id": int(n), "text": str(t)} for n, t in zip(ev.nodes.node_id, ev.nodes.node_attr)]

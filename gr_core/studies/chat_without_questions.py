@@ -13,16 +13,17 @@ Measured with none of a benchmark's questions in training:
 - **two entities**: questions built from the KB that name a director and an actor ("which film directed by X stars
   Y?"), exact answers by construction, in wordings the generator's templates do not use;
 - **misses** split by hop count, question type, whether a gold answer is reachable within the searched hops, and how
-  far the question's wording is from every relation name.
+  far the question's wording is from every relation name;
+- the path ranker's settings, each chosen on dev: :mod:`gr_core.studies.path_ranker_settings` (the word fit also
+  measured there once on test against its first version).
 
-The path ranker's hop penalty (:func:`choose_hop_penalty`) and its coverage threshold
-(:mod:`gr_core.studies.path_scoring`) are chosen on MetaQA's dev questions, never on test.
+The path ranker's hop penalty, its coverage threshold and its other settings are chosen on MetaQA's dev questions,
+never on test (:mod:`gr_core.studies.path_scoring`, :mod:`gr_core.studies.path_ranker_settings`).
 """
 from __future__ import annotations
 
 import re
 import time
-from dataclasses import replace
 
 import numpy as np
 
@@ -141,35 +142,6 @@ def miss_breakdown(questions: list[dict], rows: list[dict], kg, index, searched_
                        for g, vals in table.items()}}
 
 
-def dev_sweep(chat: GraphChat, questions: list[dict], field: str, values, **fixed) -> tuple[dict, dict]:
-    """The paths-mode chat's Hit on ``questions`` (MetaQA dev) for each value of the ``ChatConfig`` ``field`` (the
-    other settings ``fixed``): ``(Hit per value, Hit per value and hop count)``, keyed by ``str(value)``."""
-    hits, by_hop = {}, {}
-    for value in values:
-        chat.config = replace(chat.config, answer_mode="paths", **fixed, **{field: value})
-        rows = [ask_alone(chat, q) for q in questions]
-        hits[str(value)] = hit_record(f"paths, {field} {value}", rows)["hit"]
-        by_hop[str(value)] = {str(h): round(100 * float(np.mean([r["hit"] for r, q in zip(rows, questions)
-                                                                 if q["hop"] == h])), 1)
-                              for h in sorted({q["hop"] for q in questions})}
-    return hits, by_hop
-
-
-def choose_hop_penalty(chat: GraphChat, questions: list[dict], penalties=(0.0, 0.02, 0.05, 0.1, 0.15, 0.2)) -> dict:
-    """The path ranker's Hit on ``questions`` (MetaQA dev) per hop penalty; the best is returned as ``chosen``."""
-    results, _ = dev_sweep(chat, questions, "path_hop_penalty", penalties, path_scorer="sentence")
-    best = max(penalties, key=lambda p: (results[str(p)], -p))
-    return {"hit_by_penalty": results, "chosen": best, "n": len(questions)}
-
-
-def choose_same_bonus(chat: GraphChat, questions: list[dict], bonuses=(0.0, 0.05, 0.1, 0.2, 0.3, 0.5)) -> dict:
-    """The word-coverage path ranker's Hit on ``questions`` (MetaQA dev), overall and by hop count, per
-    ``path_same_bonus`` (:meth:`~gr_core.chat.path_ranker.PathScorer.coverage_score`); the best is ``chosen``."""
-    results, by_hop = dev_sweep(chat, questions, "path_same_bonus", bonuses, path_scorer="coverage")
-    best = max(bonuses, key=lambda b: (results[str(b)], -b))
-    return {"hit_by_bonus": results, "hit_by_bonus_and_hop": by_hop, "chosen": best, "n": len(questions)}
-
-
 def run_systems(systems: dict, questions: list[dict], graph_of=None) -> dict[str, list[dict]]:
     """Each system's rows on the same questions. ``systems``: label -> a :class:`GraphChat`, or a function of a graph
     spec returning one (``graph_of(q)`` names each question's graph: one chat per graph, built on first use)."""
@@ -269,19 +241,26 @@ def metaqa_study(reasoner_cfg, per_hop: int = 300, llm_per_hop: int = 300, seed:
     return everything
 
 
-def webqsp_study(reasoner_cfg, num_graphs: int = 300, seed: int = 0, question_reasoner=None,
-                 llm_model: str = "embedded:smollm2-135m-instruct", llm: bool = True) -> dict:
-    """The WebQSP part of the module docstring on ``num_graphs`` test mini-graphs (seeded sample): one reasoner trained
-    on questions generated from those graphs, tested on their real questions, beside the path ranker, the PCST + LLM
-    chat and the question-trained reasoner (``question_reasoner``)."""
-
+def webqsp_sample(num_graphs: int = 300, seed: int = 0) -> tuple[list[dict], dict]:
+    """``num_graphs`` WebQSP test mini-graphs (seeded sample) and their questions: ``([{question, answers, graph,
+    topic}], {graph spec: its triples})``."""
     ds = load_dataset("webqsp")
     test = ds.split["test"]
     pick = sorted(np.random.default_rng(seed).choice(len(test), min(num_graphs, len(test)), replace=False).tolist())
     specs = [f"webqsp:{test[i]}" for i in pick]
     questions = [{"question": ds.records[test[i]].question, "answers": ds.records[test[i]].answers, "graph": spec,
                   "topic": (ds.records[test[i]].q_entities or [""])[0]} for i, spec in zip(pick, specs)]
-    graphs = {spec: load_graph(spec)[0] for spec in specs}
+    return questions, {spec: load_graph(spec)[0] for spec in specs}
+
+
+def webqsp_study(reasoner_cfg, num_graphs: int = 300, seed: int = 0, question_reasoner=None,
+                 llm_model: str = "embedded:smollm2-135m-instruct", llm: bool = True) -> dict:
+    """The WebQSP part of the module docstring on ``num_graphs`` test mini-graphs (seeded sample): one reasoner trained
+    on questions generated from those graphs, tested on their real questions, beside the path ranker, the PCST + LLM
+    chat and the question-trained reasoner (``question_reasoner``)."""
+
+    questions, graphs = webqsp_sample(num_graphs, seed)
+    specs = list(graphs)
     base = {spec: GraphChat(g, model="zero_shot", llm_model=llm_model, kind="kg", retriever="pcst",
                             answer_mode="ranked") for spec, g in graphs.items()}
     t0 = time.perf_counter()
