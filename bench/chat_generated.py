@@ -10,6 +10,7 @@
     python bench/chat_generated.py dev-reasoner-weight ->  outputs/bench/chat_generated_dev_reasoner_weight.json
     python bench/chat_generated.py dev-word-fit ->  outputs/bench/chat_generated_dev_word_fit.json
     python bench/chat_generated.py word-fit     ->  outputs/bench/chat_generated_word_fit.json
+    python bench/chat_generated.py unnamed --split val|test  ->  outputs/bench/chat_generated_unnamed_SPLIT.json
 
 What each measures: :mod:`gr_core.studies.chat_without_questions` (``dev-scorers``:
 :mod:`gr_core.studies.path_scoring`; ``dev-*`` and ``word-fit``: :mod:`gr_core.studies.path_ranker_settings`).
@@ -100,6 +101,9 @@ def main() -> None:
     p.add_argument("--per-hop", type=int, default=100)
     p = sub.add_parser("word-fit", help="the word fit chosen on dev against the first coverage scorer, once on test")
     p.add_argument("--per-hop", type=int, default=300)
+    p = sub.add_parser("unnamed", help="WebQSP answers named by identifiers (Freebase mids) left out or kept")
+    p.add_argument("--split", choices=("val", "test"), default="val")
+    p.add_argument("--graphs", type=int, default=200)
     p = sub.add_parser("dev-reasoner-weight", help="the path ranker helped by the generated reasoner, on MetaQA dev")
     p.add_argument("--per-hop", type=int, default=100)
     p = sub.add_parser("dev-scorers", help="other path scorers on MetaQA dev (word coverage, LLM channel)")
@@ -116,9 +120,12 @@ def main() -> None:
             result = study.metaqa_study(cfg, args.per_hop, args.llm_per_hop, args.seed, ref)
         else:
             ref = None if args.no_question_reasoner else existing(WEBQSP_QUESTION_REASONER)
-            result = study.webqsp_study(cfg, args.graphs, args.seed, ref, llm=not args.no_llm)
+            earlier = result_path("chat_generated_webqsp")  # its question-trained answers, when the weights are gone
+            result = study.webqsp_study(cfg, args.graphs, args.seed, ref, llm=not args.no_llm,
+                                        committed=read_json(earlier) if earlier.is_file() else None)
         result["reasoner_config"] = asdict(cfg)
-        result["question_reasoner"] = ref
+        committed = any(k.endswith("(committed)") for k in result["per_question"])
+        result["question_reasoner"] = ref or ("its answers committed by the previous run" if committed else None)
         out = write_result(f"chat_generated_{args.study}", result)
         update_chat_json({**result["generated_reasoner"], "result_file": repo_relative(out)})
     elif args.study == "two-entity":
@@ -145,6 +152,9 @@ def main() -> None:
         result = settings.word_fit_study(read_json(result_path("chat_generated_metaqa")),
                                       read_json(result_path("chat_generated_webqsp")), args.per_hop)
         out = write_result("chat_generated_word_fit", result)
+    elif args.study == "unnamed":  # val first (the rule's check), then test once
+        result = study.unnamed_answers_study(args.split, args.graphs)
+        out = write_result(f"chat_generated_unnamed_{args.split}", result)
     elif args.study == "dev-reasoner-weight":
         kb, kind, _ = load_graph("metaqa")
         chat = GraphChat(kb, kind=kind, retriever="gnn", train_reasoner=True)
@@ -171,7 +181,8 @@ def main() -> None:
                                                            "best", "top_k_recall", "hit_by_bonus",
                                                            "hit_by_bonus_and_hop", "hit_by_weight",
                                                            "hit_by_weight_and_hop", "reasoner_alone",
-                                                           "hit_by_setting", "confirm")}
+                                                           "hit_by_setting", "confirm",
+                                                           "answers_all_unnamed")}
     if args.study == "word-fit":
         summary = {k: {"hit": result[k]["hit"], "pairs": result[k]["pairs"]}
                    for k in ("metaqa", "two_entity", "webqsp")}

@@ -8,6 +8,8 @@ edges. GNN-RAG extracts a dense subgraph per question the same way (entity linki
 """
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +41,20 @@ class NeighbourhoodConfig:
             raise ValueError(f"NeighbourhoodConfig.hops={self.hops} must be >= 0")
         if self.max_nodes < 1:
             raise ValueError(f"NeighbourhoodConfig.max_nodes={self.max_nodes} must be >= 1")
+
+
+# Names that name nothing: Freebase machine ids (WebQSP's mediator "CVT" nodes: m.0abc1, g.11b6...), RDF blank nodes
+# (_:b0) and bare Wikidata ids (Q42). Never a user's answer; the named nodes beyond them are.
+IDENTIFIER = re.compile(r"[mg]\.[0-9a-z_]{2,}|_:\S+|Q\d+")
+
+
+def is_identifier(name: str) -> bool:
+    """Whether an entity name is an identifier that names nothing (:data:`IDENTIFIER`).
+
+    >>> is_identifier("m.07nvh58"), is_identifier("_:b0"), is_identifier("Q42"), is_identifier("Tom Hanks")
+    (True, True, True, False)
+    """
+    return bool(IDENTIFIER.fullmatch(str(name).strip()))
 
 
 class KnowledgeGraph:
@@ -75,6 +91,11 @@ class KnowledgeGraph:
     @property
     def num_entities(self) -> int:
         return len(self.entities)
+
+    @functools.cached_property
+    def named(self) -> np.ndarray:
+        """``(num_entities,)`` bool: the entity's name is not an identifier (:func:`is_identifier`)."""
+        return np.array([not is_identifier(e) for e in self.entities], dtype=bool)
 
     @property
     def num_edges(self) -> int:

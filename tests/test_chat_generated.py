@@ -64,6 +64,17 @@ def test_generated_questions_have_exact_answers_and_no_topic_among_them():
     assert [(q.text, q.answers) for q in again] == [(q.text, q.answers) for q in questions]  # seeded
 
 
+def test_generation_stops_when_the_graph_has_no_new_question_left_and_loses_none():
+    kg = kg_of(FILMS)
+    every = {(q.topic, q.path) for q in generate_questions(kg, GenerationConfig(num_questions=3000, max_answers=3,
+                                                                                stall_attempts=10**6))}
+    stalled = generate_questions(kg, GenerationConfig(num_questions=3000, max_answers=3, stall_attempts=300))
+    assert {(q.topic, q.path) for q in stalled} == every  # 12 facts: every distinct question found before stopping
+    assert len(every) < 3000  # so the walks ran out of new questions long before the 60,000 attempts
+    with pytest.raises(ValueError, match="stall_attempts"):
+        GenerationConfig(stall_attempts=0)
+
+
 def test_mixed_frames_read_the_same_with_the_name_and_with_it():
     kg = kg_of(FILMS)
     rid = {r: i for i, r in enumerate(kg.relations)}
@@ -178,6 +189,25 @@ def test_a_path_that_returns_to_itself_is_never_followed():
     assert not any(returns_to_itself(p.path) for p in paths)
 
 
+def test_a_node_named_by_an_identifier_is_passed_through_never_answered():
+    from gr_core.chat.ranking import candidate_names
+    # WebQSP's mediator (CVT) nodes: the team is two hops away, through a node named by a Freebase mid
+    cvt = [("Mike Wright", "sports.pro_athlete.teams", "m.0abc1"), ("m.0abc1", "sports.sports_team_roster.team",
+                                                                     "New England Patriots"),
+           ("m.0abc1", "sports.sports_team_roster.position", "Defensive end")]
+    kg = kg_of(cvt)
+    assert kg.named.tolist() == [True, False, True, True]
+    start = np.array([kg.entity_id["Mike Wright"]])
+    named = {p.text: {kg.entities[n] for n in p.reached} for p in enumerate_paths(kg, start, max_hops=2)}
+    assert "pro athlete teams" not in named  # reaches only the mid: no answer of its own...
+    assert named["pro athlete teams sports team roster team"] == {"New England Patriots"}  # ...followed on
+    kept = {p.text for p in enumerate_paths(kg, start, max_hops=2, unnamed=True)}
+    assert "pro athlete teams" in kept
+    assert [c.name for c in candidate_names([0, 1, 2], ["Mike Wright", "m.0abc1", "New England Patriots"],
+                                            exclude=[0])] == ["New England Patriots"]
+    assert len(candidate_names([1, 2], ["m.0abc1", "x"], unnamed=True)) == 2
+
+
 def test_a_reasoner_breaks_ties_between_paths_that_read_alike():
     from gr_core.chat import ChatConfig
     from gr_core.chat.path_ranker import PathScorer, best_paths
@@ -245,6 +275,14 @@ def test_a_reasoner_is_trained_from_the_graph_cached_and_reused(isolated, tiny_l
     paths = GraphChat(films, model="zero_shot", llm_model=tiny_llm_dir, reasoner=chat.trained_reasoner,
                       retriever="gnn", answer_mode="paths").ask("Who directed Alpha?")
     assert paths.mode == "paths" and paths.answer == "Ann Lee" and paths.reasoner_probs is not None
+    # a node named by an identifier is never the reasoner's answer either (a near-uniform reasoner: the 0.95 set holds
+    # every node); where only such nodes are left, they come back rather than no answer
+    chain = [("Zeta", "directed_by", "m.0xyz2"), ("m.0xyz2", "starred_actors", "m.0q"), ("m.0q", "has_genre", "Drama")]
+    for graph, unnamed, expected in ((chain, False, {"Drama"}), (chain, True, {"Drama", "m.0q", "m.0xyz2"}),
+                                     (chain[:2] + [("m.0q", "has_genre", "m.0r")], False, {"m.0r", "m.0q", "m.0xyz2"})):
+        turn = GraphChat(graph, model="zero_shot", llm_model=tiny_llm_dir, reasoner=chat.trained_reasoner,
+                         answer_unnamed=unnamed).ask("Who directed [Zeta]?")
+        assert turn.mode == "reasoner" and {c["name"] for c in turn.candidates} == expected
     capsys.readouterr()
     again = GraphChat(films, model="zero_shot", llm_model=tiny_llm_dir, train_reasoner=cfg)
     assert again.trained_reasoner == chat.trained_reasoner and "reusing" in capsys.readouterr().out
@@ -300,6 +338,9 @@ def test_study_records_and_pairs_from_hand_made_rows():
     rows_b = [dict(r, hit=h, hit1=h) for r, h in zip(rows_a, [0, 0, 0, 0, 1, 0, 0, 0, 0, 1])]
     rec = hit_record("a", rows_a)
     assert rec["n"] == 10 and rec["hit"] == 80.0 and rec["ci_low"] < 80 < rec["ci_high"]
+    committed = hit_record("c", [{k: r[k] for k in ("question", "hit")} for r in rows_a])  # answers of an earlier run
+    assert {k: committed[k] for k in ("hit", "ci_low", "hit1", "turn_median_s")} == {
+        "hit": 80.0, "ci_low": rec["ci_low"], "hit1": None, "turn_median_s": None}
     p = paired("a", rows_a, "b", rows_b)
     assert (p["a_only"], p["b_only"]) == (6, 0) and p["p"] == pytest.approx(2 * 0.5 ** 6)
     with pytest.raises(ValueError, match="different questions"):
@@ -307,7 +348,7 @@ def test_study_records_and_pairs_from_hand_made_rows():
 
 
 def test_committed_answers_are_paired_by_question_text_only_when_they_cover_every_question():
-    from gr_core.studies.path_ranker_settings import with_committed
+    from gr_core.studies.chat_without_questions import with_committed
 
     questions = [{"question": "q1"}, {"question": "q2"}]
     ours = {"new": [{"question": "q1", "hit": 1}, {"question": "q2", "hit": 0}]}

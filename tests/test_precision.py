@@ -172,7 +172,12 @@ def test_the_bf16_text_encoder_gives_vectors_close_to_fp32():
     texts = ["Tom Hanks", "Forrest Gump", "directed_by", "release year 1994"]
     v32, v16 = (np.asarray(load_text_encoder(TextEncoderConfig(dtype=d)).encode(texts, normalize_embeddings=True),
                            np.float32) for d in ("float32", "bfloat16"))
-    assert (v32 * v16).sum(1).min() > 0.999 and not np.array_equal(v32, v16)
+    v16 = v16 / np.linalg.norm(v16, axis=1, keepdims=True)  # bf16 normalizes to within 2**-8 of unit length
+    cos = v16 @ v32.T  # (4, 4): every bf16 vector against every fp32 one
+    # bf16 keeps 8 bits of mantissa, so six layers drift by a few 1e-3 (0.9983 seen on one CI CPU); what must hold
+    # is that every text stays its own nearest neighbour and far closer to itself than to any other text.
+    assert np.diag(cos).min() > 0.995 and not np.array_equal(v32, v16)
+    assert (cos.argmax(1) == np.arange(len(texts))).all()
 
 
 def test_records_name_the_dtype_and_the_cpu(tmp_path):

@@ -106,6 +106,9 @@ class ChatConfig:
         path_reasoner_weight: ``paths`` mode with ``retriever="gnn"``: each path's score gains this weight times the
             reasoner's probability mass on the nodes it reaches (:func:`~gr_core.chat.path_ranker.best_paths`; 0: off,
             as measured best with a reasoner trained on generated questions).
+        answer_unnamed: also answer with nodes whose name is an identifier (:func:`~gr_core.kg.is_identifier`: a
+            Freebase mid, a blank node), which ``ranked``, ``paths`` and ``reasoner`` answers otherwise leave out (paths
+            through them are followed on to the named nodes beyond; all-unnamed candidates come back rather than none).
         max_answers, answer_margin: a ranked answer lists the best candidate and those whose score is within
             ``answer_margin`` of it, at most ``max_answers``.
         calibrate, length_norm: ranked-mode scoring options (see :func:`~gr_core.chat.ranking.rank_candidates`).
@@ -161,6 +164,9 @@ class ChatConfig:
     # paths mode with retriever "gnn"; MetaQA dev with the generated-question reasoner, weights 0 / 0.1 / 0.2 / 0.5:
     # Hit 83.0 / 82.3 / 78.3 / 60.3, so off (docs/chat.md, "The path ranker helped by a generated reasoner")
     path_reasoner_weight: float = 0.0
+    # a node named by an identifier (a Freebase mid: WebQSP's mediator nodes) is never a ranked, path or reasoner answer
+    # (docs/chat.md, "Nodes that name nothing")
+    answer_unnamed: bool = False
     evidence_format: str | None = None
 
     def __post_init__(self) -> None:

@@ -272,8 +272,10 @@ class GraphChat:
         confidence = [float(np.delete(p, o).max(initial=0.0)) for p, o in zip(all_probs, options)]
         best = int(np.argmax(confidence))
         probs, local_seeds = all_probs[best], options[best]
-        ids = scope.nodes.node_id.to_numpy()
-        ranked = select_candidates(probs, set(local_seeds.tolist()))[:5]
+        ids, seeds = scope.nodes.node_id.to_numpy(), set(local_seeds.tolist())
+        # a node named by an identifier (a WebQSP mediator) is a step of a path, never an answer (answer_unnamed)
+        unnamed = set() if self.config.answer_unnamed else set(np.flatnonzero(~self.index.kg.named[nodes]).tolist())
+        ranked = (select_candidates(probs, seeds | unnamed) or select_candidates(probs, seeds))[:5]
         cands = [int(ids[c]) for c, _ in ranked]
         report = reasoning_paths(scope, [int(ids[s]) for s in local_seeds], cands)
         keep = set(int(ids[s]) for s in local_seeds) | set(report.nodes)
@@ -385,12 +387,11 @@ class GraphChat:
     def _ranked_answer(self, turn: Turn) -> list[Candidate]:
         """The evidence's node names (the question's entities excluded) scored by the LLM as its reply; the best
         ones (:func:`~gr_core.chat.ranking.choose`) with every candidate's score kept on the turn."""
-        cfg, net = self.config, self.llm
-        ev = turn.evidence
+        cfg, net, ev = self.config, self.llm, turn.evidence
         # the entities this question names are not its answer; nodes carried from the previous turn may be (a
         # follow-up such as "which of them won an award?" answers with some of the last answer's nodes)
         asked = [int(self.index.node_ids[r]) for r in self.index.link(turn.question)]
-        cands = candidate_names(ev.nodes.node_id.tolist(), ev.nodes.node_attr.tolist(), exclude=asked)
+        cands = candidate_names(ev.nodes.node_id.tolist(), ev.nodes.node_attr.tolist(), asked, cfg.answer_unnamed)
         if not cands:
             turn.candidates = []
             return []
@@ -411,8 +412,7 @@ class GraphChat:
         evidence becomes those paths' facts. A follow-up that names no entity ("and who starred in it?") starts once
         from the previous turn's start and once from its answer, and keeps the better path (as the reasoner does)."""
 
-        cfg, index = self.config, self.index
-        kg = index.kg
+        cfg, index, kg = self.config, self.index, self.index.kg
         options, one_group = [index.link(turn.question)], False
         prev = self.history[-1] if turn.follow_up and self.history else None
         if not options[0] and prev is not None:  # each a start set of its own: followed together, not intersected

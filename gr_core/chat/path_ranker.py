@@ -229,10 +229,12 @@ def returns_to_itself(path: tuple[Hop, ...]) -> bool:
 
 
 def enumerate_paths(kg: KnowledgeGraph, start: np.ndarray, max_hops: int = 3, max_frontier: int = 2000,
-                    max_paths: int = 3000) -> list[RankedPath]:
+                    max_paths: int = 3000, unnamed: bool = False) -> list[RankedPath]:
     """Every relation path of 1..``max_hops`` hops from the node rows ``start`` with a non-empty reached set outside
     ``start`` (sets larger than ``max_frontier`` are not followed further; at most ``max_paths`` paths), except those
-    that return to themselves (:func:`returns_to_itself`)."""
+    that return to themselves (:func:`returns_to_itself`). A path's ``reached`` nodes are its answers: named ones only
+    (``kg.named``) unless ``unnamed``; a path through unnamed nodes (WebQSP's mediator nodes) is followed on to the
+    named nodes beyond them."""
     start = np.unique(np.asarray(start, np.int64))
     out: list[RankedPath] = []
     level = [((), start)]
@@ -250,7 +252,7 @@ def enumerate_paths(kg: KnowledgeGraph, start: np.ndarray, max_hops: int = 3, ma
                     if returns_to_itself(path):
                         continue
                     reached = np.unique(dst[mine[kg.rels[mine] == rel]])
-                    answers = reached[~np.isin(reached, start)]
+                    answers = reached[~np.isin(reached, start) & (unnamed or kg.named[reached])]
                     if len(answers):
                         steps = path_steps(path, kg.relations)
                         out.append(RankedPath(tuple(start.tolist()), path, answers, " ".join(step_texts(steps)),
@@ -435,7 +437,8 @@ def best_paths(scorer: PathScorer, kg: KnowledgeGraph, starts: list[int], masked
     if cfg.path_scorer == "coverage":  # the question's words, read once for every path (and pair) of every entity
         relations = [relation_phrase(r) for r in kg.relations] if cfg.path_word_fit == "contrast" else None
         words = scorer.question_words(masked, relations, cfg.path_lexical_match)
-    ranked = [scorer.score(q_masked, enumerate_paths(kg, np.array(g), cfg.path_hops), cfg.path_hop_penalty,
+    ranked = [scorer.score(q_masked, enumerate_paths(kg, np.array(g), cfg.path_hops, unnamed=cfg.answer_unnamed),
+                           cfg.path_hop_penalty,
                            cfg.path_scorer, masked, cfg.path_coverage_tau, cfg.path_same_bonus, words,
                            cfg.path_order_bonus) for g in groups]
     if support is not None:

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..kg import is_identifier
+
 
 @dataclass
 class Candidate:
@@ -39,19 +41,21 @@ class Candidate:
                 "tokens": self.tokens}
 
 
-def candidate_names(node_ids, names, exclude=()) -> list[Candidate]:
+def candidate_names(node_ids, names, exclude=(), unnamed: bool = False) -> list[Candidate]:
     """Distinct non-empty names of the evidence nodes, in evidence order, without the nodes in ``exclude`` (the
-    question's own entities). Two nodes with the same name are one candidate (the answer cannot tell them apart).
-    When every node is excluded the excluded ones come back (a question may ask about its own entity)."""
+    question's own entities) and, unless ``unnamed``, those whose name is an identifier (:func:`~gr_core.kg.
+    is_identifier`: a Freebase mid names no answer). Two nodes with the same name are one candidate (the answer cannot
+    tell them apart). When every node is excluded the excluded ones come back (a question may ask about its own
+    entity)."""
     skip = {int(n) for n in exclude}
     by_name: dict[str, Candidate] = {}
     for nid, name in zip(node_ids, names):
         text = str(name).strip()
-        if not text or int(nid) in skip:
+        if not text or int(nid) in skip or (not unnamed and is_identifier(text)):
             continue
         by_name.setdefault(text, Candidate(text, [])).node_ids.append(int(nid))
     if not by_name and skip:
-        return candidate_names(node_ids, names)
+        return candidate_names(node_ids, names, unnamed=unnamed)
     return list(by_name.values())
 
 

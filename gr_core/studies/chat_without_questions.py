@@ -10,6 +10,8 @@ Measured with none of a benchmark's questions in training:
 - **WebQSP**: one reasoner trained on questions generated from the test mini-graphs themselves (a user's graphs, not
   their questions), tested on those graphs' real questions, paired with the path ranker, the PCST-ranked chat and the
   reasoner trained on WebQSP's training questions;
+- **nodes that name nothing**: WebQSP answers named by a Freebase mid (a mediator node) left out, the default, or kept
+  (``answer_unnamed``), checked on validation graphs and then once on the test graphs (:func:`unnamed_answers_study`);
 - **two entities**: questions built from the KB that name a director and an actor ("which film directed by X stars
   Y?"), exact answers by construction, in wordings the generator's templates do not use;
 - **misses** split by hop count, question type, whether a gold answer is reachable within the searched hops, and how
@@ -33,7 +35,7 @@ from ..chat.index import WORD
 from ..evaluate import kgqa_scores
 from ..gnn_rag import load_reasoner
 from ..graphqa import load_dataset
-from ..kg import NeighbourhoodConfig
+from ..kg import NeighbourhoodConfig, is_identifier
 from ..paths import data_file
 from ..runs import progress
 from ..stats import compare, wilson_interval
@@ -78,15 +80,20 @@ def ask_alone(chat: GraphChat, q: dict) -> dict:
 
 
 def hit_record(label: str, rows: list[dict], **extra) -> dict:
-    """``{label, n, hit, hit_ci, hit1, in_evidence, node_answer_share, turn_median_s}`` of per-question rows."""
+    """``{label, n, hit, hit_ci, hit1, in_evidence, node_answer_share, turn_median_s}`` of per-question rows (None
+    for a field the rows do not all have: committed rows keep only question, answer and hit)."""
     n = len(rows)
     hits = int(sum(r["hit"] for r in rows))
     lo, hi = wilson_interval(hits, n)
+
+    def over(key: str, reduce, scale: float, digits: int):
+        return round(scale * float(reduce([r[key] for r in rows])), digits) if n and all(key in r for r in rows) \
+            else None
+
     return {"label": label, "n": n, "hit": round(100 * hits / n, 2) if n else None,
-            "ci_low": round(100 * lo, 2), "ci_high": round(100 * hi, 2),
-            "hit1": round(100 * float(np.mean([r["hit1"] for r in rows])), 2) if n else None,
-            "node_answer_share": round(float(np.mean([r["node_answer"] for r in rows])), 4) if n else None,
-            "turn_median_s": round(float(np.median([r["turn_s"] for r in rows])), 4) if n else None, **extra}
+            "ci_low": round(100 * lo, 2), "ci_high": round(100 * hi, 2), "hit1": over("hit1", np.mean, 100, 2),
+            "node_answer_share": over("node_answer", np.mean, 1, 4), "turn_median_s": over("turn_s", np.median, 1, 4),
+            **extra}
 
 
 def paired(label_a: str, rows_a: list[dict], label_b: str, rows_b: list[dict]) -> dict:
@@ -189,6 +196,7 @@ PATHS = "path ranker (no training)"
 COVERAGE = "path ranker, word coverage (no training)"
 RANKED = "PCST + LLM ranking (the chat without a reasoner)"
 QUESTION_TRAINED = "reasoner trained on the benchmark's questions"
+GENERATED_UNNAMED = "reasoner trained on generated questions, unnamed nodes answered too"
 
 
 def metaqa_study(reasoner_cfg, per_hop: int = 300, llm_per_hop: int = 300, seed: int = 0,
@@ -241,11 +249,11 @@ def metaqa_study(reasoner_cfg, per_hop: int = 300, llm_per_hop: int = 300, seed:
     return everything
 
 
-def webqsp_sample(num_graphs: int = 300, seed: int = 0) -> tuple[list[dict], dict]:
-    """``num_graphs`` WebQSP test mini-graphs (seeded sample) and their questions: ``([{question, answers, graph,
-    topic}], {graph spec: its triples})``."""
+def webqsp_sample(num_graphs: int = 300, seed: int = 0, split: str = "test") -> tuple[list[dict], dict]:
+    """``num_graphs`` WebQSP mini-graphs of ``split`` (seeded sample) and their questions: ``([{question, answers,
+    graph, topic}], {graph spec: its triples})``."""
     ds = load_dataset("webqsp")
-    test = ds.split["test"]
+    test = ds.split[split]
     pick = sorted(np.random.default_rng(seed).choice(len(test), min(num_graphs, len(test)), replace=False).tolist())
     specs = [f"webqsp:{test[i]}" for i in pick]
     questions = [{"question": ds.records[test[i]].question, "answers": ds.records[test[i]].answers, "graph": spec,
@@ -253,11 +261,29 @@ def webqsp_sample(num_graphs: int = 300, seed: int = 0) -> tuple[list[dict], dic
     return questions, {spec: load_graph(spec)[0] for spec in specs}
 
 
+def with_committed(rows: dict[str, list[dict]], questions: list[dict], committed: dict) -> dict[str, list[dict]]:
+    """``rows`` and, for each system of an earlier study's ``per_question`` rows that answered every one of
+    ``questions`` (matched by question text; each question once), those rows in the same order, labelled
+    ``<system> (committed)``: the same questions answered by the code of that run, paired without rerunning it."""
+    order = [q["question"] for q in questions]
+    out = dict(rows)
+    if len(set(order)) != len(order):
+        return out
+    for label, earlier in committed.get("per_question", {}).items():
+        by_text = {r["question"]: r for r in earlier}
+        if label not in rows and all(t in by_text for t in order):
+            out[f"{label} (committed)"] = [by_text[t] for t in order]
+    return out
+
+
 def webqsp_study(reasoner_cfg, num_graphs: int = 300, seed: int = 0, question_reasoner=None,
-                 llm_model: str = "embedded:smollm2-135m-instruct", llm: bool = True) -> dict:
+                 llm_model: str = "embedded:smollm2-135m-instruct", llm: bool = True, committed: dict | None = None
+                 ) -> dict:
     """The WebQSP part of the module docstring on ``num_graphs`` test mini-graphs (seeded sample): one reasoner trained
-    on questions generated from those graphs, tested on their real questions, beside the path ranker, the PCST + LLM
-    chat and the question-trained reasoner (``question_reasoner``)."""
+    on questions generated from those graphs, tested on their real questions (answering named nodes only, the default,
+    and unnamed ones too), beside the path ranker, the PCST + LLM chat and the question-trained reasoner
+    (``question_reasoner``; without it, its answers in an earlier run of this study, ``committed``, when they cover
+    these questions: :func:`with_committed`)."""
 
     questions, graphs = webqsp_sample(num_graphs, seed)
     specs = list(graphs)
@@ -273,6 +299,8 @@ def webqsp_study(reasoner_cfg, num_graphs: int = 300, seed: int = 0, question_re
 
     generated = load_reasoner(path)  # loaded once, not once a graph
     systems = {GENERATED: lambda spec: GraphChat(graphs[spec], kind="kg", reasoner=generated, retriever="gnn"),
+               GENERATED_UNNAMED: lambda spec: GraphChat(graphs[spec], kind="kg", reasoner=generated, retriever="gnn",
+                                                         answer_unnamed=True),
                PATHS: lambda spec: GraphChat(graphs[spec], kind="kg", retriever="pcst", answer_mode="paths",
                                              path_scorer="sentence"),
                COVERAGE: lambda spec: GraphChat(graphs[spec], kind="kg", retriever="pcst", answer_mode="paths",
@@ -284,7 +312,13 @@ def webqsp_study(reasoner_cfg, num_graphs: int = 300, seed: int = 0, question_re
     if llm:
         systems[RANKED] = base.__getitem__
     rows = run_systems(systems, questions, graph_of=lambda q: q["graph"])
-    out = study_result("webqsp", rows, questions, QUESTION_TRAINED, GENERATED, path, RANKED if llm else PATHS)
+    reference = QUESTION_TRAINED
+    if question_reasoner is None and committed:
+        rows = with_committed(rows, questions, {"per_question": {k: v for k, v in committed["per_question"].items()
+                                                                 if k == QUESTION_TRAINED}})
+        reference = next((label for label in rows if label.startswith(QUESTION_TRAINED)), QUESTION_TRAINED)
+    out = study_result("webqsp", rows, questions, reference, GENERATED, path, RANKED if llm else PATHS)
+    out["pairs"].append(paired(GENERATED, rows[GENERATED], GENERATED_UNNAMED, rows[GENERATED_UNNAMED]))
     if llm:  # the pairs with the path rankers are not among the baseline's
         out["pairs"] += [paired(a, rows[a], b, rows[b]) for a, b in ((GENERATED, PATHS), (COVERAGE, PATHS))]
     out["pairs"].append(paired(GENERATED, rows[GENERATED], COVERAGE, rows[COVERAGE]))
@@ -360,6 +394,43 @@ def two_entity_study(n: int = 200, seed: int = 0, generated_reasoner=None) -> di
             "both_entities_linked": round(float(np.mean(linked_both)), 4),
             "questions": {"n": len(questions), "seed": seed, "wordings": list(TWO_ENTITY_WORDINGS),
                           "mean_answers": round(float(np.mean([len(q["answers"]) for q in questions])), 2)},
+            "per_question": {label: [{k: r[k] for k in ("question", "answer", "hit")} for r in rr]
+                             for label, rr in rows.items()}}
+
+
+def unnamed_answers_study(split: str = "val", num_graphs: int = 200, seed: int = 0,
+                          llm_model: str = "embedded:smollm2-135m-instruct") -> dict:
+    """Answers named by identifiers (a Freebase mid names a WebQSP mediator node, never a user's answer) on
+    ``num_graphs`` WebQSP mini-graphs of ``split``: the path ranker and the LLM ranking, each leaving such nodes out
+    (the chat's default) and keeping them (``answer_unnamed=True``), paired on the same questions."""
+
+    questions, graphs = webqsp_sample(num_graphs, seed, split)
+    first: list[GraphChat] = []
+
+    def ranked(spec: str, unnamed: bool) -> GraphChat:
+        chat = GraphChat(graphs[spec], model="zero_shot", llm_model=llm_model, kind="kg", retriever="pcst",
+                         answer_mode="ranked", answer_unnamed=unnamed)
+        if first:
+            chat.reuse_model(first[0])  # one LLM for every graph
+        else:
+            first.append(chat)
+        return chat
+
+    labels = {False: "named nodes only (the default)", True: "unnamed nodes too"}
+    systems = {f"path ranker, {labels[u]}": lambda spec, u=u: GraphChat(graphs[spec], kind="kg", retriever="pcst",
+                                                                          answer_mode="paths", answer_unnamed=u)
+               for u in (False, True)}
+    systems |= {f"PCST + LLM ranking, {labels[u]}": lambda spec, u=u: ranked(spec, u) for u in (False, True)}
+    rows = run_systems(systems, questions, graph_of=lambda q: q["graph"])
+    names = list(rows)
+    unnamed_share = {label: round(float(np.mean([bool(r["answer"]) and all(
+        is_identifier(a) for a in r["answer"].split(" | ")) for r in rr])), 4) for label, rr in rows.items()}
+    return {"records": [hit_record(label, r, graph=f"webqsp {split}") for label, r in rows.items()],
+            "pairs": [paired(names[0], rows[names[0]], names[1], rows[names[1]]),
+                      paired(names[2], rows[names[2]], names[3], rows[names[3]]),
+                      paired(names[0], rows[names[0]], names[2], rows[names[2]])],
+            "answers_all_unnamed": unnamed_share,
+            "questions": {"graphs": f"webqsp {split} mini-graphs", "num_graphs": len(graphs), "seed": seed},
             "per_question": {label: [{k: r[k] for k in ("question", "answer", "hit")} for r in rr]
                              for label, rr in rows.items()}}
 

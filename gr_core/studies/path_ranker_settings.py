@@ -7,7 +7,7 @@ questions (docs/chat.md, "Chat without training questions"), and the last of the
   chosen together on that sample and checked on a second one (seed 2);
 - :func:`word_fit_study`: the chosen fit against the first version once on test (MetaQA, two-entity questions,
   WebQSP), paired with each other and with the answers other systems committed to the same questions
-  (:func:`with_committed`).
+  (:func:`~gr_core.studies.chat_without_questions.with_committed`).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import numpy as np
 from ..chat import GraphChat, load_graph
 from ..runs import progress
 from .chat_without_questions import (ask_alone, hit_record, hop_records, metaqa_sample, miss_breakdown, paired,
-                                     run_systems, two_entity_questions, webqsp_sample)
+                                     run_systems, two_entity_questions, webqsp_sample, with_committed)
 
 
 def dev_sweep(chat: GraphChat, questions: list[dict], field: str, values, **fixed) -> tuple[dict, dict]:
@@ -111,28 +111,13 @@ WORD_FIT = "path ranker, word coverage, words fitted against the graph's relatio
 FIRST = "path ranker, word coverage, first version (no training)"
 
 
-def with_committed(rows: dict[str, list[dict]], questions: list[dict], committed: dict) -> dict[str, list[dict]]:
-    """``rows`` and, for each system of an earlier study's ``per_question`` rows that answered every one of
-    ``questions`` (matched by question text; each question once), those rows in the same order, labelled
-    ``<system> (committed)``: the same questions answered by the code of that run, paired without rerunning it."""
-    order = [q["question"] for q in questions]
-    out = dict(rows)
-    if len(set(order)) != len(order):
-        return out
-    for label, earlier in committed.get("per_question", {}).items():
-        by_text = {r["question"]: r for r in earlier}
-        if label not in rows and all(t in by_text for t in order):
-            out[f"{label} (committed)"] = [by_text[t] for t in order]
-    return out
-
-
 def word_fit_study(metaqa_committed: dict, webqsp_committed: dict, per_hop: int = 300, seed: int = 0,
                    two_entity_n: int = 200, num_graphs: int = 300) -> dict:
     """The coverage scorer with the word fit chosen on dev (the chat's defaults) against its first version
     (:data:`FIRST_COVERAGE`), once on test: the MetaQA test questions of :func:`metaqa_study` (``per_hop`` a hop,
     ``seed``), the two-entity questions of :func:`two_entity_study` and the WebQSP graphs of :func:`webqsp_study`
     (``num_graphs``), each pair of versions on the same questions and, on MetaQA and WebQSP, paired with the other
-    systems' answers committed by those studies (:func:`with_committed`)."""
+    systems' answers committed by those studies (:func:`~gr_core.studies.chat_without_questions.with_committed`)."""
 
     kb, kind, _ = load_graph("metaqa")
     chat = GraphChat(kb, kind=kind, retriever="pcst", answer_mode="paths")
