@@ -2,6 +2,8 @@
 
     python bench/chat_generated.py metaqa       ->  outputs/bench/chat_generated_metaqa.json
     python bench/chat_generated.py webqsp       ->  outputs/bench/chat_generated_webqsp.json
+    python bench/chat_generated.py webqsp --split val --generation-pair -> outputs/bench/chat_generated_webqsp_val.json
+    python bench/chat_generated.py webqsp --generation-pair -> outputs/bench/chat_generated_webqsp_generation_pair.json
     python bench/chat_generated.py two-entity   ->  outputs/bench/chat_generated_two_entity.json
     python bench/chat_generated.py cost         ->  outputs/bench/chat_generated_cost.json
     python bench/chat_generated.py dev-penalty  ->  outputs/bench/chat_generated_dev_penalty.json
@@ -85,6 +87,10 @@ def main() -> None:
         else:
             p.add_argument("--graphs", type=int, default=300)
             p.add_argument("--no-llm", action="store_true")
+            p.add_argument("--split", choices=("val", "test"), default="test",
+                           help="val: a choice's check (-> chat_generated_webqsp_val.json, chat.json untouched)")
+            p.add_argument("--generation-pair", action="store_true",
+                           help="also a reasoner trained on questions with identifier-named topics and answers")
     p = sub.add_parser("two-entity")
     p.add_argument("--n", type=int, default=200)
     p.add_argument("--generated-reasoner", action="store_true",
@@ -122,12 +128,17 @@ def main() -> None:
             ref = None if args.no_question_reasoner else existing(WEBQSP_QUESTION_REASONER)
             earlier = result_path("chat_generated_webqsp")  # its question-trained answers, when the weights are gone
             result = study.webqsp_study(cfg, args.graphs, args.seed, ref, llm=not args.no_llm,
-                                        committed=read_json(earlier) if earlier.is_file() else None)
+                                        committed=read_json(earlier) if earlier.is_file() else None, split=args.split,
+                                        generation_pair=args.generation_pair)
         result["reasoner_config"] = asdict(cfg)
         committed = any(k.endswith("(committed)") for k in result["per_question"])
         result["question_reasoner"] = ref or ("its answers committed by the previous run" if committed else None)
-        out = write_result(f"chat_generated_{args.study}", result)
-        update_chat_json({**result["generated_reasoner"], "result_file": repo_relative(out)})
+        # a choice's check (val) or the generation rule's pair: not the reported row
+        aside = "_val" if args.study == "webqsp" and args.split == "val" else \
+            "_generation_pair" if args.study == "webqsp" and args.generation_pair else ""
+        out = write_result(f"chat_generated_{args.study}{aside}", result)
+        if not aside:
+            update_chat_json({**result["generated_reasoner"], "result_file": repo_relative(out)})
     elif args.study == "two-entity":
         reasoner = None
         if args.generated_reasoner:

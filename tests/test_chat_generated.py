@@ -75,6 +75,20 @@ def test_generation_stops_when_the_graph_has_no_new_question_left_and_loses_none
         GenerationConfig(stall_attempts=0)
 
 
+def test_generation_can_leave_out_nodes_named_by_identifiers_as_topics_and_answers():
+    cvt = [(f"Player {i}", "sports.pro_athlete.teams", f"m.0r{i}") for i in range(6)] + \
+          [(f"m.0r{i}", "sports.sports_team_roster.team", f"Team {i % 2}") for i in range(6)]
+    kg = kg_of(cvt)
+    questions = generate_questions(kg, GenerationConfig(num_questions=200, max_answers=6, unnamed=False))
+    assert questions and all(kg.named[q.topic] and kg.named[q.answers].all() for q in questions)
+    assert {q.hops for q in questions} == {2}  # one hop reaches only a mediator: no question; two reach the team
+    teams = {kg.entities[q.topic]: {kg.entities[a] for a in q.answers} for q in questions if len(q.path) == 2
+             and kg.relations[q.path[1].relation].endswith("team")}
+    assert teams["Player 3"] == {"Team 1"}
+    kept = generate_questions(kg, GenerationConfig(num_questions=200, max_answers=6))  # the default keeps them
+    assert any(not kg.named[q.answers].all() for q in kept) and any(not kg.named[q.topic] for q in kept)
+
+
 def test_mixed_frames_read_the_same_with_the_name_and_with_it():
     kg = kg_of(FILMS)
     rid = {r: i for i, r in enumerate(kg.relations)}

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -197,6 +198,7 @@ COVERAGE = "path ranker, word coverage (no training)"
 RANKED = "PCST + LLM ranking (the chat without a reasoner)"
 QUESTION_TRAINED = "reasoner trained on the benchmark's questions"
 GENERATED_UNNAMED = "reasoner trained on generated questions, unnamed nodes answered too"
+GENERATED_OTHER = "reasoner trained on questions generated {} identifier-named topics and answers"
 
 
 def metaqa_study(reasoner_cfg, per_hop: int = 300, llm_per_hop: int = 300, seed: int = 0,
@@ -277,15 +279,17 @@ def with_committed(rows: dict[str, list[dict]], questions: list[dict], committed
 
 
 def webqsp_study(reasoner_cfg, num_graphs: int = 300, seed: int = 0, question_reasoner=None,
-                 llm_model: str = "embedded:smollm2-135m-instruct", llm: bool = True, committed: dict | None = None
-                 ) -> dict:
+                 llm_model: str = "embedded:smollm2-135m-instruct", llm: bool = True, committed: dict | None = None,
+                 split: str = "test", generation_pair: bool = False) -> dict:
     """The WebQSP part of the module docstring on ``num_graphs`` test mini-graphs (seeded sample): one reasoner trained
     on questions generated from those graphs, tested on their real questions (answering named nodes only, the default,
     and unnamed ones too), beside the path ranker, the PCST + LLM chat and the question-trained reasoner
     (``question_reasoner``; without it, its answers in an earlier run of this study, ``committed``, when they cover
-    these questions: :func:`with_committed`)."""
+    these questions: :func:`with_committed`). ``split``: test, or val to choose on. ``generation_pair``: also a
+    reasoner trained on questions generated the other way round for identifier-named nodes (``GenerationConfig.
+    unnamed`` flipped: as topics and answers, or left out), paired with the default one."""
 
-    questions, graphs = webqsp_sample(num_graphs, seed)
+    questions, graphs = webqsp_sample(num_graphs, seed, split)
     specs = list(graphs)
     base = {spec: GraphChat(g, model="zero_shot", llm_model=llm_model, kind="kg", retriever="pcst",
                             answer_mode="ranked") for spec, g in graphs.items()}
@@ -298,6 +302,11 @@ def webqsp_study(reasoner_cfg, num_graphs: int = 300, seed: int = 0, question_re
             chat.reuse_model(first)  # one LLM for every graph
 
     generated = load_reasoner(path)  # loaded once, not once a graph
+    if generation_pair:
+        flipped = not reasoner_cfg.generation.unnamed
+        other_label = GENERATED_OTHER.format("with" if flipped else "without")
+        other_cfg = replace(reasoner_cfg, generation=replace(reasoner_cfg.generation, unnamed=flipped))
+        other = load_reasoner(train_graph_reasoner([c.index for c in base.values()], other_cfg))
     systems = {GENERATED: lambda spec: GraphChat(graphs[spec], kind="kg", reasoner=generated, retriever="gnn"),
                GENERATED_UNNAMED: lambda spec: GraphChat(graphs[spec], kind="kg", reasoner=generated, retriever="gnn",
                                                          answer_unnamed=True),
@@ -305,6 +314,8 @@ def webqsp_study(reasoner_cfg, num_graphs: int = 300, seed: int = 0, question_re
                                              path_scorer="sentence"),
                COVERAGE: lambda spec: GraphChat(graphs[spec], kind="kg", retriever="pcst", answer_mode="paths",
                                                 path_scorer="coverage")}
+    if generation_pair:
+        systems[other_label] = lambda spec: GraphChat(graphs[spec], kind="kg", reasoner=other, retriever="gnn")
     if question_reasoner is not None:
         reference = load_reasoner(question_reasoner)
         systems[QUESTION_TRAINED] = lambda spec: GraphChat(graphs[spec], kind="kg", reasoner=reference,
@@ -314,18 +325,20 @@ def webqsp_study(reasoner_cfg, num_graphs: int = 300, seed: int = 0, question_re
     rows = run_systems(systems, questions, graph_of=lambda q: q["graph"])
     reference = QUESTION_TRAINED
     if question_reasoner is None and committed:
-        rows = with_committed(rows, questions, {"per_question": {k: v for k, v in committed["per_question"].items()
+        earlier = {k.removesuffix(" (committed)"): v for k, v in committed["per_question"].items()}
+        rows = with_committed(rows, questions, {"per_question": {k: v for k, v in earlier.items()
                                                                  if k == QUESTION_TRAINED}})
         reference = next((label for label in rows if label.startswith(QUESTION_TRAINED)), QUESTION_TRAINED)
     out = study_result("webqsp", rows, questions, reference, GENERATED, path, RANKED if llm else PATHS)
-    out["pairs"].append(paired(GENERATED, rows[GENERATED], GENERATED_UNNAMED, rows[GENERATED_UNNAMED]))
+    out["pairs"] += [paired(GENERATED, rows[GENERATED], b, rows[b]) for b in rows
+                     if b == GENERATED_UNNAMED or b.startswith(GENERATED_OTHER.split("{}")[0])]
     if llm:  # the pairs with the path rankers are not among the baseline's
         out["pairs"] += [paired(a, rows[a], b, rows[b]) for a, b in ((GENERATED, PATHS), (COVERAGE, PATHS))]
     out["pairs"].append(paired(GENERATED, rows[GENERATED], COVERAGE, rows[COVERAGE]))
     out["generated_reasoner"]["p_vs_paths"] = next(
         (p["p"] for p in out["pairs"] if p["a"] == GENERATED and p["b"] == PATHS), None)
     out["generated_reasoner"]["call_seconds"] = round(wall, 1)
-    out["questions"] = {"graphs": "webqsp test mini-graphs", "num_graphs": len(specs), "seed": seed}
+    out["questions"] = {"graphs": f"webqsp {split} mini-graphs", "num_graphs": len(specs), "seed": seed}
     out["per_question"] = {label: [{k: r[k] for k in ("question", "answer", "hit")} for r in rr]
                            for label, rr in rows.items()}
     return out
