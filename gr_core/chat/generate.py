@@ -13,9 +13,8 @@ keeps the answers exact:
 3. the **answers**: every node the path reaches from the topic, followed as a set (``directed_by`` then
    ``directed_by`` reversed = every film of the same director), the topic itself removed (cycles; with
    ``unnamed=False`` also nodes named by identifiers, which are then never topics either); a path whose answer set is
-   empty or larger than
-   ``max_answers`` (a hub's list, not a question) is dropped, as is a repeated ``(topic, path)`` or a path whose
-   intermediate set grows past ``max_frontier``;
+   empty or larger than ``max_answers`` (a hub's list, not a question) is dropped, as is a repeated ``(topic, path)``
+   or a path whose intermediate set grows past ``max_frontier``;
 4. the **question text** from the relation names (:func:`relation_phrase`: ``directed_by`` -> "directed by",
    ``people.person.nationality`` -> "person nationality"), each hop in a frame drawn at random (:func:`mixed_text`),
    or one of the fixed :data:`TEMPLATES`.
