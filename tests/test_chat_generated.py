@@ -220,6 +220,25 @@ def test_a_node_named_by_an_identifier_is_passed_through_never_answered():
     assert [c.name for c in candidate_names([0, 1, 2], ["Mike Wright", "m.0abc1", "New England Patriots"],
                                             exclude=[0])] == ["New England Patriots"]
     assert len(candidate_names([1, 2], ["m.0abc1", "x"], unnamed=True)) == 2
+    # where only identifier-named nodes are left, they are the answer rather than none (and still not the asked entity)
+    assert [c.name for c in candidate_names([0, 1], ["Mike Wright", "m.0abc1"], exclude=[0])] == ["m.0abc1"]
+    assert [c.name for c in candidate_names([0], ["Mike Wright"], exclude=[0])] == ["Mike Wright"]
+
+
+def test_the_path_ranker_answers_with_an_identifier_only_when_nothing_named_is_within_reach():
+    from gr_core.chat import ChatConfig
+    from gr_core.chat.path_ranker import PathScorer, best_paths
+
+    scorer = PathScorer(lambda texts: np.full((len(texts), 4), 0.5))
+    cfg, q = ChatConfig(path_scorer="sentence", path_hops=2), np.full(4, 0.5)
+    dead_end = kg_of([("Mike Wright", "sports.pro_athlete.teams", "m.0abc1"),
+                      ("m.0abc1", "sports.sports_team_roster.from", "m.0x2")])
+    rows, used, _ = best_paths(scorer, dead_end, [dead_end.entity_id["Mike Wright"]], "who did it play for", q, cfg)
+    assert used and {dead_end.entities[r] for r in rows} <= {"m.0abc1", "m.0x2"} and len(rows)
+    named = kg_of([("Mike Wright", "sports.pro_athlete.teams", "m.0abc1"),
+                   ("m.0abc1", "sports.sports_team_roster.team", "New England Patriots")])
+    rows, _, _ = best_paths(scorer, named, [named.entity_id["Mike Wright"]], "who did it play for", q, cfg)
+    assert [named.entities[r] for r in rows] == ["New England Patriots"]
 
 
 def test_a_reasoner_breaks_ties_between_paths_that_read_alike():

@@ -108,7 +108,8 @@ class ChatConfig:
             as measured best with a reasoner trained on generated questions).
         answer_unnamed: also answer with nodes whose name is an identifier (:func:`~gr_core.kg.is_identifier`: a
             Freebase mid, a blank node), which ``ranked``, ``paths`` and ``reasoner`` answers otherwise leave out (paths
-            through them are followed on to the named nodes beyond; a reasoner's all-unnamed candidates come back).
+            through them are followed on to the named nodes beyond; where only such nodes are within reach, they
+            come back rather than no answer, in every mode).
         max_answers, answer_margin: a ranked answer lists the best candidate and those whose score is within
             ``answer_margin`` of it, at most ``max_answers``.
         calibrate, length_norm: ranked-mode scoring options (see :func:`~gr_core.chat.ranking.rank_candidates`).

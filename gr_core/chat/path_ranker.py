@@ -437,10 +437,11 @@ def best_paths(scorer: PathScorer, kg: KnowledgeGraph, starts: list[int], masked
     if cfg.path_scorer == "coverage":  # the question's words, read once for every path (and pair) of every entity
         relations = [relation_phrase(r) for r in kg.relations] if cfg.path_word_fit == "contrast" else None
         words = scorer.question_words(masked, relations, cfg.path_lexical_match)
-    ranked = [scorer.score(q_masked, enumerate_paths(kg, np.array(g), cfg.path_hops, unnamed=cfg.answer_unnamed),
-                           cfg.path_hop_penalty,
-                           cfg.path_scorer, masked, cfg.path_coverage_tau, cfg.path_same_bonus, words,
-                           cfg.path_order_bonus) for g in groups]
+    paths = [enumerate_paths(kg, np.array(g), cfg.path_hops, unnamed=cfg.answer_unnamed) for g in groups]
+    if not cfg.answer_unnamed and not any(paths):  # only identifier-named nodes within reach: they, not no answer
+        paths = [enumerate_paths(kg, np.array(g), cfg.path_hops, unnamed=True) for g in groups]
+    ranked = [scorer.score(q_masked, p, cfg.path_hop_penalty, cfg.path_scorer, masked, cfg.path_coverage_tau,
+                           cfg.path_same_bonus, words, cfg.path_order_bonus) for p in paths]
     if support is not None:
         for paths in ranked:
             for p in paths:
