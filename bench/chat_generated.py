@@ -13,6 +13,7 @@
     python bench/chat_generated.py dev-word-fit ->  outputs/bench/chat_generated_dev_word_fit.json
     python bench/chat_generated.py word-fit     ->  outputs/bench/chat_generated_word_fit.json
     python bench/chat_generated.py unnamed --split val|test  ->  outputs/bench/chat_generated_unnamed_SPLIT.json
+    python bench/chat_generated.py ranking-llm --split val|test  ->  outputs/bench/chat_generated_ranking_llm_SPLIT.json
 
 What each measures: :mod:`gr_core.studies.chat_without_questions` (``dev-scorers``:
 :mod:`gr_core.studies.path_scoring`; ``dev-*`` and ``word-fit``: :mod:`gr_core.studies.path_ranker_settings`).
@@ -110,6 +111,10 @@ def main() -> None:
     p = sub.add_parser("unnamed", help="WebQSP answers named by identifiers (Freebase mids) left out or kept")
     p.add_argument("--split", choices=("val", "test"), default="val")
     p.add_argument("--graphs", type=int, default=200)
+    p = sub.add_parser("ranking-llm", help="WebQSP: the LLM that ranks the evidence, SmolLM2 against Gemma 3 270M")
+    p.add_argument("--split", choices=("val", "test"), default="val")
+    p.add_argument("--graphs", type=int, default=200)
+    p.add_argument("--llms", nargs="+", default=["embedded:smollm2-135m-instruct", "embedded:gemma3-270m"])
     p = sub.add_parser("dev-reasoner-weight", help="the path ranker helped by the generated reasoner, on MetaQA dev")
     p.add_argument("--per-hop", type=int, default=100)
     p = sub.add_parser("dev-scorers", help="other path scorers on MetaQA dev (word coverage, LLM channel)")
@@ -166,6 +171,9 @@ def main() -> None:
     elif args.study == "unnamed":  # val first (the rule's check), then test once
         result = study.unnamed_answers_study(args.split, args.graphs)
         out = write_result(f"chat_generated_unnamed_{args.split}", result)
+    elif args.study == "ranking-llm":  # val first, then test once
+        result = study.ranking_llm_study(args.split, args.graphs, llms=tuple(args.llms))
+        out = write_result(f"chat_generated_ranking_llm_{args.split}", result)
     elif args.study == "dev-reasoner-weight":
         kb, kind, _ = load_graph("metaqa")
         chat = GraphChat(kb, kind=kind, retriever="gnn", train_reasoner=True)

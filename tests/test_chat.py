@@ -387,6 +387,34 @@ def test_names_are_scored_as_whole_replies_with_the_prompt_cache(tiny_llm_dir):
     assert np.allclose(one_by_one, expected, atol=1e-4)
 
 
+def test_names_are_scored_exactly_by_an_llm_with_sliding_window_layers(tiny_llm_dir, tmp_path):
+    """Gemma 3's local layers keep only the last window of the prompt in their cache: the packed names could not be
+    cut off it again (transformers raises), so such an LLM scores one name per forward, with the full forward's
+    result on a prompt longer than the window."""
+    import torch
+    from transformers import AutoTokenizer, Gemma3ForCausalLM, Gemma3TextConfig
+
+    from gr_core.chat.ranking import score_names
+
+    tok = AutoTokenizer.from_pretrained(tiny_llm_dir)
+    torch.manual_seed(0)
+    cfg = Gemma3TextConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=8,
+                           layer_types=["sliding_attention", "full_attention"], max_position_embeddings=2048,
+                           bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    Gemma3ForCausalLM(cfg).save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    chat = GraphChat(MOVIES, model="zero_shot", llm_model=str(tmp_path), answer_mode="ranked")
+    turn = chat.retrieve("Who starred in The Matrix?")
+    batch = chat._prompt_batch(turn)
+    assert batch.attention_mask.shape[1] > 8  # the prompt is longer than the window
+    names = ["Tom", "Tom Hanks", "Keanu Reeves", "Lana Wachowski"]
+    scores, _ = score_names(chat.llm, batch, names)
+    expected = [_full_log_likelihood(chat.llm, batch, n) for n in names]
+    assert np.allclose(scores, expected, atol=1e-4), (scores, expected)
+    assert chat.ask("Who starred in The Matrix?").answer  # the whole ranked turn
+
+
 def test_a_ranked_answer_is_always_a_node_of_the_evidence_and_never_the_question_entity(tiny_llm_dir):
     chat = GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="ranked", max_answers=2)
     turn = chat.ask("Who directed The Matrix?")

@@ -89,7 +89,9 @@ def score_names(net, batch, names: list[str], chunk: int = 64, max_name_tokens: 
         chunk: candidates packed per forward.
         max_name_tokens: longer names are cut (their score is that of the prefix, without EOS).
         packed: pack the names into one forward (a 4-D mask); False scores one name per forward on a copy of the
-            prompt's cache (same result); None: packed unless the LLM uses flash attention, which takes no 4-D mask.
+            prompt's cache (same result); None: packed unless the LLM uses flash attention, which takes no 4-D mask,
+            or has sliding-window layers (Gemma 3, Mistral): their cache keeps only the last window of the prompt, so
+            the packed names could not be cut off it again, and one 4-D mask cannot say two windows.
 
     Returns:
         ``(log_likelihood (C,), tokens (C,))``: the summed log-probabilities of each name's tokens and of the EOS after
@@ -114,10 +116,11 @@ def score_names(net, batch, names: list[str], chunk: int = 64, max_name_tokens: 
     if any(not t for t in ids):
         raise ValueError("score_names: a candidate name has no token (max_name_tokens must be >= 1)")
     dtype = next(net.llm.parameters()).dtype
-    if packed is None:
-        packed = "flash" not in str(getattr(net.llm.config, "_attn_implementation", ""))
     with torch.inference_mode():
         cache, first, P = _prompt_cache(net, batch)
+        if packed is None:
+            packed = ("flash" not in str(getattr(net.llm.config, "_attn_implementation", ""))
+                      and not any(getattr(cache, "is_sliding", None) or ()))
         if not packed:
             for c, t in enumerate(ids):
                 scores[c] = float(first[t[0]])

@@ -411,6 +411,23 @@ def two_entity_study(n: int = 200, seed: int = 0, generated_reasoner=None) -> di
                              for label, rr in rows.items()}}
 
 
+def ranked_chats(graphs: dict, llm_model: str):
+    """``chat(spec, **config) -> GraphChat``: the PCST + LLM-ranking chat on ``graphs[spec]``, every chat sharing the
+    LLM loaded by the first (one model in memory for hundreds of mini-graphs)."""
+    first: list[GraphChat] = []
+
+    def chat(spec: str, **config) -> GraphChat:
+        out = GraphChat(graphs[spec], model="zero_shot", llm_model=llm_model, kind="kg", retriever="pcst",
+                        answer_mode="ranked", **config)
+        if first:
+            out.reuse_model(first[0])
+        else:
+            first.append(out)
+        return out
+
+    return chat
+
+
 def unnamed_answers_study(split: str = "val", num_graphs: int = 200, seed: int = 0,
                           llm_model: str = "embedded:smollm2-135m-instruct") -> dict:
     """Answers named by identifiers (a Freebase mid names a WebQSP mediator node, never a user's answer) on
@@ -418,16 +435,10 @@ def unnamed_answers_study(split: str = "val", num_graphs: int = 200, seed: int =
     (the chat's default) and keeping them (``answer_unnamed=True``), paired on the same questions."""
 
     questions, graphs = webqsp_sample(num_graphs, seed, split)
-    first: list[GraphChat] = []
+    chat = ranked_chats(graphs, llm_model)
 
     def ranked(spec: str, unnamed: bool) -> GraphChat:
-        chat = GraphChat(graphs[spec], model="zero_shot", llm_model=llm_model, kind="kg", retriever="pcst",
-                         answer_mode="ranked", answer_unnamed=unnamed)
-        if first:
-            chat.reuse_model(first[0])  # one LLM for every graph
-        else:
-            first.append(chat)
-        return chat
+        return chat(spec, answer_unnamed=unnamed)
 
     labels = {False: "named nodes only (the default)", True: "unnamed nodes too"}
     systems = {f"path ranker, {labels[u]}": lambda spec, u=u: GraphChat(graphs[spec], kind="kg", retriever="pcst",
@@ -443,6 +454,23 @@ def unnamed_answers_study(split: str = "val", num_graphs: int = 200, seed: int =
                       paired(names[2], rows[names[2]], names[3], rows[names[3]]),
                       paired(names[0], rows[names[0]], names[2], rows[names[2]])],
             "answers_all_unnamed": unnamed_share,
+            "questions": {"graphs": f"webqsp {split} mini-graphs", "num_graphs": len(graphs), "seed": seed},
+            "per_question": {label: [{k: r[k] for k in ("question", "answer", "hit")} for r in rr]
+                             for label, rr in rows.items()}}
+
+
+def ranking_llm_study(split: str = "val", num_graphs: int = 200, seed: int = 0,
+                      llms: tuple[str, ...] = ("embedded:smollm2-135m-instruct", "embedded:gemma3-270m")) -> dict:
+    """The LLM that ranks the evidence's names (``answer_mode="ranked"``, the chat's answer on schema-named KGs) on
+    ``num_graphs`` WebQSP mini-graphs of ``split``: each of ``llms`` zero-shot on the same questions, every one paired
+    with the first (the default). A larger LLM knows more of the world its candidates name."""
+
+    questions, graphs = webqsp_sample(num_graphs, seed, split)
+    systems = {f"PCST + LLM ranking, {llm}": ranked_chats(graphs, llm) for llm in llms}
+    rows = run_systems(systems, questions, graph_of=lambda q: q["graph"])
+    names = list(rows)
+    return {"records": [hit_record(label, r, graph=f"webqsp {split}") for label, r in rows.items()],
+            "pairs": [paired(a, rows[a], names[0], rows[names[0]]) for a in names[1:]],
             "questions": {"graphs": f"webqsp {split} mini-graphs", "num_graphs": len(graphs), "seed": seed},
             "per_question": {label: [{k: r[k] for k in ("question", "answer", "hit")} for r in rr]
                              for label, rr in rows.items()}}
