@@ -13,7 +13,8 @@
     python bench/chat_generated.py dev-word-fit ->  outputs/bench/chat_generated_dev_word_fit.json
     python bench/chat_generated.py word-fit     ->  outputs/bench/chat_generated_word_fit.json
     python bench/chat_generated.py unnamed --split val|test  ->  outputs/bench/chat_generated_unnamed_SPLIT.json
-    python bench/chat_generated.py ranking-llm --split val|test  ->  outputs/bench/chat_generated_ranking_llm_SPLIT.json
+    python bench/chat_generated.py ranking-llm --split val|test  ->  .../chat_generated_ranking_llm_SPLIT.json
+    python bench/chat_generated.py ranking-settings --split val|test  ->  .../chat_generated_ranking_settings_SPLIT.json
 
 What each measures: :mod:`gr_core.studies.chat_without_questions` (``dev-scorers``:
 :mod:`gr_core.studies.path_scoring`; ``dev-*`` and ``word-fit``: :mod:`gr_core.studies.path_ranker_settings`).
@@ -115,6 +116,9 @@ def main() -> None:
     p.add_argument("--split", choices=("val", "test"), default="val")
     p.add_argument("--graphs", type=int, default=200)
     p.add_argument("--llms", nargs="+", default=["embedded:smollm2-135m-instruct", "embedded:gemma3-270m"])
+    p = sub.add_parser("ranking-settings", help="WebQSP: the LLM ranking's relation prior and length norm, replayed")
+    p.add_argument("--split", choices=("val", "test"), default="val")
+    p.add_argument("--graphs", type=int, default=200)
     p = sub.add_parser("dev-reasoner-weight", help="the path ranker helped by the generated reasoner, on MetaQA dev")
     p.add_argument("--per-hop", type=int, default=100)
     p = sub.add_parser("dev-scorers", help="other path scorers on MetaQA dev (word coverage, LLM channel)")
@@ -174,6 +178,9 @@ def main() -> None:
     elif args.study == "ranking-llm":  # val first, then test once
         result = study.ranking_llm_study(args.split, args.graphs, llms=tuple(args.llms))
         out = write_result(f"chat_generated_ranking_llm_{args.split}", result)
+    elif args.study == "ranking-settings":  # chosen on val
+        result = study.ranking_settings_study(args.split, args.graphs)
+        out = write_result(f"chat_generated_ranking_settings_{args.split}", result)
     elif args.study == "dev-reasoner-weight":
         kb, kind, _ = load_graph("metaqa")
         chat = GraphChat(kb, kind=kind, retriever="gnn", train_reasoner=True)
@@ -201,7 +208,8 @@ def main() -> None:
                                                            "hit_by_bonus_and_hop", "hit_by_weight",
                                                            "hit_by_weight_and_hop", "reasoner_alone",
                                                            "hit_by_setting", "confirm",
-                                                           "answers_all_unnamed")}
+                                                           "answers_all_unnamed", "replay_matches", "asked",
+                                                           "pairs_hit1")}
     if args.study == "word-fit":
         summary = {k: {"hit": result[k]["hit"], "pairs": result[k]["pairs"]}
                    for k in ("metaqa", "two_entity", "webqsp")}

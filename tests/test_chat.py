@@ -431,6 +431,25 @@ def test_a_ranked_answer_is_always_a_node_of_the_evidence_and_never_the_question
     assert follow.follow_up and set(turn.answer_nodes) <= set(follow.linked)
 
 
+def test_a_ranked_turn_keeps_its_score_parts_and_a_replay_gives_its_answer(tiny_llm_dir):
+    from gr_core.studies.chat_without_questions import replay_ranking
+
+    chat = GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="ranked", relation_prior=20.0)
+    turn = chat.ask("Who directed The Matrix?")
+    for c in turn.candidates:  # score = log-likelihood + relation_prior x relation fit
+        assert c["score"] == pytest.approx(c["loglik"] + 20.0 * c["relation_fit"], abs=1e-3)
+        assert 0.0 <= c["relation_fit"] <= 1.0
+    record = {"candidates": turn.candidates, "hit": 0.0}
+    n = len(turn.answer.split(" | "))
+    for gold, hit in ((turn.answer.split(" | ")[0], 1.0), ("Nobody At All", 0.0)):
+        assert replay_ranking([record | {"answers": [gold]}], 20.0, False) == [{"hit": hit, "hit1": hit, "answers": n}]
+    # a prior so large that only the relation fit counts: the best-fitting candidate comes first
+    best_fit = max(turn.candidates, key=lambda c: (c["relation_fit"], c["loglik"]))["name"]
+    assert replay_ranking([record | {"answers": [best_fit]}], 1e6, False, max_answers=1)[0]["hit1"] == 1.0
+    not_ranked = {"candidates": [], "hit": 1.0, "hit1": 0.0, "answers": ["x"]}
+    assert replay_ranking([not_ranked], 0.0, False) == [{"hit": 1.0, "hit1": 0.0, "answers": 0}]
+
+
 def test_candidates_choice_and_the_empty_evidence():
     from gr_core.chat.ranking import Candidate, candidate_names, choose, rank_candidates
 

@@ -398,11 +398,13 @@ class GraphChat:
         names = [c.name for c in cands]
         scores, lengths = score_names(net, self._prompt_batch(turn), names)
         prior = score_names(net, self._prompt_batch(turn, with_evidence=False), names)[0] if cfg.calibrate else None
-        bonus = None
-        if cfg.relation_prior and turn.relation_similarity is not None and "kb_edge" in ev.edges:
-            bonus = cfg.relation_prior * self._relation_fit(turn, cands)
+        fit = (self._relation_fit(turn, cands) if turn.relation_similarity is not None and "kb_edge" in ev.edges
+               else np.zeros(len(cands)))
+        bonus = cfg.relation_prior * fit if cfg.relation_prior else None
+        parts = {c.name: {"loglik": round(float(v), 6), "relation_fit": round(float(f), 6)}
+                 for c, v, f in zip(cands, scores, fit)}  # the score's parts, kept: why this answer
         ranked = rank_candidates(cands, scores, lengths, prior, cfg.length_norm, bonus)
-        turn.candidates = [c.to_dict() for c in ranked]
+        turn.candidates = [c.to_dict() | parts[c.name] for c in ranked]
         turn.model = self.model_name
         return choose(ranked, cfg.max_answers, cfg.answer_margin)
 

@@ -33,8 +33,9 @@ class Turn:
         reasoner_seeds: node ids the reasoner (``retriever="gnn"``) or the path ranker (``paths`` mode) started from
             (a follow-up's choice between the previous turn's start and its answer, see :meth:`GraphChat.retrieve`).
         mode: how the answer was made (``free``, ``ranked``, ``reasoner``: :attr:`ChatConfig.answer_mode`).
-        candidates: the ranked answer candidates, best first (``ranked``: LLM log-likelihood; ``reasoner``: the
-            reasoner's probability), as :meth:`~gr_core.chat.ranking.Candidate.to_dict` records.
+        candidates: the ranked answer candidates, best first (``ranked``: LLM log-likelihood plus the relation
+            prior, with its parts ``loglik`` and ``relation_fit``; ``reasoner``: the reasoner's probability), as
+            :meth:`~gr_core.chat.ranking.Candidate.to_dict` records.
         timings: seconds per step (``encode``, ``link``, ``scope``, ``pcst``/``gnn``, ``retrieval``, ``answer``,
             ``check``).
     """
