@@ -17,7 +17,8 @@
     python bench/chat_generated.py ranking-settings --split val|test  ->  .../chat_generated_ranking_settings_SPLIT.json
 
 What each measures: :mod:`gr_core.studies.chat_without_questions` (``dev-scorers``:
-:mod:`gr_core.studies.path_scoring`; ``dev-*`` and ``word-fit``: :mod:`gr_core.studies.path_ranker_settings`).
+:mod:`gr_core.studies.path_scoring`; ``dev-*`` and ``word-fit``: :mod:`gr_core.studies.path_ranker_settings`;
+``ranking-*``: :mod:`gr_core.studies.chat_ranking`).
 ``metaqa`` and ``webqsp`` also write their ``generated_reasoner`` row (graph, n, hit, ci_low, ci_high, p_vs_ranked,
 train_seconds, num_generated, ...) into ``outputs/bench/chat.json`` (that key only, that graph's row only). A reasoner
 is trained on first use and then loaded from ``.cache/chat/reasoners/`` (keyed by the graphs and settings):
@@ -39,6 +40,7 @@ from gr_core.config import LLMConfig
 from gr_core.llm import load_llm
 from gr_core.paths import repo_relative, repo_root
 from gr_core.runs import read_json, write_json
+from gr_core.studies import chat_ranking
 from gr_core.studies import chat_without_questions as study
 from gr_core.studies import path_ranker_settings as settings
 from gr_core.studies import path_scoring
@@ -176,10 +178,10 @@ def main() -> None:
         result = study.unnamed_answers_study(args.split, args.graphs)
         out = write_result(f"chat_generated_unnamed_{args.split}", result)
     elif args.study == "ranking-llm":  # val first, then test once
-        result = study.ranking_llm_study(args.split, args.graphs, llms=tuple(args.llms))
+        result = chat_ranking.ranking_llm_study(args.split, args.graphs, llms=tuple(args.llms))
         out = write_result(f"chat_generated_ranking_llm_{args.split}", result)
     elif args.study == "ranking-settings":  # chosen on val
-        result = study.ranking_settings_study(args.split, args.graphs)
+        result = chat_ranking.ranking_settings_study(args.split, args.graphs)
         out = write_result(f"chat_generated_ranking_settings_{args.split}", result)
     elif args.study == "dev-reasoner-weight":
         kb, kind, _ = load_graph("metaqa")

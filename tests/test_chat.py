@@ -432,7 +432,7 @@ def test_a_ranked_answer_is_always_a_node_of_the_evidence_and_never_the_question
 
 
 def test_a_ranked_turn_keeps_its_score_parts_and_a_replay_gives_its_answer(tiny_llm_dir):
-    from gr_core.studies.chat_without_questions import replay_ranking
+    from gr_core.studies.chat_ranking import replay_ranking
 
     chat = GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="ranked", relation_prior=20.0)
     turn = chat.ask("Who directed The Matrix?")

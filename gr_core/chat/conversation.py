@@ -32,7 +32,7 @@ from .graphs import graph_from_triple_list, load_graph
 from .index import BRACKET, STOP_WORDS, WORD, ChatIndex
 from .models import find_reasoner, load_answerer
 from .path_ranker import PathScorer, best_paths, path_edges
-from .ranking import Candidate, candidate_names, choose, rank_candidates, score_names
+from .ranking import Candidate, candidate_names, choose, rank_candidates, relation_fit, score_names
 from .turns import Turn
 
 # A follow-up question: a leading "and" / "what about", or a pronoun that points back at the last turn
@@ -373,17 +373,6 @@ class GraphChat:
                      desc=turn.desc if with_evidence else "", label="", answers=[], data=data)
         return net.collate(net.tokenize([ex]), with_label=False).to(net.device)
 
-    def _relation_fit(self, turn: Turn, cands: list[Candidate]) -> np.ndarray:
-        """``(C,)`` per candidate, the highest similarity between the question and the relation of an evidence edge
-        that touches the candidate (0 for a candidate on no edge)."""
-        ev, kg = turn.evidence, self.index.kg
-        sim = turn.relation_similarity[kg.rels[ev.edges.kb_edge.to_numpy()]]
-        best: dict[int, float] = {}
-        for s_, d_, v in zip(ev.edges.src.tolist(), ev.edges.dst.tolist(), sim.tolist()):
-            for n in (int(s_), int(d_)):
-                best[n] = max(best.get(n, 0.0), v)
-        return np.array([max(best.get(n, 0.0) for n in c.node_ids) for c in cands])
-
     def _ranked_answer(self, turn: Turn) -> list[Candidate]:
         """The evidence's node names (the question's entities excluded) scored by the LLM as its reply; the best
         ones (:func:`~gr_core.chat.ranking.choose`) with every candidate's score kept on the turn."""
@@ -398,12 +387,10 @@ class GraphChat:
         names = [c.name for c in cands]
         scores, lengths = score_names(net, self._prompt_batch(turn), names)
         prior = score_names(net, self._prompt_batch(turn, with_evidence=False), names)[0] if cfg.calibrate else None
-        fit = (self._relation_fit(turn, cands) if turn.relation_similarity is not None and "kb_edge" in ev.edges
-               else np.zeros(len(cands)))
-        bonus = cfg.relation_prior * fit if cfg.relation_prior else None
+        fit = relation_fit(cands, ev.edges, turn.relation_similarity, self.index.kg.rels)
         parts = {c.name: {"loglik": round(float(v), 6), "relation_fit": round(float(f), 6)}
                  for c, v, f in zip(cands, scores, fit)}  # the score's parts, kept: why this answer
-        ranked = rank_candidates(cands, scores, lengths, prior, cfg.length_norm, bonus)
+        ranked = rank_candidates(cands, scores, lengths, prior, cfg.length_norm, cfg.relation_prior * fit)
         turn.candidates = [c.to_dict() | parts[c.name] for c in ranked]
         turn.model = self.model_name
         return choose(ranked, cfg.max_answers, cfg.answer_margin)

@@ -165,6 +165,21 @@ def score_names(net, batch, names: list[str], chunk: int = 64, max_name_tokens: 
     return scores, lengths
 
 
+def relation_fit(cands: list[Candidate], edges, relation_similarity: np.ndarray | None, rels: np.ndarray) -> np.ndarray:
+    """``(C,)`` per candidate, the highest similarity between the question and the relation of an evidence edge that
+    touches the candidate: ``edges`` the evidence's edge table (``src``, ``dst``, ``kb_edge``), ``relation_similarity``
+    ``(R,)`` the question's similarity to each relation of the graph, ``rels`` ``(E,)`` each KB edge's relation. 0 for a
+    candidate on no edge, and for all when there are no relation similarities or KB edges."""
+    if relation_similarity is None or "kb_edge" not in edges:
+        return np.zeros(len(cands))
+    sim = relation_similarity[rels[edges.kb_edge.to_numpy()]]
+    best: dict[int, float] = {}
+    for s_, d_, v in zip(edges.src.tolist(), edges.dst.tolist(), sim.tolist()):
+        for n in (int(s_), int(d_)):
+            best[n] = max(best.get(n, 0.0), v)
+    return np.array([max(best.get(n, 0.0) for n in c.node_ids) for c in cands])
+
+
 def rank_candidates(cands: list[Candidate], scores: np.ndarray, lengths: np.ndarray, prior: np.ndarray | None = None,
                     length_norm: bool = False, bonus: np.ndarray | None = None) -> list[Candidate]:
     """The candidates with their scores, best first: log-likelihood, minus the no-evidence ``prior`` when given,

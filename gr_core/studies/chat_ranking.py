@@ -1,0 +1,108 @@
+"""The LLM ranking on WebQSP (docs/chat.md, "A larger ranking LLM" and "The LLM ranking's settings on WebQSP").
+
+The chat's answer on a schema-named KG (Freebase's ``people.person.nationality``) is the LLM scoring every node name
+of the PCST evidence (``answer_mode="ranked"``, :mod:`gr_core.chat.ranking`), the best answer measured on WebQSP
+without WebQSP's questions. Two things are measured here on validation mini-graphs, each paired on the same questions:
+which embedded LLM ranks (:func:`ranking_llm_study`), and its relation prior and length normalization, replayed from
+one run's candidate score parts without asking the LLM again (:func:`ranking_settings_study`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..chat import ChatConfig
+from ..chat.ranking import Candidate, choose, rank_candidates
+from ..evaluate import kgqa_scores
+from ..runs import progress
+from .chat_without_questions import ask_alone, hit_record, paired, ranked_chats, run_systems, webqsp_sample
+
+
+def ranking_llm_study(split: str = "val", num_graphs: int = 200, seed: int = 0,
+                      llms: tuple[str, ...] = ("embedded:smollm2-135m-instruct", "embedded:gemma3-270m")) -> dict:
+    """The LLM that ranks the evidence's names (``answer_mode="ranked"``, the chat's answer on schema-named KGs) on
+    ``num_graphs`` WebQSP mini-graphs of ``split``: each of ``llms`` zero-shot on the same questions, every one paired
+    with the first (the default). A larger LLM knows more of the world its candidates name."""
+
+    questions, graphs = webqsp_sample(num_graphs, seed, split)
+    systems = {f"PCST + LLM ranking, {llm}": ranked_chats(graphs, llm) for llm in llms}
+    rows = run_systems(systems, questions, graph_of=lambda q: q["graph"])
+    names = list(rows)
+    return {"records": [hit_record(label, r, graph=f"webqsp {split}") for label, r in rows.items()],
+            "pairs": [paired(a, rows[a], names[0], rows[names[0]]) for a in names[1:]],
+            "questions": {"graphs": f"webqsp {split} mini-graphs", "num_graphs": len(graphs), "seed": seed},
+            "per_question": {label: [{k: r[k] for k in ("question", "answer", "hit")} for r in rr]
+                             for label, rr in rows.items()}}
+
+
+RANKING_PRIORS = (0.0, 5.0, 10.0, 20.0, 40.0, 80.0)  # relation_prior values replayed (20: the default, docs/chat.md)
+
+
+def replay_ranking(records: list[dict], relation_prior: float, length_norm: bool, max_answers: int = 3,
+                   margin: float = 2.0) -> list[dict]:
+    """The LLM ranking re-scored from one run's candidate parts (``loglik``, ``relation_fit``, ``tokens``:
+    :attr:`Turn.candidates`) with another ``relation_prior`` / ``length_norm`` / choice rule
+    (:func:`~gr_core.chat.ranking.choose`), without asking the LLM again: per question ``{hit, hit1, answers}``
+    (answers: how many names the answer lists). A record without candidates (a turn that was not ranked) keeps its
+    ``hit`` and ``hit1``."""
+    out = []
+    for r in records:
+        if not r["candidates"]:
+            out.append({"hit": r["hit"], "hit1": r.get("hit1", r["hit"]), "answers": 0})
+            continue
+        cands = [Candidate(c["name"], c["node_ids"]) for c in r["candidates"]]
+        ranked = rank_candidates(cands, np.array([c["loglik"] for c in r["candidates"]]),
+                                 np.array([c["tokens"] for c in r["candidates"]]), None, length_norm,
+                                 relation_prior * np.array([c["relation_fit"] for c in r["candidates"]]))
+        chosen = [c.name for c in choose(ranked, max_answers, margin)]
+        s = kgqa_scores(chosen, r["answers"])
+        out.append({"hit": s["hit"], "hit1": s["hit1"], "answers": len(chosen)})
+    return out
+
+
+def ranking_settings_study(split: str = "val", num_graphs: int = 200, seed: int = 0,
+                           llm_model: str = "embedded:smollm2-135m-instruct",
+                           priors: tuple[float, ...] = RANKING_PRIORS) -> dict:
+    """The LLM ranking's relation prior and length normalization on ``num_graphs`` WebQSP mini-graphs of ``split``
+    (chosen on MetaQA's 60 questions, docs/chat.md): the chat asked once (its defaults), every setting replayed from
+    the candidates' score parts (:func:`replay_ranking`), each paired with the default on Hit and on Hit@1 (a
+    length-normalized score is in nats per token, so the default's 2-nat margin lets more names into the answer:
+    Hit@1 and the mean answer count say whether a gain is only more guesses). The replay of the default setting must
+    give the asked chat's own hits (``replay_matches``). Every candidate's parts are kept (``candidates``) so that
+    other settings can be replayed from the file."""
+    questions, graphs = webqsp_sample(num_graphs, seed, split)
+    chat = ranked_chats(graphs, llm_model)
+    records = []
+    for q in progress(questions, desc="PCST + LLM ranking"):
+        c = chat(q["graph"])
+        row = ask_alone(c, q)
+        last = c.history[-1] if c.history else None
+        row["candidates"] = last.candidates if last is not None and last.mode == "ranked" else []
+        records.append(row | {"answers": q["answers"]})
+    default = ChatConfig()
+    rows, answers = {}, {}
+    # a length-normalized score is in nats per token: its margin is also tried on that scale
+    choices = [(False, default.answer_margin)] + [(True, m) for m in (default.answer_margin, 0.5, 0.2)]
+    for prior in priors:
+        for norm, margin in choices:
+            label = (f"relation prior {prior:g}{', length-normalized' if norm else ''}"
+                     f"{f', margin {margin:g}' if margin != default.answer_margin else ''}")
+            replay = replay_ranking(records, prior, norm, default.max_answers, margin)
+            rows[label] = [{"question": r["question"], "answer": "", "hit": x["hit"], "hit1": x["hit1"]}
+                           for r, x in zip(records, replay)]
+            answers[label] = round(float(np.mean([x["answers"] for x in replay if x["answers"]])), 3)
+    base = f"relation prior {default.relation_prior:g}{', length-normalized' if default.length_norm else ''}"
+
+    def on_hit1(rr):
+        return [{"question": r["question"], "hit": r["hit1"]} for r in rr]
+
+    return {"records": [hit_record(label, r, graph=f"webqsp {split}") | {"mean_answers": answers[label]}
+                        for label, r in rows.items()],
+            "pairs": [paired(a, rows[a], base, rows[base]) for a in rows if a != base],
+            "pairs_hit1": [paired(a, on_hit1(rows[a]), base, on_hit1(rows[base])) for a in rows if a != base],
+            "replay_matches": [r["hit"] for r in rows[base]] == [r["hit"] for r in records],
+            "asked": hit_record("PCST + LLM ranking (asked, defaults)", records, graph=f"webqsp {split}"),
+            "questions": {"graphs": f"webqsp {split} mini-graphs", "num_graphs": len(graphs), "seed": seed},
+            "per_question": {"asked": [{k: r[k] for k in ("question", "answer", "hit")} for r in records]},
+            "candidates": [{"question": r["question"], "answers": r["answers"], "hit": r["hit"], "hit1": r["hit1"],
+                            "candidates": [{k: c[k] for k in ("name", "node_ids", "loglik", "relation_fit", "tokens")}
+                                           for c in r["candidates"]]} for r in records]}
