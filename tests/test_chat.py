@@ -443,11 +443,20 @@ def test_a_ranked_turn_keeps_its_score_parts_and_a_replay_gives_its_answer(tiny_
     n = len(turn.answer.split(" | "))
     for gold, hit in ((turn.answer.split(" | ")[0], 1.0), ("Nobody At All", 0.0)):
         assert replay_ranking([record | {"answers": [gold]}], 20.0, False) == [{"hit": hit, "hit1": hit, "answers": n}]
+    assert max(c["relation_fit"] for c in turn.candidates) > 0  # the relation prior takes part
     # a prior so large that only the relation fit counts: the best-fitting candidate comes first
     best_fit = max(turn.candidates, key=lambda c: (c["relation_fit"], c["loglik"]))["name"]
     assert replay_ranking([record | {"answers": [best_fit]}], 1e6, False, max_answers=1)[0]["hit1"] == 1.0
     not_ranked = {"candidates": [], "hit": 1.0, "hit1": 0.0, "answers": ["x"]}
     assert replay_ranking([not_ranked], 0.0, False) == [{"hit": 1.0, "hit1": 0.0, "answers": 0}]
+    # a calibrated chat keeps each candidate's no-evidence prior, and the replay subtracts it as the chat does
+    calibrated = GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="ranked", calibrate=True,
+                           relation_prior=20.0).ask("Who directed The Matrix?")
+    for c in calibrated.candidates:
+        assert c["score"] == pytest.approx(c["loglik"] - c["prior"] + 20.0 * c["relation_fit"], abs=1e-3)
+    first = calibrated.answer.split(" | ")[0]
+    replayed = replay_ranking([{"candidates": calibrated.candidates, "hit": 0.0, "answers": [first]}], 20.0, False)
+    assert replayed[0]["hit1"] == 1.0 and replayed[0]["answers"] == len(calibrated.answer.split(" | "))
 
 
 def test_candidates_choice_and_the_empty_evidence():

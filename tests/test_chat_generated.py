@@ -220,9 +220,11 @@ def test_a_node_named_by_an_identifier_is_passed_through_never_answered():
     assert [c.name for c in candidate_names([0, 1, 2], ["Mike Wright", "m.0abc1", "New England Patriots"],
                                             exclude=[0])] == ["New England Patriots"]
     assert len(candidate_names([1, 2], ["m.0abc1", "x"], unnamed=True)) == 2
-    # where only identifier-named nodes are left, they are the answer rather than none (and still not the asked entity)
+    # where only identifier-named nodes are left, they are the answer rather than none (and still not the asked entity);
+    # where only asked entities are left, their named ones before their identifier-named ones
     assert [c.name for c in candidate_names([0, 1], ["Mike Wright", "m.0abc1"], exclude=[0])] == ["m.0abc1"]
     assert [c.name for c in candidate_names([0], ["Mike Wright"], exclude=[0])] == ["Mike Wright"]
+    assert [c.name for c in candidate_names([0, 1], ["Mike Wright", "m.0abc1"], exclude=[0, 1])] == ["Mike Wright"]
 
 
 def test_the_path_ranker_answers_with_an_identifier_only_when_nothing_named_is_within_reach():
@@ -239,6 +241,22 @@ def test_the_path_ranker_answers_with_an_identifier_only_when_nothing_named_is_w
                    ("m.0abc1", "sports.sports_team_roster.team", "New England Patriots")])
     rows, _, _ = best_paths(scorer, named, [named.entity_id["Mike Wright"]], "who did it play for", q, cfg)
     assert [named.entities[r] for r in rows] == ["New England Patriots"]
+    # a caller weighing several start sets (a follow-up) asks without the fallback first
+    start = [dead_end.entity_id["Mike Wright"]]
+    assert not best_paths(scorer, dead_end, start, "who did it play for", q, cfg, unnamed_fallback=False)[1]
+
+
+def test_a_follow_up_prefers_a_start_that_reaches_a_named_node(isolated, tiny_llm_dir):
+    """Within 3 hops of Xavier there are only identifier-named nodes: the first turn answers with one of them (not
+    nothing). Its follow-up is answered from Xavier and from that answer; only the answer's start reaches a named node
+    (Paris), and the identifier fallback is taken only when no start does."""
+    graph = [("Xavier", "has_part", "m.0a1"), ("m.0a1", "has_part", "m.0a2"), ("m.0a2", "has_part", "m.0a3"),
+             ("m.0a3", "located_in", "Paris")]
+    chat = GraphChat(graph, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="paths", retriever="pcst")
+    first = chat.ask("What part does Xavier have?")
+    assert first.answer and all(name.startswith("m.0a") for name in first.answer.split(" | "))
+    follow = chat.ask("and where is it located?")
+    assert follow.follow_up and follow.answer == "Paris"
 
 
 def test_a_reasoner_breaks_ties_between_paths_that_read_alike():

@@ -389,7 +389,8 @@ class GraphChat:
         prior = score_names(net, self._prompt_batch(turn, with_evidence=False), names)[0] if cfg.calibrate else None
         fit = relation_fit(cands, ev.edges, turn.relation_similarity, self.index.kg.rels)
         parts = {c.name: {"loglik": round(float(v), 6), "relation_fit": round(float(f), 6)}
-                 for c, v, f in zip(cands, scores, fit)}  # the score's parts, kept: why this answer
+                 | ({"prior": round(float(prior[k]), 6)} if prior is not None else {})
+                 for k, (c, v, f) in enumerate(zip(cands, scores, fit))}  # the score's parts, kept: why this answer
         ranked = rank_candidates(cands, scores, lengths, prior, cfg.length_norm, cfg.relation_prior * fit)
         turn.candidates = [c.to_dict() | parts[c.name] for c in ranked]
         turn.model = self.model_name
@@ -417,12 +418,15 @@ class GraphChat:
         if self._path_scorer is None:
             self._path_scorer = PathScorer(lambda texts: self.encoder.encode(
                 texts, normalize_embeddings=True, convert_to_numpy=True, batch_size=64))
-        def from_starts(starts):
+        def from_starts(starts, fallback):
             masked = topic_masked(turn.question, [kg.entities[r] for r in starts])
             q_masked = self.embed(masked) if cfg.path_scorer == "sentence" else None  # coverage reads words only
-            return (starts, *best_paths(self._path_scorer, kg, starts, masked, q_masked, cfg, one_group, support))
-        starts, chosen_rows, used, scored = max((from_starts(s) for s in options),
-                                                key=lambda r: r[3][0][1] if r[3] else -np.inf)
+            return (starts, *best_paths(self._path_scorer, kg, starts, masked, q_masked, cfg, one_group, support,
+                                        fallback))
+        results = [from_starts(s, False) for s in options]
+        if not any(r[3] for r in results):  # no start reaches a named node: identifier-named ones, not no answer
+            results = [from_starts(s, True) for s in options]
+        starts, chosen_rows, used, scored = max(results, key=lambda r: r[3][0][1] if r[3] else -np.inf)
         turn.reasoner_seeds = [int(index.node_ids[r]) for r in starts]
         by_name: dict[str, Candidate] = {}
         for n, score, _ in scored:

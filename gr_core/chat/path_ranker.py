@@ -415,7 +415,8 @@ def rank_two_entities(per_entity: list[list[RankedPath]], pair_top: int = 10, pa
 
 
 def best_paths(scorer: PathScorer, kg: KnowledgeGraph, starts: list[int], masked: str, q_masked, cfg,
-               one_group: bool = False, support=None) -> tuple[np.ndarray, list[RankedPath], list]:
+               one_group: bool = False, support=None, unnamed_fallback: bool = True
+               ) -> tuple[np.ndarray, list[RankedPath], list]:
     """The path ranker from the node rows ``starts`` for the question ``masked`` (its entities written "it";
     ``q_masked`` its sentence vector, read by the sentence scorer only), with a :class:`~gr_core.chat.ChatConfig`'s
     ``path_*`` settings.
@@ -428,6 +429,8 @@ def best_paths(scorer: PathScorer, kg: KnowledgeGraph, starts: list[int], masked
         ``support(path) -> float``: a trained reasoner's probability mass on the nodes a path reaches; each path's
         score gains ``cfg.path_reasoner_weight`` times it (the words say which relations, the reasoner which of the
         paths that read alike this graph's questions take).
+        ``unnamed_fallback``: where no path reaches a named node, the paths to identifier-named ones (unless
+        ``cfg.answer_unnamed``, which takes them always); False leaves that to a caller weighing several start sets.
     """
     names: dict[str, list[int]] = {}
     for r in starts:  # one entity per distinct name (a name shared by two nodes is one entity)
@@ -438,7 +441,7 @@ def best_paths(scorer: PathScorer, kg: KnowledgeGraph, starts: list[int], masked
         relations = [relation_phrase(r) for r in kg.relations] if cfg.path_word_fit == "contrast" else None
         words = scorer.question_words(masked, relations, cfg.path_lexical_match)
     paths = [enumerate_paths(kg, np.array(g), cfg.path_hops, unnamed=cfg.answer_unnamed) for g in groups]
-    if not cfg.answer_unnamed and not any(paths):  # only identifier-named nodes within reach: they, not no answer
+    if unnamed_fallback and not cfg.answer_unnamed and not any(paths):  # only identifiers within reach: they, not none
         paths = [enumerate_paths(kg, np.array(g), cfg.path_hops, unnamed=True) for g in groups]
     ranked = [scorer.score(q_masked, p, cfg.path_hop_penalty, cfg.path_scorer, masked, cfg.path_coverage_tau,
                            cfg.path_same_bonus, words, cfg.path_order_bonus) for p in paths]

@@ -46,19 +46,18 @@ def candidate_names(node_ids, names, exclude=(), unnamed: bool = False) -> list[
     question's own entities) and, unless ``unnamed``, those whose name is an identifier (:func:`~gr_core.kg.
     is_identifier`: a Freebase mid names no answer). Two nodes with the same name are one candidate (the answer cannot
     tell them apart). Where nothing is left, the identifier-named nodes come back first (an identifier is still a
-    better answer than none), then the excluded ones (a question may ask about its own entity)."""
+    better answer than none), then the excluded named ones (a question may ask about its own entity), then all."""
     skip = {int(n) for n in exclude}
-    by_name: dict[str, Candidate] = {}
-    for nid, name in zip(node_ids, names):
-        text = str(name).strip()
-        if not text or int(nid) in skip or (not unnamed and is_identifier(text)):
-            continue
-        by_name.setdefault(text, Candidate(text, [])).node_ids.append(int(nid))
-    if not by_name and not unnamed:
-        return candidate_names(node_ids, names, exclude, unnamed=True)
-    if not by_name and skip:
-        return candidate_names(node_ids, names, unnamed=unnamed)
-    return list(by_name.values())
+    for with_unnamed, drop in ((unnamed, skip), (True, skip), (unnamed, set()), (True, set())):
+        by_name: dict[str, Candidate] = {}
+        for nid, name in zip(node_ids, names):
+            text = str(name).strip()
+            if not text or int(nid) in drop or (not with_unnamed and is_identifier(text)):
+                continue
+            by_name.setdefault(text, Candidate(text, [])).node_ids.append(int(nid))
+        if by_name:
+            return list(by_name.values())
+    return []
 
 
 def _prompt_cache(net, batch):

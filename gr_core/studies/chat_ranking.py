@@ -42,21 +42,29 @@ def replay_ranking(records: list[dict], relation_prior: float, length_norm: bool
     """The LLM ranking re-scored from one run's candidate parts (``loglik``, ``relation_fit``, ``tokens``:
     :attr:`Turn.candidates`) with another ``relation_prior`` / ``length_norm`` / choice rule
     (:func:`~gr_core.chat.ranking.choose`), without asking the LLM again: per question ``{hit, hit1, answers}``
-    (answers: how many names the answer lists). A record without candidates (a turn that was not ranked) keeps its
-    ``hit`` and ``hit1``."""
+    (answers: how many names the answer lists). A calibrated chat's candidates carry their ``prior`` too, subtracted
+    as the chat does. A record without candidates (a turn that was not ranked) keeps its ``hit`` and ``hit1``."""
     out = []
     for r in records:
         if not r["candidates"]:
             out.append({"hit": r["hit"], "hit1": r.get("hit1", r["hit"]), "answers": 0})
             continue
         cands = [Candidate(c["name"], c["node_ids"]) for c in r["candidates"]]
+        prior = (np.array([c["prior"] for c in r["candidates"]]) if all("prior" in c for c in r["candidates"])
+                 else None)  # a calibrated chat's no-evidence log-likelihoods (ChatConfig.calibrate)
         ranked = rank_candidates(cands, np.array([c["loglik"] for c in r["candidates"]]),
-                                 np.array([c["tokens"] for c in r["candidates"]]), None, length_norm,
+                                 np.array([c["tokens"] for c in r["candidates"]]), prior, length_norm,
                                  relation_prior * np.array([c["relation_fit"] for c in r["candidates"]]))
         chosen = [c.name for c in choose(ranked, max_answers, margin)]
         s = kgqa_scores(chosen, r["answers"])
         out.append({"hit": s["hit"], "hit1": s["hit1"], "answers": len(chosen)})
     return out
+
+
+def replay_matches(records: list[dict], replay: list[dict]) -> bool:
+    """Whether a replay of the asked settings gives every asked turn's Hit, Hit@1 and number of answer names."""
+    asked = [(r["hit"], r["hit1"], len(r["answer"].split(" | ")) if r["candidates"] else 0) for r in records]
+    return asked == [(x["hit"], x["hit1"], x["answers"]) for x in replay]
 
 
 def ranking_settings_study(split: str = "val", num_graphs: int = 200, seed: int = 0,
@@ -67,8 +75,8 @@ def ranking_settings_study(split: str = "val", num_graphs: int = 200, seed: int 
     the candidates' score parts (:func:`replay_ranking`), each paired with the default on Hit and on Hit@1 (a
     length-normalized score is in nats per token, so the default's 2-nat margin lets more names into the answer:
     Hit@1 and the mean answer count say whether a gain is only more guesses). The replay of the default setting must
-    give the asked chat's own hits (``replay_matches``). Every candidate's parts are kept (``candidates``) so that
-    other settings can be replayed from the file."""
+    give the asked turns' Hit, Hit@1 and answer counts (``replay_matches``). Every candidate's parts are kept
+    (``candidates``) so that other settings can be replayed from the file."""
     questions, graphs = webqsp_sample(num_graphs, seed, split)
     chat = ranked_chats(graphs, llm_model)
     records = []
@@ -99,7 +107,9 @@ def ranking_settings_study(split: str = "val", num_graphs: int = 200, seed: int 
                         for label, r in rows.items()],
             "pairs": [paired(a, rows[a], base, rows[base]) for a in rows if a != base],
             "pairs_hit1": [paired(a, on_hit1(rows[a]), base, on_hit1(rows[base])) for a in rows if a != base],
-            "replay_matches": [r["hit"] for r in rows[base]] == [r["hit"] for r in records],
+            "replay_matches": replay_matches(records, replay_ranking(records, default.relation_prior,
+                                                                     default.length_norm, default.max_answers,
+                                                                     default.answer_margin)),
             "asked": hit_record("PCST + LLM ranking (asked, defaults)", records, graph=f"webqsp {split}"),
             "questions": {"graphs": f"webqsp {split} mini-graphs", "num_graphs": len(graphs), "seed": seed},
             "per_question": {"asked": [{k: r[k] for k in ("question", "answer", "hit")} for r in records]},
