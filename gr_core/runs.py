@@ -76,6 +76,24 @@ def config_hash(obj: Any, length: int = 16) -> str:
     return hashlib.sha256(blob).hexdigest()[:length]
 
 
+def read_keyed(path: str | Path, key: Any) -> Any | None:
+    """The value :func:`write_keyed` stored at ``path`` for ``key``; None when the file is absent, unreadable, or
+    holds the result of another key (a stale result is recomputed, never reused)."""
+    try:
+        blob = read_json(path)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(blob, dict) or blob.get("key_hash") != config_hash(key):
+        return None
+    return blob.get("value")
+
+
+def write_keyed(path: str | Path, key: Any, value: Any) -> Path:
+    """Atomically store a JSON-able ``value`` with the hash of the ``key`` (a config, data digests) that made it,
+    so that a resumed run reuses a finished step only when nothing it depends on changed."""
+    return write_json(path, {"key_hash": config_hash(key), "key": key, "value": value})
+
+
 def package_versions(names: Iterable[str] = TRACKED_PACKAGES) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     for name in names:

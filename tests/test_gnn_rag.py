@@ -437,7 +437,7 @@ def test_run_reasoners_applies_per_key_settings_and_names_unknown_ones(monkeypat
     from gr_core.studies.gnn_rag import run_reasoners
 
     calls = {}
-    monkeypatch.setattr(studies, "run_reasoner", lambda name, hops, tr, va, te, cfg, tcfg: calls.setdefault(
+    monkeypatch.setattr(studies, "run_reasoner", lambda name, hops, tr, va, te, cfg, tcfg, save_path: calls.setdefault(
         (name, hops), (tr, va, te, tcfg.num_epochs)))
     run_reasoners(["webqsp", "metaqa"], [1, 3], 976, 50, 200, ReasonerConfig(), ReasonerTrainConfig(num_epochs=5),
                   {"metaqa-3hop": {"max_train": 0, "num_epochs": 3}})
@@ -447,3 +447,45 @@ def test_run_reasoners_applies_per_key_settings_and_names_unknown_ones(monkeypat
         run_reasoners(["metaqa"], [1], 8, 8, 8, ReasonerConfig(), ReasonerTrainConfig(), {"metaqa-2hop": {}})
     with pytest.raises(ValueError, match="epochs"):
         run_reasoners(["metaqa"], [1], 8, 8, 8, ReasonerConfig(), ReasonerTrainConfig(), {"metaqa-1hop": {"epochs": 2}})
+
+
+@pytest.mark.data
+def test_a_saved_reasoner_is_reloaded_under_the_same_settings_and_retrained_under_others(tmp_path, monkeypatch):
+    import gr_core.studies.gnn_rag as studies
+    from gr_core.gnn_rag import reasoner_meta
+
+    kw = dict(max_train=8, max_val=4, max_test=4, cfg=ReasonerConfig(entity_dim=8),
+              save_path=tmp_path / "reasoners" / "webqsp.pt")
+    first = studies.run_reasoner("webqsp", 2, tcfg=ReasonerTrainConfig(num_epochs=1, lr=2e-3), **kw)
+    assert reasoner_meta(kw["save_path"])["num_train"] == 8  # saved as soon as it is trained
+    trained = []
+    real = studies.train_reasoner
+    monkeypatch.setattr(studies, "train_reasoner", lambda *a, **k: trained.append(1) or real(*a, **k))
+    again = studies.run_reasoner("webqsp", 2, tcfg=ReasonerTrainConfig(num_epochs=1, lr=2e-3), **kw)
+    assert not trained and again["history"] == first["history"] and again["metrics"] == first["metrics"]
+    assert all(np.array_equal(a, b) for a, b in zip(again["probs"], first["probs"]))
+    studies.run_reasoner("webqsp", 2, tcfg=ReasonerTrainConfig(num_epochs=1, lr=1e-3), **kw)
+    assert trained == [1]  # another learning rate: trained again, and the file now holds that reasoner
+    assert reasoner_meta(kw["save_path"])["identity"]["train"]["lr"] == 1e-3
+
+
+@pytest.mark.data
+def test_the_change_table_of_a_finished_key_is_reloaded_not_retrained(tmp_path, monkeypatch):
+    import gr_core.studies.gnn_rag as studies
+
+    calls = []
+
+    def table(name, hops, max_train, max_val, cfg, tcfg, changes):
+        calls.append((name, hops, len(changes)))
+        return (pd.DataFrame({"change": [c for c, _ in changes], "val H@1": 50.0, "difference": 0.0}),
+                pd.DataFrame({"qtype": "all", "change": [c for c, _ in changes]}))  # columns not in sorted order
+
+    monkeypatch.setattr(studies, "reasoner_change_table", table)
+    kw = dict(max_train=8, max_val=4, cfg=ReasonerConfig(), tcfg=ReasonerTrainConfig(num_epochs=1))
+    first, first_by_type = studies.reasoner_change_tables(["metaqa-1hop"], cache_dir=tmp_path, **kw)
+    again, by_type = studies.reasoner_change_tables(["metaqa-1hop"], cache_dir=tmp_path, **kw)
+    assert calls == [("metaqa", 1, len(studies.REASONER_CHANGES))]
+    pd.testing.assert_frame_equal(again, first)
+    pd.testing.assert_frame_equal(by_type, first_by_type)
+    studies.reasoner_change_tables(["metaqa-1hop"], cache_dir=tmp_path, first_and_last=("metaqa-1hop",), **kw)
+    assert calls[-1] == ("metaqa", 1, 2)  # other changes: another key, computed

@@ -270,3 +270,26 @@ def test_collect_evidence_requires_probabilities_for_gnn_retrievers_and_rejects_
         ["jamaica -> location.country.capital -> kingston"]
     with pytest.raises(ValueError, match="unknown retrievers"):
         answer_with_evidence("webqsp", ds, [0], None, generator[0], None, ("bm25",))
+
+
+def test_a_stopped_llm_half_resumes_after_its_last_finished_key(tiny_llm_dir, tmp_path, monkeypatch):
+    import gr_core.studies.gnn_rag_llm as llm_half
+
+    ds = FakeKGQA()
+    ds.config = "fake"  # the data key of a real dataset is its cache key; here a constant
+    monkeypatch.setattr(llm_half, "cache_key", lambda config: config)
+    probs = [np.array([0.01, 0.9, 0.05, 0.04]), np.array([0.01, 0.9, 0.05, 0.04]),
+             np.array([0.01, 0.01, 0.08, 0.9]), np.array([0.5, 0.5])]
+    results = {"webqsp": {"ds": ds, "test_indices": [0, 1, 2, 3], "probs": probs}}
+    kw = dict(llm=LLMConfig(model=tiny_llm_dir, max_new_tokens=4), train=TrainConfig(lr=1e-3, num_epochs=1,
+              batch_size=2, eval_batch_size=4), retrievers=("none", "gnn"))
+    first = llm_half.run_gnn_rag(results, tmp_path, **kw)
+    answered = []
+    real = llm_half.answer_with_evidence
+    monkeypatch.setattr(llm_half, "answer_with_evidence", lambda *a, **k: answered.append(1) or real(*a, **k))
+    again = llm_half.run_gnn_rag(results, tmp_path, **kw)
+    assert not answered  # the finished key is reloaded, not answered again
+    pd.testing.assert_frame_equal(again["rows"], first["rows"])
+    other = {"webqsp": {**results["webqsp"], "probs": [p[::-1].copy() for p in probs]}}
+    llm_half.run_gnn_rag(other, tmp_path, **kw)
+    assert answered == [1]  # another reasoner's probabilities: answered again

@@ -37,3 +37,16 @@ def test_a_finished_run_of_another_configuration_is_never_overwritten(tmp_path):
     with pytest.raises(RunConflictError, match=r"config hash aaa, this one bbb; differing: train.lr: 1e-05 -> 0.001\)"):
         # only the field that differs is named: the tuple stored as a JSON list is the same value
         check_run_identity(run_dir, {**old, "train": {**old["train"], "lr": 1e-3}}, "bbb")
+
+
+def test_a_keyed_result_is_reused_only_under_the_key_that_made_it(tmp_path):
+    from gr_core.runs import read_keyed, write_keyed
+
+    key = {"cfg": {"lr": 2e-3, "hops": (1, 2)}, "data": "abc"}
+    path = tmp_path / "step.json"
+    assert read_keyed(path, key) is None  # nothing there yet
+    write_keyed(path, key, {"rows": [{"a": 1}]})
+    assert read_keyed(path, {"data": "abc", "cfg": {"hops": (1, 2), "lr": 2e-3}}) == {"rows": [{"a": 1}]}
+    assert read_keyed(path, {**key, "data": "abd"}) is None  # other data: recomputed, never reused
+    path.write_text('{"key_hash": ')  # a truncated file reads as absent
+    assert read_keyed(path, key) is None

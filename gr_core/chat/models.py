@@ -9,6 +9,7 @@ import torch
 
 from ..config import LLMConfig
 from ..g_retriever.model import GraphLLM, method_config
+from ..gnn_rag.training import reasoner_meta  # noqa: F401 (the chat reads reasoners saved by notebook 04)
 from ..g_retriever.train import RunConfig
 from ..paths import OUTPUTS_ENV, repo_root
 from ..runs import config_hash, read_json
@@ -66,12 +67,6 @@ def find_reasoner(outputs: str | Path | None = None, presets=CHECKPOINT_PRESETS,
         if path.is_file() and (relations is None or set(relations) <= set(reasoner_meta(path).get("relations", ()))):
             return path
     return None
-
-
-def reasoner_meta(path: str | Path) -> dict:
-    """The ``meta`` record saved with a reasoner (:func:`~gr_core.gnn_rag.save_reasoner`)."""
-
-    return torch.load(path, map_location="cpu", weights_only=False).get("meta") or {}
 
 
 def load_answerer(model: str, kind: str, llm_model: str, device: str, max_txt_len: int, in_dim: int):

@@ -36,13 +36,13 @@ from .model import SWITCH_NAMES, Fusion, ReaRev, ReasonerConfig, RelationHops
 from .reasoning_paths import (PathReport, compare_path_styles, evidence_view, gold_ids, missing_entities, path_study,
                               reasoning_paths, reference_paths, seed_positions, select_candidates, summarize_path_study)
 from .training import (QuestionGraph, ReasonerTrainConfig, deterministic_algorithms, evaluate_reasoner, load_reasoner,
-                       masked_question_emb, node_probabilities, question_data, reasoner_dataset, save_reasoner,
-                       save_reasoners, score_questions, topic_masked, train_reasoner)
+                       masked_question_emb, node_probabilities, question_data, reasoner_dataset, reasoner_meta,
+                       save_reasoner, score_questions, topic_masked, train_reasoner)
 
 __all__ = [
     "ReasonerConfig", "SWITCH_NAMES", "Fusion", "ReaRev", "RelationHops", "deterministic_algorithms",
     "QuestionGraph", "question_data", "topic_masked", "masked_question_emb", "ReasonerTrainConfig", "train_reasoner",
-    "node_probabilities", "score_questions", "evaluate_reasoner", "reasoner_dataset", "save_reasoner", "save_reasoners",
+    "node_probabilities", "score_questions", "evaluate_reasoner", "reasoner_dataset", "save_reasoner", "reasoner_meta",
     "load_reasoner", "select_candidates", "seed_positions", "gold_ids", "missing_entities", "PathReport",
     "reasoning_paths", "reference_paths", "compare_path_styles", "path_study", "evidence_view", "summarize_path_study",
 ]

@@ -8,7 +8,6 @@ import re
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -257,14 +256,9 @@ def save_reasoner(model: ReaRev, path, meta: dict | None = None):
     return atomic_write_bytes(path, buf.getvalue())
 
 
-def save_reasoners(results: dict, folder) -> list:
-    """Each trained reasoner of :func:`run_reasoner` results as ``folder/<key>.pt``
-    (for ``GraphChat(retriever="gnn")``); the files sit beside the results they produced but are git-ignored, like
-    every checkpoint."""
-
-    return [save_reasoner(r["model"], Path(folder) / f"{key}.pt",
-                          {"key": key, "dataset": r["ds"].name, "hops": r["ds"].config.hops, "metrics": r["metrics"]})
-            for key, r in results.items()]
+def reasoner_meta(path) -> dict:
+    """The ``meta`` record saved with a reasoner (:func:`save_reasoner`)."""
+    return torch.load(path, map_location="cpu", weights_only=False).get("meta") or {}
 
 
 def load_reasoner(path) -> ReaRev:

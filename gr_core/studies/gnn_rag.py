@@ -11,16 +11,17 @@ import numpy as np
 import pandas as pd
 
 from ..chat.config import ChatConfig
-from ..config import LLMConfig
+from ..config import LLMConfig, resolve_device
 from ..g_retriever.train import TrainConfig
 from ..gnn_rag.evidence import GNNRAGConfig
 from ..gnn_rag.model import SWITCH_NAMES, ReasonerConfig
 from ..gnn_rag.training import (ReasonerTrainConfig, evaluate_reasoner, load_reasoner, node_probabilities,
-                                reasoner_dataset, save_reasoner, score_questions, train_reasoner)
+                                reasoner_meta, reasoner_dataset, save_reasoner, score_questions, train_reasoner)
 from ..graphqa import DatasetConfig, cache_key, load_dataset
 from ..paths import repo_relative
 from ..published import PAPER_GNN_ONLY
-from ..runs import check_run_identity, config_hash, environment_record, read_json, write_json
+from ..runs import (check_run_identity, config_hash, environment_record, read_json, read_keyed, write_json,
+                    write_keyed)
 from ..stats import compare, verdict, wilson_interval
 from .gnn_rag_llm import retriever_table, run_gnn_rag
 
@@ -43,8 +44,12 @@ def dataset_key(key: str) -> tuple[str, int]:
 
 def run_reasoner(dataset: str, hops: int = 2, max_train: int | None = None, max_val: int | None = None,
                  max_test: int | None = None, cfg: ReasonerConfig = ReasonerConfig(),
-                 tcfg: ReasonerTrainConfig = ReasonerTrainConfig(), on_epoch=None) -> dict:
+                 tcfg: ReasonerTrainConfig = ReasonerTrainConfig(), on_epoch=None, save_path=None) -> dict:
     """Train the reasoner on one KGQA dataset and score it on test (``on_epoch``: see :func:`train_reasoner`).
+
+    ``save_path``: the trained reasoner is written there (for ``GraphChat(retriever="gnn")``) with the key of the data
+    and settings that made it, and a later call with the same key loads it instead of training again (so a stopped
+    notebook resumes after its last finished reasoner).
 
     Returns:
         ``{"ds", "model", "history", "metrics", "test_indices", "probs"}``; metrics from :func:`evaluate_reasoner`
@@ -52,15 +57,27 @@ def run_reasoner(dataset: str, hops: int = 2, max_train: int | None = None, max_
     """
 
     ds = load_dataset(DatasetConfig(dataset, hops=hops))
-    # max_* of None or 0 keep the whole split
-    train = reasoner_dataset(ds, list(ds.split["train"])[:max_train or None], f"{dataset} train graphs")
-    val = reasoner_dataset(ds, list(ds.split["val"])[:max_val or None], f"{dataset} val graphs")
+    key = {"data": cache_key(ds.config), "cfg": asdict(cfg), "train": asdict(replace(tcfg, device="")),
+           "max_train": max_train or 0, "max_val": max_val or 0}
+    saved = reasoner_meta(save_path) if save_path and Path(save_path).is_file() else {}
     test_idx = list(ds.split["test"])[:max_test or None]
     test = reasoner_dataset(ds, test_idx, f"{dataset} test graphs")
-    t0 = time.perf_counter()
-    model, history = train_reasoner(train, val, int(ds.text_emb.shape[1]), cfg, tcfg, on_epoch)
-    seconds = time.perf_counter() - t0
-    metrics = evaluate_reasoner(model, test) | {"train_seconds": round(seconds, 2), "num_train": len(train),
+    if saved.get("key_hash") == config_hash(key):
+        model = load_reasoner(save_path).to(resolve_device(tcfg.device))
+        history, seconds, num_train = saved["history"], saved["train_seconds"], saved["num_train"]
+        print(f"{dataset} ({hops} hops): reasoner reloaded from {save_path} (trained in {seconds:.0f} s)", flush=True)
+    else:
+        # max_* of None or 0 keep the whole split
+        train = reasoner_dataset(ds, list(ds.split["train"])[:max_train or None], f"{dataset} train graphs")
+        val = reasoner_dataset(ds, list(ds.split["val"])[:max_val or None], f"{dataset} val graphs")
+        t0 = time.perf_counter()
+        model, history = train_reasoner(train, val, int(ds.text_emb.shape[1]), cfg, tcfg, on_epoch)
+        seconds, num_train = round(time.perf_counter() - t0, 2), len(train)
+        if save_path:
+            save_reasoner(model, save_path, {"dataset": dataset, "hops": hops, "key_hash": config_hash(key),
+                                             "identity": key, "history": history, "train_seconds": seconds,
+                                             "num_train": num_train})
+    metrics = evaluate_reasoner(model, test) | {"train_seconds": seconds, "num_train": num_train,
                                                  "missing_seed": sum(d.missing_seed for d in test)}
     return {"ds": ds, "model": model, "history": history, "metrics": metrics, "test_indices": test_idx,
             "probs": node_probabilities(model, test), "test_data": test}
@@ -68,8 +85,9 @@ def run_reasoner(dataset: str, hops: int = 2, max_train: int | None = None, max_
 
 def run_reasoners(datasets: list[str], metaqa_hops: list[int], max_train: int | None, max_val: int | None,
                   max_test: int | None, cfg: ReasonerConfig, tcfg: ReasonerTrainConfig,
-                  by_key: dict | None = None) -> dict:
-    """:func:`run_reasoner` for every dataset key (:func:`dataset_keys`), each in turn.
+                  by_key: dict | None = None, save_dir=None) -> dict:
+    """:func:`run_reasoner` for every dataset key (:func:`dataset_keys`), each in turn; with ``save_dir``, each
+    reasoner is saved as ``save_dir/<key>.pt`` as soon as it is trained and reloaded when its key is unchanged.
 
     Args:
         by_key: dataset key -> its own ``max_train`` / ``max_val`` / ``max_test`` / ``num_epochs`` on top of the
@@ -91,7 +109,8 @@ def run_reasoners(datasets: list[str], metaqa_hops: list[int], max_train: int | 
             raise ValueError(f"by_key[{key!r}]: unknown settings {bad}")
         mine = replace(tcfg, num_epochs=int(own["num_epochs"])) if "num_epochs" in own else tcfg
         out[key] = run_reasoner(name, hops, own.get("max_train", max_train) or None,
-                                own.get("max_val", max_val) or None, own.get("max_test", max_test) or None, cfg, mine)
+                                own.get("max_val", max_val) or None, own.get("max_test", max_test) or None, cfg, mine,
+                                save_path=Path(save_dir) / f"{key}.pt" if save_dir else None)
     return out
 
 
@@ -150,17 +169,33 @@ def reasoner_change_table(dataset: str, hops: int = 2, max_train: int | None = N
 
 def reasoner_change_tables(keys: list[str], max_train: int | None = None, max_val: int | None = None,
                            cfg: ReasonerConfig = ReasonerConfig(), tcfg: ReasonerTrainConfig = ReasonerTrainConfig(),
-                           first_and_last: tuple[str, ...] = (), on_key=None) -> tuple["pd.DataFrame", "pd.DataFrame"]:
+                           first_and_last: tuple[str, ...] = (), on_key=None,
+                           cache_dir=None) -> tuple["pd.DataFrame", "pd.DataFrame"]:
     """:func:`reasoner_change_table` for each dataset key of :func:`dataset_keys` (``webqsp``, ``metaqa-2hop`` ...),
     concatenated with a ``dataset`` column; keys in ``first_and_last`` train only the first version and all switches.
-    ``on_key(table, by_type)`` is called after each key with the tables so far (to save partial results)."""
+    ``on_key(table, by_type)`` is called after each key with the tables so far (to save partial results);
+    ``cache_dir``: each key's tables are kept there (``<key>.json``, keyed by its data and settings) and reused."""
 
     resolved = {key: dataset_key(key) for key in keys}  # every key checked before the first training
     every = {field: True for _, change in REASONER_CHANGES for field in change}
     tables, types = {}, {}
     for key in keys:
         changes = [REASONER_CHANGES[0], ("every change", every)] if key in first_and_last else REASONER_CHANGES
-        tables[key], types[key] = reasoner_change_table(*resolved[key], max_train, max_val, cfg, tcfg, changes)
+        name, hops = resolved[key]
+        ident = {"data": cache_key(DatasetConfig(name, hops=hops)), "cfg": asdict(cfg),
+                 "train": asdict(replace(tcfg, device="")), "max_train": max_train or 0, "max_val": max_val or 0,
+                 "changes": changes}
+        done = read_keyed(Path(cache_dir) / f"{key}.json", ident) if cache_dir else None
+        if done is not None:
+            tables[key], types[key] = (pd.DataFrame(done[part], columns=done[part + "_columns"])
+                                       for part in ("table", "by_type"))
+            print(f"{key}: change table reloaded from {cache_dir}", flush=True)
+        else:
+            tables[key], types[key] = reasoner_change_table(name, hops, max_train, max_val, cfg, tcfg, changes)
+            if cache_dir:
+                write_keyed(Path(cache_dir) / f"{key}.json", ident, {
+                    "table": tables[key].to_dict("records"), "table_columns": list(tables[key].columns),
+                    "by_type": types[key].to_dict("records"), "by_type_columns": list(types[key].columns)})
         table = pd.concat(tables, names=["dataset", None]).reset_index(level=0)
         by_type = pd.concat(types, names=["dataset", None]).reset_index(level=0)
         if on_key is not None:

@@ -3,7 +3,9 @@
 same questions, and the tables that compare them row by row."""
 from __future__ import annotations
 
+import hashlib
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -17,9 +19,10 @@ from ..gnn_rag import gold_ids, seed_positions
 from ..gnn_rag.evidence import LLM_CALLS, RETRIEVERS, Evidence, GNNRAGConfig, answer_hops, collect_evidence
 from ..gnn_rag.generation import (answer_examples, fit_lines, generate_relation_paths, rag_example, train_lora_llm,
                                   training_examples)
+from ..graphqa import cache_key
 from ..llm import load_tokenizer
 from ..published import PAPER_GNN_RAG, PAPER_HOPS_F1
-from ..runs import progress
+from ..runs import progress, read_keyed, write_keyed
 
 
 def answer_with_evidence(key: str, ds, indices: list[int], probs: list[np.ndarray] | None, generator: GraphLLM,
@@ -71,6 +74,16 @@ def answer_with_evidence(key: str, ds, indices: list[int], probs: list[np.ndarra
 
 
 # ---------------------------------------------------------------------- the whole LLM half
+def _digest(arrays) -> str | None:
+    """A digest of the reasoner's node probabilities (one array per question; None for none)."""
+    if arrays is None:
+        return None
+    h = hashlib.sha256()
+    for a in arrays:
+        h.update(np.ascontiguousarray(a, dtype=np.float32).tobytes() + b"|")
+    return h.hexdigest()[:16]
+
+
 def run_gnn_rag(results: dict, run_dir: str | Path, llm: LLMConfig = LLMConfig(), train: TrainConfig = TrainConfig(),
                 cfg: GNNRAGConfig = GNNRAGConfig(), max_train: int | None = None, max_val: int | None = None,
                 max_test: int | None = None, retrievers: tuple[str, ...] = RETRIEVERS, seed: int = 0,
@@ -118,6 +131,20 @@ def run_gnn_rag(results: dict, run_dir: str | Path, llm: LLMConfig = LLMConfig()
             r = results[key]
             ds, n = r["ds"], len(r["test_indices"][:max_test or None])
             indices, probs = r["test_indices"][:n], r["probs"][:n]
+            # a key's answers are kept as they finish (keyed by everything they depend on, the reasoner's node
+            # probabilities included), so a stopped notebook resumes after the last finished key
+            ident = {"llm": asdict(llm), "train": asdict(train), "rog_train": asdict(rog_train or train),
+                     "cfg": asdict(cfg), "max_train": max_train, "max_val": max_val, "seed": seed,
+                     "retrievers": list(retrievers), "data": [cache_key(d.config) for d in dss],
+                     "indices": [int(i) for i in indices], "probs": _digest(probs)}
+            done = read_keyed(run_dir / f"{key}-answers.json", ident)
+            if done is not None:
+                print(f"{key}: answers reloaded from {run_dir / f'{key}-answers.json'}", flush=True)
+                frames.append(pd.DataFrame(done["rows"], columns=done["columns"]))
+                if done["relation_paths"] is not None:
+                    rel_paths_out[key] = done["relation_paths"]
+                    info.setdefault("relation_path_seconds", {})[key] = done["relation_path_seconds"]
+                continue
             rel_paths = None
             if rog is not None:
                 t0 = time.perf_counter()
@@ -127,6 +154,10 @@ def run_gnn_rag(results: dict, run_dir: str | Path, llm: LLMConfig = LLMConfig()
                 rel_paths_out[key] = {"indices": [int(i) for i in indices], "paths": rel_paths}
             frames.append(answer_with_evidence(key, ds, indices, probs, generator, rel_paths, retrievers, cfg,
                                               train.eval_batch_size))
+            write_keyed(run_dir / f"{key}-answers.json", ident, {
+                "rows": frames[-1].to_dict("records"), "columns": list(frames[-1].columns),
+                "relation_paths": rel_paths_out.get(key),
+                "relation_path_seconds": info.get("relation_path_seconds", {}).get(key)})
         del generator, rog
     return {"rows": pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(), "training": training,
             "relation_paths": rel_paths_out}
