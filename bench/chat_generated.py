@@ -15,10 +15,12 @@
     python bench/chat_generated.py unnamed --split val|test  ->  outputs/bench/chat_generated_unnamed_SPLIT.json
     python bench/chat_generated.py ranking-llm --split val|test  ->  .../chat_generated_ranking_llm_SPLIT.json
     python bench/chat_generated.py ranking-settings --split val|test  ->  .../chat_generated_ranking_settings_SPLIT.json
+    python bench/chat_generated.py linking --split val|test  ->  .../chat_generated_linking_SPLIT.json
+    python bench/chat_generated.py linking-metaqa  ->  .../chat_generated_linking_metaqa.json
 
 What each measures: :mod:`gr_core.studies.chat_without_questions` (``dev-scorers``:
 :mod:`gr_core.studies.path_scoring`; ``dev-*`` and ``word-fit``: :mod:`gr_core.studies.path_ranker_settings`;
-``ranking-*``: :mod:`gr_core.studies.chat_ranking`).
+``ranking-*``: :mod:`gr_core.studies.chat_ranking`; ``linking``: :mod:`gr_core.studies.chat_linking`).
 ``metaqa`` and ``webqsp`` also write their ``generated_reasoner`` row (graph, n, hit, ci_low, ci_high, p_vs_ranked,
 train_seconds, num_generated, ...) into ``outputs/bench/chat.json`` (that key only, that graph's row only). A reasoner
 is trained on first use and then loaded from ``.cache/chat/reasoners/`` (keyed by the graphs and settings):
@@ -40,7 +42,7 @@ from gr_core.config import LLMConfig
 from gr_core.llm import load_llm
 from gr_core.paths import repo_relative, repo_root
 from gr_core.runs import read_json, write_json
-from gr_core.studies import chat_ranking
+from gr_core.studies import chat_linking, chat_ranking
 from gr_core.studies import chat_without_questions as study
 from gr_core.studies import path_ranker_settings as settings
 from gr_core.studies import path_scoring
@@ -123,6 +125,12 @@ def main() -> None:
     p.add_argument("--graphs", type=int, default=200)
     p = sub.add_parser("dev-reasoner-weight", help="the path ranker helped by the generated reasoner, on MetaQA dev")
     p.add_argument("--per-hop", type=int, default=100)
+    p = sub.add_parser("linking", help="WebQSP: lowercase questions' one-word names linked or not (link_uncased)")
+    p.add_argument("--split", choices=("val", "test"), default="val")
+    p.add_argument("--graphs", type=int, default=200)
+    p.add_argument("--no-llm", action="store_true")
+    p = sub.add_parser("linking-metaqa", help="MetaQA: the path ranker under the same linking rules")
+    p.add_argument("--per-hop", type=int, default=300)
     p = sub.add_parser("dev-scorers", help="other path scorers on MetaQA dev (word coverage, LLM channel)")
     p.add_argument("--per-hop", type=int, default=100)
     p.add_argument("--top", type=int, default=10, help="candidate paths re-scored per question")
@@ -183,6 +191,13 @@ def main() -> None:
     elif args.study == "ranking-settings":  # chosen on val
         result = chat_ranking.ranking_settings_study(args.split, args.graphs)
         out = write_result(f"chat_generated_ranking_settings_{args.split}", result)
+    elif args.study == "linking":  # val first, then test once
+        result = chat_linking.linking_study(GraphReasonerConfig(), args.split, args.graphs,
+                                            llm=not args.no_llm)
+        out = write_result(f"chat_generated_linking_{args.split}", result)
+    elif args.study == "linking-metaqa":
+        result = chat_linking.metaqa_linking_check(args.per_hop)
+        out = write_result("chat_generated_linking_metaqa", result)
     elif args.study == "dev-reasoner-weight":
         kb, kind, _ = load_graph("metaqa")
         chat = GraphChat(kb, kind=kind, retriever="gnn", train_reasoner=True)

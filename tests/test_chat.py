@@ -8,6 +8,7 @@ import pytest
 
 from gr_core.chat import (ChatConfig, ChatIndex, GraphChat, Turn, find_checkpoint, graph_from_triple_list,
                           read_graph_csv, read_triples)
+from gr_core.chat.index import name_key
 from gr_core.data import GraphFormatError
 
 MOVIES = [("The Matrix", "directed_by", "Lana Wachowski"), ("The Matrix", "starred_actors", "Keanu Reeves"),
@@ -93,9 +94,16 @@ def test_index_keeps_names_and_links_written_entities(movie_index):
     assert names(idx.link("who directed the matrix?")) == ["The Matrix"]
     assert names(idx.link("Which films did Keanu Reeves and Tom Hanks star in")) == ["Keanu Reeves", "Tom Hanks"]
     # one-word names only when written capitalized: "big" and "up" in prose are words, not the films
-    assert names(idx.link("how big is the cast, what is up")) == []
+    assert names(idx.link("How big is the cast, what is up")) == []
     assert names(idx.link("Who directed Up?")) == ["Up"]
     assert names(idx.link("what about [Big]")) == ["Big"]
+    # a question without any capital letter cannot say which words are names: one-word names link only where no
+    # longer name does
+    assert names(idx.link("who directed up")) == ["Up"]
+    assert names(idx.link("was tom hanks in big")) == ["Tom Hanks"]
+    # accents and an abbreviation's period or an apostrophe do not keep a name from linking
+    assert name_key("Hugo Chávez") == name_key("hugo chavez") == "hugo chavez"
+    assert name_key("George W. Bush") == name_key("george w bush") and name_key("Shays' Rebellion") == "shays rebellion"
     again = ChatIndex.build(graph_from_triple_list(MOVIES))
     assert again.cached and again.digest == idx.digest
 
@@ -145,6 +153,25 @@ def test_a_kg_whose_relations_read_as_words_is_answered_by_the_path_ranker_by_de
     ids = [(h, f"P{i}", t) for i, (h, _, t) in enumerate(MOVIES)]  # Wikidata-style identifiers: likewise
     assert GraphChat(ids, model="zero_shot", llm_model=tiny_llm_dir).config.mode == "ranked"
     assert GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="ranked").config.mode == "ranked"
+
+
+def test_a_lowercase_question_links_its_one_word_topic_unless_told_not_to(tiny_llm_dir):
+    chat = GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir)
+    ids = dict(zip(chat.graph.nodes.node_attr, chat.graph.nodes.node_id))
+    turn = chat.ask("who directed up")  # typed without capitals: "up" is the only name it can mean
+    assert turn.linked == [ids["Up"]] and turn.answer == "Pete Docter"
+    strict = GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, link_uncased=False, link_partial=False)
+    assert strict.ask("who directed up").linked == []  # the capital-letter rule alone: nothing named
+    # a name written in part links where no whole name does, never in a follow-up, and does not make a question
+    # about the graph on its own
+    chat.reset()
+    part = chat.ask("which films did wachowski direct")
+    assert part.linked == [ids["Lana Wachowski"]] and set(part.answer.split(" | ")) == {"The Matrix", "Cloud Atlas"}
+    assert chat.index.partial_link("How do I reset my wifi router?") == []
+    follow = chat.ask("and who starred in them?")  # from the last answer: no name of the question is looked up in part
+    assert follow.follow_up and follow.reasoner_seeds == [ids["The Matrix"], ids["Cloud Atlas"]]
+    chat.reset()
+    assert chat.ask("Is the speedometer broken?").status == "unrelated"  # "speed" is not a word of it
 
 
 def test_a_turn_returns_answer_evidence_checks_and_timings(chat):

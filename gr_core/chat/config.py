@@ -66,6 +66,12 @@ class ChatConfig:
             (docs/chat.md, "A reasoner for the chat").
         top_k_nodes, top_k_edges, edge_cost: override the kind's PCST settings (None keeps them).
         link_k: most similar nodes that seed the neighbourhood of a large graph when the question links no entity.
+        link_uncased: in a question without any capital letter, link one-word names where no longer name links
+            (:meth:`~gr_core.chat.ChatIndex.link`; False: one-word names only capitalized mid-sentence, as in a
+            cased question).
+        link_partial: where no name links, the nodes whose name shares the most content words with the question
+            (:meth:`~gr_core.chat.ChatIndex.partial_link`: "heskey" -> "Emile Heskey"); such a link seeds retrieval
+            and keeps that node out of the answers, but does not by itself make a question about the graph.
         hops, max_nodes, max_expand_degree: the neighbourhood cut for large graphs
             (see :class:`~gr_core.kg.NeighbourhoodConfig`).
         whole_graph_edges: graphs with at most this many edges are searched whole (the paper's setting).
@@ -129,6 +135,9 @@ class ChatConfig:
     top_k_edges: int | None = None
     edge_cost: float | None = None
     link_k: int = 3
+    # WebQSP's questions are lowercase: half of them linked nothing without it (docs/chat.md, "Lowercase questions")
+    link_uncased: bool = True
+    link_partial: bool = True  # chosen on WebQSP validation graphs (docs/chat.md, "Lowercase questions")
     hops: int = 2  # MetaQA questions reach 3 hops; 2 keeps neighbourhoods of hub-rich KBs small
     max_nodes: int = 2000  # GNN-RAG's dense subgraphs keep 2,000 entities
     max_expand_degree: int = 200  # see NeighbourhoodConfig

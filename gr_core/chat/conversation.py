@@ -161,8 +161,11 @@ class GraphChat:
         turn = Turn(question=question)
         t0 = time.perf_counter()
         prev = self.history[-1] if self.history else None
-        linked = index.link(question)
         turn.follow_up = prev is not None and prev.status == "answered" and bool(FOLLOW_UP.search(question))
+        linked = index.link(question, cfg.link_uncased)
+        by_name = bool(linked)
+        if not linked and cfg.link_partial and not turn.follow_up:  # a follow-up names them through the last turn
+            linked = index.partial_link(question)
         # A follow-up is read with the question before it, except by the reasoner, whose seeds carry the context and
         # whose instructions would otherwise follow the previous question's relation too (docs/chat.md).
         query_text = f"{prev.question} {question}" if turn.follow_up and cfg.retriever != "gnn" else question
@@ -184,8 +187,9 @@ class GraphChat:
         turn.relation_similarity = rel_sim
         rel_threshold = (cfg.relation_threshold if cfg.relation_threshold is not None
                          else KIND_RELATION_THRESHOLD[cfg.kind])
-        named = bool(BRACKET.search(question) and linked) or any(
-            sum(w not in STOP_WORDS for w in WORD.findall(index.kg.entities[r].lower())) >= 2 for r in linked)
+        # a partly named node (link_partial) does not make the question about the graph: only names written whole
+        named = by_name and (bool(BRACKET.search(question)) or any(
+            sum(w not in STOP_WORDS for w in WORD.findall(index.kg.entities[r].lower())) >= 2 for r in linked))
         asks_relation = turn.best_relation_similarity is None or turn.best_relation_similarity >= rel_threshold
         if not (turn.follow_up or named or (turn.best_similarity >= cfg.relevance_threshold and asks_relation)):
             turn.status = "unrelated"
@@ -379,7 +383,7 @@ class GraphChat:
         cfg, net, ev = self.config, self.llm, turn.evidence
         # the entities this question names are not its answer; nodes carried from the previous turn may be (a
         # follow-up such as "which of them won an award?" answers with some of the last answer's nodes)
-        asked = [int(self.index.node_ids[r]) for r in self.index.link(turn.question)]
+        asked = [int(self.index.node_ids[r]) for r in self._link(turn.question, not turn.follow_up)]
         cands = candidate_names(ev.nodes.node_id.tolist(), ev.nodes.node_attr.tolist(), asked, cfg.answer_unnamed)
         if not cands:
             turn.candidates = []
@@ -403,7 +407,7 @@ class GraphChat:
         from the previous turn's start and once from its answer, and keeps the better path (as the reasoner does)."""
 
         cfg, index, kg = self.config, self.index, self.index.kg
-        options, one_group = [index.link(turn.question)], False
+        options, one_group = [self._link(turn.question, not turn.follow_up)], False
         prev = self.history[-1] if turn.follow_up and self.history else None
         if not options[0] and prev is not None:  # each a start set of its own: followed together, not intersected
             options = [o for o in (index.rows_of(prev.reasoner_seeds or prev.linked),
@@ -445,6 +449,14 @@ class GraphChat:
         turn.model = "relation paths (no model)"
         return chosen
 
+    def _link(self, question: str, partial: bool = True) -> list[int]:
+        """The index rows the question names (:meth:`ChatIndex.link`), else, with ``partial`` and ``link_partial``,
+        those it names in part (:meth:`ChatIndex.partial_link`)."""
+        rows = self.index.link(question, self.config.link_uncased)
+        if rows or not (partial and self.config.link_partial):
+            return rows
+        return self.index.partial_link(question)
+
     def answer_nodes(self, answer: str, question: str, graph: TextualGraph, graph_index=None) -> list[int]:
         """Node ids of ``graph`` the answer names: the parts of its first line (split on ``|``, ``,``, ``;``, " and ")
         matched at the checker's ``normalized`` level, and node names written inside a sentence ("... was designed by
@@ -458,8 +470,9 @@ class GraphChat:
             index = graph_index if graph_index is not None else CitationMatcher(graph)
             for p in parts[:10]:
                 found += sorted(index.matching_nodes(p, "normalized"))
-        found += [int(self.index.node_ids[r]) for r in self.index.link(answer)]
-        asked = {int(self.index.node_ids[r]) for r in self.index.link(question)}
+        uncased = self.config.link_uncased
+        found += [int(self.index.node_ids[r]) for r in self.index.link(answer, uncased)]
+        asked = {int(self.index.node_ids[r]) for r in self.index.link(question, uncased)}
         inside = set(graph.nodes.node_id.tolist())
         return [n for n in dict.fromkeys(found) if n in inside and n not in asked]
 

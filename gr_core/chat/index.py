@@ -5,6 +5,7 @@ import hashlib
 import pickle
 import re
 import time
+import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,7 +18,8 @@ from ..kg import KnowledgeGraph, NeighbourhoodConfig
 from ..paths import cache_root
 from ..runs import atomic_write_bytes, config_hash
 
-FORMAT_VERSION = 2  # bump when the cached index layout changes (2: the class moved into gr_core.chat.index)
+FORMAT_VERSION = 3  # bump when the cached index layout changes (2: the class moved into gr_core.chat.index; 3: name
+#                    keys without accents and end punctuation, name_key)
 # Words that never make a one-word entity name on their own (linking) and that do not count as content words
 # (whether a question names an entity of the graph)
 STOP_WORDS = {"a", "an", "the", "of", "in", "on", "at", "to", "for", "by", "with", "and", "or", "is", "are", "was",
@@ -27,6 +29,19 @@ STOP_WORDS = {"a", "an", "the", "of", "in", "on", "at", "to", "for", "by", "with
               "other", "same"}
 WORD = re.compile(r"[\w'’.-]+", re.U)
 BRACKET = re.compile(r"\[([^\]]+)\]")
+
+
+def word_key(word: str) -> str:
+    """How one word of a name or of a question is compared: lowercase, accents dropped ("Chávez" = "chavez"), leading
+    and trailing periods and apostrophes stripped ("W." = "w", "Shays'" = "shays")."""
+    folded = unicodedata.normalize("NFKD", word.lower())
+    return "".join(c for c in folded if not unicodedata.combining(c)).strip(".'’")
+
+
+def name_key(text: str) -> str:
+    """A node name as the linker looks it up: its words' :func:`word_key` ("George W. Bush" and "george w bush" are
+    the same name; questions are often typed without accents or the abbreviation's period)."""
+    return " ".join(k for k in map(word_key, WORD.findall(text)) if k)
 
 
 def _scene_name(text: str) -> str:
@@ -111,7 +126,7 @@ class ChatIndex:
         names: dict[str, list[int]] = {}
         longest = 1
         for k, t in enumerate(texts):
-            name = " ".join(WORD.findall(_scene_name(t).lower()))
+            name = name_key(_scene_name(t))
             if len(name) >= 2:
                 names.setdefault(name, []).append(k)
                 longest = max(longest, len(name.split()))
@@ -123,21 +138,28 @@ class ChatIndex:
         return index
 
     # ------------------------------------------------------------------ linking
-    def link(self, question: str) -> list[int]:
+    def link(self, question: str, uncased: bool = True) -> list[int]:
         """Node rows whose name the question writes: ``[Name]`` spans, else the longest word n-grams equal to a node
-        name (not overlapping; a one-word name only when it is not a common word, or written capitalized).
+        name (:func:`name_key`; not overlapping; a one-word name only when it is not a stop word and is capitalized
+        mid-sentence; in a question without any capital letter, one-word names only when no longer name links, and
+        only with ``uncased``).
 
         Returns node rows, in the order they appear in the question.
         """
         found: list[int] = []
         for span in BRACKET.findall(question):
-            found += self.names.get(" ".join(WORD.findall(span.lower())), [])
+            found += self.names.get(name_key(span), [])
         if found:
             return list(dict.fromkeys(found))
         words = WORD.findall(BRACKET.sub(r"\1", question))
-        low = [w.lower().strip(".'’") for w in words]
+        low = [word_key(w) for w in words]
+        # A question typed without any capital letter ("in which continent is germany", as WebQSP's are) says nothing
+        # about which words are names: there its one-word names link when no longer name does (half of WebQSP's
+        # questions linked nothing before; docs/chat.md "Lowercase questions").
+        cased = any(c.isupper() for c in question)
         taken = [False] * len(words)
         hits: list[tuple[int, list[int]]] = []
+        uncased_words: list[tuple[int, list[int]]] = []
         for n in range(min(self.max_name_words, len(words)), 0, -1):
             for s in range(len(words) - n + 1):
                 if any(taken[s:s + n]):
@@ -146,11 +168,40 @@ class ChatIndex:
                 rows = self.names.get(gram)
                 if not rows or all(w in STOP_WORDS for w in low[s:s + n]):
                     continue
-                if n == 1 and (low[s] in STOP_WORDS or not words[s][:1].isupper() or s == 0):
+                if n == 1 and low[s] in STOP_WORDS:
+                    continue
+                if n == 1 and not cased and uncased:
+                    uncased_words.append((s, rows))
+                    continue
+                if n == 1 and (not words[s][:1].isupper() or s == 0):
                     continue  # one-word names (titles such as "Up", tags such as "drama") only capitalized mid-sentence
                 hits.append((s, rows))
                 taken[s:s + n] = [True] * n
-        return list(dict.fromkeys(r for _, rows in sorted(hits) for r in rows))
+        return list(dict.fromkeys(r for _, rows in sorted(hits or uncased_words) for r in rows))
+
+    def partial_link(self, question: str) -> list[int]:
+        """Where :meth:`link` finds no name: the nodes whose name shares the most content words with the question
+        (words of 3 letters or more, not stop words: "heskey" -> "Emile Heskey", "knicks" -> "New York Knicks"); ties
+        go to the name the question covers most of, then to the node of highest degree (a mini-graph's topic is its
+        hub). All nodes of the chosen name, or [] when no word is shared."""
+        words = {w for w in map(word_key, WORD.findall(BRACKET.sub(r"\1", question)))
+                 if len(w) >= 3 and w not in STOP_WORDS}
+        if "_name_words" not in self.__dict__:  # word -> the names holding it, built on first use
+            inverted: dict[str, list[str]] = {}
+            for key in self.names:
+                for w in set(key.split()):
+                    inverted.setdefault(w, []).append(key)
+            self.__dict__["_name_words"] = inverted
+        shared: dict[str, int] = {}
+        for w in words:
+            for key in self.__dict__["_name_words"].get(w, ()):
+                shared[key] = shared.get(key, 0) + 1
+        if not shared:
+            return []
+        degree = self.kg.degree
+        best = max(shared, key=lambda k: (shared[k], shared[k] / len(k.split()),
+                                          max(int(degree[r]) for r in self.names[k])))
+        return list(self.names[best])
 
     def rows_of(self, node_ids) -> list[int]:
         """Index rows of the graph's node ids (ids that are not in the graph are dropped)."""

@@ -436,16 +436,13 @@ def unnamed_answers_study(split: str = "val", num_graphs: int = 200, seed: int =
     (the chat's default) and keeping them (``answer_unnamed=True``), paired on the same questions."""
 
     questions, graphs = webqsp_sample(num_graphs, seed, split)
-    chat = ranked_chats(graphs, llm_model)
-
-    def ranked(spec: str, unnamed: bool) -> GraphChat:
-        return chat(spec, answer_unnamed=unnamed)
-
+    ranked = ranked_chats(graphs, llm_model)
     labels = {False: "named nodes only (the default)", True: "unnamed nodes too"}
     systems = {f"path ranker, {labels[u]}": lambda spec, u=u: GraphChat(graphs[spec], kind="kg", retriever="pcst",
                                                                           answer_mode="paths", answer_unnamed=u)
                for u in (False, True)}
-    systems |= {f"PCST + LLM ranking, {labels[u]}": lambda spec, u=u: ranked(spec, u) for u in (False, True)}
+    systems |= {f"PCST + LLM ranking, {labels[u]}": lambda spec, u=u: ranked(spec, answer_unnamed=u)
+                for u in (False, True)}
     rows = run_systems(systems, questions, graph_of=lambda q: q["graph"])
     names = list(rows)
     unnamed_share = {label: round(float(np.mean([bool(r["answer"]) and all(
