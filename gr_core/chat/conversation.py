@@ -383,7 +383,8 @@ class GraphChat:
         cfg, net, ev = self.config, self.llm, turn.evidence
         # the entities this question names are not its answer; nodes carried from the previous turn may be (a
         # follow-up such as "which of them won an award?" answers with some of the last answer's nodes)
-        asked = [int(self.index.node_ids[r]) for r in self._link(turn.question, not turn.follow_up)]
+        asked = [int(self.index.node_ids[r]) for r in self.index.link(turn.question, cfg.link_uncased,
+                                                                          cfg.link_partial and not turn.follow_up)]
         cands = candidate_names(ev.nodes.node_id.tolist(), ev.nodes.node_attr.tolist(), asked, cfg.answer_unnamed)
         if not cands:
             turn.candidates = []
@@ -407,7 +408,8 @@ class GraphChat:
         from the previous turn's start and once from its answer, and keeps the better path (as the reasoner does)."""
 
         cfg, index, kg = self.config, self.index, self.index.kg
-        options, one_group = [self._link(turn.question, not turn.follow_up)], False
+        options = [index.link(turn.question, cfg.link_uncased, cfg.link_partial and not turn.follow_up)]
+        one_group = False
         prev = self.history[-1] if turn.follow_up and self.history else None
         if not options[0] and prev is not None:  # each a start set of its own: followed together, not intersected
             options = [o for o in (index.rows_of(prev.reasoner_seeds or prev.linked),
@@ -448,14 +450,6 @@ class GraphChat:
             turn.paths = [f"{' / '.join(kg.entities[s] for s in p.start)}: {p.text} ({p.score:.2f})" for p in used]
         turn.model = "relation paths (no model)"
         return chosen
-
-    def _link(self, question: str, partial: bool = True) -> list[int]:
-        """The index rows the question names (:meth:`ChatIndex.link`), else, with ``partial`` and ``link_partial``,
-        those it names in part (:meth:`ChatIndex.partial_link`)."""
-        rows = self.index.link(question, self.config.link_uncased)
-        if rows or not (partial and self.config.link_partial):
-            return rows
-        return self.index.partial_link(question)
 
     def answer_nodes(self, answer: str, question: str, graph: TextualGraph, graph_index=None) -> list[int]:
         """Node ids of ``graph`` the answer names: the parts of its first line (split on ``|``, ``,``, ``;``, " and ")

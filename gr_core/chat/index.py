@@ -138,11 +138,11 @@ class ChatIndex:
         return index
 
     # ------------------------------------------------------------------ linking
-    def link(self, question: str, uncased: bool = True) -> list[int]:
+    def link(self, question: str, uncased: bool = True, partial: bool = False) -> list[int]:
         """Node rows whose name the question writes: ``[Name]`` spans, else the longest word n-grams equal to a node
         name (:func:`name_key`; not overlapping; a one-word name only when it is not a stop word and is capitalized
         mid-sentence; in a question without any capital letter, one-word names only when no longer name links, and
-        only with ``uncased``).
+        only with ``uncased``). With ``partial``, where no name links: :meth:`partial_link`.
 
         Returns node rows, in the order they appear in the question.
         """
@@ -177,7 +177,8 @@ class ChatIndex:
                     continue  # one-word names (titles such as "Up", tags such as "drama") only capitalized mid-sentence
                 hits.append((s, rows))
                 taken[s:s + n] = [True] * n
-        return list(dict.fromkeys(r for _, rows in sorted(hits or uncased_words) for r in rows))
+        found = list(dict.fromkeys(r for _, rows in sorted(hits or uncased_words) for r in rows))
+        return found if found or not partial else self.partial_link(question)
 
     def partial_link(self, question: str) -> list[int]:
         """Where :meth:`link` finds no name: the nodes whose name shares the most content words with the question
