@@ -168,6 +168,9 @@ def test_a_lowercase_question_links_its_one_word_topic_unless_told_not_to(tiny_l
     part = chat.ask("which films did wachowski direct")
     assert part.linked == [ids["Lana Wachowski"]] and set(part.answer.split(" | ")) == {"The Matrix", "Cloud Atlas"}
     assert chat.index.partial_link("How do I reset my wifi router?") == []
+    from gr_core.studies.chat_linking import topic_linked  # the study's count: (topic found, nothing linked)
+    assert topic_linked(chat, "which films did wachowski direct", "Lana Wachowski", True, True) == (True, False)
+    assert topic_linked(chat, "which films did wachowski direct", "Lana Wachowski", True, False) == (False, True)
     follow = chat.ask("and who starred in them?")  # from the last answer: no name of the question is looked up in part
     assert follow.follow_up and follow.reasoner_seeds == [ids["The Matrix"], ids["Cloud Atlas"]]
     chat.reset()

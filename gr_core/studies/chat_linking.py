@@ -30,7 +30,7 @@ RULES = {"lowercase questions link one-word names, else partial names (the defau
 def topic_linked(chat: GraphChat, question: str, topic: str, uncased: bool, partial: bool) -> tuple[bool, bool]:
     """``(whether linking question on chat's graph finds its gold topic entity (by name_key), whether it finds
     nothing)`` under the rule ``link_uncased=uncased, link_partial=partial``."""
-    rows = chat.index.link(question, uncased) or (chat.index.partial_link(question) if partial else [])
+    rows = chat.index.link(question, uncased, partial)
     return name_key(topic) in {name_key(chat.index.kg.entities[r]) for r in rows}, not rows
 
 
@@ -85,8 +85,7 @@ def metaqa_linking_check(per_hop: int = 300, seed: int = 0) -> dict:
              for label, rule in RULES.items()}
     rows = run_systems({f"{COVERAGE}, {label}": chat for label, chat in chats.items()}, questions)
     first, index = next(iter(chats)), next(iter(chats.values())).index
-    linked = {label: [index.link(q["question"], c.config.link_uncased)
-                      or (index.partial_link(q["question"]) if c.config.link_partial else []) for q in questions]
+    linked = {label: [index.link(q["question"], c.config.link_uncased, c.config.link_partial) for q in questions]
               for label, c in chats.items()}
     labels = list(rows)
     return {"records": [hit_record(label, r, graph="metaqa test") for label, r in rows.items()],
