@@ -104,6 +104,12 @@ def test_index_keeps_names_and_links_written_entities(movie_index):
     # accents and an abbreviation's period or an apostrophe do not keep a name from linking
     assert name_key("Hugo Chávez") == name_key("hugo chavez") == "hugo chavez"
     assert name_key("George W. Bush") == name_key("george w bush") and name_key("Shays' Rebellion") == "shays rebellion"
+    accented = ChatIndex.build(graph_from_triple_list([("Hugo Chávez", "born in", "Sabaneta"), ("Team", "has", "x")]))
+    assert [accented.kg.entities[r] for r in accented.link("where was hugo chavez born")] == ["Hugo Chávez"]
+    # in a question with capitals, a partial name is looked up by its capitalized words only: not the node "Team"
+    heskey = ChatIndex.build(graph_from_triple_list([("Emile Heskey", "plays for", "Aston Villa"),
+                                                     ("Team", "member", "Emile Heskey")]))
+    assert [heskey.kg.entities[r] for r in heskey.partial_link("What team does Heskey play for?")] == ["Emile Heskey"]
     again = ChatIndex.build(graph_from_triple_list(MOVIES))
     assert again.cached and again.digest == idx.digest
 
@@ -175,6 +181,11 @@ def test_a_lowercase_question_links_its_one_word_topic_unless_told_not_to(tiny_l
     assert follow.follow_up and follow.reasoner_seeds == [ids["The Matrix"], ids["Cloud Atlas"]]
     chat.reset()
     assert chat.ask("Is the speedometer broken?").status == "unrelated"  # "speed" is not a word of it
+    assert chat.ask("how do i reset my wifi router").status == "unrelated"  # lowercase small talk stays unrelated
+    chat.reset()
+    chat.ask("Who directed Big?")
+    follow = chat.ask("and who starred in it, up or down")  # a follow-up links no lowercase one-word name ("up")
+    assert follow.follow_up and ids["Up"] not in follow.linked
 
 
 def test_a_turn_returns_answer_evidence_checks_and_timings(chat):

@@ -162,9 +162,10 @@ class GraphChat:
         t0 = time.perf_counter()
         prev = self.history[-1] if self.history else None
         turn.follow_up = prev is not None and prev.status == "answered" and bool(FOLLOW_UP.search(question))
-        linked = index.link(question, cfg.link_uncased)
+        # a follow-up's entities come through the last turn: no lowercase one-word ("language") or partial names
+        linked = index.link(question, cfg.link_uncased and not turn.follow_up)
         by_name = bool(linked)
-        if not linked and cfg.link_partial and not turn.follow_up:  # a follow-up names them through the last turn
+        if not linked and cfg.link_partial and not turn.follow_up:
             linked = index.partial_link(question)
         # A follow-up is read with the question before it, except by the reasoner, whose seeds carry the context and
         # whose instructions would otherwise follow the previous question's relation too (docs/chat.md).
@@ -360,7 +361,6 @@ class GraphChat:
     def _prompt_batch(self, turn: Turn, with_evidence: bool = True):
         """The one-example prompt batch of ``turn`` (evidence text, graph token when the model has one, question)."""
 
-
         net = self.llm
         ev = turn.evidence
         data = None
@@ -383,8 +383,9 @@ class GraphChat:
         cfg, net, ev = self.config, self.llm, turn.evidence
         # the entities this question names are not its answer; nodes carried from the previous turn may be (a
         # follow-up such as "which of them won an award?" answers with some of the last answer's nodes)
-        asked = [int(self.index.node_ids[r]) for r in self.index.link(turn.question, cfg.link_uncased,
-                                                                          cfg.link_partial and not turn.follow_up)]
+        own = not turn.follow_up
+        asked = [int(self.index.node_ids[r]) for r in self.index.link(turn.question, cfg.link_uncased and own,
+                                                                          cfg.link_partial and own)]
         cands = candidate_names(ev.nodes.node_id.tolist(), ev.nodes.node_attr.tolist(), asked, cfg.answer_unnamed)
         if not cands:
             turn.candidates = []
@@ -408,7 +409,8 @@ class GraphChat:
         from the previous turn's start and once from its answer, and keeps the better path (as the reasoner does)."""
 
         cfg, index, kg = self.config, self.index, self.index.kg
-        options = [index.link(turn.question, cfg.link_uncased, cfg.link_partial and not turn.follow_up)]
+        own = not turn.follow_up
+        options = [index.link(turn.question, cfg.link_uncased and own, cfg.link_partial and own)]
         one_group = False
         prev = self.history[-1] if turn.follow_up and self.history else None
         if not options[0] and prev is not None:  # each a start set of its own: followed together, not intersected
@@ -466,7 +468,7 @@ class GraphChat:
                 found += sorted(index.matching_nodes(p, "normalized"))
         uncased = self.config.link_uncased
         found += [int(self.index.node_ids[r]) for r in self.index.link(answer, uncased)]
-        asked = {int(self.index.node_ids[r]) for r in self.index.link(question, uncased)}
+        asked = {int(self.index.node_ids[r]) for r in self.index.link(question, uncased, self.config.link_partial)}
         inside = set(graph.nodes.node_id.tolist())
         return [n for n in dict.fromkeys(found) if n in inside and n not in asked]
 
@@ -496,5 +498,3 @@ class GraphChat:
                 self.reset()
             out.append(self.ask(q))
         return out
-
-

@@ -168,8 +168,6 @@ class ChatIndex:
                 rows = self.names.get(gram)
                 if not rows or all(w in STOP_WORDS for w in low[s:s + n]):
                     continue
-                if n == 1 and low[s] in STOP_WORDS:
-                    continue
                 if n == 1 and not cased and uncased:
                     uncased_words.append((s, rows))
                     continue
@@ -182,11 +180,14 @@ class ChatIndex:
 
     def partial_link(self, question: str) -> list[int]:
         """Where :meth:`link` finds no name: the nodes whose name shares the most content words with the question
-        (words of 3 letters or more, not stop words: "heskey" -> "Emile Heskey", "knicks" -> "New York Knicks"); ties
+        (words of 3 letters or more, not stop words, and in a question with capitals only those capitalized
+        mid-sentence: "heskey" -> "Emile Heskey", "knicks" -> "New York Knicks"); ties
         go to the name the question covers most of, then to the node of highest degree (a mini-graph's topic is its
         hub). All nodes of the chosen name, or [] when no word is shared."""
-        words = {w for w in map(word_key, WORD.findall(BRACKET.sub(r"\1", question)))
-                 if len(w) >= 3 and w not in STOP_WORDS}
+        raw = WORD.findall(BRACKET.sub(r"\1", question))
+        cased = any(c.isupper() for c in question)  # then only capitalized words mid-sentence, as in link
+        words = {k for i, w in enumerate(raw) if not cased or (i > 0 and w[:1].isupper())
+                 if len(k := word_key(w)) >= 3 and k not in STOP_WORDS}
         if "_name_words" not in self.__dict__:  # word -> the names holding it, built on first use
             inverted: dict[str, list[str]] = {}
             for key in self.names:

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..chat import ChatIndex, GraphChat, load_graph
 from ..chat.graph_reasoner import train_graph_reasoner, training_record
-from ..chat.index import WORD
+from ..chat.index import name_key
 from ..evaluate import kgqa_scores
 from ..gnn_rag import load_reasoner
 from ..graphqa import load_dataset
@@ -139,7 +139,7 @@ def miss_breakdown(questions: list[dict], rows: list[dict], kg, index, searched_
         cell["hits"] += int(hit)
 
     for q, r, s in zip(questions, rows, sims):
-        topic = index.names.get(" ".join(WORD.findall(q["topic"].lower())), [])
+        topic = index.names.get(name_key(q["topic"]), [])
         dist = gold_distance(kg, topic, q["answers"], max(searched_hops, 3))
         add("hop", str(q.get("hop", "")), r["hit"])
         if q.get("qtype"):
@@ -465,7 +465,7 @@ def cost_study(max_nodes: int = 6000, max_expand_degree: int = 400, per_hop: int
 
     index = ChatIndex.build(load_graph("metaqa")[0])
     questions = metaqa_sample("test", per_hop, seed, hops=(1, 2))
-    seeds = [r for q in questions for r in index.names.get(" ".join(WORD.findall(q["topic"].lower())), [])]
+    seeds = [r for q in questions for r in index.names.get(name_key(q["topic"]), [])]
     nodes, edges = index.kg.neighbourhood(np.array(seeds), NeighbourhoodConfig(2, max_expand_degree, max_nodes))
     triples = index.subgraph(nodes, edges).triples()
     t0 = time.perf_counter()
