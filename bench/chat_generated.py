@@ -15,6 +15,7 @@
     python bench/chat_generated.py unnamed --split val|test  ->  outputs/bench/chat_generated_unnamed_SPLIT.json
     python bench/chat_generated.py ranking-llm --split val|test  ->  .../chat_generated_ranking_llm_SPLIT.json
     python bench/chat_generated.py ranking-settings --split val|test  ->  .../chat_generated_ranking_settings_SPLIT.json
+    python bench/chat_generated.py ranking-reasoner --split val|test  ->  .../chat_generated_ranking_reasoner_SPLIT.json
     python bench/chat_generated.py linking --split val|test  ->  .../chat_generated_linking_SPLIT.json
     python bench/chat_generated.py linking-metaqa  ->  .../chat_generated_linking_metaqa.json
 
@@ -123,6 +124,9 @@ def main() -> None:
     p = sub.add_parser("ranking-settings", help="WebQSP: the LLM ranking's relation prior and length norm, replayed")
     p.add_argument("--split", choices=("val", "test"), default="val")
     p.add_argument("--graphs", type=int, default=200)
+    p = sub.add_parser("ranking-reasoner", help="WebQSP: the LLM ranking helped by the generated-question reasoner")
+    p.add_argument("--split", choices=("val", "test"), default="val")
+    p.add_argument("--graphs", type=int, default=200)
     p = sub.add_parser("dev-reasoner-weight", help="the path ranker helped by the generated reasoner, on MetaQA dev")
     p.add_argument("--per-hop", type=int, default=100)
     p = sub.add_parser("linking", help="WebQSP: lowercase questions' one-word names linked or not (link_uncased)")
@@ -191,6 +195,9 @@ def main() -> None:
     elif args.study == "ranking-settings":  # chosen on val
         result = chat_ranking.ranking_settings_study(args.split, args.graphs)
         out = write_result(f"chat_generated_ranking_settings_{args.split}", result)
+    elif args.study == "ranking-reasoner":  # chosen on val, then test once
+        result = chat_ranking.reasoner_help_study(GraphReasonerConfig(), args.split, args.graphs)
+        out = write_result(f"chat_generated_ranking_reasoner_{args.split}", result)
     elif args.study == "linking":  # val first, then test once
         result = chat_linking.linking_study(GraphReasonerConfig(), args.split, args.graphs,
                                             llm=not args.no_llm)
@@ -225,7 +232,7 @@ def main() -> None:
                                                            "hit_by_bonus_and_hop", "hit_by_weight",
                                                            "hit_by_weight_and_hop", "reasoner_alone",
                                                            "hit_by_setting", "confirm",
-                                                           "answers_all_unnamed", "replay_matches", "asked",
+                                                           "answers_all_unnamed", "replay_matches", "asked", "reasoner",
                                                            "pairs_hit1")}
     if args.study == "word-fit":
         summary = {k: {"hit": result[k]["hit"], "pairs": result[k]["pairs"]}

@@ -94,6 +94,19 @@ def write_keyed(path: str | Path, key: Any, value: Any) -> Path:
     return write_json(path, {"key_hash": config_hash(key), "key": key, "value": value})
 
 
+def frame_value(frame, rows: str = "rows", columns: str = "columns") -> dict:
+    """A DataFrame as a JSON-able part of a :func:`write_keyed` value: ``{rows: records, columns: column order}``
+    (the order is kept apart since an empty frame's records name no column). :func:`value_frame` reads it back."""
+    return {rows: frame.to_dict("records"), columns: list(frame.columns)}
+
+
+def value_frame(value: dict, rows: str = "rows", columns: str = "columns"):
+    """The DataFrame :func:`frame_value` stored in ``value`` under ``rows`` / ``columns``."""
+    import pandas as pd  # noqa: PLC0415 deferred: the module's other helpers need no pandas
+
+    return pd.DataFrame(value[rows], columns=value[columns])
+
+
 def package_versions(names: Iterable[str] = TRACKED_PACKAGES) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     for name in names:

@@ -500,6 +500,24 @@ def test_a_ranked_turn_keeps_its_score_parts_and_a_replay_gives_its_answer(tiny_
     assert replayed[0]["hit1"] == 1.0 and replayed[0]["answers"] == len(calibrated.answer.split(" | "))
 
 
+def test_the_reasoners_help_is_replayed_as_a_score_term_on_hand_computed_candidates():
+    from gr_core.studies.chat_ranking import replay_with_reasoner
+
+    # Paris: loglik -5, relation fit 0.1 (prior 20 -> -3); Lyon: -4, 0.1 (-2): Lyon leads by 1 nat
+    cands = [{"name": "Paris", "node_ids": [1], "loglik": -5.0, "relation_fit": 0.1, "tokens": 1, "reasoner_p": 0.9},
+             {"name": "Lyon", "node_ids": [2], "loglik": -4.0, "relation_fit": 0.1, "tokens": 1, "reasoner_p": 0.1}]
+    record = {"candidates": cands, "hit": 0.0, "answers": ["Paris"]}
+    # no help: both within the 2-nat margin, Lyon first -> Hit 1, Hit@1 0
+    assert replay_with_reasoner([record], 0.0, False) == [{"hit": 1.0, "hit1": 0.0, "answers": 2}]
+    # 2 x p: Paris -3 + 1.8 = -1.2, Lyon -2 + 0.2 = -1.8: Paris first
+    assert replay_with_reasoner([record], 2.0, False)[0]["hit1"] == 1.0
+    # 1 x log p: Paris -3 + log 0.9 = -3.105, Lyon -2 + log 0.1 = -4.303: Paris first, Lyon 1.2 nats behind
+    assert replay_with_reasoner([record], 1.0, True) == [{"hit": 1.0, "hit1": 1.0, "answers": 2}]
+    # 5 x log p: Paris -3.53, Lyon -13.51: 10 nats behind, out of the answer
+    assert replay_with_reasoner([record], 5.0, True)[0]["answers"] == 1
+    assert replay_with_reasoner([{"candidates": [], "hit": 1.0, "answers": ["x"]}], 5.0, True)[0]["hit"] == 1.0
+
+
 def test_candidates_choice_and_the_empty_evidence():
     from gr_core.chat.ranking import Candidate, candidate_names, choose, rank_candidates
 

@@ -50,3 +50,17 @@ def test_a_keyed_result_is_reused_only_under_the_key_that_made_it(tmp_path):
     assert read_keyed(path, {**key, "data": "abd"}) is None  # other data: recomputed, never reused
     path.write_text('{"key_hash": ')  # a truncated file reads as absent
     assert read_keyed(path, key) is None
+
+
+def test_a_frame_kept_with_a_key_reads_back_with_its_columns_even_when_empty(tmp_path):
+    import pandas as pd
+
+    from gr_core.runs import frame_value, read_keyed, value_frame, write_keyed
+
+    table = pd.DataFrame({"dataset": ["webqsp", "metaqa-1hop"], "h1": [68.1, 94.5], "n": [1628, 326]})
+    empty = table.iloc[:0]
+    write_keyed(tmp_path / "t.json", "k", frame_value(table, "table", "table_columns") | frame_value(empty))
+    done = read_keyed(tmp_path / "t.json", "k")
+    pd.testing.assert_frame_equal(value_frame(done, "table", "table_columns"), table)
+    back = value_frame(done)
+    assert list(back.columns) == ["dataset", "h1", "n"] and len(back) == 0

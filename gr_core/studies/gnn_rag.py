@@ -20,8 +20,8 @@ from ..gnn_rag.training import (ReasonerTrainConfig, evaluate_reasoner, load_rea
 from ..graphqa import DatasetConfig, cache_key, load_dataset
 from ..paths import repo_relative
 from ..published import PAPER_GNN_ONLY
-from ..runs import (check_run_identity, config_hash, environment_record, read_json, read_keyed, write_json,
-                    write_keyed)
+from ..runs import (check_run_identity, config_hash, environment_record, frame_value, read_json, read_keyed,
+                    value_frame, write_json, write_keyed)
 from ..stats import compare, verdict, wilson_interval
 from .gnn_rag_llm import retriever_table, run_gnn_rag
 
@@ -42,6 +42,15 @@ def dataset_key(key: str) -> tuple[str, int]:
     return known[key]
 
 
+def reasoner_identity(data: DatasetConfig, cfg: ReasonerConfig, tcfg: ReasonerTrainConfig, max_train: int | None,
+                      max_val: int | None) -> dict:
+    """What a trained reasoner depends on, as the key its saved results are kept under: the data (its cache key),
+    the reasoner and training settings (the device aside: a reasoner trained on GPU serves a CPU rerun) and the
+    training / validation question caps (None and 0 both mean the whole split)."""
+    return {"data": cache_key(data), "cfg": asdict(cfg), "train": asdict(replace(tcfg, device="")),
+            "max_train": max_train or 0, "max_val": max_val or 0}
+
+
 def run_reasoner(dataset: str, hops: int = 2, max_train: int | None = None, max_val: int | None = None,
                  max_test: int | None = None, cfg: ReasonerConfig = ReasonerConfig(),
                  tcfg: ReasonerTrainConfig = ReasonerTrainConfig(), on_epoch=None, save_path=None) -> dict:
@@ -57,8 +66,7 @@ def run_reasoner(dataset: str, hops: int = 2, max_train: int | None = None, max_
     """
 
     ds = load_dataset(DatasetConfig(dataset, hops=hops))
-    key = {"data": cache_key(ds.config), "cfg": asdict(cfg), "train": asdict(replace(tcfg, device="")),
-           "max_train": max_train or 0, "max_val": max_val or 0}
+    key = reasoner_identity(ds.config, cfg, tcfg, max_train, max_val)
     saved = reasoner_meta(save_path) if save_path and Path(save_path).is_file() else {}
     test_idx = list(ds.split["test"])[:max_test or None]
     test = reasoner_dataset(ds, test_idx, f"{dataset} test graphs")
@@ -182,20 +190,17 @@ def reasoner_change_tables(keys: list[str], max_train: int | None = None, max_va
     for key in keys:
         changes = [REASONER_CHANGES[0], ("every change", every)] if key in first_and_last else REASONER_CHANGES
         name, hops = resolved[key]
-        ident = {"data": cache_key(DatasetConfig(name, hops=hops)), "cfg": asdict(cfg),
-                 "train": asdict(replace(tcfg, device="")), "max_train": max_train or 0, "max_val": max_val or 0,
-                 "changes": changes}
+        ident = reasoner_identity(DatasetConfig(name, hops=hops), cfg, tcfg, max_train, max_val) | {"changes": changes}
         done = read_keyed(Path(cache_dir) / f"{key}.json", ident) if cache_dir else None
         if done is not None:
-            tables[key], types[key] = (pd.DataFrame(done[part], columns=done[part + "_columns"])
-                                       for part in ("table", "by_type"))
+            tables[key], types[key] = (value_frame(done, part, part + "_columns") for part in ("table", "by_type"))
             print(f"{key}: change table reloaded from {cache_dir}", flush=True)
         else:
             tables[key], types[key] = reasoner_change_table(name, hops, max_train, max_val, cfg, tcfg, changes)
             if cache_dir:
-                write_keyed(Path(cache_dir) / f"{key}.json", ident, {
-                    "table": tables[key].to_dict("records"), "table_columns": list(tables[key].columns),
-                    "by_type": types[key].to_dict("records"), "by_type_columns": list(types[key].columns)})
+                write_keyed(Path(cache_dir) / f"{key}.json", ident,
+                            frame_value(tables[key], "table", "table_columns")
+                            | frame_value(types[key], "by_type", "by_type_columns"))
         table = pd.concat(tables, names=["dataset", None]).reset_index(level=0)
         by_type = pd.concat(types, names=["dataset", None]).reset_index(level=0)
         if on_key is not None:

@@ -22,7 +22,7 @@ from ..gnn_rag.generation import (answer_examples, fit_lines, generate_relation_
 from ..graphqa import cache_key
 from ..llm import load_tokenizer
 from ..published import PAPER_GNN_RAG, PAPER_HOPS_F1
-from ..runs import progress, read_keyed, write_keyed
+from ..runs import frame_value, progress, read_keyed, value_frame, write_keyed
 
 
 def answer_with_evidence(key: str, ds, indices: list[int], probs: list[np.ndarray] | None, generator: GraphLLM,
@@ -140,7 +140,7 @@ def run_gnn_rag(results: dict, run_dir: str | Path, llm: LLMConfig = LLMConfig()
             done = read_keyed(run_dir / f"{key}-answers.json", ident)
             if done is not None:
                 print(f"{key}: answers reloaded from {run_dir / f'{key}-answers.json'}", flush=True)
-                frames.append(pd.DataFrame(done["rows"], columns=done["columns"]))
+                frames.append(value_frame(done))
                 if done["relation_paths"] is not None:
                     rel_paths_out[key] = done["relation_paths"]
                     info.setdefault("relation_path_seconds", {})[key] = done["relation_path_seconds"]
@@ -154,8 +154,7 @@ def run_gnn_rag(results: dict, run_dir: str | Path, llm: LLMConfig = LLMConfig()
                 rel_paths_out[key] = {"indices": [int(i) for i in indices], "paths": rel_paths}
             frames.append(answer_with_evidence(key, ds, indices, probs, generator, rel_paths, retrievers, cfg,
                                               train.eval_batch_size))
-            write_keyed(run_dir / f"{key}-answers.json", ident, {
-                "rows": frames[-1].to_dict("records"), "columns": list(frames[-1].columns),
+            write_keyed(run_dir / f"{key}-answers.json", ident, frame_value(frames[-1]) | {
                 "relation_paths": rel_paths_out.get(key),
                 "relation_path_seconds": info.get("relation_path_seconds", {}).get(key)})
         del generator, rog
