@@ -17,6 +17,7 @@
     python bench/chat_generated.py ranking-settings --split val|test  ->  .../chat_generated_ranking_settings_SPLIT.json
     python bench/chat_generated.py ranking-reasoner --split val|test  ->  .../chat_generated_ranking_reasoner_SPLIT.json
     python bench/chat_generated.py linking --split val|test  ->  .../chat_generated_linking_SPLIT.json
+    python bench/chat_generated.py masking --split val|test  ->  .../chat_generated_masking_SPLIT.json
     python bench/chat_generated.py linking-metaqa  ->  .../chat_generated_linking_metaqa.json
 
 What each measures: :mod:`gr_core.studies.chat_without_questions` (``dev-scorers``:
@@ -133,6 +134,9 @@ def main() -> None:
     p.add_argument("--split", choices=("val", "test"), default="val")
     p.add_argument("--graphs", type=int, default=200)
     p.add_argument("--no-llm", action="store_true")
+    p = sub.add_parser("masking", help="WebQSP: linked names masked as the question wrote them, or literally")
+    p.add_argument("--split", choices=("val", "test"), default="val")
+    p.add_argument("--graphs", type=int, default=200)
     p = sub.add_parser("linking-metaqa", help="MetaQA: the path ranker under the same linking rules")
     p.add_argument("--per-hop", type=int, default=300)
     p = sub.add_parser("dev-scorers", help="other path scorers on MetaQA dev (word coverage, LLM channel)")
@@ -202,6 +206,9 @@ def main() -> None:
         result = chat_linking.linking_study(GraphReasonerConfig(), args.split, args.graphs,
                                             llm=not args.no_llm)
         out = write_result(f"chat_generated_linking_{args.split}", result)
+    elif args.study == "masking":  # val first, then test once
+        result = chat_linking.masking_study(GraphReasonerConfig(), args.split, args.graphs)
+        out = write_result(f"chat_generated_masking_{args.split}", result)
     elif args.study == "linking-metaqa":
         result = chat_linking.metaqa_linking_check(args.per_hop)
         out = write_result("chat_generated_linking_metaqa", result)
@@ -233,7 +240,7 @@ def main() -> None:
                                                            "hit_by_weight_and_hop", "reasoner_alone",
                                                            "hit_by_setting", "confirm",
                                                            "answers_all_unnamed", "replay_matches", "asked", "reasoner",
-                                                           "pairs_hit1")}
+                                                           "pairs_hit1", "questions_masked_differently")}
     if args.study == "word-fit":
         summary = {k: {"hit": result[k]["hit"], "pairs": result[k]["pairs"]}
                    for k in ("metaqa", "two_entity", "webqsp")}

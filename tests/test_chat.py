@@ -110,6 +110,18 @@ def test_index_keeps_names_and_links_written_entities(movie_index):
     heskey = ChatIndex.build(graph_from_triple_list([("Emile Heskey", "plays for", "Aston Villa"),
                                                      ("Team", "member", "Emile Heskey")]))
     assert [heskey.kg.entities[r] for r in heskey.partial_link("What team does Heskey play for?")] == ["Emile Heskey"]
+    # what the reasoner and the path ranker read: the linked entity written "it", however the question wrote it
+    assert accented.masked("where was hugo chavez born", accented.link("where was hugo chavez born")) == \
+        "where was it born"
+    assert accented.masked("where was [Hugo Chávez] born?", accented.link("where was [Hugo Chávez] born?")) == \
+        "where was it born?"
+    assert heskey.masked("What team does Heskey play for?", heskey.partial_link("What team does Heskey play for?")) \
+        == "What team does it play for?"
+    bush = ChatIndex.build(graph_from_triple_list([("George W. Bush", "spouse", "Laura Bush")]))
+    assert bush.masked("who is george w bush married to", bush.link("who is george w bush married to")) == \
+        "who is it married to"
+    assert idx.masked("Who directed The Matrix?", idx.link("Who directed The Matrix?")) == "Who directed it?"
+    assert idx.masked("Who directed The Matrix?", []) == "Who directed The Matrix?"
     again = ChatIndex.build(graph_from_triple_list(MOVIES))
     assert again.cached and again.digest == idx.digest
 

@@ -21,7 +21,7 @@ from ..data import EDGE_COLUMNS, NODE_COLUMNS, TextualGraph, induced_subgraph
 from ..g_retriever.model import Example
 from ..g_retriever.retrieval import retrieve_subgraph
 from ..g_retriever.textualize import textualize, textualize_triples
-from ..gnn_rag import load_reasoner, node_probabilities, reasoning_paths, select_candidates, topic_masked
+from ..gnn_rag import load_reasoner, node_probabilities, reasoning_paths, select_candidates
 from ..llm import count_tokens
 from ..prompts import cite_question, question_for
 from ..text_encoder import load_text_encoder
@@ -229,7 +229,7 @@ class GraphChat:
                            for start in (prev.reasoner_seeds or prev.linked, prev.answer_nodes)]
             q_masked = None
             if self.reasoner.cfg.mask_topic:  # a reasoner that reads the question with the entities it names masked
-                q_masked = self.embed(topic_masked(question, [index.kg.entities[r] for r in linked]))
+                q_masked = self.embed(index.masked(question, linked))
             turn.evidence, turn.paths, turn.candidates, used, probs = self._gnn_evidence(
                 scope, nodes, edges, q, q_masked, options, node_sim)
             turn.reasoner_probs = np.bincount(nodes, probs, index.kg.num_entities).astype(np.float32)  # nodes: unique
@@ -427,7 +427,7 @@ class GraphChat:
             self._path_scorer = PathScorer(lambda texts: self.encoder.encode(
                 texts, normalize_embeddings=True, convert_to_numpy=True, batch_size=64))
         def from_starts(starts, fallback):
-            masked = topic_masked(turn.question, [kg.entities[r] for r in starts])
+            masked = index.masked(turn.question, starts)
             q_masked = self.embed(masked) if cfg.path_scorer == "sentence" else None  # coverage reads words only
             return (starts, *best_paths(self._path_scorer, kg, starts, masked, q_masked, cfg, one_group, support,
                                         fallback))

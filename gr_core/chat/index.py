@@ -178,6 +178,31 @@ class ChatIndex:
         found = list(dict.fromkeys(r for _, rows in sorted(hits or uncased_words) for r in rows))
         return found if found or not partial else self.partial_link(question)
 
+    def masked(self, question: str, rows) -> str:
+        """``question`` with the mentions of the nodes ``rows`` (its linked entities) written "it": what a reasoner
+        with ``mask_topic`` and the path ranker read. Each name as :func:`~gr_core.gnn_rag.topic_masked` matches it
+        (without case, word-bounded, brackets included: the reasoner's training questions were masked so); a name the
+        question writes another way (:func:`name_key`: "hugo chavez" for "Hugo Chávez") by its run of words; a name
+        it writes only in part (:meth:`partial_link`: "heskey" for "Emile Heskey") by the content words they share."""
+        from ..gnn_rag.training import TOPIC_WORD, topic_masked  # noqa: PLC0415 deferred: torch, for chats only
+
+        out = question
+        for name in sorted({self.kg.entities[r] for r in rows}, key=len, reverse=True):
+            literal = topic_masked(out, [name])
+            if literal != out:
+                out = literal
+                continue
+            keys = [k for k in map(word_key, WORD.findall(name)) if k]
+            spans = [(m.start(), m.end(), word_key(m.group())) for m in WORD.finditer(out)]
+            low = [k for _, _, k in spans]
+            whole = [(spans[s][0], spans[s + len(keys) - 1][1]) for s in range(len(low) - len(keys) + 1)
+                     if keys and low[s:s + len(keys)] == keys][:1]
+            own = {k for k in keys if len(k) >= 3 and k not in STOP_WORDS}
+            for a, b in reversed(whole or [(a, b) for a, b, k in spans if k in own]):
+                a, b = (a - 1, b + 1) if out[a - 1:a] == "[" and out[b:b + 1] == "]" else (a, b)
+                out = out[:a] + TOPIC_WORD + out[b:]
+        return out
+
     def partial_link(self, question: str) -> list[int]:
         """Where :meth:`link` finds no name: the nodes whose name shares the most content words with the question
         (words of 3 letters or more, not stop words, and in a question with capitals only those capitalized

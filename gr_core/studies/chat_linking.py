@@ -8,6 +8,9 @@ any path, not a seed of the reasoner, and not kept out of the answers. ``ChatCon
 the one-word names of such a question where no longer name links, and ``ChatConfig.link_partial`` links, where no name
 links at all, the node whose name shares the most words with the question ("heskey" -> "Emile Heskey").
 :func:`linking_study` measures both on WebQSP mini-graphs, each system under each rule, paired on the same questions.
+A reasoner reading the question with its entities masked, and the path ranker, read the linked names written "it"
+(:meth:`~gr_core.chat.ChatIndex.masked`): however the question wrote them, which :func:`masking_study` measures
+against the literal match that came before.
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ import numpy as np
 from ..chat import ChatConfig, GraphChat, load_graph
 from ..chat.graph_reasoner import train_graph_reasoner
 from ..chat.index import name_key
-from ..gnn_rag import load_reasoner
+from ..gnn_rag import load_reasoner, topic_masked
 from ..stats import wilson_interval
 from .chat_without_questions import (COVERAGE, GENERATED, RANKED, hit_record, metaqa_sample, paired, ranked_chats,
                                      run_systems, webqsp_sample)
@@ -93,5 +96,44 @@ def metaqa_linking_check(per_hop: int = 300, seed: int = 0) -> dict:
             "links_differing_from_default": {label: int(sum(a != b for a, b in zip(links, linked[first])))
                                              for label, links in linked.items()},
             "questions": {"split": "test", "per_hop": per_hop, "seed": seed, "n": len(questions)},
+            "per_question": {label: [{k: r[k] for k in ("question", "answer", "hit")} for r in rr]
+                             for label, rr in rows.items()}}
+
+
+def literal_masking(chat: GraphChat) -> GraphChat:
+    """``chat`` masking its linked entities as before :meth:`~gr_core.chat.ChatIndex.masked`: each name matched
+    literally (without case), so a name written without its accent or period, or in part, stayed in the question."""
+    index = chat.index
+    index.masked = lambda question, rows: topic_masked(question, [index.kg.entities[r] for r in rows])
+    return chat
+
+
+def masking_study(reasoner_cfg, split: str = "val", num_graphs: int = 200, seed: int = 0) -> dict:
+    """The linked entities written "it" however the question wrote them (the default) against the literal match, on
+    ``num_graphs`` WebQSP mini-graphs of ``split``: how many questions read differently, and the Hit of the two
+    systems that read the masked question (the word-coverage path ranker, a reasoner trained on questions generated
+    from those graphs), each paired on the same questions. The LLM ranking reads the question as asked."""
+
+    questions, graphs = webqsp_sample(num_graphs, seed, split)
+    plain = {spec: GraphChat(g, kind="kg", retriever="pcst", answer_mode="paths") for spec, g in graphs.items()}
+    differ = 0
+    for q in questions:
+        index = plain[q["graph"]].index
+        rows = index.link(q["question"], True, True)
+        differ += index.masked(q["question"], rows) != topic_masked(q["question"], [index.kg.entities[r] for r in rows])
+    generated = load_reasoner(train_graph_reasoner([c.index for c in plain.values()], reasoner_cfg))
+    systems = {}
+    for label, wrap in (("linked names masked as written (the default)", lambda c: c),
+                        ("linked names masked literally (before)", literal_masking)):
+        systems[f"{COVERAGE}, {label}"] = lambda spec, w=wrap: w(GraphChat(
+            graphs[spec], kind="kg", retriever="pcst", answer_mode="paths", path_scorer="coverage"))
+        systems[f"{GENERATED}, {label}"] = lambda spec, w=wrap: w(GraphChat(
+            graphs[spec], kind="kg", reasoner=generated, retriever="gnn"))
+    rows = run_systems(systems, questions, graph_of=lambda q: q["graph"])
+    labels = list(rows)
+    return {"questions_masked_differently": differ,
+            "records": [hit_record(label, r, graph=f"webqsp {split}") for label, r in rows.items()],
+            "pairs": [paired(labels[i], rows[labels[i]], labels[i + 2], rows[labels[i + 2]]) for i in (0, 1)],
+            "questions": {"graphs": f"webqsp {split} mini-graphs", "num_graphs": len(graphs), "seed": seed},
             "per_question": {label: [{k: r[k] for k in ("question", "answer", "hit")} for r in rr]
                              for label, rr in rows.items()}}

@@ -40,12 +40,13 @@ RANKING_PRIORS = (0.0, 5.0, 10.0, 20.0, 40.0, 80.0)  # relation_prior values rep
 
 
 def replay_ranking(records: list[dict], relation_prior: float, length_norm: bool, max_answers: int = 3,
-                   margin: float = 2.0) -> list[dict]:
+                   margin: float = 2.0, extra=None) -> list[dict]:
     """The LLM ranking re-scored from one run's candidate parts (``loglik``, ``relation_fit``, ``tokens``:
     :attr:`Turn.candidates`) with another ``relation_prior`` / ``length_norm`` / choice rule
     (:func:`~gr_core.chat.ranking.choose`), without asking the LLM again: per question ``{hit, hit1, answers}``
     (answers: how many names the answer lists). A calibrated chat's candidates carry their ``prior`` too, subtracted
-    as the chat does. A record without candidates (a turn that was not ranked) keeps its ``hit`` and ``hit1``."""
+    as the chat does. ``extra(candidates) -> (C,)``: nats added to each candidate's score. A record without
+    candidates (a turn that was not ranked) keeps its ``hit`` and ``hit1``."""
     out = []
     for r in records:
         if not r["candidates"]:
@@ -56,7 +57,8 @@ def replay_ranking(records: list[dict], relation_prior: float, length_norm: bool
                  else None)  # a calibrated chat's no-evidence log-likelihoods (ChatConfig.calibrate)
         ranked = rank_candidates(cands, np.array([c["loglik"] for c in r["candidates"]]),
                                  np.array([c["tokens"] for c in r["candidates"]]), prior, length_norm,
-                                 relation_prior * np.array([c["relation_fit"] for c in r["candidates"]]))
+                                 relation_prior * np.array([c["relation_fit"] for c in r["candidates"]])
+                                 + (extra(r["candidates"]) if extra is not None else 0.0))
         chosen = [c.name for c in choose(ranked, max_answers, margin)]
         s = kgqa_scores(chosen, r["answers"])
         out.append({"hit": s["hit"], "hit1": s["hit1"], "answers": len(chosen)})
@@ -129,21 +131,12 @@ def replay_with_reasoner(records: list[dict], weight: float, use_log: bool, rela
     """The LLM ranking re-scored with the generated-question reasoner's probability of each candidate
     (``reasoner_p``, its best node) added: ``weight * p`` nats, or ``weight * log(max(p, 1e-4))`` when ``use_log``.
     Per question ``{hit, hit1, answers}``; a record without candidates keeps its ``hit``."""
-    out = []
-    for r in records:
-        if not r["candidates"]:
-            out.append({"hit": r["hit"], "hit1": r.get("hit1", r["hit"]), "answers": 0})
-            continue
-        cands = [Candidate(c["name"], c["node_ids"]) for c in r["candidates"]]
-        p = np.array([c["reasoner_p"] for c in r["candidates"]], np.float64)
-        help_ = weight * (np.log(np.maximum(p, 1e-4)) if use_log else p)
-        ranked = rank_candidates(cands, np.array([c["loglik"] for c in r["candidates"]]),
-                                 np.array([c["tokens"] for c in r["candidates"]]), None, False,
-                                 relation_prior * np.array([c["relation_fit"] for c in r["candidates"]]) + help_)
-        chosen = [c.name for c in choose(ranked, max_answers, margin)]
-        s = kgqa_scores(chosen, r["answers"])
-        out.append({"hit": s["hit"], "hit1": s["hit1"], "answers": len(chosen)})
-    return out
+
+    def help_(candidates: list[dict]) -> np.ndarray:
+        p = np.array([c["reasoner_p"] for c in candidates], np.float64)
+        return weight * (np.log(np.maximum(p, 1e-4)) if use_log else p)
+
+    return replay_ranking(records, relation_prior, False, max_answers, margin, extra=help_)
 
 
 def reasoner_help_study(reasoner_cfg, split: str = "val", num_graphs: int = 200, seed: int = 0,
