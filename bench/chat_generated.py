@@ -199,7 +199,7 @@ def main() -> None:
     elif args.study == "ranking-settings":  # chosen on val
         result = chat_ranking.ranking_settings_study(args.split, args.graphs)
         out = write_result(f"chat_generated_ranking_settings_{args.split}", result)
-    elif args.study == "ranking-reasoner":  # chosen on val, then test once
+    elif args.study == "ranking-reasoner":  # on val; nothing was chosen, so never on test (docs/chat.md)
         result = chat_ranking.reasoner_help_study(GraphReasonerConfig(), args.split, args.graphs)
         out = write_result(f"chat_generated_ranking_reasoner_{args.split}", result)
     elif args.study == "linking":  # val first, then test once
@@ -240,7 +240,8 @@ def main() -> None:
                                                            "hit_by_weight_and_hop", "reasoner_alone",
                                                            "hit_by_setting", "confirm",
                                                            "answers_all_unnamed", "replay_matches", "asked", "reasoner",
-                                                           "pairs_hit1", "questions_masked_differently")}
+                                                           "pairs_hit1", "questions_masked_differently",
+                                                           "metaqa_test_questions_masked_differently")}
     if args.study == "word-fit":
         summary = {k: {"hit": result[k]["hit"], "pairs": result[k]["pairs"]}
                    for k in ("metaqa", "two_entity", "webqsp")}

@@ -122,8 +122,36 @@ def test_index_keeps_names_and_links_written_entities(movie_index):
         "who is it married to"
     assert idx.masked("Who directed The Matrix?", idx.link("Who directed The Matrix?")) == "Who directed it?"
     assert idx.masked("Who directed The Matrix?", []) == "Who directed The Matrix?"
+    hugo = accented.link("hugo chavez")
+    assert accented.masked("where was [hugo chavez] born?", hugo) == "where was it born?"  # folded, in brackets
+    assert accented.masked("is hugo chavez older than hugo chavez's son", hugo) == "is it older than it's son"
+    assert bush.masked("who is the wife of george w bush.", bush.link("george w bush")) == "who is the wife of it."
+    # a name written in part: one "it" for the words it shares, joined across stop words
+    rings = ChatIndex.build(graph_from_triple_list([("The Lord of the Rings", "written by", "J. R. R. Tolkien")]))
+    assert rings.masked("who wrote lord of the rings", rings.partial_link("who wrote lord of the rings")) == \
+        "who wrote it"
+    two = ChatIndex.build(graph_from_triple_list([("George W. Bush", "spouse", "Laura Bush")]))
+    both = two.link("[George W. Bush] [Laura Bush]")
+    assert two.masked("what did george bush and laura bush do", both) == "what did it and it do"
+    # a node the question does not write (a follow-up's carried entity, a fallback start): only a literal match
+    usa = ChatIndex.build(graph_from_triple_list([("United States of America", "borders", "Canada")]))
+    assert usa.masked("which states border it?", usa.rows_of(usa.node_ids), written=[]) == "which states border it?"
+    assert usa.masked("which states border it?", usa.link("[United States of America]")) == "which it border it?"
     again = ChatIndex.build(graph_from_triple_list(MOVIES))
     assert again.cached and again.digest == idx.digest
+
+
+def test_the_masking_study_compares_with_the_literal_mask_it_replaced():
+    from gr_core.studies.chat_linking import literal_masking
+
+    g = [("Hugo Chávez", "born in", "Sabaneta"), ("Sabaneta", "located in", "Venezuela")]
+    new, old = (GraphChat(g, kind="kg", retriever="pcst", answer_mode="paths") for _ in range(2))
+    literal_masking(old)
+    q = "where was hugo chavez born"
+    rows = new.index.link(q)
+    assert new.index.masked(q, rows) == "where was it born" and old.index.masked(q, rows) == q
+    assert old.index.masked("where was Hugo Chávez born", rows, written=rows) == "where was it born"
+    assert new.ask(q).answer == old.ask(q).answer  # both answer: the override takes the path ranker's written=
 
 
 def test_a_graph_without_nodes_is_refused():

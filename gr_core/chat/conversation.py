@@ -410,7 +410,8 @@ class GraphChat:
 
         cfg, index, kg = self.config, self.index, self.index.kg
         own = not turn.follow_up
-        options = [index.link(turn.question, cfg.link_uncased and own, cfg.link_partial and own)]
+        named = index.link(turn.question, cfg.link_uncased and own, cfg.link_partial and own)
+        options = [named]
         one_group = False
         prev = self.history[-1] if turn.follow_up and self.history else None
         if not options[0] and prev is not None:  # each a start set of its own: followed together, not intersected
@@ -420,14 +421,13 @@ class GraphChat:
         options = [o for o in options if o] or [index.rows_of(turn.linked)]
         if not options[0]:  # nothing named: the node most similar to the question
             options = [[int(np.argmax(index.similarities(self.embed(turn.question))[0]))]]
-        support = None
-        if turn.reasoner_probs is not None and cfg.path_reasoner_weight:  # the reasoner's mass on a path's answers
-            support = lambda path: float(turn.reasoner_probs[path.reached].sum())  # noqa: E731 one use
+        support = ((lambda path: float(turn.reasoner_probs[path.reached].sum()))  # the reasoner's mass on its answers
+                   if turn.reasoner_probs is not None and cfg.path_reasoner_weight else None)
         if self._path_scorer is None:
             self._path_scorer = PathScorer(lambda texts: self.encoder.encode(
                 texts, normalize_embeddings=True, convert_to_numpy=True, batch_size=64))
         def from_starts(starts, fallback):
-            masked = index.masked(turn.question, starts)
+            masked = index.masked(turn.question, starts, written=named)  # carried or fallback starts: literal only
             q_masked = self.embed(masked) if cfg.path_scorer == "sentence" else None  # coverage reads words only
             return (starts, *best_paths(self._path_scorer, kg, starts, masked, q_masked, cfg, one_group, support,
                                         fallback))

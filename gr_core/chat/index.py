@@ -44,6 +44,31 @@ def name_key(text: str) -> str:
     return " ".join(k for k in map(word_key, WORD.findall(text)) if k)
 
 
+def _word_spans(text: str) -> list[tuple[int, int, str]]:
+    """``(start, end, word_key)`` of each word of ``text``, the span without a possessive "'s" or the leading and
+    trailing periods and apostrophes :func:`word_key` drops (so that masking keeps them)."""
+    out = []
+    for m in WORD.finditer(text):
+        word = m.group()
+        core = word[:-2] if word.lower().endswith(("'s", "’s")) and len(word) > 2 else word
+        lead = len(core) - len(core.lstrip(".'’"))
+        core = core.strip(".'’")
+        if core:
+            out.append((m.start() + lead, m.start() + lead + len(core), word_key(core)))
+    return out
+
+
+def _joined(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``spans`` (in order) with neighbours merged where only spaces, punctuation and stop words lie between them."""
+    out: list[tuple[int, int]] = []
+    for a, b in spans:
+        if out and all(word_key(w) in STOP_WORDS for w in WORD.findall(text[out[-1][1]:a])):
+            out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return out
+
+
 def _scene_name(text: str) -> str:
     m = re.match(r"\s*name:\s*([^;]*)", text)
     return m.group(1).strip() if m else text
@@ -178,29 +203,47 @@ class ChatIndex:
         found = list(dict.fromkeys(r for _, rows in sorted(hits or uncased_words) for r in rows))
         return found if found or not partial else self.partial_link(question)
 
-    def masked(self, question: str, rows) -> str:
-        """``question`` with the mentions of the nodes ``rows`` (its linked entities) written "it": what a reasoner
-        with ``mask_topic`` and the path ranker read. Each name as :func:`~gr_core.gnn_rag.topic_masked` matches it
-        (without case, word-bounded, brackets included: the reasoner's training questions were masked so); a name the
-        question writes another way (:func:`name_key`: "hugo chavez" for "Hugo Chávez") by its run of words; a name
-        it writes only in part (:meth:`partial_link`: "heskey" for "Emile Heskey") by the content words they share."""
+    def masked(self, question: str, rows, written=None) -> str:
+        """``question`` with the mentions of the nodes ``rows`` written "it": what a reasoner with ``mask_topic`` and
+        the path ranker read. First every name as :func:`~gr_core.gnn_rag.topic_masked` matches it (without case,
+        word-bounded, brackets included: the question-trained reasoner's questions were masked so); then, for the
+        nodes the linker found in this question (``written``, default all ``rows``: a follow-up's carried entities and
+        a fallback start are not written in it), every run of words that is the name written another way
+        (:func:`name_key`: "hugo chavez" for "Hugo Chávez"); then, for a name still not found, its content words in the
+        question (:meth:`partial_link`'s: "Heskey" for "Emile Heskey"; in a question with capitals only capitalized
+        ones), neighbours joined by stop words made one "it" ("lord of the rings" for "The Lord of the Rings"). A
+        possessive keeps its "'s" and a sentence its final period."""
         from ..gnn_rag.training import TOPIC_WORD, topic_masked  # noqa: PLC0415 deferred: torch, for chats only
 
-        out = question
-        for name in sorted({self.kg.entities[r] for r in rows}, key=len, reverse=True):
+        names = sorted({_scene_name(self.kg.entities[r]) for r in rows}, key=lambda n: (-len(n), n))
+        loose = {_scene_name(self.kg.entities[r]) for r in (rows if written is None else written)}
+        out, left = question, []
+        for name in names:
             literal = topic_masked(out, [name])
             if literal != out:
                 out = literal
-                continue
-            keys = [k for k in map(word_key, WORD.findall(name)) if k]
-            spans = [(m.start(), m.end(), word_key(m.group())) for m in WORD.finditer(out)]
-            low = [k for _, _, k in spans]
-            whole = [(spans[s][0], spans[s + len(keys) - 1][1]) for s in range(len(low) - len(keys) + 1)
-                     if keys and low[s:s + len(keys)] == keys][:1]
-            own = {k for k in keys if len(k) >= 3 and k not in STOP_WORDS}
-            for a, b in reversed(whole or [(a, b) for a, b, k in spans if k in own]):
-                a, b = (a - 1, b + 1) if out[a - 1:a] == "[" and out[b:b + 1] == "]" else (a, b)
-                out = out[:a] + TOPIC_WORD + out[b:]
+            elif name in loose:
+                left.append(name)
+        cased = any(c.isupper() for c in question)
+        for whole in (True, False):
+            for name in list(left):
+                keys = [k for k in map(word_key, WORD.findall(name)) if k]
+                spans = _word_spans(out)
+                if whole:
+                    cut, s = [], 0
+                    while keys and s + len(keys) <= len(spans):
+                        hit = [k for *_, k in spans[s:s + len(keys)]] == keys
+                        cut += [(spans[s][0], spans[s + len(keys) - 1][1])] if hit else []
+                        s += len(keys) if hit else 1
+                else:
+                    own = {k for k in keys if len(k) >= 3 and k not in STOP_WORDS}
+                    cut = _joined(out, [(a, b) for i, (a, b, k) in enumerate(spans)
+                                        if k in own and (not cased or (i > 0 and out[a].isupper()))])
+                if cut:
+                    left.remove(name)
+                    for a, b in reversed(cut):
+                        a, b = (a - 1, b + 1) if out[a - 1:a] == "[" and out[b:b + 1] == "]" else (a, b)
+                        out = out[:a] + TOPIC_WORD + out[b:]
         return out
 
     def partial_link(self, question: str) -> list[int]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..chat import ChatConfig, GraphChat, load_graph
-from ..chat.graph_reasoner import train_graph_reasoner
+from ..chat.graph_reasoner import train_graph_reasoner, training_record
 from ..chat.index import name_key
 from ..gnn_rag import load_reasoner, topic_masked
 from ..stats import wilson_interval
@@ -104,7 +104,7 @@ def literal_masking(chat: GraphChat) -> GraphChat:
     """``chat`` masking its linked entities as before :meth:`~gr_core.chat.ChatIndex.masked`: each name matched
     literally (without case), so a name written without its accent or period, or in part, stayed in the question."""
     index = chat.index
-    index.masked = lambda question, rows: topic_masked(question, [index.kg.entities[r] for r in rows])
+    index.masked = lambda question, rows, written=None: topic_masked(question, [index.kg.entities[r] for r in rows])
     return chat
 
 
@@ -112,16 +112,19 @@ def masking_study(reasoner_cfg, split: str = "val", num_graphs: int = 200, seed:
     """The linked entities written "it" however the question wrote them (the default) against the literal match, on
     ``num_graphs`` WebQSP mini-graphs of ``split``: how many questions read differently, and the Hit of the two
     systems that read the masked question (the word-coverage path ranker, a reasoner trained on questions generated
-    from those graphs), each paired on the same questions. The LLM ranking reads the question as asked."""
+    from those graphs), each paired on the same questions, and how many of the path ranker's 900 MetaQA test
+    questions (:func:`metaqa_sample`, 300 a hop) read differently. The LLM ranking reads the question as asked."""
 
     questions, graphs = webqsp_sample(num_graphs, seed, split)
     plain = {spec: GraphChat(g, kind="kg", retriever="pcst", answer_mode="paths") for spec, g in graphs.items()}
     differ = 0
     for q in questions:
         index = plain[q["graph"]].index
-        rows = index.link(q["question"], True, True)
-        differ += index.masked(q["question"], rows) != topic_masked(q["question"], [index.kg.entities[r] for r in rows])
-    generated = load_reasoner(train_graph_reasoner([c.index for c in plain.values()], reasoner_cfg))
+        linked = index.link(q["question"], True, True)
+        differ += index.masked(q["question"], linked) != topic_masked(q["question"],
+                                                                      [index.kg.entities[r] for r in linked])
+    path = train_graph_reasoner([c.index for c in plain.values()], reasoner_cfg)
+    generated = load_reasoner(path)
     systems = {}
     for label, wrap in (("linked names masked as written (the default)", lambda c: c),
                         ("linked names masked literally (before)", literal_masking)):
@@ -131,7 +134,15 @@ def masking_study(reasoner_cfg, split: str = "val", num_graphs: int = 200, seed:
             graphs[spec], kind="kg", reasoner=generated, retriever="gnn"))
     rows = run_systems(systems, questions, graph_of=lambda q: q["graph"])
     labels = list(rows)
-    return {"questions_masked_differently": differ,
+    kb, kind, _ = load_graph("metaqa")  # cased questions: how many of the path ranker's MetaQA sample read otherwise
+    metaqa = GraphChat(kb, kind=kind, retriever="pcst", answer_mode="paths").index
+    metaqa_differ = 0
+    for q in metaqa_sample("test", 300, 0):
+        linked = metaqa.link(q["question"], True, True)
+        metaqa_differ += metaqa.masked(q["question"], linked) != topic_masked(q["question"],
+                                                                             [metaqa.kg.entities[r] for r in linked])
+    return {"questions_masked_differently": differ, "metaqa_test_questions_masked_differently": metaqa_differ,
+            "metaqa_questions": 900, "reasoner": training_record(path),
             "records": [hit_record(label, r, graph=f"webqsp {split}") for label, r in rows.items()],
             "pairs": [paired(labels[i], rows[labels[i]], labels[i + 2], rows[labels[i + 2]]) for i in (0, 1)],
             "questions": {"graphs": f"webqsp {split} mini-graphs", "num_graphs": len(graphs), "seed": seed},
