@@ -68,3 +68,16 @@ def test_a_frame_kept_with_a_key_reads_back_with_its_columns_even_when_empty(tmp
     pd.testing.assert_frame_equal(value_frame(done, "table", "table_columns"), table)
     back = value_frame(done)
     assert list(back.columns) == ["dataset", "h1", "n"] and len(back) == 0
+
+
+def test_records_are_gzipped_by_their_name_and_the_same_rows_give_the_same_bytes(tmp_path):
+    import pandas as pd
+
+    from gr_core.runs import write_records
+
+    rows = pd.DataFrame({"dataset": ["webqsp"] * 3, "index": [4, 8, 15], "hit": [1.0, 0.0, 1.0]})
+    a, b = write_records(rows, tmp_path / "a.jsonl.gz"), write_records(rows, tmp_path / "b.jsonl.gz")
+    assert a.read_bytes() == b.read_bytes() and a.read_bytes()[:2] == b"\x1f\x8b"  # gzip, no header time
+    pd.testing.assert_frame_equal(pd.read_json(a, lines=True), rows, check_dtype=False)  # JSON writes 1.0 as 1
+    plain = write_records(rows, tmp_path / "c.jsonl")  # plain text otherwise
+    assert plain.read_bytes()[:1] == b"{" and len(pd.read_json(plain, lines=True)) == 3

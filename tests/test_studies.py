@@ -13,6 +13,7 @@ from gr_core.g_retriever.model import GraphLLM, ModelConfig, method_config
 from gr_core.g_retriever.train import RunConfig, make_run_config
 from gr_core.report.claims import claims, load_tables, markdown_table, to_markdown
 from gr_core.report.results import k_sweep_table, table6, table7
+from gr_core.runs import write_records
 from gr_core.report.summary import headline, results_markdown
 from gr_core.runs import config_hash
 from gr_core.studies.efficiency import cost_rows, cost_summary, scaling_fit, table4, table12
@@ -188,7 +189,7 @@ def test_report_judges_claims_by_paired_tests(tmp_path):
              for r, hits in (("none", [0] * 30), ("gnn", [1] * 20 + [0] * 10), ("gnn+rog", [1] * 20 + [0] * 10))
              for i, h in enumerate(hits)]
     (tmp_path / "04_gnn_rag").mkdir()
-    (tmp_path / "04_gnn_rag" / "predictions.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
+    write_records(pd.DataFrame(preds), tmp_path / "04_gnn_rag" / "predictions.jsonl.gz")
     _write(tmp_path, "05_hallucination/table5_all_levels.csv", pd.DataFrame({
         "dataset": ["clevr", "clevr"], "system": ["graph_token", "g_retriever"], "level": ["normalized"] * 2,
         "citing_%": [0.0, 1.0], "fully_valid_%": [0.0, 1.0]}))

@@ -2,7 +2,7 @@
 
 Nothing here trains or answers: tables are read from the CSV files the notebooks wrote, and each comparison of two
 systems is a paired test on the per-question answers in their run directories (``runs/<name>/predictions.jsonl``)
-or notebook 04's ``predictions.jsonl``: exact McNemar on right / wrong, both scores, n and p printed. A comparison is
+or notebook 04's ``predictions.jsonl.gz``: exact McNemar on right / wrong, both scores, n and p printed. A comparison is
 ``reproduced`` only when it goes the paper's way and p < 0.05, ``contradicted`` when significant the other way, and
 ``not significant`` otherwise. Measurement claims (tokens cut, epochs shortened) keep a threshold verdict
 (``reproduced`` / ``partly`` / ``not reproduced``); ``not testable here`` says which numbers are missing.
@@ -364,7 +364,7 @@ def _ablation_claims(t: dict, root: Path | None) -> list[Claim]:
 
 
 def _gnn_rag_claims(t: dict, root: Path | None) -> list[Claim]:
-    src = "04_gnn_rag/predictions.jsonl"
+    src = "04_gnn_rag/predictions.jsonl.gz"  # gr_core.runs.write_records
     # the paper's WebQSP Hit differences (Table 4 rows (e) and (h), Table 5's untuned LLM) are the effects powered
     # for on every dataset key (MetaQA has no plain-LLM row in the paper)
     web = {k[1]: v.get("Hit") for k, v in PAPER_GNN_RAG.items() if k[0] == "webqsp"}

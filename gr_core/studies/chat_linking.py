@@ -108,6 +108,12 @@ def literal_masking(chat: GraphChat) -> GraphChat:
     return chat
 
 
+def _reads_differently(index, question: str) -> bool:
+    """Whether ``question``, linked with the chat's default rules, is masked otherwise than by the literal match."""
+    linked = index.link(question, True, True)
+    return index.masked(question, linked) != topic_masked(question, [index.kg.entities[r] for r in linked])
+
+
 def masking_study(reasoner_cfg, split: str = "val", num_graphs: int = 200, seed: int = 0) -> dict:
     """The linked entities written "it" however the question wrote them (the default) against the literal match, on
     ``num_graphs`` WebQSP mini-graphs of ``split``: how many questions read differently, and the Hit of the two
@@ -117,12 +123,7 @@ def masking_study(reasoner_cfg, split: str = "val", num_graphs: int = 200, seed:
 
     questions, graphs = webqsp_sample(num_graphs, seed, split)
     plain = {spec: GraphChat(g, kind="kg", retriever="pcst", answer_mode="paths") for spec, g in graphs.items()}
-    differ = 0
-    for q in questions:
-        index = plain[q["graph"]].index
-        linked = index.link(q["question"], True, True)
-        differ += index.masked(q["question"], linked) != topic_masked(q["question"],
-                                                                      [index.kg.entities[r] for r in linked])
+    differ = sum(_reads_differently(plain[q["graph"]].index, q["question"]) for q in questions)
     path = train_graph_reasoner([c.index for c in plain.values()], reasoner_cfg)
     generated = load_reasoner(path)
     systems = {}
@@ -136,11 +137,7 @@ def masking_study(reasoner_cfg, split: str = "val", num_graphs: int = 200, seed:
     labels = list(rows)
     kb, kind, _ = load_graph("metaqa")  # cased questions: how many of the path ranker's MetaQA sample read otherwise
     metaqa = GraphChat(kb, kind=kind, retriever="pcst", answer_mode="paths").index
-    metaqa_differ = 0
-    for q in metaqa_sample("test", 300, 0):
-        linked = metaqa.link(q["question"], True, True)
-        metaqa_differ += metaqa.masked(q["question"], linked) != topic_masked(q["question"],
-                                                                             [metaqa.kg.entities[r] for r in linked])
+    metaqa_differ = sum(_reads_differently(metaqa, q["question"]) for q in metaqa_sample("test", 300, 0))
     return {"questions_masked_differently": differ, "metaqa_test_questions_masked_differently": metaqa_differ,
             "metaqa_questions": 900, "reasoner": training_record(path),
             "records": [hit_record(label, r, graph=f"webqsp {split}") for label, r in rows.items()],

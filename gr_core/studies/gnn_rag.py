@@ -21,7 +21,7 @@ from ..graphqa import DatasetConfig, cache_key, load_dataset
 from ..paths import repo_relative
 from ..published import PAPER_GNN_ONLY
 from ..runs import (check_run_identity, config_hash, environment_record, frame_value, read_json, read_keyed,
-                    value_frame, write_json, write_keyed)
+                    value_frame, write_json, write_keyed, write_records)
 from ..stats import compare, verdict, wilson_interval
 from .gnn_rag_llm import retriever_table, run_gnn_rag
 
@@ -311,7 +311,7 @@ def llm_half_run(reasoners: dict[str, str], out_dir, max_test: int = 100, llm_ma
     by the LoRA answer generator over the reasoner's paths (notebook 04's recipe and settings of its cpu preset),
     with Hit / Hit@1 / F1 and the exact McNemar test of ``gnn`` against ``none`` on Hit and on Hit@1.
 
-    ``reasoners``: ``{dataset key: saved reasoner}``. Writes ``out_dir``: ``retrievers.csv``, ``predictions.jsonl``,
+    ``reasoners``: ``{dataset key: saved reasoner}``. Writes ``out_dir``: ``retrievers.csv``, ``predictions.jsonl.gz``,
     ``paired.csv`` and ``metrics.json`` (settings, LoRA histories, environment)."""
 
     out_dir = Path(out_dir)
@@ -340,7 +340,7 @@ def llm_half_run(reasoners: dict[str, str], out_dir, max_test: int = 100, llm_ma
     table, paired = retriever_table(rows), pd.DataFrame(paired)
     table.to_csv(out_dir / "retrievers.csv", index=False)
     paired.to_csv(out_dir / "paired.csv", index=False)
-    rows.to_json(out_dir / "predictions.jsonl", orient="records", lines=True)
+    write_records(rows, out_dir / "predictions.jsonl.gz")
     write_json(out_dir / "metrics.json", {
         "reasoners": reasoners, "retrievers": table.to_dict("records"), "paired": paired.to_dict("records"),
         "training": rag["training"], "settings": {"max_test": max_test, "llm_max_train": llm_max_train,
