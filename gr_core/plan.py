@@ -268,10 +268,11 @@ def gnn_rag_rows(preset: str, profile: Profile, root: Path | None = None, overri
     return rows
 
 
-def plan(preset: str, profile: str = "cpu-bf16", root: Path | None = None, overrides: dict | None = None
-         ) -> tuple[pd.DataFrame, pd.DataFrame]:
+def plan(preset: str, profile: str = "cpu-bf16", root: Path | None = None, overrides: dict | None = None,
+         only: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(runs, notebooks)``: every estimated run, and per notebook the runs' sum plus its other measured work
-    (``overrides``: the suite's ``-p`` parameters, applied to every notebook as the suite applies them)."""
+    (``overrides``: the suite's ``-p`` parameters, applied to every notebook as the suite applies them; ``only``:
+    the suite's ``--only`` prefixes, the notebooks left out of both tables)."""
     prof = profiles(root)[profile]
     measured = measured_runs(root)
     runs = pd.DataFrame(training_rows(preset, measured, prof, root, overrides)
@@ -281,7 +282,10 @@ def plan(preset: str, profile: str = "cpu-bf16", root: Path | None = None, overr
     last = {n.get("notebook"): n.get("seconds") for n in suite.get("notebooks", []) if isinstance(n, dict)}
 
     rows = []
-    for nb in find_notebooks(Path(__file__).resolve().parent.parent / "notebooks"):
+    chosen = find_notebooks(Path(__file__).resolve().parent.parent / "notebooks", only)
+    if len(runs):
+        runs = runs[runs.notebook.isin([nb.stem for nb in chosen])].reset_index(drop=True)
+    for nb in chosen:
         mine = runs[runs.notebook == nb.stem] if len(runs) else runs
         known = mine.seconds.dropna().sum() if len(mine) else 0.0
         unknown = int(mine.seconds.isna().sum()) if len(mine) else 0
@@ -327,8 +331,10 @@ def _runs_seconds(runs_dir: Path, planned: pd.DataFrame) -> float:
     return total
 
 
-def render(preset: str, profile: str = "cpu-bf16", root: Path | None = None) -> str:
-    runs, notebooks = plan(preset, profile, root)
+def render(preset: str, profile: str = "cpu-bf16", root: Path | None = None, overrides: dict | None = None,
+           only: list[str] | None = None) -> str:
+    """The plan as the text ``--dry-run`` prints (arguments as :func:`plan`)."""
+    runs, notebooks = plan(preset, profile, root, overrides, only)
     prof = profiles(root)[profile]
     lines = [f"plan of preset {preset!r} on {prof.name}: {prof.description}", f"  speeds from: {prof.basis}", ""]
     for nb in notebooks.itertuples():

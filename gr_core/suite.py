@@ -224,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
                         "for full, else the CPU's own dtype)")
     args = parser.parse_args(argv)
     if args.dry_run:
-        print(render(args.preset, args.profile or default_profile(args.preset)))
+        print(render(args.preset, args.profile or default_profile(args.preset), overrides=dict(args.param),
+                     only=args.only))
         return 0
     summary = run_suite(args.preset, args.notebooks_dir, args.only, dict(args.param),
                         args.keep_going, args.log_output, args.cell_timeout)

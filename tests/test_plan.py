@@ -70,6 +70,9 @@ def test_suite_dry_run_prints_the_plan_and_runs_nothing(capsys, tmp_path, monkey
     assert suite.main(["--preset", "quick", "--dry-run", "--profile", "cpu-fp32"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("plan of preset 'quick' on cpu-fp32") and "04_gnn_rag" in out and "\nestimated" in out
+    assert suite.main(["--preset", "quick", "--dry-run", "--profile", "cpu-fp32", "--only", "07"]) == 0
+    out = capsys.readouterr().out  # --only plans only the notebooks the suite would run
+    assert "07_ablations:" in out and "03_training" not in out and "04_gnn_rag" not in out
 
 
 def test_gnn_rag_answers_add_the_relation_paths_measured_by_the_bench(outputs):
