@@ -229,6 +229,16 @@ def test_headline_rows_carry_n_an_interval_and_the_file(tmp_path):
     assert row["n"] == "200" and row["ours"] == "75 [68.57, 80.49] / 50" and row["file"] == "04_gnn_rag/gnn_only.csv"
 
 
+def test_headline_table6_over_seeds_gives_mean_and_std_and_names_the_papers_dataset(tmp_path):
+    _write(tmp_path, "07_ablations/table6.csv", pd.DataFrame({
+        "dataset": ["explagraphs", "webqsp"], "method": ["gr_wo_text"] * 2, "ablation": ["w/o textualized graph"] * 2,
+        "ours": [0.69, 30.0], "seeds": [3, 1], "ours_std": [0.0117, None], "n_test": [554, 100],
+        "ci_low": [0.64, 21.0], "ci_high": [0.72, 40.0], "paper": [56.96, 56.96]}))
+    rows = headline(load_tables(tmp_path)).to_dict("records")
+    assert rows[0]["ours"] == "0.69 ± 0.0117 over 3 seeds" and rows[0]["paper"] == "56.96 (WebQSP Hit)"
+    assert rows[1]["ours"] == "30 [21, 40]" and rows[1]["paper"] == "56.96"
+
+
 def test_markdown_table_escapes_and_formats():
     md = markdown_table(pd.DataFrame({"a": ["x|y", None], "b": [1234567.0, 0.123456]}))
     assert md.splitlines() == ["| a | b |", "|---|---|", "| x\\|y | 1,234,567 |", "|  | 0.1235 |"]
