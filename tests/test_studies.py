@@ -134,15 +134,24 @@ def test_scaling_slopes_and_tables_4_and_12():
     fit = scaling_fit(rows).set_index("method")
     assert fit.loc["whole graph", "tokens_slope"] == pytest.approx(1.0) and fit.loc["pcst", "tokens_slope"] == 0.0
     summary = cost_summary(rows.assign(edges=0))
+    # as run_plan returns them: metrics.json rows, the precision each was timed in as a record of its own
+    epyc = {"dtype": "bfloat16", "cpu_model": "AMD EPYC"}
     runs = pd.DataFrame([_metrics("webqsp-g_retriever-seed0", "g_retriever", 50.0, seconds_per_epoch=60.0,
-                                  inference_seconds=5.0),
+                                  inference_seconds=5.0, precision=epyc),
                          _metrics("webqsp-gr_wo_retrieval-seed0", "gr_wo_retrieval", 45.0, seconds_per_epoch=180.0,
-                                  inference_seconds=9.0)])
+                                  inference_seconds=9.0, precision=epyc)])
     t4 = table4(summary, runs, {"webqsp": ("k", "webqsp")}).iloc[0]
     assert (t4.min_epoch_before, t4.min_epoch_after, t4["epoch_reduction_%"]) == (3.0, 1.0, 66.7)
+    assert (t4.dtype_before, t4.cpu_after) == ("bfloat16", "AMD EPYC")
+    # epochs timed on two CPUs, or with no record of where, are not compared
+    other = runs.assign(precision=[epyc, {"dtype": "float32", "cpu_model": "Intel Xeon"}])
+    assert pd.isna(table4(summary, other, {"webqsp": ("k", "webqsp")}).iloc[0].get("epoch_reduction_%"))
+    unknown = runs.drop(columns="precision")
+    assert pd.isna(table4(summary, unknown, {"webqsp": ("k", "webqsp")}).iloc[0].get("epoch_reduction_%"))
     assert t4["token_reduction_%"] == pytest.approx(100 * (1 - 300 / 7400), abs=0.1) and t4["paper tokens_after"] == 610
     t12 = table12(runs).set_index("name")
     assert t12.loc["g_retriever", "min/epoch"] == 1.0 and t12.loc["g_retriever", "inference s/question"] == 0.5
+    assert (t12.loc["g_retriever", "dtype"], t12.loc["g_retriever", "cpu"]) == ("bfloat16", "AMD EPYC")
     assert pd.isna(t12.loc["lora", "ours"]) and t12.loc["lora", "paper Hit@1"] == 66.03
 
 
@@ -210,6 +219,37 @@ def test_report_judges_claims_by_paired_tests(tmp_path):
     results = results_markdown(load_tables(tmp_path), c, "toy", tmp_path / "no-bench")
     assert "| GR Table 3, webqsp: g_retriever" in results and "do not edit by hand" in results
     assert "Speed benchmarks" not in results  # no bench files: no empty section
+
+
+def test_retrieval_shortens_epochs_is_decided_by_the_steps_timed_alone(tmp_path):
+    root = tmp_path / "cpu"
+    _write(root, "06_efficiency/table4.csv", pd.DataFrame({
+        "row": ["webqsp", "clevr"], "sizes from": ["webqsp_full", "clevr"], "tokens_before": [92522.0, 835.0],
+        "tokens_after": [534.0, 365.0], "token_reduction_%": [99.4, 56.3], "min_epoch_before": [3.9, 4.57],
+        "min_epoch_after": [1.41, 7.6]}))
+
+    def epoch_claim():
+        return claims(load_tables(root), root).set_index("claim").loc[
+            "Retrieval shortens training epochs (Table 4: -29% / -67%)"]
+
+    runs_only = epoch_claim()  # the runs' epochs alone: clevr's, trained under another load, went the other way
+    assert runs_only.verdict == "partly" and runs_only.source == "06_efficiency/table4.csv"
+
+    def side(median):
+        return {"seconds_per_step": {"median_s": median}}
+
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "retrieval_epoch.json").write_text(json.dumps({
+        "threads": 2, "machine": {"cpu_model": "AMD EPYC", "auto_dtype": "bfloat16"}, "datasets": {
+            "webqsp": {"sides": {"gr_wo_retrieval": side(8.0), "g_retriever": side(4.0)}, "step_reduction_%": 50.0,
+                       "paper_reduction_%": 66.8},
+            "clevr": {"sides": {"gr_wo_retrieval": side(6.0), "g_retriever": side(4.5)}, "step_reduction_%": 25.0,
+                      "paper_reduction_%": 29.5}}}))
+    timed = epoch_claim()
+    assert timed.verdict == "reproduced" and timed.source == "bench/retrieval_epoch.json"
+    assert timed.evidence.startswith("timed alone, both sides in one process") and \
+        "webqsp: 8.00 -> 4.00 s per training step (-50.0%; paper's epoch -66.8%)" in timed.evidence
+    assert "not a controlled comparison): webqsp: 3.9 -> 1.41 min/epoch" in timed.evidence
 
 
 def test_a_claim_not_run_says_whether_its_preset_will_run_it(tmp_path):

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..g_retriever.textualize import textualize
+from ..precision import run_precision
 from ..published import PAPER_TABLE4, PAPER_TABLE12
 from ..report.results import by_name
 from ..runs import progress
@@ -192,15 +193,24 @@ def table4(summary: pd.DataFrame, runs: pd.DataFrame, rows: dict[str, tuple[str,
         rec["token_reduction_%"] = round(100 * (1 - rec["tokens_after"] / rec["tokens_before"]), 1)
         rec["node_reduction_%"] = round(100 * (1 - rec["nodes_after"] / rec["nodes_before"]), 1)
         # the two epochs' times are compared: name the precision and CPU each ran on, and compare only like with like
-        rec["dtype_before"], rec["dtype_after"] = before.get("dtype"), after.get("dtype")
-        rec["cpu_before"], rec["cpu_after"] = before.get("cpu_model"), after.get("cpu_model")
-        alike = (rec["dtype_before"], rec["cpu_before"]) == (rec["dtype_after"], rec["cpu_after"])
+        rec["dtype_before"], rec["cpu_before"] = _ran_on(before)
+        rec["dtype_after"], rec["cpu_after"] = _ran_on(after)
+        alike = None not in (rec["dtype_before"], rec["cpu_before"]) and \
+            (rec["dtype_before"], rec["cpu_before"]) == (rec["dtype_after"], rec["cpu_after"])
         if rec["min_epoch_before"] and rec["min_epoch_after"] and alike:
             rec["epoch_reduction_%"] = round(100 * (1 - rec["min_epoch_after"] / rec["min_epoch_before"]), 1)
         paper = PAPER_TABLE4.get("scene_graphs" if dataset in ("clevr", "gqa_micro") else dataset, {})
         rec.update({f"paper {k}": v for k, v in paper.items()})
         out.append(rec)
     return pd.DataFrame(out)
+
+
+def _ran_on(metrics: dict) -> tuple[str | None, str | None]:
+    """``(LLM dtype, CPU model)`` a run was timed on: the columns :func:`~gr_core.report.results.collect_runs` adds,
+    else the run's own precision record (the rows :func:`~gr_core.g_retriever.experiments.run_plan` returns are
+    ``metrics.json`` as written); ``None`` where neither says."""
+    record = run_precision(metrics)
+    return metrics.get("dtype") or record.get("dtype"), metrics.get("cpu_model") or record.get("cpu_model")
 
 
 def table12(runs: pd.DataFrame, dataset: str = "webqsp", seed: int = 0) -> pd.DataFrame:
@@ -215,7 +225,8 @@ def table12(runs: pd.DataFrame, dataset: str = "webqsp", seed: int = 0) -> pd.Da
                "min/epoch": None,
                "inference s/question": None, "paper Hit@1": paper_score, "paper time": paper_time}
         if r is not None:
-            rec.update({"ours": r["score"], "n_test": r["num_test"], "dtype": r.get("dtype"), "cpu": r.get("cpu_model"),
+            dtype, cpu = _ran_on(r)
+            rec.update({"ours": r["score"], "n_test": r["num_test"], "dtype": dtype, "cpu": cpu,
                         "min/epoch": (None if r.get("seconds_per_epoch") is None
                                       else round(r["seconds_per_epoch"] / 60, 2)),
                         "inference s/question": round(r["inference_seconds"] / max(r["num_test"], 1), 3)})
