@@ -252,6 +252,20 @@ def test_retrieval_shortens_epochs_is_decided_by_the_steps_timed_alone(tmp_path)
     assert "not a controlled comparison): webqsp: 3.9 -> 1.41 min/epoch" in timed.evidence
 
 
+def test_the_k_claim_names_the_k_sweeps_dataset_not_the_ablations(tmp_path):
+    _write(tmp_path, "07_ablations/table6.csv", pd.DataFrame({
+        "dataset": ["explagraphs"], "method": ["gr_wo_text"], "ablation": ["w/o textualized graph"], "ours": [0.69],
+        "paper": [56.96], "paper_drop_%": [19.19]}))
+    _write(tmp_path, "07_ablations/table10.csv", pd.DataFrame({
+        "name": ["webqsp-g_retriever-k3-ce0.5-seed0", "webqsp-g_retriever-k10-ce0.5-seed0"], "k": [3, 10],
+        "chosen": [False, True]}))
+    _run(tmp_path, "webqsp-g_retriever-k3-ce0.5-seed0", [1] * 4 + [0] * 6)
+    _run(tmp_path, "webqsp-g_retriever-k10-ce0.5-seed0", [1] * 6 + [0] * 4)
+    c = claims(load_tables(tmp_path), tmp_path)
+    k = c[c.claim.str.startswith("A larger k")].iloc[0]
+    assert k.dataset == "webqsp" and k.n == 10 and "chosen on validation: k=10" in k.evidence
+
+
 def test_a_claim_not_run_says_whether_its_preset_will_run_it(tmp_path):
     quick, cpu = tmp_path / "quick", tmp_path / "cpu"
     for root in (quick, cpu):
