@@ -109,15 +109,23 @@ def run_suite(preset: str, notebooks_dir: Path | None = None, only: list[str] | 
                   f"{record['error']}\n      the executed notebook (with the error marked) is at {target}",
                   file=sys.stderr, flush=True)
         results.append(record)
-    counts = {s: sum(r["status"] == s for r in results) for s in ("passed", "failed", "skipped")}
+        # written after every notebook, so that a suite stopped part way keeps the records of those it finished
+        write_json(out_dir / "suite.json", _merge_previous(out_dir / "suite.json", dict(
+            _summary(preset, results, environment, time.perf_counter() - total_start), running=True)))
     seconds = round(time.perf_counter() - total_start, 1)
-    summary = {"preset": preset, "notebooks": results, "counts": counts, "seconds": seconds,
-               "environment": environment}
+    summary = _summary(preset, results, environment, seconds)
     if not only:  # the whole suite ran: its time is the suite's total (a partial run never replaces it)
         summary["total_seconds"] = seconds
     write_json(out_dir / "suite.json", _merge_previous(out_dir / "suite.json", summary) if only else summary)
     print(f"suite {preset}: {_minutes(seconds)} in all", flush=True)
     return summary
+
+
+def _summary(preset: str, results: list[dict], environment: dict, seconds: float) -> dict:
+    """The suite's record of the notebooks run so far (``suite.json``'s layout)."""
+    counts = {s: sum(r["status"] == s for r in results) for s in ("passed", "failed", "skipped")}
+    return {"preset": preset, "notebooks": results, "counts": counts, "seconds": round(seconds, 1),
+            "environment": environment}
 
 
 def describe_precision(precision: dict) -> str:

@@ -80,3 +80,15 @@ def test_progress_line_estimates_from_the_last_run():
 
     assert progress_line(30, [Path("05_x.ipynb")], {"05_x.ipynb": 600.0}) == "elapsed 30 s, about 10.0 min left"
     assert progress_line(0, [Path("05_x.ipynb")], {}) == "elapsed 0 s, no earlier time for 05_x"
+
+
+def test_a_suite_stopped_part_way_keeps_the_records_of_the_notebooks_it_finished(tmp_path):
+    (tmp_path / "nbs").mkdir()
+    _notebook(tmp_path / "nbs" / "00_first.ipynb", "print('first', x)")
+    # the kernel's parent is the suite: killing it is a suite stopped by hand, by a time limit or by the machine
+    _notebook(tmp_path / "nbs" / "01_stops.ipynb", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)")
+    res = _run_suite(tmp_path)
+    assert res.returncode == -9
+    summary = json.loads((tmp_path / "out" / "smoke" / "suite.json").read_text())
+    assert [(n["notebook"], n["status"]) for n in summary["notebooks"]] == [("00_first.ipynb", "passed")]
+    assert summary["running"] is True and "total_seconds" not in summary  # never mistaken for a whole run
