@@ -11,7 +11,8 @@ from gr_core.g_retriever.experiments import RunSettings
 from gr_core.g_retriever.graph_encoder import GNNConfig
 from gr_core.g_retriever.model import GraphLLM, ModelConfig, method_config
 from gr_core.g_retriever.train import RunConfig, make_run_config
-from gr_core.report.claims import claims, load_tables, markdown_table, to_markdown
+from gr_core.report.claims import claims, load_tables, to_markdown
+from gr_core.report.markdown import markdown_table
 from gr_core.report.results import k_sweep_table, table6, table7
 from gr_core.runs import write_records
 from gr_core.report.summary import headline, results_markdown

@@ -32,6 +32,7 @@ import pandas as pd
 from ..published import PAPER_COLUMN, PAPER_GNN_RAG, PAPER_TABLE3, PAPER_TABLE6, PAPER_TABLE10
 from ..runs import seed_run_dirs
 from ..stats import compare, compare_seeds, mcnemar_n_for_power, verdict
+from .markdown import markdown_table
 from .results import run_question_scores
 
 # notebook output folder -> the CSV tables the report reads (file stem -> title)
@@ -447,21 +448,6 @@ def claims(tables: dict[str, pd.DataFrame], root: str | Path | None = None) -> p
 def figures(root: str | Path) -> list[Path]:
     """The PNG figures of :data:`FIGURES` that exist under ``root``."""
     return [p for nb, names in FIGURES.items() for n in names if (p := Path(root) / nb / f"{n}.png").is_file()]
-
-
-def markdown_table(df: pd.DataFrame) -> str:
-    """A GitHub Markdown table of ``df`` (what ``DataFrame.to_markdown`` gives, without the tabulate dependency)."""
-    def cell(v) -> str:
-        if v is None or (isinstance(v, float) and v != v):
-            return ""
-        if isinstance(v, float):
-            return f"{v:,.0f}" if abs(v) >= 1000 or (v == int(v) and abs(v) >= 100) else f"{v:.4g}"
-        return str(v).replace("|", "\\|").replace("\n", " ")
-
-    head = "| " + " | ".join(map(str, df.columns)) + " |"
-    rule = "|" + "|".join("---" for _ in df.columns) + "|"
-    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
-    return "\n".join([head, rule] + body)
 
 
 def claims_markdown(claim_table: pd.DataFrame) -> list[str]:

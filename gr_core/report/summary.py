@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 
 from ..stats import wilson_interval
-from .claims import claims_markdown, markdown_table
+from .claims import claims_markdown
+from .markdown import markdown_table
 
 
 def _num(v, digits: int = 4) -> str:
