@@ -22,7 +22,6 @@ quantity (no paired test); ``no`` otherwise: the sanity rows.
 from __future__ import annotations
 
 import json
-
 from dataclasses import dataclass
 from pathlib import Path
 
