@@ -136,9 +136,10 @@ def with_progress(row: dict, runs_dir: Path, seeds: list[int], hashes: list[str 
 
 
 def training_rows(preset: str, measured: pd.DataFrame, profile: Profile, root: Path | None = None,
-                  overrides: dict | None = None) -> list[dict]:
+                  overrides: dict | None = None, only: list[str] | None = None) -> list[dict]:
     """The runs of notebooks 03 and 07 (each run once: 07 reuses 03's runs of the same configuration), with the seeds
-    already finished in the preset's ``runs/`` taken off (:func:`with_progress`)."""
+    already finished in the preset's ``runs/`` taken off (:func:`with_progress`). With ``only`` (the suite's
+    ``--only``) leaving 03 out, 07 plans the runs it shares with 03 itself, as it would train them."""
     from .g_retriever.experiments import preset_run_config  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.g_retriever; this module stays torch-free
     from .g_retriever.model import method_config  # noqa: PLC0415 deferred: as above
 
@@ -161,7 +162,8 @@ def training_rows(preset: str, measured: pd.DataFrame, profile: Profile, root: P
     p3 = notebook_parameters(preset, "03_training", overrides)
     seeds = int(p3.get("num_seeds", 1))
     per = p3.get("per_dataset") or {}
-    for dataset, methods in (p3.get("plan") or {}).items():
+    with_03 = not only or any("03_training".startswith(o) for o in only)
+    for dataset, methods in (p3.get("plan") or {}).items() if with_03 else ():
         for method in methods:
             params = {**p3, **(per.get(dataset) or {}), **(per.get(f"{dataset}/{method}") or {})}
             trained = method_config(method).trainable and params.get("num_epochs", 0) > 0
@@ -275,7 +277,7 @@ def plan(preset: str, profile: str = "cpu-bf16", root: Path | None = None, overr
     the suite's ``--only`` prefixes, the notebooks left out of both tables)."""
     prof = profiles(root)[profile]
     measured = measured_runs(root)
-    runs = pd.DataFrame(training_rows(preset, measured, prof, root, overrides)
+    runs = pd.DataFrame(training_rows(preset, measured, prof, root, overrides, only)
                         + gnn_rag_rows(preset, prof, root, overrides))
     base = Path(root) if root else outputs_root("bench").parent
     suite = bench_json(base / preset / "suite.json")

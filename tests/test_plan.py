@@ -73,6 +73,9 @@ def test_suite_dry_run_prints_the_plan_and_runs_nothing(capsys, tmp_path, monkey
     assert suite.main(["--preset", "quick", "--dry-run", "--profile", "cpu-fp32", "--only", "07"]) == 0
     out = capsys.readouterr().out  # --only plans only the notebooks the suite would run
     assert "07_ablations:" in out and "03_training" not in out and "04_gnn_rag" not in out
+    # 07's rows shared with 03 (the full model, prompt tuning) are 07's to train when 03 is left out
+    runs, _ = plan("cpu", "cpu-bf16", only=["07"])
+    assert {"explagraphs-g_retriever", "explagraphs-prompt_tuning"} <= set(runs[runs.notebook == "07_ablations"].name)
 
 
 def test_gnn_rag_answers_add_the_relation_paths_measured_by_the_bench(outputs):

@@ -210,7 +210,12 @@ def _ran_on(metrics: dict) -> tuple[str | None, str | None]:
     else the run's own precision record (the rows :func:`~gr_core.g_retriever.experiments.run_plan` returns are
     ``metrics.json`` as written); ``None`` where neither says."""
     record = run_precision(metrics)
-    return metrics.get("dtype") or record.get("dtype"), metrics.get("cpu_model") or record.get("cpu_model")
+
+    def known(key: str) -> str | None:  # NaN (a column absent for this row) and "not recorded" are unknown
+        return next((v for v in (metrics.get(key), record.get(key)) if isinstance(v, str) and v != "not recorded"),
+                    None)
+
+    return known("dtype"), known("cpu_model")
 
 
 def table12(runs: pd.DataFrame, dataset: str = "webqsp", seed: int = 0) -> pd.DataFrame:
