@@ -25,16 +25,15 @@ import time
 
 import torch
 
-from gr_core.g_retriever.examples import build_examples, length_batches
+from gr_core.g_retriever.examples import build_examples, example_lengths, length_batches, split_indices
 from gr_core.g_retriever.experiments import preset_run_config
 from gr_core.g_retriever.model import DEFAULT_SOFT_PROMPT_INIT, SOFT_PROMPT_INIT, GraphLLM
-from gr_core.g_retriever.train import param_groups, split_indices
+from gr_core.g_retriever.train import param_groups
 from gr_core.graphqa import DatasetConfig, load_dataset
 from gr_core.runs import seed_everything
+from gr_core.studies.efficiency import paper_table4
 
 SIDES = {"g_retriever": "with retrieval (PCST subgraph)", "gr_wo_retrieval": "without retrieval (whole graph)"}
-# GR Table 4: minutes per epoch without -> with retrieval (clevr stands for its SceneGraphs row)
-PAPER = {"webqsp": (18.7, 6.2), "clevr": (123.1, 86.8)}
 
 
 def time_side(ds, dataset: str, method: str, preset: str, steps: int = 0) -> dict:
@@ -46,7 +45,7 @@ def time_side(ds, dataset: str, method: str, preset: str, steps: int = 0) -> dic
                      soft_prompt_init=SOFT_PROMPT_INIT.get(dataset, DEFAULT_SOFT_PROMPT_INIT))
     train_idx = split_indices(ds, cfg)["train"]
     examples = model.tokenize(build_examples(ds, train_idx, cfg.model, desc=f"{dataset} {method}"))
-    lengths = [len(ex.desc_ids) + len(ex.question_ids) + len(ex.label_ids) for ex in examples]
+    lengths = example_lengths(examples)
     batches = length_batches(lengths, cfg.train.batch_size, 0, cfg.train.bucket_window)
     opt = torch.optim.AdamW(param_groups(model, cfg.train), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay,
                             betas=cfg.train.betas)
@@ -87,7 +86,8 @@ def main() -> None:
                   f"{side['real_tokens']} real tokens ({side['seconds_per_1k_tokens']:.3f} s per 1k), "
                   f"{side['min_per_epoch']:.2f} min/epoch ({time.perf_counter() - t0:.0f} s)", flush=True)
         before, after = sides["gr_wo_retrieval"]["seconds"], sides["g_retriever"]["seconds"]
-        paper = PAPER.get(dataset)
+        row = paper_table4(dataset)  # GR Table 4's minutes per epoch without -> with retrieval
+        paper = (row["min_epoch_before"], row["min_epoch_after"]) if row else None
         result["datasets"][dataset] = {
             "sides": sides, "epoch_reduction_%": round(100 * (1 - after / before), 1),
             "token_reduction_%": round(100 * (1 - sides["g_retriever"]["real_tokens"]

@@ -73,6 +73,11 @@ def build_examples(ds, indices: list[int], cfg: ModelConfig, store=None, desc: s
     return out
 
 
+def example_lengths(examples: list[Example]) -> list[int]:
+    """Each tokenized example's training length (graph text + question + label tokens): what the batches bucket."""
+    return [len(ex.desc_ids) + len(ex.question_ids) + len(ex.label_ids) for ex in examples]
+
+
 def length_batches(lengths: list[int], batch_size: int, seed: int, window: int = 50) -> list[list[int]]:
     """Length-bucketed batches: shuffle, sort inside windows of ``window * batch_size``, cut, shuffle batches.
 

@@ -47,7 +47,7 @@ from ..precision import dtype_name, legacy_dtype, precision_record, recorded_dty
 from ..runs import (atomic_write_bytes, check_run_identity, config_hash, environment_record, progress, read_json,
                     seed_everything, write_json)
 from .distributed import Dist, init_distributed
-from .examples import build_examples, length_batches, split_indices
+from .examples import build_examples, example_lengths, length_batches, split_indices
 from .graph_encoder import GNNConfig
 from .model import DEFAULT_SOFT_PROMPT_INIT, SOFT_PROMPT_INIT, Example, GraphLLM, LoRAConfig, ModelConfig, method_config
 
@@ -242,7 +242,7 @@ def fit(model: GraphLLM, train: list[Example], val: list[Example], cfg: TrainCon
             torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
 
         module = DistributedDataParallel(model, device_ids=[dist.local_rank] if model.device.type == "cuda" else None)
-    lengths = [len(ex.desc_ids) + len(ex.question_ids) + len(ex.label_ids) for ex in train]
+    lengths = example_lengths(train)
     steps_per_epoch = len(length_batches(lengths, cfg.batch_size, 0, cfg.bucket_window))
     history, best_val, best_epoch, start_epoch = [], float("inf"), -1, 0
     last, best = ckpt_dir / "last.pt", ckpt_dir / "best.pt"

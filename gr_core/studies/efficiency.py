@@ -199,10 +199,15 @@ def table4(summary: pd.DataFrame, runs: pd.DataFrame, rows: dict[str, tuple[str,
             (rec["dtype_before"], rec["cpu_before"]) == (rec["dtype_after"], rec["cpu_after"])
         if rec["min_epoch_before"] and rec["min_epoch_after"] and alike:
             rec["epoch_reduction_%"] = round(100 * (1 - rec["min_epoch_after"] / rec["min_epoch_before"]), 1)
-        paper = PAPER_TABLE4.get("scene_graphs" if dataset in ("clevr", "gqa_micro") else dataset, {})
+        paper = paper_table4(dataset)
         rec.update({f"paper {k}": v for k, v in paper.items()})
         out.append(rec)
     return pd.DataFrame(out)
+
+
+def paper_table4(dataset: str) -> dict:
+    """GR Table 4's row for ``dataset`` (CLEVR and the GQA sample stand for its SceneGraphs row), or {}."""
+    return PAPER_TABLE4.get("scene_graphs" if dataset in ("clevr", "gqa_micro") else dataset, {})
 
 
 def _ran_on(metrics: dict) -> tuple[str | None, str | None]:
