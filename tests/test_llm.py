@@ -73,10 +73,14 @@ def test_a_gguf_file_is_dequantized_into_the_cache_and_a_missing_one_is_named(tm
     assert model_path(LLMConfig(model=str(tmp_path / "My-Model.Q4_1.gguf"))) == str(tmp_path)
     assert built == [((tmp_path / "My-Model.Q4_1.gguf").resolve(), "gguf-my-model.q4_1")]
     assert L.unavailable(str(tmp_path / "My-Model.Q4_1.gguf")) is None
-    missing = str(tmp_path / "absent.gguf")
-    assert "absent.gguf does not exist" in L.unavailable(missing)
-    with pytest.raises(FileNotFoundError, match="absent.gguf, which does not exist"):
-        model_path(LLMConfig(model=missing))
+    (tmp_path / "UPPER.GGUF").write_bytes(b"GGUF")
+    assert model_path(LLMConfig(model=str(tmp_path / "UPPER.GGUF"))) == str(tmp_path)
+    assert built[-1][1] == "gguf-upper"
+    (tmp_path / "folder.gguf").mkdir()
+    for bad in (tmp_path / "absent.gguf", tmp_path / "folder.gguf"):
+        assert "does not exist or is not a file" in L.unavailable(str(bad))
+        with pytest.raises(FileNotFoundError, match=f"{bad.name}, which does not exist or is not a file"):
+            model_path(LLMConfig(model=str(bad)))
 
 
 def test_truncate_tokens_keeps_the_head_of_the_desc(llm):
