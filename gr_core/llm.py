@@ -77,12 +77,16 @@ def gguf_llm_dir(gguf: Path, name: str, force: bool = False) -> Path:
     """A plain Hugging Face model directory holding the dequantized fp32 weights of the GGUF file ``gguf``, cached
     as ``<cache>/models/<name>-<key>`` (key: the file's sha256 and the transformers version).
 
-    The directory is built in a temp folder and renamed into place, so an interrupted build
-    never leaves a directory that looks complete.
+    The key is the file's content, so a finished directory of the same key under another name is the same weights
+    and is returned instead (the embedded GGUF named by its path, as on a node without its package, is not
+    dequantized a second time). The directory is built in a temp folder and renamed into place, so an interrupted
+    build never leaves a directory that looks complete.
     """
-    target = cache_root() / "models" / f"{name}-{_cache_key(gguf)}"
-    if (target / "gr_core_done.json").is_file() and not force:
-        return target
+    key = _cache_key(gguf)
+    target = cache_root() / "models" / f"{name}-{key}"
+    built = sorted(target.parent.glob(f"*-{key}/gr_core_done.json"), key=lambda p: p.parent != target)
+    if built and not force:
+        return built[0].parent
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415 deferred: transformers + torch, ~2 s at start-up
 
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -109,7 +113,9 @@ def unavailable(model: str) -> str | None:
     """Why LLM ``model`` cannot be loaded here without downloading anything (an embedded model's package is not
     installed, a named GGUF file is not a file), else None. Hugging Face paths and hub ids are assumed loadable."""
     if _is_gguf(model):
-        return None if Path(model).expanduser().is_file() else f"the GGUF file {model} does not exist or is not a file"
+        gguf = Path(model).expanduser()
+        return None if gguf.is_file() else (f"LLMConfig.model names the GGUF file {gguf}, "
+                                            "which does not exist or is not a file")
     if not model.startswith("embedded:"):
         return None
     name = model.split(":", 1)[1]
@@ -128,11 +134,10 @@ def model_path(cfg: LLMConfig) -> str:
                              + ", ".join(f"'embedded:{k}'" for k in EMBEDDED_LLMS))
         return str(embedded_llm_dir(name=name))
     if _is_gguf(cfg.model):  # a GGUF file of any causal LM transformers can dequantize (an offline GPU node)
-        gguf = Path(cfg.model).expanduser()
-        if not gguf.is_file():
-            raise FileNotFoundError(f"LLMConfig.model names the GGUF file {gguf}, "
-                                    "which does not exist or is not a file")
-        return str(gguf_llm_dir(gguf.resolve(), "gguf-" + gguf.stem.lower()))
+        if (why := unavailable(cfg.model)):
+            raise FileNotFoundError(why)
+        gguf = Path(cfg.model).expanduser().resolve()
+        return str(gguf_llm_dir(gguf, "gguf-" + gguf.stem.lower()))
     return cfg.model
 
 

