@@ -19,10 +19,13 @@
     python bench/chat_generated.py linking --split val|test  ->  .../chat_generated_linking_SPLIT.json
     python bench/chat_generated.py masking --split val|test  ->  .../chat_generated_masking_SPLIT.json
     python bench/chat_generated.py linking-metaqa  ->  .../chat_generated_linking_metaqa.json
+    python bench/chat_generated.py readings     ->  outputs/bench/chat_generated_readings_dev.json (--split test: _test)
+    python bench/chat_generated.py seeds        ->  outputs/bench/chat_generated_seeds.json
 
 What each measures: :mod:`gr_core.studies.chat_without_questions` (``dev-scorers``:
 :mod:`gr_core.studies.path_scoring`; ``dev-*`` and ``word-fit``: :mod:`gr_core.studies.path_ranker_settings`;
-``ranking-*``: :mod:`gr_core.studies.chat_ranking`; ``linking``: :mod:`gr_core.studies.chat_linking`).
+``ranking-*``: :mod:`gr_core.studies.chat_ranking`; ``linking``: :mod:`gr_core.studies.chat_linking`; ``readings``
+and ``seeds``: :mod:`gr_core.studies.generated_reasoner_seeds`).
 ``metaqa`` and ``webqsp`` also write their ``generated_reasoner`` row (graph, n, hit, ci_low, ci_high, p_vs_ranked,
 train_seconds, num_generated, ...) into ``outputs/bench/chat.json`` (that key only, that graph's row only). A reasoner
 is trained on first use and then loaded from ``.cache/chat/reasoners/`` (keyed by the graphs and settings):
@@ -45,6 +48,7 @@ from gr_core.llm import load_llm
 from gr_core.paths import repo_relative, repo_root
 from gr_core.runs import read_json, write_json
 from gr_core.studies import chat_linking, chat_ranking
+from gr_core.studies import generated_reasoner_seeds as seeds
 from gr_core.studies import chat_without_questions as study
 from gr_core.studies import path_ranker_settings as settings
 from gr_core.studies import path_scoring
@@ -72,6 +76,13 @@ def update_chat_json(row: dict) -> None:
     rows = [r for r in data.get("generated_reasoner", []) if r.get("graph") != row["graph"]]
     data["generated_reasoner"] = sorted(rows + [row], key=lambda r: r["graph"])
     write_json(path, data)
+
+
+def hop_hits(result: dict) -> dict:
+    """The generated reasoner's Hit per hop count for its ``chat.json`` row (the targets are per hop count)."""
+    by_hop = result.get("by_hop", {}).get(study.GENERATED, {})
+    return {"hit_by_hop": {h: {k: r[k] for k in ("n", "hit", "ci_low", "ci_high")} for h, r in by_hop.items()}} \
+        if by_hop else {}
 
 
 def existing(path: Path) -> str | None:
@@ -139,6 +150,12 @@ def main() -> None:
     p.add_argument("--graphs", type=int, default=200)
     p = sub.add_parser("linking-metaqa", help="MetaQA: the path ranker under the same linking rules")
     p.add_argument("--per-hop", type=int, default=300)
+    p = sub.add_parser("readings", help="MetaQA: the generated reasoner by how it reads a question (chosen on dev)")
+    p.add_argument("--split", choices=("dev", "test"), default="dev")
+    p.add_argument("--per-hop", type=int, default=300)
+    p = sub.add_parser("seeds", help="MetaQA: the generated reasoner over seeds, on the same test questions")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--per-hop", type=int, default=300)
     p = sub.add_parser("dev-scorers", help="other path scorers on MetaQA dev (word coverage, LLM channel)")
     p.add_argument("--per-hop", type=int, default=100)
     p.add_argument("--top", type=int, default=10, help="candidate paths re-scored per question")
@@ -150,13 +167,18 @@ def main() -> None:
         cfg = reasoner_config(args)
         if args.study == "metaqa":
             ref = None if args.no_question_reasoner else existing(METAQA_QUESTION_REASONER)
-            result = study.metaqa_study(cfg, args.per_hop, args.llm_per_hop, args.seed, ref)
+            earlier = result_path("chat_generated_metaqa")  # its question-trained answers, when the weights are gone
+            committed = read_json(earlier) if earlier.is_file() else {}
+            result = study.pair_with_committed(study.metaqa_study(cfg, args.per_hop, args.llm_per_hop, args.seed, ref),
+                                               committed)
         else:
             ref = None if args.no_question_reasoner else existing(WEBQSP_QUESTION_REASONER)
             earlier = result_path("chat_generated_webqsp")  # its question-trained answers, when the weights are gone
-            result = study.webqsp_study(cfg, args.graphs, args.seed, ref, llm=not args.no_llm,
-                                        committed=read_json(earlier) if earlier.is_file() else None, split=args.split,
-                                        generation_pair=args.generation_pair)
+            committed = read_json(earlier) if earlier.is_file() else {}
+            result = study.webqsp_study(cfg, args.graphs, args.seed, ref, llm=not args.no_llm, committed=committed,
+                                        split=args.split, generation_pair=args.generation_pair)
+            if args.split == "test":
+                study.pair_with_committed(result, committed)
         result["reasoner_config"] = asdict(cfg)
         committed = any(k.endswith("(committed)") for k in result["per_question"])
         result["question_reasoner"] = ref or ("its answers committed by the previous run" if committed else None)
@@ -165,7 +187,11 @@ def main() -> None:
             "_generation_pair" if args.study == "webqsp" and args.generation_pair else ""
         out = write_result(f"chat_generated_{args.study}{aside}", result)
         if not aside:
-            update_chat_json({**result["generated_reasoner"], "result_file": repo_relative(out)})
+            update_chat_json({**result["generated_reasoner"], "result_file": repo_relative(out), **hop_hits(result)})
+    elif args.study == "readings":
+        out = write_result(f"chat_generated_readings_{args.split}", seeds.reading_study(args.split, args.per_hop))
+    elif args.study == "seeds":
+        out = write_result("chat_generated_seeds", seeds.seeds_study(tuple(args.seeds), per_hop=args.per_hop))
     elif args.study == "two-entity":
         reasoner = None
         if args.generated_reasoner:

@@ -164,6 +164,36 @@ def vocab_encoder(vocab: dict[str, list[float]]):
     return encode
 
 
+def test_the_generated_reasoner_reads_the_words_that_name_relations():
+    """What a reasoner trained on generated questions reads (GENERATED_READING): each relation's match (the best word
+    fit above NAMED), whether a word asks for "the same", how many relations are named, and the question kept to its
+    function words and the words that name relations; a reasoner that reads them refuses a batch without them."""
+    import torch
+    from torch_geometric.data import Batch
+
+    from gr_core.chat.graph_reasoner import GENERATED_READING, relation_match, relation_words
+    from gr_core.chat.path_ranker import PathScorer
+    from gr_core.gnn_rag import QuestionGraph, ReaRev
+
+    scorer = PathScorer(vocab_encoder({"directed by": [1, 0, 0, 0], "direct": [1, 0, 0, 0],
+                                       "starred actors": [0, 1, 0, 0], "starred": [0, 1, 0, 0], "film": [1, 1, 0, 0]}))
+    relations = ["directed_by", "starred_actors"]
+    # "film" is as near to both relations: it names neither and leaves the question the reasoner reads
+    assert relation_words(scorer, "which film did it direct", relations) == "which did it direct"
+    match, steps = relation_match(scorer, "which film did it direct", relations)
+    assert match.tolist() == [1.0, 0.0] and steps.tolist() == pytest.approx([0.0, 1 / 3])
+    match, steps = relation_match(scorer, "who co-starred with it", relations)
+    assert match.tolist() == [0.0, 1.0] and steps.tolist() == pytest.approx([1.0, 1 / 3])
+    assert relation_words(scorer, "who co-starred with it", relations) == "who co starred with it"
+    assert relation_match(scorer, "what is it", relations)[1].tolist() == [0.0, 0.0]  # nothing named
+    model = ReaRev(4, GENERATED_READING)
+    bare = QuestionGraph(edge_index=torch.tensor([[0], [1]]), rel_table=torch.eye(4)[:2], rel_id=torch.tensor([0]),
+                         seed=torch.tensor([True, False]), answer=torch.tensor([False, True]),
+                         q_emb=torch.zeros(1, 4), q_masked=torch.zeros(1, 4), num_nodes=2)
+    with pytest.raises(ValueError, match="rel_match"):
+        model(Batch.from_data_list([bare]))
+
+
 def test_a_word_fits_the_relation_it_picks_out_among_the_graphs_relations():
     from gr_core.chat.path_ranker import word_relation_fit
     # "directed" picks out "directed by"; "films" is as near to both relations: it picks out neither
@@ -304,17 +334,19 @@ def test_paths_mode_answers_a_question_without_any_model(isolated, tiny_llm_dir,
 
 
 def test_a_reasoner_is_trained_from_the_graph_cached_and_reused(isolated, tiny_llm_dir, tmp_path, monkeypatch, capsys):
+    from dataclasses import replace
+
     from gr_core.chat.graph_reasoner import GraphReasonerConfig
     from gr_core.chat.models import reasoner_meta
-    from gr_core.gnn_rag import ReasonerConfig
 
     monkeypatch.setenv("GR_CACHE_DIR", str(tmp_path / "cache"))
     films = FILMS + [(f"Film {i}", "directed_by", f"Person {i % 7}") for i in range(40)] + \
         [(f"Film {i}", "starred_actors", f"Person {(i * 3) % 11}") for i in range(40)]
     cfg = GraphReasonerConfig(generation=GenerationConfig(num_questions=120, seed=0), num_epochs=2,
-                              reasoner=ReasonerConfig(entity_dim=8))
+                              reasoner=replace(GraphReasonerConfig().reasoner, entity_dim=8))
     chat = GraphChat(films, model="zero_shot", llm_model=tiny_llm_dir, train_reasoner=cfg)
     assert chat.trained_reasoner is not None and chat.config.retriever == "gnn" and chat.config.mode == "reasoner"
+    assert chat.reasoner.cfg.relation_match and chat.reasoner.cfg.relation_words_only  # it reads the relation words
     meta = reasoner_meta(chat.trained_reasoner)
     assert meta["relations"] == sorted(chat.index.kg.relations) and meta["generated"]["generated"] > 20
     assert len(meta["history"]) == 2 and meta["train_seconds"] >= 0
@@ -414,6 +446,21 @@ def test_committed_answers_are_paired_by_question_text_only_when_they_cover_ever
     assert list(with_committed(ours, questions + questions[:1], committed)) == ["new"]  # a repeated question: none
 
 
+def test_a_new_generated_reasoner_is_paired_with_the_committed_run_before_it():
+    from gr_core.studies.chat_without_questions import GENERATED, PATHS, QUESTION_TRAINED, pair_with_committed
+
+    mine = [{"question": f"q{i}", "hit": 1} for i in range(6)]
+    result = {"per_question": {GENERATED: mine, PATHS: mine}, "pairs": [], "generated_reasoner": {}}
+    committed = {"per_question": {GENERATED: [dict(r, hit=0) for r in mine][::-1],  # any order: matched by text
+                                  f"{QUESTION_TRAINED} (committed)": mine,
+                                  PATHS: [dict(r, hit=0) for r in mine],  # rerun here: not paired again
+                                  "partial": mine[:3]}}  # did not answer every question: not paired
+    row = pair_with_committed(result, committed)["generated_reasoner"]
+    assert [p["b"] for p in result["pairs"]] == [f"{GENERATED} (previous run)", f"{QUESTION_TRAINED} (committed)"]
+    assert row["previous_hit"] == 0.0 and row["p_vs_previous"] == pytest.approx(2 * 0.5 ** 6)
+    assert row["p_vs_question_trained"] == 1.0
+
+
 def test_the_word_fit_is_chosen_on_one_sample_and_checked_on_another(isolated, tiny_llm_dir):
     from gr_core.studies.path_ranker_settings import FIRST_COVERAGE, choose_word_fit, setting_label
 
@@ -500,3 +547,30 @@ def test_the_coverage_scorer_wants_a_question_word_for_every_relation_step(isola
         GraphChat(FILMS, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="paths", path_word_fit="lexical")
     with pytest.raises(ValueError, match="path_scorer"):
         GraphChat(FILMS, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="paths", path_scorer="llm")
+
+
+def test_the_seed_and_reading_studies_pair_runs_on_the_same_questions(monkeypatch):
+    """The studies' bookkeeping on hand-made answers: one training per seed (generator and training seeded alike) and
+    per reading, every run asked the same questions, the spread per hop count and the pairs with the first run."""
+    import gr_core.studies.generated_reasoner_seeds as study
+
+    questions = [{"hop": h, "question": f"q{h}{i}", "answers": ["x"]} for h in (1, 2) for i in range(4)]
+    trained = []
+    monkeypatch.setattr(study, "load_graph", lambda spec: (None, "kg", None))
+    monkeypatch.setattr(study, "GraphChat", lambda *a, **k: type("C", (), {"index": None})())
+    monkeypatch.setattr(study, "metaqa_sample", lambda split, per_hop, seed, hops: questions)
+    monkeypatch.setattr(study, "train_graph_reasoner", lambda index, cfg: trained.append(cfg) or len(trained) - 1)
+    monkeypatch.setattr(study, "training_record", lambda path: {"path": path})
+    hits = {0: [1, 1, 1, 1, 1, 0, 0, 0], 1: [0, 0, 0, 0, 1, 1, 1, 1], 2: [1, 1, 1, 1, 1, 1, 1, 1]}
+    monkeypatch.setattr(study, "_ask", lambda path, kb, kind, qs: [
+        {"question": q["question"], "answer": "x", "hit": h, "hit1": h, "node_answer": True, "turn_s": 0.1}
+        for q, h in zip(qs, hits[path])])
+    out = study.seeds_study((0, 1, 2), hops=(1, 2))
+    assert [(c.seed, c.generation.seed) for c in trained] == [(0, 0), (1, 1), (2, 2)]
+    assert out["spread_by_hop"]["1"] == {"mean": pytest.approx(200 / 3, abs=0.01), "min": 0.0, "max": 100.0,
+                                         "std": pytest.approx(57.74, abs=0.01)}
+    assert [(p["a"], p["a_only"], p["b_only"]) for p in out["pairs"]] == [("seed 1", 3, 4), ("seed 2", 3, 0)]
+    trained.clear()
+    out = study.reading_study(hops=(1, 2))
+    assert [c.reasoner for c in trained] == list(study.READINGS.values())
+    assert [(p["hop"], p["a_only"], p["b_only"]) for p in out["pairs"]] == [(1, 0, 4), (2, 3, 0), (1, 0, 0), (2, 3, 0)]

@@ -391,17 +391,18 @@ def test_two_saved_reasoners_are_compared_on_the_same_test_questions(tmp_path):
         paired_reasoners("metaqa-1hop", {"one": paths["seed 0"]}, tmp_path / "x.json")
 
 
-@pytest.mark.parametrize("switch", ["first", "self_loops", "split_directions", "all"])
+@pytest.mark.parametrize("switch", ["first", "self_loops", "split_directions", "all", "relation_match"])
 def test_relation_factorized_layers_equal_fact_by_fact_messages_and_their_gradients(switch):
     """The reasoner sums each layer's messages per (graph, relation) before one batched product (RelationHops);
     on graphs of different sizes and relation counts, with repeated facts, a relation table and per-fact texts, its
-    distribution and every parameter's gradient equal the fact-by-fact computation."""
+    distribution and every parameter's gradient equal the fact-by-fact computation (also with ``relation_match``,
+    whose scores follow the table rows through batching)."""
     from torch_geometric.data import Batch
 
     from gr_core.gnn_rag import QuestionGraph
     from gr_core.gnn_rag.model import per_fact_forward
 
-    on = {"first": FIRST, "all": {}}.get(switch, FIRST | {switch: True})
+    on = {"first": FIRST, "all": {}, "relation_match": {"relation_match": True}}.get(switch, FIRST | {switch: True})
     gen = torch.Generator().manual_seed(0)
 
     def tabled(n, facts, relations):
@@ -411,11 +412,16 @@ def test_relation_factorized_layers_equal_fact_by_fact_messages_and_their_gradie
                              rel_table=torch.randn(relations, 16, generator=gen),
                              rel_id=torch.randint(0, relations, (facts,), generator=gen), seed=seed,
                              answer=torch.zeros(n, dtype=torch.bool), q_emb=torch.randn(1, 16, generator=gen),
-                             q_masked=torch.randn(1, 16, generator=gen), num_nodes=n)
+                             q_masked=torch.randn(1, 16, generator=gen), num_nodes=n,
+                             rel_match=torch.rand(relations, generator=gen), q_steps=torch.rand(1, 2, generator=gen))
+
+    def per_fact(data):  # a relation text per fact: its score per fact too
+        data.rel_match, data.q_steps = torch.rand(data.rel_emb.shape[0], generator=gen), torch.rand(1, 2, generator=gen)
+        return data
 
     rng = np.random.default_rng(0)
     batches = [Batch.from_data_list([tabled(9, 30, 3), tabled(4, 6, 5), tabled(12, 2, 1)]),
-               Batch.from_data_list([_toy_question(rng), _toy_question(rng, n=5)])]
+               Batch.from_data_list([per_fact(_toy_question(rng)), per_fact(_toy_question(rng, n=5))])]
     torch.manual_seed(0)
     model = ReaRev(16, ReasonerConfig(entity_dim=8, num_iter=2, num_gnn=2, **on)).eval()
     for b in batches:
@@ -427,6 +433,7 @@ def test_relation_factorized_layers_equal_fact_by_fact_messages_and_their_gradie
             (out.exp() * torch.arange(out.numel())).sum().backward(retain_graph=True)
             grads.append({n: q.grad.clone() for n, q in model.named_parameters() if q.grad is not None})
         assert grads[0].keys() == grads[1].keys()
+        assert ("match_fwd.weight" in grads[0]) == (switch == "relation_match")
         for name in grads[0]:
             assert torch.allclose(grads[0][name], grads[1][name], atol=1e-5, rtol=1e-4), name
 

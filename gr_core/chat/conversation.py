@@ -27,12 +27,13 @@ from ..prompts import cite_question, question_for
 from ..text_encoder import load_text_encoder
 from .config import (KIND_RELATION_THRESHOLD, KIND_TEMPLATE, WORD_RELATIONS_ANSWER_MODE, ChatConfig,
                      relations_read_as_words)
-from .graph_reasoner import GraphReasonerConfig, TooFewQuestions, question_graph, scope_tensors, train_graph_reasoner
+from .graph_reasoner import (GraphReasonerConfig, TooFewQuestions, question_graph, relation_match, relation_words,
+                             scope_tensors, train_graph_reasoner)
 from .graphs import graph_from_triple_list, load_graph
 from .index import BRACKET, STOP_WORDS, WORD, ChatIndex
 from .models import find_reasoner, load_answerer
 from .path_ranker import PathScorer, best_paths, path_edges
-from .ranking import Candidate, candidate_names, choose, rank_candidates, relation_fit, score_names
+from .ranking import Candidate, candidate_names, choose, named_nodes, rank_candidates, relation_fit, score_names
 from .turns import Turn
 
 # A follow-up question: a leading "and" / "what about", or a pronoun that points back at the last turn
@@ -126,6 +127,14 @@ class GraphChat:
         if isinstance(reasoner, (str, Path)):
             return load_reasoner(reasoner)
         return reasoner
+
+    @property
+    def path_scorer(self) -> PathScorer:
+        """Word and path vectors for the path ranker and a reasoner's ``rel_match``, each text encoded once a chat."""
+        if self._path_scorer is None:
+            self._path_scorer = PathScorer(lambda texts: self.encoder.encode(
+                texts, normalize_embeddings=True, convert_to_numpy=True, batch_size=64))
+        return self._path_scorer
 
     @property
     def encoder(self):
@@ -227,11 +236,13 @@ class GraphChat:
                 # with the entities the question names itself, and keep the start the reasoner is surer of.
                 options = [np.flatnonzero(np.isin(nodes, linked + index.rows_of(start)))
                            for start in (prev.reasoner_seeds or prev.linked, prev.answer_nodes)]
-            q_masked = None
-            if self.reasoner.cfg.mask_topic:  # a reasoner that reads the question with the entities it names masked
-                q_masked = self.embed(index.masked(question, linked))
+            masked, rcfg = index.masked(question, linked), self.reasoner.cfg  # the entities it names written "it"
+            if rcfg.relation_words_only:  # as it was trained: the function words and the words naming relations
+                masked = relation_words(self.path_scorer, masked, index.kg.relations)
+            q_masked = self.embed(masked) if rcfg.mask_topic else None
+            named = relation_match(self.path_scorer, masked, index.kg.relations) if rcfg.relation_match else None
             turn.evidence, turn.paths, turn.candidates, used, probs = self._gnn_evidence(
-                scope, nodes, edges, q, q_masked, options, node_sim)
+                scope, nodes, edges, q, q_masked, options, node_sim, named)
             turn.reasoner_probs = np.bincount(nodes, probs, index.kg.num_entities).astype(np.float32)  # nodes: unique
             turn.reasoner_seeds = [int(index.node_ids[nodes[r]]) for r in used]
             turn.timings["gnn"] = time.perf_counter() - t
@@ -258,12 +269,14 @@ class GraphChat:
         return turn
 
     def _gnn_evidence(self, scope: TextualGraph, nodes: np.ndarray, edges: np.ndarray, q: np.ndarray,
-                      q_masked: np.ndarray | None, seed_options: list[np.ndarray], node_sim: np.ndarray
+                      q_masked: np.ndarray | None, seed_options: list[np.ndarray], node_sim: np.ndarray,
+                      rel_match: np.ndarray | None = None
                       ) -> tuple[TextualGraph, list[str], list[dict], np.ndarray, np.ndarray]:
         """GNN-RAG on the searched graph: node probabilities, the 0.95 candidate set, shortest paths from the seeds
         (the most similar node when there is none); the evidence is the subgraph the paths run through.
         ``q``, ``q_masked``: the question's vector as asked and with the entities it names masked (None for a reasoner
-        that does not read it; :meth:`ReaRev.question <gr_core.gnn_rag.ReaRev.question>` picks).
+        that does not read it; :meth:`ReaRev.question <gr_core.gnn_rag.ReaRev.question>` picks); ``rel_match``: how
+        well its words name each relation, for a reasoner that reads it (:func:`.graph_reasoner.relation_match`).
         ``seed_options``: one or more seed sets (positions in ``nodes``); the reasoner runs from each and the one
         whose best non-seed node is most probable is kept.
         Returns the evidence, the paths' lines, the candidates (best first, score = the reasoner's probability), the
@@ -271,7 +284,7 @@ class GraphChat:
 
         options = [o for o in seed_options if len(o)] or [np.array([int(np.argmax(node_sim[nodes]))])]
         shared = scope_tensors(self.index, nodes, edges)
-        datas = [question_graph(self.index, nodes, edges, local_seeds, q, q_masked, shared=shared)
+        datas = [question_graph(self.index, nodes, edges, local_seeds, q, q_masked, shared=shared, rel_match=rel_match)
                  for local_seeds in options]
         all_probs = node_probabilities(self.reasoner, datas)
         confidence = [float(np.delete(p, o).max(initial=0.0)) for p, o in zip(all_probs, options)]
@@ -423,13 +436,10 @@ class GraphChat:
             options = [[int(np.argmax(index.similarities(self.embed(turn.question))[0]))]]
         support = ((lambda path: float(turn.reasoner_probs[path.reached].sum()))  # the reasoner's mass on its answers
                    if turn.reasoner_probs is not None and cfg.path_reasoner_weight else None)
-        if self._path_scorer is None:
-            self._path_scorer = PathScorer(lambda texts: self.encoder.encode(
-                texts, normalize_embeddings=True, convert_to_numpy=True, batch_size=64))
         def from_starts(starts, fallback):
             masked = index.masked(turn.question, starts, written=named)  # carried or fallback starts: literal only
             q_masked = self.embed(masked) if cfg.path_scorer == "sentence" else None  # coverage reads words only
-            return (starts, *best_paths(self._path_scorer, kg, starts, masked, q_masked, cfg, one_group, support,
+            return (starts, *best_paths(self.path_scorer, kg, starts, masked, q_masked, cfg, one_group, support,
                                         fallback))
         results = [from_starts(s, False) for s in options]
         if not any(r[3] for r in results):  # no start reaches a named node: identifier-named ones, not no answer
@@ -454,23 +464,10 @@ class GraphChat:
         return chosen
 
     def answer_nodes(self, answer: str, question: str, graph: TextualGraph, graph_index=None) -> list[int]:
-        """Node ids of ``graph`` the answer names: the parts of its first line (split on ``|``, ``,``, ``;``, " and ")
-        matched at the checker's ``normalized`` level, and node names written inside a sentence ("... was designed by
-        Charles Babbage"); the entities the question itself names are not answers. ``graph_index``: ``graph``'s
-        :class:`~gr_core.citations.CitationMatcher` when already built."""
-
-        head = answer.strip().splitlines()[0] if answer.strip() else ""
-        parts = [p.strip(" .") for p in re.split(r"\||,|;|\band\b", head) if p.strip(" .")]
-        found: list[int] = []
-        if parts:
-            index = graph_index if graph_index is not None else CitationMatcher(graph)
-            for p in parts[:10]:
-                found += sorted(index.matching_nodes(p, "normalized"))
-        uncased = self.config.link_uncased
-        found += [int(self.index.node_ids[r]) for r in self.index.link(answer, uncased)]
-        asked = {int(self.index.node_ids[r]) for r in self.index.link(question, uncased, self.config.link_partial)}
-        inside = set(graph.nodes.node_id.tolist())
-        return [n for n in dict.fromkeys(found) if n in inside and n not in asked]
+        """Node ids of ``graph`` the answer names (:func:`~gr_core.chat.ranking.named_nodes`), the question's own
+        entities excluded. ``graph_index``: ``graph``'s :class:`~gr_core.citations.CitationMatcher` when built."""
+        return named_nodes(self.index, answer, question, graph, graph_index, self.config.link_uncased,
+                           self.config.link_partial)
 
     def ask(self, question: str) -> Turn:
         """One turn: retrieve, answer, check; the turn joins the history (empty and unrelated questions do not)."""

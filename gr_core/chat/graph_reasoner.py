@@ -24,12 +24,25 @@ from ..paths import cache_root
 from ..runs import config_hash, progress
 from ..text_encoder import EmbeddingStore, encoder_identity
 from .config import ChatConfig
-from .generate import GeneratedQuestion, GenerationConfig, generate_questions, generation_summary
+from .generate import GeneratedQuestion, GenerationConfig, generate_questions, generation_summary, relation_phrase
 from .index import ChatIndex
 from .models import reasoner_meta
+from .path_ranker import SAMENESS, STOPWORDS, WORDS, PathScorer
 
-FORMAT_VERSION = 2  # bump when the saved reasoner's meaning changes (keys the cache; 2: trained on neighbourhoods)
+# bump when the saved reasoner's meaning changes (keys the cache; 2: trained on neighbourhoods; 3: relation_match's
+# reading with NAMED)
+FORMAT_VERSION = 3
+# How the reasoner's reading of a question decides that a word names a relation (relation_match, relation_words):
+# a shared stem counts as the path ranker's default similarity, and the word's fit must exceed NAMED. The path
+# ranker's own threshold (0.05) lets "film", "movies", "listed" name a relation of MetaQA's at 0.06-0.09, where the
+# words that name one fit at 0.2-0.5 (MetaQA dev questions, docs/chat.md); fixed so that a turn reads as training did.
+LEXICAL, NAMED = ChatConfig().path_lexical_match, 0.15
 MIN_QUESTIONS = 20  # fewer generated questions than this train no reasoner (a graph too small: TooFewQuestions)
+
+
+# How a reasoner trained on generated questions reads a question (docs/chat.md "How that reasoner reads a
+# question"): the words that name relations (relation_match, relation_words), on top of ReaRev's defaults.
+GENERATED_READING = ReasonerConfig(relation_match=True, relation_words_only=True)
 
 
 class TooFewQuestions(ValueError):
@@ -42,7 +55,8 @@ class GraphReasonerConfig:
 
     Attributes:
         generation: how many questions, of which shape (:class:`~gr_core.chat.generate.GenerationConfig`).
-        reasoner: ReaRev's settings (GNN-RAG's, :class:`~gr_core.gnn_rag.ReasonerConfig`).
+        reasoner: ReaRev's settings (GNN-RAG's, :class:`~gr_core.gnn_rag.ReasonerConfig`, reading the question through
+            the words that name relations: :data:`GENERATED_READING`).
         num_epochs: at most this many epochs; the best on the held-out generated questions is kept.
         time_budget_s: no epoch starts that would end past this (0: none); the data building is not counted.
         val_fraction: generated questions held out to choose the epoch.
@@ -51,7 +65,7 @@ class GraphReasonerConfig:
     """
 
     generation: GenerationConfig = field(default_factory=GenerationConfig)
-    reasoner: ReasonerConfig = field(default_factory=ReasonerConfig)
+    reasoner: ReasonerConfig = field(default_factory=lambda: GENERATED_READING)
     num_epochs: int = 10
     time_budget_s: float = 240.0  # with the data building, within the 5 minutes a 10k-triple graph may take
     val_fraction: float = 0.1
@@ -67,8 +81,42 @@ class GraphReasonerConfig:
             raise ValueError("GraphReasonerConfig: 0 < val_fraction < 1 and num_epochs >= 1 required")
 
 
+def relation_words(scorer: PathScorer, masked: str, relations: list[str]) -> str:
+    """``masked`` with only its function words, words of sameness and the words that name a relation (fit above
+    :data:`NAMED`): "which film did it write" -> "which did it write"."""
+    phrases = [relation_phrase(r) for r in relations]
+    words = scorer.question_words(masked, phrases, LEXICAL)
+    kept, j = [], 0
+    for t in WORDS.findall(masked.lower()):
+        if t in STOPWORDS or t in SAMENESS:
+            kept.append(t)
+            continue
+        if max((float(words.fit[p][j]) for p in phrases), default=0.0) > NAMED:
+            kept.append(t)
+        j += 1
+    return " ".join(kept)
+
+
+def relation_match(scorer: PathScorer, masked: str, relations: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """How well the words of the question ``masked`` (its entities written "it") name each of the graph's
+    ``relations``: the best :func:`~gr_core.chat.path_ranker.word_relation_fit` of any of its content words, as the
+    path ranker reads them, where above :data:`NAMED` (else 0).
+
+    Returns:
+        what :class:`~gr_core.gnn_rag.ReasonerConfig` ``relation_match`` reads: ``rel_match (R,)`` float32 in [0, 1]
+        and ``q_steps (2,)``: whether a word asks for "the same" (co-starred) and how many relations are named, a
+        third each, at most 1: how many steps the question asks for.
+    """
+    phrases = [relation_phrase(r) for r in relations]
+    words = scorer.question_words(masked, phrases, LEXICAL)
+    best = np.array([float(words.fit[p].max(initial=0.0)) for p in phrases])
+    match = np.where(best > NAMED, np.minimum(best, 1.0), 0.0).astype(np.float32)
+    return match, np.array([min(words.sameness, 1), min(int((best > NAMED).sum()), 3) / 3], np.float32)
+
+
 def question_graph(index: ChatIndex, nodes: np.ndarray, edges: np.ndarray, seeds: np.ndarray, q: np.ndarray,
-                   q_masked: np.ndarray | None = None, answers: np.ndarray | None = None, shared: dict | None = None):
+                   q_masked: np.ndarray | None = None, answers: np.ndarray | None = None, shared: dict | None = None,
+                   rel_match: np.ndarray | None = None):
     """The reasoner's input for one question on the searched part of ``index``'s graph.
 
     Args:
@@ -77,6 +125,7 @@ def question_graph(index: ChatIndex, nodes: np.ndarray, edges: np.ndarray, seeds
         q, q_masked: the question's sentence vector ``(dim,)`` as asked and with its topic masked (None: absent).
         shared: :func:`scope_tensors` of ``(nodes, edges)`` when already built (a whole graph searched by every
             question shares them).
+        rel_match: :func:`relation_match`'s pair for a reasoner that reads it (None: absent).
     Returns:
         a :class:`~gr_core.gnn_rag.QuestionGraph` over ``N`` nodes (``rel_table`` = every relation of the graph).
     """
@@ -90,6 +139,9 @@ def question_graph(index: ChatIndex, nodes: np.ndarray, edges: np.ndarray, seeds
     if answers is not None and len(answers):
         answer[torch.as_tensor(np.asarray(answers, np.int64))] = True
     extra = {} if q_masked is None else {"q_masked": torch.from_numpy(np.asarray(q_masked, np.float32)).view(1, -1)}
+    if rel_match is not None:
+        extra["rel_match"] = torch.from_numpy(np.asarray(rel_match[0], np.float32))
+        extra["q_steps"] = torch.from_numpy(np.asarray(rel_match[1], np.float32)).view(1, -1)
     return QuestionGraph(seed=seed, answer=answer, q_emb=torch.from_numpy(np.asarray(q, np.float32)).view(1, -1),
                          num_nodes=n, **shared, **extra)
 
@@ -131,6 +183,9 @@ def generated_dataset(indexes: list[ChatIndex], cfg: GraphReasonerConfig, neighb
             continue
         gen = replace(cfg.generation, num_questions=per_graph, seed=cfg.generation.seed + k)
         made += [(k, q) for q in generate_questions(index.kg, gen)]
+    scorer = PathScorer(lambda words: store.encode(words, desc="encode question words")[0])
+    if cfg.reasoner.relation_words_only:  # the sentence the reasoner reads: its relation words only
+        made = [(k, replace(q, masked=relation_words(scorer, q.masked, indexes[k].kg.relations))) for k, q in made]
     texts = list(dict.fromkeys([q.text for _, q in made] + [q.masked for _, q in made]))
     emb, _ = store.encode(texts, desc="encode generated questions") if texts else (np.zeros((0, 1), np.float32), 0)
     row = {t: i for i, t in enumerate(texts)}
@@ -147,8 +202,10 @@ def generated_dataset(indexes: list[ChatIndex], cfg: GraphReasonerConfig, neighb
         if len(answers) == 0:
             out_of_scope += 1
             continue
+        named = (relation_match(scorer, q.masked, index.kg.relations)
+                 if cfg.reasoner.relation_match else None)
         data.append(question_graph(index, nodes, edges, np.array([local[q.topic]]), emb[row[q.text]],
-                                   emb[row[q.masked]], answers))
+                                   emb[row[q.masked]], answers, rel_match=named))
         kept.append(q)
     if len(data) < MIN_QUESTIONS:
         edges = sum(ix.num_edges for ix in indexes)

@@ -20,10 +20,12 @@ count. Both are options, measured in ``bench/chat.py``.
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..citations import CitationMatcher
 from ..kg import is_identifier
 
 
@@ -200,3 +202,24 @@ def choose(ranked: list[Candidate], max_answers: int, margin: float) -> list[Can
         return []
     best = ranked[0].score
     return [c for c in ranked[:max_answers] if c.score >= best - margin]
+
+
+def named_nodes(index, answer: str, question: str, graph, matcher=None, uncased: bool = True,
+                partial: bool = False) -> list[int]:
+    """Node ids of ``graph`` (a :class:`~gr_core.data.TextualGraph` of ``index``'s graph) that a free-text answer
+    names: the parts of its first line (split on ``|``, ``,``, ``;``, " and ") matched at the checker's ``normalized``
+    level, and node names written inside a sentence ("... was designed by Charles Babbage"); the entities the question
+    itself names (linked with ``uncased`` and ``partial``, as the chat links) are not answers. ``matcher``: ``graph``'s
+    :class:`~gr_core.citations.CitationMatcher` when already built."""
+
+    head = answer.strip().splitlines()[0] if answer.strip() else ""
+    parts = [p.strip(" .") for p in re.split(r"\||,|;|\band\b", head) if p.strip(" .")]
+    found: list[int] = []
+    if parts:
+        matcher = matcher if matcher is not None else CitationMatcher(graph)
+        for p in parts[:10]:
+            found += sorted(matcher.matching_nodes(p, "normalized"))
+    found += [int(index.node_ids[r]) for r in index.link(answer, uncased)]
+    asked = {int(index.node_ids[r]) for r in index.link(question, uncased, partial)}
+    inside = set(graph.nodes.node_id.tolist())
+    return [n for n in dict.fromkeys(found) if n in inside and n not in asked]

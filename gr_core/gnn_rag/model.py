@@ -41,6 +41,14 @@ class ReasonerConfig:
     # sentence vector cannot, and the name's words weigh as much as the relation words that say which path to follow
     # (MetaQA-3hop whole split: test H@1 97.7 masked, 81.2 as asked). A reasoner saved before this field reads q_emb.
     mask_topic: bool = True
+    # Our addition, off by default (docs/chat.md "How that reasoner reads a question"): each relation's vector
+    # gains a learned direction times how well the question's own words name that relation (``rel_match``, the path
+    # ranker's word fit), and the instructions a learned term of how many relations its words name and whether one asks
+    # for "the same" (``q_steps``). A reasoner trained on questions generated from relation names learns to follow the
+    # relations the question names, which carries over to questions worded unlike any generated one.
+    relation_match: bool = False
+    relation_words_only: bool = False  # q_masked made of the question's function words and the words that name a
+    #                                     relation only (the chat builds it, gr_core.chat.graph_reasoner)
 
     def __post_init__(self) -> None:
         if min(self.entity_dim, self.num_ins, self.num_iter, self.num_gnn) < 1:
@@ -140,7 +148,9 @@ class ReaRev(nn.Module):
         ``edge_index (2, E)`` facts head -> tail; the relations either as ``rel_table (R, text_dim)`` (each graph's
         distinct relation texts, :class:`QuestionGraph`) with ``rel_id (E,)`` rows of it, or as ``rel_emb (E,
         text_dim)``; ``seed (N,)`` bool; ``q_emb (B, text_dim)`` the question as asked and ``q_masked (B, text_dim)``
-        with its topic entities' names replaced (read instead when ``cfg.mask_topic``); ``batch (N,)``.
+        with its topic entities' names replaced (read instead when ``cfg.mask_topic``); ``batch (N,)``; with
+        ``cfg.relation_match``, ``rel_match`` aligned with the relation rows (``(R,)`` or ``(E,)``) in [0, 1] and
+        ``q_steps (B, 2)``.
         Output: ``log p (N,)``, normalized per graph.
     """
 
@@ -161,6 +171,10 @@ class ReaRev(nn.Module):
         if cfg.self_loops:
             # the self-loop "relation" has no text: a learned vector where relation-text embeddings live
             self.self_rel = nn.Parameter(torch.randn(text_dim) / text_dim ** 0.5)
+        if cfg.relation_match:  # the direction a named relation's vector moves along, forward and inverse
+            self.match_fwd = nn.Linear(1, D, bias=False)
+            self.match_bwd = nn.Linear(1, D, bias=False)
+            self.steps = nn.Linear(2, K * D, bias=False)
         if cfg.fusion_reform:
             self.fusion = nn.ModuleList([Fusion(D) for _ in range(K)])
         else:
@@ -179,6 +193,24 @@ class ReaRev(nn.Module):
                              "(the sentence vector of gnn_rag.topic_masked(question, topic names))")
         return data.q_masked
 
+    def instructions_of(self, data) -> torch.Tensor:
+        """The instructions before dropout ``(B, K·D)``: from :meth:`question`, with ``cfg.relation_match`` plus the
+        term of ``q_steps``."""
+        ins = self.instructions(self.question(data))
+        if self.cfg.relation_match:
+            self.relation_match(data)
+            ins = ins + self.steps(data.q_steps.float().view(-1, 2))
+        return ins
+
+    def relation_match(self, data) -> torch.Tensor:
+        """``rel_match`` as a column ``(R, 1)``: how well the question's words name each relation row."""
+        if "rel_match" not in data or "q_steps" not in data:
+            raise ValueError("this reasoner reads how well the question names each relation "
+                             "(ReasonerConfig.relation_match) but the batch has no rel_match or q_steps: build graphs "
+                             "with "
+                             "gr_core.chat.graph_reasoner.question_graph(..., rel_match=relation_match(...))")
+        return data.rel_match.float().view(-1, 1)
+
     def forward(self, data) -> torch.Tensor:
         cfg = self.cfg
         D, K = cfg.entity_dim, cfg.num_ins
@@ -192,6 +224,9 @@ class ReaRev(nn.Module):
         hops = RelationHops(src, dst, rel_id, batch, B, cfg.self_loops)
         # each distinct (graph, relation) projected once (MetaQA: ~10 relations and ~10^3 facts a graph)
         rel_f, rel_b = self.rel_fwd(table[hops.rows]), self.rel_bwd(table[hops.rows])  # (P, D) each
+        if cfg.relation_match:
+            named = self.relation_match(data)[hops.rows]  # (P, 1)
+            rel_f, rel_b = rel_f + self.match_fwd(named), rel_b + self.match_bwd(named)
         # the self-loop relation, once per graph (in both directions, as ReaRev's self-loop facts are)
         loop_f = self.rel_fwd(self.self_rel).expand(B, -1) if cfg.self_loops else None  # (B, D)
         loop_b = self.rel_bwd(self.self_rel).expand(B, -1) if cfg.self_loops else None
@@ -200,7 +235,7 @@ class ReaRev(nn.Module):
         h0 = hops.propagate(ones, hops.pad_rows(rel_f, loop_f), True) + \
             hops.propagate(ones, hops.pad_rows(rel_b, loop_b), False)
         h0 = torch.relu(self.entity_init(h0))  # (N, D)
-        ins = self.drop(self.instructions(self.question(data))).view(B, K, D)
+        ins = self.drop(self.instructions_of(data)).view(B, K, D)
         seed = data.seed.float()
         p0 = seed / scatter(seed, batch, dim=0, dim_size=B, reduce="sum").clamp(min=1)[batch]
         log_p = torch.log(p0.clamp(min=1e-30))
@@ -288,10 +323,14 @@ def per_fact_forward(model: "ReaRev", data) -> torch.Tensor:
         table = torch.cat([table, m.self_rel.unsqueeze(0)], dim=0)
     fwd, inv = torch.stack([src, dst]), torch.stack([dst, src])
     rel_f, rel_b = m.rel_fwd(table)[rel_id], m.rel_bwd(table)[rel_id]
+    if cfg.relation_match:  # the self-loop row names nothing
+        named = m.relation_match(data)
+        named = torch.cat([named, named.new_zeros(len(table) - len(named), 1)])[rel_id]
+        rel_f, rel_b = rel_f + m.match_fwd(named), rel_b + m.match_bwd(named)
     edges, rel = torch.cat([fwd, inv], dim=1), torch.cat([rel_f, rel_b], dim=0)
     edge_graph, fwd_graph = batch[edges[1]], batch[dst]
     h0 = torch.relu(m.entity_init(scatter(rel, edges[1], dim=0, dim_size=N, reduce="sum")))
-    ins = m.drop(m.instructions(m.question(data))).view(B, K, D)
+    ins = m.drop(m.instructions_of(data)).view(B, K, D)
     seed = data.seed.float()
     p0 = seed / scatter(seed, batch, dim=0, dim_size=B, reduce="sum").clamp(min=1)[batch]
     log_p, h = torch.log(p0.clamp(min=1e-30)), h0

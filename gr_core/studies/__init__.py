@@ -12,5 +12,6 @@
 - :mod:`~gr_core.studies.chat_speed`, :mod:`~gr_core.studies.chat_answers`: the chat's speed, answer modes and
   follow-ups (``python bench/chat.py``);
 - :mod:`~gr_core.studies.chat_without_questions`: the chat on a graph that comes without questions: a reasoner trained
-  on questions generated from the graph, the training-free path ranker, two-entity questions, where they fail.
+  on questions generated from the graph, the training-free path ranker, two-entity questions, where they fail;
+  :mod:`~gr_core.studies.generated_reasoner_seeds`: that reasoner over seeds and by how it reads a question.
 """

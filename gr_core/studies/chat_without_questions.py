@@ -11,17 +11,14 @@ Measured with none of a benchmark's questions in training:
   their questions), tested on those graphs' real questions, paired with the path ranker, the PCST-ranked chat and the
   reasoner trained on WebQSP's training questions;
 - **nodes that name nothing**: WebQSP answers named by a Freebase mid (a mediator node) left out, the default, or kept
-  (``answer_unnamed``), checked on validation graphs and then once on the test graphs (:func:`unnamed_answers_study`);
-  the LLM ranking's own LLM and settings on WebQSP: :mod:`gr_core.studies.chat_ranking`;
+  (``answer_unnamed``), checked on validation graphs, then once on test (:func:`unnamed_answers_study`); the LLM
+  ranking's LLM and settings on WebQSP: :mod:`gr_core.studies.chat_ranking`;
 - **two entities**: questions built from the KB that name a director and an actor ("which film directed by X stars
   Y?"), exact answers by construction, in wordings the generator's templates do not use;
 - **misses** split by hop count, question type, whether a gold answer is reachable within the searched hops, and how
   far the question's wording is from every relation name;
-- the path ranker's settings, each chosen on dev: :mod:`gr_core.studies.path_ranker_settings` (the word fit also
-  measured there once on test against its first version).
-
-The path ranker's hop penalty, its coverage threshold and its other settings are chosen on MetaQA's dev questions,
-never on test (:mod:`gr_core.studies.path_scoring`, :mod:`gr_core.studies.path_ranker_settings`).
+- the path ranker's settings, each chosen on MetaQA's dev questions, never on test: :mod:`gr_core.studies.path_scoring`,
+  :mod:`gr_core.studies.path_ranker_settings` (the word fit also measured there once on test against its first version).
 """
 from __future__ import annotations
 
@@ -183,9 +180,8 @@ def study_result(graph: str, rows: dict[str, list[dict]], questions: list[dict],
 
 def hop_records(label: str, rows: list[dict], questions: list[dict]) -> dict:
     """:func:`hit_record` of ``rows`` per hop count of ``questions`` (none when the questions have no hop)."""
-    hops = sorted({q["hop"] for q in questions if q.get("hop") is not None})
     return {str(h): hit_record(f"{label}, {h}-hop", [r for r, q in zip(rows, questions) if q.get("hop") == h])
-            for h in hops}
+            for h in sorted({q["hop"] for q in questions if q.get("hop") is not None})}
 
 
 def subset(rows: dict[str, list[dict]], keep: list[bool]) -> dict[str, list[dict]]:
@@ -277,6 +273,29 @@ def with_committed(rows: dict[str, list[dict]], questions: list[dict], committed
         if label not in rows and all(t in by_text for t in order):
             out[f"{label} (committed)"] = [by_text[t] for t in order]
     return out
+
+
+def pair_with_committed(result: dict, committed: dict) -> dict:
+    """``result``'s generated reasoner paired, on the same questions (matched by text), with each system of an earlier
+    run of the study (``committed``) that ``result`` did not run (``<label> (committed)``: the question-trained
+    reasoner when its weights are gone) and with that run's generated reasoner (``<label> (previous run)``: what
+    changed between the two); ``result``'s ``pairs`` and ``generated_reasoner`` row gain them."""
+    mine, row = result["per_question"][GENERATED], result["generated_reasoner"]
+    texts = [r["question"] for r in mine]
+    for label, rows in committed.get("per_question", {}).items():
+        label = label.removesuffix(" (committed)")
+        by_text = {r["question"]: r for r in rows}
+        ran = label != GENERATED and {label, f"{label} (committed)"} & result["per_question"].keys()
+        if ran or len(set(texts)) != len(texts) or not all(t in by_text for t in texts):
+            continue
+        pair = paired(GENERATED, mine, f"{label} ({'previous run' if label == GENERATED else 'committed'})",
+                      [by_text[t] for t in texts])
+        result["pairs"].append(pair)
+        if label == QUESTION_TRAINED:
+            row["p_vs_question_trained"] = pair["p"]
+        elif label == GENERATED:
+            row["previous_hit"], row["p_vs_previous"] = round(100 * pair["score_b"], 2), pair["p"]
+    return result
 
 
 def webqsp_study(reasoner_cfg, num_graphs: int = 300, seed: int = 0, question_reasoner=None,
