@@ -459,6 +459,9 @@ def test_a_new_generated_reasoner_is_paired_with_the_committed_run_before_it():
     assert [p["b"] for p in result["pairs"]] == [f"{GENERATED} (previous run)", f"{QUESTION_TRAINED} (committed)"]
     assert row["previous_hit"] == 0.0 and row["p_vs_previous"] == pytest.approx(2 * 0.5 ** 6)
     assert row["p_vs_question_trained"] == 1.0
+    # the committed system's answers are carried forward (a later run without its weights pairs with them), ours stay
+    assert result["per_question"][f"{QUESTION_TRAINED} (committed)"] == mine and result["per_question"][PATHS] == mine
+    assert f"{GENERATED} (previous run)" not in result["per_question"]
 
 
 def test_the_word_fit_is_chosen_on_one_sample_and_checked_on_another(isolated, tiny_llm_dir):

@@ -35,7 +35,8 @@ FORMAT_VERSION = 3
 # How the reasoner's reading of a question decides that a word names a relation (relation_match, relation_words):
 # a shared stem counts as the path ranker's default similarity, and the word's fit must exceed NAMED. The path
 # ranker's own threshold (0.05) lets "film", "movies", "listed" name a relation of MetaQA's at 0.06-0.09, where the
-# words that name one fit at 0.2-0.5 (MetaQA dev questions, docs/chat.md); fixed so that a turn reads as training did.
+# words that name one fit at 0.2-0.5 (exploratory runs on MetaQA dev questions, docs/chat.md); fixed so that a turn
+# reads as training did.
 LEXICAL, NAMED = ChatConfig().path_lexical_match, 0.15
 MIN_QUESTIONS = 20  # fewer generated questions than this train no reasoner (a graph too small: TooFewQuestions)
 
@@ -173,7 +174,8 @@ def generated_dataset(indexes: list[ChatIndex], cfg: GraphReasonerConfig, neighb
 
     Returns:
         ``(question graphs, their generated questions, counts)``: questions whose answers all fall outside their
-        scope (a hub not expanded) are dropped and counted.
+        scope (a hub not expanded) are dropped and counted; with ``relation_words_only`` a question's ``masked`` is
+        the text the reasoner read (:func:`relation_words`).
     """
 
     per_graph = max(1, cfg.generation.num_questions // len(indexes))

@@ -198,12 +198,13 @@ class ReaRev(nn.Module):
         term of ``q_steps``."""
         ins = self.instructions(self.question(data))
         if self.cfg.relation_match:
-            self.relation_match(data)
+            self.relation_match(data)  # only checks that the batch carries the reading (q_steps comes with rel_match)
             ins = ins + self.steps(data.q_steps.float().view(-1, 2))
         return ins
 
     def relation_match(self, data) -> torch.Tensor:
-        """``rel_match`` as a column ``(R, 1)``: how well the question's words name each relation row."""
+        """``rel_match`` as a column ``(R, 1)`` (``(E, 1)`` with a relation text per fact): how well the question's
+        words name each relation row."""
         if "rel_match" not in data or "q_steps" not in data:
             raise ValueError("this reasoner reads how well the question names each relation "
                              "(ReasonerConfig.relation_match) but the batch has no rel_match or q_steps: build graphs "

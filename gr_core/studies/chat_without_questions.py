@@ -276,25 +276,25 @@ def with_committed(rows: dict[str, list[dict]], questions: list[dict], committed
 
 
 def pair_with_committed(result: dict, committed: dict) -> dict:
-    """``result``'s generated reasoner paired, on the same questions (matched by text), with each system of an earlier
-    run of the study (``committed``) that ``result`` did not run (``<label> (committed)``: the question-trained
-    reasoner when its weights are gone) and with that run's generated reasoner (``<label> (previous run)``: what
-    changed between the two); ``result``'s ``pairs`` and ``generated_reasoner`` row gain them."""
+    """``result``'s generated reasoner paired, on the same questions (by text), with each system of an earlier run
+    (``committed``) that ``result`` did not run (``<label> (committed)``, its answers carried into ``per_question``:
+    the question-trained reasoner when its weights are gone) and with that run's generated reasoner (``<label>
+    (previous run)``: what changed, if anything did); ``result``'s ``pairs`` and ``generated_reasoner`` gain them."""
     mine, row = result["per_question"][GENERATED], result["generated_reasoner"]
     texts = [r["question"] for r in mine]
     for label, rows in committed.get("per_question", {}).items():
-        label = label.removesuffix(" (committed)")
-        by_text = {r["question"]: r for r in rows}
+        label, by_text = label.removesuffix(" (committed)"), {r["question"]: r for r in rows}
         ran = label != GENERATED and {label, f"{label} (committed)"} & result["per_question"].keys()
         if ran or len(set(texts)) != len(texts) or not all(t in by_text for t in texts):
             continue
-        pair = paired(GENERATED, mine, f"{label} ({'previous run' if label == GENERATED else 'committed'})",
-                      [by_text[t] for t in texts])
-        result["pairs"].append(pair)
+        name, other = f"{label} ({'previous run' if label == GENERATED else 'committed'})", [by_text[t] for t in texts]
+        result["pairs"].append(pair := paired(GENERATED, mine, name, other))
+        if label == GENERATED:
+            row["previous_hit"], row["p_vs_previous"] = round(100 * pair["score_b"], 2), pair["p"]
+            continue
+        result["per_question"][name] = other  # carried forward: a later run without the weights pairs with them too
         if label == QUESTION_TRAINED:
             row["p_vs_question_trained"] = pair["p"]
-        elif label == GENERATED:
-            row["previous_hit"], row["p_vs_previous"] = round(100 * pair["score_b"], 2), pair["p"]
     return result
 
 
