@@ -165,23 +165,21 @@ def main() -> None:
 
     if args.study in ("metaqa", "webqsp"):
         cfg = reasoner_config(args)
+        earlier = result_path(f"chat_generated_{args.study}")  # the question-trained answers, when the weights are gone
+        committed = read_json(earlier) if earlier.is_file() else {}
         if args.study == "metaqa":
             ref = None if args.no_question_reasoner else existing(METAQA_QUESTION_REASONER)
-            earlier = result_path("chat_generated_metaqa")  # its question-trained answers, when the weights are gone
-            committed = read_json(earlier) if earlier.is_file() else {}
             result = study.pair_with_committed(study.metaqa_study(cfg, args.per_hop, args.llm_per_hop, args.seed, ref),
                                                committed)
         else:
             ref = None if args.no_question_reasoner else existing(WEBQSP_QUESTION_REASONER)
-            earlier = result_path("chat_generated_webqsp")  # its question-trained answers, when the weights are gone
-            committed = read_json(earlier) if earlier.is_file() else {}
             result = study.webqsp_study(cfg, args.graphs, args.seed, ref, llm=not args.no_llm, committed=committed,
                                         split=args.split, generation_pair=args.generation_pair)
             if args.split == "test":
                 study.pair_with_committed(result, committed)
         result["reasoner_config"] = asdict(cfg)
-        committed = any(k.endswith("(committed)") for k in result["per_question"])
-        result["question_reasoner"] = ref or ("its answers committed by the previous run" if committed else None)
+        carried = any(k.endswith("(committed)") for k in result["per_question"])
+        result["question_reasoner"] = ref or ("its answers committed by the previous run" if carried else None)
         # a choice's check (val) or the generation rule's pair: not the reported row
         aside = "_val" if args.study == "webqsp" and args.split == "val" else \
             "_generation_pair" if args.study == "webqsp" and args.generation_pair else ""

@@ -171,7 +171,7 @@ def test_the_generated_reasoner_reads_the_words_that_name_relations():
     import torch
     from torch_geometric.data import Batch
 
-    from gr_core.chat.graph_reasoner import GENERATED_READING, relation_match, relation_words
+    from gr_core.chat.graph_reasoner import GENERATED_READING, read_question
     from gr_core.chat.path_ranker import PathScorer
     from gr_core.gnn_rag import QuestionGraph, ReaRev
 
@@ -179,13 +179,15 @@ def test_the_generated_reasoner_reads_the_words_that_name_relations():
                                        "starred actors": [0, 1, 0, 0], "starred": [0, 1, 0, 0], "film": [1, 1, 0, 0]}))
     relations = ["directed_by", "starred_actors"]
     # "film" is as near to both relations: it names neither and leaves the question the reasoner reads
-    assert relation_words(scorer, "which film did it direct", relations) == "which did it direct"
-    match, steps = relation_match(scorer, "which film did it direct", relations)
-    assert match.tolist() == [1.0, 0.0] and steps.tolist() == pytest.approx([0.0, 1 / 3])
-    match, steps = relation_match(scorer, "who co-starred with it", relations)
-    assert match.tolist() == [0.0, 1.0] and steps.tolist() == pytest.approx([1.0, 1 / 3])
-    assert relation_words(scorer, "who co-starred with it", relations) == "who co starred with it"
-    assert relation_match(scorer, "what is it", relations)[1].tolist() == [0.0, 0.0]  # nothing named
+    reading = read_question(scorer, "which film did it direct", relations)
+    assert reading.text == "which did it direct"
+    assert reading.match.tolist() == [1.0, 0.0] and reading.steps.tolist() == pytest.approx([0.0, 1 / 3])
+    reading = read_question(scorer, "who co-starred with it", relations)
+    assert reading.match.tolist() == [0.0, 1.0] and reading.steps.tolist() == pytest.approx([1.0, 1 / 3])
+    assert reading.text == "who co starred with it"
+    assert read_question(scorer, "what is it", relations).steps.tolist() == [0.0, 0.0]  # nothing named
+    assert read_question(scorer, "which film did it direct", relations, words_only=False).text == \
+        "which film did it direct"  # the question kept whole, read the same
     model = ReaRev(4, GENERATED_READING)
     bare = QuestionGraph(edge_index=torch.tensor([[0], [1]]), rel_table=torch.eye(4)[:2], rel_id=torch.tensor([0]),
                          seed=torch.tensor([True, False]), answer=torch.tensor([False, True]),

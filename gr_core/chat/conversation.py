@@ -27,8 +27,8 @@ from ..prompts import cite_question, question_for
 from ..text_encoder import load_text_encoder
 from .config import (KIND_RELATION_THRESHOLD, KIND_TEMPLATE, WORD_RELATIONS_ANSWER_MODE, ChatConfig,
                      relations_read_as_words)
-from .graph_reasoner import (GraphReasonerConfig, TooFewQuestions, question_graph, relation_match, relation_words,
-                             scope_tensors, train_graph_reasoner)
+from .graph_reasoner import (GraphReasonerConfig, TooFewQuestions, question_graph, read_question, scope_tensors,
+                             train_graph_reasoner)
 from .graphs import graph_from_triple_list, load_graph
 from .index import BRACKET, STOP_WORDS, WORD, ChatIndex
 from .models import find_reasoner, load_answerer
@@ -237,12 +237,13 @@ class GraphChat:
                 options = [np.flatnonzero(np.isin(nodes, linked + index.rows_of(start)))
                            for start in (prev.reasoner_seeds or prev.linked, prev.answer_nodes)]
             masked, rcfg = index.masked(question, linked), self.reasoner.cfg  # the entities it names written "it"
-            if rcfg.relation_words_only:  # as it was trained: the function words and the words naming relations
-                masked = relation_words(self.path_scorer, masked, index.kg.relations)
+            reading = None
+            if rcfg.relation_match or rcfg.relation_words_only:  # read as it was trained (generated_dataset)
+                reading = read_question(self.path_scorer, masked, index.kg.relations, rcfg.relation_words_only)
+                masked = reading.text
             q_masked = self.embed(masked) if rcfg.mask_topic else None
-            named = relation_match(self.path_scorer, masked, index.kg.relations) if rcfg.relation_match else None
             turn.evidence, turn.paths, turn.candidates, used, probs = self._gnn_evidence(
-                scope, nodes, edges, q, q_masked, options, node_sim, named)
+                scope, nodes, edges, q, q_masked, options, node_sim, reading if rcfg.relation_match else None)
             turn.reasoner_probs = np.bincount(nodes, probs, index.kg.num_entities).astype(np.float32)  # nodes: unique
             turn.reasoner_seeds = [int(index.node_ids[nodes[r]]) for r in used]
             turn.timings["gnn"] = time.perf_counter() - t
@@ -270,13 +271,13 @@ class GraphChat:
 
     def _gnn_evidence(self, scope: TextualGraph, nodes: np.ndarray, edges: np.ndarray, q: np.ndarray,
                       q_masked: np.ndarray | None, seed_options: list[np.ndarray], node_sim: np.ndarray,
-                      rel_match: np.ndarray | None = None
+                      reading=None
                       ) -> tuple[TextualGraph, list[str], list[dict], np.ndarray, np.ndarray]:
         """GNN-RAG on the searched graph: node probabilities, the 0.95 candidate set, shortest paths from the seeds
         (the most similar node when there is none); the evidence is the subgraph the paths run through.
         ``q``, ``q_masked``: the question's vector as asked and with the entities it names masked (None for a reasoner
-        that does not read it; :meth:`ReaRev.question <gr_core.gnn_rag.ReaRev.question>` picks); ``rel_match``: how
-        well its words name each relation, for a reasoner that reads it (:func:`.graph_reasoner.relation_match`).
+        that does not read it; :meth:`ReaRev.question <gr_core.gnn_rag.ReaRev.question>` picks); ``reading``: how
+        its words name the relations, for a reasoner that reads it (:func:`.graph_reasoner.read_question`).
         ``seed_options``: one or more seed sets (positions in ``nodes``); the reasoner runs from each and the one
         whose best non-seed node is most probable is kept.
         Returns the evidence, the paths' lines, the candidates (best first, score = the reasoner's probability), the
@@ -284,7 +285,7 @@ class GraphChat:
 
         options = [o for o in seed_options if len(o)] or [np.array([int(np.argmax(node_sim[nodes]))])]
         shared = scope_tensors(self.index, nodes, edges)
-        datas = [question_graph(self.index, nodes, edges, local_seeds, q, q_masked, shared=shared, rel_match=rel_match)
+        datas = [question_graph(self.index, nodes, edges, local_seeds, q, q_masked, shared=shared, reading=reading)
                  for local_seeds in options]
         all_probs = node_probabilities(self.reasoner, datas)
         confidence = [float(np.delete(p, o).max(initial=0.0)) for p, o in zip(all_probs, options)]

@@ -32,7 +32,7 @@ from .path_ranker import SAMENESS, STOPWORDS, WORDS, PathScorer
 # bump when the saved reasoner's meaning changes (keys the cache; 2: trained on neighbourhoods; 3: relation_match's
 # reading with NAMED)
 FORMAT_VERSION = 3
-# How the reasoner's reading of a question decides that a word names a relation (relation_match, relation_words):
+# How the reasoner's reading of a question (read_question) decides that a word names a relation:
 # a shared stem counts as the path ranker's default similarity, and the word's fit must exceed NAMED. The path
 # ranker's own threshold (0.05) lets "film", "movies", "listed" name a relation of MetaQA's at 0.06-0.09, where the
 # words that name one fit at 0.2-0.5 (exploratory runs on MetaQA dev questions, docs/chat.md); fixed so that a turn
@@ -42,7 +42,7 @@ MIN_QUESTIONS = 20  # fewer generated questions than this train no reasoner (a g
 
 
 # How a reasoner trained on generated questions reads a question (docs/chat.md "How that reasoner reads a
-# question"): the words that name relations (relation_match, relation_words), on top of ReaRev's defaults.
+# question"): the words that name relations (read_question), on top of ReaRev's defaults.
 GENERATED_READING = ReasonerConfig(relation_match=True, relation_words_only=True)
 
 
@@ -82,42 +82,51 @@ class GraphReasonerConfig:
             raise ValueError("GraphReasonerConfig: 0 < val_fraction < 1 and num_epochs >= 1 required")
 
 
-def relation_words(scorer: PathScorer, masked: str, relations: list[str]) -> str:
-    """``masked`` with only its function words, words of sameness and the words that name a relation (fit above
-    :data:`NAMED`): "which film did it write" -> "which did it write"."""
-    phrases = [relation_phrase(r) for r in relations]
-    words = scorer.question_words(masked, phrases, LEXICAL)
-    kept, j = [], 0
-    for t in WORDS.findall(masked.lower()):
-        if t in STOPWORDS or t in SAMENESS:
-            kept.append(t)
-            continue
-        if max((float(words.fit[p][j]) for p in phrases), default=0.0) > NAMED:
-            kept.append(t)
-        j += 1
-    return " ".join(kept)
+@dataclass(frozen=True)
+class QuestionReading:
+    """What a reasoner with :class:`~gr_core.gnn_rag.ReasonerConfig` ``relation_match`` / ``relation_words_only``
+    reads of a question besides its sentence vector (:func:`read_question`).
 
-
-def relation_match(scorer: PathScorer, masked: str, relations: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """How well the words of the question ``masked`` (its entities written "it") name each of the graph's
-    ``relations``: the best :func:`~gr_core.chat.path_ranker.word_relation_fit` of any of its content words, as the
-    path ranker reads them, where above :data:`NAMED` (else 0).
-
-    Returns:
-        what :class:`~gr_core.gnn_rag.ReasonerConfig` ``relation_match`` reads: ``rel_match (R,)`` float32 in [0, 1]
-        and ``q_steps (2,)``: whether a word asks for "the same" (co-starred) and how many relations are named, a
-        third each, at most 1: how many steps the question asks for.
+    Attributes:
+        text: the question (entities written "it") kept to its function words, words of sameness and the words that
+            name a relation ("which film did it write" -> "which did it write"); unchanged when not ``words_only``.
+        match: ``rel_match (R,)`` float32 in [0, 1]: per relation of the graph, the best
+            :func:`~gr_core.chat.path_ranker.word_relation_fit` of any of the question's words, where above
+            :data:`NAMED` (else 0).
+        steps: ``q_steps (2,)``: whether a word asks for "the same" (co-starred) and how many relations are named (a
+            third each, at most 1): how many steps the question asks for.
     """
-    phrases = [relation_phrase(r) for r in relations]
+
+    text: str
+    match: np.ndarray
+    steps: np.ndarray
+
+
+def read_question(scorer: PathScorer, masked: str, relations: list[str], words_only: bool = True) -> QuestionReading:
+    """:class:`QuestionReading` of the question ``masked`` (its entities written "it") on a graph with ``relations``,
+    its words read as the path ranker reads them (one word fit per word and relation, computed once)."""
+    phrases = list(dict.fromkeys(relation_phrase(r) for r in relations))
     words = scorer.question_words(masked, phrases, LEXICAL)
-    best = np.array([float(words.fit[p].max(initial=0.0)) for p in phrases])
-    match = np.where(best > NAMED, np.minimum(best, 1.0), 0.0).astype(np.float32)
-    return match, np.array([min(words.sameness, 1), min(int((best > NAMED).sum()), 3) / 3], np.float32)
+    fit = np.stack([words.fit[p] for p in phrases]) if phrases else np.zeros((0, len(words.vectors)))  # (P, W)
+    best = dict(zip(phrases, fit.max(axis=1, initial=0.0)))  # per phrase: its best word
+    named = np.array([best[relation_phrase(r)] for r in relations])
+    text = masked
+    if words_only:  # tokens in the order content_words reads them: word j is the j-th token not a function word
+        per_word, kept, j = fit.max(axis=0, initial=0.0), [], 0
+        for t in WORDS.findall(masked.lower()):
+            if t in STOPWORDS or t in SAMENESS:
+                kept.append(t)
+                continue
+            kept += [t] if per_word[j] > NAMED else []
+            j += 1
+        text = " ".join(kept)
+    return QuestionReading(text, np.where(named > NAMED, np.minimum(named, 1.0), 0.0).astype(np.float32),
+                           np.array([min(words.sameness, 1), min(int((named > NAMED).sum()), 3) / 3], np.float32))
 
 
 def question_graph(index: ChatIndex, nodes: np.ndarray, edges: np.ndarray, seeds: np.ndarray, q: np.ndarray,
                    q_masked: np.ndarray | None = None, answers: np.ndarray | None = None, shared: dict | None = None,
-                   rel_match: np.ndarray | None = None):
+                   reading: QuestionReading | None = None):
     """The reasoner's input for one question on the searched part of ``index``'s graph.
 
     Args:
@@ -126,7 +135,7 @@ def question_graph(index: ChatIndex, nodes: np.ndarray, edges: np.ndarray, seeds
         q, q_masked: the question's sentence vector ``(dim,)`` as asked and with its topic masked (None: absent).
         shared: :func:`scope_tensors` of ``(nodes, edges)`` when already built (a whole graph searched by every
             question shares them).
-        rel_match: :func:`relation_match`'s pair for a reasoner that reads it (None: absent).
+        reading: :func:`read_question` for a reasoner with ``relation_match`` (its ``rel_match`` and ``q_steps``).
     Returns:
         a :class:`~gr_core.gnn_rag.QuestionGraph` over ``N`` nodes (``rel_table`` = every relation of the graph).
     """
@@ -140,9 +149,9 @@ def question_graph(index: ChatIndex, nodes: np.ndarray, edges: np.ndarray, seeds
     if answers is not None and len(answers):
         answer[torch.as_tensor(np.asarray(answers, np.int64))] = True
     extra = {} if q_masked is None else {"q_masked": torch.from_numpy(np.asarray(q_masked, np.float32)).view(1, -1)}
-    if rel_match is not None:
-        extra["rel_match"] = torch.from_numpy(np.asarray(rel_match[0], np.float32))
-        extra["q_steps"] = torch.from_numpy(np.asarray(rel_match[1], np.float32)).view(1, -1)
+    if reading is not None:
+        extra["rel_match"] = torch.from_numpy(reading.match)
+        extra["q_steps"] = torch.from_numpy(reading.steps).view(1, -1)
     return QuestionGraph(seed=seed, answer=answer, q_emb=torch.from_numpy(np.asarray(q, np.float32)).view(1, -1),
                          num_nodes=n, **shared, **extra)
 
@@ -175,7 +184,7 @@ def generated_dataset(indexes: list[ChatIndex], cfg: GraphReasonerConfig, neighb
     Returns:
         ``(question graphs, their generated questions, counts)``: questions whose answers all fall outside their
         scope (a hub not expanded) are dropped and counted; with ``relation_words_only`` a question's ``masked`` is
-        the text the reasoner read (:func:`relation_words`).
+        the text the reasoner read (:func:`read_question`).
     """
 
     per_graph = max(1, cfg.generation.num_questions // len(indexes))
@@ -185,14 +194,18 @@ def generated_dataset(indexes: list[ChatIndex], cfg: GraphReasonerConfig, neighb
             continue
         gen = replace(cfg.generation, num_questions=per_graph, seed=cfg.generation.seed + k)
         made += [(k, q) for q in generate_questions(index.kg, gen)]
-    scorer = PathScorer(lambda words: store.encode(words, desc="encode question words")[0])
-    if cfg.reasoner.relation_words_only:  # the sentence the reasoner reads: its relation words only
-        made = [(k, replace(q, masked=relation_words(scorer, q.masked, indexes[k].kg.relations))) for k, q in made]
+    rcfg = cfg.reasoner
+    readings = [None] * len(made)
+    if rcfg.relation_match or rcfg.relation_words_only:  # read as a turn reads (GraphChat.retrieve)
+        scorer = PathScorer(lambda words: store.encode(words, desc="encode question words")[0])
+        readings = [read_question(scorer, q.masked, indexes[k].kg.relations, rcfg.relation_words_only)
+                    for k, q in made]
+        made = [(k, replace(q, masked=r.text)) for (k, q), r in zip(made, readings)]
     texts = list(dict.fromkeys([q.text for _, q in made] + [q.masked for _, q in made]))
     emb, _ = store.encode(texts, desc="encode generated questions") if texts else (np.zeros((0, 1), np.float32), 0)
     row = {t: i for i, t in enumerate(texts)}
     data, kept, out_of_scope = [], [], 0
-    for k, q in progress(made, desc="generated question graphs"):
+    for (k, q), reading in progress(list(zip(made, readings)), desc="generated question graphs"):
         index = indexes[k]
         # Trained on the topic's neighbourhood even where a turn searches the whole graph
         # (ChatConfig.whole_graph_edges): a 5,214-triple graph searched whole took 325 s an epoch on 2 cores, and the
@@ -204,10 +217,8 @@ def generated_dataset(indexes: list[ChatIndex], cfg: GraphReasonerConfig, neighb
         if len(answers) == 0:
             out_of_scope += 1
             continue
-        named = (relation_match(scorer, q.masked, index.kg.relations)
-                 if cfg.reasoner.relation_match else None)
         data.append(question_graph(index, nodes, edges, np.array([local[q.topic]]), emb[row[q.text]],
-                                   emb[row[q.masked]], answers, rel_match=named))
+                                   emb[row[q.masked]], answers, reading=reading if rcfg.relation_match else None))
         kept.append(q)
     if len(data) < MIN_QUESTIONS:
         edges = sum(ix.num_edges for ix in indexes)

@@ -197,8 +197,7 @@ class ReaRev(nn.Module):
         """The instructions before dropout ``(B, K·D)``: from :meth:`question`, with ``cfg.relation_match`` plus the
         term of ``q_steps``."""
         ins = self.instructions(self.question(data))
-        if self.cfg.relation_match:
-            self.relation_match(data)  # only checks that the batch carries the reading (q_steps comes with rel_match)
+        if self.cfg.relation_match:  # q_steps is there: forward checked the batch with relation_match first
             ins = ins + self.steps(data.q_steps.float().view(-1, 2))
         return ins
 
@@ -208,8 +207,7 @@ class ReaRev(nn.Module):
         if "rel_match" not in data or "q_steps" not in data:
             raise ValueError("this reasoner reads how well the question names each relation "
                              "(ReasonerConfig.relation_match) but the batch has no rel_match or q_steps: build graphs "
-                             "with "
-                             "gr_core.chat.graph_reasoner.question_graph(..., rel_match=relation_match(...))")
+                             "with gr_core.chat.graph_reasoner.question_graph(..., reading=read_question(...))")
         return data.rel_match.float().view(-1, 1)
 
     def forward(self, data) -> torch.Tensor:

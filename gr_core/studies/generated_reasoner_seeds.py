@@ -26,6 +26,13 @@ READINGS = {"sentence": ReasonerConfig(),
             "relation words only (the default)": GENERATED_READING}
 
 
+def _metaqa(split: str, per_hop: int, hops) -> tuple:
+    """The MetaQA KB, its kind, its chat index (what the reasoners are trained on) and the questions asked."""
+    kb, kind, _ = load_graph("metaqa")
+    index = GraphChat(kb, kind=kind, retriever="pcst", answer_mode="paths").index
+    return kb, kind, index, metaqa_sample(split, per_hop, 0, hops)
+
+
 def _ask(path, kb, kind, questions: list[dict]) -> list[dict]:
     chat = GraphChat(kb, kind=kind, reasoner=path, retriever="gnn")
     return [ask_alone(chat, q) for q in questions]
@@ -41,9 +48,7 @@ def seeds_study(seeds=(0, 1, 2), split: str = "test", per_hop: int = 300, hops=(
                 cfg: GraphReasonerConfig = GraphReasonerConfig()) -> dict:
     """Hit of the generated-question reasoner per seed on the same ``per_hop`` MetaQA questions per hop count, the mean
     and spread per hop count, and each seed paired with seed ``seeds[0]``."""
-    kb, kind, _ = load_graph("metaqa")
-    index = GraphChat(kb, kind=kind, retriever="pcst", answer_mode="paths").index
-    questions = metaqa_sample(split, per_hop, 0, hops)
+    kb, kind, index, questions = _metaqa(split, per_hop, hops)
     runs = {}
     for s in seeds:
         seeded = replace(cfg, seed=s, generation=replace(cfg.generation, seed=s))
@@ -66,9 +71,7 @@ def reading_study(split: str = "dev", per_hop: int = 300, hops=(1, 2), cfg: Grap
     """One reasoner per reading (:data:`READINGS`), trained on the same generated questions, on the same ``per_hop``
     MetaQA ``split`` questions per hop count; each reading paired with the first, per hop count."""
     readings = readings or READINGS
-    kb, kind, _ = load_graph("metaqa")
-    index = GraphChat(kb, kind=kind, retriever="pcst", answer_mode="paths").index
-    questions = metaqa_sample(split, per_hop, 0, hops)
+    kb, kind, index, questions = _metaqa(split, per_hop, hops)
     runs = {}
     for label, reading in readings.items():
         path = train_graph_reasoner(index, replace(cfg, reasoner=reading))
