@@ -89,6 +89,21 @@ def test_generation_can_leave_out_nodes_named_by_identifiers_as_topics_and_answe
     assert any(not kg.named[q.answers].all() for q in kept) and any(not kg.named[q.topic] for q in kept)
 
 
+def test_topics_are_drawn_by_their_facts_or_uniformly():
+    star = [("Hub", f"rel_{i}", f"Leaf {i}") for i in range(20)]  # the hub: 20 facts; each leaf: 1
+    kg = kg_of(star)
+    hub = kg.entity_id["Hub"]
+
+    def hub_share(weight: str) -> float:
+        qs = generate_questions(kg, GenerationConfig(num_questions=10, max_hops=1, topic_weight=weight, seed=3))
+        return sum(q.topic == hub for q in qs) / len(qs)
+
+    assert GenerationConfig().topic_weight == "uniform"
+    assert hub_share("degree") >= 0.3 > hub_share("uniform")  # drawn with p = 20/40 against 1/21
+    with pytest.raises(ValueError, match="topic_weight"):
+        GenerationConfig(topic_weight="pagerank")
+
+
 def test_mixed_frames_read_the_same_with_the_name_and_with_it():
     kg = kg_of(FILMS)
     rid = {r: i for i, r in enumerate(kg.relations)}
@@ -579,3 +594,41 @@ def test_the_seed_and_reading_studies_pair_runs_on_the_same_questions(monkeypatc
     out = study.reading_study(hops=(1, 2))
     assert [c.reasoner for c in trained] == list(study.READINGS.values())
     assert [(p["hop"], p["a_only"], p["b_only"]) for p in out["pairs"]] == [(1, 0, 4), (2, 3, 0), (1, 0, 0), (2, 3, 0)]
+
+
+def test_the_generation_and_webqsp_seed_studies_pair_runs_on_the_same_questions(monkeypatch):
+    """How questions are generated: the first rule (the default), each change alone and both; on MetaQA only the first
+    rule and both (its KB names no node by an identifier). WebQSP seeds: one training per seed, every
+    reasoner asked the same questions on one chat per graph, the spread and the pairs with the first seed."""
+    import gr_core.studies.generated_reasoner_seeds as study
+    from gr_core.chat.graph_reasoner import GraphReasonerConfig
+
+    questions = [{"question": f"q{i}", "answers": ["x"], "graph": f"g{i % 2}"} for i in range(4)]
+    trained, chats = [], []
+    monkeypatch.setattr(study, "webqsp_sample", lambda n, seed, split: (questions, {"g0": "G0", "g1": "G1"}))
+    monkeypatch.setattr(study, "GraphChat", lambda g, **k: chats.append((g, k)) or type("C", (), {"index": g})())
+    monkeypatch.setattr(study, "train_graph_reasoner", lambda index, cfg: trained.append(cfg) or len(trained) - 1)
+    monkeypatch.setattr(study, "load_reasoner", lambda path: path)
+    monkeypatch.setattr(study, "training_record", lambda path: {"path": path})
+    hits = iter([1, 1, 0, 0, 1, 1, 1, 1, 0, 0, 0, 1])
+    monkeypatch.setattr(study, "ask_alone", lambda chat, q: {
+        "question": q["question"], "answer": "x", "hit": next(hits), "hit1": 0, "node_answer": True, "turn_s": 0.1})
+    out = study.webqsp_seeds_study((0, 1, 2))
+    assert [(c.seed, c.generation.seed) for c in trained] == [(0, 0), (1, 1), (2, 2)]
+    assert sum(k.get("reasoner") is not None for _, k in chats) == 6  # one chat per graph and seed
+    assert out["spread"] == {"mean": 58.33, "std": 38.19, "min": 25.0, "max": 100.0}  # 50, 100, 25
+    assert [(p["a"], p["a_only"], p["b_only"]) for p in out["pairs"]] == [("seed 1", 2, 0), ("seed 2", 1, 2)]
+    trained.clear()
+    hits = iter([1] * 16)
+    study.generation_study("webqsp")
+    assert trained[0] == GraphReasonerConfig() and len(trained) == 4  # the first rule is the default
+    assert [(c.generation.topic_weight, c.generation.unnamed) for c in trained] == [
+        ("uniform", True), ("degree", True), ("uniform", False), ("degree", False)]
+    trained.clear()
+    monkeypatch.setattr(study, "load_graph", lambda spec: (None, "kg", None))
+    monkeypatch.setattr(study, "metaqa_sample", lambda split, per_hop, seed, hops: [dict(q, hop=1) for q in questions])
+    monkeypatch.setattr(study, "_ask", lambda path, kb, kind, qs: [
+        {"question": q["question"], "answer": "x", "hit": 1, "hit1": 1, "node_answer": True, "turn_s": 0.1}
+        for q in qs])
+    out = study.generation_study("metaqa", "dev")
+    assert [c.generation.topic_weight for c in trained] == ["uniform", "degree"] and len(out["by_config"]) == 2

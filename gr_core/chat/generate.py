@@ -6,7 +6,10 @@ KG's own facts train retrievers that transfer to real questions; this module gen
 keeps the answers exact:
 
 1. a **topic**: an entity with at least one and at most ``max_topic_degree`` facts (a hub such as a genre or a year
-   is rarely what a question is about, and the chat's neighbourhood does not expand hubs either);
+   is rarely what a question is about, and the chat's neighbourhood does not expand hubs either), drawn uniformly or
+   (``topic_weight="degree"``) in proportion to its facts: drawn uniformly, most topics are a graph's leaves (on
+   WebQSP's mini-graphs the generated topics had a median of 2 facts, the real questions' topics 7), yet drawing them
+   by their facts did not measurably help on test (docs/chat.md, "How questions are generated");
 2. a **relation path** of 1 to ``max_hops`` hops, walked from the topic: at each node one of its distinct
    ``(relation, direction)`` pairs is drawn uniformly (not one of its facts: a node with 300 ``has_tags`` facts and one
    ``directed_by`` fact would otherwise never teach ``directed_by``), then one fact of it;
@@ -32,6 +35,7 @@ import numpy as np
 from ..kg import KnowledgeGraph
 
 TEMPLATES = ("mixed", "of", "which", "verb")
+TOPIC_WEIGHTS = ("uniform", "degree")
 # "mixed": each hop's frame drawn from these (N: the phrase so far, p: the relation's words). The last hop asks; inner
 # hops describe. A relation followed and then followed back reads "the same p as N" (same director, same writer).
 LAST_FORWARD = ("what is the {p} of {N}", "{N} {p} what", "who is {N} {p}", "which {p} does {N} have",
@@ -60,8 +64,11 @@ class GenerationConfig:
             distinct questions of that length (a one-fact graph otherwise spent 44 s on 160,000 repeated walks).
         unnamed: also ask about and answer with nodes named by identifiers (:func:`~gr_core.kg.is_identifier`: a
             Freebase mediator node), which the chat never answers (``ChatConfig.answer_unnamed``). False: a walk
-            passes through them, a topic is never one, and a path whose answers are all such nodes is dropped; not
-            the default, since it did not help (docs/chat.md, "Nodes that name nothing").
+            passes through them, a topic is never one, and a path whose answers are all such nodes is dropped, so the
+            reasoner learns to go through a mediator to what it links; not the default (docs/chat.md, "How questions
+            are generated").
+        topic_weight: how topics are drawn (:data:`TOPIC_WEIGHTS`): ``uniform`` (the default) or ``degree``, in
+            proportion to their facts (each fact equally likely to be asked about, from either end).
         seed: the generator's seed.
     """
 
@@ -73,15 +80,18 @@ class GenerationConfig:
     templates: tuple[str, ...] = ("mixed",)
     attempts_per_question: int = 20
     stall_attempts: int = 2000
-    # WebQSP, questions generated without such nodes: 200 val graphs 53.0 vs 53.0 (p = 1.0); 300 test graphs 44.7 vs
-    # 49.0 (p = 0.04)
+    # Both changed on WebQSP val (58.0 -> 66.0, p = 0.005), not confirmed on test (64.0 -> 63.7, p = 1.0) and lower
+    # on MetaQA 1-hop (dev 89.0 -> 86.0, test 92.3 -> 88.7, p = 0.007): docs/chat.md "How questions are generated"
     unnamed: bool = True
+    topic_weight: str = "uniform"
     seed: int = 0
 
     def __post_init__(self) -> None:
         if min(self.num_questions, self.max_hops, self.max_answers, self.max_topic_degree, self.stall_attempts) < 1:
             raise ValueError("GenerationConfig: num_questions, max_hops, max_answers, max_topic_degree, stall_attempts "
                              ">= 1 required")
+        if self.topic_weight not in TOPIC_WEIGHTS:
+            raise ValueError(f"GenerationConfig.topic_weight={self.topic_weight!r}: use one of {TOPIC_WEIGHTS}")
         bad = [t for t in self.templates if t not in TEMPLATES]
         if bad or not self.templates:
             raise ValueError(f"GenerationConfig.templates={self.templates!r}: use a non-empty subset of {TEMPLATES}")
@@ -230,6 +240,8 @@ def generate_questions(kg: KnowledgeGraph, cfg: GenerationConfig = GenerationCon
                          "facts or is named by an identifier (raise GenerationConfig.max_topic_degree, or set "
                          "GenerationConfig.unnamed)")
     rng = np.random.default_rng(cfg.seed)
+    weight = kg.degree[topics].astype(np.float64) if cfg.topic_weight == "degree" else None
+    cumulative = None if weight is None else np.cumsum(weight) / weight.sum()
     per_hop = [cfg.num_questions // cfg.max_hops + (h < cfg.num_questions % cfg.max_hops) for h in range(cfg.max_hops)]
     seen: set = set()
     out: list[GeneratedQuestion] = []
@@ -239,7 +251,8 @@ def generate_questions(kg: KnowledgeGraph, cfg: GenerationConfig = GenerationCon
             if made >= wanted or stalled >= cfg.stall_attempts:
                 break
             stalled += 1
-            topic = int(topics[rng.integers(len(topics))])
+            topic = int(topics[rng.integers(len(topics))] if cumulative is None else
+                        topics[min(int(np.searchsorted(cumulative, rng.random(), side="right")), len(topics) - 1)])
             path = _walk(kg, topic, hops, rng)
             if path is None or (topic, path) in seen:
                 continue

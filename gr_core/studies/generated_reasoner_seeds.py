@@ -1,10 +1,15 @@
-"""The reasoner trained on generated questions over seeds, and how it reads a question, on MetaQA (docs/chat.md).
+"""The reasoner trained on generated questions over seeds, how it reads a question and how its questions are generated,
+on MetaQA and WebQSP (docs/chat.md).
 
 :func:`seeds_study` trains the library's generated-question reasoner once per seed (the generator's and the
 training's seed both set to it: other questions, another initialization and order) on the MetaQA KB and asks each one
 the same real test questions, each alone: a trained result is a spread, not one run.
 :func:`reading_study` trains one reasoner per way of reading the question (:data:`READINGS`) on the same generated
 questions and asks them the same questions (on dev, where the reading was chosen; once on test).
+:func:`generation_study` does the same per way of generating the questions (:func:`generations`: how topics are
+drawn, whether identifier-named nodes are asked about), on MetaQA dev and WebQSP validation graphs, where it was
+chosen; :func:`webqsp_seeds_study` repeats :func:`seeds_study` on WebQSP's test mini-graphs, each reasoner trained on
+questions generated from those graphs (never their questions).
 """
 from __future__ import annotations
 
@@ -14,9 +19,9 @@ import numpy as np
 
 from ..chat import GraphChat, load_graph
 from ..chat.graph_reasoner import GENERATED_READING, GraphReasonerConfig, train_graph_reasoner, training_record
-from ..gnn_rag import ReasonerConfig
+from ..gnn_rag import ReasonerConfig, load_reasoner
 from ..stats import compare
-from .chat_without_questions import ask_alone, hit_record, hop_records, metaqa_sample
+from .chat_without_questions import ask_alone, hit_record, hop_records, metaqa_sample, webqsp_sample
 
 # How the reasoner reads a question: ReaRev's masked sentence alone (the first version); plus the words that name each
 # relation (rel_match, q_steps); and that with the sentence reduced to the function words and the relation words (the
@@ -71,10 +76,19 @@ def reading_study(split: str = "dev", per_hop: int = 300, hops=(1, 2), cfg: Grap
     """One reasoner per reading (:data:`READINGS`), trained on the same generated questions, on the same ``per_hop``
     MetaQA ``split`` questions per hop count; each reading paired with the first, per hop count."""
     readings = readings or READINGS
+    out = variant_study({label: replace(cfg, reasoner=r) for label, r in readings.items()}, split, per_hop, hops)
+    return {"questions": out["questions"], "config": asdict(cfg), "by_reading": out["by_config"],
+            "pairs": out["pairs"], "readings": {k: asdict(v) for k, v in readings.items()}}
+
+
+def variant_study(configs: dict[str, GraphReasonerConfig], split: str = "dev", per_hop: int = 300, hops=(1, 2)
+                  ) -> dict:
+    """One reasoner per configuration (label -> :class:`GraphReasonerConfig`) on the MetaQA KB, asked the same
+    ``per_hop`` MetaQA ``split`` questions per hop count; each paired with the first, per hop count."""
     kb, kind, index, questions = _metaqa(split, per_hop, hops)
     runs = {}
-    for label, reading in readings.items():
-        path = train_graph_reasoner(index, replace(cfg, reasoner=reading))
+    for label, cfg in configs.items():
+        path = train_graph_reasoner(index, cfg)
         runs[label] = _summary(label, _ask(path, kb, kind, questions), questions, path)
     base = next(iter(runs))
     pairs = []
@@ -84,5 +98,73 @@ def reading_study(split: str = "dev", per_hop: int = 300, hops=(1, 2), cfg: Grap
             a = [r["hit"] for r, k in zip(runs[label]["per_question"], on) if k]
             b = [r["hit"] for r, k in zip(runs[base]["per_question"], on) if k]
             pairs.append({"a": label, "b": base, "hop": h, **compare(a, b)})
-    return {"questions": {"split": split, "per_hop": per_hop, "seed": 0}, "config": asdict(cfg),
-            "readings": {k: asdict(v) for k, v in readings.items()}, "by_reading": runs, "pairs": pairs}
+    return {"questions": {"split": split, "per_hop": per_hop, "seed": 0},
+            "configs": {k: asdict(v) for k, v in configs.items()}, "by_config": runs, "pairs": pairs}
+
+
+def webqsp_variant_study(configs: dict[str, GraphReasonerConfig], split: str = "val", num_graphs: int = 200,
+                         seed: int = 0) -> dict:
+    """One reasoner per configuration (label -> :class:`GraphReasonerConfig`) trained on questions generated from
+    ``num_graphs`` WebQSP ``split`` mini-graphs (seeded sample) and asked those graphs' real questions (the generated
+    reasoner alone: :func:`~.chat_without_questions.webqsp_study` adds the other systems); each paired with the
+    first. Seeds are configurations too (``replace(cfg, seed=s, generation=replace(cfg.generation, seed=s))``)."""
+    questions, graphs = webqsp_sample(num_graphs, seed, split)
+    indexes = {spec: GraphChat(g, kind="kg", retriever="pcst", answer_mode="paths").index for spec, g in graphs.items()}
+    runs = {}
+    for label, cfg in configs.items():
+        path = train_graph_reasoner(list(indexes.values()), cfg)
+        reasoner = load_reasoner(path)
+        chats: dict = {}
+        rows = []
+        for q in questions:
+            if q["graph"] not in chats:
+                chats[q["graph"]] = GraphChat(graphs[q["graph"]], kind="kg", reasoner=reasoner, retriever="gnn")
+            rows.append(ask_alone(chats[q["graph"]], q))
+        runs[label] = _summary(label, rows, questions, path)
+    first = [r["hit"] for r in next(iter(runs.values()))["per_question"]]
+    pairs = [{"a": label, "b": next(iter(runs)), **compare([r["hit"] for r in run["per_question"]], first)}
+             for label, run in list(runs.items())[1:]]
+    return {"questions": {"graphs": f"webqsp {split} mini-graphs", "num_graphs": len(graphs), "seed": seed},
+            "configs": {k: asdict(v) for k, v in configs.items()}, "by_config": runs, "pairs": pairs}
+
+
+# How questions are generated (GenerationConfig): name -> (label, the fields set). The first rule (the default:
+# topics drawn uniformly, identifier-named nodes asked about and answered), each change alone, and both.
+RULES = {"first": ("topics uniform, identifier nodes asked (the first rule, the default)",
+                   {"topic_weight": "uniform", "unnamed": True}),
+         "topics": ("topics by their facts", {"topic_weight": "degree", "unnamed": True}),
+         "named": ("identifier nodes left out", {"topic_weight": "uniform", "unnamed": False}),
+         "both": ("topics by their facts, identifier nodes left out", {"topic_weight": "degree", "unnamed": False})}
+
+
+def rule_config(name: str, cfg: GraphReasonerConfig = GraphReasonerConfig()) -> GraphReasonerConfig:
+    """``cfg`` with its questions generated by the rule ``name`` of :data:`RULES`."""
+    return replace(cfg, generation=replace(cfg.generation, **RULES[name][1]))
+
+
+def generations() -> dict[str, GraphReasonerConfig]:
+    """Every rule of :data:`RULES` by its label, the first rule first."""
+    return {label: rule_config(name) for name, (label, _) in RULES.items()}
+
+
+def generation_study(graph: str = "webqsp", split: str = "val", per_hop: int = 300, num_graphs: int = 200) -> dict:
+    """The generated-question reasoner by how its questions are generated (:func:`generations`), on the same real
+    questions, each paired with the first rule: MetaQA (``split`` dev or test; its KB names no node by an identifier,
+    so only the first rule and both changes are trained) or WebQSP mini-graphs (``split`` val or test)."""
+    configs = generations()
+    if graph == "metaqa":
+        kept = [RULES[name][0] for name in ("first", "both")]
+        return variant_study({k: configs[k] for k in kept}, split, per_hop, (1, 2))
+    return webqsp_variant_study(configs, split, num_graphs)
+
+
+def webqsp_seeds_study(seeds=(0, 1, 2), split: str = "test", num_graphs: int = 300,
+                       cfg: GraphReasonerConfig = GraphReasonerConfig()) -> dict:
+    """The generated-question reasoner per seed (the generator's and the training's) on the same WebQSP mini-graphs
+    and their real questions: mean, spread, each seed paired with the first."""
+    out = webqsp_variant_study({f"seed {s}": replace(cfg, seed=s, generation=replace(cfg.generation, seed=s))
+                                for s in seeds}, split, num_graphs)
+    hits = np.array([run["record"]["hit"] for run in out["by_config"].values()])
+    out["spread"] = {"mean": round(float(hits.mean()), 2), "std": round(float(hits.std(ddof=1)), 2)
+                     if len(hits) > 1 else None, "min": float(hits.min()), "max": float(hits.max())}
+    return out
