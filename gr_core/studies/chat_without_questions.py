@@ -236,8 +236,7 @@ def metaqa_study(reasoner_cfg, per_hop: int = 300, llm_per_hop: int = 300, seed:
         everything["generated_reasoner"]["n_vs_ranked"] = len(llm_questions)
     everything["generated_reasoner"]["p_vs_paths"] = next(
         (p["p"] for p in everything["pairs"] if p["a"] == GENERATED and p["b"] == PATHS), None)
-    # None: the reasoner came from its cache (under a second; its own seconds are train_seconds, from when it trained)
-    everything["generated_reasoner"]["call_seconds"] = round(wall, 1) if wall >= 1.0 else None
+    everything["generated_reasoner"]["call_seconds"] = round(wall, 1) if wall >= 1.0 else None  # None: from its cache
     # the hops each system searches: a reasoner the chat's neighbourhood, the path ranker its own path length
     searched = {label: chat.config.path_hops if chat.config.mode == "paths" else chat.config.hops
                 for label, chat in systems.items()}
