@@ -611,7 +611,8 @@ def test_the_generation_and_webqsp_seed_studies_pair_runs_on_the_same_questions(
     monkeypatch.setattr(study, "load_reasoner", lambda path: path)
     monkeypatch.setattr(study, "training_record", lambda path: {"path": path})
     hits = iter([1, 1, 0, 0, 1, 1, 1, 1, 0, 0, 0, 1])
-    monkeypatch.setattr(study, "ask_alone", lambda chat, q: {
+    import gr_core.studies.chat_without_questions as systems  # run_systems asks through its module's ask_alone
+    monkeypatch.setattr(systems, "ask_alone", lambda chat, q: {
         "question": q["question"], "answer": "x", "hit": next(hits), "hit1": 0, "node_answer": True, "turn_s": 0.1})
     out = study.webqsp_seeds_study((0, 1, 2))
     assert [(c.seed, c.generation.seed) for c in trained] == [(0, 0), (1, 1), (2, 2)]

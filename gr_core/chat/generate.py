@@ -240,8 +240,8 @@ def generate_questions(kg: KnowledgeGraph, cfg: GenerationConfig = GenerationCon
                          "facts or is named by an identifier (raise GenerationConfig.max_topic_degree, or set "
                          "GenerationConfig.unnamed)")
     rng = np.random.default_rng(cfg.seed)
-    weight = kg.degree[topics].astype(np.float64) if cfg.topic_weight == "degree" else None
-    cumulative = None if weight is None else np.cumsum(weight) / weight.sum()
+    cumulative = np.cumsum(kg.degree[topics].astype(np.float64))  # topic_weight="degree": drawn by their facts
+    cumulative /= cumulative[-1]
     per_hop = [cfg.num_questions // cfg.max_hops + (h < cfg.num_questions % cfg.max_hops) for h in range(cfg.max_hops)]
     seen: set = set()
     out: list[GeneratedQuestion] = []
@@ -251,8 +251,9 @@ def generate_questions(kg: KnowledgeGraph, cfg: GenerationConfig = GenerationCon
             if made >= wanted or stalled >= cfg.stall_attempts:
                 break
             stalled += 1
-            topic = int(topics[rng.integers(len(topics))] if cumulative is None else
-                        topics[min(int(np.searchsorted(cumulative, rng.random(), side="right")), len(topics) - 1)])
+            pick = rng.integers(len(topics)) if cfg.topic_weight == "uniform" else \
+                min(int(np.searchsorted(cumulative, rng.random(), side="right")), len(topics) - 1)
+            topic = int(topics[pick])
             path = _walk(kg, topic, hops, rng)
             if path is None or (topic, path) in seen:
                 continue

@@ -151,12 +151,12 @@ def miss_breakdown(questions: list[dict], rows: list[dict], kg, index, searched_
 def run_systems(systems: dict, questions: list[dict], graph_of=None) -> dict[str, list[dict]]:
     """Each system's rows on the same questions. ``systems``: label -> a :class:`GraphChat`, or a function of a graph
     spec returning one (``graph_of(q)`` names each question's graph: one chat per graph, built on first use)."""
-
     rows: dict[str, list[dict]] = {}
     for label, system in systems.items():
-        out = []
+        out, chats = [], {}
         for q in progress(questions, desc=label):
-            chat = system(graph_of(q)) if callable(system) and not isinstance(system, GraphChat) else system
+            one = isinstance(system, GraphChat) or not callable(system)
+            chat = system if one else chats.get(graph_of(q)) or chats.setdefault(graph_of(q), system(graph_of(q)))
             out.append(ask_alone(chat, q))
         rows[label] = out
     return rows
@@ -362,7 +362,6 @@ def webqsp_study(reasoner_cfg, num_graphs: int = 300, seed: int = 0, question_re
     out["per_question"] = {label: [{k: r[k] for k in ("question", "answer", "hit")} for r in rr]
                            for label, rr in rows.items()}
     return out
-
 
 
 # Wordings of two-entity questions, none of them a generator template (module docstring)

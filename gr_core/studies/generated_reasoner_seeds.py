@@ -21,7 +21,7 @@ from ..chat import GraphChat, load_graph
 from ..chat.graph_reasoner import GENERATED_READING, GraphReasonerConfig, train_graph_reasoner, training_record
 from ..gnn_rag import ReasonerConfig, load_reasoner
 from ..stats import compare
-from .chat_without_questions import ask_alone, hit_record, hop_records, metaqa_sample, webqsp_sample
+from .chat_without_questions import ask_alone, hit_record, hop_records, metaqa_sample, run_systems, webqsp_sample
 
 # How the reasoner reads a question: ReaRev's masked sentence alone (the first version); plus the words that name each
 # relation (rel_match, q_steps); and that with the sentence reduced to the function words and the relation words (the
@@ -114,12 +114,8 @@ def webqsp_variant_study(configs: dict[str, GraphReasonerConfig], split: str = "
     for label, cfg in configs.items():
         path = train_graph_reasoner(list(indexes.values()), cfg)
         reasoner = load_reasoner(path)
-        chats: dict = {}
-        rows = []
-        for q in questions:
-            if q["graph"] not in chats:
-                chats[q["graph"]] = GraphChat(graphs[q["graph"]], kind="kg", reasoner=reasoner, retriever="gnn")
-            rows.append(ask_alone(chats[q["graph"]], q))
+        rows = run_systems({label: lambda spec: GraphChat(graphs[spec], kind="kg", reasoner=reasoner, retriever="gnn")},
+                           questions, graph_of=lambda q: q["graph"])[label]
         runs[label] = _summary(label, rows, questions, path)
     first = [r["hit"] for r in next(iter(runs.values()))["per_question"]]
     pairs = [{"a": label, "b": next(iter(runs)), **compare([r["hit"] for r in run["per_question"]], first)}
