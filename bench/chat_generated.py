@@ -25,11 +25,14 @@
                                  ->  outputs/bench/chat_generated_generation_GRAPH_SPLIT.json
     python bench/chat_generated.py webqsp-seeds  ->  outputs/bench/chat_generated_webqsp_seeds.json
     python bench/chat_generated.py metaqa|webqsp|seeds|webqsp-seeds --generation-rule both  ->  <file>_both.json
+    python bench/chat_generated.py ensemble --graph webqsp|metaqa --split val|dev|test
+                                 [--members 3] [--budget S] [--epochs N]
+                                 ->  outputs/bench/chat_generated_ensemble_GRAPH_SPLIT[_budgetS][_epochsN].json
 
 What each measures: :mod:`gr_core.studies.chat_without_questions` (``dev-scorers``:
 :mod:`gr_core.studies.path_scoring`; ``dev-*`` and ``word-fit``: :mod:`gr_core.studies.path_ranker_settings`;
 ``ranking-*``: :mod:`gr_core.studies.chat_ranking`; ``linking``: :mod:`gr_core.studies.chat_linking`; ``readings``,
-``seeds``, ``generation`` and ``webqsp-seeds``: :mod:`gr_core.studies.generated_reasoner_seeds`).
+``seeds``, ``generation``, ``webqsp-seeds`` and ``ensemble``: :mod:`gr_core.studies.generated_reasoner_seeds`).
 ``metaqa`` and ``webqsp`` also write their ``generated_reasoner`` row (graph, n, hit, ci_low, ci_high, p_vs_ranked,
 train_seconds, num_generated, ...) into ``outputs/bench/chat.json`` (that key only, that graph's row only). A reasoner
 is trained on first use and then loaded from ``.cache/chat/reasoners/`` (keyed by the graphs and settings):
@@ -39,7 +42,7 @@ fp32). Run alone on the machine.
 import argparse
 import json
 import os
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from common import result_path, write_result  # noqa: I001
@@ -183,6 +186,14 @@ def main() -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--graphs", type=int, default=300)
     rule_option(p)
+    p = sub.add_parser("ensemble", help="several generated-question reasoners as one, against each alone")
+    p.add_argument("--graph", choices=("metaqa", "webqsp"), default="webqsp")
+    p.add_argument("--split", choices=("dev", "val", "test"), default="val")
+    p.add_argument("--members", type=int, default=3)
+    p.add_argument("--budget", type=float, help="each member's training budget, seconds (-> <file>_budgetS.json)")
+    p.add_argument("--epochs", type=int, help="each member's epochs (-> <file>_epochsN.json)")
+    p.add_argument("--per-hop", type=int, default=300, help="MetaQA questions per hop count")
+    p.add_argument("--graphs", type=int, default=200, help="WebQSP mini-graphs")
     p = sub.add_parser("dev-scorers", help="other path scorers on MetaQA dev (word coverage, LLM channel)")
     p.add_argument("--per-hop", type=int, default=100)
     p.add_argument("--top", type=int, default=10, help="candidate paths re-scored per question")
@@ -225,6 +236,14 @@ def main() -> None:
         result = seeds.webqsp_seeds_study(tuple(args.seeds), num_graphs=args.graphs,
                                           cfg=seeds.rule_config(args.generation_rule))
         out = write_result(f"chat_generated_webqsp_seeds{rule_suffix(args)}", result)
+    elif args.study == "ensemble":  # chosen on MetaQA dev and WebQSP val, then test once
+        base = GraphReasonerConfig()
+        cfg = replace(base, time_budget_s=base.time_budget_s if args.budget is None else args.budget,
+                      num_epochs=args.epochs or base.num_epochs)
+        result = seeds.ensemble_study(args.graph, args.split, args.members, args.per_hop, args.graphs, cfg)
+        aside = ("" if args.budget is None else f"_budget{args.budget:g}") + \
+            ("" if args.epochs is None else f"_epochs{args.epochs}")
+        out = write_result(f"chat_generated_ensemble_{args.graph}_{args.split}{aside}", result)
     elif args.study == "two-entity":
         reasoner = None
         if args.generated_reasoner:

@@ -386,6 +386,14 @@ def test_a_reasoner_is_trained_from_the_graph_cached_and_reused(isolated, tiny_l
     capsys.readouterr()
     again = GraphChat(films, model="zero_shot", llm_model=tiny_llm_dir, train_reasoner=cfg)
     assert again.trained_reasoner == chat.trained_reasoner and "reusing" in capsys.readouterr().out
+    # two reasoners as one: member 0 is the reasoner above (from the cache), member 1 is trained; the chat reads both
+    from gr_core.gnn_rag import ReasonerEnsemble
+
+    pair = GraphChat(films, model="zero_shot", llm_model=tiny_llm_dir, train_reasoner=replace(cfg, members=2))
+    assert len(pair.trained_reasoner) == 2 and pair.trained_reasoner[0] == chat.trained_reasoner
+    assert isinstance(pair.reasoner, ReasonerEnsemble) and pair.config.mode == "reasoner"
+    turn = pair.ask("Who directed Alpha?")
+    assert turn.status == "answered" and turn.reasoner_probs.sum() == pytest.approx(1.0, abs=1e-4)
 
 
 def test_a_graph_too_small_to_generate_from_warns_and_answers_without_a_reasoner(isolated, tiny_llm_dir, tmp_path,
@@ -479,6 +487,15 @@ def test_a_new_generated_reasoner_is_paired_with_the_committed_run_before_it():
     # the committed system's answers are carried forward (a later run without its weights pairs with them), ours stay
     assert result["per_question"][f"{QUESTION_TRAINED} (committed)"] == mine and result["per_question"][PATHS] == mine
     assert f"{GENERATED} (previous run)" not in result["per_question"]
+    # the LLM ranking not rerun: its committed answers give the row's p_vs_ranked (a rerun's own p is kept)
+    from gr_core.studies.chat_without_questions import RANKED
+
+    for own in (None, 0.5):
+        result = {"per_question": {GENERATED: mine}, "pairs": [], "generated_reasoner": {"p_vs_ranked": own}}
+        row = pair_with_committed(result, {"per_question": {RANKED: [dict(r, hit=0) for r in mine]}})[
+            "generated_reasoner"]
+        assert (row["p_vs_ranked"], row.get("n_vs_ranked")) == ((pytest.approx(2 * 0.5 ** 6), 6) if own is None
+                                                                 else (0.5, None))
 
 
 def test_the_word_fit_is_chosen_on_one_sample_and_checked_on_another(isolated, tiny_llm_dir):
@@ -633,3 +650,30 @@ def test_the_generation_and_webqsp_seed_studies_pair_runs_on_the_same_questions(
         for q in qs])
     out = study.generation_study("metaqa", "dev")
     assert [c.generation.topic_weight for c in trained] == ["uniform", "degree"] and len(out["by_config"]) == 2
+    # several reasoners as one: each member alone (member 0 is the default's reasoner), then the three together
+    trained.clear()
+    out = study.ensemble_study("metaqa", "dev", members=3)
+    assert trained[0] == GraphReasonerConfig() and [(c.seed, c.members) for c in trained] == [
+        (0, 1), (1, 1), (2, 1), (0, 3)]
+    assert list(out["by_config"])[-1] == "3 reasoners as one" and len(out["pairs"]) == 3 * 2  # vs member 0, per hop
+
+
+def test_an_ensembles_members_are_seeded_apart_and_member_0_is_the_single_reasoners_cache(tmp_path):
+    from dataclasses import replace
+
+    from gr_core.chat import ChatConfig
+    from gr_core.chat.graph_reasoner import GraphReasonerConfig, member_configs, reasoner_cache_path
+
+    class Index:  # what the cache key reads of an index
+        digest = "abc"
+
+    cfg = GraphReasonerConfig(seed=4, generation=GenerationConfig(seed=7))
+    members = member_configs(replace(cfg, members=3))
+    assert [(m.seed, m.generation.seed, m.members) for m in members] == [(4, 7, 1), (5, 8, 1), (6, 9, 1)]
+    assert members[0] == cfg and member_configs(cfg) == [cfg]
+    key = reasoner_cache_path([Index()], cfg, ChatConfig().neighbourhood, "enc")[1]
+    # the field does not enter a file's key: reasoners cached before it existed are found again
+    assert reasoner_cache_path([Index()], replace(cfg, members=3), ChatConfig().neighbourhood, "enc")[1] == key
+    assert reasoner_cache_path([Index()], members[1], ChatConfig().neighbourhood, "enc")[1] != key
+    with pytest.raises(ValueError, match="members >= 1"):
+        GraphReasonerConfig(members=0)

@@ -496,3 +496,45 @@ def test_the_change_table_of_a_finished_key_is_reloaded_not_retrained(tmp_path, 
     pd.testing.assert_frame_equal(by_type, first_by_type)
     studies.reasoner_change_tables(["metaqa-1hop"], cache_dir=tmp_path, first_and_last=("metaqa-1hop",), **kw)
     assert calls[-1] == ("metaqa", 1, 2)  # other changes: another key, computed
+
+
+def test_an_ensemble_reads_the_mean_of_its_members_distributions_and_loads_from_their_files(tmp_path):
+    from torch_geometric.data import Batch
+
+    from gr_core.gnn_rag import QuestionGraph, ReasonerEnsemble, load_reasoner, node_probabilities, save_reasoner
+
+    gen = torch.Generator().manual_seed(1)
+
+    def graph(n, facts):
+        seed = torch.zeros(n, dtype=torch.bool)
+        seed[0] = True
+        return QuestionGraph(edge_index=torch.randint(0, n, (2, facts), generator=gen),
+                             rel_table=torch.randn(3, 16, generator=gen),
+                             rel_id=torch.randint(0, 3, (facts,), generator=gen), seed=seed,
+                             answer=torch.zeros(n, dtype=torch.bool), q_emb=torch.randn(1, 16, generator=gen),
+                             q_masked=torch.randn(1, 16, generator=gen), num_nodes=n)
+
+    cfg = ReasonerConfig(entity_dim=8, num_iter=2, num_gnn=2)
+    members = []
+    for s in (0, 1, 2):
+        torch.manual_seed(s)
+        members.append(ReaRev(16, cfg).eval())
+    datas = [graph(7, 12), graph(4, 5)]
+    ensemble = ReasonerEnsemble(members).eval()
+    batch = Batch.from_data_list(datas)
+    with torch.no_grad():
+        mean = torch.stack([m(batch).exp() for m in members]).mean(0)
+        assert torch.allclose(ensemble(batch).exp(), mean, atol=1e-6)
+    for p, alone in zip(node_probabilities(ensemble, datas), zip(*[node_probabilities(m, datas) for m in members])):
+        assert p.sum() == pytest.approx(1.0, abs=1e-5) and np.allclose(p, np.mean(alone, axis=0), atol=1e-6)
+    assert ensemble.cfg == cfg and ensemble.text_dim == 16  # what a turn reads to build the members' one input
+    paths = [save_reasoner(m, tmp_path / f"m{k}.pt") for k, m in enumerate(members)]
+    loaded = load_reasoner(paths)
+    assert isinstance(loaded, ReasonerEnsemble) and not loaded.training
+    with torch.no_grad():
+        assert torch.allclose(loaded(batch), ensemble(batch), atol=1e-6)
+    assert isinstance(load_reasoner(paths[:1]), ReaRev)  # a list of one is that reasoner
+    with pytest.raises(ValueError, match="share one ReasonerConfig"):
+        ReasonerEnsemble([members[0], ReaRev(16, ReasonerConfig(entity_dim=4))])
+    with pytest.raises(ValueError, match="at least one"):
+        ReasonerEnsemble([])

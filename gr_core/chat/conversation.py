@@ -50,8 +50,8 @@ class GraphChat:
         model: ``"auto"`` (a trained G-Retriever for this kind of graph from ``outputs/``, else zero-shot),
             ``"zero_shot"``, or a run directory.
         llm_model: the LLM (the embedded SmolLM2-135M-Instruct, or any Hugging Face path).
-        reasoner: a trained GNN-RAG reasoner (:class:`~gr_core.gnn_rag.ReaRev`) or its saved file, for
-            ``retriever="gnn"``; when not given, the one :func:`find_reasoner` finds in ``outputs/``.
+        reasoner: a trained GNN-RAG reasoner (:class:`~gr_core.gnn_rag.ReaRev`), its saved file or a list of files
+            (their ensemble), for ``retriever="gnn"``; when not given, the one :func:`find_reasoner` finds.
         train_reasoner: True (or a :class:`~gr_core.chat.graph_reasoner.GraphReasonerConfig`), with no
             ``reasoner`` given: answer with a reasoner trained on questions generated from this graph's own facts (none
             of the saved ones is looked for) (:func:`~gr_core.chat.graph_reasoner.train_graph_reasoner`: minutes on 2
@@ -124,7 +124,7 @@ class GraphChat:
     # ------------------------------------------------------------------ lazy parts
     @staticmethod
     def _load_reasoner(reasoner):
-        if isinstance(reasoner, (str, Path)):
+        if isinstance(reasoner, (str, Path, list, tuple)):  # a list: an ensemble's files
             return load_reasoner(reasoner)
         return reasoner
 

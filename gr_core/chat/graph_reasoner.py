@@ -58,28 +58,43 @@ class GraphReasonerConfig:
         generation: how many questions, of which shape (:class:`~gr_core.chat.generate.GenerationConfig`).
         reasoner: ReaRev's settings (GNN-RAG's, :class:`~gr_core.gnn_rag.ReasonerConfig`, reading the question through
             the words that name relations: :data:`GENERATED_READING`).
-        num_epochs: at most this many epochs; the best on the held-out generated questions is kept.
-        time_budget_s: no epoch starts that would end past this (0: none); the data building is not counted.
+        num_epochs: at most this many epochs; the best on the held-out generated questions is kept. 3: held-out
+            generated H@1 still rises after 3 epochs, but real questions are answered worse (the templates are
+            learned, not the relations; docs/chat.md "How long to train, and several reasoners as one").
+        time_budget_s: no epoch starts that would end past this (0: none); the data building is not counted. A cap:
+            3 epochs take 60-140 s on 2 cores for the graphs measured, so the count no longer depends on the machine.
         val_fraction: generated questions held out to choose the epoch.
         lr, batch_size: GNN-RAG's (:class:`~gr_core.gnn_rag.ReasonerTrainConfig`).
         seed: the training seed (the generator has its own).
+        members: reasoners trained and read as one (:class:`~gr_core.gnn_rag.ReasonerEnsemble`, the mean of their node
+            distributions): member ``k`` is this configuration with ``seed + k`` and its questions generated with
+            ``generation.seed + k`` (:func:`member_configs`), each with its own ``time_budget_s``, each cached alone
+            (member 0 is the one reasoner of ``members=1``).
     """
 
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     reasoner: ReasonerConfig = field(default_factory=lambda: GENERATED_READING)
-    num_epochs: int = 10
+    num_epochs: int = 3  # chosen on WebQSP val and MetaQA dev among 1, 2, 3, 5, 10 (docs/chat.md)
     time_budget_s: float = 240.0  # with the data building, within the 5 minutes a 10k-triple graph may take
     val_fraction: float = 0.1
     lr: float = 5e-4
     batch_size: int = 8
     seed: int = 0
+    members: int = 1
 
     def __post_init__(self) -> None:
         # 600 and 600.0 are one budget: the cache key hashes the JSON of these fields
         object.__setattr__(self, "time_budget_s", float(self.time_budget_s))
         object.__setattr__(self, "lr", float(self.lr))
-        if not 0.0 < self.val_fraction < 1.0 or self.num_epochs < 1:
-            raise ValueError("GraphReasonerConfig: 0 < val_fraction < 1 and num_epochs >= 1 required")
+        if not 0.0 < self.val_fraction < 1.0 or self.num_epochs < 1 or self.members < 1:
+            raise ValueError("GraphReasonerConfig: 0 < val_fraction < 1, num_epochs >= 1 and members >= 1 required")
+
+
+def member_configs(cfg: GraphReasonerConfig) -> list[GraphReasonerConfig]:
+    """The single reasoners of ``cfg.members``: member ``k`` seeded ``seed + k``, its generator ``generation.seed + k``
+    (as the seeds studies seed their runs: other questions, another initialization and order)."""
+    return [replace(cfg, members=1, seed=cfg.seed + k, generation=replace(cfg.generation, seed=cfg.generation.seed + k))
+            for k in range(cfg.members)]
 
 
 @dataclass(frozen=True)
@@ -170,7 +185,9 @@ def reasoner_cache_path(indexes: list[ChatIndex], cfg: GraphReasonerConfig, neig
                         ) -> tuple[Path, str, dict]:
     """Where the reasoner of these graphs and settings is saved: ``(path, key, identity)``."""
 
-    identity = {"graphs": [ix.digest for ix in indexes], "config": asdict(cfg), "scope": asdict(neighbourhood),
+    # one file is one reasoner: "members" is left out of its key (a key made before the field existed stays valid)
+    config = {k: v for k, v in asdict(cfg).items() if k != "members"}
+    identity = {"graphs": [ix.digest for ix in indexes], "config": config, "scope": asdict(neighbourhood),
                 "encoder": encoder, "format": FORMAT_VERSION}
     key = config_hash(identity)
     return cache_root() / "chat" / "reasoners" / f"{key}.pt", key, identity
@@ -230,8 +247,9 @@ def generated_dataset(indexes: list[ChatIndex], cfg: GraphReasonerConfig, neighb
 
 def train_graph_reasoner(indexes: ChatIndex | list[ChatIndex], cfg: GraphReasonerConfig = GraphReasonerConfig(),
                          neighbourhood=None, encoder: str | None = None,
-                         force: bool = False, verbose: bool = True) -> Path:
-    """Train (or load from the cache) a reasoner on questions generated from ``indexes``' graphs.
+                         force: bool = False, verbose: bool = True) -> Path | list[Path]:
+    """Train (or load from the cache) a reasoner on questions generated from ``indexes``' graphs (``cfg.members`` of
+    them: one after another, :func:`member_configs`).
 
     Args:
         indexes: the chat's index of one graph, or several (one reasoner for them all).
@@ -239,12 +257,16 @@ def train_graph_reasoner(indexes: ChatIndex | list[ChatIndex], cfg: GraphReasone
         encoder: the sentence encoder the indexes were built with (default: the embedded MiniLM).
         force: train again even when the cache holds this reasoner.
     Returns:
-        the saved reasoner's path (:func:`~gr_core.gnn_rag.load_reasoner` reads it); its ``meta`` records the
-        relations, the generation counts, the history, the held-out H@1 and the seconds.
+        the saved reasoner's path (:func:`~gr_core.gnn_rag.load_reasoner` reads it), a list of them with
+        ``cfg.members > 1`` (``load_reasoner`` reads their ensemble); its ``meta`` records the relations, the
+        generation counts, the history, the held-out H@1 and the seconds.
     Raises:
         TooFewQuestions: fewer than :data:`MIN_QUESTIONS` questions could be generated (a tiny graph).
     """
 
+    if cfg.members > 1:
+        return [train_graph_reasoner(indexes, member, neighbourhood, encoder, force, verbose)
+                for member in member_configs(cfg)]
     indexes = [indexes] if isinstance(indexes, ChatIndex) else list(indexes)
     neighbourhood = neighbourhood or ChatConfig().neighbourhood
     enc = TextEncoderConfig(model=encoder or EMBEDDED_TEXT_ENCODER)
@@ -296,7 +318,16 @@ def train_graph_reasoner(indexes: ChatIndex | list[ChatIndex], cfg: GraphReasone
 
 def training_record(path) -> dict:
     """What a saved generated-question reasoner's ``meta`` says about its training: questions generated and kept,
-    the held-out H@1, epochs and seconds (those of the run that trained it)."""
+    the held-out H@1, epochs and seconds (those of the run that trained it). For an ensemble's files (a list): the
+    counts summed, the held-out H@1 averaged, each member's record under ``members``."""
+    if isinstance(path, (list, tuple)):
+        rows = [training_record(p) for p in path]
+        summed = {k: sum(r[k] or 0 for r in rows) for k in ("num_generated", "num_train", "num_val",
+                                                            "answers_outside_scope", "epochs_run")}
+        seconds = {k: round(sum(r[k] or 0.0 for r in rows), 1) for k in ("build_seconds", "train_seconds")}
+        h1 = [r["held_out_h1"] for r in rows if r["held_out_h1"] is not None]
+        return {**summed, **seconds, "by_hops": None, "held_out_h1": sum(h1) / len(h1) if h1 else None,
+                "members": rows}
     meta = reasoner_meta(path)
     gen = meta.get("generated", {})
     return {"num_generated": gen.get("generated"), "num_train": meta.get("num_train"), "num_val": meta.get("num_val"),

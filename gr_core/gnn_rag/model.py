@@ -292,6 +292,32 @@ class ReaRev(nn.Module):
         return per_q[has].sum(), int(has.sum())
 
 
+class ReasonerEnsemble(nn.Module):
+    """Reasoners trained apart (other seeds, other generated questions) read as one: the mean of their node
+    distributions, as log-probabilities ``(N,)`` normalized per graph like :class:`ReaRev`'s. One training is one draw
+    (docs/chat.md, "How long to train, and several reasoners as one"); averaging draws spends more training on steadier
+    answers.
+
+    Args:
+        members: at least one :class:`ReaRev`, all reading the question alike (one :class:`ReasonerConfig` and text
+            width: a turn builds one input for them all).
+    """
+
+    def __init__(self, members: list[ReaRev]):
+        super().__init__()
+        if not members:
+            raise ValueError("ReasonerEnsemble: at least one reasoner required")
+        if len({(m.cfg, m.text_dim) for m in members}) > 1:
+            raise ValueError("ReasonerEnsemble: every member must share one ReasonerConfig and text width (they read "
+                             "one input); got " + ", ".join(f"{m.text_dim}-d {m.cfg}" for m in members))
+        self.members = nn.ModuleList(members)
+        self.cfg, self.text_dim = members[0].cfg, members[0].text_dim
+
+    def forward(self, data) -> torch.Tensor:
+        logs = torch.stack([m(data) for m in self.members])  # (M, N)
+        return torch.logsumexp(logs, dim=0) - torch.log(torch.tensor(float(len(self.members)), device=logs.device))
+
+
 def per_fact_forward(model: "ReaRev", data) -> torch.Tensor:
     """:meth:`ReaRev.forward` written fact by fact, as ReaRev's released code (and this module before
     :class:`RelationHops`) computes it: each fact's message ``ReLU(r_e ⊙ ins_k) · p(head_e)`` with PyG's

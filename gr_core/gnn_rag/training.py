@@ -18,7 +18,7 @@ from ..config import resolve_device
 from ..data import question_nodes
 from ..graphqa import LazyEmbeddings
 from ..runs import atomic_write_bytes, progress
-from .model import SWITCH_NAMES, ReaRev, ReasonerConfig
+from .model import SWITCH_NAMES, ReaRev, ReasonerConfig, ReasonerEnsemble
 from .reasoning_paths import gold_ids, missing_entities, select_candidates
 
 
@@ -261,8 +261,12 @@ def reasoner_meta(path) -> dict:
     return torch.load(path, map_location="cpu", weights_only=False).get("meta") or {}
 
 
-def load_reasoner(path) -> ReaRev:
-    """A reasoner saved by :func:`save_reasoner`, in eval mode."""
+def load_reasoner(path) -> ReaRev | ReasonerEnsemble:
+    """A reasoner saved by :func:`save_reasoner`, in eval mode; a list of saved files: their
+    :class:`~.model.ReasonerEnsemble` (a list of one: that reasoner)."""
+    if isinstance(path, (list, tuple)):
+        members = [load_reasoner(p) for p in path]
+        return members[0] if len(members) == 1 else ReasonerEnsemble(members).eval()
     blob = torch.load(path, map_location="cpu", weights_only=False)
     # A file written before the switches existed describes the first version: its missing switches are off; one
     # written before mask_topic read the question as asked.

@@ -293,8 +293,9 @@ def pair_with_committed(result: dict, committed: dict) -> dict:
             row["previous_hit"], row["p_vs_previous"] = round(100 * pair["score_b"], 2), pair["p"]
             continue
         result["per_question"][name] = other  # carried forward: a later run without the weights pairs with them too
-        if label == QUESTION_TRAINED:
-            row["p_vs_question_trained"] = pair["p"]
+        key = {QUESTION_TRAINED: "p_vs_question_trained", RANKED: "p_vs_ranked"}.get(label)
+        if key and row.get(key) is None:  # the LLM ranking's committed answers when it was not rerun
+            row.update({key: pair["p"]} | ({"n_vs_ranked": pair["n"]} if label == RANKED else {}))
     return result
 
 

@@ -9,7 +9,8 @@ questions and asks them the same questions (on dev, where the reading was chosen
 :func:`generation_study` does the same per way of generating the questions (:func:`generations`: how topics are
 drawn, whether identifier-named nodes are asked about), on MetaQA dev and WebQSP validation graphs, where it was
 chosen; :func:`webqsp_seeds_study` repeats :func:`seeds_study` on WebQSP's test mini-graphs, each reasoner trained on
-questions generated from those graphs (never their questions).
+questions generated from those graphs (never their questions). :func:`ensemble_study` asks each seed alone and the
+seeds as one (:attr:`~gr_core.chat.graph_reasoner.GraphReasonerConfig.members`), for a given number of epochs.
 """
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from dataclasses import asdict, replace
 import numpy as np
 
 from ..chat import GraphChat, load_graph
-from ..chat.graph_reasoner import GENERATED_READING, GraphReasonerConfig, train_graph_reasoner, training_record
+from ..chat.graph_reasoner import (GENERATED_READING, GraphReasonerConfig, member_configs, train_graph_reasoner,
+                                   training_record)
 from ..gnn_rag import ReasonerConfig, load_reasoner
 from ..stats import compare
 from .chat_without_questions import ask_alone, hit_record, hop_records, metaqa_sample, run_systems, webqsp_sample
@@ -164,3 +166,17 @@ def webqsp_seeds_study(seeds=(0, 1, 2), split: str = "test", num_graphs: int = 3
     out["spread"] = {"mean": round(float(hits.mean()), 2), "std": round(float(hits.std(ddof=1)), 2)
                      if len(hits) > 1 else None, "min": float(hits.min()), "max": float(hits.max())}
     return out
+
+
+def ensemble_study(graph: str = "webqsp", split: str = "val", members: int = 3, per_hop: int = 300,
+                   num_graphs: int = 200, cfg: GraphReasonerConfig = GraphReasonerConfig()) -> dict:
+    """Several reasoners as one (:attr:`GraphReasonerConfig.members`): each member alone (member 0 first: the one
+    reasoner of ``members=1``), then their ensemble, on the same real questions (MetaQA ``split`` dev or test, 1- and
+    2-hop; WebQSP mini-graphs, ``split`` val or test), each paired with member 0. The members are trained once and
+    cached; the ensemble reads their files."""
+    together = replace(cfg, members=members)
+    configs = {f"member {k} alone (seed {c.seed})": c for k, c in enumerate(member_configs(together))}
+    configs[f"{members} reasoners as one"] = together
+    if graph == "metaqa":
+        return variant_study(configs, split, per_hop, (1, 2))
+    return webqsp_variant_study(configs, split, num_graphs)
