@@ -534,6 +534,7 @@ def test_an_ensemble_reads_the_mean_of_its_members_distributions_and_loads_from_
     with torch.no_grad():
         assert torch.allclose(loaded(batch), ensemble(batch), atol=1e-6)
     assert isinstance(load_reasoner(paths[:1]), ReaRev)  # a list of one is that reasoner
+    assert isinstance(load_reasoner([members[0], paths[1]]), ReasonerEnsemble)  # reasoners and files mixed
     with pytest.raises(ValueError, match="share one ReasonerConfig"):
         ReasonerEnsemble([members[0], ReaRev(16, ReasonerConfig(entity_dim=4))])
     with pytest.raises(ValueError, match="at least one"):

@@ -62,7 +62,7 @@ class GraphReasonerConfig:
             generated H@1 still rises after 3 epochs, but real questions are answered worse (the templates are
             learned, not the relations; docs/chat.md "How long to train, and several reasoners as one").
         time_budget_s: no epoch starts that would end past this (0: none); the data building is not counted. A cap:
-            3 epochs take 60-140 s on 2 cores for the graphs measured, so the count no longer depends on the machine.
+            3 epochs take 60-141 s on 2 cores for the graphs measured, so the count no longer depends on the machine.
         val_fraction: generated questions held out to choose the epoch.
         lr, batch_size: GNN-RAG's (:class:`~gr_core.gnn_rag.ReasonerTrainConfig`).
         seed: the training seed (the generator has its own).

@@ -263,9 +263,9 @@ def reasoner_meta(path) -> dict:
 
 def load_reasoner(path) -> ReaRev | ReasonerEnsemble:
     """A reasoner saved by :func:`save_reasoner`, in eval mode; a list of saved files: their
-    :class:`~.model.ReasonerEnsemble` (a list of one: that reasoner)."""
+    :class:`~.model.ReasonerEnsemble` (a list may hold reasoners too; a list of one: that reasoner)."""
     if isinstance(path, (list, tuple)):
-        members = [load_reasoner(p) for p in path]
+        members = [p if isinstance(p, torch.nn.Module) else load_reasoner(p) for p in path]  # files or reasoners
         return members[0] if len(members) == 1 else ReasonerEnsemble(members).eval()
     blob = torch.load(path, map_location="cpu", weights_only=False)
     # A file written before the switches existed describes the first version: its missing switches are off; one
