@@ -108,6 +108,16 @@ def rule_option(p) -> None:
                         "another rule writes <file>_<rule>.json")
 
 
+def sample_options(p):
+    """The real questions a study asks: MetaQA's (``--split dev|test``, ``--per-hop``) or WebQSP's mini-graphs
+    (``--split val|test``, ``--graphs``)."""
+    p.add_argument("--graph", choices=("metaqa", "webqsp"), default="webqsp")
+    p.add_argument("--split", choices=("dev", "val", "test"), default="val", help="MetaQA: dev|test; WebQSP: val|test")
+    p.add_argument("--per-hop", type=int, default=300, help="MetaQA questions per hop count")
+    p.add_argument("--graphs", type=int, default=200, help="WebQSP mini-graphs")
+    return p
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="study", required=True)
@@ -177,28 +187,23 @@ def main() -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--per-hop", type=int, default=300)
     rule_option(p)
-    p = sub.add_parser("generation", help="how questions are generated: topics drawn by their facts, identifier nodes")
-    p.add_argument("--graph", choices=("metaqa", "webqsp"), default="webqsp")
-    p.add_argument("--split", choices=("dev", "val", "test"), default="val")
-    p.add_argument("--per-hop", type=int, default=300, help="MetaQA questions per hop count")
-    p.add_argument("--graphs", type=int, default=200, help="WebQSP mini-graphs")
+    sample_options(sub.add_parser("generation", help="how questions are generated: topics drawn by their facts, "
+                                                     "identifier nodes"))
     p = sub.add_parser("webqsp-seeds", help="WebQSP: the generated reasoner over seeds, on the same test questions")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--graphs", type=int, default=300)
     rule_option(p)
-    p = sub.add_parser("ensemble", help="several generated-question reasoners as one, against each alone")
-    p.add_argument("--graph", choices=("metaqa", "webqsp"), default="webqsp")
-    p.add_argument("--split", choices=("dev", "val", "test"), default="val")
+    p = sample_options(sub.add_parser("ensemble", help="several generated-question reasoners as one, each alone"))
     p.add_argument("--members", type=int, default=3)
     p.add_argument("--budget", type=float, help="each member's training budget, seconds (-> <file>_budgetS.json)")
     p.add_argument("--epochs", type=int, help="each member's epochs (-> <file>_epochsN.json)")
-    p.add_argument("--per-hop", type=int, default=300, help="MetaQA questions per hop count")
-    p.add_argument("--graphs", type=int, default=200, help="WebQSP mini-graphs")
     p = sub.add_parser("dev-scorers", help="other path scorers on MetaQA dev (word coverage, LLM channel)")
     p.add_argument("--per-hop", type=int, default=100)
     p.add_argument("--top", type=int, default=10, help="candidate paths re-scored per question")
     p.add_argument("--no-llm", action="store_true")
     args = parser.parse_args()
+    if {getattr(args, "graph", None), getattr(args, "split", None)} in ({"metaqa", "val"}, {"webqsp", "dev"}):
+        parser.error(f"--graph {args.graph} has no {args.split} split (MetaQA: dev|test; WebQSP: val|test)")
     os.chdir(repo_root())
 
     if args.study in ("metaqa", "webqsp"):
