@@ -26,8 +26,8 @@
     python bench/chat_generated.py webqsp-seeds  ->  outputs/bench/chat_generated_webqsp_seeds.json
     python bench/chat_generated.py metaqa|webqsp|seeds|webqsp-seeds --generation-rule both  ->  <file>_both.json
     python bench/chat_generated.py ensemble --graph webqsp|metaqa --split val|dev|test
-                                 [--members 3] [--budget S] [--epochs N]
-                                 ->  outputs/bench/chat_generated_ensemble_GRAPH_SPLIT[_budgetS][_epochsN].json
+                                 [--members 3] [--budget S] [--epochs N] [--ask-kind]
+                                 ->  .../chat_generated_ensemble_GRAPH_SPLIT[_budgetS][_epochsN][_askkind].json
 
 What each measures: :mod:`gr_core.studies.chat_without_questions` (``dev-scorers``:
 :mod:`gr_core.studies.path_scoring`; ``dev-*`` and ``word-fit``: :mod:`gr_core.studies.path_ranker_settings`;
@@ -197,6 +197,8 @@ def main() -> None:
     p.add_argument("--members", type=int, default=3)
     p.add_argument("--budget", type=float, help="each member's training budget, seconds (-> <file>_budgetS.json)")
     p.add_argument("--epochs", type=int, help="each member's epochs (-> <file>_epochsN.json)")
+    p.add_argument("--ask-kind", action="store_true", help="question words that say the answers' kind (-> "
+                   "<file>_askkind.json, paired with <file>.json)")
     p = sub.add_parser("dev-scorers", help="other path scorers on MetaQA dev (word coverage, LLM channel)")
     p.add_argument("--per-hop", type=int, default=100)
     p.add_argument("--top", type=int, default=10, help="candidate paths re-scored per question")
@@ -245,10 +247,18 @@ def main() -> None:
         base = GraphReasonerConfig()
         cfg = replace(base, time_budget_s=base.time_budget_s if args.budget is None else args.budget,
                       num_epochs=args.epochs or base.num_epochs)
+        if args.ask_kind:
+            cfg = replace(cfg, generation=replace(cfg.generation, ask_kind=True),
+                          reasoner=replace(cfg.reasoner, asking_words=True))
         result = seeds.ensemble_study(args.graph, args.split, args.members, args.per_hop, args.graphs, cfg)
-        aside = ("" if args.budget is None else f"_budget{args.budget:g}") + \
+        name = f"chat_generated_ensemble_{args.graph}_{args.split}" + \
+            ("" if args.budget is None else f"_budget{args.budget:g}") + \
             ("" if args.epochs is None else f"_epochs{args.epochs}")
-        out = write_result(f"chat_generated_ensemble_{args.graph}_{args.split}{aside}", result)
+        if args.ask_kind:
+            plain = result_path(name)
+            result["pairs_vs_plain"] = seeds.pair_runs(result, read_json(plain)) if plain.is_file() else []
+            name += "_askkind"
+        out = write_result(name, result)
     elif args.study == "two-entity":
         reasoner = None
         if args.generated_reasoner:

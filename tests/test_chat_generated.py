@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from gr_core.chat import GraphChat
-from gr_core.chat.generate import (GenerationConfig, Hop, follow, generate_questions, mixed_text, path_text, reach,
-                                   relation_phrase)
+from gr_core.chat.generate import (ASK_KINDS, GenerationConfig, Hop, answer_kinds, follow, generate_questions,
+                                   mixed_text, path_text, reach, relation_phrase)
 from gr_core.chat.path_ranker import RankedPath, enumerate_paths, path_edges, path_words, rank_two_entities
 from gr_core.kg import KnowledgeGraph
 
@@ -167,6 +167,35 @@ def test_a_word_of_sameness_names_a_step_followed_there_and_back():
                   for p in (director, same)}
         assert max(scores, key=scores.get) == better.text, (question, scores)
     assert {kg.entities[n] for n in same.reached} == {"Delta"}
+
+
+def test_a_question_word_can_say_the_answers_kind():
+    """ask_kind: a node's kind is "when" for a date, else the nearest prototype (what, who, where), "what" for an
+    identifier; the last hop's word says it in some draws and never says "who" of anything but people; the reading
+    keeps "where" and "when" only when asked to."""
+    from gr_core.chat.graph_reasoner import read_question
+    from gr_core.chat.path_ranker import PathScorer
+
+    names = ["Ann Lee", "Paris", "1994", "March 3, 1994", "m.0abc1", "Drama"]
+    emb = np.array([[0, 1, 0], [0, 0, 1], [1, 0, 0], [0, 1, 0], [0, 1, 0], [1, 0, 0]], np.float32)
+    kinds = answer_kinds(names, emb, np.eye(3, dtype=np.float32))
+    assert [ASK_KINDS[k] for k in kinds] == ["who", "where", "when", "when", "what", "what"]
+    kg = kg_of(FILMS)
+    rid = {r: i for i, r in enumerate(kg.relations)}
+    path = (Hop(rid["directed_by"]),)
+    people = [mixed_text(path, kg.relations, np.random.default_rng(s), "it", "who") for s in range(40)]
+    things = [mixed_text(path, kg.relations, np.random.default_rng(s), "it", "what") for s in range(40)]
+    assert any(t.startswith("who ") for t in people) and any("what" in t.split() for t in people)
+    assert not any("who" in t.split() for t in things)
+    with pytest.raises(ValueError, match="kinds"):
+        generate_questions(kg, GenerationConfig(num_questions=10, ask_kind=True))
+    person = np.array([1 if e in ("Ann Lee", "Dee Fox", "Bo Kim", "Cy Dunn") else 0 for e in kg.entities])
+    for q in generate_questions(kg, GenerationConfig(num_questions=40, ask_kind=True), person):
+        if "who" in q.masked.split():  # only people are asked "who"
+            assert all(kg.entities[a] in ("Ann Lee", "Dee Fox", "Bo Kim", "Cy Dunn") for a in q.answers)
+    scorer = PathScorer(vocab_encoder({"directed by": [1, 0], "direct": [1, 0]}))
+    assert read_question(scorer, "where did it direct", ["directed_by"]).text == "did it direct"
+    assert read_question(scorer, "where did it direct", ["directed_by"], asking=True).text == "where did it direct"
 
 
 def vocab_encoder(vocab: dict[str, list[float]]):
@@ -394,6 +423,7 @@ def test_a_reasoner_is_trained_from_the_graph_cached_and_reused(isolated, tiny_l
     assert isinstance(pair.reasoner, ReasonerEnsemble) and pair.config.mode == "reasoner"
     turn = pair.ask("Who directed Alpha?")
     assert turn.status == "answered" and turn.reasoner_probs.sum() == pytest.approx(1.0, abs=1e-4)
+    assert turn.model == "GNN-RAG reasoner (" + " + ".join(p.name for p in pair.trained_reasoner) + ")"
 
 
 def test_a_graph_too_small_to_generate_from_warns_and_answers_without_a_reasoner(isolated, tiny_llm_dir, tmp_path,
@@ -656,6 +686,20 @@ def test_the_generation_and_webqsp_seed_studies_pair_runs_on_the_same_questions(
     assert trained[0] == GraphReasonerConfig() and [(c.seed, c.members) for c in trained] == [
         (0, 1), (1, 1), (2, 1), (0, 3)]
     assert list(out["by_config"])[-1] == "3 reasoners as one" and len(out["pairs"]) == 3 * 2  # vs member 0, per hop
+    # a change paired with the committed run without it, label by label, by question text; seeds pooled
+    def run(hits):
+        return {"per_question": [{"question": f"q{i}", "hit": h} for i, h in enumerate(hits)]}
+    changed = {"by_config": {"member 0 alone (seed 0)": run([1, 1, 0, 1]), "member 1 alone (seed 1)": run([1, 0, 0, 1]),
+                             "3 reasoners as one": run([1, 1, 1, 1]), "other": run([1])}}
+    reordered = {"per_question": run([0, 1, 0, 1])["per_question"][::-1]}  # matched by text, not position
+    plain = {"by_config": {"member 0 alone (seed 0)": reordered, "member 1 alone (seed 1)": run([1, 1, 0, 0]),
+                           "3 reasoners as one": run([1, 1, 1, 1])}}
+    pairs = {p["a"]: p for p in study.pair_runs(changed, plain)}
+    assert set(pairs) == {"member 0 alone (seed 0)", "member 1 alone (seed 1)", "3 reasoners as one",
+                          "the single reasoners, pooled over seeds"}  # "other" has no run to pair with
+    assert (pairs["member 0 alone (seed 0)"]["a_only"], pairs["member 0 alone (seed 0)"]["b_only"]) == (1, 0)
+    pooled = pairs["the single reasoners, pooled over seeds"]
+    assert (pooled["seeds"], pooled["a_only"], pooled["b_only"]) == (2, 2, 1)
 
 
 def test_an_ensembles_members_are_seeded_apart_and_member_0_is_the_single_reasoners_cache(tmp_path):

@@ -31,7 +31,7 @@ from .graph_reasoner import (GraphReasonerConfig, TooFewQuestions, question_grap
                              train_graph_reasoner)
 from .graphs import graph_from_triple_list, load_graph
 from .index import BRACKET, STOP_WORDS, WORD, ChatIndex
-from .models import find_reasoner, load_answerer
+from .models import find_reasoner, load_answerer, reasoner_label
 from .path_ranker import PathScorer, best_paths, path_edges
 from .ranking import Candidate, candidate_names, choose, named_nodes, rank_candidates, relation_fit, score_names
 from .turns import Turn
@@ -96,6 +96,7 @@ class GraphChat:
         if reasoner is None and self.config.retriever == "gnn":
             reasoner = find_reasoner()
         self.reasoner_path = str(reasoner) if isinstance(reasoner, (str, Path)) else None
+        self.reasoner_label = reasoner_label(reasoner)
         self.reasoner = self._load_reasoner(reasoner) if reasoner is not None else None
         dim = int(self.index.node_emb.shape[1])
         if self.reasoner is not None and getattr(self.reasoner, "text_dim", dim) != dim:
@@ -239,7 +240,8 @@ class GraphChat:
             masked, rcfg = index.masked(question, linked), self.reasoner.cfg  # the entities it names written "it"
             reading = None
             if rcfg.relation_match or rcfg.relation_words_only:  # read as it was trained (generated_dataset)
-                reading = read_question(self.path_scorer, masked, index.kg.relations, rcfg.relation_words_only)
+                reading = read_question(self.path_scorer, masked, index.kg.relations, rcfg.relation_words_only,
+                                        rcfg.asking_words)
                 masked = reading.text
             q_masked = self.embed(masked) if rcfg.mask_topic else None
             turn.evidence, turn.paths, turn.candidates, used, probs = self._gnn_evidence(
@@ -340,7 +342,7 @@ class GraphChat:
         if mode == "reasoner":
             ranked = [Candidate(c["name"], c["node_ids"], c["score"]) for c in turn.candidates]
             chosen = ranked[:self.config.max_answers]
-            turn.model = f"GNN-RAG reasoner ({Path(self.reasoner_path).name if self.reasoner_path else 'given'})"
+            turn.model = f"GNN-RAG reasoner ({self.reasoner_label})"
         elif mode == "ranked":
             chosen = self._ranked_answer(turn)
         elif mode == "paths":

@@ -20,7 +20,8 @@ keeps the answers exact:
    or a path whose intermediate set grows past ``max_frontier``;
 4. the **question text** from the relation names (:func:`relation_phrase`: ``directed_by`` -> "directed by",
    ``people.person.nationality`` -> "person nationality"), each hop in a frame drawn at random (:func:`mixed_text`),
-   or one of the fixed :data:`TEMPLATES`.
+   or one of the fixed :data:`TEMPLATES`; with ``ask_kind`` the question word says what kind of node the answers are
+   (who / where / when, :func:`answer_kinds`), as a real question's does.
 
 Paraphrasing the templates with the embedded 135M LLM (as SynthKGQA does with a large one) is not done: its
 rewrites of template questions were not measured to help (a stated gap).
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kg import KnowledgeGraph
+from ..kg import KnowledgeGraph, is_identifier
 
 TEMPLATES = ("mixed", "of", "which", "verb")
 TOPIC_WEIGHTS = ("uniform", "degree")
@@ -45,6 +46,12 @@ INNER_FORWARD = ("the {p} of {N}", "{N}'s {p}")
 INNER_INVERSE = ("those {p} {N}", "the ones {p} {N}", "things that have {p} {N}")
 LAST_SAME = ("what has the same {p} as {N}", "which ones share the {p} of {N}", "same {p} as {N}")
 INNER_SAME = ("those with the same {p} as {N}", "the ones sharing the {p} of {N}")
+# ask_kind: the kinds of answer a question word asks for, and the texts whose sentence vectors stand for them
+# (answer_kinds: a node's kind is the one its name is nearest to; "what" also when nothing else fits)
+ASK_KINDS = ("what", "who", "where", "when")
+KIND_PROTOTYPES = ("a thing", "a person's name", "a city, country or place")  # what, who, where
+DATE = re.compile(r"^(\d{3,4}|\d{4}-\d\d(-\d\d)?(t[\d:]+z?)?|\d{1,2} [a-z]+ \d{4}|[a-z]+ \d{1,2},? \d{4})$")
+ASKED = re.compile(r"^(which ones|what|which|who)\b|\bwhat$")  # a frame's question word
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,12 @@ class GenerationConfig:
             are generated").
         topic_weight: how topics are drawn (:data:`TOPIC_WEIGHTS`): ``uniform`` (the default) or ``degree``, in
             proportion to their facts (each fact equally likely to be asked about, from either end).
+        ask_kind: the last hop's question word says the answers' kind (:func:`answer_kinds`): "who" for people,
+            "where" for places, "when" for dates, in half the questions (the frame's own word, "who" read "what", in
+            the rest, as real questions ask "what city" too); False: the frames' words, whatever the answer (a "who"
+            that says nothing). Needs the nodes' kinds (``generate_questions(kinds=...)``). Not the default: with
+            ``ReasonerConfig.asking_words`` level on WebQSP val over three seeds (66.2 vs 65.3, p = 0.61; docs/chat.md
+            "A question word that says the answer's kind").
         seed: the generator's seed.
     """
 
@@ -84,6 +97,7 @@ class GenerationConfig:
     # on MetaQA 1-hop (dev 89.0 -> 86.0, test 92.3 -> 88.7, p = 0.007): docs/chat.md "How questions are generated"
     unnamed: bool = True
     topic_weight: str = "uniform"
+    ask_kind: bool = False
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -135,10 +149,12 @@ def relation_phrase(name: str) -> str:
     return " ".join(words) or str(name)
 
 
-def mixed_text(path: tuple[Hop, ...], relations: list[str], rng: np.random.Generator, topic: str = "it") -> str:
+def mixed_text(path: tuple[Hop, ...], relations: list[str], rng: np.random.Generator, topic: str = "it",
+               kind: str | None = None) -> str:
     """The question of a relation path from ``topic`` with each hop's frame drawn at random (:data:`LAST_FORWARD` and
     the others): many wordings of one path, so a reasoner learns the relation words rather than one template's form.
-    A frame is drawn per question; the same ``rng`` state gives the same text."""
+    A frame is drawn per question; the same ``rng`` state gives the same text. ``kind`` (one of :data:`ASK_KINDS`,
+    ``GenerationConfig.ask_kind``): the answers' kind, which the question word says in half the draws."""
     inner, i = topic, 0
     while i < len(path):
         hop = path[i]
@@ -150,7 +166,32 @@ def mixed_text(path: tuple[Hop, ...], relations: list[str], rng: np.random.Gener
                   (LAST_FORWARD if last else INNER_FORWARD))
         inner = frames[int(rng.integers(len(frames)))].format(p=relation_phrase(relations[hop.relation]), N=inner)
         i += step
+    if kind is not None:
+        word = kind if kind != "what" and rng.random() < 0.5 else "what"
+        inner = ASKED.sub(lambda m: word if kind != "what" or m.group(0) == "who" else m.group(0), inner, count=1)
     return inner + "?"
+
+
+def answer_kinds(entities: list[str], node_emb: np.ndarray, prototypes: np.ndarray) -> np.ndarray:
+    """Each node's kind, an index into :data:`ASK_KINDS`: "when" for a name that is a date or a year, else the kind
+    whose :data:`KIND_PROTOTYPES` text is nearest the name's sentence vector (a person's name, a place, a thing).
+    Nodes named by identifiers are things. From the graph alone: on the answers of 200 WebQSP validation questions,
+    the answers of "who" questions were read as people 79% of the time, of "where" questions as places 84%, of
+    "when" questions as dates 8 of 9 (an exploratory count, docs/chat.md).
+
+    Args:
+        entities: the node names ``(N,)``; node_emb: their L2-normalized sentence vectors ``(N, dim)``;
+        prototypes: the vectors of :data:`KIND_PROTOTYPES` ``(3, dim)``.
+    Returns:
+        ``(N,)`` int64.
+    """
+    kinds = np.argmax(node_emb @ prototypes.T, axis=1).astype(np.int64) if len(entities) else np.zeros(0, np.int64)
+    for i, name in enumerate(entities):
+        if DATE.match(str(name).strip().lower()):
+            kinds[i] = ASK_KINDS.index("when")
+        elif is_identifier(name):
+            kinds[i] = 0
+    return kinds
 
 
 def path_text(path: tuple[Hop, ...], relations: list[str], template: str, topic: str = "it") -> str:
@@ -226,12 +267,18 @@ def _walk(kg: KnowledgeGraph, topic: int, hops: int, rng: np.random.Generator) -
     return tuple(path)
 
 
-def generate_questions(kg: KnowledgeGraph, cfg: GenerationConfig = GenerationConfig()) -> list[GeneratedQuestion]:
-    """Questions with exact answers from ``kg``'s own facts (module docstring), balanced over hop counts.
+def generate_questions(kg: KnowledgeGraph, cfg: GenerationConfig = GenerationConfig(),
+                       kinds: np.ndarray | None = None) -> list[GeneratedQuestion]:
+    """Questions with exact answers from ``kg``'s own facts (module docstring), balanced over hop counts. ``kinds``:
+    each node's :func:`answer_kinds` (needed with ``cfg.ask_kind``; a question's kind is its answers' most common).
 
     Raises:
-        ValueError: the graph has no fact, or no entity is a possible topic (every entity a hub).
+        ValueError: the graph has no fact, or no entity is a possible topic (every entity a hub), or ``ask_kind``
+            without ``kinds``.
     """
+    if cfg.ask_kind and (kinds is None or len(kinds) != kg.num_entities):
+        raise ValueError("GenerationConfig.ask_kind needs every node's kind: generate_questions(kg, cfg, "
+                         "kinds=answer_kinds(...))")
     if kg.num_edges == 0:
         raise ValueError("the graph has no edges: no question can be generated from its facts")
     topics = np.flatnonzero((kg.degree >= 1) & (kg.degree <= cfg.max_topic_degree) & (cfg.unnamed | kg.named))
@@ -267,10 +314,11 @@ def generate_questions(kg: KnowledgeGraph, cfg: GenerationConfig = GenerationCon
             template = cfg.templates[int(rng.integers(len(cfg.templates)))]
             name = kg.entities[topic]
             if template == "mixed":  # the same frames with the name and with "it"
+                kind = ASK_KINDS[int(np.bincount(kinds[answers]).argmax())] if cfg.ask_kind else None
                 state = rng.bit_generator.state
-                text = mixed_text(path, kg.relations, rng, name)
+                text = mixed_text(path, kg.relations, rng, name, kind)
                 rng.bit_generator.state = state
-                masked = mixed_text(path, kg.relations, rng, "it")
+                masked = mixed_text(path, kg.relations, rng, "it", kind)
             else:
                 text, masked = (path_text(path, kg.relations, template, t) for t in (name, "it"))
             out.append(GeneratedQuestion(topic, path, answers.tolist(), text, masked, template))

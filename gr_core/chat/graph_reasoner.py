@@ -24,7 +24,8 @@ from ..paths import cache_root
 from ..runs import config_hash, progress
 from ..text_encoder import EmbeddingStore, encoder_identity
 from .config import ChatConfig
-from .generate import GeneratedQuestion, GenerationConfig, generate_questions, generation_summary, relation_phrase
+from .generate import (KIND_PROTOTYPES, GeneratedQuestion, GenerationConfig, answer_kinds, generate_questions,
+                       generation_summary, relation_phrase)
 from .index import ChatIndex
 from .models import reasoner_meta
 from .path_ranker import SAMENESS, STOPWORDS, WORDS, PathScorer
@@ -38,6 +39,7 @@ FORMAT_VERSION = 3
 # words that name one fit at 0.2-0.5 (exploratory runs on MetaQA dev questions, docs/chat.md); fixed so that a turn
 # reads as training did.
 LEXICAL, NAMED = ChatConfig().path_lexical_match, 0.15
+ASKING = frozenset(("where", "when"))  # question words the path ranker reads as content words (who, what: function)
 MIN_QUESTIONS = 20  # fewer generated questions than this train no reasoner (a graph too small: TooFewQuestions)
 
 
@@ -117,9 +119,11 @@ class QuestionReading:
     steps: np.ndarray
 
 
-def read_question(scorer: PathScorer, masked: str, relations: list[str], words_only: bool = True) -> QuestionReading:
+def read_question(scorer: PathScorer, masked: str, relations: list[str], words_only: bool = True,
+                  asking: bool = False) -> QuestionReading:
     """:class:`QuestionReading` of the question ``masked`` (its entities written "it") on a graph with ``relations``,
-    its words read as the path ranker reads them (one word fit per word and relation, computed once)."""
+    its words read as the path ranker reads them (one word fit per word and relation, computed once); ``asking``
+    keeps :data:`ASKING` words in the text too (``ReasonerConfig.asking_words``)."""
     phrases = list(dict.fromkeys(relation_phrase(r) for r in relations))
     words = scorer.question_words(masked, phrases, LEXICAL)
     fit = np.stack([words.fit[p] for p in phrases]) if phrases else np.zeros((0, len(words.vectors)))  # (P, W)
@@ -132,7 +136,7 @@ def read_question(scorer: PathScorer, masked: str, relations: list[str], words_o
             if t in STOPWORDS or t in SAMENESS:
                 kept.append(t)
                 continue
-            kept += [t] if per_word[j] > NAMED else []
+            kept += [t] if per_word[j] > NAMED or (asking and t in ASKING) else []
             j += 1
         text = " ".join(kept)
     return QuestionReading(text, np.where(named > NAMED, np.minimum(named, 1.0), 0.0).astype(np.float32),
@@ -210,13 +214,15 @@ def generated_dataset(indexes: list[ChatIndex], cfg: GraphReasonerConfig, neighb
         if index.num_edges == 0:
             continue
         gen = replace(cfg.generation, num_questions=per_graph, seed=cfg.generation.seed + k)
-        made += [(k, q) for q in generate_questions(index.kg, gen)]
+        kinds = answer_kinds(index.kg.entities, index.node_emb, store.encode(list(KIND_PROTOTYPES))[0]) \
+            if gen.ask_kind else None
+        made += [(k, q) for q in generate_questions(index.kg, gen, kinds)]
     rcfg = cfg.reasoner
     readings = [None] * len(made)
     if rcfg.relation_match or rcfg.relation_words_only:  # read as a turn reads (GraphChat.retrieve)
         scorer = PathScorer(lambda words: store.encode(words, desc="encode question words")[0])
-        readings = [read_question(scorer, q.masked, indexes[k].kg.relations, rcfg.relation_words_only)
-                    for k, q in made]
+        readings = [read_question(scorer, q.masked, indexes[k].kg.relations, rcfg.relation_words_only,
+                                  rcfg.asking_words) for k, q in made]
         made = [(k, replace(q, masked=r.text)) for (k, q), r in zip(made, readings)]
     texts = list(dict.fromkeys([q.text for _, q in made] + [q.masked for _, q in made]))
     emb, _ = store.encode(texts, desc="encode generated questions") if texts else (np.zeros((0, 1), np.float32), 0)

@@ -69,6 +69,12 @@ def find_reasoner(outputs: str | Path | None = None, presets=CHECKPOINT_PRESETS,
     return None
 
 
+def reasoner_label(reasoner) -> str:
+    """How a turn names its reasoner: the file's name, an ensemble's files' names joined, or "given" (an object)."""
+    files = reasoner if isinstance(reasoner, (list, tuple)) else [reasoner]
+    return " + ".join(Path(str(f)).name for f in files if isinstance(f, (str, Path))) or "given"
+
+
 def load_answerer(model: str, kind: str, llm_model: str, device: str, max_txt_len: int, in_dim: int):
     """The GraphLLM that answers: ``auto`` (a trained checkpoint for ``kind``, else zero-shot), ``zero_shot``, or a
     run directory. Returns ``(GraphLLM, description, run_dir or None)``."""

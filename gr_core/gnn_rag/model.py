@@ -49,6 +49,8 @@ class ReasonerConfig:
     relation_match: bool = False
     relation_words_only: bool = False  # q_masked made of the question's function words and the words that name a
     #                                     relation only (the chat builds it, gr_core.chat.graph_reasoner)
+    asking_words: bool = False  # with relation_words_only, "where" and "when" are kept too (for a reasoner trained
+    #                             on questions whose word says the answer's kind: GenerationConfig.ask_kind)
 
     def __post_init__(self) -> None:
         if min(self.entity_dim, self.num_ins, self.num_iter, self.num_gnn) < 1:

@@ -10,7 +10,8 @@ questions and asks them the same questions (on dev, where the reading was chosen
 drawn, whether identifier-named nodes are asked about), on MetaQA dev and WebQSP validation graphs, where it was
 chosen; :func:`webqsp_seeds_study` repeats :func:`seeds_study` on WebQSP's test mini-graphs, each reasoner trained on
 questions generated from those graphs (never their questions). :func:`ensemble_study` asks each seed alone and the
-seeds as one (:attr:`~gr_core.chat.graph_reasoner.GraphReasonerConfig.members`), for a given number of epochs.
+seeds as one (:attr:`~gr_core.chat.graph_reasoner.GraphReasonerConfig.members`), for a given number of epochs;
+:func:`pair_runs` pairs such a run with the committed one made without a change.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from ..chat import GraphChat, load_graph
 from ..chat.graph_reasoner import (GENERATED_READING, GraphReasonerConfig, member_configs, train_graph_reasoner,
                                    training_record)
 from ..gnn_rag import ReasonerConfig, load_reasoner
-from ..stats import compare
+from ..stats import compare, mcnemar_cmh
 from .chat_without_questions import ask_alone, hit_record, hop_records, metaqa_sample, run_systems, webqsp_sample
 
 # How the reasoner reads a question: ReaRev's masked sentence alone (the first version); plus the words that name each
@@ -180,3 +181,25 @@ def ensemble_study(graph: str = "webqsp", split: str = "val", members: int = 3, 
     if graph == "metaqa":
         return variant_study(configs, split, per_hop, (1, 2))
     return webqsp_variant_study(configs, split, num_graphs)
+
+
+
+def pair_runs(result: dict, plain: dict) -> list[dict]:
+    """Each configuration of ``result`` paired (exact McNemar, by question text) with the one of the same label in
+    ``plain``, a run of the same study on the same questions without the change measured (its committed file); the
+    single reasoners' pairs (every label but the ensemble's) also pooled over seeds
+    (:func:`~gr_core.stats.mcnemar_cmh`)."""
+    pairs, mine, theirs = [], [], []
+    for label, run in result["by_config"].items():
+        other = {r["question"]: r["hit"] for r in plain.get("by_config", {}).get(label, {}).get("per_question", [])}
+        rows = run["per_question"]
+        if not rows or any(r["question"] not in other for r in rows):
+            continue
+        a, b = [r["hit"] for r in rows], [other[r["question"]] for r in rows]
+        pairs.append({"a": label, "b": f"{label}, without the change", **compare(a, b)})
+        if "alone" in label:
+            mine, theirs = mine + [a], theirs + [b]
+    if len(mine) > 1:
+        pairs.append({"a": "the single reasoners, pooled over seeds", "b": "the same, without the change",
+                      **mcnemar_cmh(mine, theirs)})
+    return pairs
