@@ -183,7 +183,6 @@ def ensemble_study(graph: str = "webqsp", split: str = "val", members: int = 3, 
     return webqsp_variant_study(configs, split, num_graphs)
 
 
-
 def pair_runs(result: dict, plain: dict) -> list[dict]:
     """Each configuration of ``result`` paired (exact McNemar, by question text) with the one of the same label in
     ``plain``, a run of the same study on the same questions without the change measured (its committed file); the
