@@ -185,14 +185,22 @@ def test_a_question_word_can_say_the_answers_kind():
     path = (Hop(rid["directed_by"]),)
     people = [mixed_text(path, kg.relations, np.random.default_rng(s), "it", "who") for s in range(40)]
     things = [mixed_text(path, kg.relations, np.random.default_rng(s), "it", "what") for s in range(40)]
-    assert any(t.startswith("who ") for t in people) and any("what" in t.split() for t in people)
+    assert any(t.startswith("who ") for t in people) and not any({"what", "which"} & set(t.split()) for t in people)
     assert not any("who" in t.split() for t in things)
+    # the topic's own name is never rewritten, only the frame's question word
+    named = mixed_text(path, kg.relations, np.random.default_rng(0), "what women want", "who")
+    assert "what women want" in named and named.replace("what women want", "it") == people[0]
     with pytest.raises(ValueError, match="kinds"):
         generate_questions(kg, GenerationConfig(num_questions=10, ask_kind=True))
-    person = np.array([1 if e in ("Ann Lee", "Dee Fox", "Bo Kim", "Cy Dunn") else 0 for e in kg.entities])
-    for q in generate_questions(kg, GenerationConfig(num_questions=40, ask_kind=True), person):
-        if "who" in q.masked.split():  # only people are asked "who"
-            assert all(kg.entities[a] in ("Ann Lee", "Dee Fox", "Bo Kim", "Cy Dunn") for a in q.answers)
+    people = {"Ann Lee", "Dee Fox", "Bo Kim", "Cy Dunn"}
+    person = np.array([1 if e in people else 0 for e in kg.entities])
+    typed = generate_questions(kg, GenerationConfig(num_questions=40, ask_kind=True), person)
+    plain = generate_questions(kg, GenerationConfig(num_questions=40))
+    # the same topics and paths as without ask_kind: only the question word differs
+    assert [(q.topic, q.path) for q in typed] == [(q.topic, q.path) for q in plain]
+    asked = [q for q in typed if all(kg.entities[a] in people for a in q.answers)]
+    assert any("who" in q.masked.split() for q in asked) and any("what" in q.masked.split() for q in asked)
+    assert all(all(kg.entities[a] in people for a in q.answers) for q in typed if "who" in q.masked.split())
     scorer = PathScorer(vocab_encoder({"directed by": [1, 0], "direct": [1, 0]}))
     assert read_question(scorer, "where did it direct", ["directed_by"]).text == "did it direct"
     assert read_question(scorer, "where did it direct", ["directed_by"], asking=True).text == "where did it direct"
@@ -719,5 +727,10 @@ def test_an_ensembles_members_are_seeded_apart_and_member_0_is_the_single_reason
     # the field does not enter a file's key: reasoners cached before it existed are found again
     assert reasoner_cache_path([Index()], replace(cfg, members=3), ChatConfig().neighbourhood, "enc")[1] == key
     assert reasoner_cache_path([Index()], members[1], ChatConfig().neighbourhood, "enc")[1] != key
+    # fields added later enter the key only when on (ask_kind, asking_words): keys made before them stay valid
+    identity = reasoner_cache_path([Index()], cfg, ChatConfig().neighbourhood, "enc")[2]["config"]
+    assert "ask_kind" not in identity["generation"] and "asking_words" not in identity["reasoner"]
+    typed = replace(cfg, generation=replace(cfg.generation, ask_kind=True))
+    assert reasoner_cache_path([Index()], typed, ChatConfig().neighbourhood, "enc")[1] != key
     with pytest.raises(ValueError, match="members >= 1"):
         GraphReasonerConfig(members=0)

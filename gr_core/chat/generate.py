@@ -50,7 +50,7 @@ INNER_SAME = ("those with the same {p} as {N}", "the ones sharing the {p} of {N}
 # (answer_kinds: a node's kind is the one its name is nearest to; "what" also when nothing else fits)
 ASK_KINDS = ("what", "who", "where", "when")
 KIND_PROTOTYPES = ("a thing", "a person's name", "a city, country or place")  # what, who, where
-DATE = re.compile(r"^(\d{3,4}|\d{4}-\d\d(-\d\d)?(t[\d:]+z?)?|\d{1,2} [a-z]+ \d{4}|[a-z]+ \d{1,2},? \d{4})$")
+DATE = re.compile(r"^(\d{4}|\d{4}-\d\d(-\d\d)?(t[\d:]+z?)?|\d{1,2} [a-z]+ \d{4}|[a-z]+ \d{1,2},? \d{4})$")
 ASKED = re.compile(r"^(which ones|what|which|who)\b|\bwhat$")  # a frame's question word
 
 
@@ -76,12 +76,13 @@ class GenerationConfig:
             are generated").
         topic_weight: how topics are drawn (:data:`TOPIC_WEIGHTS`): ``uniform`` (the default) or ``degree``, in
             proportion to their facts (each fact equally likely to be asked about, from either end).
-        ask_kind: the last hop's question word says the answers' kind (:func:`answer_kinds`): "who" for people,
-            "where" for places, "when" for dates, in half the questions (the frame's own word, "who" read "what", in
-            the rest, as real questions ask "what city" too); False: the frames' words, whatever the answer (a "who"
-            that says nothing). Needs the nodes' kinds (``generate_questions(kinds=...)``). Not the default: with
-            ``ReasonerConfig.asking_words`` level on WebQSP val over three seeds (66.2 vs 65.3, p = 0.61; docs/chat.md
-            "A question word that says the answer's kind").
+        ask_kind: the last hop's question word says the answers' most common kind (:func:`answer_kinds`): "who" for
+            people, "where" for places, "when" for dates, in half the questions (a coin of its own, so the topics,
+            paths and frames drawn are those of ``ask_kind=False``); in the rest the frame's own word, "who" read
+            "what", as real questions ask "what city" too; a frame without a question word ("same p as it") says no
+            kind. False: the frames' words, whatever the answer (a "who" that says nothing). Needs the nodes' kinds
+            (``generate_questions(kinds=...)``). Not the default: level on WebQSP val (docs/chat.md, "A question word
+            that says the answer's kind").
         seed: the generator's seed.
     """
 
@@ -154,8 +155,9 @@ def mixed_text(path: tuple[Hop, ...], relations: list[str], rng: np.random.Gener
     """The question of a relation path from ``topic`` with each hop's frame drawn at random (:data:`LAST_FORWARD` and
     the others): many wordings of one path, so a reasoner learns the relation words rather than one template's form.
     A frame is drawn per question; the same ``rng`` state gives the same text. ``kind`` (one of :data:`ASK_KINDS`,
-    ``GenerationConfig.ask_kind``): the answers' kind, which the question word says in half the draws."""
-    inner, i = topic, 0
+    ``GenerationConfig.ask_kind``): the kind the last frame's question word says ("what": none, and "who" is read
+    "what"); the topic's own name is never rewritten."""
+    inner, i = "\0", 0  # the topic written in last, so that a name such as "who framed roger rabbit" stays as it is
     while i < len(path):
         hop = path[i]
         same = i + 1 < len(path) and path[i + 1].relation == hop.relation and path[i + 1].inverse != hop.inverse
@@ -167,17 +169,17 @@ def mixed_text(path: tuple[Hop, ...], relations: list[str], rng: np.random.Gener
         inner = frames[int(rng.integers(len(frames)))].format(p=relation_phrase(relations[hop.relation]), N=inner)
         i += step
     if kind is not None:
-        word = kind if kind != "what" and rng.random() < 0.5 else "what"
-        inner = ASKED.sub(lambda m: word if kind != "what" or m.group(0) == "who" else m.group(0), inner, count=1)
-    return inner + "?"
+        inner = ASKED.sub(lambda m: kind if kind != "what" else "what" if m.group(0) == "who" else m.group(0), inner,
+                          count=1)
+    return inner.replace("\0", topic) + "?"
 
 
 def answer_kinds(entities: list[str], node_emb: np.ndarray, prototypes: np.ndarray) -> np.ndarray:
     """Each node's kind, an index into :data:`ASK_KINDS`: "when" for a name that is a date or a year, else the kind
     whose :data:`KIND_PROTOTYPES` text is nearest the name's sentence vector (a person's name, a place, a thing).
-    Nodes named by identifiers are things. From the graph alone: on the answers of 200 WebQSP validation questions,
-    the answers of "who" questions were read as people 79% of the time, of "where" questions as places 84%, of
-    "when" questions as dates 8 of 9 (an exploratory count, docs/chat.md).
+    Nodes named by identifiers are things. From the graph alone: of the gold answers of 200 WebQSP validation
+    questions, those of "who" questions were read as people 55 times in 68, of "where" questions as places 43 in 51,
+    of "when" questions as dates 5 in 9 (an exploratory count, docs/chat.md).
 
     Args:
         entities: the node names ``(N,)``; node_emb: their L2-normalized sentence vectors ``(N, dim)``;
@@ -287,6 +289,7 @@ def generate_questions(kg: KnowledgeGraph, cfg: GenerationConfig = GenerationCon
                          "facts or is named by an identifier (raise GenerationConfig.max_topic_degree, or set "
                          "GenerationConfig.unnamed)")
     rng = np.random.default_rng(cfg.seed)
+    coins = np.random.default_rng([cfg.seed, 1])  # ask_kind: whether a question says its kind, apart from ``rng``
     cumulative = np.cumsum(kg.degree[topics].astype(np.float64))  # topic_weight="degree": drawn by their facts
     cumulative /= cumulative[-1]
     per_hop = [cfg.num_questions // cfg.max_hops + (h < cfg.num_questions % cfg.max_hops) for h in range(cfg.max_hops)]
@@ -315,6 +318,7 @@ def generate_questions(kg: KnowledgeGraph, cfg: GenerationConfig = GenerationCon
             name = kg.entities[topic]
             if template == "mixed":  # the same frames with the name and with "it"
                 kind = ASK_KINDS[int(np.bincount(kinds[answers]).argmax())] if cfg.ask_kind else None
+                kind = kind if kind in (None, "what") or coins.random() < 0.5 else "what"
                 state = rng.bit_generator.state
                 text = mixed_text(path, kg.relations, rng, name, kind)
                 rng.bit_generator.state = state

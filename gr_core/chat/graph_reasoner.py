@@ -189,8 +189,12 @@ def reasoner_cache_path(indexes: list[ChatIndex], cfg: GraphReasonerConfig, neig
                         ) -> tuple[Path, str, dict]:
     """Where the reasoner of these graphs and settings is saved: ``(path, key, identity)``."""
 
-    # one file is one reasoner: "members" is left out of its key (a key made before the field existed stays valid)
+    # one file is one reasoner: "members" is left out of its key, and fields added later while they are off (a key made
+    # before the field existed stays valid)
     config = {k: v for k, v in asdict(cfg).items() if k != "members"}
+    for part, name in (("generation", "ask_kind"), ("reasoner", "asking_words")):
+        if not config[part][name]:
+            config[part] = {k: v for k, v in config[part].items() if k != name}
     identity = {"graphs": [ix.digest for ix in indexes], "config": config, "scope": asdict(neighbourhood),
                 "encoder": encoder, "format": FORMAT_VERSION}
     key = config_hash(identity)
@@ -210,12 +214,12 @@ def generated_dataset(indexes: list[ChatIndex], cfg: GraphReasonerConfig, neighb
 
     per_graph = max(1, cfg.generation.num_questions // len(indexes))
     made: list[tuple[int, GeneratedQuestion]] = []
+    prototypes = store.encode(list(KIND_PROTOTYPES))[0] if cfg.generation.ask_kind else None
     for k, index in enumerate(indexes):
         if index.num_edges == 0:
             continue
         gen = replace(cfg.generation, num_questions=per_graph, seed=cfg.generation.seed + k)
-        kinds = answer_kinds(index.kg.entities, index.node_emb, store.encode(list(KIND_PROTOTYPES))[0]) \
-            if gen.ask_kind else None
+        kinds = answer_kinds(index.kg.entities, index.node_emb, prototypes) if gen.ask_kind else None
         made += [(k, q) for q in generate_questions(index.kg, gen, kinds)]
     rcfg = cfg.reasoner
     readings = [None] * len(made)
