@@ -257,6 +257,8 @@ def main() -> None:
         if args.ask_kind:
             plain = result_path(name)
             result["pairs_vs_plain"] = seeds.pair_runs(result, read_json(plain)) if plain.is_file() else []
+            if args.graph == "webqsp":  # how the kinds read the real questions' answers, by question word
+                result["answer_kinds_by_question_word"] = seeds.answer_kind_check(args.split, args.graphs)
             name += "_askkind"
         out = write_result(name, result)
     elif args.study == "two-entity":

@@ -698,7 +698,9 @@ def test_the_generation_and_webqsp_seed_studies_pair_runs_on_the_same_questions(
     def run(hits):
         return {"per_question": [{"question": f"q{i}", "hit": h} for i, h in enumerate(hits)]}
     changed = {"by_config": {"member 0 alone (seed 0)": run([1, 1, 0, 1]), "member 1 alone (seed 1)": run([1, 0, 0, 1]),
-                             "3 reasoners as one": run([1, 1, 1, 1]), "other": run([1])}}
+                             "3 reasoners as one": run([1, 1, 1, 1]), "other": run([1])},
+               "configs": {"member 0 alone (seed 0)": {"members": 1}, "member 1 alone (seed 1)": {"members": 1},
+                           "3 reasoners as one": {"members": 3}, "other": {"members": 1}}}
     reordered = {"per_question": run([0, 1, 0, 1])["per_question"][::-1]}  # matched by text, not position
     plain = {"by_config": {"member 0 alone (seed 0)": reordered, "member 1 alone (seed 1)": run([1, 1, 0, 0]),
                            "3 reasoners as one": run([1, 1, 1, 1])}}
@@ -708,6 +710,27 @@ def test_the_generation_and_webqsp_seed_studies_pair_runs_on_the_same_questions(
     assert (pairs["member 0 alone (seed 0)"]["a_only"], pairs["member 0 alone (seed 0)"]["b_only"]) == (1, 0)
     pooled = pairs["the single reasoners, pooled over seeds"]
     assert (pooled["seeds"], pooled["a_only"], pooled["b_only"]) == (2, 2, 1)
+
+
+def test_the_kinds_of_real_answers_are_counted_by_question_word(monkeypatch):
+    from gr_core.studies import generated_reasoner_seeds as study
+
+    questions = [{"question": "who directed it", "answers": ["Ann Lee", "1994"]},
+                 {"question": "where is it", "answers": ["Paris"]}, {"question": "what is it", "answers": ["Drama"]}]
+    monkeypatch.setattr(study, "webqsp_sample", lambda n, seed, split: (questions, {}))
+    vectors = {"Ann Lee": [0, 1, 0], "Paris": [0, 0, 1], "Drama": [1, 0, 0], "1994": [1, 0, 0], "a thing": [1, 0, 0],
+               "a person's name": [0, 1, 0], "a city, country or place": [0, 0, 1]}
+
+    class Store:  # the sentence vectors of these names and of KIND_PROTOTYPES
+        def __init__(self, cfg):
+            pass
+
+        def encode(self, texts):
+            return np.array([vectors[t] for t in texts], np.float32), 0
+    monkeypatch.setattr(study, "EmbeddingStore", Store)
+    out = study.answer_kind_check()
+    assert out["who"] == {"what": 0, "who": 1, "where": 0, "when": 1} and out["where"]["where"] == 1
+    assert out["other"]["what"] == 1 and sum(out["when"].values()) == 0
 
 
 def test_an_ensembles_members_are_seeded_apart_and_member_0_is_the_single_reasoners_cache(tmp_path):

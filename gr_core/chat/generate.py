@@ -169,8 +169,8 @@ def mixed_text(path: tuple[Hop, ...], relations: list[str], rng: np.random.Gener
         inner = frames[int(rng.integers(len(frames)))].format(p=relation_phrase(relations[hop.relation]), N=inner)
         i += step
     if kind is not None:
-        inner = ASKED.sub(lambda m: kind if kind != "what" else "what" if m.group(0) == "who" else m.group(0), inner,
-                          count=1)
+        # a kind replaces the frame's word; "what" (no kind said) replaces only a "who"
+        inner = ASKED.sub(lambda m: kind if kind != "what" or m.group(0) == "who" else m.group(0), inner, count=1)
     return inner.replace("\0", topic) + "?"
 
 
@@ -179,7 +179,7 @@ def answer_kinds(entities: list[str], node_emb: np.ndarray, prototypes: np.ndarr
     whose :data:`KIND_PROTOTYPES` text is nearest the name's sentence vector (a person's name, a place, a thing).
     Nodes named by identifiers are things. From the graph alone: of the gold answers of 200 WebQSP validation
     questions, those of "who" questions were read as people 55 times in 68, of "where" questions as places 43 in 51,
-    of "when" questions as dates 5 in 9 (an exploratory count, docs/chat.md).
+    of "when" questions as dates 5 in 9 (:func:`~gr_core.studies.generated_reasoner_seeds.answer_kind_check`).
 
     Args:
         entities: the node names ``(N,)``; node_emb: their L2-normalized sentence vectors ``(N, dim)``;

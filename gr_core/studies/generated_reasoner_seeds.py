@@ -11,7 +11,8 @@ drawn, whether identifier-named nodes are asked about), on MetaQA dev and WebQSP
 chosen; :func:`webqsp_seeds_study` repeats :func:`seeds_study` on WebQSP's test mini-graphs, each reasoner trained on
 questions generated from those graphs (never their questions). :func:`ensemble_study` asks each seed alone and the
 seeds as one (:attr:`~gr_core.chat.graph_reasoner.GraphReasonerConfig.members`), for a given number of epochs;
-:func:`pair_runs` pairs such a run with the committed one made without a change.
+:func:`pair_runs` pairs such a run with the committed one made without a change; :func:`answer_kind_check` counts
+how the answers' kinds are read.
 """
 from __future__ import annotations
 
@@ -20,10 +21,13 @@ from dataclasses import asdict, replace
 import numpy as np
 
 from ..chat import GraphChat, load_graph
+from ..chat.generate import ASK_KINDS, KIND_PROTOTYPES, answer_kinds
 from ..chat.graph_reasoner import (GENERATED_READING, GraphReasonerConfig, member_configs, train_graph_reasoner,
                                    training_record)
 from ..gnn_rag import ReasonerConfig, load_reasoner
+from ..config import EMBEDDED_TEXT_ENCODER, TextEncoderConfig
 from ..stats import compare, mcnemar_cmh
+from ..text_encoder import EmbeddingStore
 from .chat_without_questions import ask_alone, hit_record, hop_records, metaqa_sample, run_systems, webqsp_sample
 
 # How the reasoner reads a question: ReaRev's masked sentence alone (the first version); plus the words that name each
@@ -186,7 +190,7 @@ def ensemble_study(graph: str = "webqsp", split: str = "val", members: int = 3, 
 def pair_runs(result: dict, plain: dict) -> list[dict]:
     """Each configuration of ``result`` paired (exact McNemar, by question text) with the one of the same label in
     ``plain``, a run of the same study on the same questions without the change measured (its committed file); the
-    single reasoners' pairs (every label but the ensemble's) also pooled over seeds
+    single reasoners' pairs (every configuration of one member) also pooled over seeds
     (:func:`~gr_core.stats.mcnemar_cmh`)."""
     pairs, mine, theirs = [], [], []
     for label, run in result["by_config"].items():
@@ -196,9 +200,26 @@ def pair_runs(result: dict, plain: dict) -> list[dict]:
             continue
         a, b = [r["hit"] for r in rows], [other[r["question"]] for r in rows]
         pairs.append({"a": label, "b": f"{label}, without the change", **compare(a, b)})
-        if "alone" in label:
+        if result["configs"][label].get("members", 1) == 1:
             mine, theirs = mine + [a], theirs + [b]
     if len(mine) > 1:
         pairs.append({"a": "the single reasoners, pooled over seeds", "b": "the same, without the change",
                       **mcnemar_cmh(mine, theirs)})
     return pairs
+
+
+def answer_kind_check(split: str = "val", num_graphs: int = 200, seed: int = 0, per_question: int = 3) -> dict:
+    """How :func:`~gr_core.chat.generate.answer_kinds` reads the gold answers (the first ``per_question`` of each) of
+    the real WebQSP questions that :func:`ensemble_study` asks, by the question's first word: ``{"who" | "where" |
+    "when" | "other": {kind: count}}``. The question word says what a real question asks for; the kinds are read from
+    the names alone."""
+    questions, _ = webqsp_sample(num_graphs, seed, split)
+    rows = [(q["question"].split()[0] if q["question"].split()[0] in ("who", "where", "when") else "other", a)
+            for q in questions for a in q["answers"][:per_question]]
+    names = sorted({a for _, a in rows})
+    store = EmbeddingStore(TextEncoderConfig(model=EMBEDDED_TEXT_ENCODER))
+    kinds = dict(zip(names, answer_kinds(names, store.encode(names)[0], store.encode(list(KIND_PROTOTYPES))[0])))
+    out = {w: dict.fromkeys(ASK_KINDS, 0) for w in ("who", "where", "when", "other")}
+    for word, name in rows:
+        out[word][ASK_KINDS[kinds[name]]] += 1
+    return out
