@@ -19,6 +19,7 @@
     python bench/chat_generated.py linking --split val|test  ->  .../chat_generated_linking_SPLIT.json
     python bench/chat_generated.py masking --split val|test  ->  .../chat_generated_masking_SPLIT.json
     python bench/chat_generated.py linking-metaqa  ->  .../chat_generated_linking_metaqa.json
+    python bench/chat_generated.py twins --split val|test  ->  .../chat_generated_twins_SPLIT.json
     python bench/chat_generated.py readings     ->  outputs/bench/chat_generated_readings_dev.json (--split test: _test)
     python bench/chat_generated.py seeds        ->  outputs/bench/chat_generated_seeds.json
     python bench/chat_generated.py generation --graph metaqa|webqsp --split dev|val|test
@@ -26,12 +27,13 @@
     python bench/chat_generated.py webqsp-seeds  ->  outputs/bench/chat_generated_webqsp_seeds.json
     python bench/chat_generated.py metaqa|webqsp|seeds|webqsp-seeds --generation-rule both  ->  <file>_both.json
     python bench/chat_generated.py ensemble --graph webqsp|metaqa --split val|dev|test
-                                 [--members 3] [--budget S] [--epochs N] [--ask-kind]
-                                 ->  .../chat_generated_ensemble_GRAPH_SPLIT[_budgetS][_epochsN][_askkind].json
+                                 [--members 3] [--budget S] [--epochs N] [--ask-kind] [--twins]
+                                 ->  .../chat_generated_ensemble_GRAPH_SPLIT[_budgetS][_epochsN][_askkind][_twins].json
 
 What each measures: :mod:`gr_core.studies.chat_without_questions` (``dev-scorers``:
 :mod:`gr_core.studies.path_scoring`; ``dev-*`` and ``word-fit``: :mod:`gr_core.studies.path_ranker_settings`;
-``ranking-*``: :mod:`gr_core.studies.chat_ranking`; ``linking``: :mod:`gr_core.studies.chat_linking`; ``readings``,
+``ranking-*``: :mod:`gr_core.studies.chat_ranking`; ``linking``: :mod:`gr_core.studies.chat_linking`; ``twins``:
+:mod:`gr_core.studies.relation_twins`; ``readings``,
 ``seeds``, ``generation``, ``webqsp-seeds`` and ``ensemble``: :mod:`gr_core.studies.generated_reasoner_seeds`).
 ``metaqa`` and ``webqsp`` also write their ``generated_reasoner`` row (graph, n, hit, ci_low, ci_high, p_vs_ranked,
 train_seconds, num_generated, ...) into ``outputs/bench/chat.json`` (that key only, that graph's row only). A reasoner
@@ -54,7 +56,7 @@ from gr_core.config import LLMConfig
 from gr_core.llm import load_llm
 from gr_core.paths import repo_relative, repo_root
 from gr_core.runs import read_json, write_json
-from gr_core.studies import chat_linking, chat_ranking
+from gr_core.studies import chat_linking, chat_ranking, relation_twins
 from gr_core.studies import generated_reasoner_seeds as seeds
 from gr_core.studies import chat_without_questions as study
 from gr_core.studies import path_ranker_settings as settings
@@ -178,6 +180,9 @@ def main() -> None:
     p = sub.add_parser("masking", help="WebQSP: linked names masked as the question wrote them, or literally")
     p.add_argument("--split", choices=("val", "test"), default="val")
     p.add_argument("--graphs", type=int, default=200)
+    p = sub.add_parser("twins", help="WebQSP: the path ranker with relations stored twice read as one, or not")
+    p.add_argument("--split", choices=("val", "test"), default="val")
+    p.add_argument("--graphs", type=int, default=200)
     p = sub.add_parser("linking-metaqa", help="MetaQA: the path ranker under the same linking rules")
     p.add_argument("--per-hop", type=int, default=300)
     p = sub.add_parser("readings", help="MetaQA: the generated reasoner by how it reads a question (chosen on dev)")
@@ -199,6 +204,8 @@ def main() -> None:
     p.add_argument("--epochs", type=int, help="each member's epochs (-> <file>_epochsN.json)")
     p.add_argument("--ask-kind", action="store_true", help="question words that say the answers' kind (-> "
                    "<file>_askkind.json, paired with <file>.json)")
+    p.add_argument("--twins", action="store_true", help="a word's fit not lowered by a relation's twins, the chat's "
+                   "default reading (-> <file>_twins.json, paired with <file>.json, read without them)")
     p = sub.add_parser("dev-scorers", help="other path scorers on MetaQA dev (word coverage, LLM channel)")
     p.add_argument("--per-hop", type=int, default=100)
     p.add_argument("--top", type=int, default=10, help="candidate paths re-scored per question")
@@ -250,16 +257,19 @@ def main() -> None:
         if args.ask_kind:
             cfg = replace(cfg, generation=replace(cfg.generation, ask_kind=True),
                           reasoner=replace(cfg.reasoner, asking_words=True))
+        # twins are the default reading since this study measured them; its plain runs (the committed files without
+        # the suffix) read without them, as when they were made
+        cfg = replace(cfg, reasoner=replace(cfg.reasoner, twin_relations=args.twins))
         result = seeds.ensemble_study(args.graph, args.split, args.members, args.per_hop, args.graphs, cfg)
         name = f"chat_generated_ensemble_{args.graph}_{args.split}" + \
             ("" if args.budget is None else f"_budget{args.budget:g}") + \
             ("" if args.epochs is None else f"_epochs{args.epochs}")
-        if args.ask_kind:
+        if args.ask_kind or args.twins:  # a change, paired with the committed run without it
             plain = result_path(name)
             result["pairs_vs_plain"] = seeds.pair_runs(result, read_json(plain)) if plain.is_file() else []
-            if args.graph == "webqsp":  # how the kinds read the real questions' answers, by question word
-                result["answer_kinds_by_question_word"] = seeds.answer_kind_check(args.split, args.graphs)
-            name += "_askkind"
+        if args.ask_kind and args.graph == "webqsp":  # how the kinds read the real questions' answers
+            result["answer_kinds_by_question_word"] = seeds.answer_kind_check(args.split, args.graphs)
+        name += "_askkind" * args.ask_kind + "_twins" * args.twins
         out = write_result(name, result)
     elif args.study == "two-entity":
         reasoner = None
@@ -304,6 +314,9 @@ def main() -> None:
     elif args.study == "masking":  # val first, then test once
         result = chat_linking.masking_study(GraphReasonerConfig(), args.split, args.graphs)
         out = write_result(f"chat_generated_masking_{args.split}", result)
+    elif args.study == "twins":  # val first, then test once
+        result = relation_twins.path_twins_study(args.split, args.graphs)
+        out = write_result(f"chat_generated_twins_{args.split}", result)
     elif args.study == "linking-metaqa":
         result = chat_linking.metaqa_linking_check(args.per_hop)
         out = write_result("chat_generated_linking_metaqa", result)

@@ -101,6 +101,37 @@ class KnowledgeGraph:
     def num_edges(self) -> int:
         return len(self.heads)
 
+    def twin_relations(self, share: float = 0.9) -> np.ndarray:
+        """``(num_relations,)`` a group id per relation: relations are twins (one group) when at least ``share`` of the
+        rarer one's facts link the same two entities as a fact of the other, in either direction: one fact stored
+        twice under two names (Freebase's inverse pairs, ``location.country.languages_spoken`` and
+        ``language.human_language.countries_spoken_in``). MetaQA's ``directed_by`` and ``written_by`` share 47% of
+        their facts and stay apart; a relation without a twin is its own group."""
+        n = len(self.relations)
+        if "_twins" not in self.__dict__ or self.__dict__["_twins"][0] != share:
+            pair = np.minimum(self.heads, self.tails) * max(self.num_entities, 1) + np.maximum(self.heads, self.tails)
+            facts = np.unique(np.stack([pair, self.rels], 1), axis=0)  # (unordered pair, relation), each once
+            count = np.bincount(facts[:, 1], minlength=n)
+            _, start = np.unique(facts[:, 0], return_index=True)
+            shared: dict[tuple[int, int], int] = {}
+            for group in np.split(facts[:, 1], start[1:]):  # the relations that link one pair of entities
+                for i, a in enumerate(group.tolist()):
+                    for b in group[i + 1:].tolist():
+                        shared[(a, b)] = shared.get((a, b), 0) + 1
+            parent = list(range(n))
+
+            def root(a: int) -> int:
+                while parent[a] != a:
+                    parent[a] = parent[parent[a]]
+                    a = parent[a]
+                return a
+
+            for (a, b), c in shared.items():
+                if c >= share * min(count[a], count[b]):
+                    parent[root(a)] = root(b)
+            self.__dict__["_twins"] = (share, np.array([root(a) for a in range(n)], np.int64))
+        return self.__dict__["_twins"][1]
+
     def _gather(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """All incidences of ``nodes``: (neighbour ids, edge ids), vectorized over the CSR slices."""
         starts, ends = self.indptr[nodes], self.indptr[nodes + 1]

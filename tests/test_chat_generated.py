@@ -248,6 +248,61 @@ def test_the_generated_reasoner_reads_the_words_that_name_relations():
         model(Batch.from_data_list([bare]))
 
 
+def test_twin_relations_are_one_fact_stored_under_two_names_and_do_not_cancel_a_words_fit():
+    from gr_core.chat.graph_reasoner import read_question
+    from gr_core.chat.path_ranker import PathScorer, word_relation_fit
+
+    spoken, spoken_in = "location.country.languages_spoken", "language.human_language.countries_spoken_in"
+    kg = kg_of([("Netherlands", spoken, "Dutch"), ("Dutch", spoken_in, "Netherlands"),  # each fact both ways
+                ("Netherlands", spoken, "Frisian"), ("Frisian", spoken_in, "Netherlands"),
+                ("Netherlands", "location.location.containedby", "Europe"),
+                ("Alpha", "directed_by", "Ann"), ("Alpha", "written_by", "Ann"),  # half their facts shared
+                ("Beta", "directed_by", "Bo"), ("Beta", "written_by", "Cy")])
+    group = dict(zip(kg.relations, kg.twin_relations().tolist()))
+    assert group[spoken] == group[spoken_in]
+    assert len({group[r] for r in (spoken, "location.location.containedby", "directed_by", "written_by")}) == 4
+    loose = dict(zip(kg.relations, kg.twin_relations(share=0.5).tolist()))
+    assert loose["directed_by"] == loose["written_by"]  # at a looser share they would be one
+    assert group == dict(zip(kg.relations, kg.twin_relations().tolist()))  # recomputed at the default share
+    assert (kg_of(FILMS).twin_relations() == np.arange(3)).all()  # no twins: each its own group
+    # "language" is as near to both twins: compared with each other its fit is 0; as one group it picks them out
+    cos = np.array([[0.7], [0.7], [0.2]])
+    phrases = ["country languages spoken", "human language countries spoken in", "location containedby"]
+    assert np.allclose(word_relation_fit(cos, ["language"], phrases), [[0.0], [0.0], [-0.5]])
+    grouped = word_relation_fit(cos, ["language"], phrases, groups=np.array([0, 0, 1]))
+    assert np.allclose(grouped, [[0.5], [0.5], [-0.5]])
+    scorer = PathScorer(vocab_encoder({"country languages spoken": [1, 0, 0, 0], "language": [1, 0, 0, 0],
+                                       "human language countries spoken in": [1, 0, 0, 0],
+                                       "location containedby": [0, 1, 0, 0]}))
+    relations = [spoken, spoken_in, "location.location.containedby"]
+    alone = read_question(scorer, "what language do they speak in it", relations)
+    assert alone.text == "what do in it" and alone.match.tolist() == [0.0, 0.0, 0.0]
+    twins = read_question(scorer, "what language do they speak in it", relations,
+                          twins=np.array([group[r] for r in relations]))
+    assert twins.text == "what language do in it" and twins.match.tolist() == [1.0, 1.0, 0.0]
+
+
+def test_the_path_ranker_reads_a_word_naming_a_relation_stored_both_ways():
+    from gr_core.chat import ChatConfig
+    from gr_core.chat.path_ranker import PathScorer, best_paths
+
+    kg = kg_of([("Alpha", "film.film.directed_by", "Ann Lee"), ("Ann Lee", "film.director.film", "Alpha"),
+                ("Alpha", "film.film.starring", "Bo Kim")])
+    scorer = PathScorer(vocab_encoder({"film directed by": [1, 0, 0, 0], "director film": [1, 0, 0, 0],
+                                       "directed": [1, 0, 0, 0], "film starring": [0, 1, 0, 0]}))
+    start, q = [kg.entity_id["Alpha"]], np.full(4, 0.5)
+    phrases = [relation_phrase(r) for r in kg.relations]
+    apart = scorer.question_words("who directed it", phrases, 0.8).fit
+    assert apart["film directed by"].tolist() == [0.0]  # as near to its twin: picked out from nothing
+    best = {}
+    for twins in (True, False):
+        rows, used, _ = best_paths(scorer, kg, start, "who directed it", q, ChatConfig(path_twins=twins, path_hops=1))
+        assert [kg.entities[r] for r in rows] == ["Ann Lee"]
+        best[twins] = used[0].score
+    # the step's word fit (1 with its twin set aside, 0 against it) less the 0.05 threshold: named only with twins
+    assert best[True] == pytest.approx(0.95) and best[False] == pytest.approx(-0.05)
+
+
 def test_a_word_fits_the_relation_it_picks_out_among_the_graphs_relations():
     from gr_core.chat.path_ranker import word_relation_fit
     # "directed" picks out "directed by"; "films" is as near to both relations: it picks out neither
@@ -328,6 +383,37 @@ def test_the_path_ranker_answers_with_an_identifier_only_when_nothing_named_is_w
     # a caller weighing several start sets (a follow-up) asks without the fallback first
     start = [dead_end.entity_id["Mike Wright"]]
     assert not best_paths(scorer, dead_end, start, "who did it play for", q, cfg, unnamed_fallback=False)[1]
+
+
+def test_a_reasoner_that_stops_on_a_mediator_answers_with_the_named_nodes_it_links(isolated, tiny_llm_dir,
+                                                                                   monkeypatch):
+    import gr_core.chat.conversation as conversation
+    from gr_core.gnn_rag import ReaRev, ReasonerConfig, named_beyond
+
+    # seed 0 -> mediator 1 -> 2, 3; 4 -> 1, 4 -> 3: a mediator's probability goes to each node it links (either
+    # direction), summed over the mediators, ties broken by the nodes' own
+    probs = np.array([0.0, 0.9, 0.02, 0.05, 0.03])
+    edge_index = np.array([[0, 1, 1, 4, 4], [1, 2, 3, 1, 3]])
+    assert named_beyond(probs, [(1, 0.9)], edge_index, {0, 1}) == [(3, 0.9), (4, 0.9), (2, 0.9)]
+    assert named_beyond(probs, [(1, 0.5), (4, 0.1)], edge_index, {0, 1, 4}) == [(3, pytest.approx(0.6)), (2, 0.5)]
+    assert named_beyond(probs, [(1, 0.9)], edge_index, {0, 1, 2, 3, 4}) == []
+    graph = [("Mike Wright", "sports.pro_athlete.teams", "m.0abc1"),
+             ("m.0abc1", "sports.sports_team_roster.team", "New England Patriots"),
+             ("m.0abc1", "sports.sports_team_roster.position", "Defensive end"),
+             ("Mike Wright", "people.person.gender", "Male")]
+    scopes = []  # the searched node rows; the reasoner (faked) puts all its mass on the mediator
+    real_scope = conversation.scope_tensors
+    monkeypatch.setattr(conversation, "scope_tensors", lambda index, nodes, edges: scopes.append(nodes) or
+                        real_scope(index, nodes, edges))
+    for answer_unnamed, expected in ((False, {"New England Patriots", "Defensive end"}), (True, {"m.0abc1"})):
+        chat = GraphChat(graph, model="zero_shot", llm_model=tiny_llm_dir, retriever="gnn", answer_mode="reasoner",
+                         reasoner=ReaRev(384, ReasonerConfig(entity_dim=8)), answer_unnamed=answer_unnamed)
+        mid = chat.index.kg.entity_id["m.0abc1"]
+        monkeypatch.setattr(conversation, "node_probabilities", lambda model, datas: [
+            (scopes[-1] == mid).astype(np.float32) for _ in datas])
+        turn = chat.ask("Who did Mike Wright play for?")
+        assert set(turn.answer.split(" | ")) == expected
+        assert all("m.0abc1" in line for line in turn.paths)  # the evidence still shows the step through it
 
 
 def test_a_follow_up_prefers_a_start_that_reaches_a_named_node(isolated, tiny_llm_dir):
@@ -750,10 +836,15 @@ def test_an_ensembles_members_are_seeded_apart_and_member_0_is_the_single_reason
     # the field does not enter a file's key: reasoners cached before it existed are found again
     assert reasoner_cache_path([Index()], replace(cfg, members=3), ChatConfig().neighbourhood, "enc")[1] == key
     assert reasoner_cache_path([Index()], members[1], ChatConfig().neighbourhood, "enc")[1] != key
-    # fields added later enter the key only when on (ask_kind, asking_words): keys made before them stay valid
+    # fields added later enter the key only when on (ask_kind, asking_words, twin_relations): keys made before them
+    # stay valid for their settings
     identity = reasoner_cache_path([Index()], cfg, ChatConfig().neighbourhood, "enc")[2]["config"]
     assert "ask_kind" not in identity["generation"] and "asking_words" not in identity["reasoner"]
+    assert identity["reasoner"]["twin_relations"]  # the default reading
     typed = replace(cfg, generation=replace(cfg.generation, ask_kind=True))
     assert reasoner_cache_path([Index()], typed, ChatConfig().neighbourhood, "enc")[1] != key
+    apart = replace(cfg, reasoner=replace(cfg.reasoner, twin_relations=False))
+    assert "twin_relations" not in reasoner_cache_path([Index()], apart, ChatConfig().neighbourhood, "enc")[2][
+        "config"]["reasoner"]
     with pytest.raises(ValueError, match="members >= 1"):
         GraphReasonerConfig(members=0)

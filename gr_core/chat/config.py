@@ -108,7 +108,8 @@ class ChatConfig:
             counts as (0: stems not read); ``path_order_bonus``, added when a path's named steps take words ever
             farther from the entity in the question, subtracted otherwise; ``path_same_bonus``, added for each step
             followed there and back that a word of sameness ("co-starred", "together", "same") names, subtracted for
-            each one no such word names.
+            each one no such word names; ``path_twins``, a word's contrast not taken against a relation's twins (the
+            same facts under another name, :meth:`~gr_core.kg.KnowledgeGraph.twin_relations`: Freebase's inverses).
         path_reasoner_weight: ``paths`` mode with ``retriever="gnn"``: each path's score gains this weight times the
             reasoner's probability mass on the nodes it reaches (:func:`~gr_core.chat.path_ranker.best_paths`; 0: off,
             as measured best with a reasoner trained on generated questions).
@@ -168,6 +169,8 @@ class ChatConfig:
     path_coverage_tau: float = 0.05
     path_lexical_match: float = 0.8
     path_order_bonus: float = 0.02
+    # a graph without twin relations (MetaQA's KB) reads the same either way (docs/chat.md, "Relations stored twice")
+    path_twins: bool = True
     # coverage: per "same <relation>" step named (or not) by a word of sameness; chosen on MetaQA's dev questions
     # (0 / 0.05 / 0.1 / 0.2: Hit 55.0 / 65.7 / 67.0 / 66.0; docs/chat.md, "Other ways to score the paths")
     path_same_bonus: float = 0.1

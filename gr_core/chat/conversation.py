@@ -21,14 +21,14 @@ from ..data import EDGE_COLUMNS, NODE_COLUMNS, TextualGraph, induced_subgraph
 from ..g_retriever.model import Example
 from ..g_retriever.retrieval import retrieve_subgraph
 from ..g_retriever.textualize import textualize, textualize_triples
-from ..gnn_rag import load_reasoner, node_probabilities, reasoning_paths, select_candidates
+from ..gnn_rag import load_reasoner, named_beyond, node_probabilities, reasoning_paths, select_candidates
 from ..llm import count_tokens
 from ..prompts import cite_question, question_for
 from ..text_encoder import load_text_encoder
 from .config import (KIND_RELATION_THRESHOLD, KIND_TEMPLATE, WORD_RELATIONS_ANSWER_MODE, ChatConfig,
                      relations_read_as_words)
-from .graph_reasoner import (GraphReasonerConfig, TooFewQuestions, question_graph, read_question, scope_tensors,
-                             train_graph_reasoner)
+from .graph_reasoner import (GraphReasonerConfig, TooFewQuestions, question_graph, read_question, reading_twins,
+                             scope_tensors, train_graph_reasoner)
 from .graphs import graph_from_triple_list, load_graph
 from .index import BRACKET, STOP_WORDS, WORD, ChatIndex
 from .models import find_reasoner, load_answerer, reasoner_label
@@ -52,12 +52,10 @@ class GraphChat:
         llm_model: the LLM (the embedded SmolLM2-135M-Instruct, or any Hugging Face path).
         reasoner: a trained GNN-RAG reasoner (:class:`~gr_core.gnn_rag.ReaRev`), its saved file or a list of files
             (their ensemble), for ``retriever="gnn"``; when not given, the one :func:`find_reasoner` finds.
-        train_reasoner: True (or a :class:`~gr_core.chat.graph_reasoner.GraphReasonerConfig`), with no
-            ``reasoner`` given: answer with a reasoner trained on questions generated from this graph's own facts (none
-            of the saved ones is looked for) (:func:`~gr_core.chat.graph_reasoner.train_graph_reasoner`: minutes on 2
-            cores, cached by the graph's content and the settings) and answers with it (``retriever="gnn"``). A graph
-            too small to generate enough questions from gets a warning and no reasoner (the chat answers as without
-            one).
+        train_reasoner: True (or a :class:`~gr_core.chat.graph_reasoner.GraphReasonerConfig`), no ``reasoner``
+            given: answer (``retriever="gnn"``) with a reasoner trained on questions generated from this graph's own
+            facts, not a saved one (:func:`~gr_core.chat.graph_reasoner.train_graph_reasoner`: minutes on 2 cores,
+            cached by the graph's content and the settings). A graph too small for that warns and answers without one.
         config: a :class:`ChatConfig`; keyword arguments override its fields.
 
     >>> chat = GraphChat("my_kg.tsv")                          # doctest: +SKIP
@@ -185,9 +183,7 @@ class GraphChat:
         turn.timings["encode"] = time.perf_counter() - t
         t = time.perf_counter()
         node_sim, rel_sim = index.similarities(q)
-        carried = []
-        if turn.follow_up:
-            carried = index.rows_of(prev.linked + prev.answer_nodes)
+        carried = index.rows_of(prev.linked + prev.answer_nodes) if turn.follow_up else []
         seeds = list(dict.fromkeys(linked + carried))
         k = min(cfg.link_k, index.num_nodes)
         top = np.argpartition(-node_sim, k - 1)[:k] if k else np.zeros(0, np.int64)
@@ -241,7 +237,7 @@ class GraphChat:
             reading = None
             if rcfg.relation_match or rcfg.relation_words_only:  # read as it was trained (generated_dataset)
                 reading = read_question(self.path_scorer, masked, index.kg.relations, rcfg.relation_words_only,
-                                        rcfg.asking_words)
+                                        rcfg.asking_words, reading_twins(index.kg, rcfg))
                 masked = reading.text
             q_masked = self.embed(masked) if rcfg.mask_topic else None
             turn.evidence, turn.paths, turn.candidates, used, probs = self._gnn_evidence(
@@ -294,9 +290,12 @@ class GraphChat:
         best = int(np.argmax(confidence))
         probs, local_seeds = all_probs[best], options[best]
         ids, seeds = scope.nodes.node_id.to_numpy(), set(local_seeds.tolist())
-        # a node named by an identifier (a WebQSP mediator) is a step of a path, never an answer (answer_unnamed)
+        # a node named by an identifier (a WebQSP mediator) is a step of a path, never an answer (answer_unnamed): where
+        # the reasoner stops on such nodes, the named nodes they link answer, else (none) the nodes themselves
         unnamed = set() if self.config.answer_unnamed else set(np.flatnonzero(~self.index.kg.named[nodes]).tolist())
-        ranked = (select_candidates(probs, seeds | unnamed) or select_candidates(probs, seeds))[:5]
+        mids = select_candidates(probs, seeds)
+        ranked = (select_candidates(probs, seeds | unnamed) or named_beyond(probs, mids, shared["edge_index"].numpy(),
+                                                                            seeds | unnamed) or mids)[:5]
         cands = [int(ids[c]) for c, _ in ranked]
         report = reasoning_paths(scope, [int(ids[s]) for s in local_seeds], cands)
         keep = set(int(ids[s]) for s in local_seeds) | set(report.nodes)

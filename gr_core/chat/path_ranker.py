@@ -188,7 +188,8 @@ def shares_stem(word: str, phrase: str, min_stem: int = 3) -> bool:
     return False
 
 
-def word_relation_fit(cosines: np.ndarray, words: list[str], phrases: list[str], lexical: float = 0.0) -> np.ndarray:
+def word_relation_fit(cosines: np.ndarray, words: list[str], phrases: list[str], lexical: float = 0.0,
+                      groups: np.ndarray | None = None) -> np.ndarray:
     """How well each question word picks each relation out among the graph's relations: its similarity to the relation
     (the cosine, or ``lexical`` where the two share a stem and the cosine is lower) less its best similarity to any
     other relation of the graph. A word that names one relation scores high there and below 0 elsewhere; a word near
@@ -198,6 +199,9 @@ def word_relation_fit(cosines: np.ndarray, words: list[str], phrases: list[str],
         cosines: ``(P, W)`` each distinct relation phrase's cosine to each question word.
         words: the ``W`` question words; ``phrases``: the ``P`` relation phrases.
         lexical: the similarity a shared stem counts as (:func:`shares_stem`; 0: stems are not read).
+        groups: ``(P,)`` a group id per phrase (None: each its own): a relation is not compared with those of its
+            own group, its twins (:meth:`~gr_core.kg.KnowledgeGraph.twin_relations`): "language" names both
+            "country languages spoken" and its inverse "human language countries spoken in", and picks that fact out.
 
     Returns:
         ``(P, W)`` fits; with a single relation, its similarities unchanged.
@@ -213,6 +217,10 @@ def word_relation_fit(cosines: np.ndarray, words: list[str], phrases: list[str],
                     sims[i, j] = lexical
     if sims.shape[0] < 2:
         return sims
+    if groups is not None and len(set(np.asarray(groups).tolist())) < len(groups):
+        groups = np.asarray(groups)
+        return np.stack([row - sims[groups != g].max(axis=0) if (groups != g).any() else row
+                         for row, g in zip(sims, groups)])  # each row less the best row of the other groups
     top = np.sort(sims, axis=0)
     best, second = top[-1], top[-2]
     return sims - np.where(sims >= best, second, best)  # each row less the best of the other rows
@@ -311,11 +319,12 @@ class PathScorer:
                 self.cache[t] = np.asarray(v, np.float32)
         return {t: self.cache[t] for t in texts}
 
-    def question_words(self, question: str, relations: list[str] | None = None, lexical: float = 0.0
-                       ) -> QuestionWords:
+    def question_words(self, question: str, relations: list[str] | None = None, lexical: float = 0.0,
+                       twins: dict[str, int] | None = None) -> QuestionWords:
         """The masked question's :func:`content_words` as vectors and its count of :func:`sameness_words`. With
-        ``relations`` (the graph's relation phrases), also each phrase's :func:`word_relation_fit` (``lexical``) and
-        the words' distances from the masked entity (:func:`word_distances`)."""
+        ``relations`` (the graph's relation phrases), also each phrase's :func:`word_relation_fit` (``lexical``;
+        ``twins``: phrase -> group, a phrase not in it its own) and the words' distances from the masked entity
+        (:func:`word_distances`)."""
         words, distance = word_distances(question)
         vec = self.vectors(words)
         vecs = np.stack([vec[x] for x in words]) if words else np.zeros((0, 0), np.float32)  # coverage: all 0
@@ -325,7 +334,8 @@ class PathScorer:
             pv = self.vectors(phrases)
             cos = (np.stack([pv[x] for x in phrases]) @ vecs.T if words
                    else np.zeros((len(phrases), 0), np.float32))
-            fit = word_relation_fit(cos, words, phrases, lexical)
+            groups = None if twins is None else np.array([twins.get(x, -1 - i) for i, x in enumerate(phrases)])
+            fit = word_relation_fit(cos, words, phrases, lexical, groups)
             out.fit, out.distance = dict(zip(phrases, fit)), distance
         return out
 
@@ -439,7 +449,8 @@ def best_paths(scorer: PathScorer, kg: KnowledgeGraph, starts: list[int], masked
     words = None
     if cfg.path_scorer == "coverage":  # the question's words, read once for every path (and pair) of every entity
         relations = [relation_phrase(r) for r in kg.relations] if cfg.path_word_fit == "contrast" else None
-        words = scorer.question_words(masked, relations, cfg.path_lexical_match)
+        twins = dict(zip(relations, kg.twin_relations().tolist())) if relations and cfg.path_twins else None
+        words = scorer.question_words(masked, relations, cfg.path_lexical_match, twins)
     paths = [enumerate_paths(kg, np.array(g), cfg.path_hops, unnamed=cfg.answer_unnamed) for g in groups]
     if unnamed_fallback and not cfg.answer_unnamed and not any(paths):  # only identifiers within reach: they, not none
         paths = [enumerate_paths(kg, np.array(g), cfg.path_hops, unnamed=True) for g in groups]

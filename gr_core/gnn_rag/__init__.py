@@ -33,8 +33,9 @@ answer generator and RoG-style relation paths). Notebook 04's studies and the co
 gr_core.gnn_rag``) live in :mod:`gr_core.studies.gnn_rag` and :mod:`gr_core.studies.gnn_rag_llm`.
 """
 from .model import SWITCH_NAMES, Fusion, ReaRev, ReasonerConfig, ReasonerEnsemble, RelationHops
-from .reasoning_paths import (PathReport, compare_path_styles, evidence_view, gold_ids, missing_entities, path_study,
-                              reasoning_paths, reference_paths, seed_positions, select_candidates, summarize_path_study)
+from .reasoning_paths import (PathReport, compare_path_styles, evidence_view, gold_ids, missing_entities, named_beyond,
+                              path_study, reasoning_paths, reference_paths, seed_positions, select_candidates,
+                              summarize_path_study)
 from .training import (QuestionGraph, ReasonerTrainConfig, deterministic_algorithms, evaluate_reasoner, load_reasoner,
                        masked_question_emb, node_probabilities, question_data, reasoner_dataset, reasoner_meta,
                        save_reasoner, score_questions, topic_masked, train_reasoner)
@@ -44,6 +45,7 @@ __all__ = [
     "deterministic_algorithms",
     "QuestionGraph", "question_data", "topic_masked", "masked_question_emb", "ReasonerTrainConfig", "train_reasoner",
     "node_probabilities", "score_questions", "evaluate_reasoner", "reasoner_dataset", "save_reasoner", "reasoner_meta",
-    "load_reasoner", "select_candidates", "seed_positions", "gold_ids", "missing_entities", "PathReport",
+    "load_reasoner", "select_candidates", "named_beyond",
+    "seed_positions", "gold_ids", "missing_entities", "PathReport",
     "reasoning_paths", "reference_paths", "compare_path_styles", "path_study", "evidence_view", "summarize_path_study",
 ]

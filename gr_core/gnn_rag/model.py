@@ -51,6 +51,8 @@ class ReasonerConfig:
     #                                     relation only (the chat builds it, gr_core.chat.graph_reasoner)
     asking_words: bool = False  # with relation_words_only, "where" and "when" are kept too (for a reasoner trained
     #                             on questions whose word says the answer's kind: GenerationConfig.ask_kind)
+    twin_relations: bool = False  # a word's fit to a relation is not lowered by the relation's twins (the same facts
+    #                               stored under another name, KnowledgeGraph.twin_relations: Freebase's inverses)
 
     def __post_init__(self) -> None:
         if min(self.entity_dim, self.num_ins, self.num_iter, self.num_gnn) < 1:

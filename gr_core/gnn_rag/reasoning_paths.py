@@ -37,6 +37,29 @@ def select_candidates(probs: np.ndarray, seeds: set[int], eps: float = 0.95, max
     return out
 
 
+def named_beyond(probs: np.ndarray, unnamed: list[tuple[int, float]], edge_index: np.ndarray, skip: set[int]
+                 ) -> list[tuple[int, float]]:
+    """Where every candidate of :func:`select_candidates` is a node that names nothing (a Freebase mediator: a
+    marriage, an address, a team membership), the nodes they link instead: each neighbour not in ``skip`` (the seeds
+    and the other nameless nodes) scored by the summed probability of the candidates linking it, ties broken by its
+    own probability. The mediator's probability says the reasoner reached the fact; its named ends are the answer (the
+    chat's other answer modes step through such nodes too).
+
+    Args:
+        probs: ``(N,)`` the node distribution. unnamed: ``[(position, probability)]`` the candidates.
+        edge_index: ``(2, E)`` edges over positions, either direction followed. skip: positions never returned.
+    Returns:
+        ``[(position, score), ...]`` best first; empty when the candidates link no other node.
+    """
+    score: dict[int, float] = {}
+    for m, p in unnamed:
+        linked = np.concatenate([edge_index[1][edge_index[0] == m], edge_index[0][edge_index[1] == m]])
+        for n in dict.fromkeys(int(x) for x in linked):
+            if n not in skip:
+                score[n] = score.get(n, 0.0) + p
+    return sorted(score.items(), key=lambda t: (-t[1], -float(probs[t[0]]), t[0]))
+
+
 def seed_positions(graph) -> tuple[list[int], set[int]]:
     """The question entities of ``graph``: their node ids and their row positions."""
 

@@ -13,5 +13,6 @@
   follow-ups (``python bench/chat.py``);
 - :mod:`~gr_core.studies.chat_without_questions`: the chat on a graph that comes without questions: a reasoner trained
   on questions generated from the graph, the training-free path ranker, two-entity questions, where they fail;
-  :mod:`~gr_core.studies.generated_reasoner_seeds`: that reasoner over seeds and by how it reads a question.
+  :mod:`~gr_core.studies.generated_reasoner_seeds`: that reasoner over seeds and by how it reads a question;
+  :mod:`~gr_core.studies.relation_twins`: relations stored twice (Freebase's inverses) read as one.
 """
