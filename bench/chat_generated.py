@@ -19,7 +19,7 @@
     python bench/chat_generated.py linking --split val|test  ->  .../chat_generated_linking_SPLIT.json
     python bench/chat_generated.py masking --split val|test  ->  .../chat_generated_masking_SPLIT.json
     python bench/chat_generated.py linking-metaqa  ->  .../chat_generated_linking_metaqa.json
-    python bench/chat_generated.py twins --split val|test  ->  .../chat_generated_twins_SPLIT.json
+    python bench/chat_generated.py twins --split val|test [--graphs 300]  ->  .../chat_generated_twins_SPLIT.json
     python bench/chat_generated.py readings     ->  outputs/bench/chat_generated_readings_dev.json (--split test: _test)
     python bench/chat_generated.py seeds        ->  outputs/bench/chat_generated_seeds.json
     python bench/chat_generated.py generation --graph metaqa|webqsp --split dev|val|test
@@ -267,6 +267,8 @@ def main() -> None:
         if args.ask_kind or args.twins:  # a change, paired with the committed run without it
             plain = result_path(name)
             result["pairs_vs_plain"] = seeds.pair_runs(result, read_json(plain)) if plain.is_file() else []
+            if not result["pairs_vs_plain"]:  # no plain run, or one on other questions (--graphs, --per-hop)
+                print(f"warning: nothing paired: {plain} is missing or asked other questions")
         if args.ask_kind and args.graph == "webqsp":  # how the kinds read the real questions' answers
             result["answer_kinds_by_question_word"] = seeds.answer_kind_check(args.split, args.graphs)
         name += "_askkind" * args.ask_kind + "_twins" * args.twins

@@ -106,15 +106,22 @@ class KnowledgeGraph:
         rarer one's facts link the same two entities as a fact of the other, in either direction: one fact stored
         twice under two names (Freebase's inverse pairs, ``location.country.languages_spoken`` and
         ``language.human_language.countries_spoken_in``). MetaQA's ``directed_by`` and ``written_by`` share 47% of
-        their facts and stay apart; a relation without a twin is its own group."""
+        their facts and stay apart; a relation without a twin is its own group. The rarer one's share, not the
+        commoner's: a WebQSP mini-graph often keeps fewer facts of one direction than of the other (in an exploratory
+        count on 200 validation graphs, the commoner's share kept 85 of the 155 merges, losing the languages pair).
+        So a relation of one fact joins any relation holding that fact (a person's one ``notable_types`` fact and
+        ``profession``), and groups are transitive (a twin's twin is a twin)."""
+        if not 0.0 < share <= 1.0:
+            raise ValueError(f"twin_relations: share={share} must be in (0, 1]")
         n = len(self.relations)
         if "_twins" not in self.__dict__ or self.__dict__["_twins"][0] != share:
             pair = np.minimum(self.heads, self.tails) * max(self.num_entities, 1) + np.maximum(self.heads, self.tails)
             facts = np.unique(np.stack([pair, self.rels], 1), axis=0)  # (unordered pair, relation), each once
             count = np.bincount(facts[:, 1], minlength=n)
-            _, start = np.unique(facts[:, 0], return_index=True)
+            _, start, size = np.unique(facts[:, 0], return_index=True, return_counts=True)
             shared: dict[tuple[int, int], int] = {}
-            for group in np.split(facts[:, 1], start[1:]):  # the relations that link one pair of entities
+            for first, k in zip(start[size > 1].tolist(), size[size > 1].tolist()):  # pairs linked by 2+ relations
+                group = facts[first:first + k, 1]
                 for i, a in enumerate(group.tolist()):
                     for b in group[i + 1:].tolist():
                         shared[(a, b)] = shared.get((a, b), 0) + 1

@@ -265,6 +265,16 @@ def test_twin_relations_are_one_fact_stored_under_two_names_and_do_not_cancel_a_
     assert loose["directed_by"] == loose["written_by"]  # at a looser share they would be one
     assert group == dict(zip(kg.relations, kg.twin_relations().tolist()))  # recomputed at the default share
     assert (kg_of(FILMS).twin_relations() == np.arange(3)).all()  # no twins: each its own group
+    empty = KnowledgeGraph(["a"], ["r", "s"], np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    assert empty.twin_relations().tolist() == [0, 1]  # no facts: nothing shared
+    loops = kg_of([("A", "same_as", "A"), ("A", "equals", "A"), ("A", "near", "B")])
+    assert len(set(loops.twin_relations()[[loops.relations.index(r) for r in ("same_as", "equals")]])) == 1
+    with pytest.raises(ValueError, match="share"):
+        kg.twin_relations(share=0.0)
+    # relations sharing a phrase are one row of a word fit: their groups are joined, whichever comes first
+    from gr_core.chat.generate import phrase_twins
+    joined = phrase_twins(["a.x.film", "b.x.film", "c.z.cast", "d.w.actor"], np.array([0, 1, 1, 3]))
+    assert list(joined) == ["x film", "z cast", "w actor"] and joined["x film"] == joined["z cast"] != joined["w actor"]
     # "language" is as near to both twins: compared with each other its fit is 0; as one group it picks them out
     cos = np.array([[0.7], [0.7], [0.2]])
     phrases = ["country languages spoken", "human language countries spoken in", "location containedby"]

@@ -278,8 +278,8 @@ class GraphChat:
         its words name the relations, for a reasoner that reads it (:func:`.graph_reasoner.read_question`).
         ``seed_options``: one or more seed sets (positions in ``nodes``); the reasoner runs from each and the one
         whose best non-seed node is most probable is kept.
-        Returns the evidence, the paths' lines, the candidates (best first, score = the reasoner's probability), the
-        seed positions used and the node distribution ``(len(nodes),)`` from them."""
+        Returns the evidence, the paths' lines, the candidates (best first, score = the reasoner's probability; beyond
+        a mediator, :func:`named_beyond`'s), the seed positions used and the node distribution ``(len(nodes),)``."""
 
         options = [o for o in seed_options if len(o)] or [np.array([int(np.argmax(node_sim[nodes]))])]
         shared = scope_tensors(self.index, nodes, edges)

@@ -150,6 +150,26 @@ def relation_phrase(name: str) -> str:
     return " ".join(words) or str(name)
 
 
+def phrase_twins(relations: list[str], groups: np.ndarray) -> dict[str, int]:
+    """Each relation's :func:`relation_phrase` -> a twin group (``groups``: per relation,
+    :meth:`~gr_core.kg.KnowledgeGraph.twin_relations`); relations that share a phrase are one row of a word fit, so
+    their groups are joined."""
+    parent: dict[int, int] = {}
+
+    def root(g: int) -> int:
+        while parent.setdefault(g, g) != g:
+            g = parent[g]
+        return g
+
+    first: dict[str, int] = {}
+    for phrase, g in zip((relation_phrase(r) for r in relations), np.asarray(groups).tolist()):
+        if phrase in first:
+            parent[root(g)] = root(first[phrase])
+        else:
+            first[phrase] = g
+    return {phrase: root(g) for phrase, g in first.items()}
+
+
 def mixed_text(path: tuple[Hop, ...], relations: list[str], rng: np.random.Generator, topic: str = "it",
                kind: str | None = None) -> str:
     """The question of a relation path from ``topic`` with each hop's frame drawn at random (:data:`LAST_FORWARD` and

@@ -25,7 +25,7 @@ from ..runs import config_hash, progress
 from ..text_encoder import EmbeddingStore, encoder_identity
 from .config import ChatConfig
 from .generate import (KIND_PROTOTYPES, GeneratedQuestion, GenerationConfig, answer_kinds, generate_questions,
-                       generation_summary, relation_phrase)
+                       generation_summary, phrase_twins, relation_phrase)
 from .index import ChatIndex
 from .models import reasoner_meta
 from .path_ranker import SAMENESS, STOPWORDS, WORDS, PathScorer
@@ -128,7 +128,7 @@ def read_question(scorer: PathScorer, masked: str, relations: list[str], words_o
     keeps :data:`ASKING` words in the text too (``ReasonerConfig.asking_words``); ``twins``: the relations' groups
     (:func:`reading_twins`), a word's fit not lowered by a relation's twins."""
     phrases = list(dict.fromkeys(relation_phrase(r) for r in relations))
-    groups = None if twins is None else dict(zip((relation_phrase(r) for r in relations), twins.tolist()))
+    groups = None if twins is None else phrase_twins(relations, twins)
     words = scorer.question_words(masked, phrases, LEXICAL, groups)
     fit = np.stack([words.fit[p] for p in phrases]) if phrases else np.zeros((0, len(words.vectors)))  # (P, W)
     best = dict(zip(phrases, fit.max(axis=1, initial=0.0)))  # per phrase: its best word

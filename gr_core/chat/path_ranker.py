@@ -35,7 +35,7 @@ import numpy as np
 import snowballstemmer
 
 from ..kg import KnowledgeGraph
-from .generate import Hop, follow, relation_phrase
+from .generate import Hop, follow, phrase_twins, relation_phrase
 
 
 @dataclass
@@ -204,7 +204,7 @@ def word_relation_fit(cosines: np.ndarray, words: list[str], phrases: list[str],
             "country languages spoken" and its inverse "human language countries spoken in", and picks that fact out.
 
     Returns:
-        ``(P, W)`` fits; with a single relation, its similarities unchanged.
+        ``(P, W)`` fits; with a single relation (or a single group), its similarities unchanged.
 
     >>> word_relation_fit(np.array([[0.6, 0.5], [0.3, 0.5]]), ["x", "y"], ["a", "b"]).round(2).tolist()
     [[0.3, 0.0], [-0.3, 0.0]]
@@ -449,7 +449,7 @@ def best_paths(scorer: PathScorer, kg: KnowledgeGraph, starts: list[int], masked
     words = None
     if cfg.path_scorer == "coverage":  # the question's words, read once for every path (and pair) of every entity
         relations = [relation_phrase(r) for r in kg.relations] if cfg.path_word_fit == "contrast" else None
-        twins = dict(zip(relations, kg.twin_relations().tolist())) if relations and cfg.path_twins else None
+        twins = phrase_twins(kg.relations, kg.twin_relations()) if relations and cfg.path_twins else None
         words = scorer.question_words(masked, relations, cfg.path_lexical_match, twins)
     paths = [enumerate_paths(kg, np.array(g), cfg.path_hops, unnamed=cfg.answer_unnamed) for g in groups]
     if unnamed_fallback and not cfg.answer_unnamed and not any(paths):  # only identifiers within reach: they, not none
