@@ -249,6 +249,7 @@ def test_the_generated_reasoner_reads_the_words_that_name_relations():
 
 
 def test_twin_relations_are_one_fact_stored_under_two_names_and_do_not_cancel_a_words_fit():
+    from gr_core.chat.generate import phrase_twins
     from gr_core.chat.graph_reasoner import read_question
     from gr_core.chat.path_ranker import PathScorer, word_relation_fit
 
@@ -272,7 +273,6 @@ def test_twin_relations_are_one_fact_stored_under_two_names_and_do_not_cancel_a_
     with pytest.raises(ValueError, match="share"):
         kg.twin_relations(share=0.0)
     # relations sharing a phrase are one row of a word fit: their groups are joined, whichever comes first
-    from gr_core.chat.generate import phrase_twins
     joined = phrase_twins(["a.x.film", "b.x.film", "c.z.cast", "d.w.actor"], np.array([0, 1, 1, 3]))
     assert list(joined) == ["x film", "z cast", "w actor"] and joined["x film"] == joined["z cast"] != joined["w actor"]
     # "language" is as near to both twins: compared with each other its fit is 0; as one group it picks them out
@@ -288,7 +288,7 @@ def test_twin_relations_are_one_fact_stored_under_two_names_and_do_not_cancel_a_
     alone = read_question(scorer, "what language do they speak in it", relations)
     assert alone.text == "what do in it" and alone.match.tolist() == [0.0, 0.0, 0.0]
     twins = read_question(scorer, "what language do they speak in it", relations,
-                          twins=np.array([group[r] for r in relations]))
+                          twins=phrase_twins(relations, np.array([group[r] for r in relations])))
     assert twins.text == "what language do in it" and twins.match.tolist() == [1.0, 1.0, 0.0]
 
 

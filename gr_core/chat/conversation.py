@@ -290,12 +290,13 @@ class GraphChat:
         best = int(np.argmax(confidence))
         probs, local_seeds = all_probs[best], options[best]
         ids, seeds = scope.nodes.node_id.to_numpy(), set(local_seeds.tolist())
-        # a node named by an identifier (a WebQSP mediator) is a step of a path, never an answer (answer_unnamed): where
-        # the reasoner stops on such nodes, the named nodes they link answer, else (none) the nodes themselves
+        # a node named by an identifier (a WebQSP mediator) is a step of a path, never an answer (answer_unnamed)
         unnamed = set() if self.config.answer_unnamed else set(np.flatnonzero(~self.index.kg.named[nodes]).tolist())
-        mids = select_candidates(probs, seeds)
-        ranked = (select_candidates(probs, seeds | unnamed) or named_beyond(probs, mids, shared["edge_index"].numpy(),
-                                                                            seeds | unnamed) or mids)[:5]
+        ranked = select_candidates(probs, seeds | unnamed)
+        if not ranked:  # the reasoner stopped on such nodes: the named nodes they link, else (none) the nodes
+            mids = select_candidates(probs, seeds)
+            ranked = named_beyond(probs, mids, shared["edge_index"].numpy(), seeds | unnamed) or mids
+        ranked = ranked[:5]
         cands = [int(ids[c]) for c, _ in ranked]
         report = reasoning_paths(scope, [int(ids[s]) for s in local_seeds], cands)
         keep = set(int(ids[s]) for s in local_seeds) | set(report.nodes)

@@ -170,6 +170,14 @@ def phrase_twins(relations: list[str], groups: np.ndarray) -> dict[str, int]:
     return {phrase: root(g) for phrase, g in first.items()}
 
 
+def graph_phrase_twins(kg: KnowledgeGraph) -> dict[str, int]:
+    """:func:`phrase_twins` of ``kg``'s relations and their twin groups, computed once per graph (every turn and every
+    generated question of the graph reads them)."""
+    if "_phrase_twins" not in kg.__dict__:
+        kg.__dict__["_phrase_twins"] = phrase_twins(kg.relations, kg.twin_relations())
+    return kg.__dict__["_phrase_twins"]
+
+
 def mixed_text(path: tuple[Hop, ...], relations: list[str], rng: np.random.Generator, topic: str = "it",
                kind: str | None = None) -> str:
     """The question of a relation path from ``topic`` with each hop's frame drawn at random (:data:`LAST_FORWARD` and

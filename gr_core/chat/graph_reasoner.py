@@ -25,7 +25,7 @@ from ..runs import config_hash, progress
 from ..text_encoder import EmbeddingStore, encoder_identity
 from .config import ChatConfig
 from .generate import (KIND_PROTOTYPES, GeneratedQuestion, GenerationConfig, answer_kinds, generate_questions,
-                       generation_summary, phrase_twins, relation_phrase)
+                       generation_summary, graph_phrase_twins, relation_phrase)
 from .index import ChatIndex
 from .models import reasoner_meta
 from .path_ranker import SAMENESS, STOPWORDS, WORDS, PathScorer
@@ -122,14 +122,13 @@ class QuestionReading:
 
 
 def read_question(scorer: PathScorer, masked: str, relations: list[str], words_only: bool = True,
-                  asking: bool = False, twins: np.ndarray | None = None) -> QuestionReading:
+                  asking: bool = False, twins: dict[str, int] | None = None) -> QuestionReading:
     """:class:`QuestionReading` of the question ``masked`` (its entities written "it") on a graph with ``relations``,
     its words read as the path ranker reads them (one word fit per word and relation, computed once); ``asking``
-    keeps :data:`ASKING` words in the text too (``ReasonerConfig.asking_words``); ``twins``: the relations' groups
-    (:func:`reading_twins`), a word's fit not lowered by a relation's twins."""
+    keeps :data:`ASKING` words in the text too (``ReasonerConfig.asking_words``); ``twins``: relation phrase -> twin
+    group (:func:`reading_twins`), a word's fit not lowered by a relation's twins."""
     phrases = list(dict.fromkeys(relation_phrase(r) for r in relations))
-    groups = None if twins is None else phrase_twins(relations, twins)
-    words = scorer.question_words(masked, phrases, LEXICAL, groups)
+    words = scorer.question_words(masked, phrases, LEXICAL, twins)
     fit = np.stack([words.fit[p] for p in phrases]) if phrases else np.zeros((0, len(words.vectors)))  # (P, W)
     best = dict(zip(phrases, fit.max(axis=1, initial=0.0)))  # per phrase: its best word
     named = np.array([best[relation_phrase(r)] for r in relations])
@@ -147,9 +146,9 @@ def read_question(scorer: PathScorer, masked: str, relations: list[str], words_o
                            np.array([min(words.sameness, 1), min(int((named > NAMED).sum()), 3) / 3], np.float32))
 
 
-def reading_twins(kg, reasoner: ReasonerConfig) -> np.ndarray | None:
-    """The relations' twin groups where ``reasoner`` reads them (``twin_relations``), else None."""
-    return kg.twin_relations() if reasoner.twin_relations else None
+def reading_twins(kg, reasoner: ReasonerConfig) -> dict[str, int] | None:
+    """The relation phrases' twin groups where ``reasoner`` reads them (``twin_relations``), else None."""
+    return graph_phrase_twins(kg) if reasoner.twin_relations else None
 
 
 def question_graph(index: ChatIndex, nodes: np.ndarray, edges: np.ndarray, seeds: np.ndarray, q: np.ndarray,

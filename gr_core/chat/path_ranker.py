@@ -35,7 +35,7 @@ import numpy as np
 import snowballstemmer
 
 from ..kg import KnowledgeGraph
-from .generate import Hop, follow, phrase_twins, relation_phrase
+from .generate import Hop, follow, graph_phrase_twins, relation_phrase
 
 
 @dataclass
@@ -217,13 +217,14 @@ def word_relation_fit(cosines: np.ndarray, words: list[str], phrases: list[str],
                     sims[i, j] = lexical
     if sims.shape[0] < 2:
         return sims
-    if groups is not None and len(set(np.asarray(groups).tolist())) < len(groups):
-        groups = np.asarray(groups)
-        return np.stack([row - sims[groups != g].max(axis=0) if (groups != g).any() else row
-                         for row, g in zip(sims, groups)])  # each row less the best row of the other groups
-    top = np.sort(sims, axis=0)
+    ids, member = np.unique(np.arange(len(sims)) if groups is None else np.asarray(groups), return_inverse=True)
+    if len(ids) < 2:
+        return sims
+    group_best = np.full((len(ids), sims.shape[1]), -np.inf)
+    np.maximum.at(group_best, member, sims)  # (G, W) each group's best row
+    top = np.sort(group_best, axis=0)
     best, second = top[-1], top[-2]
-    return sims - np.where(sims >= best, second, best)  # each row less the best of the other rows
+    return sims - np.where(group_best[member] >= best, second, best)  # each row less the best of the other groups
 
 
 def returns_to_itself(path: tuple[Hop, ...]) -> bool:
@@ -449,7 +450,7 @@ def best_paths(scorer: PathScorer, kg: KnowledgeGraph, starts: list[int], masked
     words = None
     if cfg.path_scorer == "coverage":  # the question's words, read once for every path (and pair) of every entity
         relations = [relation_phrase(r) for r in kg.relations] if cfg.path_word_fit == "contrast" else None
-        twins = phrase_twins(kg.relations, kg.twin_relations()) if relations and cfg.path_twins else None
+        twins = graph_phrase_twins(kg) if relations and cfg.path_twins else None
         words = scorer.question_words(masked, relations, cfg.path_lexical_match, twins)
     paths = [enumerate_paths(kg, np.array(g), cfg.path_hops, unnamed=cfg.answer_unnamed) for g in groups]
     if unnamed_fallback and not cfg.answer_unnamed and not any(paths):  # only identifiers within reach: they, not none
