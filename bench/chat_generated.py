@@ -20,6 +20,7 @@
     python bench/chat_generated.py masking --split val|test  ->  .../chat_generated_masking_SPLIT.json
     python bench/chat_generated.py linking-metaqa  ->  .../chat_generated_linking_metaqa.json
     python bench/chat_generated.py twins --split val|test [--graphs 300]  ->  .../chat_generated_twins_SPLIT.json
+    python bench/chat_generated.py refusals --split val|test [--graphs 300]  ->  .../chat_generated_refusals_SPLIT.json
     python bench/chat_generated.py readings     ->  outputs/bench/chat_generated_readings_dev.json (--split test: _test)
     python bench/chat_generated.py seeds        ->  outputs/bench/chat_generated_seeds.json
     python bench/chat_generated.py generation --graph metaqa|webqsp --split dev|val|test
@@ -33,7 +34,7 @@
 What each measures: :mod:`gr_core.studies.chat_without_questions` (``dev-scorers``:
 :mod:`gr_core.studies.path_scoring`; ``dev-*`` and ``word-fit``: :mod:`gr_core.studies.path_ranker_settings`;
 ``ranking-*``: :mod:`gr_core.studies.chat_ranking`; ``linking``: :mod:`gr_core.studies.chat_linking`; ``twins``:
-:mod:`gr_core.studies.relation_twins`; ``readings``,
+:mod:`gr_core.studies.relation_twins`; ``refusals``: :mod:`gr_core.studies.relevance_gate`; ``readings``,
 ``seeds``, ``generation``, ``webqsp-seeds`` and ``ensemble``: :mod:`gr_core.studies.generated_reasoner_seeds`).
 ``metaqa`` and ``webqsp`` also write their ``generated_reasoner`` row (graph, n, hit, ci_low, ci_high, p_vs_ranked,
 train_seconds, num_generated, ...) into ``outputs/bench/chat.json`` (that key only, that graph's row only). A reasoner
@@ -56,7 +57,7 @@ from gr_core.config import LLMConfig
 from gr_core.llm import load_llm
 from gr_core.paths import repo_relative, repo_root
 from gr_core.runs import read_json, write_json
-from gr_core.studies import chat_linking, chat_ranking, relation_twins
+from gr_core.studies import chat_linking, chat_ranking, relation_twins, relevance_gate
 from gr_core.studies import generated_reasoner_seeds as seeds
 from gr_core.studies import chat_without_questions as study
 from gr_core.studies import path_ranker_settings as settings
@@ -181,6 +182,9 @@ def main() -> None:
     p.add_argument("--split", choices=("val", "test"), default="val")
     p.add_argument("--graphs", type=int, default=200)
     p = sub.add_parser("twins", help="WebQSP: the path ranker with relations stored twice read as one, or not")
+    p.add_argument("--split", choices=("val", "test"), default="val")
+    p.add_argument("--graphs", type=int, default=200)
+    p = sub.add_parser("refusals", help="WebQSP and off-topic questions: which rule takes each as about the graph")
     p.add_argument("--split", choices=("val", "test"), default="val")
     p.add_argument("--graphs", type=int, default=200)
     p = sub.add_parser("linking-metaqa", help="MetaQA: the path ranker under the same linking rules")
@@ -319,6 +323,9 @@ def main() -> None:
     elif args.study == "twins":  # val first, then test once
         result = relation_twins.path_twins_study(args.split, args.graphs)
         out = write_result(f"chat_generated_twins_{args.split}", result)
+    elif args.study == "refusals":
+        result = relevance_gate.relevance_gate_study(args.split, args.graphs)
+        out = write_result(f"chat_generated_refusals_{args.split}", result)
     elif args.study == "linking-metaqa":
         result = chat_linking.metaqa_linking_check(args.per_hop)
         out = write_result("chat_generated_linking_metaqa", result)

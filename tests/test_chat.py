@@ -219,7 +219,17 @@ def test_a_lowercase_question_links_its_one_word_topic_unless_told_not_to(tiny_l
     assert topic_linked(chat, "which films did wachowski direct", "Lana Wachowski", True, False) == (False, True)
     follow = chat.ask("and who starred in them?")  # from the last answer: no name of the question is looked up in part
     assert follow.follow_up and follow.reasoner_seeds == [ids["The Matrix"], ids["Cloud Atlas"]]
-    chat.reset()
+    assert chat.index.partial_match("where was jan bont born")[1:] == (2, 3)  # "jan", "bont" of "jan de bont"
+    chat.reset()  # two words and half of a name make a question about the graph; one word ("bont") does not
+    assert chat.retrieve("where was jan bont born").status == "answered"
+    assert chat.retrieve("where was bont born").status == "unrelated"
+    # a one-word name makes it so only for the graph's hub (The Matrix: degree 4), not for another node (Speed)
+    assert chat.retrieve("is the matrix any good").status == "answered"
+    assert chat.retrieve("is speed any good").status == "unrelated"
+    from gr_core.studies.relevance_gate import why_about  # the study's reasons, one per rule
+    assert [why_about(chat, q) for q in ("which films did lana wachowski direct", "where was jan bont born",
+                                         "is the matrix any good", "is speed any good")] == \
+        ["named", "in part", "hub", "refused"]
     assert chat.ask("Is the speedometer broken?").status == "unrelated"  # "speed" is not a word of it
     assert chat.ask("how do i reset my wifi router").status == "unrelated"  # lowercase small talk stays unrelated
     chat.reset()

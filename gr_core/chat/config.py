@@ -71,18 +71,20 @@ class ChatConfig:
             cased question).
         link_partial: where no name links, the nodes whose name shares the most content words with the question
             (:meth:`~gr_core.chat.ChatIndex.partial_link`: "heskey" -> "Emile Heskey"); such a link seeds retrieval
-            and keeps that node out of the answers, but does not by itself make a question about the graph.
+            and keeps that node out of the answers; it makes a question about the graph only with two or more words
+            and at least half of the name's ("stanley matthews" for "Sir Stanley Matthews", not "heskey").
         hops, max_nodes, max_expand_degree: the neighbourhood cut for large graphs
             (see :class:`~gr_core.kg.NeighbourhoodConfig`).
         whole_graph_edges: graphs with at most this many edges are searched whole (the paper's setting).
         edge_tiebreak: weight of the endpoints' similarity added to each edge's relation similarity, which breaks the
             relation tie groups of KBs with few relations (0 = the paper's rule; see :meth:`GraphChat.retrieve`).
         relevance_threshold, relation_threshold: a question that names no entity of the graph (a linked name of two or
-            more content words, or a ``[Name]``) and is not a follow-up is "not about this graph" when its best node
-            similarity is below ``relevance_threshold`` or its best relation similarity below ``relation_threshold``
-            (None: :data:`KIND_RELATION_THRESHOLD`). The KG value separates MetaQA questions from off-topic ones in
-            ``bench/chat.py`` (relation similarity 5th percentile 0.21 vs 95th percentile 0.16 there; calibrated on
-            that sample, so another graph may need its own).
+            more content words, a ``[Name]``, the graph's hub, or a name in part as ``link_partial`` says;
+            :meth:`~gr_core.chat.ChatIndex.names_the_graph`) and is not a follow-up is
+            "not about this graph" when its best node similarity is below ``relevance_threshold`` or its best relation
+            similarity below ``relation_threshold`` (None: :data:`KIND_RELATION_THRESHOLD`). The KG value separates
+            MetaQA questions from off-topic ones in ``bench/chat.py`` (relation similarity 5th percentile 0.21 vs 95th
+            percentile 0.16 there; calibrated on that sample, so another graph may need its own).
         history_turns, history_tokens: earlier turns kept in the prompt, most recent first, within this many tokens.
         max_txt_len: token budget of the textualized evidence (GR code: 512).
         max_new_tokens: answer budget (GR code 32; citations need more).

@@ -30,7 +30,7 @@ from .config import (KIND_RELATION_THRESHOLD, KIND_TEMPLATE, WORD_RELATIONS_ANSW
 from .graph_reasoner import (GraphReasonerConfig, TooFewQuestions, question_graph, read_question, reading_twins,
                              scope_tensors, train_graph_reasoner)
 from .graphs import graph_from_triple_list, load_graph
-from .index import BRACKET, STOP_WORDS, WORD, ChatIndex
+from .index import BRACKET, ChatIndex
 from .models import find_reasoner, load_answerer, reasoner_label
 from .path_ranker import PathScorer, best_paths, path_edges
 from .ranking import Candidate, candidate_names, choose, named_nodes, rank_candidates, relation_fit, score_names
@@ -172,9 +172,9 @@ class GraphChat:
         turn.follow_up = prev is not None and prev.status == "answered" and bool(FOLLOW_UP.search(question))
         # a follow-up's entities come through the last turn: no lowercase one-word ("language") or partial names
         linked = index.link(question, cfg.link_uncased and not turn.follow_up)
-        by_name = bool(linked)
+        by_name, shared, size = bool(linked), 0, 0
         if not linked and cfg.link_partial and not turn.follow_up:
-            linked = index.partial_link(question)
+            linked, shared, size = index.partial_match(question)
         # A follow-up is read with the question before it, except by the reasoner, whose seeds carry the context and
         # whose instructions would otherwise follow the previous question's relation too (docs/chat.md).
         query_text = f"{prev.question} {question}" if turn.follow_up and cfg.retriever != "gnn" else question
@@ -192,11 +192,10 @@ class GraphChat:
         turn.timings["link"] = time.perf_counter() - t
         turn.best_relation_similarity = float(rel_sim.max()) if len(rel_sim) else None
         turn.relation_similarity = rel_sim
-        rel_threshold = (cfg.relation_threshold if cfg.relation_threshold is not None
-                         else KIND_RELATION_THRESHOLD[cfg.kind])
-        # a partly named node (link_partial) does not make the question about the graph: only names written whole
-        named = by_name and (bool(BRACKET.search(question)) or any(
-            sum(w not in STOP_WORDS for w in WORD.findall(index.kg.entities[r].lower())) >= 2 for r in linked))
+        rel_threshold = KIND_RELATION_THRESHOLD[cfg.kind] if cfg.relation_threshold is None else cfg.relation_threshold
+        # 2+ words and half of a name ("stanley matthews" for "Sir Stanley Matthews") make it about the graph too
+        named = shared >= 2 and 2 * shared >= size or by_name and (
+            bool(BRACKET.search(question)) or index.names_the_graph(linked))
         asks_relation = turn.best_relation_similarity is None or turn.best_relation_similarity >= rel_threshold
         if not (turn.follow_up or named or (turn.best_similarity >= cfg.relevance_threshold and asks_relation)):
             turn.status = "unrelated"

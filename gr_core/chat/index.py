@@ -252,6 +252,11 @@ class ChatIndex:
         mid-sentence: "heskey" -> "Emile Heskey", "knicks" -> "New York Knicks"); ties
         go to the name the question covers most of, then to the node of highest degree (a mini-graph's topic is its
         hub). All nodes of the chosen name, or [] when no word is shared."""
+        return self.partial_match(question)[0]
+
+    def partial_match(self, question: str) -> tuple[list[int], int, int]:
+        """:meth:`partial_link`'s nodes, with how many content words of the question their name shares and how many
+        words the name has (``([], 0, 0)`` when none is shared)."""
         raw = WORD.findall(BRACKET.sub(r"\1", question))
         cased = any(c.isupper() for c in question)  # then only capitalized words mid-sentence, as in link
         words = {k for i, w in enumerate(raw) if not cased or (i > 0 and w[:1].isupper())
@@ -267,11 +272,21 @@ class ChatIndex:
             for key in self.__dict__["_name_words"].get(w, ()):
                 shared[key] = shared.get(key, 0) + 1
         if not shared:
-            return []
+            return [], 0, 0
         degree = self.kg.degree
         best = max(shared, key=lambda k: (shared[k], shared[k] / len(k.split()),
                                           max(int(degree[r]) for r in self.names[k])))
-        return list(self.names[best])
+        return list(self.names[best]), shared[best], len(best.split())
+
+    def names_the_graph(self, rows, hub: bool = True) -> bool:
+        """Whether a question that writes the names of the nodes ``rows`` whole is about this graph: one of them has a
+        name of two or more content words, or is the graph's hub (the node of highest degree, every one where several
+        tie: a WebQSP mini-graph's topic, "arizona" in "what is the state flower of arizona"). Another one-word name
+        ("up", "speed" in a film KG) does not make it so: such words are common in questions about anything.
+        ``hub=False``: names of two or more content words only (the rule before the hub's)."""
+        degree = self.kg.degree
+        return any(hub and degree[r] == degree.max() or sum(w not in STOP_WORDS for w in WORD.findall(
+            self.kg.entities[r].lower())) >= 2 for r in rows)
 
     def rows_of(self, node_ids) -> list[int]:
         """Index rows of the graph's node ids (ids that are not in the graph are dropped)."""
