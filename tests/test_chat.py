@@ -208,8 +208,8 @@ def test_a_lowercase_question_links_its_one_word_topic_unless_told_not_to(tiny_l
     assert turn.linked == [ids["Up"]] and turn.answer == "Pete Docter"
     strict = GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, link_uncased=False, link_partial=False)
     assert strict.ask("who directed up").linked == []  # the capital-letter rule alone: nothing named
-    # a name written in part links where no whole name does, never in a follow-up, and does not make a question
-    # about the graph on its own
+    # a name written in part links where no whole name does, never in a follow-up, and by one word does not make a
+    # question about the graph on its own
     chat.reset()
     part = chat.ask("which films did wachowski direct")
     assert part.linked == [ids["Lana Wachowski"]] and set(part.answer.split(" | ")) == {"The Matrix", "Cloud Atlas"}
@@ -286,9 +286,10 @@ def test_empty_unrelated_and_edgeless_inputs_get_sensible_turns(tiny_llm_dir):
     lonely = TextualGraph(pd.DataFrame({"node_id": [0, 1, 2], "node_attr": ["Keanu Reeves", "The Matrix", "Speed"]}),
                           pd.DataFrame({"src": pd.Series([], dtype=int), "edge_attr": pd.Series([], dtype=str),
                                         "dst": pd.Series([], dtype=int)}))
-    no_edges = GraphChat(lonely, model="zero_shot", llm_model=tiny_llm_dir,
-                         max_new_tokens=4).ask("Who is Keanu Reeves?")
+    lonely_chat = GraphChat(lonely, model="zero_shot", llm_model=tiny_llm_dir, max_new_tokens=4)
+    no_edges = lonely_chat.ask("Who is Keanu Reeves?")
     assert no_edges.status == "no_edges" and no_edges.evidence.num_edges == 0
+    assert not lonely_chat.index.names_the_graph([2])  # no edges, no hub: "Speed" is one word like any other
     assert 0 in set(no_edges.evidence.nodes.node_id) and isinstance(no_edges.answer, str)
 
 

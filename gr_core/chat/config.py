@@ -72,7 +72,8 @@ class ChatConfig:
         link_partial: where no name links, the nodes whose name shares the most content words with the question
             (:meth:`~gr_core.chat.ChatIndex.partial_link`: "heskey" -> "Emile Heskey"); such a link seeds retrieval
             and keeps that node out of the answers; it makes a question about the graph only with two or more words
-            and at least half of the name's ("stanley matthews" for "Sir Stanley Matthews", not "heskey").
+            and at least half of the name's, stop words counted ("stanley matthews" for "Sir Stanley Matthews", not
+            "heskey").
         hops, max_nodes, max_expand_degree: the neighbourhood cut for large graphs
             (see :class:`~gr_core.kg.NeighbourhoodConfig`).
         whole_graph_edges: graphs with at most this many edges are searched whole (the paper's setting).

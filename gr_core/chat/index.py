@@ -256,7 +256,7 @@ class ChatIndex:
 
     def partial_match(self, question: str) -> tuple[list[int], int, int]:
         """:meth:`partial_link`'s nodes, with how many content words of the question their name shares and how many
-        words the name has (``([], 0, 0)`` when none is shared)."""
+        words the name has, all of them, stop words included (``([], 0, 0)`` when none is shared)."""
         raw = WORD.findall(BRACKET.sub(r"\1", question))
         cased = any(c.isupper() for c in question)  # then only capitalized words mid-sentence, as in link
         words = {k for i, w in enumerate(raw) if not cased or (i > 0 and w[:1].isupper())
@@ -283,9 +283,11 @@ class ChatIndex:
         name of two or more content words, or is the graph's hub (the node of highest degree, every one where several
         tie: a WebQSP mini-graph's topic, "arizona" in "what is the state flower of arizona"). Another one-word name
         ("up", "speed" in a film KG) does not make it so: such words are common in questions about anything.
-        ``hub=False``: names of two or more content words only (the rule before the hub's)."""
+        ``hub=False``: names of two or more content words only (the rule before the hub's). A graph without edges
+        has no hub."""
         degree = self.kg.degree
-        return any(hub and degree[r] == degree.max() or sum(w not in STOP_WORDS for w in WORD.findall(
+        top = int(degree.max()) if len(degree) and hub else 0
+        return any(top and degree[r] == top or sum(w not in STOP_WORDS for w in WORD.findall(
             self.kg.entities[r].lower())) >= 2 for r in rows)
 
     def rows_of(self, node_ids) -> list[int]:
