@@ -121,6 +121,15 @@ def sample_options(p):
     return p
 
 
+def webqsp_split(sub, name: str, text: str) -> argparse.ArgumentParser:
+    """A WebQSP study's subcommand with ``--split val|test`` and ``--graphs`` (200 validation graphs; test: pass
+    ``--graphs 300``)."""
+    p = sub.add_parser(name, help=text)
+    p.add_argument("--split", choices=("val", "test"), default="val")
+    p.add_argument("--graphs", type=int, default=200)
+    return p
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="study", required=True)
@@ -159,34 +168,18 @@ def main() -> None:
     p.add_argument("--per-hop", type=int, default=100)
     p = sub.add_parser("word-fit", help="the word fit chosen on dev against the first coverage scorer, once on test")
     p.add_argument("--per-hop", type=int, default=300)
-    p = sub.add_parser("unnamed", help="WebQSP answers named by identifiers (Freebase mids) left out or kept")
-    p.add_argument("--split", choices=("val", "test"), default="val")
-    p.add_argument("--graphs", type=int, default=200)
-    p = sub.add_parser("ranking-llm", help="WebQSP: the LLM that ranks the evidence, SmolLM2 against Gemma 3 270M")
-    p.add_argument("--split", choices=("val", "test"), default="val")
-    p.add_argument("--graphs", type=int, default=200)
+    p = webqsp_split(sub, "unnamed", "WebQSP answers named by identifiers (Freebase mids) left out or kept")
+    p = webqsp_split(sub, "ranking-llm", "WebQSP: the LLM that ranks the evidence, SmolLM2 against Gemma 3 270M")
     p.add_argument("--llms", nargs="+", default=["embedded:smollm2-135m-instruct", "embedded:gemma3-270m"])
-    p = sub.add_parser("ranking-settings", help="WebQSP: the LLM ranking's relation prior and length norm, replayed")
-    p.add_argument("--split", choices=("val", "test"), default="val")
-    p.add_argument("--graphs", type=int, default=200)
-    p = sub.add_parser("ranking-reasoner", help="WebQSP: the LLM ranking helped by the generated-question reasoner")
-    p.add_argument("--split", choices=("val", "test"), default="val")
-    p.add_argument("--graphs", type=int, default=200)
+    p = webqsp_split(sub, "ranking-settings", "WebQSP: the LLM ranking's relation prior and length norm, replayed")
+    p = webqsp_split(sub, "ranking-reasoner", "WebQSP: the LLM ranking helped by the generated-question reasoner")
     p = sub.add_parser("dev-reasoner-weight", help="the path ranker helped by the generated reasoner, on MetaQA dev")
     p.add_argument("--per-hop", type=int, default=100)
-    p = sub.add_parser("linking", help="WebQSP: lowercase questions' one-word names linked or not (link_uncased)")
-    p.add_argument("--split", choices=("val", "test"), default="val")
-    p.add_argument("--graphs", type=int, default=200)
+    p = webqsp_split(sub, "linking", "WebQSP: lowercase questions' one-word names linked or not (link_uncased)")
     p.add_argument("--no-llm", action="store_true")
-    p = sub.add_parser("masking", help="WebQSP: linked names masked as the question wrote them, or literally")
-    p.add_argument("--split", choices=("val", "test"), default="val")
-    p.add_argument("--graphs", type=int, default=200)
-    p = sub.add_parser("twins", help="WebQSP: the path ranker with relations stored twice read as one, or not")
-    p.add_argument("--split", choices=("val", "test"), default="val")
-    p.add_argument("--graphs", type=int, default=200)
-    p = sub.add_parser("refusals", help="WebQSP and off-topic questions: which rule takes each as about the graph")
-    p.add_argument("--split", choices=("val", "test"), default="val")
-    p.add_argument("--graphs", type=int, default=200)
+    p = webqsp_split(sub, "masking", "WebQSP: linked names masked as the question wrote them, or literally")
+    p = webqsp_split(sub, "twins", "WebQSP: the path ranker with relations stored twice read as one, or not")
+    p = webqsp_split(sub, "refusals", "WebQSP and off-topic questions: which rule takes each as about the graph")
     p = sub.add_parser("linking-metaqa", help="MetaQA: the path ranker under the same linking rules")
     p.add_argument("--per-hop", type=int, default=300)
     p = sub.add_parser("readings", help="MetaQA: the generated reasoner by how it reads a question (chosen on dev)")

@@ -57,6 +57,16 @@ def is_identifier(name: str) -> bool:
     return bool(IDENTIFIER.fullmatch(str(name).strip()))
 
 
+def connected_groups(n: int, pairs) -> np.ndarray:
+    """``(n,)`` a group id per item ``0..n-1`` (0, 1, ... in order of each group's first item): the connected
+    components of the undirected graph whose edges are ``pairs`` (scipy's ``connected_components``)."""
+    from scipy.sparse import coo_matrix  # noqa: PLC0415 deferred: scipy, needed only for twin relations
+    from scipy.sparse.csgraph import connected_components  # noqa: PLC0415
+
+    a, b = (np.asarray(side, np.int64) for side in zip(*pairs)) if pairs else (np.zeros(0, np.int64),) * 2
+    return connected_components(coo_matrix((np.ones(len(a)), (a, b)), shape=(n, n)), directed=False)[1].astype(np.int64)
+
+
 class KnowledgeGraph:
     """Triples ``(head, relation, tail)`` over integer ids, with an undirected CSR index.
 
@@ -125,18 +135,8 @@ class KnowledgeGraph:
                 for i, a in enumerate(group.tolist()):
                     for b in group[i + 1:].tolist():
                         shared[(a, b)] = shared.get((a, b), 0) + 1
-            parent = list(range(n))
-
-            def root(a: int) -> int:
-                while parent[a] != a:
-                    parent[a] = parent[parent[a]]
-                    a = parent[a]
-                return a
-
-            for (a, b), c in shared.items():
-                if c >= share * min(count[a], count[b]):
-                    parent[root(a)] = root(b)
-            self.__dict__["_twins"] = (share, np.array([root(a) for a in range(n)], np.int64))
+            twins = [(a, b) for (a, b), c in shared.items() if c >= share * min(count[a], count[b])]
+            self.__dict__["_twins"] = (share, connected_groups(n, twins))
         return self.__dict__["_twins"][1]
 
     def _gather(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

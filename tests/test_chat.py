@@ -219,6 +219,7 @@ def test_a_lowercase_question_links_its_one_word_topic_unless_told_not_to(tiny_l
     assert topic_linked(chat, "which films did wachowski direct", "Lana Wachowski", True, False) == (False, True)
     follow = chat.ask("and who starred in them?")  # from the last answer: no name of the question is looked up in part
     assert follow.follow_up and follow.reasoner_seeds == [ids["The Matrix"], ids["Cloud Atlas"]]
+    assert follow.about == "follow-up"
     assert chat.index.partial_match("where was jan bont born")[1:] == (2, 3)  # "jan", "bont" of "jan de bont"
     chat.reset()  # two words and half of a name make a question about the graph; one word ("bont") does not
     assert chat.retrieve("where was jan bont born").status == "answered"

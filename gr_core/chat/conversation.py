@@ -193,19 +193,20 @@ class GraphChat:
         turn.best_relation_similarity = float(rel_sim.max()) if len(rel_sim) else None
         turn.relation_similarity = rel_sim
         rel_threshold = KIND_RELATION_THRESHOLD[cfg.kind] if cfg.relation_threshold is None else cfg.relation_threshold
-        # 2+ words and half of a name ("stanley matthews" for "Sir Stanley Matthews") make it about the graph too
-        named = shared >= 2 and 2 * shared >= size or by_name and (
-            bool(BRACKET.search(question)) or index.names_the_graph(linked))
         asks_relation = turn.best_relation_similarity is None or turn.best_relation_similarity >= rel_threshold
-        if not (turn.follow_up or named or (turn.best_similarity >= cfg.relevance_threshold and asks_relation)):
-            turn.status = "unrelated"
-            best = index.kg.entities[int(np.argmax(node_sim))]
+        reasons = {"follow-up": turn.follow_up,  # the rules that take a question as about the graph, in this order
+                   "named": by_name and (bool(BRACKET.search(question)) or index.names_the_graph(linked, hub=False)),
+                   "similar": turn.best_similarity >= cfg.relevance_threshold and asks_relation,
+                   "in part": shared >= 2 and 2 * shared >= size,  # "stanley matthews" for "Sir Stanley Matthews"
+                   "hub": by_name and index.names_the_graph(linked)}
+        turn.about = next((why for why, holds in reasons.items() if holds), "")
+        if not turn.about:
+            turn.status, best = "unrelated", index.kg.entities[int(np.argmax(node_sim))]
             why = (f"the closest node, {best!r}, has similarity {turn.best_similarity:.2f} < {cfg.relevance_threshold}"
                    if turn.best_similarity < cfg.relevance_threshold else
                    f"the closest relation, {index.kg.relations[int(np.argmax(rel_sim))]!r}, has similarity "
                    f"{turn.best_relation_similarity:.2f} < {rel_threshold}")
-            turn.note = ("nothing in this graph seems to be about the question: it names no entity of the graph "
-                         f"and {why}")
+            turn.note = f"nothing in this graph seems to be about the question: it names no entity of it and {why}"
             turn.timings["retrieval"] = time.perf_counter() - t0
             return turn
         t = time.perf_counter()

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kg import KnowledgeGraph, is_identifier
+from ..kg import KnowledgeGraph, connected_groups, is_identifier
 
 TEMPLATES = ("mixed", "of", "which", "verb")
 TOPIC_WEIGHTS = ("uniform", "degree")
@@ -154,20 +154,12 @@ def phrase_twins(relations: list[str], groups: np.ndarray) -> dict[str, int]:
     """Each relation's :func:`relation_phrase` -> a twin group (``groups``: per relation,
     :meth:`~gr_core.kg.KnowledgeGraph.twin_relations`); relations that share a phrase are one row of a word fit, so
     their groups are joined."""
-    parent: dict[int, int] = {}
-
-    def root(g: int) -> int:
-        while parent.setdefault(g, g) != g:
-            g = parent[g]
-        return g
-
-    first: dict[str, int] = {}
-    for phrase, g in zip((relation_phrase(r) for r in relations), np.asarray(groups).tolist()):
-        if phrase in first:
-            parent[root(g)] = root(first[phrase])
-        else:
-            first[phrase] = g
-    return {phrase: root(g) for phrase, g in first.items()}
+    phrases = [relation_phrase(r) for r in relations]
+    first: dict[tuple, int] = {}  # each relation linked to the first one of its twin group and of its phrase
+    pairs = [(i, first.setdefault(key, i)) for i, (p, g) in enumerate(zip(phrases, np.asarray(groups).tolist()))
+             for key in (("group", g), ("phrase", p))]
+    joined = connected_groups(len(phrases), pairs)
+    return {p: int(joined[first["phrase", p]]) for p in dict.fromkeys(phrases)}
 
 
 def graph_phrase_twins(kg: KnowledgeGraph) -> dict[str, int]:

@@ -36,6 +36,10 @@ class Turn:
         candidates: the ranked answer candidates, best first (``ranked``: LLM log-likelihood plus the relation
             prior, with its parts ``loglik`` and ``relation_fit``; ``reasoner``: the reasoner's probability), as
             :meth:`~gr_core.chat.ranking.Candidate.to_dict` records.
+        about: the first rule that took the question as about the graph (:meth:`GraphChat.retrieve`): ``follow-up``,
+            ``named`` (a ``[Name]`` or a name of two or more content words written whole), ``similar`` (node and
+            relation similarity at or above the thresholds), ``in part`` (two or more words and half of a name),
+            ``hub`` (a one-word name of the graph's hub); "" when refused or not asked.
         timings: seconds per step (``encode``, ``link``, ``scope``, ``pcst``/``gnn``, ``retrieval``, ``answer``,
             ``check``).
     """
@@ -57,6 +61,7 @@ class Turn:
     mode: str = ""
     candidates: list[dict] = field(default_factory=list)
     follow_up: bool = False
+    about: str = ""
     model: str = ""
     best_similarity: float | None = None
     best_relation_similarity: float | None = None

@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections import Counter
 
 from ..chat import GraphChat, load_graph
-from ..chat.config import KIND_RELATION_THRESHOLD
-from ..chat.index import BRACKET
 from .chat_speed import OFF_TOPIC
 from .chat_without_questions import webqsp_sample
 
@@ -22,22 +20,10 @@ REASONS = ("named", "similar", "in part", "hub", "refused")
 
 
 def why_about(chat: GraphChat, question: str) -> str:
-    """Why ``chat`` takes ``question``, asked first in a conversation, as about its graph: ``named`` (a ``[Name]`` or a
-    name of two or more content words, written whole), ``similar`` (node and relation similarity above the
-    thresholds), ``in part`` or ``hub`` (the rules that take a question the others refuse), or ``refused``."""
+    """Why ``chat`` takes ``question``, asked first in a conversation, as about its graph (:attr:`Turn.about
+    <gr_core.chat.Turn>`: ``named``, ``similar``, ``in part`` or ``hub``), or ``refused``."""
     chat.reset()
-    turn = chat.retrieve(question)
-    if turn.status == "unrelated":
-        return "refused"
-    index, cfg = chat.index, chat.config
-    linked = index.link(question, cfg.link_uncased)
-    if linked and (BRACKET.search(question) or index.names_the_graph(linked, hub=False)):
-        return "named"
-    threshold = KIND_RELATION_THRESHOLD[cfg.kind] if cfg.relation_threshold is None else cfg.relation_threshold
-    if turn.best_similarity >= cfg.relevance_threshold and (
-            turn.best_relation_similarity is None or turn.best_relation_similarity >= threshold):
-        return "similar"
-    return "hub" if linked else "in part"
+    return chat.retrieve(question).about or "refused"
 
 
 def relevance_gate_study(split: str = "val", num_graphs: int = 200, seed: int = 0, off_topic_every: int = 10) -> dict:
