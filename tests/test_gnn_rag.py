@@ -322,15 +322,14 @@ def test_node_probabilities_come_back_one_array_per_graph_in_order():
 
 
 @pytest.mark.data
-def test_the_chat_reasoner_sees_a_one_hop_question_on_the_chats_two_hop_neighbourhood():
-    from gr_core.chat import ChatConfig
+def test_a_reasoner_sees_a_one_hop_question_on_a_wider_two_hop_scope():
     from gr_core.gnn_rag import question_data, reasoner_dataset
     from gr_core.graphqa import DatasetConfig, load_dataset
+    from gr_core.kg import NeighbourhoodConfig
 
     ds = load_dataset(DatasetConfig("metaqa", hops=1, max_questions=6))
     idx = list(ds.split["test"])[:4]
-    scoped = reasoner_dataset(ds, idx, "scoped", ChatConfig().neighbourhood)
-    assert ChatConfig().neighbourhood.hops == 2
+    scoped = reasoner_dataset(ds, idx, "scoped", NeighbourhoodConfig(2, 200, 2000))
     for i, d in zip(idx, scoped):
         own = question_data(ds, i)  # the 1-hop dataset's own neighbourhood
         assert d.num_nodes >= own.num_nodes and d.edge_index.size(1) >= own.edge_index.size(1)
@@ -338,36 +337,6 @@ def test_the_chat_reasoner_sees_a_one_hop_question_on_the_chats_two_hop_neighbou
         assert int(d.answer.sum()) >= int(own.answer.sum()) > 0  # 1-hop answers stay inside 2 hops
         assert torch.equal(d.q_emb, own.q_emb) and torch.equal(d.q_masked, own.q_masked)
         assert not torch.equal(d.q_emb, d.q_masked)  # MetaQA questions name their topic entity
-
-
-@pytest.mark.data
-def test_the_chat_reasoner_trains_once_per_configuration_and_data(tmp_path):
-    from gr_core.chat import find_reasoner
-    from gr_core.chat.models import reasoner_meta
-    from gr_core.gnn_rag import load_reasoner
-    from gr_core.runs import RunConflictError
-    from gr_core.studies.gnn_rag import chat_reasoner_run
-
-    out = tmp_path / "quick" / "09_chat" / "reasoner"
-    kw = dict(hop_sets=(1, 2), test_hop_sets=(1,), max_train=12, max_val=6, max_test=6, max_questions=30,
-              tcfg=ReasonerTrainConfig(num_epochs=1, lr=2e-3))
-    first = chat_reasoner_run(out, **kw)
-    assert not first["reused"] and first["num_train"] == 24 and first["test"]["1-hop"]["n"] == 6
-    assert load_reasoner(first["path"]).text_dim == 384
-    assert "--lr 0.002" in first["command"] and "--max-train 12" in first["command"]
-    stamp = (out / "metaqa-chat.pt").stat().st_mtime_ns
-    again = chat_reasoner_run(out, **kw)  # same configuration and data: nothing is retrained
-    assert again["reused"] and again["config_hash"] == first["config_hash"]
-    assert (out / "metaqa-chat.pt").stat().st_mtime_ns == stamp
-    changed = {**kw, "tcfg": ReasonerTrainConfig(num_epochs=1, lr=1e-3)}
-    with pytest.raises(RunConflictError, match="train.lr: 0.002 -> 0.001"):  # another configuration's finished run
-        chat_reasoner_run(out, **changed)
-    other = chat_reasoner_run(out, **changed, force=True)
-    assert not other["reused"] and other["config_hash"] != first["config_hash"]
-    # the chat finds it (MetaQA's relations) under the preset's notebook 09 folder
-    meta = reasoner_meta(out / "metaqa-chat.pt")
-    assert meta["config_hash"] == other["config_hash"] and "directed_by" in meta["relations"]
-    assert find_reasoner(tmp_path, relations=meta["relations"]) == out / "metaqa-chat.pt"
 
 
 @pytest.mark.data
@@ -498,44 +467,3 @@ def test_the_change_table_of_a_finished_key_is_reloaded_not_retrained(tmp_path, 
     assert calls[-1] == ("metaqa", 1, 2)  # other changes: another key, computed
 
 
-def test_an_ensemble_reads_the_mean_of_its_members_distributions_and_loads_from_their_files(tmp_path):
-    from torch_geometric.data import Batch
-
-    from gr_core.gnn_rag import QuestionGraph, ReasonerEnsemble, load_reasoner, node_probabilities, save_reasoner
-
-    gen = torch.Generator().manual_seed(1)
-
-    def graph(n, facts):
-        seed = torch.zeros(n, dtype=torch.bool)
-        seed[0] = True
-        return QuestionGraph(edge_index=torch.randint(0, n, (2, facts), generator=gen),
-                             rel_table=torch.randn(3, 16, generator=gen),
-                             rel_id=torch.randint(0, 3, (facts,), generator=gen), seed=seed,
-                             answer=torch.zeros(n, dtype=torch.bool), q_emb=torch.randn(1, 16, generator=gen),
-                             q_masked=torch.randn(1, 16, generator=gen), num_nodes=n)
-
-    cfg = ReasonerConfig(entity_dim=8, num_iter=2, num_gnn=2)
-    members = []
-    for s in (0, 1, 2):
-        torch.manual_seed(s)
-        members.append(ReaRev(16, cfg).eval())
-    datas = [graph(7, 12), graph(4, 5)]
-    ensemble = ReasonerEnsemble(members).eval()
-    batch = Batch.from_data_list(datas)
-    with torch.no_grad():
-        mean = torch.stack([m(batch).exp() for m in members]).mean(0)
-        assert torch.allclose(ensemble(batch).exp(), mean, atol=1e-6)
-    for p, alone in zip(node_probabilities(ensemble, datas), zip(*[node_probabilities(m, datas) for m in members])):
-        assert p.sum() == pytest.approx(1.0, abs=1e-5) and np.allclose(p, np.mean(alone, axis=0), atol=1e-6)
-    assert ensemble.cfg == cfg and ensemble.text_dim == 16  # what a turn reads to build the members' one input
-    paths = [save_reasoner(m, tmp_path / f"m{k}.pt") for k, m in enumerate(members)]
-    loaded = load_reasoner(paths)
-    assert isinstance(loaded, ReasonerEnsemble) and not loaded.training
-    with torch.no_grad():
-        assert torch.allclose(loaded(batch), ensemble(batch), atol=1e-6)
-    assert isinstance(load_reasoner(paths[:1]), ReaRev)  # a list of one is that reasoner
-    assert isinstance(load_reasoner([members[0], paths[1]]), ReasonerEnsemble)  # reasoners and files mixed
-    with pytest.raises(ValueError, match="share one ReasonerConfig"):
-        ReasonerEnsemble([members[0], ReaRev(16, ReasonerConfig(entity_dim=4))])
-    with pytest.raises(ValueError, match="at least one"):
-        ReasonerEnsemble([])

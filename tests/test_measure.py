@@ -1,11 +1,11 @@
-"""The benchmarks' shared measurement code (gr_core.measure) and the chat studies' record builders
-(gr_core.studies.chat_answers), on hand-computed cases."""
+"""The benchmarks' shared measurement code (gr_core.measure) and the chat families' records
+(gr_core.studies.chat_families), on hand-computed cases."""
 import json
 
 import pytest
 
 from gr_core.measure import result_path, summarize, timed, write_result
-from gr_core.studies.chat_answers import mode_record, paired_hit
+from gr_core.studies.chat_families import hit_record, paired
 
 
 def test_summarize_takes_median_nearest_rank_p90_and_min():
@@ -23,32 +23,48 @@ def test_timed_returns_the_value_and_seconds():
 
 def test_write_result_records_machine_versions_and_command(tmp_path, monkeypatch):
     monkeypatch.setenv("GR_OUTPUTS_DIR", str(tmp_path))
-    path = write_result("chat_follow_ups/this_commit", {"x": 1}, argv=["/any/where/chat.py", "follow-ups", "--label",
-                                                                       "a b"])
-    assert path == result_path("chat_follow_ups/this_commit") == tmp_path / "bench" / "chat_follow_ups" / \
-        "this_commit.json"
+    path = write_result("chat/this_commit", {"x": 1}, argv=["/any/where/chat_families.py", "run", "--label", "a b"])
+    assert path == result_path("chat/this_commit") == tmp_path / "bench" / "chat" / "this_commit.json"
     record = json.loads(path.read_text())
-    assert record["x"] == 1 and record["command"] == "python bench/chat.py follow-ups --label 'a b'"
+    assert record["x"] == 1 and record["command"] == "python bench/chat_families.py run --label 'a b'"
     assert {"torch", "numpy"} <= set(record["versions"]) and "auto_dtype" in record["machine"]
 
 
-def _rows(hits, in_evidence=None):
-    in_evidence = in_evidence or [True] * len(hits)
-    return [{"question": f"q{i}", "hit": h, "hit1": h, "in_evidence": e, "node_answer": True, "turn_s": 0.1 * (i + 1)}
-            for i, (h, e) in enumerate(zip(hits, in_evidence))]
+def _rows(hits):
+    return [{"question": f"q{i}", "hit": h, "hit1": h, "turn_s": 0.1 * (i + 1)} for i, h in enumerate(hits)]
 
 
-def test_mode_record_scores_with_a_wilson_interval():
-    rec = mode_record("metaqa", "ranked", _rows([1, 1, 0, 0], [True, True, True, False]))
-    assert (rec["n"], rec["hit"], rec["in_evidence"]) == (4, 0.5, 0.75)
-    assert rec["hit_given_in_evidence"] == pytest.approx(2 / 3)
-    assert rec["hit_ci"] == [0.1500, 0.8500]  # Wilson 95% for 2/4, hand-computed: 0.5 -+ 0.35
+def test_hit_record_scores_with_a_wilson_interval():
+    rec = hit_record("paths", _rows([1, 1, 0, 0]))
+    assert (rec["n"], rec["hit"], rec["hit1"]) == (4, 50.0, 50.0)
+    assert (rec["ci_low"], rec["ci_high"]) == (15.0, 85.0)  # Wilson 95% for 2/4, hand-computed: 0.5 -+ 0.35
     assert rec["turn_median_s"] == pytest.approx(0.25)
 
 
-def test_paired_hit_is_exact_mcnemar_on_the_same_questions():
+def test_paired_is_exact_mcnemar_on_the_same_questions():
     a, b = _rows([1] * 8 + [0, 1]), _rows([0] * 8 + [0, 1])
-    test = paired_hit("metaqa", "a", a, "b", b)
-    assert (test["hit_a"], test["hit_b"]) == (0.9, 0.1)
+    test = paired("a", a, "b", b)
+    assert (test["score_a"], test["score_b"]) == (0.9, 0.1)
     assert test["p"] == pytest.approx(2 * 0.5 ** 8)  # 8 discordant pairs, all one way
-    assert paired_hit("metaqa", "a", a, "b", b[:-1] + [{**b[-1], "question": "other"}]) is None
+    with pytest.raises(ValueError, match="different questions"):
+        paired("a", a, "b", b[:-1] + [{**b[-1], "question": "other"}])
+
+
+def test_the_families_table_and_the_results_summary_read_the_chat_files(tmp_path):
+    from gr_core.report.summary import benchmarks
+    from gr_core.runs import write_json
+    from gr_core.studies.chat_families import families_table
+
+    rows = {"default": _rows([1, 1, 0, 0]), "train_reasoner": _rows([1, 1, 1, 0])}
+    before = _rows([1, 0, 0, 0])
+    write_json(tmp_path / "chat" / "metaqa_test.json", {
+        "family": "metaqa", "split": "test", "records": [hit_record(k, v) for k, v in rows.items()],
+        "pairs": [paired("default", rows["default"], "default (before: abc)", before)],
+        "decisions": {"metaqa": {"served": "paths"}}})
+    table = families_table(tmp_path / "chat")
+    assert table.iloc[0].to_dict() == {"family": "metaqa", "split": "test", "n": 4, "default": "50.0 [15.0, 85.0]",
+                                       "train_reasoner": "75.0 [30.1, 95.4]", "served": "paths", "turn s": 0.25,
+                                       "default before": "25.0 (p 1)"}
+    summary = benchmarks(tmp_path)
+    assert summary.file.tolist() == ["bench/chat/metaqa_test.json"]
+    assert summary.ours[0] == "50% [15, 85] / 75% [30.1, 95.4]" and "version before: 25%" in summary.target[0]

@@ -5,7 +5,7 @@ import argparse
 import sys
 
 from ..data import GraphFormatError
-from .config import ANSWER_MODES, EVIDENCE_FORMATS, KINDS, PATH_SCORERS, ChatConfig
+from .config import ANSWER_MODES, KINDS, ChatConfig
 from .conversation import GraphChat
 from .graphs import graph_from_triple_list, read_graph_csv, read_triples
 from .turns import save_turns
@@ -22,22 +22,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="auto", help="auto | zero_shot | a training run directory (default auto)")
     parser.add_argument("--llm", default="embedded:smollm2-135m-instruct", help="LLM (embedded or a HF path)")
     parser.add_argument("--kind", choices=KINDS, help="kind of graph (default: kg for files)")
-    parser.add_argument("--retriever", choices=("auto", "pcst", "gnn"), default="auto",
-                        help="auto: gnn when a saved reasoner knows the graph's relations, else pcst")
-    parser.add_argument("--reasoner", help="a GNN-RAG reasoner file (for --retriever gnn)")
+    parser.add_argument("--reasoner", help="a GNN-RAG reasoner file: answer with it")
     parser.add_argument("--train-reasoner", action="store_true",
-                        help="no saved reasoner knows this graph: train one on questions generated from its facts "
-                             "(minutes; cached by the graph's content)")
-    parser.add_argument("--answer-mode", choices=ANSWER_MODES,
-                        help="ranked (a node name of the evidence, chosen by the LLM; the default on a KG whose "
-                             "relations are schema paths or ids) | free (the LLM writes) | reasoner (GNN-RAG's "
-                             "ranking; the default with a reasoner) | paths (the relation path the question's words "
-                             "name; no model; the default on a KG whose relation names are words)")
-    parser.add_argument("--path-scorer", choices=PATH_SCORERS, default=ChatConfig.path_scorer,
-                        help="paths mode: sentence (the question against the path's relation names) | coverage (each "
-                             "relation of the path named by its own word of the question)")
-    parser.add_argument("--evidence-format", choices=EVIDENCE_FORMATS,
-                        help="triples lines (KG default) | csv (the paper's)")
+                        help="train a reasoner on questions generated from the graph's facts (minutes; cached) and "
+                             "answer with it where it beats the path ranker on its held-out questions")
+    parser.add_argument("--answer-mode", choices=ANSWER_MODES, default="auto",
+                        help="auto (a KG: the relation path the question's words name, or the reasoner; other graphs: "
+                             "free) | paths | reasoner | ranked (the LLM picks a node of the evidence) | free (the "
+                             "LLM writes)")
     parser.add_argument("--cite", action="store_true", help="also ask the model to list the supporting nodes and edges")
     parser.add_argument("--max-new-tokens", type=int, default=ChatConfig.max_new_tokens)
     parser.add_argument("--independent", action="store_true", help="answer each question on its own (no history)")
@@ -50,23 +42,22 @@ def main(argv: list[str] | None = None) -> int:
         elif args.csv:
             graph = read_graph_csv(*args.csv)
         overrides = {"kind": args.kind} if args.kind else {}
-        chat = GraphChat(graph, model=args.model, llm_model=args.llm, reasoner=args.reasoner,
-                         retriever=args.retriever, cite=args.cite, max_new_tokens=args.max_new_tokens,
-                         train_reasoner=args.train_reasoner,
-                         answer_mode=args.answer_mode, evidence_format=args.evidence_format,
-                         path_scorer=args.path_scorer, **overrides)
+        chat = GraphChat(graph, model=args.model, llm_model=args.llm, reasoner=args.reasoner, cite=args.cite,
+                         max_new_tokens=args.max_new_tokens, train_reasoner=args.train_reasoner,
+                         answer_mode=args.answer_mode, **overrides)
     except (GraphFormatError, FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(f"graph: {chat.index.num_nodes} nodes, {chat.index.num_edges} edges (indexed in {chat.index.seconds:.1f} s"
-          f"{', cached' if chat.index.cached else ''})", flush=True)
+          f"{', cached' if chat.index.cached else ''}); answers: {chat.mode}"
+          + (f" (held-out questions: reasoner {chat.decision['reasoner_hit']}%, paths {chat.decision['paths_hit']}%)"
+             if chat.decision else ""), flush=True)
     turns = chat.ask_many(args.questions, conversation=not args.independent)
     for turn in turns:
         print()
         print(turn)
         print(f"[{turn.status}; {turn.mode or '-'} answer; model: {turn.model or '-'}; "
-              f"retrieval {turn.timings.get('retrieval', 0) * 1000:.0f} ms, "
-              f"answer {turn.timings.get('answer', 0):.1f} s]")
+              f"{turn.timings.get('total', 0) * 1000:.0f} ms]")
     if args.json:
         save_turns(turns, args.json, {"graph": args.triples or args.csv or args.graph, "model": chat.model_name})
     return 0

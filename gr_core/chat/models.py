@@ -1,4 +1,4 @@
-"""The chat's models: trained G-Retriever checkpoints and GNN-RAG reasoners found under ``outputs/``, the answerer."""
+"""The chat's LLM: a trained G-Retriever checkpoint found under ``outputs/`` for the kind of graph, or zero-shot."""
 from __future__ import annotations
 
 import os
@@ -9,7 +9,6 @@ import torch
 
 from ..config import LLMConfig
 from ..g_retriever.model import GraphLLM, method_config
-from ..gnn_rag.training import reasoner_meta  # noqa: F401 (the chat reads reasoners saved by notebook 04)
 from ..g_retriever.train import RunConfig
 from ..paths import OUTPUTS_ENV, repo_root
 from ..runs import config_hash, read_json
@@ -38,41 +37,6 @@ def find_checkpoint(kind: str, outputs: str | Path | None = None, llm_model: str
                 if state.get("config_hash") == config_hash(cfg.to_dict()):
                     return run_dir
     return None
-
-
-# Saved reasoners (notebook 04) that serve a KG chat, first found wins: MetaQA's multi-hop ones, then WebQSP's.
-REASONER_KEYS = ("metaqa-2hop", "metaqa-3hop", "metaqa-1hop", "webqsp")
-# The chat's own MetaQA reasoner (1- and 2-hop questions on the chat's neighbourhood), under outputs/; found first:
-# the study's (python -m gr_core.gnn_rag chat, the whole training splits), then a preset's (notebook 09, smaller).
-CHAT_REASONER = Path("studies", "chat_reasoner", "metaqa-chat.pt")
-PRESET_CHAT_REASONER = Path("09_chat", "reasoner", "metaqa-chat.pt")
-
-
-def find_reasoner(outputs: str | Path | None = None, presets=CHECKPOINT_PRESETS, relations=None) -> Path | None:
-    """A saved GNN-RAG reasoner: the chat's own (``outputs/studies/chat_reasoner/metaqa-chat.pt``, written by
-    ``python -m gr_core.gnn_rag chat``; else ``outputs/<preset>/09_chat/reasoner/metaqa-chat.pt``, written by
-    notebook 09 with ``train_reasoner``), else one of notebook 04's (``outputs/<preset>/04_gnn_rag/reasoners/
-    <key>.pt``), best preset first, in :data:`REASONER_KEYS` order; None when there is none.
-
-    ``relations``: only a reasoner whose saved ``meta["relations"]`` (the relation texts it was trained on) holds every
-    one of them, i.e. one trained for this graph (a reasoner reads relation texts and the question only)."""
-
-    if relations is not None and not len(relations):
-        return None  # a graph without relations is no reasoner's graph
-    root = Path(outputs or os.environ.get(OUTPUTS_ENV) or repo_root() / "outputs")
-    paths = ([root / CHAT_REASONER] + [root / preset / PRESET_CHAT_REASONER for preset in presets]
-             + [root / preset / "04_gnn_rag" / "reasoners" / f"{key}.pt"
-                for preset in presets for key in REASONER_KEYS])
-    for path in paths:
-        if path.is_file() and (relations is None or set(relations) <= set(reasoner_meta(path).get("relations", ()))):
-            return path
-    return None
-
-
-def reasoner_label(reasoner) -> str:
-    """How a turn names its reasoner: the file's name, an ensemble's files' names joined, or "given" (an object)."""
-    files = reasoner if isinstance(reasoner, (list, tuple)) else [reasoner]
-    return " + ".join(Path(str(f)).name for f in files if isinstance(f, (str, Path))) or "given"
 
 
 def load_answerer(model: str, kind: str, llm_model: str, device: str, max_txt_len: int, in_dim: int):

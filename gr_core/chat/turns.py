@@ -29,19 +29,18 @@ class Turn:
             level, or a node name written in a sentence), the question's own entities excluded.
         citations: each parsed citation with its verdict per match level (see :mod:`gr_core.studies.hallucination`).
         cited_nodes, cited_edges: node ids and evidence edge rows the valid citations point at (for highlighting).
-        paths: GNN-RAG's reasoning paths (``retriever="gnn"``).
-        reasoner_seeds: node ids the reasoner (``retriever="gnn"``) or the path ranker (``paths`` mode) started from
-            (a follow-up's choice between the previous turn's start and its answer, see :meth:`GraphChat.retrieve`).
-        mode: how the answer was made (``free``, ``ranked``, ``reasoner``: :attr:`ChatConfig.answer_mode`).
-        candidates: the ranked answer candidates, best first (``ranked``: LLM log-likelihood plus the relation
-            prior, with its parts ``loglik`` and ``relation_fit``; ``reasoner``: the reasoner's probability), as
-            :meth:`~gr_core.chat.ranking.Candidate.to_dict` records.
-        about: the first rule that took the question as about the graph (:meth:`GraphChat.retrieve`): ``follow-up``,
-            ``named`` (a ``[Name]`` or a name of two or more content words written whole), ``similar`` (node and
-            relation similarity at or above the thresholds), ``in part`` (two or more words and half of a name),
-            ``hub`` (a one-word name of the graph's hub); "" when refused or not asked.
-        timings: seconds per step (``encode``, ``link``, ``scope``, ``pcst``/``gnn``, ``retrieval``, ``answer``,
-            ``check``).
+        paths: the relation paths behind a ``paths`` answer, or GNN-RAG's reasoning paths.
+        reasoner_seeds: node ids the path ranker or the reasoner started from (a follow-up's choice between the
+            previous turn's start and its answers).
+        mode: how the answer was made (:data:`~gr_core.chat.config.ANSWER_MODES`).
+        decision: a trained reasoner's choice against the path ranker on its held-out questions
+            (:meth:`GraphChat.decide`), None without one.
+        candidates: the answer candidates, best first (``paths``: the score of the best path reaching each;
+            ``ranked``: LLM log-likelihood plus the relation prior, with its parts ``loglik`` and ``relation_fit``;
+            ``reasoner``: the reasoner's probability), as :meth:`~gr_core.chat.answer.Candidate.to_dict` records.
+        about: the first rule that took the question as about the graph (:func:`~gr_core.chat.link.about`):
+            ``follow-up``, ``named``, ``similar``, ``in part``, ``hub``; "" when refused.
+        timings: seconds per step (``link``, ``paths``, ``scope``, ``gnn``/``pcst``, ``answer``, ``total``).
     """
 
     question: str
@@ -59,6 +58,7 @@ class Turn:
     paths: list[str] = field(default_factory=list)
     reasoner_seeds: list[int] = field(default_factory=list)
     mode: str = ""
+    decision: dict | None = None
     candidates: list[dict] = field(default_factory=list)
     follow_up: bool = False
     about: str = ""
@@ -68,10 +68,8 @@ class Turn:
     searched_nodes: int = 0
     searched_edges: int = 0
     timings: dict = field(default_factory=dict)
-    scope: TextualGraph | None = field(default=None, repr=False)  # the searched graph (citations are checked on it)
+    scope: TextualGraph | None = field(default=None, repr=False)  # the searched graph (the check reads it)
     relation_similarity: np.ndarray | None = field(default=None, repr=False)  # (num_relations,) to the question
-    # (num_entities,) retriever "gnn": the reasoner's node distribution on the KB's rows (0 off the searched graph)
-    reasoner_probs: np.ndarray | None = field(default=None, repr=False)
 
     def triples(self) -> list[tuple[str, str, str]]:
         """The evidence as ``(head, relation, tail)`` strings."""
@@ -81,7 +79,7 @@ class Turn:
         """A JSON-ready record (evidence as node and triple lists)."""
 
         d = {f.name: getattr(self, f.name) for f in fields(self)
-             if f.name not in ("evidence", "scope", "relation_similarity", "reasoner_probs")}
+             if f.name not in ("evidence", "scope", "relation_similarity")}
         ev = self.evidence
         d["evidence_nodes"] = [] if ev is None else [
             {"node_id": int(n), "text": str(t)} for n, t in zip(ev.nodes.node_id, ev.nodes.node_attr)]
@@ -163,7 +161,7 @@ def turns_table(turns: list[Turn]) -> pd.DataFrame:
 
 
 def candidates_table(turn: Turn, k: int = 10) -> pd.DataFrame:
-    """The turn's ``k`` best answer candidates (ranked or reasoner mode): name, node ids, score, whether chosen."""
+    """The turn's ``k`` best answer candidates: name, node ids, score, whether chosen."""
     chosen = set(turn.answer_nodes)
     return pd.DataFrame([{"name": c["name"], "node_ids": c["node_ids"], "score": c["score"],
                           "chosen": bool(chosen & set(c["node_ids"]))} for c in turn.candidates[:k]],

@@ -36,7 +36,8 @@ def textualize_triples(graph: TextualGraph) -> str:
     """``graph`` as one ``head | relation | tail`` line per edge, then the names of nodes on no edge, one a line.
 
     Not the paper's format: the chat's readable alternative for small LLMs, which copy names better from lines
-    that spell them out than from CSV rows of numeric ids (measured in ``bench/chat.py``).
+    that spell them out than from CSV rows of numeric ids (60 MetaQA test questions: free answers' Hit 43.3 against
+    26.7; CHANGELOG.md).
     """
     name = dict(zip(graph.nodes.node_id.tolist(), (str(a) for a in graph.nodes.node_attr.tolist())))
     lines = [f"{name.get(s, s)} | {r} | {name.get(d, d)}"

@@ -32,7 +32,7 @@ comparison), ``evidence`` (every retriever's verbalized evidence, retrieval augm
 answer generator and RoG-style relation paths). Notebook 04's studies and the command line (``python -m
 gr_core.gnn_rag``) live in :mod:`gr_core.studies.gnn_rag` and :mod:`gr_core.studies.gnn_rag_llm`.
 """
-from .model import SWITCH_NAMES, Fusion, ReaRev, ReasonerConfig, ReasonerEnsemble, RelationHops
+from .model import SWITCH_NAMES, Fusion, ReaRev, ReasonerConfig, RelationHops
 from .reasoning_paths import (PathReport, compare_path_styles, evidence_view, gold_ids, missing_entities, named_beyond,
                               path_study, reasoning_paths, reference_paths, seed_positions, select_candidates,
                               summarize_path_study)
@@ -41,7 +41,7 @@ from .training import (QuestionGraph, ReasonerTrainConfig, deterministic_algorit
                        save_reasoner, score_questions, topic_masked, train_reasoner)
 
 __all__ = [
-    "ReasonerConfig", "SWITCH_NAMES", "Fusion", "ReaRev", "ReasonerEnsemble", "RelationHops",
+    "ReasonerConfig", "SWITCH_NAMES", "Fusion", "ReaRev", "RelationHops",
     "deterministic_algorithms",
     "QuestionGraph", "question_data", "topic_masked", "masked_question_emb", "ReasonerTrainConfig", "train_reasoner",
     "node_probabilities", "score_questions", "evaluate_reasoner", "reasoner_dataset", "save_reasoner", "reasoner_meta",

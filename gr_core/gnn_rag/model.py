@@ -41,16 +41,14 @@ class ReasonerConfig:
     # sentence vector cannot, and the name's words weigh as much as the relation words that say which path to follow
     # (MetaQA-3hop whole split: test H@1 97.7 masked, 81.2 as asked). A reasoner saved before this field reads q_emb.
     mask_topic: bool = True
-    # Our addition, off by default (docs/chat.md "How that reasoner reads a question"): each relation's vector
+    # Our addition, off by default (docs/chat.md, "A reasoner for a graph without questions"): each relation's vector
     # gains a learned direction times how well the question's own words name that relation (``rel_match``, the path
     # ranker's word fit), and the instructions a learned term of how many relations its words name and whether one asks
     # for "the same" (``q_steps``). A reasoner trained on questions generated from relation names learns to follow the
     # relations the question names, which carries over to questions worded unlike any generated one.
     relation_match: bool = False
     relation_words_only: bool = False  # q_masked made of the question's function words and the words that name a
-    #                                     relation only (the chat builds it, gr_core.chat.graph_reasoner)
-    asking_words: bool = False  # with relation_words_only, "where" and "when" are kept too (for a reasoner trained
-    #                             on questions whose word says the answer's kind: GenerationConfig.ask_kind)
+    #                                     relation only (the chat builds it, gr_core.chat.scope.read_question)
     twin_relations: bool = False  # a word's fit to a relation is not lowered by the relation's twins (the same facts
     #                               stored under another name, KnowledgeGraph.twin_relations: Freebase's inverses)
 
@@ -211,7 +209,7 @@ class ReaRev(nn.Module):
         if "rel_match" not in data or "q_steps" not in data:
             raise ValueError("this reasoner reads how well the question names each relation "
                              "(ReasonerConfig.relation_match) but the batch has no rel_match or q_steps: build graphs "
-                             "with gr_core.chat.graph_reasoner.question_graph(..., reading=read_question(...))")
+                             "with gr_core.chat.scope.question_graph(..., reading=read_question(...))")
         return data.rel_match.float().view(-1, 1)
 
     def forward(self, data) -> torch.Tensor:
@@ -294,32 +292,6 @@ class ReaRev(nn.Module):
         per_q = scatter(per_node, data.batch, dim=0, dim_size=B, reduce="sum")
         has = count > 0
         return per_q[has].sum(), int(has.sum())
-
-
-class ReasonerEnsemble(nn.Module):
-    """Reasoners trained apart (other seeds, other generated questions) read as one: the mean of their node
-    distributions, as log-probabilities ``(N,)`` normalized per graph like :class:`ReaRev`'s. One training is one draw
-    (docs/chat.md, "How long to train, and several reasoners as one"); averaging draws spends more training on steadier
-    answers.
-
-    Args:
-        members: at least one :class:`ReaRev`, all reading the question alike (one :class:`ReasonerConfig` and text
-            width: a turn builds one input for them all).
-    """
-
-    def __init__(self, members: list[ReaRev]):
-        super().__init__()
-        if not members:
-            raise ValueError("ReasonerEnsemble: at least one reasoner required")
-        if len({(m.cfg, m.text_dim) for m in members}) > 1:
-            raise ValueError("ReasonerEnsemble: every member must share one ReasonerConfig and text width (they read "
-                             "one input); got " + ", ".join(f"{m.text_dim}-d {m.cfg}" for m in members))
-        self.members = nn.ModuleList(members)
-        self.cfg, self.text_dim = members[0].cfg, members[0].text_dim
-
-    def forward(self, data) -> torch.Tensor:
-        logs = torch.stack([m(data) for m in self.members])  # (M, N)
-        return torch.logsumexp(logs, dim=0) - torch.log(torch.tensor(float(len(self.members)), device=logs.device))
 
 
 def per_fact_forward(model: "ReaRev", data) -> torch.Tensor:

@@ -3,6 +3,7 @@ saved reasoners (GNN-RAG paper §4.1; GNN-RAG code ``gnn/train_model.py``, ``gnn
 from __future__ import annotations
 
 import copy
+import dataclasses
 import io
 import re
 import time
@@ -18,7 +19,7 @@ from ..config import resolve_device
 from ..data import question_nodes
 from ..graphqa import LazyEmbeddings
 from ..runs import atomic_write_bytes, progress
-from .model import SWITCH_NAMES, ReaRev, ReasonerConfig, ReasonerEnsemble
+from .model import SWITCH_NAMES, ReaRev, ReasonerConfig
 from .reasoning_paths import gold_ids, missing_entities, select_candidates
 
 
@@ -261,16 +262,13 @@ def reasoner_meta(path) -> dict:
     return torch.load(path, map_location="cpu", weights_only=False).get("meta") or {}
 
 
-def load_reasoner(path) -> ReaRev | ReasonerEnsemble:
-    """A reasoner saved by :func:`save_reasoner`, in eval mode; a list of saved files: their
-    :class:`~.model.ReasonerEnsemble` (a list may hold reasoners too; a list of one: that reasoner)."""
-    if isinstance(path, (list, tuple)):
-        members = [p if isinstance(p, torch.nn.Module) else load_reasoner(p) for p in path]  # files or reasoners
-        return members[0] if len(members) == 1 else ReasonerEnsemble(members).eval()
+def load_reasoner(path) -> ReaRev:
+    """A reasoner saved by :func:`save_reasoner`, in eval mode."""
     blob = torch.load(path, map_location="cpu", weights_only=False)
     # A file written before the switches existed describes the first version: its missing switches are off; one
     # written before mask_topic read the question as asked.
     config = {name: False for name in SWITCH_NAMES} | {"mask_topic": False} | blob["config"]
-    model = ReaRev(int(blob["text_dim"]), ReasonerConfig(**config))
+    known = {f.name for f in dataclasses.fields(ReasonerConfig)}  # a setting since removed was off where saved
+    model = ReaRev(int(blob["text_dim"]), ReasonerConfig(**{k: v for k, v in config.items() if k in known}))
     model.load_state_dict(blob["state"])
     return model.eval()

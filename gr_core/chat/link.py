@@ -1,0 +1,194 @@
+"""Step 1, **link**: the entities a question names, once per turn, and whether the question is about the graph.
+
+:func:`link_question` finds the node names written in the question (``[Name]`` forces one; else the longest word
+n-grams equal to a node name, :func:`find_names`; else a name written in part, :func:`partial_match`), carries the
+previous turn's entities into a follow-up, writes the named entities as "it" (:func:`masked`: what the path ranker
+and the reasoner read) and records which rule took the question as about the graph (:func:`about`; "" when none
+does, and the chat answers "not in the graph" without a model).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..gnn_rag.training import TOPIC_WORD, topic_masked
+from .index import (BRACKET, FUNCTION_WORDS, STOP_WORDS, WORD, ChatIndex, joined_spans, scene_name, word_key,
+                    word_spans)
+
+# A follow-up question: a leading "and" / "what about", or a pronoun that points back at the last turn
+FOLLOW_UP = re.compile(r"^\s*(and|also|what about|how about)\b|\b(it|its|they|them|their|he|him|his|she|her|that|"
+                       r"this|those|these|there|the same)\b", re.I)
+
+
+@dataclass
+class Link:
+    """What a turn's question names (node rows of the index).
+
+    Attributes:
+        named: the entities the question writes, in the order it writes them.
+        previous_start, previous_answers: a follow-up's entities from the previous turn: where its answer started and
+            its answers (the pronoun points at one or the other: "and who starred in it?", "and who directed them?").
+        in_part: ``named`` came from a name written in part: ``(words shared, words of the name)``, else ``(0, 0)``.
+        masked: the question with the named entities written "it".
+        follow_up: the question continues the previous answered turn.
+    """
+
+    named: list[int] = field(default_factory=list)
+    previous_start: list[int] = field(default_factory=list)
+    previous_answers: list[int] = field(default_factory=list)
+    in_part: tuple[int, int] = (0, 0)
+    masked: str = ""
+    follow_up: bool = False
+
+    @property
+    def seeds(self) -> list[int]:
+        """Every linked row, named first."""
+        return list(dict.fromkeys(self.named + self.previous_start + self.previous_answers))
+
+    def starts(self) -> list[list[int]]:
+        """The start sets to try: the named entities, else (a follow-up naming none) the previous start and the
+        previous answers, each a set of its own."""
+        return [self.named] if self.named else [s for s in (self.previous_start, self.previous_answers) if s]
+
+
+def find_names(index: ChatIndex, question: str, uncased: bool = True) -> list[int]:
+    """Node rows whose name the question writes: ``[Name]`` spans, else the longest word n-grams equal to a node name
+    (:func:`~gr_core.chat.index.name_key`; not overlapping; a one-word name only when it is not a stop word and is
+    capitalized mid-sentence or written with a digit, or, ``uncased``, in a question without any capital letter when
+    no longer name links: half of WebQSP's lowercase questions linked nothing otherwise, CHANGELOG.md). In the order
+    they appear in the question."""
+    found: list[int] = []
+    for span in BRACKET.findall(question):
+        found += index.names.get(" ".join(map(word_key, WORD.findall(span))), [])
+    if found:
+        return list(dict.fromkeys(found))
+    words = WORD.findall(BRACKET.sub(r"\1", question))
+    low = [word_key(w) for w in words]
+    cased = any(c.isupper() for c in question)
+    taken = [False] * len(words)
+    hits: list[tuple[int, list[int]]] = []
+    single: list[tuple[int, list[int]]] = []
+    for n in range(min(index.max_name_words, len(words)), 0, -1):
+        for s in range(len(words) - n + 1):
+            if any(taken[s:s + n]):
+                continue
+            rows = index.names.get(" ".join(low[s:s + n]))
+            if not rows or all(w in FUNCTION_WORDS for w in low[s:s + n]) or (n == 1 and low[s] in STOP_WORDS):
+                continue
+            if n == 1 and not cased and uncased:
+                single.append((s, rows))
+                continue
+            if n == 1 and not any(c.isdigit() for c in words[s]) and (not words[s][:1].isupper() or s == 0):
+                continue  # one-word names ("Up", "drama") only capitalized mid-sentence; a number ("1994") always
+            hits.append((s, rows))
+            taken[s:s + n] = [True] * n
+    return list(dict.fromkeys(r for _, rows in sorted(hits or single) for r in rows))
+
+
+def partial_match(index: ChatIndex, question: str) -> tuple[list[int], int, int]:
+    """Where no name is written whole: the nodes whose name shares the most content words with the question (3 letters
+    or more, not stop words; in a question with capitals only words capitalized mid-sentence: "heskey" -> "Emile
+    Heskey"); ties go to the name the question covers most of, then to the node of highest degree. Returns ``(rows,
+    words shared, words of the name)``, ``([], 0, 0)`` when no word is shared."""
+    raw = WORD.findall(BRACKET.sub(r"\1", question))
+    cased = any(c.isupper() for c in question)
+    words = {k for i, w in enumerate(raw) if not cased or (i > 0 and w[:1].isupper())
+             if len(k := word_key(w)) >= 3 and k not in STOP_WORDS}
+    shared: dict[str, int] = {}
+    for w in words:
+        for key in index.name_words.get(w, ()):
+            shared[key] = shared.get(key, 0) + 1
+    if not shared:
+        return [], 0, 0
+    best = max(shared, key=lambda k: (shared[k], shared[k] / len(k.split()),
+                                      max(int(index.kg.degree[r]) for r in index.names[k])))
+    return list(index.names[best]), shared[best], len(best.split())
+
+
+def names_the_graph(index: ChatIndex, rows, hub: bool = True) -> bool:
+    """Whether writing the names of the nodes ``rows`` makes a question about this graph: one of them has a name of two
+    or more content words, or (``hub``) is the graph's hub, its node of highest degree (a WebQSP mini-graph's topic,
+    "arizona"). Another one-word name ("up", "speed" in a film KG) does not: such words are common in any question."""
+    degree = index.kg.degree
+    top = int(degree.max()) if len(degree) and hub else 0
+    return any(top and degree[r] == top or sum(w not in STOP_WORDS for w in WORD.findall(
+        index.kg.entities[r].lower())) >= 2 for r in rows)
+
+
+def masked(index: ChatIndex, question: str, rows, written=None) -> str:
+    """``question`` with the mentions of the nodes ``rows`` written "it". First every name as
+    :func:`~gr_core.gnn_rag.topic_masked` matches it (without case, word-bounded, brackets included); then, for the
+    nodes the question writes (``written``, default all ``rows``), a run of words that is the name written another way
+    ("hugo chavez" for "Hugo Chávez"), then the name's content words ("Heskey" for "Emile Heskey"; in a question with
+    capitals only capitalized ones), neighbours joined by stop words made one "it". A possessive keeps its "'s"."""
+    names = sorted({scene_name(index.kg.entities[r]) for r in rows}, key=lambda n: (-len(n), n))
+    loose = {scene_name(index.kg.entities[r]) for r in (rows if written is None else written)}
+    out, left = question, []
+    for name in names:
+        literal = topic_masked(out, [name])
+        if literal != out:
+            out = literal
+        elif name in loose:
+            left.append(name)
+    cased = any(c.isupper() for c in question)
+    for whole in (True, False):
+        for name in list(left):
+            keys = [k for k in map(word_key, WORD.findall(name)) if k]
+            spans = word_spans(out)
+            if whole:
+                cut, s = [], 0
+                while keys and s + len(keys) <= len(spans):
+                    hit = [k for *_, k in spans[s:s + len(keys)]] == keys
+                    cut += [(spans[s][0], spans[s + len(keys) - 1][1])] if hit else []
+                    s += len(keys) if hit else 1
+            else:
+                own = {k for k in keys if len(k) >= 3 and k not in STOP_WORDS}
+                cut = joined_spans(out, [(a, b) for i, (a, b, k) in enumerate(spans)
+                                         if k in own and (not cased or (i > 0 and out[a].isupper()))])
+            if cut:
+                left.remove(name)
+                for a, b in reversed(cut):
+                    a, b = (a - 1, b + 1) if out[a - 1:a] == "[" and out[b:b + 1] == "]" else (a, b)
+                    out = out[:a] + TOPIC_WORD + out[b:]
+    return out
+
+
+def link_question(index: ChatIndex, question: str, previous=None) -> Link:
+    """The :class:`Link` of ``question`` after the turn ``previous`` (None: a new conversation). A follow-up ("and who
+    starred in it?") carries the previous turn's start and answers; its own names are read whole only (a lowercase
+    one-word name or a name in part would rather be the pronoun's referent)."""
+    follow = previous is not None and previous.status == "answered" and bool(FOLLOW_UP.search(question))
+    named, in_part = find_names(index, question, uncased=not follow), (0, 0)
+    if not named and not follow:
+        named, *in_part = partial_match(index, question)
+    link = Link(named, in_part=tuple(in_part), masked=masked(index, question, named), follow_up=follow)
+    if follow:
+        link.previous_start = index.rows_of(previous.reasoner_seeds or previous.linked)
+        link.previous_answers = index.rows_of(previous.answer_nodes)
+    return link
+
+
+def about(index: ChatIndex, question: str, link: Link, node_sim: float, relation_sim: float | None,
+          relevance_threshold: float, relation_threshold: float) -> str:
+    """The first rule that takes ``question`` as about the graph: ``follow-up``; ``named`` (a ``[Name]`` or a name of
+    two or more content words written whole); ``similar`` (its best node similarity ``node_sim`` and best relation
+    similarity ``relation_sim`` at or above the thresholds; the KG relation threshold separates MetaQA questions from
+    off-topic ones, CHANGELOG.md); ``in part`` (a name written in part with two or more words and at least half of
+    them); ``hub`` (a one-word name of the graph's hub); "" when none holds."""
+    whole = bool(link.named) and link.in_part == (0, 0)
+    shared, size = link.in_part
+    reasons = {"follow-up": link.follow_up,
+               "named": whole and (bool(BRACKET.search(question)) or names_the_graph(index, link.named, hub=False)),
+               "similar": node_sim >= relevance_threshold and (relation_sim is None
+                                                               or relation_sim >= relation_threshold),
+               "in part": shared >= 2 and 2 * shared >= size,
+               "hub": whole and names_the_graph(index, link.named)}
+    return next((why for why, holds in reasons.items() if holds), "")
+
+
+def most_similar(node_sim: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` nodes most similar to the question (seeds when it names none)."""
+    k = min(k, len(node_sim))
+    return np.argpartition(-node_sim, k - 1)[:k] if k else np.zeros(0, np.int64)

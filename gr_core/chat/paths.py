@@ -1,0 +1,483 @@
+"""Step 3, **candidates** from relation paths: the answer that needs no training.
+
+Every relation path of 1 to ``max_hops`` hops from the question's entity is followed as a set (``directed_by``
+reversed, then ``starred_actors``: the actors of the entity's director's films); the path that the question's words
+name best gives the answer (the nodes it reaches). A path is read in **units**: one per hop, except that a hop into a
+node named by an identifier (a Freebase mediator, ``m.0abc``) and the hop out of it are one fact, and a hop followed
+back over the same relation (or its twin, the same facts stored under another name:
+:meth:`~gr_core.kg.KnowledgeGraph.twin_relations`) is a *back* unit ("the films of the same director").
+
+The question, its named entities written "it" (:func:`~gr_core.chat.link.masked`), is read as mentions (content
+words, neighbours joined: :func:`read_words`); a mention's **fit** to a relation is how well it picks that relation out
+among the graph's (its cosine to the relation's words, or a shared stem, less its best cosine to any other relation:
+:func:`word_relation_fit`). Each unit takes one mention (the best pairs first), a back unit a word of sameness
+("same", "co-starred", "share") or the second of a mention written twice ("the spouse of the spouse of X"). A path
+scores:
+
+    sum over its units of (fit of its word - TAU)  -  UNEXPLAINED * sum over the question's words it leaves unnamed of
+    max(0, their best fit)  -  HOP * (units - 1)  +  ORDER (units read outward)  +  KIND (answers of the asked kind)
+
+so a path short of a word that names a relation loses to the one that goes on ("the genres of the films written by
+the writer of X"), and a word naming a relation of the path twice ("the director that directed X") costs nothing.
+ORDER: the units' words lie ever farther from the entity towards the question word ("who directed the films starring
+X": ``starred_actors`` first). KIND: the question asks for a person (who), a place (where) or a date (when, what
+year) and the path's answers are of that kind (:func:`answer_kinds`).
+
+A question naming two entities is answered where their paths meet: among each one's ``PAIR_TOP`` best paths, the pair
+scored together (their units share the words) whose reached sets intersect, or whose intersection is followed on by
+the first path's last hop ("who directed the film starring X and Y"); the pair wins when it outscores the best single
+path less ENTITY (the entity it leaves out). A path of two or more hops that comes back to the entity, and nowhere
+else, answers the entity itself (a cycle; ended by a step back, only where a word written twice names that step).
+Every weight was chosen on MetaQA's dev questions and is reported on the other families (docs/chat.md).
+"""
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import snowballstemmer
+
+from ..kg import KnowledgeGraph, is_identifier
+from .generate import Hop, follow, relation_phrase
+
+# the score's weights (module docstring), chosen on MetaQA's dev questions (docs/chat.md, "The relation paths")
+TAU, UNEXPLAINED, SAME_FIT, ORDER, HOP, KIND, LEXICAL = 0.05, 0.5, 0.3, 0.02, 0.1, 0.1, 0.8
+ENTITY = 0.25  # what a single path loses for a second entity the question names that it leaves out
+# the reading's rules, each measured off in docs/chat.md ("What each rule does"): neighbouring words as one mention,
+# a path back to its entity as an answer, twins (one fact stored twice, Freebase's inverses) followed back: a step back
+MENTIONS, CYCLES, TWIN_STEPS = True, True, True
+WEIGHTS = (TAU, UNEXPLAINED, SAME_FIT, ORDER, HOP, KIND, LEXICAL, ENTITY, MENTIONS, CYCLES, TWIN_STEPS)
+PAIR_TOP = 40  # paths per entity tried in pairs, the best by the words they name
+TOKEN = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?")
+# function words and the masked entity ("it"): they name no relation (the auxiliary "have" would name every "has ...")
+STOPWORDS = frozenset("it the a an of is was what which who whom whose did in for on and to by that are were be do "
+                      "does with as have has had".split())
+# words that ask for "the same <relation>" (co-starred, directed together, also wrote, share the writer)
+SAMENESS = frozenset("same co together also share shares shared sharing".split())
+QUESTION_WORDS = frozenset("who whom whose what which when where how name list".split())
+# a node's kind: 0 a thing, 1 a person, 2 a place (the prototype text its name's vector is nearest), 3 a date (DATE)
+KIND_PROTOTYPES = ("a thing", "a person's name", "a city, country or place")
+DATE = re.compile(r"^(\d{4}|\d{4}-\d\d(-\d\d)?(t[\d:]+z?)?|\d{1,2} [a-z]+ \d{4}|[a-z]+ \d{1,2},? \d{4})$")
+# the kind a question asks for, by its first question word
+ASKED = ((re.compile(r"\b(who|whom|whose)\b"), 1), (re.compile(r"\bwhere\b"), 2),
+         (re.compile(r"\bwhen\b|\b(what|which) (year|years|date|dates)\b"), 3))
+RELATION_FILLERS = frozenset("has have had is in of by the a an to for on at with".split())
+_STEMMER = snowballstemmer.stemmer("english")
+
+
+@functools.lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    return _STEMMER.stemWord(word)
+
+
+def tokens(text: str) -> list[str]:
+    """Lower-case words, a possessive's "'s" cut off ("it's director's" -> "it", "director").
+
+    >>> tokens("Who is X's father's wife?")
+    ['who', 'is', 'x', 'father', 'wife']
+    """
+    return [re.sub(r"['’]s?$", "", t) for t in TOKEN.findall(text.lower())]
+
+
+def asked_kind(question: str) -> int | None:
+    """The kind of node the question's first question word asks for (1 a person: who; 2 a place: where; 3 a date:
+    when, what year), None for any other.
+
+    >>> asked_kind("Who directed it?"), asked_kind("in what year was it released"), asked_kind("what is it")
+    (1, 3, None)
+    """
+    q = question.lower()
+    hits = [(m.start(), kind) for rx, kind in ASKED if (m := rx.search(q))]
+    return min(hits)[1] if hits else None
+
+
+def answer_kinds(entities: list[str], node_emb: np.ndarray, prototypes: np.ndarray) -> np.ndarray:
+    """Each node's kind (:data:`KIND_PROTOTYPES`; 3 for a name that is a date or a year; an identifier is a thing),
+    from the graph alone. Of the gold answers of 200 WebQSP validation questions, those of "who" questions were read as
+    people 55 times in 68, of "where" questions as places 43 in 51, of "when" questions as dates 5 in 9.
+
+    Args:
+        entities: the node names ``(N,)``; node_emb: their L2-normalized vectors ``(N, dim)``; prototypes: the
+            vectors of :data:`KIND_PROTOTYPES` ``(3, dim)``.
+    Returns:
+        ``(N,)`` int64.
+    """
+    kinds = np.argmax(node_emb @ prototypes.T, axis=1).astype(np.int64) if len(entities) else np.zeros(0, np.int64)
+    for i, name in enumerate(entities):
+        if DATE.match(str(name).strip().lower()):
+            kinds[i] = 3
+        elif is_identifier(name):
+            kinds[i] = 0
+    return kinds
+
+
+def shares_stem(word: str, phrase: str, min_stem: int = 3) -> bool:
+    """Whether ``word`` and a word of the relation phrase ``phrase`` share a stem (Snowball English): one stem, at
+    least ``min_stem`` letters long, begins the other (acted / actors, director / directed by).
+
+    >>> shares_stem("acted", "starred actors"), shares_stem("director", "directed by")
+    (True, True)
+    >>> shares_stem("types", "has genre")
+    False
+    """
+    a = stem(word)
+    for x in phrase.split():
+        if x in RELATION_FILLERS:
+            continue
+        short, long_ = sorted((a, stem(x)), key=len)
+        if len(short) >= min_stem and long_.startswith(short):
+            return True
+    return False
+
+
+def word_relation_fit(cosines: np.ndarray, words: list[str], phrases: list[str], lexical: float = LEXICAL,
+                      groups: np.ndarray | None = None) -> np.ndarray:
+    """How well each question word picks each relation out among the graph's relations: its similarity to the relation
+    (the cosine, or ``lexical`` where the two share a stem and the cosine is lower) less its best similarity to any
+    other relation of the graph, where a relation's ``groups`` mates (its twins) do not count as others.
+
+    Args:
+        cosines: ``(P, W)`` each distinct relation phrase's cosine to each question word.
+        words, phrases: the ``W`` question words and the ``P`` relation phrases.
+        groups: ``(P,)`` a group id per phrase (None: each its own).
+    Returns:
+        ``(P, W)`` fits; with a single relation (or group) its similarities unchanged.
+
+    >>> word_relation_fit(np.array([[0.6, 0.5], [0.3, 0.5]]), ["x", "y"], ["a", "b"], 0.0).round(2).tolist()
+    [[0.3, 0.0], [-0.3, 0.0]]
+    """
+    sims = np.array(cosines, dtype=np.float64)
+    if lexical:
+        for i, phrase in enumerate(phrases):
+            for j, w in enumerate(words):
+                if sims[i, j] < lexical and shares_stem(w, phrase):
+                    sims[i, j] = lexical
+    ids, member = np.unique(np.arange(len(sims)) if groups is None else np.asarray(groups), return_inverse=True)
+    if len(ids) < 2:
+        return sims
+    group_best = np.full((len(ids), sims.shape[1]), -np.inf)
+    np.maximum.at(group_best, member, sims)  # (G, W) each group's best row
+    top = np.sort(group_best, axis=0)
+    return sims - np.where(group_best[member] >= top[-1], top[-2], top[-1])
+
+
+@dataclass
+class Words:
+    """What the ranker reads from a masked question (:func:`read_words`).
+
+    Attributes:
+        words: its mentions ``W`` (content words, neighbours joined); ``fit``: relation phrase -> ``(W,)`` fits;
+            ``relevance`` ``(W,)``: each mention's best fit (at least 0), what leaving it unnamed costs; ``best``: its
+            best phrase; ``repeated`` ``(W,)``: a stem of it is written again in another mention;
+        position: ``(W,)`` where each mention lies between the entity (0) and the question word (1), None without an
+            entity; ``sameness``: the words of sameness; ``runs``: each mention's token positions.
+    """
+
+    words: list[str]
+    fit: dict[str, np.ndarray]
+    relevance: np.ndarray
+    best: list[str]
+    repeated: np.ndarray
+    position: np.ndarray | None = None
+    sameness: int = 0
+    runs: list[list[int]] = field(default_factory=list)  # each mention's token positions in tokens(masked)
+    _units: dict = field(default_factory=dict, repr=False)
+
+    def unit_fit(self, unit: tuple[str, tuple[str, ...]]) -> np.ndarray:
+        """``(W + sameness,)`` how each word fits the unit (a back unit: words of sameness, and a word written twice
+        by its relation's fit), -1 where it cannot take it; computed once per question."""
+        if unit not in self._units:
+            kind, phrases = unit
+            row = np.full(len(self.words) + self.sameness, -1.0)
+            if self.words:
+                f = np.max(np.stack([self.fit[p] for p in phrases]), axis=0)
+                row[:len(self.words)] = f if kind != "back" else np.where(self.repeated, f, -1.0)
+            if kind == "back":
+                row[len(self.words):] = SAME_FIT
+            self._units[unit] = row
+        return self._units[unit]
+
+
+class WordVectors:
+    """Word and phrase vectors from a sentence encoder, each text encoded once (kept for the chat's life)."""
+
+    def __init__(self, encode):
+        """``encode(texts) -> (len(texts), dim)`` L2-normalized vectors."""
+        self.encode, self.cache = encode, {}
+
+    def __call__(self, texts) -> np.ndarray:
+        new = [t for t in dict.fromkeys(texts) if t not in self.cache]
+        if new:
+            self.cache.update(zip(new, np.asarray(self.encode(new), np.float32)))
+        return np.stack([self.cache[t] for t in texts]) if len(texts) else np.zeros((0, 1), np.float32)
+
+
+def read_words(vectors: WordVectors, masked: str, phrases: list[str], twins: dict[str, int] | None = None) -> Words:
+    """:class:`Words` of the question ``masked`` (its entities written "it") against the relation ``phrases`` of the
+    graph (``twins``: phrase -> twin group). Content words written next to each other are one mention, fitting a
+    relation as its best word does ("the starred actors of it" names ``starred_actors`` once, not twice); a
+    possessive ends a mention ("its spouse's nationality": two)."""
+    toks = tokens(masked)
+    possessive = [t != raw for t, raw in zip(toks, TOKEN.findall(masked.lower()))]  # "spouse's nationality": two
+    content = [i for i, t in enumerate(toks) if t and t not in STOPWORDS and t not in SAMENESS]
+    runs: list[list[int]] = []
+    for i in content:
+        if MENTIONS and runs and runs[-1][-1] == i - 1 and not possessive[i - 1]:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    words = [toks[i] for i in content]
+    cos = vectors(phrases) @ vectors(words).T if words and phrases else np.zeros((len(phrases), len(words)))
+    groups = None if twins is None else np.array([twins.get(x, -1 - i) for i, x in enumerate(phrases)])
+    per_word = word_relation_fit(cos, words, phrases, LEXICAL, groups) if phrases else cos  # (P, words)
+    at = {i: k for k, i in enumerate(content)}
+    fit = np.stack([per_word[:, [at[i] for i in run]].max(axis=1) for run in runs], 1) if runs else \
+        np.zeros((len(phrases), 0))  # (P, mentions)
+    relevance = np.maximum(fit.max(axis=0, initial=0.0), 0.0) if runs else np.zeros(0)
+    best = [phrases[int(i)] for i in fit.argmax(axis=0)] if runs and phrases else [""] * len(runs)
+    stems = [{stem(toks[i]) for i in run} for run in runs]
+    repeated = np.array([any(s & t for j, t in enumerate(stems) if j != k) for k, s in enumerate(stems)], bool)
+    position = None
+    entity = [i for i, t in enumerate(toks) if t == "it"]
+    if entity and runs:
+        asks = [i for i, t in enumerate(toks) if t in QUESTION_WORDS]
+        d_e = np.array([min(abs(i - j) for j in entity for i in run) for run in runs], float)
+        d_q = np.array([min(abs(i - j) for j in asks for i in run) for run in runs], float) if asks else None
+        position = d_e / (d_e + d_q) if d_q is not None else d_e
+    return Words([" ".join(toks[i] for i in run) for run in runs], dict(zip(phrases, fit)), relevance, best, repeated,
+                 position, sum(t in SAMENESS for t in toks), runs)
+
+
+@dataclass
+class RankedPath:
+    """One relation path from the start nodes: its hops, its units (``(kind, phrases)``, kind ``rel``, ``fact`` or
+    ``back``), the answers it reaches (node rows), whether it came back to the start, and its score."""
+
+    start: tuple[int, ...]
+    hops: tuple[Hop, ...]
+    units: list[tuple[str, tuple[str, ...]]]
+    reached: np.ndarray
+    returns: bool = False
+    score: float = float("nan")
+    solo: float = float("nan")  # the score without the words it leaves unnamed: how it may serve in a pair
+
+    @property
+    def text(self) -> str:
+        return " / ".join(("same " if k == "back" else "") + " ".join(p) for k, p in self.units)
+
+
+def relation_phrases(kg: KnowledgeGraph) -> list[str]:
+    """Each relation's :func:`~gr_core.chat.generate.relation_phrase`, computed once per graph."""
+    if "_phrases" not in kg.__dict__:
+        kg.__dict__["_phrases"] = [relation_phrase(r) for r in kg.relations]
+    return kg.__dict__["_phrases"]
+
+
+def path_units(hops, mediator: list[bool], phrases: list[str], groups: np.ndarray) -> list[tuple[str, tuple]]:
+    """The units of ``hops`` (module docstring): ``mediator[i]`` says hop ``i`` ends on identifier-named nodes only;
+    ``phrases`` ``(R,)`` each relation's words, ``groups`` ``(R,)`` its twin group."""
+    out, i = [], 0
+    while i < len(hops):
+        hop, nxt = hops[i], hops[i + 1] if i + 1 < len(hops) else None
+        back = nxt is not None and groups[nxt.relation] == groups[hop.relation] and (
+            nxt.relation != hop.relation or nxt.inverse != hop.inverse)
+        if mediator[i] and nxt is not None and not back:
+            out.append(("fact", (phrases[hop.relation], phrases[nxt.relation])))
+        else:
+            out.append(("rel", (phrases[hop.relation],)))
+            if back:
+                out.append(("back", (phrases[hop.relation],)))
+        i += 2 if back or (mediator[i] and nxt is not None) else 1
+    return out
+
+
+def enumerate_paths(kg: KnowledgeGraph, start, max_hops: int = 3, max_frontier: int = 2000, max_paths: int = 3000,
+                    unnamed: bool = False) -> list[RankedPath]:
+    """Every relation path of 1..``max_hops`` hops from the node rows ``start`` that reaches a named node other than
+    the start (``unnamed``: identifier-named nodes too), or, through two or more hops, the start itself (a cycle).
+    Sets larger than ``max_frontier`` are not followed further; a path ending with one relation there, back and there
+    again reaches nothing new and is skipped; at most ``max_paths`` paths."""
+    start = np.unique(np.asarray(start, np.int64))
+    groups, phrases = kg.twin_relations() if TWIN_STEPS else np.arange(len(kg.relations)), relation_phrases(kg)
+    at_start = np.zeros(kg.num_entities, bool)
+    at_start[start] = True
+    inside = np.zeros(kg.num_entities, bool)
+    out: list[RankedPath] = []
+    level = [((), (), start)]
+    for _ in range(max_hops):
+        nxt = []
+        for prefix, mediators, nodes in level:
+            _, edges = kg._gather(nodes)
+            inside[nodes] = True
+            for inverse, (src, dst) in ((False, (kg.heads, kg.tails)), (True, (kg.tails, kg.heads))):
+                mine = np.unique(edges[inside[src[edges]]])
+                rels = kg.rels[mine]
+                order = np.argsort(rels, kind="stable")
+                rels, ends = rels[order], dst[mine[order]]
+                cuts = np.flatnonzero(np.diff(rels)) + 1
+                for rel, reached in zip(rels[np.r_[0, cuts]] if len(rels) else [], np.split(ends, cuts)):
+                    hops = prefix + (Hop(int(rel), inverse),)
+                    if len(hops) >= 3 and hops[-1] == hops[-3] and hops[-2].relation == hops[-1].relation:
+                        continue
+                    reached = np.unique(reached)
+                    is_named = kg.named[reached]
+                    named = reached if unnamed else reached[is_named]
+                    meds = mediators + (not is_named.any(),)
+                    if len(named) and (unnamed or not meds[-1]):
+                        units = path_units(hops, list(meds), phrases, groups)
+                        back = at_start[named]
+                        answers = named[~back]
+                        if CYCLES and not len(answers) and back.any() and len(hops) >= 2:
+                            answers = named[back]  # a cycle (ended by a step back: only where a word asks, score_path)
+                        if len(answers):
+                            out.append(RankedPath(tuple(start.tolist()), hops, units, answers, bool(back.any())))
+                    if len(reached) <= max_frontier:
+                        nxt.append((hops, meds, reached))
+                    if len(out) >= max_paths:
+                        return out
+            inside[nodes] = False
+        level = nxt
+    return out
+
+
+def score_units(words: Words, units: list, paths: int = 1) -> tuple[float, np.ndarray, np.ndarray]:
+    """The score of ``units`` (one path's, or ``paths`` paths' together) without ORDER and KIND, the word each unit
+    took (-1: none; a greedy one-to-one assignment, the best unit-word pair first) and its fit ``(U,)``."""
+    W = len(words.words)
+    cols = W + words.sameness
+    M = np.full((len(units), cols), -1.0)
+    for u, unit in enumerate(units):
+        M[u] = words.unit_fit(unit)
+    word = np.full(len(units), -1)
+    taken: set[int] = set()
+    for flat in (np.argsort(-M, axis=None, kind="stable") if M.size else []):
+        u, w = divmod(int(flat), cols)
+        if M[u, w] <= 0 or len(taken) == min(M.shape):
+            break
+        if word[u] < 0 and w not in taken:
+            word[u] = w
+            taken.add(w)
+    fit = np.array([M[u, w] if w >= 0 else 0.0 for u, w in enumerate(word)])
+    mine = {p for _, phrases in units for p in phrases}
+    unnamed = sum(float(words.relevance[w]) for w in range(W) if w not in taken and words.best[w] not in mine)
+    unnamed += SAME_FIT * sum(1 for w in range(W, cols) if w not in taken)
+    return float(np.sum(fit - TAU)) - UNEXPLAINED * unnamed - HOP * max(len(units) - paths, 0), word, fit
+
+
+def score_path(words: Words, path: RankedPath, kinds: np.ndarray | None = None, asked: int | None = None) -> float:
+    """:func:`score_units` of the path, with ORDER and KIND (module docstring); a path back to its start whose back
+    unit took a word written twice also answers the start."""
+    total, word, fit = score_units(words, path.units)
+    path.solo = float(np.sum(fit - TAU)) - HOP * (len(path.units) - 1)
+    if words.position is not None:
+        far = [float(words.position[w]) for w, f in zip(word, fit) if 0 <= w < len(words.words) and f > TAU]
+        if len(far) >= 2:
+            total += ORDER if all(a < b for a, b in zip(far, far[1:])) else -ORDER
+    total += kind_term(path.reached, kinds, asked)
+    if CYCLES and path.returns and path.units[-1][0] == "back":  # back at the start by a step back
+        asked = 0 <= word[-1] < len(words.words)  # named by a word written twice ("the spouse of the spouse of X")
+        if not asked and np.isin(path.reached, path.start).all():
+            return -np.inf
+        if asked and path.start[0] not in path.reached:
+            path.reached = np.append(path.reached, path.start[0])
+    return total
+
+
+def kind_term(rows: np.ndarray, kinds: np.ndarray | None, asked: int | None) -> float:
+    """KIND times (2 * the share of ``rows`` of the asked kind - 1); 0 when the question asks no kind."""
+    return 0.0 if kinds is None or asked is None else KIND * (2 * float(np.mean(kinds[rows] == asked)) - 1)
+
+
+@dataclass
+class PathAnswer:
+    """The ranker's answer: the chosen node rows, the paths behind them (one, or two that meet), its score, and every
+    node any path reaches with the best score among its paths, best first (the candidates)."""
+
+    rows: np.ndarray
+    paths: list[RankedPath]
+    score: float
+    candidates: list[tuple[int, float]] = field(default_factory=list)
+
+
+def before_last(kg: KnowledgeGraph, path: RankedPath) -> np.ndarray:
+    """The nodes ``path`` reaches one hop before its end."""
+    nodes = np.atleast_1d(np.asarray(path.start, np.int64))
+    for hop in path.hops[:-1]:
+        nodes = follow(kg, nodes, hop)
+    return nodes
+
+
+def pairs(kg: KnowledgeGraph, first: list[RankedPath], second: list[RankedPath]):
+    """Each ``(a, b, rows)`` where a path ``a`` of the first entity and ``b`` of the second meet (module docstring):
+    ``rows`` what both reach, or ``a``'s nodes one hop before its end that ``b`` reaches, followed by ``a``'s last
+    hop. Candidates are found through the nodes ``b`` reaches (an inverted index), not by trying every pair."""
+    holders: dict[int, list[int]] = {}
+    for j, b in enumerate(second):
+        for n in b.reached.tolist():
+            holders.setdefault(n, []).append(j)
+    for a in first:
+        for j in sorted({j for n in a.reached.tolist() for j in holders.get(n, ())}):
+            yield a, second[j], np.intersect1d(a.reached, second[j].reached)
+        if len(a.hops) >= 2:
+            middle = before_last(kg, a)
+            for j in sorted({j for n in middle.tolist() for j in holders.get(n, ())}):
+                b = second[j]
+                ends = follow(kg, np.intersect1d(middle, b.reached), a.hops[-1])
+                ends = ends[~np.isin(ends, a.start + b.start)]
+                if len(ends):
+                    yield a, b, ends
+
+
+def rank_paths(kg: KnowledgeGraph, groups: list[list[int]], words: Words, max_hops: int = 3,
+               kinds: np.ndarray | None = None, asked: int | None = None) -> PathAnswer | None:
+    """The ranker's answer for the start sets ``groups`` (one per entity the question names; the first two are paired),
+    or None when no path leads anywhere. Identifier-named nodes are answers only where nothing named is in reach."""
+    def scored(unnamed: bool) -> list[list[RankedPath]]:
+        per = []
+        for g in groups:
+            paths = enumerate_paths(kg, g, max_hops, unnamed=unnamed)
+            for p in paths:
+                p.score = score_path(words, p, kinds, asked)
+            per.append(sorted((p for p in paths if np.isfinite(p.score)), key=lambda p: (-p.score, len(p.hops))))
+        return per
+
+    per = scored(False)
+    if not any(per):
+        per = scored(True)
+    flat = sorted((p for paths in per for p in paths), key=lambda p: (-p.score, len(p.hops)))
+    if not flat:
+        return None
+    best = PathAnswer(flat[0].reached, flat[:1], flat[0].score)
+    if len(per) >= 2:
+        best.score -= ENTITY  # the other entity the question names, left out
+        tops = [sorted(paths, key=lambda p: (-p.solo, len(p.hops)))[:PAIR_TOP] for paths in per[:2]]
+        for x, y in (tops, tops[::-1]):
+            for a, b, rows in pairs(kg, x, y):
+                score = score_units(words, a.units + b.units, paths=2)[0] + kind_term(rows, kinds, asked)
+                if score > best.score:
+                    best = PathAnswer(rows, [a, b], score)
+    scores: dict[int, float] = {int(n): best.score for n in best.rows.tolist()}
+    for p in flat:
+        for n in p.reached.tolist():
+            scores.setdefault(int(n), p.score)
+    best.candidates = list(scores.items())
+    return best
+
+
+def path_edges(kg: KnowledgeGraph, start, hops, targets: np.ndarray) -> np.ndarray:
+    """The edge rows of every instance of the path ``hops`` from ``start`` that ends in ``targets`` (the evidence)."""
+    sets = [np.unique(np.asarray(start, np.int64))]
+    for hop in hops[:-1]:
+        sets.append(follow(kg, sets[-1], hop))
+    keep = np.unique(np.asarray(targets, np.int64))
+    out = []
+    for hop, before in zip(reversed(hops), reversed(sets)):
+        src, dst = (kg.tails, kg.heads) if hop.inverse else (kg.heads, kg.tails)
+        _, edges = kg._gather(keep)
+        edges = np.unique(edges)
+        edges = edges[(kg.rels[edges] == hop.relation) & np.isin(dst[edges], keep) & np.isin(src[edges], before)]
+        out.append(edges)
+        keep = np.unique(src[edges])
+    return np.unique(np.concatenate(out)) if out else np.zeros(0, np.int64)

@@ -1,0 +1,104 @@
+"""Step 2, **scope**: the part of the graph a turn searches, and the reasoner's view of it.
+
+:func:`search_scope` is the one rule: a graph of at most ``ChatConfig.whole_graph_edges`` edges is searched whole (the
+paper's setting: G-Retriever's PCST runs on each question's whole graph), a larger one in the neighbourhood of the
+linked entities (``ChatConfig.scope``; GNN-RAG's way of cutting a question's subgraph out of a KB). PCST's evidence
+and GNN-RAG's reasoner both search it, and a reasoner trained on generated questions is trained on exactly the scope
+each of them gets from this function (:mod:`~gr_core.chat.graph_reasoner`), so it serves on the graphs it was trained
+on. :func:`question_graph` is the reasoner's input on a scope; :func:`read_question` how a reasoner trained on
+generated questions reads the question's words.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..gnn_rag import QuestionGraph
+from ..kg import NeighbourhoodConfig
+from .index import ChatIndex
+from .paths import SAMENESS, STOPWORDS, WordVectors, read_words, tokens
+
+# How a reasoner trained on generated questions decides that a word names a relation: its fit (paths.read_words)
+# above NAMED. The path ranker's TAU (0.05) lets "film", "movies" name a MetaQA relation at 0.06-0.09, where the words
+# that name one fit at 0.2-0.5 (MetaQA dev questions, CHANGELOG.md); fixed so that a turn reads as training did.
+NAMED = 0.15
+
+
+def search_scope(index: ChatIndex, seeds, whole_graph_edges: int, scope: NeighbourhoodConfig
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The searched part of ``index``'s graph for the node rows ``seeds``: ``(node rows, edge rows)``, everything when
+    the graph has at most ``whole_graph_edges`` edges, else the seeds' neighbourhood (seeds first)."""
+    if index.num_edges <= whole_graph_edges:
+        return np.arange(index.num_nodes), np.arange(index.num_edges)
+    return index.kg.neighbourhood(np.asarray(seeds, np.int64), scope)
+
+
+@dataclass(frozen=True)
+class QuestionReading:
+    """What a reasoner with ``relation_match`` / ``relation_words_only`` reads of a question besides its vector.
+
+    Attributes:
+        text: the question (entities written "it") kept to its function words, words of sameness and the words that
+            name a relation ("which film did it write" -> "which did it write").
+        match: ``rel_match (R,)`` in [0, 1]: per relation of the graph, its best word's fit where above :data:`NAMED`.
+        steps: ``q_steps (2,)``: whether a word asks for "the same", and how many relations are named (a third each).
+    """
+
+    text: str
+    match: np.ndarray
+    steps: np.ndarray
+
+
+def read_question(vectors: WordVectors, masked: str, phrases: list[str], twins: dict[str, int] | None
+                  ) -> QuestionReading:
+    """:class:`QuestionReading` of ``masked`` on a graph whose relations read ``phrases`` (one per relation, in the
+    graph's relation order), as the path ranker reads its words (:func:`~gr_core.chat.paths.read_words`)."""
+    distinct = list(dict.fromkeys(phrases))
+    words = read_words(vectors, masked, distinct, twins)
+    fit = np.stack([words.fit[p] for p in distinct]) if distinct else np.zeros((0, len(words.words)))  # (P, W)
+    best = dict(zip(distinct, fit.max(axis=1, initial=0.0)))
+    named = np.array([best[p] for p in phrases])
+    per_mention = fit.max(axis=0, initial=0.0)
+    naming = {i for run, f in zip(words.runs, per_mention) if f > NAMED for i in run}
+    kept = [t for i, t in enumerate(tokens(masked)) if t in STOPWORDS or t in SAMENESS or not t or i in naming]
+    return QuestionReading(" ".join(kept), np.where(named > NAMED, np.minimum(named, 1.0), 0.0).astype(np.float32),
+                           np.array([min(words.sameness, 1), min(int((named > NAMED).sum()), 3) / 3], np.float32))
+
+
+def scope_tensors(index: ChatIndex, nodes: np.ndarray, edges: np.ndarray) -> dict:
+    """``edge_index (2, E)`` over positions in ``nodes``, ``rel_table (R, dim)``, ``rel_id (E,)``."""
+    kg = index.kg
+    pos = np.full(index.num_nodes, -1, np.int64)
+    pos[nodes] = np.arange(len(nodes))
+    return {"edge_index": torch.from_numpy(np.stack([pos[kg.heads[edges]], pos[kg.tails[edges]]])).view(2, -1),
+            "rel_table": torch.from_numpy(index.rel_emb), "rel_id": torch.from_numpy(kg.rels[edges]).long()}
+
+
+def question_graph(index: ChatIndex, nodes: np.ndarray, edges: np.ndarray, seeds: np.ndarray, q: np.ndarray,
+                   q_masked: np.ndarray | None = None, answers: np.ndarray | None = None, shared: dict | None = None,
+                   reading: QuestionReading | None = None) -> QuestionGraph:
+    """The reasoner's input for one question on a scope of ``index``'s graph.
+
+    Args:
+        nodes, edges: node rows ``(N,)`` and edge rows ``(E,)`` (:func:`search_scope`).
+        seeds: positions in ``nodes`` of the question's entities; ``answers``: positions of its answers (None: none).
+        q, q_masked: the question's sentence vector ``(dim,)`` as asked and with its entities masked (None: absent).
+        shared: :func:`scope_tensors` of ``(nodes, edges)`` when already built.
+        reading: :func:`read_question` for a reasoner with ``relation_match``.
+    Returns:
+        a :class:`~gr_core.gnn_rag.QuestionGraph` over ``N`` nodes.
+    """
+    shared = shared if shared is not None else scope_tensors(index, nodes, edges)
+    seed = torch.zeros(len(nodes), dtype=torch.bool)
+    seed[torch.as_tensor(np.asarray(seeds, np.int64))] = True
+    answer = torch.zeros(len(nodes), dtype=torch.bool)
+    if answers is not None and len(answers):
+        answer[torch.as_tensor(np.asarray(answers, np.int64))] = True
+    extra = {} if q_masked is None else {"q_masked": torch.from_numpy(np.asarray(q_masked, np.float32)).view(1, -1)}
+    if reading is not None:
+        extra["rel_match"] = torch.from_numpy(reading.match)
+        extra["q_steps"] = torch.from_numpy(reading.steps).view(1, -1)
+    return QuestionGraph(seed=seed, answer=answer, q_emb=torch.from_numpy(np.asarray(q, np.float32)).view(1, -1),
+                         num_nodes=len(nodes), **shared, **extra)

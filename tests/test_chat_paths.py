@@ -1,0 +1,145 @@
+"""The answer without training: relation paths the question's words name (gr_core.chat.paths), on hand-built graphs."""
+import numpy as np
+import pytest
+
+from gr_core.chat import GraphChat
+from gr_core.chat import paths as P
+from gr_core.chat.generate import Hop, follow, reach, relation_phrase
+from gr_core.kg import KnowledgeGraph
+
+FAMILY = [("Ann Lee", "spouse", "Bob Lee"), ("Bob Lee", "spouse", "Ann Lee"), ("Ann Lee", "nationality", "Canada"),
+          ("Bob Lee", "nationality", "France"), ("Ann Lee", "father", "Carl Lee"), ("Ann Lee", "mother", "Dora Lee"),
+          ("Carl Lee", "mother", "Eva Lee"), ("Dora Lee", "father", "Fred Moss"), ("Carl Lee", "born_in", "Paris"),
+          ("Dora Lee", "born_in", "Rome"), ("Night Train", "starred_actors", "Carl Lee"),
+          ("Long Road", "starred_actors", "Dora Lee"), ("Night Train", "directed_by", "Gus Hale"),
+          ("Long Road", "directed_by", "Gus Hale"), ("Cold Sea", "starred_actors", "Dora Lee"),
+          ("Cold Sea", "directed_by", "Ivy Stone")]
+
+
+def kg_of(triples) -> KnowledgeGraph:
+    ents = list(dict.fromkeys(x for h, _, t in triples for x in (h, t)))
+    rels = sorted({r for _, r, _ in triples})
+    e, r = {n: i for i, n in enumerate(ents)}, {n: i for i, n in enumerate(rels)}
+    return KnowledgeGraph(ents, rels, np.array([e[h] for h, _, _ in triples]), np.array([r[x] for _, x, _ in triples]),
+                          np.array([e[t] for _, _, t in triples]))
+
+
+@pytest.fixture(scope="module")
+def family():
+    return GraphChat(FAMILY, model="zero_shot")
+
+
+def answer(chat, question):
+    chat.reset()
+    return set(chat.ask(question).answer.split(" | "))
+
+
+@pytest.mark.parametrize("name, phrase", [("directed_by", "directed by"), ("people.person.place_of_birth",
+                                          "person place of birth"), ("hasGenre", "has genre"), ("in-language",
+                                          "in language"), ("http://x.org/ontology/birthPlace", "birth place")])
+def test_relation_names_become_words(name, phrase):
+    assert relation_phrase(name) == phrase
+
+
+def test_paths_are_followed_as_sets_both_ways():
+    kg = kg_of(FAMILY)
+    rid = {r: i for i, r in enumerate(kg.relations)}
+    gus = kg.entity_id["Gus Hale"]
+    films = follow(kg, np.array([gus]), Hop(rid["directed_by"], inverse=True))
+    assert {kg.entities[n] for n in films} == {"Night Train", "Long Road"}
+    actors = reach(kg, gus, (Hop(rid["directed_by"], True), Hop(rid["starred_actors"])))
+    assert {kg.entities[n] for n in actors} == {"Carl Lee", "Dora Lee"}
+    assert reach(kg, gus, (Hop(rid["directed_by"], True), Hop(rid["starred_actors"])), max_frontier=1) is None
+
+
+def test_possessives_are_read_as_the_name_and_the_words_after_it():
+    assert P.tokens("Who is X's father's wife?") == ["who", "is", "x", "father", "wife"]
+    assert P.asked_kind("Who directed it?") == 1 and P.asked_kind("in what year was it released") == 3
+    assert P.asked_kind("what is it") is None
+
+
+def test_a_path_is_read_in_units_a_mediator_and_a_step_back_each_one(family):
+    kg = family.index.kg
+    rid = {r: i for i, r in enumerate(kg.relations)}
+    phrases, groups = P.relation_phrases(kg), kg.twin_relations()
+    back = P.path_units((Hop(rid["directed_by"], True), Hop(rid["directed_by"])), [False, False], phrases, groups)
+    assert back == [("rel", ("directed by",)), ("back", ("directed by",))]
+    fact = P.path_units((Hop(rid["starred_actors"]), Hop(rid["born_in"])), [True, False], phrases, groups)
+    assert fact == [("fact", ("starred actors", "born in"))]  # through a mediator node: one fact
+    # spouse is stored both ways (Ann -> Bob and Bob -> Ann): followed forward twice it is no step back
+    assert [k for k, _ in P.path_units((Hop(rid["spouse"]), Hop(rid["spouse"])), [False, False], phrases,
+                                       groups)] == ["rel", "rel"]
+
+
+def test_the_words_of_one_mention_name_one_relation_and_a_word_left_unnamed_costs(family):
+    kg = family.index.kg
+    phrases = sorted(set(P.relation_phrases(kg)))
+    words = P.read_words(family.vectors, "which films are directed by the starred actors of it", phrases)
+    assert words.words == ["films", "directed", "starred actors"]  # "starred actors": one mention
+    assert words.position is not None and words.position[2] < words.position[1]  # nearer the entity
+    one = P.score_units(words, [("rel", ("starred actors",))])[0]
+    two = P.score_units(words, [("rel", ("starred actors",)), ("rel", ("directed by",))])[0]
+    assert two > one  # "directed" names the second step: leaving it unnamed costs more than the step
+
+
+def test_a_path_goes_on_where_a_word_names_its_next_relation(family):
+    assert answer(family, "What is the nationality of the spouse of Ann Lee?") == {"France"}  # not the spouse
+    assert answer(family, "Who is the spouse of Ann Lee?") == {"Bob Lee"}
+    assert answer(family, "What is Ann Lee's spouse's nationality?") == {"France"}
+    # possessives in order: the mother's father is not the father's mother
+    assert answer(family, "Who is Ann Lee's mother's father?") == {"Fred Moss"}
+    assert answer(family, "Who is Ann Lee's father's mother?") == {"Eva Lee"}
+    # an inverse chain through a typed middle: the films whose actor was born in Paris
+    assert answer(family, "Which films star an actor born in Paris?") == {"Night Train"}
+    assert answer(family, "Who directed the films of Ann Lee's mother?") == {"Gus Hale", "Ivy Stone"}
+
+
+def test_two_named_entities_are_answered_where_their_paths_meet(family):
+    assert answer(family, "Which film directed by Gus Hale stars Dora Lee?") == {"Long Road"}
+    assert answer(family, "Which film starring Dora Lee did Ivy Stone direct?") == {"Cold Sea"}
+    # meet, then one more hop: the director of the film where both are
+    chat = GraphChat(FAMILY + [("Long Road", "starred_actors", "Carl Lee")], model="zero_shot")
+    assert answer(chat, "Who directed the film starring Dora Lee and Carl Lee?") == {"Gus Hale"}
+
+
+def test_a_path_back_to_the_entity_answers_the_entity(family):
+    # spouse stored both ways: the spouse of Ann's spouse is Ann
+    assert answer(family, "Who is the spouse of the spouse of Ann Lee?") == {"Ann Lee"}
+    one_way = GraphChat([(h, r, t) for h, r, t in FAMILY if (h, r) != ("Bob Lee", "spouse")], model="zero_shot")
+    # stored one way, the second "spouse" names the step back: a word written twice
+    assert answer(one_way, "Who is the spouse of the spouse of Ann Lee?") == {"Ann Lee"}
+    # a step back not asked for is no answer: "the director that directed" names one relation once
+    assert answer(family, "Who is the director that directed Night Train?") == {"Gus Hale"}
+
+
+def test_the_asked_kind_prefers_answers_of_that_kind(family):
+    kinds = family.kinds
+    kg = family.index.kg
+    assert kinds[kg.entity_id["Paris"]] == 2 and kinds[kg.entity_id["Ann Lee"]] == 1
+    assert answer(family, "Where was Carl Lee born?") == {"Paris"}
+
+
+def test_a_node_named_by_an_identifier_is_passed_through_never_answered():
+    mediated = [("Ann Lee", "person.employment", "m.0abc"), ("m.0abc", "employment.company", "Acme Corp"),
+                ("Ann Lee", "person.nationality", "Canada")]
+    chat = GraphChat(mediated, model="zero_shot")
+    turn = chat.ask("Which company employed Ann Lee?")
+    assert turn.answer == "Acme Corp" and "person employment employment company" in turn.paths[0]
+    lone = GraphChat([("Ann Lee", "person.employment", "m.0abc")], model="zero_shot")
+    assert lone.ask("What employment does Ann Lee have?").answer == "m.0abc"  # only an identifier within reach
+
+
+def test_enumerating_paths_stays_bounded_on_a_hub():
+    hub = [(f"film {i}", "has_genre", "Drama") for i in range(400)] + [(f"film {i}", "starred_actors", f"actor {i}")
+                                                                        for i in range(400)]
+    kg = kg_of(hub)
+    paths = P.enumerate_paths(kg, [kg.entity_id["Drama"]], max_hops=3, max_frontier=100, max_paths=50)
+    assert 0 < len(paths) <= 50 and all(len(p.hops) == 1 for p in paths)  # 400 films: not followed further
+
+
+def test_a_word_fits_the_relation_it_picks_out_among_the_graphs_relations():
+    fit = P.word_relation_fit(np.array([[0.6, 0.5], [0.3, 0.5]]), ["x", "y"], ["a", "b"], 0.0)
+    assert fit.round(2).tolist() == [[0.3, 0.0], [-0.3, 0.0]]
+    twins = P.word_relation_fit(np.array([[0.6], [0.55], [0.2]]), ["x"], ["a", "a2", "b"], 0.0, np.array([0, 0, 1]))
+    assert twins.round(2).tolist() == [[0.4], [0.35], [-0.4]]  # a and its twin a2 are not each other's rivals
+    assert P.shares_stem("acted", "starred actors") and not P.shares_stem("types", "has genre")
