@@ -14,10 +14,12 @@ from gr_core.g_retriever.train import TrainConfig
 from gr_core.gnn_rag.evidence import (RETRIEVERS, Evidence, GNNRAGConfig, answer_hops, collect_evidence, fact_lines,
                                       format_relation_path, gnn_prizes, ground_relation_paths, parse_relation_path,
                                       relation_sequences)
-from gr_core.gnn_rag.generation import answer_examples, fit_lines, rag_example, train_lora_llm
+from gr_core.evaluate import kgqa_scores, normalize
+from gr_core.gnn_rag.generation import (answer_examples, answer_kind, fit_lines, ground_reply, named_node, rag_example,
+                                        train_lora_llm, training_examples)
 from gr_core.prompts import GNN_RAG_INSTRUCTION, gnn_rag_parts, gnn_rag_prompt
-from gr_core.studies.gnn_rag_llm import (answer_with_evidence, hop_table, metrics_record, one_question, retriever_table,
-                                         training_table)
+from gr_core.studies.gnn_rag_llm import (against_gnn, answer_with_evidence, failure_table, hop_table, metrics_record,
+                                         one_question, retriever_table, training_table, with_grounded)
 
 
 def _graph(edges, names=None, q_entities=("jamaica",), extra_nodes=()):
@@ -71,7 +73,7 @@ def test_evidence_union_keeps_the_first_retrievers_order_and_counts():
     u = a.union(b)
     assert u.lines == ["x -> r -> y", "x -> s -> z", "y <- t <- w"]
     assert (u.missing_seed, u.no_path, u.empty_candidates, u.ungrounded) == (1, 2, True, False)
-    assert u.entities() == {"x", "y", "z", "w"}
+    assert u.names() == ["x", "y", "z", "w"]
 
 
 def test_fact_lines_and_answer_hops():
@@ -250,6 +252,11 @@ def test_every_retriever_answers_and_bad_input_is_counted_not_raised(generator):
     assert by[("gnn", 3)].empty_candidates and by[("gnn_pcst", 3)].empty_candidates
     assert np.isnan(by[("gnn", 3)].hops)  # cuba is not in the graph: unreachable
     assert (rows.input_tokens > 0).all() and rows.prediction.map(lambda p: isinstance(p, str)).all()
+    # what the grounded rule and the failure table read: the GNN's top candidate and the kind of the first line
+    assert by[("gnn", 0)].gnn_top == "english" and by[("gnn", 0)].gold_in_candidates and pd.isna(by[("gnn", 3)].gnn_top)
+    assert set(rows.answer_kind) <= {"gold", "another candidate", "evidence node", "outside the evidence", "no node",
+                                     "empty"}
+    assert rows.grounded_fallback.map(lambda f: isinstance(f, bool)).all()
     table = retriever_table(rows)
     gnn = table[table.retriever == "gnn"].iloc[0]
     assert gnn["questions"] == 4 and gnn["empty candidate sets"] == 1 and gnn["missing question entities"] == 1
@@ -293,3 +300,74 @@ def test_a_stopped_llm_half_resumes_after_its_last_finished_key(tiny_llm_dir, tm
     other = {"webqsp": {**results["webqsp"], "probs": [p[::-1].copy() for p in probs]}}
     llm_half.run_gnn_rag(other, tmp_path, **kw)
     assert answered == [1]  # another reasoner's probabilities: answered again
+
+
+def test_a_reply_line_names_the_longest_node_it_contains_and_the_first_line_is_classified():
+    names = {normalize(n): n for n in ("Since Otar Left", "Otar", "New York City", "York")}
+    assert named_node("since otar left.", names) == "Since Otar Left"
+    assert named_node("It is New York City, I think", names) == "New York City"  # the longest, not "York"
+    assert named_node("Yorkshire", names) is None and named_node("  ", names) is None  # whole words only
+    gold, cands, shown, graph = ["Whip It"], ["Whip It", "Lucky You"], ["Drew Barrymore", "Whip It", "Lucky You"], \
+        ["Drew Barrymore", "Whip It", "Lucky You", "Firestarter"]
+    kinds = {reply: answer_kind(reply, gold, cands, shown, graph) for reply in
+             ("whip it\nlucky you", "Lucky You\nWhip It", "Drew Barrymore", "Firestarter", "Bruce\nBruce", "\n\n")}
+    assert kinds == {"whip it\nlucky you": "gold", "Lucky You\nWhip It": "another candidate",
+                     "Drew Barrymore": "evidence node", "Firestarter": "outside the evidence",
+                     "Bruce\nBruce": "no node", "\n\n": "empty"}
+
+
+def test_a_grounded_reply_keeps_the_evidence_nodes_it_names_or_falls_back_to_the_gnn_top_candidate():
+    shown = ["Whip It", "Lucky You"]
+    assert ground_reply("Lucky You!\nBruce\nlucky you\nWhip It", shown, "Whip It") == ("Lucky You\nWhip It", False)
+    assert ground_reply("Bruce\nBruce", shown, "Whip It") == ("Whip It", True)
+    assert ground_reply("", shown, None) == ("", True)  # no candidate either: an empty answer, flagged
+
+
+def test_grounded_rows_failures_and_the_paired_table_against_the_gnn_alone():
+    rows = pd.DataFrame({
+        "dataset": ["webqsp"] * 4, "retriever": ["gnn"] * 4, "index": [0, 1, 2, 3],
+        "prediction": ["Lucky You\nWhip It", "Bruce", "Whip It", ""], "grounded": ["Lucky You\nWhip It", "Whip It",
+                                                                                 "Whip It", "Whip It"],
+        "grounded_fallback": [False, True, False, True], "answers": [["Whip It"]] * 4,
+        "gold_in_candidates": [True, True, True, False],
+        "answer_kind": ["another candidate", "no node", "gold", "empty"],
+        "gnn_h1": [1.0, 1.0, 1.0, 0.0], "gnn_f1": [0.5, 0.5, 0.5, 0.0]})
+    rows = pd.concat([rows, pd.DataFrame([kgqa_scores(p, a) for p, a in zip(rows.prediction, rows.answers)])], axis=1)
+    both = with_grounded(rows)
+    grounded = both[both.retriever == "gnn grounded"].set_index("index")
+    assert len(both) == 8 and list(grounded.hit1) == [0.0, 1.0, 1.0, 1.0]  # the fallback to the GNN's top answers
+    assert (both[both.retriever == "gnn"].prediction == rows.prediction).all()  # the free-text rows are kept as is
+    fail = failure_table(both).set_index("retriever").loc["gnn"]
+    assert fail["gold among candidates"] == 3 and fail["first line not gold"] == 2
+    assert fail["another candidate"] == 50.0 and fail["no node"] == 50.0 and fail["gold later"] == 50.0
+    assert fail["GNN right"] == 100.0
+    versus = against_gnn(both).set_index("retriever")
+    assert versus.loc["gnn", "Hit@1"] == 25.0 and versus.loc["gnn", "GNN H@1"] == 75.0
+    assert versus.loc["gnn", "GNN only right"] == 2 and versus.loc["gnn grounded", "Hit@1"] == 75.0
+
+
+def test_the_generator_can_train_on_a_held_out_reasoners_paths_instead_of_gold_paths(tiny_llm_dir):
+    from gr_core.gnn_rag import ReasonerConfig, ReasonerTrainConfig
+    from gr_core.llm import load_tokenizer
+    from gr_core.studies.gnn_rag import crossfit_evidence, generator_evidence
+
+    ds = FakeKGQA()
+    ds.text_emb = np.zeros((1, 8), np.float32)  # the reasoner reads its width
+    cfg, tcfg = ReasonerConfig(entity_dim=8), ReasonerTrainConfig(num_epochs=1, seed=0)
+    evidence = crossfit_evidence(ds, [0, 2], [3], cfg, tcfg)
+    assert set(evidence) == {0, 2, 3} and all(isinstance(v, list) for v in evidence.values())
+    assert evidence[3] == []  # every node a question entity: no candidate, no line
+    tok = load_tokenizer(LLMConfig(model=tiny_llm_dir))
+    gold_ex, gold_rel, gold_counts = training_examples([ds], None, "train", tok)  # question 2 has no gold path
+    assert len(gold_ex) == 1 and gold_counts == {"questions": 2, "without_gold_path": 1}
+    seen = ["jamaica -> location.country.capital -> kingston",
+            "jamaica -> location.country.languages_spoken -> english"]
+    ex, rel, counts = training_examples([ds], None, "train", tok, evidence=[{0: seen}])
+    assert [e.desc for e in ex] == [gnn_rag_parts(seen, "q")[0]] != [e.desc for e in gold_ex]
+    assert [e.label for e in ex] == ["english"] and rel == gold_rel  # relation paths still come from gold paths
+    assert counts == gold_counts | {"gold_not_in_evidence": 0}
+    ex, _, counts = training_examples([ds], None, "train", tok, evidence=[{0: seen[:1]}])
+    assert ex == [] and counts["gold_not_in_evidence"] == 1  # a label the evidence cannot support: left out
+    assert generator_evidence("gold", {}, 96, 24, cfg, tcfg) is None
+    with pytest.raises(ValueError, match="llm_train_evidence"):
+        generator_evidence("silver", {}, 96, 24, cfg, tcfg)

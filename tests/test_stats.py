@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from gr_core.stats import (compare, compare_seeds, mcnemar_cmh, mcnemar_exact, mcnemar_n_for_power, paired_bootstrap,
-                           seed_bootstrap, two_proportion_n_for_power, verdict, wilson_interval)
+                           seed_bootstrap, signed_rank, two_proportion_n_for_power, verdict, wilson_interval)
 
 
 def test_wilson_matches_hand_computed_intervals():
@@ -192,3 +192,11 @@ def test_power_sample_sizes_match_hand_computation():
     assert two_proportion_n_for_power(0.5, 0.5) is None
     # the paper's G-Retriever vs GraphToken on ExplaGraphs (0.8516 vs 0.8508) needs far more than 554 questions
     assert mcnemar_n_for_power(0.8516 - 0.8508, 0.2) > 100_000
+
+
+def test_signed_rank_is_exact_on_a_handful_of_questions_where_a_bootstrap_is_certain():
+    one = signed_rank([0.0], [0.5])
+    assert one["p"] == 1.0 and paired_bootstrap([0.0], [0.5])["p"] < 0.01  # one question decides nothing
+    assert signed_rank([0.2, 0.4], [0.2, 0.4])["p"] == 1.0
+    worse = signed_rank([0.0] * 25 + [1.0] * 50, [0.5] * 25 + [1.0] * 50)
+    assert worse["p"] < 1e-5 and worse["diff"] == pytest.approx(-1 / 6) and worse["test"] == "Wilcoxon signed-rank"

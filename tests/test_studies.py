@@ -11,9 +11,9 @@ from gr_core.g_retriever.experiments import RunSettings
 from gr_core.g_retriever.graph_encoder import GNNConfig
 from gr_core.g_retriever.model import GraphLLM, ModelConfig, method_config
 from gr_core.g_retriever.train import RunConfig, make_run_config
-from gr_core.report.claims import claims, load_tables, to_markdown
+from gr_core.report.claims import claims, to_markdown
 from gr_core.report.markdown import markdown_table
-from gr_core.report.results import k_sweep_table, table6, table7
+from gr_core.report.results import k_sweep_table, load_tables, table6, table7
 from gr_core.runs import write_records
 from gr_core.report.summary import headline, results_markdown
 from gr_core.runs import config_hash
@@ -97,7 +97,6 @@ def test_k_sweep_chooses_on_validation_loss(tmp_path):
 
 
 def test_an_empty_k_grid_gives_empty_tables_that_keep_their_columns(tmp_path):
-    from gr_core.report.claims import load_tables
     from gr_core.studies.retrieval_eval import k_sweep
 
     t10, t11 = k_sweep_table(tmp_path, []), k_sweep(None, [], ks=[])
@@ -258,6 +257,38 @@ def test_retrieval_shortens_epochs_is_decided_by_the_steps_timed_alone(tmp_path)
     assert epoch_claim().verdict == "not reproduced"
     bench("quick", {"webqsp": (128.0, 64.0, 66.8), "clevr": (160.0, 120.0, 29.5)})  # another preset's configurations
     assert epoch_claim().source == "06_efficiency/table4.csv" and epoch_claim().verdict == "partly"
+
+
+def test_the_llm_half_is_judged_against_its_gnn_alone_on_the_same_questions(tmp_path):
+    from gr_core.report.claims import GROUNDED
+    from gr_core.studies.gnn_rag_llm import GROUNDED as STUDY_GROUNDED
+
+    assert GROUNDED == STUDY_GROUNDED  # report/ imports no study: the two names must agree
+    n = 100
+    gnn_h1 = [1.0] * 70 + [0.0] * 30
+    free = [1.0] * 45 + [0.0] * 55  # 25 questions only the GNN gets: significantly worse
+    grounded = [1.0] * 70 + [0.0] * 30  # the same as the GNN: not significant
+    preds = [{"dataset": "webqsp", "retriever": r, "index": i, "hit": h, "hit1": h, "f1": h, "gnn_h1": g,
+              "gnn_f1": g} for r, hits in (("none", [0.0] * n), ("gnn", free), ("gnn" + GROUNDED, grounded))
+             for i, (h, g) in enumerate(zip(hits, gnn_h1))]
+    (tmp_path / "04_gnn_rag").mkdir()
+    write_records(pd.DataFrame(preds), tmp_path / "04_gnn_rag" / "predictions.jsonl.gz")
+    c = claims({}, tmp_path)
+    row = {r.claim: r for r in c.itertuples() if "GNN alone" in r.claim}
+    hit1 = row["GNN-RAG beats its GNN alone (Hit@1; Table 2)"]
+    assert (hit1.verdict, hit1.score_a, hit1.score_b, hit1.n, hit1.system_b) == ("contradicted", 45.0, 70.0, n,
+                                                                                 "gnn alone")
+    assert hit1.decides == "yes" and hit1.paper_diff == pytest.approx(80.6 - 76.4)
+    same = row["GNN-RAG (grounded replies, beyond the paper) beats its GNN alone (Hit@1; Table 2)"]
+    assert same.verdict == "not significant" and same.p == 1.0
+    assert row["GNN-RAG beats its GNN alone (F1; Table 2)"].test == "Wilcoxon signed-rank"
+    assert not any("GNN-RAG+RA" in k for k in row)  # a retriever the preset did not run has no row
+    # predictions written before the GNN's per-question scores were kept: named, never guessed
+    write_records(pd.DataFrame([{k: v for k, v in p.items() if not k.startswith("gnn_")} for p in preds]),
+                  tmp_path / "04_gnn_rag" / "predictions.jsonl.gz")
+    old = claims({}, tmp_path)
+    old = old[old.claim.str.contains("GNN alone")]
+    assert len(old) and (old.verdict == "not testable here").all() and old.evidence.str.contains("rerun").all()
 
 
 def test_the_k_claim_names_the_k_sweeps_dataset_not_the_ablations(tmp_path):

@@ -74,9 +74,9 @@ class Evidence:
     empty_candidates: bool = False  # the GNN kept no candidate (every node a question entity, or an empty graph)
     ungrounded: bool = False  # RoG: no generated relation path could be followed from a question entity
 
-    def entities(self) -> set[str]:
-        """Lowercased entity names mentioned by the lines."""
-        return {n.lower() for line in self.lines for n in _path_names(line)}
+    def names(self) -> list[str]:
+        """The entity names the lines mention, each once, in order of first mention."""
+        return list(dict.fromkeys(n for line in self.lines for n in _path_names(line)))
 
     def union(self, other: "Evidence") -> "Evidence":
         """``self``'s lines first, then ``other``'s not already present (GNN-RAG+RA's order)."""

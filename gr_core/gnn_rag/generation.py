@@ -10,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..config import LLMConfig
+from ..evaluate import answer_matches, normalize
 from ..g_retriever.model import Example, GraphLLM, LoRAConfig, ModelConfig
 from ..g_retriever.train import TrainConfig, fit, predict
 from ..prompts import ROG_PLANNING_PROMPT, gnn_rag_parts
@@ -52,15 +53,22 @@ def gold_path_lines(ds, i: int, cfg: GNNRAGConfig = GNNRAGConfig()) -> list[str]
 
 
 def training_examples(datasets: list, max_questions: int | None, split: str, tokenizer,
-                      cfg: GNNRAGConfig = GNNRAGConfig()) -> tuple[list[Example], list[Example], dict]:
+                      cfg: GNNRAGConfig = GNNRAGConfig(), evidence: list[dict] | None = None
+                      ) -> tuple[list[Example], list[Example], dict]:
     """Answer-generator and relation-generator examples from the gold paths of ``split``.
+
+    ``evidence`` (beyond the paper; one dict per dataset, question index -> evidence lines): the answer generator
+    reads these lines instead of the gold paths, e.g. the paths to a held-out reasoner's candidates
+    (:func:`gr_core.studies.gnn_rag.crossfit_evidence`), so it trains on evidence like the evidence it answers from;
+    the relation-path examples still come from the gold paths.
 
     Returns:
         ``(answer examples, relation-path examples, counts)``; questions without any gold path are left out of
-        both (GNN-RAG and RoG train only on questions whose answer is reachable) and counted.
+        both (GNN-RAG and RoG train only on questions whose answer is reachable) and counted, and with
+        ``evidence`` so are the answer examples whose kept lines name no gold answer.
     """
-    answer_ex, rel_ex, skipped, total = [], [], 0, 0
-    for ds in datasets:
+    answer_ex, rel_ex, skipped, unseen, total = [], [], 0, 0, 0
+    for d, ds in enumerate(datasets):
         for i in progress(list(ds.split.get(split, []))[:max_questions or None], desc=f"{ds.name} {split} gold paths"):
             rec = ds.records[i]
             total += 1
@@ -68,11 +76,15 @@ def training_examples(datasets: list, max_questions: int | None, split: str, tok
             if not lines:
                 skipped += 1
                 continue
-            kept, _ = fit_lines(lines, cfg.evidence_tokens, tokenizer)
-            answer_ex.append(rag_example(str(rec.graph_id), rec.question, kept, rec.answers))
             for rels in relation_sequences(lines)[:cfg.rog_paths_per_question]:
                 rel_ex.append(rog_example(str(rec.graph_id), rec.question, format_relation_path(rels)))
-    return answer_ex, rel_ex, {"questions": total, "without_gold_path": skipped}
+            kept, _ = fit_lines(lines if evidence is None else evidence[d][i], cfg.evidence_tokens, tokenizer)
+            if evidence is not None and not any(answer_matches(" ".join(kept), a) for a in rec.answers):
+                unseen += 1  # a label the evidence cannot support would teach the generator to guess
+                continue
+            answer_ex.append(rag_example(str(rec.graph_id), rec.question, kept, rec.answers))
+    counts = {"questions": total, "without_gold_path": skipped}
+    return answer_ex, rel_ex, counts if evidence is None else counts | {"gold_not_in_evidence": unseen}
 
 
 def _digest(examples: list[Example]) -> str:
@@ -135,3 +147,44 @@ def answer_examples(model: GraphLLM, examples: list[Example], batch_size: int, a
         return predict(model, examples, batch_size, desc=desc)
 
 
+# ---------------------------------------------------------------------- grounded answers (beyond the papers)
+def named_node(line: str, names: dict[str, str]) -> str | None:
+    """The node a reply line names: the node whose normalized name equals the normalized line, else the longest
+    node name the line contains (word-bounded); None when it names none. ``names``: normalized name -> name."""
+    text = normalize(line)
+    if not text:
+        return None
+    if text in names:
+        return names[text]
+    padded = f" {text} "
+    inside = [n for n in names if n and f" {n} " in padded]
+    return names[max(inside, key=len)] if inside else None
+
+
+def answer_kind(reply: str, gold: list[str], candidates: list[str], evidence: list[str], graph_names: list[str]
+                ) -> str:
+    """What the reply's first line is (Hit@1's rule reads only it): ``gold``, ``another candidate`` (a GNN
+    candidate that is not gold), ``evidence node`` (named in the evidence, not a candidate: a question entity, a
+    node on the way), ``outside the evidence`` (a node of the question's graph the evidence does not show), ``no
+    node`` (text that names no node) or ``empty``."""
+    first = next((x for x in reply.split("\n") if x.strip()), "")
+    if not first:
+        return "empty"
+    if any(answer_matches(first, a) for a in gold):
+        return "gold"
+    for kind, names in (("another candidate", candidates), ("evidence node", evidence),
+                        ("outside the evidence", graph_names)):
+        if named_node(first, {normalize(n): n for n in names}) is not None:
+            return kind
+    return "no node"
+
+
+def ground_reply(reply: str, evidence: list[str], fallback: str | None) -> tuple[str, bool]:
+    """The reply restricted to nodes of the evidence: each line replaced by the evidence node it names
+    (:func:`named_node`), lines naming none dropped, repeats dropped; a reply naming no evidence node becomes
+    ``fallback`` (the GNN's top candidate). Returns ``(grounded reply, fell back)``."""
+    names = {normalize(n): n for n in evidence}
+    kept = list(dict.fromkeys(n for n in (named_node(x, names) for x in reply.split("\n")) if n is not None))
+    if kept:
+        return "\n".join(kept), False
+    return fallback or "", True

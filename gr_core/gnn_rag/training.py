@@ -228,7 +228,11 @@ def evaluate_reasoner(model: ReaRev, data_list: list, eps: float = 0.95) -> dict
     answer in their graph (misses, as in GNN-RAG's evaluator, which counts a hit only for a question whose answer
     list is empty). F1's recall counts the gold answers in the graph (GNN-RAG's: every gold answer, so ours reads higher
     where answers are missing from the graph)."""
-    rows = score_questions(model, data_list, eps)
+    return summarize_scores(score_questions(model, data_list, eps))
+
+
+def summarize_scores(rows: list[dict]) -> dict:
+    """:func:`evaluate_reasoner`'s summary of :func:`score_questions` rows."""
     n = max(len(rows), 1)
     return {"h1": 100 * sum(r["h1"] for r in rows) / n, "f1": 100 * sum(r["f1"] for r in rows) / n,
             "candidate_hit": 100 * sum(r["hit"] for r in rows) / n,

@@ -28,6 +28,47 @@ SETTING = {m: "no LLM (reference)" for m in NO_LLM} | \
           {"lora": "tuned LLM", "g_retriever_lora": "tuned LLM"}
 
 
+# notebook output folder -> the CSV tables the report reads (file stem -> title)
+SOURCES = {
+    "01_datasets": {"table2": "GR Table 2 / GNN-RAG Table 7: datasets"},
+    "02_retrieval": {"table4_table11": "GR Tables 4 and 11: retrieval size and accuracy",
+                     "table10_k_sweep": "GR Table 10 (retrieval side): k sweep"},
+    "03_training": {"table3": "GR Table 3: main results", "efficiency": "GR Table 12 columns: cost per configuration"},
+    "04_gnn_rag": {"gnn_only": "GNN-RAG Table 2: the GNN alone", "retrievers": "GNN-RAG Tables 1, 4, 8, 11: retrievers",
+                   "per_hop": "GNN-RAG: by hop count",
+                   "against_gnn": "GNN-RAG Table 2: the LLM half against the GNN alone, same questions",
+                   "failures": "GNN-RAG: what the LLM answers where the gold is among the GNN's candidates"},
+    "05_hallucination": {"table5": "GR Table 5: hallucination", "table5_all_levels": "GR Table 5, every match level",
+                         "checker_validation": "the citation checker against citations of known truth",
+                         "agreement": "the citation checker against its author's labels",
+                         "citing_rates": "which models cite at all (every LLM, system and request)"},
+    "06_efficiency": {"table4": "GR Table 4: before / after retrieval", "table12": "GR Table 12: score and time",
+                      "scaling": "cost vs graph size", "scaling_fit": "cost vs graph size: log-log slopes"},
+    "07_ablations": {"table6": "GR Table 6: ablations", "table7": "GR Table 7: graph encoders",
+                     "table10": "GR Table 10: k chosen on validation", "table11_k": "GR Table 11 for each k",
+                     "table8": "GR Table 8: LLM size"},
+}
+FIGURES = {"03_training": ["learning_curves"], "05_hallucination": ["table5"], "06_efficiency": ["scaling"],
+           "04_gnn_rag": ["evidence"], "02_retrieval": ["fig_retrieved_subgraph"]}
+
+
+def load_tables(root: str | Path) -> dict[str, pd.DataFrame]:
+    """Every table of :data:`SOURCES` found under ``root`` (``outputs/<preset>``), keyed ``notebook/stem``."""
+    root = Path(root)
+    out = {}
+    for nb, stems in SOURCES.items():
+        for stem in stems:
+            path = root / nb / f"{stem}.csv"
+            if path.is_file():
+                out[f"{nb}/{stem}"] = pd.read_csv(path)
+    return out
+
+
+def figures(root: str | Path) -> list[Path]:
+    """The PNG figures of :data:`FIGURES` that exist under ``root``."""
+    return [p for nb, names in FIGURES.items() for n in names if (p := Path(root) / nb / f"{n}.png").is_file()]
+
+
 def collect_runs(root: str | Path) -> pd.DataFrame:
     """One row per finished run under ``root`` (a ``runs/`` folder): its ``metrics.json`` as columns, with the LLM's
     precision in ``dtype`` ("n/a" for the no-LLM reference rows; runs recorded before precision records: what their

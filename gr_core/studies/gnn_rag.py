@@ -10,12 +10,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..config import LLMConfig, resolve_device
+from ..config import LLMConfig, check_choice, resolve_device
 from ..g_retriever.train import TrainConfig
-from ..gnn_rag.evidence import GNNRAGConfig
+from ..gnn_rag.evidence import GNNRAGConfig, gnn_evidence
 from ..gnn_rag.model import SWITCH_NAMES, ReasonerConfig
-from ..gnn_rag.training import (ReasonerTrainConfig, evaluate_reasoner, load_reasoner, node_probabilities,
-                                reasoner_meta, reasoner_dataset, save_reasoner, score_questions, train_reasoner)
+from ..gnn_rag.training import (ReasonerTrainConfig, load_reasoner, node_probabilities,
+                                reasoner_meta, reasoner_dataset, save_reasoner, score_questions, summarize_scores,
+                                train_reasoner)
 from ..graphqa import DatasetConfig, cache_key, load_dataset
 from ..paths import repo_relative
 from ..published import PAPER_GNN_ONLY
@@ -60,8 +61,9 @@ def run_reasoner(dataset: str, hops: int = 2, max_train: int | None = None, max_
     notebook resumes after its last finished reasoner).
 
     Returns:
-        ``{"ds", "model", "history", "metrics", "test_indices", "probs"}``; metrics from :func:`evaluate_reasoner`
-        plus ``train_seconds``.
+        ``{"ds", "model", "history", "metrics", "test_indices", "probs", "test_data", "scores"}``; ``scores``: per
+        test question :func:`score_questions` (the GNN alone, paired with the LLM half's answers); metrics their
+        :func:`summarize_scores` plus ``train_seconds``.
     """
 
     ds = load_dataset(DatasetConfig(dataset, hops=hops))
@@ -84,10 +86,11 @@ def run_reasoner(dataset: str, hops: int = 2, max_train: int | None = None, max_
             save_reasoner(model, save_path, {"dataset": dataset, "hops": hops, "key_hash": config_hash(key),
                                              "identity": key, "history": history, "train_seconds": seconds,
                                              "num_train": num_train})
-    metrics = evaluate_reasoner(model, test) | {"train_seconds": seconds, "num_train": num_train,
-                                                 "missing_seed": sum(d.missing_seed for d in test)}
+    scores = score_questions(model, test)
+    metrics = summarize_scores(scores) | {"train_seconds": seconds, "num_train": num_train,
+                                          "missing_seed": sum(d.missing_seed for d in test)}
     return {"ds": ds, "model": model, "history": history, "metrics": metrics, "test_indices": test_idx,
-            "probs": node_probabilities(model, test), "test_data": test}
+            "probs": node_probabilities(model, test), "test_data": test, "scores": scores}
 
 
 def run_reasoners(datasets: list[str], metaqa_hops: list[int], max_train: int | None, max_val: int | None,
@@ -118,6 +121,56 @@ def run_reasoners(datasets: list[str], metaqa_hops: list[int], max_train: int | 
         out[key] = run_reasoner(name, hops, own.get("max_train", max_train) or None,
                                 own.get("max_val", max_val) or None, own.get("max_test", max_test) or None, cfg, mine,
                                 save_path=Path(save_dir) / f"{key}.pt" if save_dir else None)
+    return out
+
+
+def crossfit_evidence(ds, indices: list[int], val_indices: list[int], cfg: ReasonerConfig,
+                      tcfg: ReasonerTrainConfig, rag: GNNRAGConfig = GNNRAGConfig(), folds: int = 2) -> dict:
+    """GNN-RAG's evidence for questions the reasoner did not train on (beyond the paper: the answer generator can
+    then train on evidence like the evidence it serves, not on gold paths; :func:`~gr_core.gnn_rag.generation.
+    training_examples`). ``indices`` are split into ``folds`` by position; a reasoner trained on the other folds
+    (validation on ``val_indices``) gives each fold's node probabilities, and the first fold's reasoner those of
+    ``val_indices``.
+
+    Returns:
+        question index -> the verbalized paths to its 0.95 candidates (:func:`~gr_core.gnn_rag.evidence.gnn_evidence`).
+    """
+    data = reasoner_dataset(ds, indices, f"{ds.name} cross-fit graphs")
+    val = reasoner_dataset(ds, val_indices, f"{ds.name} val graphs")
+    probs: dict[int, np.ndarray] = {}
+    for f in range(folds):
+        model, _ = train_reasoner([d for k, d in enumerate(data) if k % folds != f], val,
+                                  int(ds.text_emb.shape[1]), cfg, tcfg)
+        held = [k for k in range(len(indices)) if k % folds == f]
+        probs |= dict(zip([indices[k] for k in held], node_probabilities(model, [data[k] for k in held])))
+        if f == 0:
+            probs |= dict(zip(val_indices, node_probabilities(model, val)))
+    return {i: gnn_evidence(ds.graph(i), p, rag).lines for i, p in probs.items()}
+
+
+CROSSFIT_QUESTIONS = 976  # training questions the cross-fitted reasoners split (the quick reasoners' 976; cost)
+
+
+def generator_evidence(source: str, results: dict, llm_max_train: int | None, llm_max_val: int | None,
+                       cfg: ReasonerConfig, tcfg: ReasonerTrainConfig, by_key: dict | None = None,
+                       rag: GNNRAGConfig = GNNRAGConfig()) -> dict | None:
+    """What the answer generator reads in training (notebook 04's ``llm_train_evidence``): ``"gold"``, the gold paths
+    (GNN-RAG; returns None), or ``"gnn"``, :func:`crossfit_evidence` for every key of :func:`run_reasoners`'
+    ``results``: two reasoners with the key's settings (``by_key``'s epochs), each trained on half of the first
+    max(``CROSSFIT_QUESTIONS``, ``llm_max_train``) training questions, give the generator's training and validation
+    questions their evidence. Returns dataset key -> {question index: evidence lines}, :func:`~gr_core.studies.
+    gnn_rag_llm.run_gnn_rag`'s ``train_evidence``."""
+    check_choice("04_gnn_rag", "llm_train_evidence", source, ("gold", "gnn"))
+    if source == "gold":
+        return None
+    out = {}
+    for key, r in results.items():
+        own = (by_key or {}).get(key) or {}
+        mine = replace(tcfg, num_epochs=int(own["num_epochs"])) if "num_epochs" in own else tcfg
+        ds = r["ds"]
+        n = max(CROSSFIT_QUESTIONS, llm_max_train or 0) if llm_max_train else None
+        out[key] = crossfit_evidence(ds, list(ds.split["train"])[:n], list(ds.split["val"])[:llm_max_val or None],
+                                     cfg, mine, rag)
     return out
 
 
@@ -317,7 +370,9 @@ def llm_half_run(reasoners: dict[str, str], out_dir, max_test: int = 100, llm_ma
     results = {}
     for key, path in reasoners.items():
         ds, idx, test = key_test_graphs(key, max_test)
-        results[key] = {"ds": ds, "test_indices": idx, "probs": node_probabilities(load_reasoner(path), test)}
+        model = load_reasoner(path)
+        results[key] = {"ds": ds, "test_indices": idx, "probs": node_probabilities(model, test),
+                        "scores": score_questions(model, test)}
     train = TrainConfig(lr=llm_lr, num_epochs=llm_epochs, batch_size=8, eval_batch_size=16)
     rag = run_gnn_rag(results, out_dir / "runs", llm=LLMConfig(model=llm_model), train=train,
                       cfg=GNNRAGConfig(evidence_tokens=evidence_tokens), max_train=llm_max_train,

@@ -17,12 +17,14 @@ from ..g_retriever.model import GraphLLM
 from ..g_retriever.train import TrainConfig
 from ..gnn_rag import gold_ids, seed_positions
 from ..gnn_rag.evidence import LLM_CALLS, RETRIEVERS, Evidence, GNNRAGConfig, answer_hops, collect_evidence
-from ..gnn_rag.generation import (answer_examples, fit_lines, generate_relation_paths, rag_example, train_lora_llm,
-                                  training_examples)
+from ..gnn_rag.generation import (answer_examples, answer_kind, fit_lines, generate_relation_paths, ground_reply,
+                                  rag_example, train_lora_llm, training_examples)
+from ..gnn_rag.reasoning_paths import select_candidates
 from ..graphqa import cache_key
 from ..llm import load_tokenizer
 from ..published import PAPER_GNN_RAG, PAPER_HOPS_F1
-from ..runs import frame_value, progress, read_keyed, value_frame, write_keyed
+from ..runs import config_hash, frame_value, progress, read_keyed, value_frame, write_keyed
+from ..stats import compare, signed_rank, verdict
 
 
 def answer_with_evidence(key: str, ds, indices: list[int], probs: list[np.ndarray] | None, generator: GraphLLM,
@@ -45,30 +47,39 @@ def answer_with_evidence(key: str, ds, indices: list[int], probs: list[np.ndarra
     per_q = []
     for k, i in enumerate(progress(indices, desc=f"{key} evidence")):
         g = ds.graph(i)
-        seeds, _ = seed_positions(g)
+        seeds, seed_pos = seed_positions(g)
         ev = collect_evidence(ds, i, probs[k] if probs is not None else None,
                               relation_paths[k] if relation_paths is not None else None, retrievers, cfg, g)
-        per_q.append((ev, answer_hops(g, seeds, gold_ids(g, ds.records[i].answers, seeds))))
+        names = g.nodes.node_attr.astype(str).tolist()
+        cands = [names[c] for c, _ in select_candidates(probs[k], seed_pos, cfg.eps)] if probs is not None else []
+        per_q.append((ev, answer_hops(g, seeds, gold_ids(g, ds.records[i].answers, seeds)), names, cands,
+                      {names[s] for s in seed_pos}))
     rows = []
     for r in retrievers:
         examples, info = [], []
-        for i, (ev, hops) in zip(indices, per_q):
+        for i, (ev, hops, names, cands, seed_names) in zip(indices, per_q):
             rec = ds.records[i]
             e = ev[r]
             kept, dropped = fit_lines(e.lines, cfg.evidence_tokens, tok)
             examples.append(rag_example(str(rec.graph_id), rec.question, None if r == "none" else kept, rec.answers))
             gold = {normalize(a) for a in rec.answers}
-            ents = {normalize(n) for n in Evidence(kept).entities()}
+            shown = Evidence(kept).names()
             info.append({"dataset": key, "retriever": r, "index": int(i), "question": rec.question, "hops": hops,
-                         "coverage": float(bool(gold & ents)), "evidence_lines": len(kept), "lines_dropped": dropped,
-                         "missing_seed": e.missing_seed, "no_path": e.no_path,
-                         "empty_candidates": bool(e.empty_candidates), "ungrounded": bool(e.ungrounded)})
+                         "coverage": float(bool(gold & {normalize(n) for n in shown})), "evidence_lines": len(kept),
+                         "lines_dropped": dropped, "missing_seed": e.missing_seed, "no_path": e.no_path,
+                         "empty_candidates": bool(e.empty_candidates), "ungrounded": bool(e.ungrounded),
+                         "gnn_top": cands[0] if cands else None,
+                         "gold_in_candidates": bool(gold & {normalize(c) for c in cands}),
+                         "_names": (names, cands, [n for n in shown if n not in seed_names])})
         generator.tokenize(examples)
         answers, seconds = answer_examples(generator, examples, batch_size, adapters=(r != "none"), desc=f"{key} {r}")
         for ex, a, row in zip(examples, answers, info):
+            names, cands, shown = row.pop("_names")
+            grounded, fell_back = ground_reply(a, shown, row["gnn_top"])
             row.update(prediction=a, answers=ex.answers, answer_seconds=seconds / max(len(examples), 1),
                        input_tokens=len(t.prefix) + ex.num_prompt_tokens + len(t.suffix),
-                       **kgqa_scores(a, ex.answers))
+                       answer_kind=answer_kind(a, ex.answers, cands, shown, names), grounded=grounded,
+                       grounded_fallback=fell_back, **kgqa_scores(a, ex.answers))
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -87,7 +98,7 @@ def _digest(arrays) -> str | None:
 def run_gnn_rag(results: dict, run_dir: str | Path, llm: LLMConfig = LLMConfig(), train: TrainConfig = TrainConfig(),
                 cfg: GNNRAGConfig = GNNRAGConfig(), max_train: int | None = None, max_val: int | None = None,
                 max_test: int | None = None, retrievers: tuple[str, ...] = RETRIEVERS, seed: int = 0,
-                rog_train: TrainConfig | None = None) -> dict:
+                rog_train: TrainConfig | None = None, train_evidence: dict | None = None) -> dict:
     """Train the answer generator and the relation-path generator per dataset family, then answer every test
     question of every ``results`` entry (from :func:`gr_core.studies.gnn_rag.run_reasoner`) with every retriever.
 
@@ -96,6 +107,9 @@ def run_gnn_rag(results: dict, run_dir: str | Path, llm: LLMConfig = LLMConfig()
             share one generator trained on all their training questions.
         max_train, max_val: questions per dataset key for the LLM fine-tunes; max_test: test questions answered.
         train, rog_train: optimization of the answer generator and of the relation-path generator (default: same).
+        train_evidence: dataset key -> {question index: evidence lines} for its training and validation questions
+            (:func:`gr_core.studies.gnn_rag.crossfit_evidence`): the answer generator trains on these instead of the
+            gold paths (beyond the paper; None: the paper's gold paths).
     Returns:
         ``{"rows": per (question, retriever) DataFrame, "training": per family dict of histories and counts,
         "relation_paths": key -> {"indices", "paths"}: the generated relation paths of each test question}``.
@@ -111,8 +125,9 @@ def run_gnn_rag(results: dict, run_dir: str | Path, llm: LLMConfig = LLMConfig()
         dss = [results[k]["ds"] for k in keys]
         t0 = time.perf_counter()
         tokenizer = load_tokenizer(llm)
-        tr_ans, tr_rel, tr_counts = training_examples(dss, max_train, "train", tokenizer, cfg)
-        va_ans, va_rel, va_counts = training_examples(dss, max_val, "val", tokenizer, cfg)
+        ev = [train_evidence[k] for k in keys] if train_evidence else None
+        tr_ans, tr_rel, tr_counts = training_examples(dss, max_train, "train", tokenizer, cfg, ev)
+        va_ans, va_rel, va_counts = training_examples(dss, max_val, "val", tokenizer, cfg, ev)
         max_txt = cfg.evidence_tokens + 64  # instruction + "Reasoning Paths:" on top of the line budget
         generator, gen_hist = train_lora_llm(tr_ans, va_ans, run_dir / f"{family}-answer-generator", llm, train,
                                              max_txt, seed)
@@ -133,10 +148,11 @@ def run_gnn_rag(results: dict, run_dir: str | Path, llm: LLMConfig = LLMConfig()
             indices, probs = r["test_indices"][:n], r["probs"][:n]
             # a key's answers are kept as they finish (keyed by everything they depend on, the reasoner's node
             # probabilities included), so a stopped notebook resumes after the last finished key
-            ident = {"llm": asdict(llm), "train": asdict(train), "rog_train": asdict(rog_train or train),
+            ident = {"rows": 2, "llm": asdict(llm), "train": asdict(train), "rog_train": asdict(rog_train or train),
                      "cfg": asdict(cfg), "max_train": max_train, "max_val": max_val, "seed": seed,
                      "retrievers": list(retrievers), "data": [cache_key(d.config) for d in dss],
-                     "indices": [int(i) for i in indices], "probs": _digest(probs)}
+                     "indices": [int(i) for i in indices], "probs": _digest(probs),
+                     "train_evidence": config_hash(train_evidence) if train_evidence else None}
             done = read_keyed(run_dir / f"{key}-answers.json", ident)
             if done is not None:
                 print(f"{key}: answers reloaded from {run_dir / f'{key}-answers.json'}", flush=True)
@@ -152,14 +168,82 @@ def run_gnn_rag(results: dict, run_dir: str | Path, llm: LLMConfig = LLMConfig()
                                                     train.eval_batch_size, desc=f"{key} relation paths")
                 info.setdefault("relation_path_seconds", {})[key] = round(time.perf_counter() - t0, 2)
                 rel_paths_out[key] = {"indices": [int(i) for i in indices], "paths": rel_paths}
-            frames.append(answer_with_evidence(key, ds, indices, probs, generator, rel_paths, retrievers, cfg,
-                                              train.eval_batch_size))
+            frame = answer_with_evidence(key, ds, indices, probs, generator, rel_paths, retrievers, cfg,
+                                         train.eval_batch_size)
+            if "scores" in r:  # the GNN alone on the same questions (run_reasoner), for the paired claim
+                alone = {int(i): sc for i, sc in zip(r["test_indices"], r["scores"])}
+                frame["gnn_h1"] = [alone[i]["h1"] for i in frame["index"]]
+                frame["gnn_f1"] = [alone[i]["f1"] for i in frame["index"]]
+            frames.append(frame)
             write_keyed(run_dir / f"{key}-answers.json", ident, frame_value(frames[-1]) | {
                 "relation_paths": rel_paths_out.get(key),
                 "relation_path_seconds": info.get("relation_path_seconds", {}).get(key)})
         del generator, rog
     return {"rows": pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(), "training": training,
             "relation_paths": rel_paths_out}
+
+
+# ---------------------------------------------------------------------- grounded answers and why the LLM loses
+GROUNDED = " grounded"  # the suffix of a grounded row's retriever name: "gnn grounded"
+
+
+def with_grounded(rows: "pd.DataFrame", retrievers: tuple[str, ...] = ("gnn", "gnn+rog")) -> "pd.DataFrame":
+    """``rows`` plus one row per question of each of ``retrievers`` answered by the grounded rule (beyond the
+    papers; :func:`~gr_core.gnn_rag.generation.ground_reply`): the reply kept to the evidence nodes it names, or the
+    GNN's top candidate where it names none (``grounded_fallback``). The free-text rows are kept as they are; the
+    grounded ones are named ``"<retriever> grounded"`` and cost no LLM call more."""
+    if "grounded" not in rows:
+        return rows
+    extra = rows[rows.retriever.isin(retrievers)].copy()
+    if not len(extra):
+        return rows
+    extra["retriever"] = extra.retriever + GROUNDED
+    extra["prediction"] = extra.grounded.fillna("")
+    scores = pd.DataFrame([kgqa_scores(p, a) for p, a in zip(extra.prediction, extra.answers)], index=extra.index)
+    extra[scores.columns] = scores
+    extra["answer_kind"] = None  # the free-text reply's kind; not recomputed for the grounded one
+    return pd.concat([rows, extra], ignore_index=True)
+
+
+def failure_table(rows: "pd.DataFrame") -> "pd.DataFrame":
+    """Why the LLM half loses to its GNN: per dataset and free-text retriever, the questions where a gold answer is
+    among the GNN's candidates and the reply's first line is not gold, split by what that line is
+    (:func:`~gr_core.gnn_rag.generation.answer_kind`), in % of those questions; ``gold later`` is the share whose gold
+    appears on a later line (what Hit@1's first-line rule costs), and ``GNN right`` the share the GNN's own top
+    candidate answers."""
+    out = []
+    base = rows[~rows.retriever.str.endswith(GROUNDED) & (rows.retriever != "none")]
+    for (key, r), g in base.groupby(["dataset", "retriever"], sort=False):
+        lost = g[g.gold_in_candidates & (g.hit1 == 0)]
+        among = int(g.gold_in_candidates.sum())
+        rec = {"dataset": key, "retriever": r, "questions": len(g), "gold among candidates": among,
+               "first line not gold": len(lost), "% of those": round(100 * len(lost) / max(among, 1), 1)}
+        for kind in ANSWER_KINDS:
+            rec[kind] = round(100 * float((lost.answer_kind == kind).mean()), 1) if len(lost) else None
+        rec["gold later"] = round(100 * float(lost.hit.mean()), 1) if len(lost) else None
+        if "gnn_h1" in lost:
+            rec["GNN right"] = round(100 * float(lost.gnn_h1.mean()), 1) if len(lost) else None
+        out.append(rec)
+    return pd.DataFrame(out)
+
+
+ANSWER_KINDS = ("another candidate", "evidence node", "outside the evidence", "no node", "empty")
+
+
+def against_gnn(rows: "pd.DataFrame") -> "pd.DataFrame":
+    """GNN-RAG's Table 2 claim per dataset and retriever built on the GNN: the LLM's Hit@1 against the GNN alone's
+    H@1 on the same questions (exact McNemar), F1 against its F1 (Wilcoxon signed-rank), each with n."""
+    out = []
+    if "gnn_h1" not in rows:
+        return pd.DataFrame(out)
+    for (key, r), g in rows[rows.retriever.str.startswith("gnn")].groupby(["dataset", "retriever"], sort=False):
+        h, f = compare(g.hit1.to_numpy(), g.gnn_h1.to_numpy()), signed_rank(g.f1.to_numpy(), g.gnn_f1.to_numpy())
+        out.append({"dataset": key, "retriever": r, "questions": len(g), "Hit@1": round(100 * h["score_a"], 1),
+                    "GNN H@1": round(100 * h["score_b"], 1), "LLM only right": h["a_only"],
+                    "GNN only right": h["b_only"], "p (Hit@1)": float(f"{h['p']:.3g}"),
+                    "F1": round(100 * f["score_a"], 1), "GNN F1": round(100 * f["score_b"], 1),
+                    "p (F1)": float(f"{f['p']:.3g}"), "verdict (Hit@1)": verdict(h["diff"], h["p"])})
+    return pd.DataFrame(out)
 
 
 # ---------------------------------------------------------------------- tables
@@ -189,11 +273,11 @@ def retriever_table(rows: "pd.DataFrame") -> "pd.DataFrame":
 
     out = []
     for (key, r), g in rows.groupby(["dataset", "retriever"], sort=False):
-        paper = PAPER_GNN_RAG.get((key, r), {})
+        paper = PAPER_GNN_RAG.get((key, r), {})  # none for the grounded rows: the papers have no such setting
         out.append({"dataset": key, "retriever": r, "questions": len(g), "Hit": round(100 * g.hit.mean(), 2),
                     "Hit@1": round(100 * g.hit1.mean(), 2), "F1": round(100 * g.f1.mean(), 2),
                     "F1 bounded": round(100 * g.f1_bounded.mean(), 2), "coverage %": round(100 * g.coverage.mean(), 1),
-                    "median tokens": float(g.input_tokens.median()), "LLM calls": LLM_CALLS[r],
+                    "median tokens": float(g.input_tokens.median()), "LLM calls": LLM_CALLS[r.split()[0]],
                     "mean lines": round(g.evidence_lines.mean(), 1), "lines over budget": int(g.lines_dropped.sum()),
                     "missing question entities": int(g.missing_seed.sum()),
                     "candidates without path": int(g.no_path.sum()),
