@@ -149,14 +149,20 @@ def test_gnn_rag_notebook_answers_with_every_retriever_and_records_metrics(smoke
     out = smoke_outputs / "04_gnn_rag"
     summary = json.loads((out / "summary.json").read_text())
     rows = {(r["dataset"], r["retriever"]): r for r in summary["retrievers"]}
-    assert set(rows) == {(d, r) for d in ("webqsp", "metaqa-1hop") for r in RETRIEVERS}
+    grounded = ("gnn grounded", "gnn+rog grounded")  # beside the free-text rows, never instead of them
+    assert set(rows) == {(d, r) for d in ("webqsp", "metaqa-1hop") for r in RETRIEVERS + grounded}
     for r in rows.values():
         assert r["questions"] == n_test and 0.0 <= r["Hit"] <= 100.0 and r["median tokens"] > 0
-    assert rows[("webqsp", "gnn+rog")]["paper Hit"] == 90.7
+    assert rows[("webqsp", "gnn+rog")]["paper Hit"] == 90.7 and rows[("webqsp", "gnn grounded")]["paper source"] == ""
     metrics = json.loads((out / "metrics.json").read_text())
     assert {"Hit", "Hit@1", "F1"} <= set(metrics["webqsp"]["gnn"]) and "gnn_only" in metrics["metaqa-1hop"]
     with gzip.open(out / "predictions.jsonl.gz", "rt") as fh:  # gzipped: the cpu preset's is 6.6 MB as text
-        assert len(fh.read().splitlines()) == 2 * n_test * len(RETRIEVERS)
+        preds = [json.loads(line) for line in fh.read().splitlines()]
+    assert len(preds) == 2 * n_test * (len(RETRIEVERS) + len(grounded))
+    assert all(p["gnn_h1"] in (0.0, 1.0) for p in preds)  # the GNN alone on every answered question: the claim's pair
+    versus = {(r["dataset"], r["retriever"]) for r in summary["against_gnn"]}
+    assert {("webqsp", "gnn"), ("metaqa-1hop", "gnn grounded")} <= versus
+    assert {r["retriever"] for r in summary["failures"]} == set(RETRIEVERS) - {"none"}
     paths = json.loads((out / "relation_paths.json").read_text())
     assert set(paths) == {"webqsp", "metaqa-1hop"} and len(paths["webqsp"]["paths"]) == n_test
     for family in ("webqsp", "metaqa"):
