@@ -8,28 +8,35 @@ every family's questions again; each row is paired with the chat as shipped (exa
 """
 import argparse
 
-from common import write_result
+from chat_families import family_questions, hit_record, paired, run_systems
+from common import slug, write_result
 
 import gr_core.chat.paths as paths
 from gr_core.chat import GraphChat
-from gr_core.studies.chat_families import family_questions, hit_record, paired, run_systems
 
 RULES = {"as shipped": {}, "no cost for unnamed words": {"UNEXPLAINED": 0.0}, "no asked kind": {"KIND": 0.0},
          "no reading order": {"ORDER": 0.0}, "each word a mention": {"MENTIONS": False},
          "no cycles": {"CYCLES": False}, "twins not a step back": {"TWIN_STEPS": False},
-         "no cost for a second entity left out": {"ENTITY": 0.0}, "no pairs": {"PAIR_TOP": 0}}
+         "no cost for a second entity left out": {"ENTITY": 0.0}, "no pairs": {"PAIR_TOP": 0},
+         # the path ranker's own stop-word list, before the chat had one list of function words (2026-11-28)
+         "own stop words": {"STOPWORDS": frozenset("it the a an of is was what which who whom whose did in for on and "
+                                                   "to by that are were be do does with as have has had".split())}}
 FAMILIES = (("metaqa", "dev", 100), ("metaqa_slice", "test", 60), ("webqsp_mini", "test", 300), ("webqsp_full", "", 0),
             ("two_entity", "test", 120))
 
 
 def main() -> None:
-    argparse.ArgumentParser(prog="python bench/chat_rules.py", description=__doc__.split("\n")[0]).parse_args()
-    shipped = {name: getattr(paths, name) for change in RULES.values() for name in change}
+    parser = argparse.ArgumentParser(prog="python bench/chat_rules.py", description=__doc__.split("\n")[0])
+    parser.add_argument("--rules", nargs="+", choices=list(RULES), help="only these rules (and the chat as shipped); "
+                        "the result goes to outputs/bench/chat_rules-<first rule>.json")
+    args = parser.parse_args()
+    rules = {"as shipped": {}} | {k: RULES[k] for k in args.rules} if args.rules else RULES
+    shipped = {name: getattr(paths, name) for change in rules.values() for name in change}
     out = {}
     for family, split, size in FAMILIES:
         questions, graphs = family_questions(family, split, size)
         rows = {}
-        for label, change in RULES.items():
+        for label, change in rules.items():
             for name, value in {**shipped, **change}.items():
                 setattr(paths, name, value)
             rows |= run_systems({label: lambda spec: GraphChat(graphs[spec], model="zero_shot")}, questions)
@@ -41,7 +48,9 @@ def main() -> None:
                       if label != "as shipped"]}
         for p in out[f"{family} {split}".strip()]["pairs"]:
             print(f"{family} {split}: {p['a']} {100 * p['score_a']:.1f} vs {100 * p['score_b']:.1f} (p {p['p']:.3g})")
-    print("wrote", write_result("chat_rules", {"rules": RULES, "families": out}))
+    name = f"chat_rules-{slug(args.rules[0])}" if args.rules else "chat_rules"
+    listed = {k: {n: sorted(v) if isinstance(v, frozenset) else v for n, v in c.items()} for k, c in rules.items()}
+    print("wrote", write_result(name, {"rules": listed, "families": out}))
 
 
 if __name__ == "__main__":

@@ -140,7 +140,8 @@ def load_metaqa_kb(path: Path | None = None) -> KnowledgeGraph:
     return KnowledgeGraph(list(ents), list(rels), np.array(heads), np.array(relations), np.array(tails))
 
 
-_TOPIC = re.compile(r"\[([^\]]+)\]")
+# a question's topic entity as MetaQA writes it, "[Name]"; the chat reads a user's brackets the same way
+TOPIC_BRACKETS = re.compile(r"\[([^\]]+)\]")
 
 
 def read_metaqa_questions(path: Path, kg: KnowledgeGraph, on_unknown: str = "raise") -> tuple[list[QARecord], dict]:
@@ -159,7 +160,7 @@ def read_metaqa_questions(path: Path, kg: KnowledgeGraph, on_unknown: str = "rai
             if len(parts) != 2:
                 raise GraphFormatError(f"{path}:{i}: expected 'question<TAB>answers', got {line.rstrip()!r}")
             question, answers = parts
-            topic = _TOPIC.search(question)
+            topic = TOPIC_BRACKETS.search(question)
             if topic is None:
                 raise GraphFormatError(f"{path}:{i}: field 'question' has no [topic entity]: {question!r}")
             if topic.group(1) not in kg.entity_id:
@@ -172,8 +173,8 @@ def read_metaqa_questions(path: Path, kg: KnowledgeGraph, on_unknown: str = "rai
             extra = {"line": i}
             if qtypes is not None:
                 extra["qtype"] = qtypes[i - 1]
-            records.append(QARecord(_TOPIC.sub(r"\1", question), answer_list, f"{path.parent.name}/{path.stem}:{i}",
-                                    [topic.group(1)], extra))
+            records.append(QARecord(TOPIC_BRACKETS.sub(r"\1", question), answer_list,
+                                    f"{path.parent.name}/{path.stem}:{i}", [topic.group(1)], extra))
     return records, {"unknown_topic_skipped": skipped, "answers_not_in_kb": unknown_answers}
 
 

@@ -111,6 +111,17 @@ class KnowledgeGraph:
     def num_edges(self) -> int:
         return len(self.heads)
 
+    @functools.cached_property
+    def _derived(self) -> dict:
+        return {}  # a cached_property, so that graphs pickled before it (chat index caches) get one too
+
+    def derived(self, key, make):
+        """``make()``, computed once per graph and kept under ``key``: what the modules above derive from a graph
+        (its relations' phrases, their twin groups) without recomputing it per question."""
+        if key not in self._derived:
+            self._derived[key] = make()
+        return self._derived[key]
+
     def twin_relations(self, share: float = 0.9) -> np.ndarray:
         """``(num_relations,)`` a group id per relation: relations are twins (one group) when at least ``share`` of the
         rarer one's facts link the same two entities as a fact of the other, in either direction: one fact stored
@@ -123,24 +134,25 @@ class KnowledgeGraph:
         ``profession``), and groups are transitive (a twin's twin is a twin)."""
         if not 0.0 < share <= 1.0:
             raise ValueError(f"twin_relations: share={share} must be in (0, 1]")
-        n = len(self.relations)
-        if "_twins" not in self.__dict__ or self.__dict__["_twins"][0] != share:
-            pair = np.minimum(self.heads, self.tails) * max(self.num_entities, 1) + np.maximum(self.heads, self.tails)
-            facts = np.unique(np.stack([pair, self.rels], 1), axis=0)  # (unordered pair, relation), each once
-            count = np.bincount(facts[:, 1], minlength=n)
-            _, start, size = np.unique(facts[:, 0], return_index=True, return_counts=True)
-            shared: dict[tuple[int, int], int] = {}
-            for first, k in zip(start[size > 1].tolist(), size[size > 1].tolist()):  # pairs linked by 2+ relations
-                group = facts[first:first + k, 1]
-                for i, a in enumerate(group.tolist()):
-                    for b in group[i + 1:].tolist():
-                        shared[(a, b)] = shared.get((a, b), 0) + 1
-            twins = [(a, b) for (a, b), c in shared.items() if c >= share * min(count[a], count[b])]
-            self.__dict__["_twins"] = (share, connected_groups(n, twins))
-        return self.__dict__["_twins"][1]
+        return self.derived(("twins", share), lambda: self._twin_groups(share))
 
-    def _gather(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """All incidences of ``nodes``: (neighbour ids, edge ids), vectorized over the CSR slices."""
+    def _twin_groups(self, share: float) -> np.ndarray:
+        n = len(self.relations)
+        pair = np.minimum(self.heads, self.tails) * max(self.num_entities, 1) + np.maximum(self.heads, self.tails)
+        facts = np.unique(np.stack([pair, self.rels], 1), axis=0)  # (unordered pair, relation), each once
+        count = np.bincount(facts[:, 1], minlength=n)
+        _, start, size = np.unique(facts[:, 0], return_index=True, return_counts=True)
+        shared: dict[tuple[int, int], int] = {}
+        for first, k in zip(start[size > 1].tolist(), size[size > 1].tolist()):  # pairs linked by 2+ relations
+            group = facts[first:first + k, 1]
+            for i, a in enumerate(group.tolist()):
+                for b in group[i + 1:].tolist():
+                    shared[(a, b)] = shared.get((a, b), 0) + 1
+        twins = [(a, b) for (a, b), c in shared.items() if c >= share * min(count[a], count[b])]
+        return connected_groups(n, twins)
+
+    def incidences(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """All incidences of ``nodes`` (either end): ``(neighbour ids, edge ids)``, vectorized over the CSR slices."""
         starts, ends = self.indptr[nodes], self.indptr[nodes + 1]
         lens = ends - starts
         total = int(lens.sum())
@@ -148,6 +160,21 @@ class KnowledgeGraph:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         offsets = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(total)
         return self.nbr[offsets], self.nbr_edge[offsets]
+
+    def hop_edges(self, nodes: np.ndarray, relation: int, inverse: bool = False) -> np.ndarray:
+        """The ids of the ``relation`` edges from ``nodes`` (to them when ``inverse``), sorted."""
+        nodes = np.unique(np.asarray(nodes, np.int64))
+        if len(nodes) == 0:
+            return nodes
+        _, edges = self.incidences(nodes)
+        edges = np.unique(edges[self.rels[edges] == relation])
+        inside = np.zeros(self.num_entities, bool)
+        inside[nodes] = True
+        return edges[inside[(self.tails if inverse else self.heads)[edges]]]
+
+    def follow(self, nodes: np.ndarray, relation: int, inverse: bool = False) -> np.ndarray:
+        """Every node one ``relation`` edge away from ``nodes`` (against its direction when ``inverse``), sorted."""
+        return np.unique((self.heads if inverse else self.tails)[self.hop_edges(nodes, relation, inverse)])
 
     def neighbourhood(self, seeds: list[int] | np.ndarray, cfg: NeighbourhoodConfig = NeighbourhoodConfig()
                       ) -> tuple[np.ndarray, np.ndarray]:
@@ -163,7 +190,7 @@ class KnowledgeGraph:
         layers, frontier, count = [seeds], seeds, len(seeds)
         for hop in range(cfg.hops):
             expand = frontier if hop == 0 else frontier[self.degree[frontier] <= cfg.max_expand_degree]
-            nbrs, _ = self._gather(expand)
+            nbrs, _ = self.incidences(expand)
             new = np.unique(nbrs[~seen[nbrs]])
             if count + len(new) > cfg.max_nodes:
                 new = new[: cfg.max_nodes - count]
@@ -174,7 +201,7 @@ class KnowledgeGraph:
             count += len(new)
             frontier = new
         nodes = np.concatenate(layers)
-        nbrs, edge_ids = self._gather(nodes)
+        nbrs, edge_ids = self.incidences(nodes)
         edges = np.unique(edge_ids[seen[nbrs]])
         return nodes, edges
 

@@ -4,7 +4,7 @@ import pytest
 
 from gr_core.chat import GraphChat
 from gr_core.chat import paths as P
-from gr_core.chat.generate import Hop, follow, reach, relation_phrase
+from gr_core.chat.generate import Hop, reach, relation_phrase
 from gr_core.kg import KnowledgeGraph
 
 FAMILY = [("Ann Lee", "spouse", "Bob Lee"), ("Bob Lee", "spouse", "Ann Lee"), ("Ann Lee", "nationality", "Canada"),
@@ -45,7 +45,7 @@ def test_paths_are_followed_as_sets_both_ways():
     kg = kg_of(FAMILY)
     rid = {r: i for i, r in enumerate(kg.relations)}
     gus = kg.entity_id["Gus Hale"]
-    films = follow(kg, np.array([gus]), Hop(rid["directed_by"], inverse=True))
+    films = kg.follow(np.array([gus]), rid["directed_by"], inverse=True)
     assert {kg.entities[n] for n in films} == {"Night Train", "Long Road"}
     actors = reach(kg, gus, (Hop(rid["directed_by"], True), Hop(rid["starred_actors"])))
     assert {kg.entities[n] for n in actors} == {"Carl Lee", "Dora Lee"}

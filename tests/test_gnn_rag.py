@@ -361,7 +361,7 @@ def test_two_saved_reasoners_are_compared_on_the_same_test_questions(tmp_path):
 
 
 @pytest.mark.parametrize("switch", ["first", "self_loops", "split_directions", "all", "relation_match"])
-def test_relation_factorized_layers_equal_fact_by_fact_messages_and_their_gradients(switch):
+def test_relation_factorized_layers_equal_fact_by_fact_messages_and_their_gradients(bench, switch):
     """The reasoner sums each layer's messages per (graph, relation) before one batched product (RelationHops);
     on graphs of different sizes and relation counts, with repeated facts, a relation table and per-fact texts, its
     distribution and every parameter's gradient equal the fact-by-fact computation (also with ``relation_match``,
@@ -369,7 +369,6 @@ def test_relation_factorized_layers_equal_fact_by_fact_messages_and_their_gradie
     from torch_geometric.data import Batch
 
     from gr_core.gnn_rag import QuestionGraph
-    from gr_core.gnn_rag.model import per_fact_forward
 
     on = {"first": FIRST, "all": {}, "relation_match": {"relation_match": True}}.get(switch, FIRST | {switch: True})
     gen = torch.Generator().manual_seed(0)
@@ -394,7 +393,7 @@ def test_relation_factorized_layers_equal_fact_by_fact_messages_and_their_gradie
     torch.manual_seed(0)
     model = ReaRev(16, ReasonerConfig(entity_dim=8, num_iter=2, num_gnn=2, **on)).eval()
     for b in batches:
-        ours, ref = model(b), per_fact_forward(model, b)
+        ours, ref = model(b), bench("reasoner_step").per_fact_forward(model, b)
         assert torch.allclose(ours, ref, atol=1e-5, rtol=1e-4)
         grads = []
         for out in (ours, ref):

@@ -22,6 +22,24 @@ def test_csr_index_covers_both_directions():
     assert kg.indptr[-1] == 2 * kg.num_edges
 
 
+def test_one_hop_is_followed_along_a_relation_and_against_it():
+    # a -r-> b, c -r-> b, b -s-> d, a -s-> a (a self-loop)
+    kg = _kg([("a", "r", "b"), ("c", "r", "b"), ("b", "s", "d"), ("a", "s", "a")])
+    ids, r, s = kg.entity_id, 0, 1
+    names = lambda rows: [kg.entities[i] for i in rows]  # noqa: E731
+    assert names(kg.follow([ids["a"]], r)) == ["b"] and names(kg.follow([ids["b"]], r)) == []
+    assert names(kg.follow([ids["b"]], r, inverse=True)) == ["a", "c"]
+    assert names(kg.follow([ids["a"], ids["c"]], r)) == ["b"] and names(kg.follow([ids["a"]], s)) == ["a"]
+    assert kg.hop_edges([ids["b"]], r, inverse=True).tolist() == [0, 1] and kg.hop_edges([ids["b"]], s).tolist() == [2]
+    assert kg.follow(np.zeros(0, np.int64), r).tolist() == []
+
+
+def test_what_a_graph_derives_is_computed_once():
+    kg, calls = _kg([("a", "r", "b")]), []
+    assert kg.derived("x", lambda: calls.append(1) or 7) == 7 and kg.derived("x", lambda: calls.append(1) or 8) == 7
+    assert calls == [1] and kg.twin_relations() is kg.twin_relations() and kg.derived(("twins", 0.9), list) is not None
+
+
 def test_two_hop_neighbourhood_follows_edges_in_both_directions():
     # a -> b <- c -> d ; e isolated from a within 2 hops
     kg = _kg([("a", "r", "b"), ("c", "r", "b"), ("c", "r", "d"), ("d", "r", "e")])

@@ -1,6 +1,6 @@
 """The package's architecture (docs/architecture.md), checked: no import circles among gr_core modules, the layers
 import only downwards, no module over 500 lines. Imports inside functions and ``if TYPE_CHECKING`` blocks are read
-too, except the latter (they never run)."""
+too: a circle through a type annotation is still a circle for the reader."""
 import ast
 import sys
 from pathlib import Path
@@ -25,13 +25,9 @@ def imports_of(name: str) -> set[str]:
     """The gr_core modules ``name`` imports (a submodule import also imports its packages)."""
     path = MODULES[name]
     tree = ast.parse(path.read_text())
-    skipped = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
-            skipped |= {id(n) for n in ast.walk(node)}
     out = set()
     for node in ast.walk(tree):
-        if id(node) in skipped or not isinstance(node, (ast.Import, ast.ImportFrom)):
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
             continue
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
@@ -91,7 +87,7 @@ def test_no_import_circles():
 
 
 def test_the_circle_check_finds_a_circle(tmp_path, monkeypatch):
-    """The check above would see one: two modules importing each other inside functions."""
+    """The check above would see one: two modules importing each other inside functions or for a type only."""
     pkg = tmp_path / "gr_core"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
@@ -101,7 +97,7 @@ def test_the_circle_check_finds_a_circle(tmp_path, monkeypatch):
     (pkg / "c.py").write_text("")
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", pkg)
     monkeypatch.setattr(sys.modules[__name__], "MODULES", {module_name(p): p for p in pkg.rglob("*.py")})
-    assert imports_of("gr_core.a") == {"gr_core.b"} and imports_of("gr_core.b") == {"gr_core.a"}
+    assert imports_of("gr_core.a") == {"gr_core.b"} and imports_of("gr_core.b") == {"gr_core.a", "gr_core.c"}
 
 
 @pytest.mark.parametrize("name", sorted(n for n in MODULES if not n.endswith("__main__")))
@@ -134,3 +130,37 @@ def test_every_bench_has_an_argparse_command_line(script):
     assert "argparse" in names and "ArgumentParser" in names, f"bench/{script} has no argparse parser"
     assert "argv" not in {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}, \
         f"bench/{script} reads sys.argv itself"
+
+
+NOTEBOOKS = PACKAGE.parent / "notebooks"
+# what ./gr runs (gr suite, gr data) besides the package's ``__main__`` modules
+ENTRY_POINTS = {"gr_core.suite", "gr_core.data_sources"}
+
+
+def test_every_module_serves_the_notebooks_or_the_library():
+    """``gr_core/`` is what the notebooks and users call: each module is imported by a notebook or another module, or
+    is a command line (``./gr``, ``python -m``); an experiment only ``bench/`` runs lives in ``bench/``."""
+    import json
+
+    cells = "\n".join("".join(c["source"]) for p in NOTEBOOKS.glob("*.ipynb")
+                      for c in json.loads(p.read_text())["cells"] if c["cell_type"] == "code")
+    used = set().union(*GRAPH.values())
+    for line in cells.splitlines():
+        words = line.replace(",", " ").split()
+        if words[:1] == ["from"] or words[:1] == ["import"]:
+            base = words[1]
+            used |= {base} | ({f"{base}.{w}" for w in words[3:]} if words[:1] == ["from"] else set())
+    idle = sorted(n for n in MODULES if n not in used and not n.endswith("__main__") and n not in ENTRY_POINTS
+                  and n != "gr_core")
+    assert not idle, f"imported by no notebook and no module (move to bench/ or delete): {idle}"
+
+
+DOCS = PACKAGE.parent / "docs"
+
+
+@pytest.mark.parametrize("doc", sorted(p.name for p in DOCS.glob("*.md")))
+def test_docs_are_guides_of_at_most_about_300_lines(doc):
+    """docs/ says what is true now and how to use it; history goes to CHANGELOG.md. method.md maps the papers' steps
+    to the code and may be longer."""
+    lines = (DOCS / doc).read_text().count("\n")
+    assert lines <= (500 if doc == "method.md" else 300), f"docs/{doc} has {lines} lines"

@@ -219,8 +219,8 @@ def test_records_name_the_dtype_and_the_cpu(tmp_path):
     assert len(eff) == 2 and sorted(eff.seconds_per_epoch) == [5.0, 10.0]
 
 
-def test_pooled_mcnemar_sums_discordant_pairs_over_seeds():
-    from gr_core.studies.precision_check import pooled_mcnemar
+def test_pooled_mcnemar_sums_discordant_pairs_over_seeds(bench):
+    pooled_mcnemar = bench("precision_check").pooled_mcnemar
 
     # seed 0: 5 questions right in bf16 only, none in fp32 only; seed 1: 4 and 1; plus concordant questions
     s0 = (np.array([1, 1, 1, 1, 1, 1, 0]), np.array([0, 0, 0, 0, 0, 1, 0]))
@@ -232,7 +232,7 @@ def test_pooled_mcnemar_sums_discordant_pairs_over_seeds():
 
 
 def test_per_seed_scores_are_compared_by_a_paired_t_interval():
-    from gr_core.studies.precision_check import over_seeds
+    from gr_core.stats import over_seeds
 
     out = over_seeds(np.array([0.60, 0.70, 0.65]), np.array([0.65, 0.70, 0.60]))  # differences -0.05, 0, 0.05
     half = 4.302653 * 0.05 / np.sqrt(3)  # t(0.975, 2 df) x sd / sqrt(n)
@@ -245,12 +245,13 @@ def test_per_seed_scores_are_compared_by_a_paired_t_interval():
     assert one["mean_difference"] == pytest.approx(-0.1) and one["p"] is None and one["ci_low"] is None
 
 
-def test_the_precision_check_trains_the_reference_run_with_only_the_dtype_changed():
+def test_the_precision_check_trains_the_reference_run_with_only_the_dtype_changed(bench):
     from dataclasses import replace
 
     from gr_core.paths import repo_root
     from gr_core.runs import config_hash, read_json
-    from gr_core.studies.precision_check import run_config
+
+    run_config = bench("precision_check").run_config
 
     committed = read_json(repo_root() / "outputs/studies/explagraphs_quick_2epochs/runs/explagraphs-g_retriever-seed0/"
                           "metrics.json")

@@ -1,9 +1,8 @@
-"""The recipe report over seeds (gr_core.studies.recipe), on run directories written here."""
+"""The recipe report over seeds (bench/recipe.py), on run directories written here."""
 import json
 
 import pytest
 
-from gr_core.studies.recipe import report, seed_runs
 
 
 def _run(root, name, right, seed=0, hist=None):
@@ -17,7 +16,8 @@ def _run(root, name, right, seed=0, hist=None):
         (d / "history.json").write_text(json.dumps(hist))
 
 
-def test_the_recipe_report_judges_every_seed_and_the_mean(tmp_path):
+def test_the_recipe_report_judges_every_seed_and_the_mean(bench, tmp_path):
+    report, seed_runs = bench("recipe").report, bench("recipe").seed_runs
     n = 200
     for k, r in enumerate((150, 140, 120)):  # 0.75, 0.70, 0.60
         _run(tmp_path, f"explagraphs-g_retriever-seed{k}", [1] * r + [0] * (n - r), k,

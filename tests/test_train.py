@@ -64,10 +64,21 @@ def test_a_run_writes_its_directory_and_a_finished_run_is_reused(tiny_llm_dir, e
     assert run(cfg, tmp_path / "r", ds=explagraphs) == metrics
     assert (tmp_path / "r" / "metrics.json").stat().st_mtime_ns == stamp
     # the kept checkpoint, scored again, gives the run's own test score
-    from gr_core.g_retriever.train import score_checkpoint
+    from gr_core.g_retriever.train import score_checkpoint, trained_model
 
     again = score_checkpoint(tmp_path / "r", "best", splits=("test",), ds=explagraphs)
     assert again["epoch"] == 0 and again["test"] == {"score": metrics["score"], "n": 3}
+    # the chat loads the same run as its answerer (config and checkpoint read by the one loader); a graph indexed with
+    # another sentence encoder's width is refused by name
+    from gr_core.chat.models import load_answerer
+
+    dim = int(explagraphs.text_emb.shape[1])
+    net, about, where = load_answerer(str(tmp_path / "r"), "kg", str(tiny_llm_dir), "cpu", 64, dim)
+    assert where == tmp_path / "r" and about.startswith("trained g_retriever")
+    mine, theirs = net.state_dict(), trained_model(cfg, tmp_path / "r", ds=explagraphs).state_dict()
+    assert all(torch.equal(mine[k], theirs[k]) for k in theirs if k.startswith(("gnn.", "projector.")))
+    with pytest.raises(ValueError, match=f"reads {dim}-d text embeddings"):
+        load_answerer(str(tmp_path / "r"), "kg", str(tiny_llm_dir), "cpu", 64, dim + 1)
 
 
 @pytest.mark.data

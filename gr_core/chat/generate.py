@@ -135,14 +135,19 @@ def relation_phrase(name: str) -> str:
 def graph_phrase_twins(kg: KnowledgeGraph) -> dict[str, int]:
     """Each relation phrase of ``kg`` -> a twin group (:meth:`~gr_core.kg.KnowledgeGraph.twin_relations`), relations
     sharing a phrase joined (they are one row of a word's fit); computed once per graph."""
-    if "_phrase_twins" not in kg.__dict__:
-        phrases = [relation_phrase(r) for r in kg.relations]
+    def make() -> dict[str, int]:
+        phrases = relation_phrases(kg)
         first: dict[tuple, int] = {}
         pairs = [(i, first.setdefault(key, i)) for i, (p, g) in enumerate(zip(phrases, kg.twin_relations().tolist()))
                  for key in (("group", g), ("phrase", p))]
         joined = connected_groups(len(phrases), pairs)
-        kg.__dict__["_phrase_twins"] = {p: int(joined[first["phrase", p]]) for p in dict.fromkeys(phrases)}
-    return kg.__dict__["_phrase_twins"]
+        return {p: int(joined[first["phrase", p]]) for p in dict.fromkeys(phrases)}
+    return kg.derived("phrase_twins", make)
+
+
+def relation_phrases(kg: KnowledgeGraph) -> list[str]:
+    """Each relation's :func:`relation_phrase`, computed once per graph."""
+    return kg.derived("phrases", lambda: [relation_phrase(r) for r in kg.relations])
 
 
 def chain_text(path: tuple[Hop, ...], relations: list[str], rng: np.random.Generator, topic: str = "it",
@@ -159,25 +164,12 @@ def chain_text(path: tuple[Hop, ...], relations: list[str], rng: np.random.Gener
     return inner.replace("\0", topic)
 
 
-def follow(kg: KnowledgeGraph, nodes: np.ndarray, hop: Hop) -> np.ndarray:
-    """Every node one ``hop`` away from the node rows ``nodes`` (sorted, unique)."""
-    nodes = np.unique(np.asarray(nodes, np.int64))
-    if len(nodes) == 0:
-        return nodes
-    _, edges = kg._gather(nodes)
-    edges = np.unique(edges[kg.rels[edges] == hop.relation])
-    inside = np.zeros(kg.num_entities, bool)
-    inside[nodes] = True
-    src, dst = (kg.tails, kg.heads) if hop.inverse else (kg.heads, kg.tails)
-    return np.unique(dst[edges[inside[src[edges]]]])
-
-
 def reach(kg: KnowledgeGraph, topic, path: tuple[Hop, ...], max_frontier: int | None = None) -> np.ndarray | None:
     """The node rows ``path`` reaches from ``topic`` (a row or rows), followed as sets; None when an intermediate set
     grows past ``max_frontier``."""
     current = np.atleast_1d(np.asarray(topic, np.int64))
     for hop in path:
-        current = follow(kg, current, hop)
+        current = kg.follow(current, hop.relation, hop.inverse)
         if max_frontier is not None and len(current) > max_frontier:
             return None
         if len(current) == 0:
@@ -215,7 +207,7 @@ def narrowed(kg: KnowledgeGraph, answers: np.ndarray, topic: int, rng: np.random
     if other == topic or other in answers or not named_only[other]:
         return None
     hop = Hop(int(kg.rels[edge]), inverse=bool(kg.heads[edge] == y))  # from the second entity to y
-    kept = np.intersect1d(answers, follow(kg, np.array([other]), hop))
+    kept = np.intersect1d(answers, kg.follow(np.array([other]), hop.relation, hop.inverse))
     return (hop, other, kept) if 0 < len(kept) < len(answers) else None
 
 

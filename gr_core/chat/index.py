@@ -23,16 +23,16 @@ from .generate import relation_phrase
 FORMAT_VERSION = 5  # bump when the cached index layout changes (2: the class moved into gr_core.chat.index; 3: name
 #                    keys without accents and end punctuation, name_key; 4: the relations' phrases embedded;
 #                    5: possessives dropped from name keys)
-# Words that never make an entity name on their own (linking: "the" is no node) ...
-FUNCTION_WORDS = {"a", "an", "the", "of", "in", "on", "at", "to", "for", "by", "with", "and", "or", "is", "are", "was",
-                  "were", "be", "do", "does", "did", "what", "which", "who", "whom", "whose", "when", "where", "why",
-                  "how", "that", "this", "it", "its", "from", "as", "me", "i", "you", "he", "she", "they", "them",
-                  "his", "her", "their", "also", "about", "any", "some", "all", "there", "other", "same"}
+# The chat's one list of function words: never an entity name on their own (linking: "the" is no node), and, but for
+# the words that ask (chat/paths.py STOPWORDS), no relation's name (the auxiliary "have" would name every "has ...") ...
+FUNCTION_WORDS = frozenset(
+    "a an the of in on at to for by with and or is are was were be do does did have has had what which who whom whose "
+    "when where why how that this it its from as me i you he she they them his her their also about any some all there "
+    "other same".split())
 # ... and, with the words questions about films are full of, the words that do not count as content words: neither in
 # a name written in part nor for whether a question names an entity ("the films of ..." names no entity "Films")
 STOP_WORDS = FUNCTION_WORDS | {"star", "movie", "movies", "film", "films"}
 WORD = re.compile(r"[\w'’.-]+", re.U)
-BRACKET = re.compile(r"\[([^\]]+)\]")
 
 
 def word_key(word: str) -> str:

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..datasets import TOPIC_BRACKETS as BRACKET
 from ..gnn_rag.training import TOPIC_WORD, topic_masked
-from .index import (BRACKET, FUNCTION_WORDS, STOP_WORDS, WORD, ChatIndex, joined_spans, scene_name, word_key,
+from .index import (FUNCTION_WORDS, STOP_WORDS, WORD, ChatIndex, joined_spans, scene_name, word_key,
                     word_spans)
 
 # A follow-up question: a leading "and" / "what about", or a pronoun that points back at the last turn

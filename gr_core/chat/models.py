@@ -2,16 +2,16 @@
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 
 import torch
 
 from ..config import LLMConfig
 from ..g_retriever.model import GraphLLM, method_config
-from ..g_retriever.train import RunConfig
+from ..g_retriever.run_config import RunConfig
+from ..g_retriever.train import load_run_model
 from ..paths import OUTPUTS_ENV, repo_root
-from ..runs import config_hash, read_json
+from ..runs import config_hash
 from .config import CHECKPOINT_PRESETS, KIND_DATASETS
 
 
@@ -29,8 +29,7 @@ def find_checkpoint(kind: str, outputs: str | Path | None = None, llm_model: str
                 cfg_path, best = run_dir / "config.json", run_dir / "ckpt" / "best.pt"
                 if not (cfg_path.is_file() and best.is_file()):
                     continue
-                raw = {k: v for k, v in read_json(cfg_path).items() if k not in ("name", "config_hash")}
-                cfg = RunConfig.from_dict(raw)
+                cfg = RunConfig.read(cfg_path)
                 if llm_model and cfg.model.llm.model != llm_model:
                     continue
                 state = torch.load(best, map_location="cpu", weights_only=False)
@@ -56,16 +55,13 @@ def load_answerer(model: str, kind: str, llm_model: str, device: str, max_txt_le
         presets = ",".join(CHECKPOINT_PRESETS)
         why = f" (no trained {kind} checkpoint in outputs/{{{presets}}}/runs)" if model == "auto" else ""
         return GraphLLM(cfg).eval(), f"zero-shot {llm_model}{why}", None
-    raw = {k: v for k, v in read_json(run_dir / "config.json").items() if k not in ("name", "config_hash")}
-    cfg = RunConfig.from_dict(raw)
-    mcfg = replace(cfg.model, llm=replace(cfg.model.llm, device=device))
-    state = torch.load(run_dir / "ckpt" / "best.pt", map_location="cpu", weights_only=False)["model"]  # read once
-    if mcfg.gnn is not None and in_dim != checkpoint_in_dim(state, run_dir):
-        raise ValueError(f"{run_dir}: its graph encoder reads {checkpoint_in_dim(state, run_dir)}-d text embeddings; "
-                         f"this graph is indexed with {in_dim}-d ones (a different sentence encoder)")
-    net = GraphLLM(mcfg, in_dim=in_dim)
-    net.load_trainable_state(state)
-    return net.eval(), f"trained {cfg.method} ({run_dir.parent.parent.name}/{run_dir.name})", run_dir
+    cfg = RunConfig.read(run_dir)
+    state = torch.load(run_dir / "ckpt" / "best.pt", map_location="cpu", weights_only=False)  # read once
+    if cfg.model.gnn is not None and in_dim != checkpoint_in_dim(state["model"], run_dir):
+        raise ValueError(f"{run_dir}: its graph encoder reads {checkpoint_in_dim(state['model'], run_dir)}-d text "
+                         f"embeddings; this graph is indexed with {in_dim}-d ones (a different sentence encoder)")
+    net = load_run_model(run_dir, in_dim, cfg=cfg, state=state, device=device)
+    return net, f"trained {cfg.method} ({run_dir.parent.parent.name}/{run_dir.name})", run_dir
 
 
 def checkpoint_in_dim(state: dict, run_dir: Path | str = "") -> int:

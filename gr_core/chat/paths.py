@@ -40,7 +40,8 @@ import numpy as np
 import snowballstemmer
 
 from ..kg import KnowledgeGraph, is_identifier
-from .generate import Hop, follow, relation_phrase
+from .generate import Hop, relation_phrases
+from .index import FUNCTION_WORDS
 
 # the score's weights (module docstring), chosen on MetaQA's dev questions (docs/chat.md, "The relation paths")
 TAU, UNEXPLAINED, SAME_FIT, ORDER, HOP, KIND, LEXICAL = 0.05, 0.5, 0.3, 0.02, 0.1, 0.1, 0.8
@@ -51,11 +52,11 @@ MENTIONS, CYCLES, TWIN_STEPS = True, True, True
 WEIGHTS = (TAU, UNEXPLAINED, SAME_FIT, ORDER, HOP, KIND, LEXICAL, ENTITY, MENTIONS, CYCLES, TWIN_STEPS)
 PAIR_TOP = 40  # paths per entity tried in pairs, the best by the words they name
 TOKEN = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?")
-# function words and the masked entity ("it"): they name no relation (the auxiliary "have" would name every "has ...")
-STOPWORDS = frozenset("it the a an of is was what which who whom whose did in for on and to by that are were be do "
-                      "does with as have has had".split())
 # words that ask for "the same <relation>" (co-starred, directed together, also wrote, share the writer)
 SAMENESS = frozenset("same co together also share shares shared sharing".split())
+# the function words (chat/index.py) and the masked entity ("it") name no relation; the question words that ask for a
+# kind of answer (a date, a place, a way) and the words of sameness are read, not dropped
+STOPWORDS = FUNCTION_WORDS - SAMENESS - {"when", "where", "why", "how"}
 QUESTION_WORDS = frozenset("who whom whose what which when where how name list".split())
 # a node's kind: 0 a thing, 1 a person, 2 a place (the prototype text its name's vector is nearest), 3 a date (DATE)
 KIND_PROTOTYPES = ("a thing", "a person's name", "a city, country or place")
@@ -268,13 +269,6 @@ class RankedPath:
         return " / ".join(("same " if k == "back" else "") + " ".join(p) for k, p in self.units)
 
 
-def relation_phrases(kg: KnowledgeGraph) -> list[str]:
-    """Each relation's :func:`~gr_core.chat.generate.relation_phrase`, computed once per graph."""
-    if "_phrases" not in kg.__dict__:
-        kg.__dict__["_phrases"] = [relation_phrase(r) for r in kg.relations]
-    return kg.__dict__["_phrases"]
-
-
 def path_units(hops, mediator: list[bool], phrases: list[str], groups: np.ndarray) -> list[tuple[str, tuple]]:
     """The units of ``hops`` (module docstring): ``mediator[i]`` says hop ``i`` ends on identifier-named nodes only;
     ``phrases`` ``(R,)`` each relation's words, ``groups`` ``(R,)`` its twin group."""
@@ -309,7 +303,7 @@ def enumerate_paths(kg: KnowledgeGraph, start, max_hops: int = 3, max_frontier: 
     for _ in range(max_hops):
         nxt = []
         for prefix, mediators, nodes in level:
-            _, edges = kg._gather(nodes)
+            _, edges = kg.incidences(nodes)
             inside[nodes] = True
             for inverse, (src, dst) in ((False, (kg.heads, kg.tails)), (True, (kg.tails, kg.heads))):
                 mine = np.unique(edges[inside[src[edges]]])
@@ -405,7 +399,7 @@ def before_last(kg: KnowledgeGraph, path: RankedPath) -> np.ndarray:
     """The nodes ``path`` reaches one hop before its end."""
     nodes = np.atleast_1d(np.asarray(path.start, np.int64))
     for hop in path.hops[:-1]:
-        nodes = follow(kg, nodes, hop)
+        nodes = kg.follow(nodes, hop.relation, hop.inverse)
     return nodes
 
 
@@ -424,7 +418,7 @@ def pairs(kg: KnowledgeGraph, first: list[RankedPath], second: list[RankedPath])
             middle = before_last(kg, a)
             for j in sorted({j for n in middle.tolist() for j in holders.get(n, ())}):
                 b = second[j]
-                ends = follow(kg, np.intersect1d(middle, b.reached), a.hops[-1])
+                ends = kg.follow(np.intersect1d(middle, b.reached), a.hops[-1].relation, a.hops[-1].inverse)
                 ends = ends[~np.isin(ends, a.start + b.start)]
                 if len(ends):
                     yield a, b, ends
@@ -470,14 +464,13 @@ def path_edges(kg: KnowledgeGraph, start, hops, targets: np.ndarray) -> np.ndarr
     """The edge rows of every instance of the path ``hops`` from ``start`` that ends in ``targets`` (the evidence)."""
     sets = [np.unique(np.asarray(start, np.int64))]
     for hop in hops[:-1]:
-        sets.append(follow(kg, sets[-1], hop))
+        sets.append(kg.follow(sets[-1], hop.relation, hop.inverse))
     keep = np.unique(np.asarray(targets, np.int64))
     out = []
     for hop, before in zip(reversed(hops), reversed(sets)):
-        src, dst = (kg.tails, kg.heads) if hop.inverse else (kg.heads, kg.tails)
-        _, edges = kg._gather(keep)
-        edges = np.unique(edges)
-        edges = edges[(kg.rels[edges] == hop.relation) & np.isin(dst[edges], keep) & np.isin(src[edges], before)]
+        src = kg.tails if hop.inverse else kg.heads
+        edges = kg.hop_edges(keep, hop.relation, not hop.inverse)  # the hop's edges into keep ...
+        edges = edges[np.isin(src[edges], before)]  # ... from the set before
         out.append(edges)
         keep = np.unique(src[edges])
     return np.unique(np.concatenate(out)) if out else np.zeros(0, np.int64)

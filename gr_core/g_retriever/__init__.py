@@ -9,7 +9,8 @@ module (GR paper §5; docs/method.md §1; §5.1's indexing is the shared :mod:`g
 - :mod:`~gr_core.g_retriever.model`: §5.4 answer generation: :class:`GraphLLM`, the frozen LLM with the projected
   graph token (soft prompt) and optional LoRA; every Table 3 method as a configuration;
 - :mod:`~gr_core.g_retriever.baselines`: the retrieval baselines (KAPING, k-hop, no retrieval);
-- :mod:`~gr_core.g_retriever.examples`, :mod:`~gr_core.g_retriever.train`, :mod:`~gr_core.g_retriever.distributed`:
-  a run's examples, its training and evaluation, data-parallel processes;
+- :mod:`~gr_core.g_retriever.run_config`, :mod:`~gr_core.g_retriever.examples`, :mod:`~gr_core.g_retriever.train`,
+  :mod:`~gr_core.g_retriever.distributed`: a run's configuration, its examples, its training and evaluation,
+  data-parallel processes;
 - :mod:`~gr_core.g_retriever.experiments`: the notebooks' runs and ``python -m gr_core.g_retriever``.
 """

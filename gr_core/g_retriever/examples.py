@@ -4,7 +4,6 @@ length-bucketed batches."""
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -15,9 +14,7 @@ from ..prompts import COT_BAG, ZERO_COT, label_for, question_for
 from ..runs import progress
 from .baselines import kaping_retriever, retrieve_none
 from .model import Example, ModelConfig
-
-if TYPE_CHECKING:  # the run's configuration is only a type here; train imports this module
-    from .train import RunConfig
+from .run_config import RunConfig
 
 
 # ---------------------------------------------------------------------- examples

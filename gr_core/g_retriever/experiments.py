@@ -230,11 +230,9 @@ def main(argv: list[str] | None = None) -> int:
         run_dir = args.run_dir or outputs_root(args.preset) / "runs" / cfg.name
     elif args.config and args.run_dir:
         try:
-            raw = json.loads(Path(args.config).read_text())
-        except (OSError, json.JSONDecodeError) as err:
+            cfg, run_dir = RunConfig.read(Path(args.config)), args.run_dir
+        except (OSError, ValueError) as err:
             parser.error(f"cannot read --config {args.config}: {err}")
-        cfg, run_dir = (RunConfig.from_dict({k: v for k, v in raw.items() if k not in ("name", "config_hash")}),
-                        args.run_dir)
     else:
         parser.error("give --config and --run-dir, or --preset, --dataset and --method")
     metrics = run(cfg, run_dir, force=args.force)

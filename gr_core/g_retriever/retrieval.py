@@ -19,6 +19,7 @@ therefore checks the solver on a known instance at first use and refuses to run 
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from importlib import metadata
 
@@ -234,19 +235,15 @@ class RetrievedSubgraph:
     edge_prizes: np.ndarray
     edge_cost: float
 
-    @property
+    @functools.cached_property
     def graph(self):
         """The subgraph as a textual graph (original node ids kept), built on first use."""
-
-        if "_graph" not in self.__dict__:
-            src = self.source
-            if len(self.node_rows) == src.num_nodes and len(self.edge_rows) == src.num_edges and \
-                    np.array_equal(self.edge_rows, np.arange(src.num_edges)):
-                self.__dict__["_graph"] = src
-            else:
-                self.__dict__["_graph"] = TextualGraph(src.nodes.iloc[self.node_rows], src.edges.iloc[self.edge_rows],
-                                                       src.question, src.answers, src.graph_id, src.q_entities)
-        return self.__dict__["_graph"]
+        src = self.source
+        if len(self.node_rows) == src.num_nodes and len(self.edge_rows) == src.num_edges and \
+                np.array_equal(self.edge_rows, np.arange(src.num_edges)):
+            return src
+        return TextualGraph(src.nodes.iloc[self.node_rows], src.edges.iloc[self.edge_rows],
+                            src.question, src.answers, src.graph_id, src.q_entities)
 
     @property
     def desc(self) -> str:

@@ -347,3 +347,24 @@ def table8(runs_dir: str | Path, rows: list[tuple[str, str | None]], dataset: st
     table = pd.DataFrame(out)
     table.attrs["paper"] = PAPER_TABLE8
     return table
+
+
+def families_table(folder):
+    """One row per family file of ``bench/chat_families.py`` in ``folder`` (``outputs/bench/chat``): the default's and
+    ``train_reasoner``'s Hit with their 95% intervals, what the decision served, the turn's median seconds and, where
+    the file holds an earlier commit's answers to the same questions, its Hit and the pair's p."""
+    rows = []
+    for path in sorted(Path(folder).glob("*.json")):
+        d = read_json(path)
+        rec = {r["label"]: r for r in d["records"]}
+        cell = lambda r: f"{r['hit']:.1f} [{r['ci_low']:.1f}, {r['ci_high']:.1f}]" if r else "–"  # noqa: E731
+        served = sorted({v["served"] for v in d["decisions"].values() if v}) or ["paths (no reasoner)"]
+        row = {"family": d["family"], "split": d["split"] if d["family"] != "webqsp_full" else "all",
+               "n": rec["default"]["n"], "default": cell(rec["default"]),
+               "train_reasoner": cell(rec.get("train_reasoner")), "served": " / ".join(served),
+               "turn s": rec["default"]["turn_median_s"]}
+        for p in d["pairs"]:
+            if p["a"] in ("default", "train_reasoner") and "(before" in p["b"]:
+                row[f"{p['a']} before"] = f"{100 * p['score_b']:.1f} (p {p['p']:.2g})"
+        rows.append(row)
+    return pd.DataFrame(rows)

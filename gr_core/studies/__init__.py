@@ -5,10 +5,6 @@
 - :mod:`~gr_core.studies.hallucination`, :mod:`~gr_core.studies.checker_validation`: citations checked against the
   graph (GR Table 5), and the checker against citations of known truth;
 - :mod:`~gr_core.studies.graph_baselines`: the no-LLM reference rows (majority class, negation parity, GNN-only);
-- :mod:`~gr_core.studies.recipe`: one training configuration over seeds (``python -m gr_core.studies.recipe``);
-- :mod:`~gr_core.studies.precision_check`: bf16 against fp32, paired (``python -m gr_core.studies.precision_check``);
 - :mod:`~gr_core.studies.gnn_rag`, :mod:`~gr_core.studies.gnn_rag_llm`: notebook 04's reasoner studies and the LLM
   half's tables (``python -m gr_core.gnn_rag``);
-- :mod:`~gr_core.studies.chat_families`: the chat on four graph families, leave one family out (notebook 09,
-  ``python bench/chat_families.py``).
 """

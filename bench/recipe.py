@@ -6,10 +6,10 @@ since a float-level change moves these models by several points (docs/explagraph
 
     # one seed (resumable)
     python -m gr_core.g_retriever --preset cpu --dataset explagraphs --method g_retriever --seed 1
-    python -m gr_core.studies.recipe --runs outputs/cpu/runs --method g_retriever \
+    python bench/recipe.py --runs outputs/cpu/runs --method g_retriever \
         --out outputs/studies/explagraphs_recipe
     # other schedule
-    python -m gr_core.studies.recipe ... --compare outputs/studies/precision_check/runs:g_retriever-bfloat16
+    python bench/recipe.py ... --compare outputs/studies/precision_check/runs:g_retriever-bfloat16
 
 The report gives per seed the validation curve (greedy accuracy and loss per epoch), the epoch kept, the test score
 with its Wilson interval and whether it clears the majority class; over seeds the mean, std and the paired tests
@@ -23,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..precision import run_precision
-from ..report.results import run_question_scores
-from ..runs import environment_record, read_json, seed_run_dirs, write_json
-from ..stats import compare_seeds, verdict, wilson_interval
+from gr_core.precision import run_precision
+from gr_core.report.results import run_question_scores
+from gr_core.runs import environment_record, read_json, seed_run_dirs, write_json
+from gr_core.stats import compare_seeds, verdict, wilson_interval
 
 REFERENCES = ("majority", "gnn_classifier", "negation_parity")
 
@@ -130,7 +130,7 @@ def report(runs_dir: str | Path, method: str, dataset: str = "explagraphs", comp
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gr_core.studies.recipe", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python bench/recipe.py", description=__doc__.split("\n")[0])
     parser.add_argument("--runs", required=True, help="the runs folder holding <dataset>-<method>-seed<k>")
     parser.add_argument("--method", default="g_retriever")
     parser.add_argument("--dataset", default="explagraphs")

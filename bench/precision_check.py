@@ -13,11 +13,11 @@ read over seeds: each dtype's mean and spread, the per-seed differences, a paire
 McNemar test (discordant pairs summed over seeds, the Mantel-Haenszel test for 1:1 matched pairs).
 
     # one run (resumable; reused when finished)
-    python -m gr_core.studies.precision_check run --dtype bfloat16 --seed 0
+    python bench/precision_check.py run --dtype bfloat16 --seed 0
     # each run's weights answering in the other dtype
-    python -m gr_core.studies.precision_check cross --seed 0
+    python bench/precision_check.py cross --seed 0
     # every finished pair -> precision_check.json
-    python -m gr_core.studies.precision_check report
+    python bench/precision_check.py report
 
 Runs go to ``outputs/studies/precision_check/runs/<name>`` (``--out`` changes the folder). A run trains with the
 threads torch is given (``OMP_NUM_THREADS``); its timings are recorded with them and with its CPU (runs made side by
@@ -33,14 +33,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..evaluate import task_scores
-from ..g_retriever.examples import build_examples, split_indices
-from ..g_retriever.model import SOFT_PROMPT_INIT, GraphLLM
-from ..g_retriever.train import RunConfig, predict, run
-from ..graphqa import DatasetConfig, load_dataset
-from ..paths import outputs_root, repo_root
-from ..runs import atomic_write_bytes, read_json, write_json
-from ..stats import compare, mcnemar_cmh, over_seeds, wilson_interval
+from gr_core.evaluate import task_scores
+from gr_core.g_retriever.examples import build_examples, split_indices
+from gr_core.g_retriever.model import SOFT_PROMPT_INIT, GraphLLM
+from gr_core.g_retriever.train import RunConfig, predict, run
+from gr_core.graphqa import DatasetConfig, load_dataset
+from gr_core.paths import outputs_root, repo_root
+from gr_core.runs import atomic_write_bytes, read_json, write_json
+from gr_core.stats import compare, mcnemar_cmh, over_seeds, wilson_interval
 
 DTYPES = ("float32", "bfloat16")
 DEFAULT_OUT = "precision_check"  # under outputs/studies/
@@ -52,8 +52,7 @@ def run_config(dtype: str, seed: int, preset: str = "quick") -> RunConfig:
     ``config.json``), so the committed runs stay reproducible after the preset moved on. ``preset`` is kept for
     callers; the configuration no longer follows it."""
 
-    recorded = read_json(repo_root() / REFERENCE_RUN / "config.json")
-    cfg = RunConfig.from_dict({k: v for k, v in recorded.items() if k not in ("name", "config_hash")})
+    cfg = RunConfig.read(repo_root() / REFERENCE_RUN)
     return replace(cfg, seed=seed, variant=dtype, model=replace(cfg.model, llm=replace(cfg.model.llm, dtype=dtype)))
 
 
@@ -202,7 +201,7 @@ def report(out: str | Path | None = None, preset: str = "quick") -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gr_core.studies.precision_check",
+    parser = argparse.ArgumentParser(prog="python bench/precision_check.py",
                                      description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     one = sub.add_parser("run", help="train and score one (dtype, seed) run")
