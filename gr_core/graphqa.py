@@ -14,6 +14,7 @@ import hashlib
 import os
 import pickle
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
@@ -93,8 +94,8 @@ class LazyEmbeddings:
     (:meth:`GraphQADataset.prefetch` gathers a set of questions' rows).
     """
 
-    def __init__(self, texts: list[str], dim: int, encoder: str):
-        self.texts = list(texts)
+    def __init__(self, texts: Sequence[str], dim: int, encoder: str):
+        self.texts = texts if isinstance(texts, Sequence) else list(texts)  # a lazy sequence stays lazy
         self.encoder = encoder
         self._rows = np.zeros((len(self.texts), dim), np.float32)
         self._done = np.zeros(len(self.texts), bool)

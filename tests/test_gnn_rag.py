@@ -466,3 +466,19 @@ def test_the_change_table_of_a_finished_key_is_reloaded_not_retrained(tmp_path, 
     assert calls[-1] == ("metaqa", 1, 2)  # other changes: another key, computed
 
 
+
+
+def test_paths_from_one_search_per_seed_are_networkx_all_shortest_paths():
+    """reasoning_paths builds every target's shortest paths from one search per seed with networkx's own builder;
+    pinned against ``nx.all_shortest_paths`` (same paths, same order) on random graphs with ties."""
+    import networkx as nx
+
+    from gr_core.gnn_rag.reasoning_paths import _build_paths_from_predecessors
+
+    for seed in range(5):
+        g = nx.gnm_random_graph(30, 60, seed=seed)
+        for s in (0, 7):
+            pred = nx.predecessor(g, s)
+            for t in g.nodes:
+                if t != s and t in pred:
+                    assert list(_build_paths_from_predecessors({s}, t, pred)) == list(nx.all_shortest_paths(g, s, t))

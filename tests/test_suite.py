@@ -46,26 +46,21 @@ def test_suite_stops_at_the_first_failure_naming_notebook_and_cell(toy_suite):
     assert [n["status"] for n in summary["notebooks"]] == ["passed", "failed", "skipped"]
 
 
-def test_suite_injects_overrides_and_passes(toy_suite):
-    res = _run_suite(toy_suite, "--only", "00", "-p", "x=41")
-    assert res.returncode == 0, res.stderr
-    executed = nbformat.read(toy_suite / "out" / "smoke" / "notebooks" / "00_first.ipynb", as_version=4)
-    printed = "".join(o.get("text", "") for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", []))
-    assert "first 41" in printed
-    assert res.stdout.strip().splitlines()[-1] == "1 passed, 0 failed, 0 skipped"
-
-
-def test_keep_going_then_a_partial_run_merges_keeps_the_total_and_prints_what_is_left(toy_suite):
+def test_keep_going_then_a_partial_run_with_an_override_merges_keeps_the_total_and_prints_what_is_left(toy_suite):
     # one --keep-going run, then an --only run (each run starts a kernel per notebook: shared to keep CI short)
     first = _run_suite(toy_suite, "--keep-going")
     assert first.returncode == 1
     assert first.stdout.strip().splitlines()[-1] == "2 passed, 1 failed, 0 skipped"  # the rest ran
     total = json.loads((toy_suite / "out" / "smoke" / "suite.json").read_text())["total_seconds"]
     assert "[1/3] 00_first.ipynb  elapsed 0 s, no earlier time for 00_first, 01_breaks, 02_after" in first.stdout
-    again = _run_suite(toy_suite, "--only", "00", "02")
+    again = _run_suite(toy_suite, "--only", "00", "02", "-p", "x=41")  # an override, injected
+    assert again.returncode == 0, again.stderr
     # the second run knows the first run's times: elapsed and an estimate of what is left
     assert "[1/2] 00_first.ipynb  elapsed 0 s, about " in again.stdout and " left" in again.stdout
     assert "suite smoke:" in again.stdout
+    executed = nbformat.read(toy_suite / "out" / "smoke" / "notebooks" / "00_first.ipynb", as_version=4)
+    printed = "".join(o.get("text", "") for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "first 41" in printed
     summary = json.loads((toy_suite / "out" / "smoke" / "suite.json").read_text())
     assert summary["total_seconds"] == total  # the partial run's own seconds do not replace the whole run's
     names = [(n["notebook"], n.get("from_previous_run", False)) for n in summary["notebooks"]]

@@ -209,16 +209,26 @@ def predict(model: GraphLLM, examples: list[Example], batch_size: int, desc: str
             max_new_tokens: int | None = None) -> tuple[list[str], float]:
     """Greedy answers for ``examples`` in length-sorted batches (input order kept) and the seconds it took
     (``max_new_tokens``: the model's own budget when None)."""
+    answers, seconds = predict_timed(model, examples, batch_size, desc, max_new_tokens)
+    return answers, sum(seconds)
+
+
+def predict_timed(model: GraphLLM, examples: list[Example], batch_size: int, desc: str = "generate",
+                  max_new_tokens: int | None = None) -> tuple[list[str], list[float]]:
+    """:func:`predict` with each example's share of its batch's seconds (what examples of several kinds answered in
+    one pass cost each kind)."""
     model.eval()
     order = sorted(range(len(examples)), key=lambda i: examples[i].num_prompt_tokens)
-    answers = [""] * len(examples)
-    t0 = time.perf_counter()
+    answers, seconds = [""] * len(examples), [0.0] * len(examples)
     for start in progress(range(0, len(order), batch_size), desc=desc):
+        t0 = time.perf_counter()
         idx = order[start:start + batch_size]
         batch = model.collate([examples[i] for i in idx], with_label=False).to(model.device)
         for i, a in zip(idx, model.generate(batch, max_new_tokens)):
             answers[i] = a
-    return answers, time.perf_counter() - t0
+        for i in idx:
+            seconds[i] = (time.perf_counter() - t0) / len(idx)
+    return answers, seconds
 
 
 # ---------------------------------------------------------------------- one run

@@ -12,7 +12,7 @@ from pathlib import Path
 from ..config import LLMConfig
 from ..evaluate import answer_matches, normalize
 from ..g_retriever.model import Example, GraphLLM, LoRAConfig, ModelConfig
-from ..g_retriever.train import TrainConfig, fit, predict
+from ..g_retriever.train import TrainConfig, fit, predict_timed
 from ..prompts import ROG_PLANNING_PROMPT, gnn_rag_parts
 from ..runs import config_hash, progress, seed_everything, write_json
 from .evidence import GNNRAGConfig, format_relation_path, parse_relation_path, relation_sequences
@@ -139,12 +139,13 @@ def generate_relation_paths(model: GraphLLM, questions: list[str], beams: int = 
 
 
 def answer_examples(model: GraphLLM, examples: list[Example], batch_size: int, adapters: bool = True,
-                    desc: str = "answers") -> tuple[list[str], float]:
-    """Greedy answers; ``adapters=False`` answers with the untuned LLM (LoRA disabled) for the no-retrieval row."""
+                    desc: str = "answers") -> tuple[list[str], list[float]]:
+    """Greedy answers and each one's seconds (:func:`~gr_core.g_retriever.train.predict_timed`); ``adapters=False``
+    answers with the untuned LLM (LoRA disabled) for the no-retrieval row."""
     if adapters or not hasattr(model.llm, "disable_adapter"):
-        return predict(model, examples, batch_size, desc=desc)
+        return predict_timed(model, examples, batch_size, desc=desc)
     with model.llm.disable_adapter():
-        return predict(model, examples, batch_size, desc=desc)
+        return predict_timed(model, examples, batch_size, desc=desc)
 
 
 # ---------------------------------------------------------------------- grounded answers (beyond the papers)

@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass, field
 
 import networkx as nx
+# all_shortest_paths' own path builder (networkx 2.x-3.x): paths from a search made once per seed
+from networkx.algorithms.shortest_paths.generic import _build_paths_from_predecessors
 import numpy as np
 import pandas as pd
 
@@ -124,13 +126,16 @@ def reasoning_paths(graph, seeds: list[int], targets: list[int], max_lines_per_p
     present = [s for s in seeds if s in names]
     report.missing_seed = len(seeds) - len(present)
     seen = set()
+    preds: dict[int, dict] = {}  # one breadth-first search per seed, not one per (seed, target) pair
     for t in targets:
         found = False
         for s in present:
-            if s == t or not nx.has_path(g, s, t):
+            pred = preds[s] if s in preds else preds.setdefault(s, nx.predecessor(g, s))
+            if s == t or t not in pred:
                 continue
             found = True
-            for nodes in nx.all_shortest_paths(g, s, t):
+            # nx.all_shortest_paths(g, s, t) without its search: the same paths in the same order, from ``pred``
+            for nodes in _build_paths_from_predecessors({s}, t, pred):
                 hops = [_hop_texts(u, v, rel_index) for u, v in zip(nodes, nodes[1:])]
                 for combo in itertools.islice(itertools.product(*hops), max_lines_per_pair):
                     line = names[nodes[0]] + "".join(h + names[v] for h, v in zip(combo, nodes[1:]))

@@ -7,6 +7,7 @@ import dataclasses
 import io
 import re
 import time
+from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
@@ -73,6 +74,23 @@ def topic_masked(question: str, names) -> str:
     return question
 
 
+class MaskedQuestions(Sequence):
+    """:func:`topic_masked` of each record's question, made when a row is first read (a dataset's 40k masked questions
+    made up front cost 7 s of regular expressions; a run reads a few)."""
+
+    def __init__(self, records):
+        self.records, self._texts = records, {}
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, i: int) -> str:
+        if i not in self._texts:
+            r = self.records[i]
+            self._texts[i] = topic_masked(r.question, r.q_entities or [])
+        return self._texts[i]
+
+
 def masked_question_emb(ds):
     """The sentence vectors of ``ds``'s questions with their topic entities masked (:func:`topic_masked` of each
     record's ``q_entities``), indexed like ``ds.question_emb`` ``(num_questions, dim)``, or None where they cannot be
@@ -85,8 +103,7 @@ def masked_question_emb(ds):
     emb = getattr(ds, "question_emb_masked", None)
     encoder = getattr(ds.question_emb, "encoder", None)
     if emb is None and encoder is not None:
-        emb = LazyEmbeddings([topic_masked(r.question, r.q_entities or []) for r in ds.records],
-                             int(ds.question_emb.shape[1]), encoder)
+        emb = LazyEmbeddings(MaskedQuestions(ds.records), int(ds.question_emb.shape[1]), encoder)
         ds.question_emb_masked = emb
     return emb
 

@@ -37,7 +37,8 @@ def answer_with_evidence(key: str, ds, indices: list[int], probs: list[np.ndarra
     answer distance), the :func:`~gr_core.evaluate.kgqa_scores` fields, ``coverage`` (a gold answer is an entity of
     the evidence the LLM sees), ``input_tokens`` (the whole prompt, chat template included), ``evidence_lines``,
     ``lines_dropped`` (over the token budget), ``missing_seed``, ``no_path``, ``empty_candidates``, ``ungrounded``,
-    ``answer_seconds`` (per question, that retriever's batch time / questions).
+    ``answer_seconds`` (the question's share of its batch's seconds: every retriever's prompts are answered in one
+    length-sorted pass, the no-retrieval ones apart, with the LoRA adapters off).
     """
 
     unknown = set(retrievers) - set(RETRIEVERS)
@@ -54,9 +55,8 @@ def answer_with_evidence(key: str, ds, indices: list[int], probs: list[np.ndarra
         cands = [names[c] for c, _ in select_candidates(probs[k], seed_pos, cfg.eps)] if probs is not None else []
         per_q.append((ev, answer_hops(g, seeds, gold_ids(g, ds.records[i].answers, seeds)), names, cands,
                       {names[s] for s in seed_pos}))
-    rows = []
+    examples, info = [], []
     for r in retrievers:
-        examples, info = [], []
         for i, (ev, hops, names, cands, seed_names) in zip(indices, per_q):
             rec = ds.records[i]
             e = ev[r]
@@ -71,16 +71,24 @@ def answer_with_evidence(key: str, ds, indices: list[int], probs: list[np.ndarra
                          "gnn_top": cands[0] if cands else None,
                          "gold_in_candidates": bool(gold & {normalize(c) for c in cands}),
                          "_names": (names, cands, [n for n in shown if n not in seed_names])})
-        generator.tokenize(examples)
-        answers, seconds = answer_examples(generator, examples, batch_size, adapters=(r != "none"), desc=f"{key} {r}")
-        for ex, a, row in zip(examples, answers, info):
-            names, cands, shown = row.pop("_names")
-            grounded, fell_back = ground_reply(a, shown, row["gnn_top"])
-            row.update(prediction=a, answers=ex.answers, answer_seconds=seconds / max(len(examples), 1),
-                       input_tokens=len(t.prefix) + ex.num_prompt_tokens + len(t.suffix),
-                       answer_kind=answer_kind(a, ex.answers, cands, shown, names), grounded=grounded,
-                       grounded_fallback=fell_back, **kgqa_scores(a, ex.answers))
-            rows.append(row)
+    generator.tokenize(examples)
+    answers, seconds = [""] * len(examples), [0.0] * len(examples)
+    for adapters in (False, True):  # the retrievers' prompts in one length-sorted pass; "none" without the adapters
+        part = [k for k, row in enumerate(info) if (row["retriever"] != "none") == adapters]
+        if part:
+            got, secs = answer_examples(generator, [examples[k] for k in part], batch_size, adapters=adapters,
+                                        desc=f"{key} {'evidence' if adapters else 'none'}")
+            for k, a, sec in zip(part, got, secs):
+                answers[k], seconds[k] = a, sec
+    rows = []
+    for ex, a, sec, row in zip(examples, answers, seconds, info):
+        names, cands, shown = row.pop("_names")
+        grounded, fell_back = ground_reply(a, shown, row["gnn_top"])
+        row.update(prediction=a, answers=ex.answers, answer_seconds=sec,
+                   input_tokens=len(t.prefix) + ex.num_prompt_tokens + len(t.suffix),
+                   answer_kind=answer_kind(a, ex.answers, cands, shown, names), grounded=grounded,
+                   grounded_fallback=fell_back, **kgqa_scores(a, ex.answers))
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
