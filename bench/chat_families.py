@@ -145,7 +145,7 @@ def metaqa_slice_family(split: str, num_slices: int = 4, per_slice: int = 60, se
 def webqsp_mini_family(split: str = "test", num_graphs: int = 300, seed: int = 0) -> tuple[list[dict], dict]:
     """``num_graphs`` WebQSP mini-graphs of ``split`` (the seeded re-split; a seeded sample) and their questions:
     ``([{question, answers, graph, topic}], {spec: graph})``."""
-    from ..graphqa import load_dataset  # noqa: PLC0415 deferred: the WebQSP dataset, for these families only
+    from gr_core.graphqa import load_dataset  # noqa: PLC0415 deferred: the WebQSP dataset, for these families only
 
     ds = load_dataset("webqsp")
     ids = ds.split[split]
@@ -158,7 +158,7 @@ def webqsp_mini_family(split: str = "test", num_graphs: int = 300, seed: int = 0
 
 def webqsp_full_family(num_graphs: int = 0) -> tuple[list[dict], dict]:
     """The 18 complete WebQSP graphs and their questions (the first ``num_graphs``; 0: all)."""
-    from ..graphqa import load_dataset  # noqa: PLC0415 deferred: the WebQSP dataset, for these families only
+    from gr_core.graphqa import load_dataset  # noqa: PLC0415 deferred: the WebQSP dataset, for these families only
 
     ds = load_dataset("webqsp_full")
     specs = [f"webqsp_full:{i}" for i in range(min(num_graphs, len(ds)) or len(ds))]
@@ -308,9 +308,9 @@ def family_study(family: str, split: str, size: int, seed: int = 0, reasoner_cfg
     the LLM ranking PCST's evidence (``answer_mode="ranked"``, the embedded LLM zero-shot). Returns records, exact
     McNemar pairs against the default, per-question rows, the decisions, the reasoners' training records and their
     held-out H@1 as served against as trained (:func:`served_h1`)."""
-    from ..chat import GraphReasonerConfig, train_graph_reasoner, training_record  # noqa: PLC0415 deferred: the chat's training, for this study only
-    from ..chat.conversation import decide  # noqa: PLC0415
-    from ..gnn_rag import load_reasoner, reasoner_meta  # noqa: PLC0415
+    from gr_core.chat import GraphReasonerConfig, train_graph_reasoner, training_record  # noqa: PLC0415 deferred: the chat's training, for this study only
+    from gr_core.chat.conversation import decide  # noqa: PLC0415
+    from gr_core.gnn_rag import load_reasoner, reasoner_meta  # noqa: PLC0415
 
     questions, graphs = family_questions(family, split, size, seed)
     cfg = reasoner_cfg or GraphReasonerConfig()

@@ -8,6 +8,7 @@ transformers version (docs/environment.md). Later loads take about a second.
 """
 from __future__ import annotations
 
+import copy
 import importlib
 import importlib.util
 import shutil
@@ -87,7 +88,7 @@ def gguf_llm_dir(gguf: Path, name: str, force: bool = False) -> Path:
     built = sorted(target.parent.glob(f"*-{key}/gr_core_done.json"), key=lambda p: p.parent != target)
     if built and not force:
         return built[0].parent
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415 deferred: transformers + torch, ~2 s at start-up
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415 deferred: transformers + torch, ~2 s at start-up
 
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".build-"))
@@ -95,7 +96,9 @@ def gguf_llm_dir(gguf: Path, name: str, force: bool = False) -> Path:
         pkg_dir, fname = str(gguf.parent), gguf.name
         tokenizer = AutoTokenizer.from_pretrained(pkg_dir, gguf_file=fname)
         gguf_model = AutoModelForCausalLM.from_pretrained(pkg_dir, gguf_file=fname)
-        plain = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(pkg_dir, gguf_file=fname))
+        config = copy.deepcopy(gguf_model.config)  # not parsed from the GGUF a third time (~3 s)
+        del config.quantization_config  # the copy is plain weights: the same config.json as AutoConfig's
+        plain = AutoModelForCausalLM.from_config(config)
         plain.load_state_dict(gguf_model.state_dict())
         plain.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)

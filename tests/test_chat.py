@@ -362,6 +362,7 @@ def test_turn_view_colours_question_and_answer_nodes(chat, tmp_path):
     assert Turn(question="x", status="unrelated").show() == ""
 
 
+@pytest.mark.slow
 def test_cli_answers_a_triples_file_and_names_a_bad_line(tmp_path, tiny_llm_dir):
     kg = _write(tmp_path / "my_kg.tsv", "".join(f"{h}\t{r}\t{t}\n" for h, r, t in MOVIES))
     out = tmp_path / "turns.json"

@@ -32,6 +32,7 @@ def toy_suite(tmp_path):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_suite_stops_at_the_first_failure_naming_notebook_and_cell(toy_suite):
     res = _run_suite(toy_suite)
     assert res.returncode == 1
@@ -46,6 +47,7 @@ def test_suite_stops_at_the_first_failure_naming_notebook_and_cell(toy_suite):
     assert [n["status"] for n in summary["notebooks"]] == ["passed", "failed", "skipped"]
 
 
+@pytest.mark.slow
 def test_keep_going_then_a_partial_run_with_an_override_merges_keeps_the_total_and_prints_what_is_left(toy_suite):
     # one --keep-going run, then an --only run (each run starts a kernel per notebook: shared to keep CI short)
     first = _run_suite(toy_suite, "--keep-going")
@@ -77,6 +79,7 @@ def test_progress_line_estimates_from_the_last_run():
     assert progress_line(0, [Path("05_x.ipynb")], {}) == "elapsed 0 s, no earlier time for 05_x"
 
 
+@pytest.mark.slow
 def test_a_suite_stopped_part_way_keeps_the_records_of_the_notebooks_it_finished(tmp_path):
     (tmp_path / "nbs").mkdir()
     _notebook(tmp_path / "nbs" / "00_first.ipynb", "print('first', x)")

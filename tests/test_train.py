@@ -173,6 +173,7 @@ def test_early_stopping_keeps_the_best_validation_checkpoint(tiny_llm_dir, expla
 
 
 @pytest.mark.data
+@pytest.mark.slow
 def test_ddp_on_two_gloo_processes_follows_the_single_process_trajectory(tiny_llm_dir, explagraphs, tmp_path):
     """torchrun --nproc_per_node 2 (gloo, CPU) vs one process on the same global batch of 4."""
     cfg = _cfg(tiny_llm_dir, norm="layer", num_epochs=2)  # graph-wise LayerNorm: independent of the sharding
@@ -294,6 +295,7 @@ def _torchrun_worker(tiny_llm_dir, device, out):
     return json.loads((out / "history.json").read_text())
 
 
+@pytest.mark.slow
 def test_forced_ddp_on_one_process_follows_the_plain_trajectory(tiny_llm_dir, tmp_path):
     """The DDP code path (process group, wrapper, all-reduce) on one gloo process gives the plain run's losses;
     on a GPU the same test runs with NCCL (tests/test_gpu.py)."""
