@@ -31,12 +31,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from gr_core.evaluate import task_scores
 from gr_core.g_retriever.examples import build_examples, split_indices
-from gr_core.g_retriever.model import SOFT_PROMPT_INIT, GraphLLM
-from gr_core.g_retriever.train import RunConfig, predict, run
+from gr_core.g_retriever.train import RunConfig, load_run_model, predict, run
 from gr_core.graphqa import DatasetConfig, load_dataset
 from gr_core.paths import outputs_root, repo_root
 from gr_core.runs import atomic_write_bytes, read_json, write_json
@@ -84,10 +82,8 @@ def cross_score(seed: int, out: str | Path | None = None, preset: str = "quick")
         run_dir = out_folder(out) / "runs" / cfg.name
         target = run_dir / f"cross-{answered}.jsonl"
         if not target.is_file():
-            state = torch.load(run_dir / "ckpt" / "best.pt", map_location="cpu", weights_only=False)
             other = replace(cfg.model, llm=replace(cfg.model.llm, dtype=answered))
-            model = GraphLLM(other, in_dim=int(ds.text_emb.shape[1]), soft_prompt_init=SOFT_PROMPT_INIT["explagraphs"])
-            model.load_trainable_state(state["model"])
+            model = load_run_model(run_dir, int(ds.text_emb.shape[1]), cfg=replace(cfg, model=other))
             examples = model.tokenize(build_examples(ds, split_indices(ds, cfg)["test"], other, desc="test"))
             answers, _ = predict(model.eval(), examples, cfg.train.eval_batch_size, desc=f"{cfg.name} in {answered}")
             lines = [json.dumps({"id": ex.uid, "prediction": a, "answers": ex.answers,

@@ -97,7 +97,7 @@ def gguf_llm_dir(gguf: Path, name: str, force: bool = False) -> Path:
         tokenizer = AutoTokenizer.from_pretrained(pkg_dir, gguf_file=fname)
         gguf_model = AutoModelForCausalLM.from_pretrained(pkg_dir, gguf_file=fname)
         config = copy.deepcopy(gguf_model.config)  # not parsed from the GGUF a third time (~3 s)
-        del config.quantization_config  # the copy is plain weights: the same config.json as AutoConfig's
+        config.__dict__.pop("quantization_config", None)  # plain weights: the same config.json as AutoConfig's
         plain = AutoModelForCausalLM.from_config(config)
         plain.load_state_dict(gguf_model.state_dict())
         plain.save_pretrained(tmp)

@@ -30,7 +30,11 @@ def bench():
             spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
             module = importlib.util.module_from_spec(spec)
             sys.modules[spec.name] = module
-            spec.loader.exec_module(module)
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[spec.name]  # no half-loaded module left behind
+                raise
         return sys.modules[f"bench_{name}"]
     return load
 

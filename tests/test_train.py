@@ -45,6 +45,16 @@ def test_length_batches_cover_every_example_once_group_similar_lengths_and_follo
     assert batches == length_batches(lengths, 2, seed=0) and batches != length_batches(lengths, 2, seed=5)
 
 
+def test_the_command_line_names_a_config_it_cannot_read(tmp_path, capsys):
+    from gr_core.g_retriever.experiments import main
+
+    for text in ("{not json", "[1, 2]", '{"dataset": "explagraphs", "method": "g_retriever", "colour": 1}'):
+        (tmp_path / "cfg.json").write_text(text)
+        with pytest.raises(SystemExit):
+            main(["--config", str(tmp_path / "cfg.json"), "--run-dir", str(tmp_path / "r")])
+        assert "cannot read --config" in capsys.readouterr().err
+
+
 def test_run_config_round_trips_through_json(tiny_llm_dir):
     cfg = _cfg(tiny_llm_dir, "g_retriever_lora")
     assert RunConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg

@@ -25,7 +25,7 @@ ANSWER_MODES = ("auto", "paths", "reasoner", "ranked", "free")
 KIND_ANSWER_MODE = {"kg": "paths", "scene": "free", "explanation": "free"}
 # How the LLM reads the evidence: KG facts as "head | relation | tail" lines, the others the paper's CSV tables
 KIND_EVIDENCE_FORMAT = {"kg": "triples", "scene": "csv", "explanation": "csv"}
-CHECKPOINT_PRESETS = ("full", "quick")  # smoke runs are CI-sized (one epoch on 8 questions): never served
+CHECKPOINT_PRESETS = ("full", "quick")  # smoke runs are CI-sized (one epoch on 4 questions): never served
 
 
 @dataclass(frozen=True)

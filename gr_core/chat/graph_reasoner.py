@@ -35,9 +35,10 @@ from .link import link_question, most_similar
 from .paths import WordVectors
 from .scope import question_graph, read_question, scope_tensors, search_scope
 
-FORMAT_VERSION = 8  # keys the cache (4: one scope rule for training and serving, user-like forms, decision questions;
+FORMAT_VERSION = 9  # keys the cache (4: one scope rule for training and serving, user-like forms, decision questions;
 #                    5: decision questions in held-out frames, mentions; 6: linked and read as a turn does;
-#                    7: decision questions held out by topic; 8: no identifier as topic or answer)
+#                    7: decision questions held out by topic; 8: no identifier as topic or answer;
+#                    9: the question read with the chat's one list of function words)
 MIN_QUESTIONS = 20  # fewer generated questions than this train no reasoner (a graph too small: TooFewQuestions)
 DECISION_QUESTIONS = 300  # questions generated for the choice between the reasoner and the path ranker (a quarter of
 #                           a smaller budget, at least 40; at least 2 a graph where one reasoner serves many)

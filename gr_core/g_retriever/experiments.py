@@ -79,7 +79,7 @@ class RunSettings:
         return cls(**{k: v for k, v in {**params, **(overrides or {})}.items() if k in names})
 
     def keywords(self) -> dict:
-        """The :func:`~gr_core.g_retriever.train.make_run_config` keywords."""
+        """The :func:`~gr_core.g_retriever.run_config.make_run_config` keywords."""
         return dict(
             llm=LLMConfig(model=self.llm_model, device=self.device, max_new_tokens=self.max_new_tokens),
             gnn=GNNConfig(kind=self.gnn_kind, hidden=self.gnn_hidden, num_layers=self.gnn_layers, heads=self.gnn_heads),
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.config and args.run_dir:
         try:
             cfg, run_dir = RunConfig.read(Path(args.config)), args.run_dir
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError, TypeError, AttributeError) as err:  # unreadable, not JSON, not a RunConfig
             parser.error(f"cannot read --config {args.config}: {err}")
     else:
         parser.error("give --config and --run-dir, or --preset, --dataset and --method")

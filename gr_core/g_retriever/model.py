@@ -54,7 +54,7 @@ class LoRAConfig:
     draws the masks from 16-bit integers (:class:`gr_core.dropout.UniformDropout`: the same rate and expectation,
     another random stream; torch's CPU ``bernoulli_`` took 9% of a G-Retriever + LoRA step, docs/precision.md). The
     default leaves the field out of the configuration hash, so runs recorded before it existed stay valid
-    (:meth:`gr_core.g_retriever.train.RunConfig.to_dict`).
+    (:meth:`gr_core.g_retriever.run_config.RunConfig.to_dict`).
     """
 
     r: int = 8

@@ -226,8 +226,9 @@ def predict_timed(model: GraphLLM, examples: list[Example], batch_size: int, des
         batch = model.collate([examples[i] for i in idx], with_label=False).to(model.device)
         for i, a in zip(idx, model.generate(batch, max_new_tokens)):
             answers[i] = a
+        share = (time.perf_counter() - t0) / len(idx)
         for i in idx:
-            seconds[i] = (time.perf_counter() - t0) / len(idx)
+            seconds[i] = share
     return answers, seconds
 
 

@@ -8,8 +8,11 @@ import re
 from dataclasses import dataclass, field
 
 import networkx as nx
-# all_shortest_paths' own path builder (networkx 2.x-3.x): paths from a search made once per seed
-from networkx.algorithms.shortest_paths.generic import _build_paths_from_predecessors
+
+try:  # all_shortest_paths' own path builder (networkx 2.x-3.x): the paths from a search made once per seed
+    from networkx.algorithms.shortest_paths.generic import _build_paths_from_predecessors
+except ImportError:  # a networkx without it: all_shortest_paths, one search per pair (the same paths, slower)
+    _build_paths_from_predecessors = None
 import numpy as np
 import pandas as pd
 
@@ -135,7 +138,9 @@ def reasoning_paths(graph, seeds: list[int], targets: list[int], max_lines_per_p
                 continue
             found = True
             # nx.all_shortest_paths(g, s, t) without its search: the same paths in the same order, from ``pred``
-            for nodes in _build_paths_from_predecessors({s}, t, pred):
+            paths = (_build_paths_from_predecessors({s}, t, pred) if _build_paths_from_predecessors
+                     else nx.all_shortest_paths(g, s, t))
+            for nodes in paths:
                 hops = [_hop_texts(u, v, rel_index) for u, v in zip(nodes, nodes[1:])]
                 for combo in itertools.islice(itertools.product(*hops), max_lines_per_pair):
                     line = names[nodes[0]] + "".join(h + names[v] for h, v in zip(combo, nodes[1:]))

@@ -6,5 +6,5 @@
   graph (GR Table 5), and the checker against citations of known truth;
 - :mod:`~gr_core.studies.graph_baselines`: the no-LLM reference rows (majority class, negation parity, GNN-only);
 - :mod:`~gr_core.studies.gnn_rag`, :mod:`~gr_core.studies.gnn_rag_llm`: notebook 04's reasoner studies and the LLM
-  half's tables (``python -m gr_core.gnn_rag``);
+  half's tables (``python -m gr_core.gnn_rag``).
 """

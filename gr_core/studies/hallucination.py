@@ -216,8 +216,8 @@ def run_study(datasets: list[str], systems: list[str], runs_dir, settings: dict,
     Args:
         systems: Table 3 method names; the paper's pair is ``graph_token`` (its "LLM w/ graph prompt tuning")
             and ``g_retriever``.
-        settings: :func:`gr_core.g_retriever.train.make_run_config` keywords; equal to notebook 03's, so its runs are
-            reused.
+        settings: :func:`gr_core.g_retriever.run_config.make_run_config` keywords; equal to notebook 03's, so its runs
+            are reused.
     Returns:
         one row per response (:func:`audit`), datasets and systems in the order given. Responses are cached under
         ``.cache/hallucination/``, keyed by the run's config hash, the questions, the budget and the request.
