@@ -8,7 +8,7 @@ shape and the official MetaQA-3 shape at batch 8 and 32, for the reasoner's laye
 (graph, relation), :class:`~gr_core.gnn_rag.RelationHops`) and fact by fact as ReaRev's released code computes them
 (:func:`per_fact_forward`, the same parameters and output), factorized with torch's own
 dropout, factorized with a float ``rand`` dropout mask (the reasoner's mask before 16-bit draws), and fact by fact
-with torch's own dropout (this module before these changes), in the same process. Prints ms per
+with torch's own dropout (gr_core.gnn_rag.model before these changes), in the same process. Prints ms per
 step, the speed-up and the implied seconds per epoch of the 12,847 MetaQA-3hop training questions; writes
 ``outputs/bench/reasoner_step.json``.
 """
@@ -30,7 +30,7 @@ NODES, FACTS, RELATIONS, TRAIN_QUESTIONS = 918, 1495, 10, 12847
 
 
 def per_fact_forward(model: "ReaRev", data) -> torch.Tensor:
-    """:meth:`ReaRev.forward` written fact by fact, as ReaRev's released code (and this module before
+    """:meth:`ReaRev.forward` written fact by fact, as ReaRev's released code (and gr_core.gnn_rag.model before
     :class:`RelationHops`) computes it: each fact's message ``ReLU(r_e ⊙ ins_k) · p(head_e)`` with PyG's
     MessagePassing, summed at the tail. The reference the factorized layers are tested against
     (``tests/test_gnn_rag.py``) and timed beside (here); same parameters, same output."""
@@ -117,7 +117,8 @@ class RandDropout(torch.nn.Dropout):
 def time_steps(device: str, cfg: ReasonerConfig, batch_size: int, data: list, steps: int, layers: str) -> float:
     """Seconds per training step; ``layers``: ``factorized`` (the reasoner as it is), ``torch_dropout`` (factorized,
     with torch's own ``nn.Dropout``), ``rand_dropout`` (factorized, with :class:`RandDropout`), ``per_fact`` (the same
-    network fact by fact) or ``before`` (fact by fact with torch's own dropout: this module before these changes)."""
+    network fact by fact) or ``before`` (fact by fact with torch's own dropout: gr_core.gnn_rag.model before these
+    changes)."""
     torch.manual_seed(0)
     model = ReaRev(384, cfg).to(device)
     if layers in ("before", "torch_dropout"):
