@@ -162,12 +162,17 @@ def named_node(line: str, names: dict[str, str]) -> str | None:
     return names[max(inside, key=len)] if inside else None
 
 
-def answer_kind(reply: str, gold: list[str], candidates: list[str], evidence: list[str], graph_names: list[str]
-                ) -> str:
+def name_index(names) -> dict[str, str]:
+    """Normalized name -> name, what :func:`named_node` looks names up in; a dict is taken as built already."""
+    return names if isinstance(names, dict) else {normalize(n): n for n in names}
+
+
+def answer_kind(reply: str, gold: list[str], candidates, evidence, graph_names) -> str:
     """What the reply's first line is (Hit@1's rule reads only it): ``gold``, ``another candidate`` (a GNN
     candidate that is not gold), ``evidence node`` (named in the evidence, not a candidate: a question entity, a
     node on the way), ``outside the evidence`` (a node of the question's graph the evidence does not show), ``no
-    node`` (text that names no node) or ``empty``."""
+    node`` (text that names no node) or ``empty``. Each name group is a list or its :func:`name_index` (a
+    question's graph names indexed once serve all its retrievers' rows)."""
     first = next((x for x in reply.split("\n") if x.strip()), "")
     if not first:
         return "empty"
@@ -175,7 +180,7 @@ def answer_kind(reply: str, gold: list[str], candidates: list[str], evidence: li
         return "gold"
     for kind, names in (("another candidate", candidates), ("evidence node", evidence),
                         ("outside the evidence", graph_names)):
-        if named_node(first, {normalize(n): n for n in names}) is not None:
+        if named_node(first, name_index(names)) is not None:
             return kind
     return "no node"
 
@@ -184,7 +189,7 @@ def ground_reply(reply: str, evidence: list[str], fallback: str | None) -> tuple
     """The reply restricted to nodes of the evidence: each line replaced by the evidence node it names
     (:func:`named_node`), lines naming none dropped, repeats dropped; a reply naming no evidence node becomes
     ``fallback`` (the GNN's top candidate). Returns ``(grounded reply, fell back)``."""
-    names = {normalize(n): n for n in evidence}
+    names = name_index(evidence)
     kept = list(dict.fromkeys(n for n in (named_node(x, names) for x in reply.split("\n")) if n is not None))
     if kept:
         return "\n".join(kept), False

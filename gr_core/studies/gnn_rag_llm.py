@@ -18,7 +18,7 @@ from ..g_retriever.train import TrainConfig
 from ..gnn_rag import gold_ids, seed_positions
 from ..gnn_rag.evidence import LLM_CALLS, RETRIEVERS, Evidence, GNNRAGConfig, answer_hops, collect_evidence
 from ..gnn_rag.generation import (answer_examples, answer_kind, fit_lines, generate_relation_paths, ground_reply,
-                                  rag_example, train_lora_llm, training_examples)
+                                  name_index, rag_example, train_lora_llm, training_examples)
 from ..gnn_rag.reasoning_paths import select_candidates
 from ..graphqa import cache_key
 from ..llm import load_tokenizer
@@ -53,11 +53,11 @@ def answer_with_evidence(key: str, ds, indices: list[int], probs: list[np.ndarra
                               relation_paths[k] if relation_paths is not None else None, retrievers, cfg, g)
         names = g.nodes.node_attr.astype(str).tolist()
         cands = [names[c] for c, _ in select_candidates(probs[k], seed_pos, cfg.eps)] if probs is not None else []
-        per_q.append((ev, answer_hops(g, seeds, gold_ids(g, ds.records[i].answers, seeds)), names, cands,
-                      {names[s] for s in seed_pos}))
+        per_q.append((ev, answer_hops(g, seeds, gold_ids(g, ds.records[i].answers, seeds)), name_index(names), cands,
+                      name_index(cands), {names[s] for s in seed_pos}))  # names indexed once per question
     examples, info = [], []
     for r in retrievers:
-        for i, (ev, hops, names, cands, seed_names) in zip(indices, per_q):
+        for i, (ev, hops, names, cands, cand_index, seed_names) in zip(indices, per_q):
             rec = ds.records[i]
             e = ev[r]
             kept, dropped = fit_lines(e.lines, cfg.evidence_tokens, tok)
@@ -70,7 +70,7 @@ def answer_with_evidence(key: str, ds, indices: list[int], probs: list[np.ndarra
                          "empty_candidates": bool(e.empty_candidates), "ungrounded": bool(e.ungrounded),
                          "gnn_top": cands[0] if cands else None,
                          "gold_in_candidates": bool(gold & {normalize(c) for c in cands}),
-                         "_names": (names, cands, [n for n in shown if n not in seed_names])})
+                         "_names": (names, cand_index, [n for n in shown if n not in seed_names])})
     generator.tokenize(examples)
     answers, seconds = [""] * len(examples), [0.0] * len(examples)
     for adapters in (False, True):  # the retrievers' prompts in one length-sorted pass; "none" without the adapters
