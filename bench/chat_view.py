@@ -81,8 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("chromium") is None:
         print("chromium is not installed (apt-get install chromium): nothing measured", file=sys.stderr)
         return 2
-    kb, kind, _ = load_graph("metaqa")
-    chat = GraphChat(kb, model="zero_shot", kind=kind, retriever="pcst", answer_mode="ranked")
+    kb, kind = load_graph("metaqa")
+    chat = GraphChat(kb, model="zero_shot", kind=kind, answer_mode="ranked")
     out = result_path("chat_view").parent
     tmp = Path(tempfile.mkdtemp())
     rows = []

@@ -49,7 +49,7 @@ from torch_geometric.llm.models import LLM, GRetriever
 DATASET = "webqsp"
 BATCH = 8  # GR code training batch
 EVAL_BATCH = 16  # GR code eval batch
-TRAIN_EXAMPLES = 40  # 5 batches: 1 warm-up + 4 timed
+TRAIN_EXAMPLES = 8 * 33  # 33 batches per side: 1 warm-up + 32 timed (a p90 needs more than a handful)
 INFER_EXAMPLES = 48
 MAX_NEW = 32  # GR code generation budget
 GNN = GNNConfig(kind="gt", hidden=256, num_layers=4, heads=4)  # the quick preset's encoder
@@ -88,7 +88,7 @@ def ours_train(model: GraphLLM, examples, tcfg: TrainConfig) -> dict:
     lengths = [ex.num_prompt_tokens + len(ex.label_ids) for ex in examples]
     batches = length_batches(lengths, BATCH, seed=0)
     model.train()
-    times, tokens, label_positions = [], [], []
+    times, tokens, label_positions, shapes = [], [], [], []
     for k, idx in enumerate(batches):
         batch = model.collate([examples[i] for i in idx], with_label=True).to(model.device)
         dt = train_step_seconds(lambda: mean_loss(model, batch), opt, params, tcfg.grad_clip)
@@ -96,7 +96,10 @@ def ours_train(model: GraphLLM, examples, tcfg: TrainConfig) -> dict:
             times.append(dt)
             tokens.append(batch.num_tokens)
             label_positions.append(len(idx) * (batch.label_width + 1))
-    return {"seconds": times, "tokens": tokens, "logit_rows": label_positions}
+            shapes.append({"step": k, "seconds": round(dt, 3), "examples": len(idx), "tokens": batch.num_tokens,
+                           "padded_width": int(batch.input_ids.shape[1]), "label_width": batch.label_width,
+                           "graph_nodes": int(batch.graphs.num_nodes), "graph_edges": int(batch.graphs.num_edges)})
+    return {"seconds": times, "tokens": tokens, "logit_rows": label_positions, "batches": shapes}
 
 
 def pyg_inputs(examples):
@@ -117,7 +120,7 @@ def pyg_train(pyg, examples, tcfg: TrainConfig) -> dict:
     params = [p for p in pyg.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=tcfg.lr, weight_decay=tcfg.weight_decay, betas=tcfg.betas)
     pyg.train()
-    times, tokens, rows = [], [], []
+    times, tokens, rows, shapes = [], [], [], []
     for k, start in enumerate(range(0, len(examples), BATCH)):
         chunk = examples[start:start + BATCH]
         args = pyg_inputs(chunk)
@@ -127,7 +130,10 @@ def pyg_train(pyg, examples, tcfg: TrainConfig) -> dict:
             n = pyg_tokens(pyg, chunk, True)
             tokens.append(n)
             rows.append(n)  # PyG computes logits at every position (padding included; counted as real tokens here)
-    return {"seconds": times, "tokens": tokens, "logit_rows": rows, "trainable_params": sum(p.numel() for p in params)}
+            shapes.append({"step": k, "seconds": round(dt, 3), "examples": len(chunk), "tokens": n,
+                           "graph_nodes": int(args["x"].shape[0]), "graph_edges": int(args["edge_index"].shape[1])})
+    return {"seconds": times, "tokens": tokens, "logit_rows": rows, "batches": shapes,
+            "trainable_params": sum(p.numel() for p in params)}
 
 
 def pyg_infer(pyg, examples, max_out_tokens: int) -> dict:
@@ -197,6 +203,7 @@ def main() -> None:
     r_inf_default = pyg_infer(pyg_frozen, test_ex, 128)
     ours_aps = len(test_ex) / ours_s
 
+    sides = {"ours": r_ours, "peer": r_pyg, "peer_frozen": r_pyg_frozen}
     result = {
         "dataset": DATASET, "batch_size": BATCH, "eval_batch_size": EVAL_BATCH, "gnn": GNN.__dict__,
         "timed_train_batches": len(r_ours["seconds"]), "infer_examples": len(test_ex), "max_new_tokens": MAX_NEW,
@@ -230,6 +237,10 @@ def main() -> None:
         "mfu_formula": "model FLOPs / s / gemm_peak of the dtype used: (4 frozen | 6 full) x (N_nonembedding x tokens "
                        "+ vocab MACs x logit rows)",
         "targets": {"train_speedup": 2.0, "infer_speedup": 3.0},
+        # every timed batch's shape, and the slow ones (over twice the side's median) named apart
+        "train_batches": {side: r["batches"] for side, r in sides.items()},
+        "slow_train_batches": {side: [b for b in r["batches"] if b["seconds"] > 2 * summarize(r["seconds"])["median_s"]]
+                               for side, r in sides.items()},
     }
     path = write_result("train_infer_throughput" + ("" if args.dtype == "auto" else f"-{args.dtype}"), result)
     print(f"{dtype_name(dtype)} on {machine()['cpu_model']}: GEMM peak {peak:.1f} GFLOP/s (peaks {peaks})")

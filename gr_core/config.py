@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -65,11 +65,9 @@ class TextEncoderConfig:
     ``all-MiniLM-L6-v2`` (384-d), mean-pooled and L2-normalized like the reference.
 
     ``dtype`` stays fp32 by default on every machine, unlike the LLM's: each distinct text is encoded once and cached,
-    so bf16 saves little time (the MetaQA KB's 43k names once per machine), while bf16 vectors differ from fp32 ones
-    (cosine down to 0.9998) and would make retrieval, and every result downstream of it, depend on the CPU
-    (``outputs/bench/precision.json`` measures both). ``"auto"`` or ``"bfloat16"`` is there for code that builds its
-    own encoder (``load_text_encoder``, ``encode_texts``) and wants the speed; such vectors are cached apart from fp32
-    ones. The datasets and the chat build theirs with the default: their caches are fp32 on every machine.
+    so bf16 saves little time, while bf16 vectors differ from fp32 ones (cosine down to 0.9998,
+    ``outputs/bench/precision.json``) and would make retrieval, and every result downstream of it, depend on the CPU.
+    Vectors in another dtype are cached apart from fp32 ones.
     """
 
     model: str = EMBEDDED_TEXT_ENCODER
@@ -90,20 +88,6 @@ def resolve_device(device: str = "auto") -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     return device
-
-
-def from_dict(cls, values: dict[str, Any] | None):
-    """Build a config dataclass from a dict, rejecting unknown keys by name."""
-    values = dict(values or {})
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ValueError(f"unknown {cls.__name__} field(s) {unknown}; known: {sorted(known)}")
-    return cls(**values)
-
-
-def to_dict(cfg) -> dict[str, Any]:
-    return asdict(cfg)
 
 
 def load_preset(preset: str) -> dict[str, dict[str, Any]]:

@@ -285,13 +285,6 @@ def fetch(root: str | Path, source: str | None = None, files: list[RawFile] | No
 
 
 # ---------------------------------------------------------------------- command line
-def _table(files: list[RawFile]) -> str:
-    lines = [f"{'path':62s} {'size':>11s}  {'licence':28s} source"]
-    for f in files:
-        lines.append(f"{f.path:62s} {f.size:>11,d}  {f.licence[:28]:28s} {f.url or f.source}")
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
     """``./gr data``: exit 0 when the folder matches the manifest, 1 when a file is missing or wrong, 2 on usage."""
     ap = argparse.ArgumentParser(prog="./gr data", description=__doc__.split("\n\n")[0])
@@ -313,7 +306,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     total = sum(f.size for f in files)
     if args.list:
-        print(_table(files))
+        print(f"{'path':62s} {'size':>11s}  {'licence':28s} source")
+        for f in files:
+            print(f"{f.path:62s} {f.size:>11,d}  {f.licence[:28]:28s} {f.url or f.source}")
         print(f"{len(files)} files, {total / 1e6:.1f} MB; {sum(f.url is None for f in files)} derived (no download)")
         return 0
     if args.fetch is not None:

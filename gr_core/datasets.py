@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .data import EDGE_COLUMNS, GraphFormatError, TextualGraph, load_explagraphs
+from .data import EDGE_COLUMNS, GraphFormatError, TextualGraph, graph_from_triples, load_explagraphs
 from .kg import KnowledgeGraph
 from .paths import data_file
 
@@ -78,27 +78,12 @@ def build_explagraphs():
 
 
 # ---------------------------------------------------------------- WebQSP
-def _webqsp_graph(triples: list[tuple[str, str, str]], record: QARecord) -> TextualGraph:
-    """GR code ``preprocess/webqsp.py``: entities lowercased, relations kept, ids by first appearance
-    (head before tail), duplicate triples kept as multi-edges. Names such as ``nan`` stay strings."""
-    ids: dict[str, int] = {}
-    rows = []
-    for h, r, t in triples:
-        h, t = h.lower(), t.lower()
-        for name in (h, t):
-            if name not in ids:
-                ids[name] = len(ids)
-        rows.append((ids[h], r, ids[t]))
-    nodes = pd.DataFrame({"node_id": np.arange(len(ids), dtype=np.int64), "node_attr": list(ids)})
-    edges = pd.DataFrame(rows, columns=EDGE_COLUMNS).astype({"src": np.int64, "dst": np.int64})
-    return TextualGraph(nodes=nodes, edges=edges, question=record.question, answers=record.answers,
-                        graph_id=record.graph_id, q_entities=record.q_entities)
-
-
 def build_webqsp(file: str = "minigraphs.jsonl"):
     """WebQSP questions with their graphs (``minigraphs.jsonl``: 1,628; ``full_subgraphs.jsonl``: 18).
 
-    Answers and topic entities are lowercased like the nodes (GR code lowercases the label).
+    As GR code ``preprocess/webqsp.py``: entities lowercased, relations kept, ids by first appearance, duplicate
+    triples kept as multi-edges, names such as ``nan`` kept as strings; answers and topic entities are lowercased
+    like the nodes (GR code lowercases the label).
     """
     path = data_file("webqsp", file)
     records, graphs, empty = [], [], 0
@@ -108,7 +93,9 @@ def build_webqsp(file: str = "minigraphs.jsonl"):
                 raise GraphFormatError(f"{path}:{line}: missing field {key!r}")
         rec = QARecord(row["question"], [a.lower() for a in row["answer"]], row["id"],
                        [e.lower() for e in row["q_entity"]])
-        graph = _webqsp_graph(_checked_triples(row, path, line), rec)
+        graph = graph_from_triples([(h.lower(), r, t.lower()) for h, r, t in _checked_triples(row, path, line)],
+                                   lowercase=False, question=rec.question, answers=rec.answers, graph_id=rec.graph_id,
+                                   q_entities=rec.q_entities)
         empty += graph.num_nodes == 0
         records.append(rec)
         graphs.append(graph)

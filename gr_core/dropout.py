@@ -1,9 +1,8 @@
 """Dropout with cheap masks, for the GNN-RAG reasoner and G-Retriever's LoRA adapters (chosen on CPUs, where they
 train).
 
-torch's CPU ``bernoulli_`` draws one double per element; at the LoRA adapters' inputs (a ``(B, T, 576)`` activation
-per adapted projection) it took 9% of a G-Retriever + LoRA training step, and 45% of a reasoner step
-(``bench/precision.py``, ``bench/reasoner_step.py``).
+torch's CPU ``bernoulli_`` draws one double per element: 9% of a G-Retriever + LoRA training step, 45% of a reasoner
+step (``bench/precision.py``, ``bench/reasoner_step.py``; docs/precision.md, docs/method.md).
 """
 from __future__ import annotations
 
@@ -15,8 +14,6 @@ class UniformDropout(nn.Dropout):
     """``nn.Dropout`` with its mask drawn from 16-bit uniform integers, four to each 64-bit word of torch's generator:
     an element is kept when its integer is at or above ``round(p · 65536)``, so the drop rate is ``p`` to within
     1/131072 and kept elements are scaled by the exact inverse of the keep rate (the expectation is unchanged).
-    With torch's CPU ``bernoulli_`` a factorized reasoner step is 1.5-1.7x slower, with a float ``rand`` mask
-    1.2-1.3x (``bench/reasoner_step.py``, ``torch_dropout`` and ``rand_dropout``).
     Seeded by ``torch.manual_seed`` like any torch draw."""
 
     def __init__(self, p: float = 0.5):

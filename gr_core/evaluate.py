@@ -93,7 +93,6 @@ def task_scores(dataset: str, prediction: str, answers: list[str]) -> dict[str, 
     ExplaGraphs: first-match accuracy (+ strict: the normalized answer is exactly the label);
     scene graphs: substring accuracy (+ exact); KGQA: :func:`kgqa_scores` with ``score`` = Hit.
     """
-
     if dataset == "explagraphs":
         ok = explagraphs_correct(prediction, answers[0])
         # "valid": the answer parses as one label (a trained model should answer in the expected form)
@@ -112,7 +111,6 @@ def task_scores(dataset: str, prediction: str, answers: list[str]) -> dict[str, 
 
 def task_report(dataset: str, predictions: list[str], answers: list[list[str]]) -> dict[str, float]:
     """Mean of :func:`task_scores` (fractions for accuracy datasets, percent for KGQA, as the papers print)."""
-
     rows = [task_scores(dataset, p, a) for p, a in zip(predictions, answers)]
     if not rows:
         return {}
@@ -135,13 +133,12 @@ def reference_metric_check():
     Returns:
         a DataFrame, one row per prediction file.
     """
-
     rows = []
     for name, (file, paper) in REFERENCE_PREDICTIONS.items():
         with open(data_file("webqsp", "reference_results", file), encoding="utf-8") as fh:
             preds = [json.loads(line) for line in fh]
         scores = [kgqa_scores(p["prediction"], p["ground_truth"]) for p in preds]
-        r = {k: 100 * float(np.mean([s[k] for s in scores])) for k in scores[0]}
+        r = kgqa_report([p["prediction"] for p in preds], [p["ground_truth"] for p in preds])
         rows.append({"predictions": name, "n": len(preds), "Hit": round(r["hit"], 2), "paper Hit": paper["hit"],
                      "Hit@1": round(r["hit1"], 2), "paper Hit@1": paper["hit1"], "F1": round(r["f1"], 2),
                      "paper F1": paper["f1"], "strict exact Hit": round(r["exact_hit"], 2),

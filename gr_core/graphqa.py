@@ -26,17 +26,17 @@ from torch_geometric.data import Data
 from . import datasets as builders
 from .config import EMBEDDED_TEXT_ENCODER, TextEncoderConfig, check_choice
 from .data import TextualGraph, load_split
-from .g_retriever.retrieval import DATASET_RETRIEVAL, retrieve_subgraph
+from .g_retriever.retrieval import DATASET_RETRIEVAL, retrieve_subgraph, text_similarities
 from .g_retriever.textualize import textualize
 from .kg import KnowledgeGraph, NeighbourhoodConfig
 from .paths import DataNotFoundError, cache_root, data_root
+from .prompts import KGQA_DATASETS
 from .published import PAPER_STATS
 from .runs import atomic_write_bytes, config_hash, read_json, sha256_file, write_json
-from .text_encoder import EmbeddingStore, EncodeStats
+from .text_encoder import EmbeddingStore
 
 FORMAT_VERSION = 4  # bump when the cached layout or a builder's output changes (4: embeddings encoded lazily)
 DATASETS = ("explagraphs", "webqsp", "webqsp_full", "metaqa", "gqa_micro", "clevr")
-KGQA = ("webqsp", "webqsp_full", "metaqa")  # answers are graph nodes, so answer coverage is defined
 
 # Raw files (relative to the data root) that each dataset is built from; their checksums key the cache.
 RAW_FILES = {
@@ -86,10 +86,8 @@ class DatasetConfig:
 class LazyEmbeddings:
     """Sentence embeddings of a list of texts, encoded on first use and indexed like an array ``(len(texts), dim)``.
 
-    A dataset's node, edge and question texts are all held this way. A run reads a few graphs of a dataset (the
-    smoke and quick subsets) or all of them once, so encoding every text when the dataset is built spent most of
-    a cold test run embedding graphs nobody read (WebQSP alone: 21k texts, about a minute on 2 cores). Each
-    encoded text lands in the shared :class:`~gr_core.text_encoder.EmbeddingStore`, so it is encoded once per
+    A dataset's node, edge and question texts are all held this way, since most runs read only a few of its graphs.
+    Each encoded text lands in the shared :class:`~gr_core.text_encoder.EmbeddingStore`, so it is encoded once per
     machine and the vectors do not depend on the access order. :meth:`prefetch` encodes many rows in one batch
     (:meth:`GraphQADataset.prefetch` gathers a set of questions' rows).
     """
@@ -182,13 +180,18 @@ class GraphQADataset:
         seeds = [self.kg.entity_id[e] for e in self.records[i].q_entities]
         return self.kg.neighbourhood(seeds, scope or self.config.neighbourhood)
 
+    def text_rows(self, i: int, graph: TextualGraph | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Rows of ``text_emb`` for question ``i``'s nodes ``(num_nodes,)`` and edges ``(num_edges,)``."""
+        if self.graphs is not None:
+            return self.node_text_ids[i], self.edge_text_ids[i]
+        graph = graph if graph is not None else self.graph(i)
+        return (self.entity_text_ids[graph.nodes.kb_id.to_numpy()],
+                self.relation_text_ids[self.kg.rels[graph.edges.kb_edge.to_numpy()]])
+
     def embeddings(self, i: int, graph: TextualGraph | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(x, edge_attr)`` of question ``i``'s graph: ``(num_nodes, dim)`` and ``(num_edges, dim)``."""
-        if self.graphs is not None:
-            return self.text_emb[self.node_text_ids[i]], self.text_emb[self.edge_text_ids[i]]
-        graph = graph if graph is not None else self.graph(i)
-        ent = self.entity_text_ids[graph.nodes.kb_id.to_numpy()]
-        return self.text_emb[ent], self.edge_embeddings(i, graph)
+        nodes, edges = self.text_rows(i, graph)
+        return self.text_emb[nodes], self.text_emb[edges]
 
     def edge_embeddings(self, i: int, graph: TextualGraph | None = None) -> np.ndarray:
         """``(num_edges, dim)``: question ``i``'s edge texts alone (the reasoner reads no node text)."""
@@ -217,7 +220,6 @@ class GraphQADataset:
 
     def to_pyg(self, i: int):
         """Question ``i``'s graph as a PyG ``Data`` (``x``, ``edge_index`` over row positions, ``edge_attr``)."""
-
         g = self.graph(i)
         x, edge_attr = self.embeddings(i, g)
         pos = {nid: k for k, nid in enumerate(g.nodes.node_id.tolist())}
@@ -310,13 +312,13 @@ def build_dataset(cfg: DatasetConfig, store: EmbeddingStore | None = None) -> Gr
         ds.relation_text_ids = table.add(kg.relations)
         table.referenced += len(kg.heads) * 3 - len(needed) - len(kg.relations)  # each triple names 3 texts
     texts = list(table.ids)
-    # Nothing is encoded here: rows are encoded when first read (LazyEmbeddings), once per machine (the store).
     dim = (store or EmbeddingStore.shared(TextEncoderConfig(model=cfg.encoder))).dim
     ds.texts, ds.text_emb = texts, LazyEmbeddings(texts, dim, cfg.encoder)
     ds.question_emb = LazyEmbeddings([r.question for r in records], dim, cfg.encoder)
-    stats = EncodeStats(table.referenced, len(texts))  # graph texts; the questions are encoded on their own
-    ds.meta = {"notes": notes, "texts_referenced": stats.texts_referenced, "texts_encoded": stats.texts_encoded,
-               "dedup_factor": round(stats.dedup_factor, 3), "build_seconds": round(time.perf_counter() - start, 2),
+    # graph texts only; the questions are encoded on their own
+    ds.meta = {"notes": notes, "texts_referenced": table.referenced, "texts_encoded": len(texts),
+               "dedup_factor": round(table.referenced / max(len(texts), 1), 3),
+               "build_seconds": round(time.perf_counter() - start, 2),
                "split_sizes": {k: len(v) for k, v in split.items()}}
     return ds
 
@@ -357,7 +359,6 @@ def describe(ds: GraphQADataset, tokenizer=None, token_sample: int = 200, seed: 
     """Table 2 statistics of ``ds``: questions, mean nodes and edges, answer coverage, and mean tokens
     of the textualized graph with ``tokenizer`` (over a seeded sample of ``token_sample`` graphs,
     because MetaQA-3 and full WebQSP graphs run to ~10^4-10^5 tokens each)."""
-
     n = len(ds)
     graphs = ds.graphs
     nodes, edges, cov_any, cov_all = [], [], [], []
@@ -377,7 +378,7 @@ def describe(ds: GraphQADataset, tokenizer=None, token_sample: int = 200, seed: 
             edges.append(g.num_edges)
         cov_any.append(any(hits))
         cov_all.append(bool(hits) and all(hits))
-    kgqa = ds.name in KGQA and n > 0
+    kgqa = ds.name in KGQA_DATASETS and n > 0  # answers are graph nodes: answer coverage is defined
     out = {"dataset": ds.name, "questions": n,
            "distinct_graphs": len({r.graph_id for r in ds.records}) if graphs else n,
            "mean_nodes": float(np.mean(nodes)) if n else 0.0, "mean_edges": float(np.mean(edges)) if n else 0.0,
@@ -394,7 +395,6 @@ def describe(ds: GraphQADataset, tokenizer=None, token_sample: int = 200, seed: 
 
 def compare_with_paper(stats: list[dict]):
     """Our Table 2 statistics beside the papers' (a DataFrame, one row per dataset)."""
-
     rows = []
     for s in stats:
         paper = PAPER_STATS.get(s.get("label", s["dataset"]), PAPER_STATS.get(s["dataset"], {}))
@@ -415,6 +415,9 @@ def retrieve(ds: GraphQADataset, i: int, cfg=None, graph: TextualGraph | None = 
     :func:`~gr_core.g_retriever.retrieval.retrieve_subgraph`)."""
 
     graph = graph if graph is not None else ds.graph(i)
-    x, edge_attr = ds.embeddings(i, graph)
-    return retrieve_subgraph(graph, x, edge_attr, ds.question_emb[i], cfg or DATASET_RETRIEVAL[ds.name],
+    cfg = cfg or DATASET_RETRIEVAL[ds.name]
+    if cfg.whole_graph or graph.num_nodes == 0 or graph.num_edges == 0:  # returned whole: nothing to score
+        return retrieve_subgraph(graph, None, None, None, cfg)
+    node_sim, edge_sim = text_similarities(ds.question_emb[i], ds.text_emb, *ds.text_rows(i, graph), cfg.similarity)
+    return retrieve_subgraph(graph, None, None, None, cfg, node_sim=node_sim, edge_sim=edge_sim,
                              extra_node_prizes=extra_node_prizes)

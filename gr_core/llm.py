@@ -195,12 +195,10 @@ def load_llm(cfg: LLMConfig | None = None):
 def _contiguous_head_input(module, args):
     """Make the vocabulary projection's input contiguous before it runs.
 
-    transformers computes logits for the last positions only (``logits_to_keep``) from a strided slice
-    ``hidden[:, -k:, :]`` of shape ``(B, k, d)``. torch's ``matmul`` cannot fold a strided 3-d input into one matrix
-    product, so it runs ``bmm`` against the ``(d, V)`` weight expanded to ``(B, d, V)``; in fp32 MKL reads the expanded
-    weight in place, but in bf16 on CPU the weight is copied B times (SmolLM2: 8 x 28M values, 0.34 s a forward and
-    0.96 + 0.27 s a backward pass of a batch of 8, a quarter of a bf16 training step). A contiguous ``(B, k, d)``
-    input folds into one ``(B k, d) @ (d, V)`` product, the same values.
+    transformers computes logits from a strided slice ``hidden[:, -k:, :]`` ``(B, k, d)``, which torch's ``matmul``
+    runs as ``bmm`` against the ``(d, V)`` weight expanded to ``(B, d, V)``: in bf16 on CPU the weight is copied B
+    times (a quarter of a training step, docs/precision.md). A contiguous input folds into one ``(B k, d) @ (d, V)``
+    product, the same values.
     """
     return (args[0].contiguous(), *args[1:])
 
@@ -240,7 +238,6 @@ def generate_batched(model, tokenizer, prompts: list[str], max_new_tokens: int =
     """
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     answers: list[str] = [""] * len(prompts)
-
     for start in progress(range(0, len(order), batch_size), desc=desc):
         idx = order[start:start + batch_size]
         for i, answer in zip(idx, generate_text(model, tokenizer, [prompts[i] for i in idx], max_new_tokens)):
@@ -251,12 +248,6 @@ def generate_batched(model, tokenizer, prompts: list[str], max_new_tokens: int =
 def count_tokens(tokenizer, texts: list[str]) -> list[int]:
     """Token counts of ``texts`` with the LLM's tokenizer (no special tokens)."""
     return [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
-
-
-def truncate_tokens(tokenizer, text: str, max_tokens: int = 512) -> str:
-    """The first ``max_tokens`` tokens of ``text`` (GR code cuts the desc to 512 tokens, head first)."""
-    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    return text if len(ids) <= max_tokens else tokenizer.decode(ids[:max_tokens])
 
 
 _SENTINEL = "\x00GR_USER_CONTENT\x00"

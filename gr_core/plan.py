@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .config import PRESETS, notebook_parameters, resolve_device
+from .config import EMBEDDED_LLM, PRESETS, notebook_parameters, resolve_device
 from .llm import unavailable
 from .paths import find_notebooks, outputs_root
 from .precision import dtype_name, resolve_dtype
@@ -41,7 +41,6 @@ SPLIT_SIZES = {
     "explagraphs": (1659, 553, 554), "webqsp": (976, 326, 326), "webqsp_full": (0, 0, 18), "clevr": (459, 131, 260),
     "metaqa-1hop": (8993, 999, 9947), "metaqa-2hop": (13385, 1487, 14872), "metaqa-3hop": (12847, 1427, 14274),
 }
-DEFAULT_LLM = "embedded:smollm2-135m-instruct"  # the notebooks' default LLM
 
 
 # the measured method that stands in for one without a committed run: the same inputs (graph token, text, LoRA),
@@ -67,7 +66,7 @@ def _reference(measured: pd.DataFrame, dataset: str, method: str, need: str) -> 
 
 
 def estimate_run(dataset: str, method: str, seeds: int, epochs: int, sizes: tuple[int, int, int], trained: bool,
-                 measured: pd.DataFrame, profile: Profile, name: str | None = None, llm: str = DEFAULT_LLM) -> dict:
+                 measured: pd.DataFrame, profile: Profile, name: str | None = None, llm: str = EMBEDDED_LLM) -> dict:
     """One planned run (all its seeds): questions, tokens and estimated seconds, with the measured run it scales.
 
     ``name``: the run directory's name without ``-seed<k>`` (default ``<dataset>-<method>``); ``llm``: the planned
@@ -147,7 +146,7 @@ def training_rows(preset: str, measured: pd.DataFrame, profile: Profile, root: P
     rows = []
 
     def add(notebook: str, dataset: str, method: str, n_seeds: int, epochs: int, sizes, trained: bool,
-            base_seed: int, name: str | None = None, llm: str = DEFAULT_LLM, hashed: bool = True) -> None:
+            base_seed: int, name: str | None = None, llm: str = EMBEDDED_LLM, hashed: bool = True) -> None:
         row = estimate_run(dataset, method, n_seeds, epochs, sizes, trained, measured, profile, name=name, llm=llm)
         seeds = list(range(base_seed, base_seed + n_seeds))
         # the configuration each seed's run directory must hold (the notebook's own; None: not checked, e.g. a sweep)
@@ -370,7 +369,6 @@ def default_profile(preset: str) -> str:
     """``h100`` for the full preset, else this CPU with the dtype ``"auto"`` resolves to here."""
     if preset == "full":
         return "h100"
-
     return "cpu-bf16" if str(resolve_dtype("auto", "cpu")).endswith("bfloat16") else "cpu-fp32"
 
 

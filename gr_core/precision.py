@@ -1,19 +1,12 @@
 """Numeric precision from the hardware: bf16 where the machine computes bf16 natively, fp32 where it does not.
 
-Machines of one kind differ in their CPUs (docs/precision.md; docs/environment.md, "Speed on CPU"):
-
-- with AMX tiles (``amx_bf16``, ``amx_tile``) bf16 matrix products run 7-9x faster than fp32;
-- with the AVX512-BF16 instructions alone (AMD EPYC here) they run 2.3-3.3x faster at the embedded LLM's shapes and
-  a G-Retriever training step about 2x (``outputs/bench/precision.json``): bf16 pays there too;
-- with neither, torch emulates bf16 and a product is 50-200x *slower* than fp32.
-
-``dtype="auto"`` therefore resolves to bf16 on CUDA (where the GPU supports it) and on CPUs with AMX or AVX512-BF16,
-and to fp32 elsewhere. Only the frozen LLM takes that dtype: the trainable parts (graph encoder, projector, prompt
-vectors, LoRA adapters) and the optimizer state stay fp32, as in mixed-precision training elsewhere, and the loss is
-computed in fp32 from the upcast logits. ``GR_DTYPE=float32`` (or ``bfloat16``) in the environment overrides what
-``auto`` resolves to, for the paired precision checks and for users who want fp32 on a bf16 machine. The resolved
-dtype, the CPU model and its flags go into every run's ``metrics.json``, every bench JSON and the suite's
-``suite.json`` (:func:`precision_record`).
+bf16 matrix products run 7-9x faster than fp32 on CPUs with AMX tiles, 2.3-3.3x with the AVX512-BF16 instructions
+alone (a G-Retriever training step about 2x, ``outputs/bench/precision.json``), and 50-200x *slower* where torch
+emulates them (docs/precision.md). ``dtype="auto"`` therefore resolves to bf16 on CUDA (where the GPU supports it) and
+on CPUs with AMX or AVX512-BF16, and to fp32 elsewhere; ``GR_DTYPE=float32`` (or ``bfloat16``) overrides it. Only the
+frozen LLM takes that dtype: the trainable parts and the optimizer state stay fp32, and the loss is computed in fp32
+from the upcast logits. The resolved dtype, the CPU model and its flags go into every run's ``metrics.json``, every
+bench JSON and ``suite.json`` (:func:`precision_record`).
 """
 from __future__ import annotations
 
@@ -120,13 +113,9 @@ def attention_implementation(dtype, device: str, backward: bool = True) -> str |
     for a model that trains through its attention (``backward``: the LLM, whose soft prompt's gradient passes through
     it); else None (transformers' default, SDPA).
 
-    Why, on CPU: torch's flash-attention kernel gains nothing from bf16 and its backward pass is slow with a padding
-    mask (a G-Retriever training step spent 1.05 of its 5.0 s there; eager attention, whose products are ordinary
-    bf16 matrix products: 0.7 s); in fp32 the two were equal within noise. On CUDA: with SDPA in bf16 the graph
-    encoder's gradient turned NaN on an H100, in the ``full`` preset's ExplaGraphs run (every answer then empty) and
-    in ``python bench/attention_nan.py`` (a constant-lr replay of its first 40 steps: NaN at step 18, GNN width 1024
-    and 256 alike, while eager bf16 and fp32 SDPA stayed finite); docs/environment.md "On a GPU". A model that only
-    runs forward (the sentence encoder) keeps SDPA on CUDA.
+    Why (docs/precision.md): on CPU, SDPA's bf16 backward pass with a padding mask is slow (eager: 0.7 s instead of
+    1.05 s of a 5 s step; in fp32 the two are equal); on CUDA, SDPA in bf16 turned the graph encoder's gradient NaN
+    on an H100 (``bench/attention_nan.py``). A model that only runs forward (the sentence encoder) keeps SDPA on CUDA.
     """
     import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
 

@@ -11,20 +11,13 @@ EXPLAGRAPHS_QUESTION = (
     "Argument 1: {arg1}\nArgument 2: {arg2}\nQuestion: Do argument 1 and argument 2 support or counter each other? "
     "Answer in one word in the form of 'support' or 'counter'.\n\nAnswer:"
 )
-
-
 WEBQSP_QUESTION = "Question: {question}\nAnswer: "
-SCENE_GRAPH_QUESTION = "Question: {question}\n\nAnswer:"
+SCENE_GRAPH_QUESTION = "Question: {question}\n\nAnswer:"  # GR code's SceneGraphs string, used for GQA and CLEVR
 
 
 def kgqa_question(question: str) -> str:
     """WebQSP's (and our MetaQA's) question string, as the GR code builds it."""
     return WEBQSP_QUESTION.format(question=question)
-
-
-def scene_graph_question(question: str) -> str:
-    """SceneGraphs' question string (GR code), used for GQA and CLEVR."""
-    return SCENE_GRAPH_QUESTION.format(question=question)
 
 
 def explagraphs_question(arg1: str, arg2: str) -> str:
@@ -59,7 +52,7 @@ def question_for(dataset: str, question: str) -> str:
     if dataset in KGQA_DATASETS:
         return kgqa_question(question)
     if dataset in SCENE_GRAPH_DATASETS:
-        return scene_graph_question(question)
+        return SCENE_GRAPH_QUESTION.format(question=question)
     raise ValueError(f"no question template for dataset {dataset!r}")
 
 
@@ -105,7 +98,9 @@ GNN_RAG_INSTRUCTION = ("Based on the reasoning paths, please answer the given qu
 
 
 def gnn_rag_parts(paths: list[str] | None, question: str) -> tuple[str, str]:
-    """GNN-RAG's prompt A as ``(evidence part, question part)``; their concatenation is :func:`gnn_rag_prompt`.
+    """GNN-RAG's prompt A as ``(evidence part, question part)``: their concatenation is the user turn (instruction,
+    ``Reasoning Paths:`` one per line, ``Question:`` with a ``?``). The reference wraps it in Llama-2's
+    ``[INST] <<SYS>> <</SYS>>`` template; we use the LLM's own chat template.
 
     ``paths=None`` gives the no-retrieval prompt (RoG's LLM-only instruction, no ``Reasoning Paths`` block).
     The split lets :class:`~gr_core.g_retriever.model.GraphLLM` cut the evidence to its budget while the question stays
@@ -116,14 +111,6 @@ def gnn_rag_parts(paths: list[str] | None, question: str) -> tuple[str, str]:
     if paths is None:
         return NO_RETRIEVAL_INSTRUCTION, f"\n\nQuestion:\n{q}"
     return f"{GNN_RAG_INSTRUCTION}\n\nReasoning Paths:\n" + "\n".join(paths), f"\n\nQuestion:\n{q}"
-
-
-def gnn_rag_prompt(paths: list[str], question: str) -> str:
-    """The user turn of GNN-RAG's prompt A: instruction, ``Reasoning Paths:`` one per line, ``Question:`` with a ``?``.
-
-    The reference wraps it in Llama-2's ``[INST] <<SYS>> <</SYS>>`` template; we use the LLM's own chat template.
-    """
-    return "".join(gnn_rag_parts(paths, question))
 
 
 # RoG's prompts: no-retrieval = ``PromptBuilder.SAQ_INSTRUCTION`` (RoG code ``src/qa_prediction/build_qa_input.py``);

@@ -14,7 +14,7 @@
   S seeds is not counted as S independent ones, and the seeds' own spread enters); :func:`compare_seeds` gives
   both and uses the bootstrap for the verdict (CMH treats seeds as independent strata of the same questions).
 - Power: :func:`mcnemar_n_for_power` is the number of paired questions that detects a difference ``delta`` at 80%
-  power (Connor 1987), :func:`two_proportion_n_for_power` the same for two independent samples.
+  power (Connor 1987).
 """
 from __future__ import annotations
 
@@ -139,13 +139,19 @@ def compare(a: Sequence[float], b: Sequence[float], binary: bool = True) -> dict
 
 
 # ---------------------------------------------------------------------- over seeds
-def _as_matrix(x, name: str) -> np.ndarray:
-    m = np.asarray(x, dtype=float)
-    if m.ndim == 1:
-        m = m[None, :]
-    if m.ndim != 2:
-        raise ValueError(f"{name}: expected (seeds, questions) scores, got shape {m.shape}")
-    return m
+def _as_matrices(a, b, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """``a`` and ``b`` as ``(seeds, questions)`` float matrices of one shape (a 1-d list is one seed)."""
+    out = []
+    for x, side in ((a, "a"), (b, "b")):
+        m = np.asarray(x, dtype=float)
+        m = m[None, :] if m.ndim == 1 else m
+        if m.ndim != 2:
+            raise ValueError(f"{name} {side}: expected (seeds, questions) scores, got shape {m.shape}")
+        out.append(m)
+    if out[0].shape != out[1].shape:
+        raise ValueError(f"{name}: shapes differ ({out[0].shape} vs {out[1].shape}): the two systems scored different "
+                         "seeds or questions")
+    return out[0], out[1]
 
 
 def mcnemar_cmh(a, b) -> dict:
@@ -160,10 +166,7 @@ def mcnemar_cmh(a, b) -> dict:
     Returns:
         ``{"seeds", "n", "a_only", "b_only", "p", "p_chi2"}`` with the counts summed over seeds.
     """
-
-    a, b = _as_matrix(a, "mcnemar_cmh a") > 0.5, _as_matrix(b, "mcnemar_cmh b") > 0.5
-    if a.shape != b.shape:
-        raise ValueError(f"mcnemar_cmh: shapes differ ({a.shape} vs {b.shape})")
+    a, b = (m > 0.5 for m in _as_matrices(a, b, "mcnemar_cmh"))
     a_only, b_only = int(np.sum(a & ~b)), int(np.sum(~a & b))
     m = a_only + b_only
     exact = mcnemar_exact(np.r_[np.ones(a_only), np.zeros(b_only)], np.r_[np.zeros(a_only), np.ones(b_only)])["p"]
@@ -187,9 +190,7 @@ def seed_bootstrap(a, b, num_samples: int = 10_000, seed: int = 0) -> dict:
     Returns:
         ``{"seeds", "n", "diff", "ci_low", "ci_high", "p"}`` (p two-sided, as :func:`paired_bootstrap`).
     """
-    a, b = _as_matrix(a, "seed_bootstrap a"), _as_matrix(b, "seed_bootstrap b")
-    if a.shape != b.shape:
-        raise ValueError(f"seed_bootstrap: shapes differ ({a.shape} vs {b.shape})")
+    a, b = _as_matrices(a, b, "seed_bootstrap")
     num_seeds, n = a.shape
     if num_seeds == 1:
         return {"seeds": 1, **paired_bootstrap(a[0], b[0], num_samples=num_samples, seed=seed)}
@@ -217,9 +218,7 @@ def compare_seeds(a, b, binary: bool = True) -> dict:
     McNemar for 0/1 scores). Beside it: ``p_cmh`` (:func:`mcnemar_cmh`, 0/1 scores only) and ``p_seeds``, the paired
     t-test over the per-seed scores (:func:`over_seeds`).
     """
-    a, b = _as_matrix(a, "compare_seeds a"), _as_matrix(b, "compare_seeds b")
-    if a.shape != b.shape:
-        raise ValueError(f"compare_seeds: the two systems have different (seeds, questions): {a.shape} vs {b.shape}")
+    a, b = _as_matrices(a, b, "compare_seeds")
     seeds = a.shape[0]
     if seeds == 1:
         out = compare(a[0], b[0], binary=binary)
@@ -281,26 +280,10 @@ def mcnemar_n_for_power(delta: float, discordance: float, alpha: float = ALPHA, 
     return int(math.ceil((za * math.sqrt(psi) + zb * math.sqrt(max(psi - delta * delta, 0.0))) ** 2 / delta ** 2))
 
 
-def two_proportion_n_for_power(p_a: float, p_b: float, alpha: float = ALPHA, power: float = 0.8) -> int | None:
-    """Questions *per system* that detect ``p_a`` against ``p_b`` at ``power`` (two independent samples, two-sided).
-
-    >>> two_proportion_n_for_power(0.5, 0.6)
-    388
-    """
-    delta = abs(p_a - p_b)
-    if delta == 0:
-        return None
-    pbar = (p_a + p_b) / 2
-    za, zb = _z(1 - alpha / 2), _z(power)
-    n = (za * math.sqrt(2 * pbar * (1 - pbar)) + zb * math.sqrt(p_a * (1 - p_a) + p_b * (1 - p_b))) ** 2 / delta ** 2
-    return int(math.ceil(n))
-
-
 def _z(q: float) -> float:
     """The standard normal's ``q`` quantile (exact for the two levels used here, else the statistics module's)."""
     if abs(q - 0.975) < 1e-12:
         return Z95
     if abs(q - 0.8) < 1e-12:
         return Z80
-
     return NormalDist().inv_cdf(q)

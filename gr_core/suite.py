@@ -24,6 +24,7 @@ from .config import PRESETS, notebook_parameters
 from .paths import find_notebooks, outputs_root, repo_root
 from .plan import default_profile, plan, render
 from .runs import environment_record, write_json
+from .speeds import bench_json
 
 
 def failed_cell(executed: Path) -> str:
@@ -146,11 +147,7 @@ def _minutes(seconds: float) -> str:
 
 def _previous_seconds(path: Path) -> dict[str, float]:
     """Seconds per notebook of the last run recorded in ``suite.json`` (passed notebooks only)."""
-    try:
-        previous = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return {}
-    return {r["notebook"]: float(r["seconds"]) for r in previous.get("notebooks", [])
+    return {r["notebook"]: float(r["seconds"]) for r in bench_json(path).get("notebooks", [])
             if r.get("status") == "passed" and "seconds" in r}
 
 
@@ -199,11 +196,8 @@ def planned_seconds(preset: str, overrides: dict | None = None) -> dict[str, flo
 
 def _merge_previous(path: Path, summary: dict) -> dict:
     """With ``--only``, keep the other notebooks' records and the whole-suite ``total_seconds`` of the previous run."""
-    if not path.is_file():
-        return summary
-    try:
-        previous = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+    previous = bench_json(path)
+    if not previous:
         return summary
     ran = {r["notebook"] for r in summary["notebooks"]}
     kept = [dict(r, from_previous_run=True) for r in previous.get("notebooks", []) if r["notebook"] not in ran]

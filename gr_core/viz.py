@@ -65,17 +65,14 @@ def _label(text: str, width: int = 28) -> str:
 
 
 def graph_network(graph: TextualGraph, highlight_nodes: Iterable[int] = (), highlight_edges: Iterable[int] = (),
-                  height: str = "420px", node_colors: dict[int, str] | None = None):
-    """A pyvis ``Network`` of ``graph``; highlighted nodes/edges (by node id / edge row) drawn in red, and
-    ``node_colors`` (node id -> colour) overriding any node's colour."""
+                  height: str = "420px"):
+    """A pyvis ``Network`` of ``graph``; highlighted nodes/edges (by node id / edge row) drawn in red."""
     from pyvis.network import Network  # noqa: PLC0415 deferred: optional: the notebooks extra; needed only for HTML views
 
     hn, he = set(highlight_nodes), set(highlight_edges)
-    node_colors = node_colors or {}
     net = Network(height=height, width="100%", directed=True, cdn_resources="in_line", notebook=False)
     for nid, text in graph.nodes[["node_id", "node_attr"]].itertuples(index=False):
-        net.add_node(int(nid), label=_label(str(text)), title=f"{nid}: {text}",
-                     color=node_colors.get(int(nid), HIGHLIGHT if nid in hn else PLAIN))
+        net.add_node(int(nid), label=_label(str(text)), title=f"{nid}: {text}", color=HIGHLIGHT if nid in hn else PLAIN)
     for row, (src, rel, dst) in enumerate(graph.edges[["src", "edge_attr", "dst"]].itertuples(index=False)):
         net.add_edge(int(src), int(dst), label=_label(str(rel), 20), title=str(rel),
                      color=HIGHLIGHT if row in he else PLAIN_EDGE, width=3 if row in he else 1)
@@ -188,9 +185,9 @@ def _legend_html(roles: dict[int, str], hidden: int) -> str:
 
 
 def evidence_html(graph: TextualGraph, roles: dict[int, str], highlight_edges: Iterable[int] = (), max_nodes: int = 30,
-                  height: str = "520px", label_width: int = 24) -> str:
+                  height: str = "520px") -> str:
     """A chat turn's evidence as a self-contained pyvis page a person can read: every edge labelled with its
-    relation, node labels cut to ``label_width`` characters (the full text on hover), nodes coloured by role
+    relation, node labels cut to 24 characters (the full text on hover), nodes coloured by role
     (:data:`ROLE_COLORS`: question entities, the chosen answer, the other answer candidates, cited nodes) with a
     legend, and at most ``max_nodes`` nodes (:func:`focus_nodes`; the legend says how many more there are)."""
     from pyvis.network import Network  # noqa: PLC0415 deferred: optional: the notebooks extra; needed only for HTML views
@@ -202,7 +199,7 @@ def evidence_html(graph: TextualGraph, roles: dict[int, str], highlight_edges: I
     net = Network(height=height, width="100%", directed=True, cdn_resources="in_line", notebook=False)
     for nid in keep:
         role = roles.get(nid, "other")
-        net.add_node(nid, label=_label(names[nid], label_width), title=f"{nid}: {names[nid]} ({role})",
+        net.add_node(nid, label=_label(names[nid], 24), title=f"{nid}: {names[nid]} ({role})",
                      color=ROLE_COLORS[role], size=16 if role != "other" else 10,
                      font={"size": 14 if role != "other" else 12, "strokeWidth": 3, "strokeColor": "#ffffff"})
     for row, (src, rel, dst) in enumerate(graph.edges[["src", "edge_attr", "dst"]].itertuples(index=False)):
@@ -220,7 +217,7 @@ def evidence_html(graph: TextualGraph, roles: dict[int, str], highlight_edges: I
 
 
 def draw_evidence(graph: TextualGraph, roles: dict[int, str], highlight_edges: Iterable[int] = (), title: str = "",
-                  max_nodes: int = 30, seed: int = 0):
+                  max_nodes: int = 30):
     """The PNG twin of :func:`evidence_html`: the same nodes, role colours, relation labels and legend."""
     import matplotlib.pyplot as plt  # noqa: PLC0415 deferred: matplotlib (~0.6 s at start-up), only for figures
     from matplotlib.lines import Line2D  # noqa: PLC0415 deferred: matplotlib (~0.6 s at start-up), only for figures
@@ -269,7 +266,6 @@ def draw_evidence(graph: TextualGraph, roles: dict[int, str], highlight_edges: I
 
 def plot_learning_curves(runs_dir: str | Path, names: Iterable[str] | None = None, title: str = "learning curves"):
     """Train and validation loss per epoch, one line pair per run, read from each run's ``history.json``."""
-
     import matplotlib.pyplot as plt  # noqa: PLC0415 deferred: matplotlib (~0.6 s at start-up), only for figures
 
     fig, ax = plt.subplots(figsize=(7, 3.6))
@@ -299,7 +295,6 @@ def plot_table5(summary, level: str = "normalized"):
     """Bars of Valid Nodes, Valid Edges and Fully Valid Graphs per dataset and system at ``level`` (95% CIs),
     the paper's SceneGraphs numbers as hatched bars."""
     import matplotlib.pyplot as plt  # noqa: PLC0415 deferred: matplotlib (~0.6 s at start-up), only for figures
-
 
     metrics = (("valid_nodes_%", "Valid Nodes"), ("valid_edges_%", "Valid Edges"), ("fully_valid_%", "Fully Valid"))
     sub = summary[summary.level == level].reset_index(drop=True)

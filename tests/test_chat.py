@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from gr_core.chat import (ChatConfig, ChatIndex, GraphChat, Turn, find_checkpoint, graph_from_triple_list,
-                          read_graph_csv, read_triples)
+                          read_graph_csv, read_triples, turns_table)
 from gr_core.chat.index import name_key
 from gr_core.chat.link import find_names, link_question, masked, names_the_graph, partial_match
 from gr_core.data import GraphFormatError
@@ -262,6 +262,8 @@ def test_a_ranked_turn_returns_answer_evidence_checks_and_timings(chat):
     assert ("The Matrix", "directed_by", "Lana Wachowski") in turn.triples()
     assert "The Matrix | directed_by | Lana Wachowski\n" in turn.desc  # a KG chat writes its evidence as lines
     assert {"link", "scope", "pcst", "answer", "total"} <= set(turn.timings)
+    row = turns_table([turn]).iloc[0]  # the table's retrieval time is the evidence steps' (scope and PCST here)
+    assert row["retrieval ms"] == round(1000 * (turn.timings["scope"] + turn.timings["pcst"]), 1) > 0
     assert chat.history == [turn]
 
 

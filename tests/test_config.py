@@ -1,14 +1,8 @@
 
 import pytest
 
-from gr_core.config import (PRESETS, LLMConfig, from_dict, load_preset, notebook_parameters, parameter_defaults,
-                            used_parameters)
+from gr_core.config import PRESETS, load_preset, notebook_parameters, parameter_defaults, used_parameters
 from gr_core.paths import repo_root
-
-
-def test_unknown_config_field_is_named():
-    with pytest.raises(ValueError, match=r"unknown LLMConfig field\(s\) \['temprature'\]"):
-        from_dict(LLMConfig, {"temprature": 0.1})
 
 
 def test_every_preset_loads_and_names_only_existing_notebooks():

@@ -17,7 +17,7 @@ from gr_core.gnn_rag.evidence import (RETRIEVERS, Evidence, GNNRAGConfig, answer
 from gr_core.evaluate import kgqa_scores, normalize
 from gr_core.gnn_rag.generation import (answer_examples, answer_kind, fit_lines, ground_reply, named_node, rag_example,
                                         train_lora_llm, training_examples)
-from gr_core.prompts import GNN_RAG_INSTRUCTION, gnn_rag_parts, gnn_rag_prompt
+from gr_core.prompts import GNN_RAG_INSTRUCTION, gnn_rag_parts
 from gr_core.studies.gnn_rag_llm import (against_gnn, answer_with_evidence, failure_table, hop_table, metrics_record,
                                          one_question, retriever_table, training_table, with_grounded)
 
@@ -32,9 +32,8 @@ def _graph(edges, names=None, q_entities=("jamaica",), extra_nodes=()):
 JAMAICA = {0: "jamaica", 1: "english", 2: "kingston", 3: "caribbean"}
 
 
-def test_prompt_parts_concatenate_to_prompt_a_and_no_retrieval_has_no_paths_block():
+def test_prompt_parts_split_prompt_a_and_no_retrieval_has_no_paths_block():
     desc, q = gnn_rag_parts(["a -> r -> b"], "who is b")
-    assert desc + q == gnn_rag_prompt(["a -> r -> b"], "who is b")
     assert desc.startswith(GNN_RAG_INSTRUCTION) and q == "\n\nQuestion:\nwho is b?"
     none_desc, none_q = gnn_rag_parts(None, "who is b?")
     assert "Reasoning Paths" not in none_desc and none_q == "\n\nQuestion:\nwho is b?"
@@ -139,14 +138,20 @@ class FakeKGQA:
         rng = np.random.default_rng(0)
         self.question_emb = rng.normal(size=(4, 8)).astype(np.float32)
         self.question_emb_masked = rng.normal(size=(4, 8)).astype(np.float32)  # precomputed, as question_emb is
+        # one row per node and per edge of each graph, in order: a table of distinct texts, as GraphQADataset's
+        self.offsets = np.cumsum([0] + [g.num_nodes + g.num_edges for g in self.graphs])
+        self.text_emb = rng.normal(size=(self.offsets[-1], 8)).astype(np.float32)
 
     def graph(self, i):
         return self.graphs[i]
 
+    def text_rows(self, i, g):
+        start, n = self.offsets[i], g.num_nodes
+        return np.arange(start, start + n), np.arange(start + n, start + n + g.num_edges)
+
     def embeddings(self, i, g):
-        rng = np.random.default_rng(i)
-        return (rng.normal(size=(g.num_nodes, 8)).astype(np.float32),
-                rng.normal(size=(g.num_edges, 8)).astype(np.float32))
+        nodes, edges = self.text_rows(i, g)
+        return self.text_emb[nodes], self.text_emb[edges]
 
     def edge_embeddings(self, i, g):
         return self.embeddings(i, g)[1]
@@ -352,7 +357,6 @@ def test_the_generator_can_train_on_a_held_out_reasoners_paths_instead_of_gold_p
     from gr_core.studies.gnn_rag import crossfit_evidence, generator_evidence
 
     ds = FakeKGQA()
-    ds.text_emb = np.zeros((1, 8), np.float32)  # the reasoner reads its width
     cfg, tcfg = ReasonerConfig(entity_dim=8), ReasonerTrainConfig(num_epochs=1, seed=0)
     evidence = crossfit_evidence(ds, [0, 2], [3], cfg, tcfg)
     assert set(evidence) == {0, 2, 3} and all(isinstance(v, list) for v in evidence.values())

@@ -113,7 +113,7 @@ def test_embeddings_are_encoded_on_first_use_and_equal_the_encoders(private_cach
 
     from gr_core.config import EMBEDDED_TEXT_ENCODER, TextEncoderConfig
     from gr_core.graphqa import LazyEmbeddings
-    from gr_core.text_encoder import encode_texts, load_text_encoder
+    from gr_core.text_encoder import load_text_encoder
 
     q = LazyEmbeddings(["who directed Big?", "what films did Tom Hanks star in?", "when was Heat released?"],
                        384, EMBEDDED_TEXT_ENCODER)
@@ -121,7 +121,8 @@ def test_embeddings_are_encoded_on_first_use_and_equal_the_encoders(private_cach
     row = q[1]
     assert q._done.tolist() == [False, True, False] and row.shape == (384,)
     q.prefetch([0, 2])
-    direct, _ = encode_texts(load_text_encoder(TextEncoderConfig(model=EMBEDDED_TEXT_ENCODER)), q.texts)
+    encoder = load_text_encoder(TextEncoderConfig(model=EMBEDDED_TEXT_ENCODER))
+    direct = encoder.encode(q.texts, normalize_embeddings=True)
     assert np.allclose(np.asarray(q), direct, atol=1e-5) and q.shape == (3, 384)
     assert pickle.loads(pickle.dumps(q))._done.all()  # the store is not pickled, the vectors are
 

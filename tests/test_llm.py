@@ -89,16 +89,6 @@ def test_the_embedded_gguf_named_by_its_path_reuses_the_embedded_models_director
     assert model_path(LLMConfig(model=str(copy))) == str(embedded_llm_dir())  # the same key: not dequantized again
 
 
-def test_truncate_tokens_keeps_the_head_of_the_desc(llm):
-    from gr_core.llm import truncate_tokens
-
-    _, tok = llm
-    text = "node_id,node_attr\n" + "".join(f"{i},entity number {i}\n" for i in range(400))
-    cut = truncate_tokens(tok, text, 512)
-    assert text.startswith(cut[:200]) and count_tokens(tok, [cut])[0] <= 512 < count_tokens(tok, [text])[0]
-    assert truncate_tokens(tok, "short", 512) == "short"
-
-
 def test_embedded_llms_are_named_and_an_uninstalled_one_says_how_to_install_it(monkeypatch):
     import importlib.util
 

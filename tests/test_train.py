@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from gr_core.config import LLMConfig
-from gr_core.g_retriever.examples import length_batches
+from gr_core.g_retriever.examples import build_examples, length_batches, split_indices
 from gr_core.g_retriever.graph_encoder import GNNConfig
 from gr_core.g_retriever.model import GraphLLM, method_config
 from gr_core.g_retriever.train import RunConfig, TrainConfig, lr_at, make_run_config, run
@@ -73,11 +73,12 @@ def test_a_run_writes_its_directory_and_a_finished_run_is_reused(tiny_llm_dir, e
     stamp = (tmp_path / "r" / "metrics.json").stat().st_mtime_ns
     assert run(cfg, tmp_path / "r", ds=explagraphs) == metrics
     assert (tmp_path / "r" / "metrics.json").stat().st_mtime_ns == stamp
-    # the kept checkpoint, scored again, gives the run's own test score
-    from gr_core.g_retriever.train import score_checkpoint, trained_model
+    # the kept checkpoint, loaded back, gives the run's own test predictions
+    from gr_core.g_retriever.train import load_run_model, predict, trained_model
 
-    again = score_checkpoint(tmp_path / "r", "best", splits=("test",), ds=explagraphs)
-    assert again["epoch"] == 0 and again["test"] == {"score": metrics["score"], "n": 3}
+    model = load_run_model(tmp_path / "r", int(explagraphs.text_emb.shape[1]))
+    test = model.tokenize(build_examples(explagraphs, split_indices(explagraphs, cfg)["test"], cfg.model))
+    assert predict(model, test, cfg.train.eval_batch_size)[0] == [json.loads(x)["prediction"] for x in lines]
     # the chat loads the same run as its answerer (config and checkpoint read by the one loader); a graph indexed with
     # another sentence encoder's width is refused by name
     from gr_core.chat.models import load_answerer

@@ -15,8 +15,7 @@ forward (a block-diagonal attention mask), so scoring 30 names costs about one p
 
 To that score the chat adds :data:`RELATION_PRIOR` times the best similarity between the question and the relation of
 an evidence edge touching the candidate (:func:`relation_fit`), and answers with the best candidate and those within
-:data:`MARGIN` nats of it (:func:`choose`). Calibrating against the question alone (PMI) halved Hit on MetaQA and
-dividing by the length did not help (CHANGELOG.md).
+:data:`MARGIN` nats of it (:func:`choose`); no PMI or length normalization: both scored worse (CHANGELOG.md).
 """
 from __future__ import annotations
 
@@ -24,6 +23,7 @@ import copy
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from ..kg import is_identifier
 
@@ -66,8 +66,6 @@ def candidate_names(node_ids, names, exclude=(), unnamed: bool = False) -> list[
 
 def _prompt_cache(net, batch):
     """One forward over the prompt: ``(past_key_values, log p(first reply token) (V,), prompt length)``."""
-    import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
-
     embeds = net.embed(batch)
     out = net.llm(inputs_embeds=embeds, attention_mask=batch.attention_mask,
                   position_ids=net.position_ids(batch.attention_mask), use_cache=True, logits_to_keep=1)
@@ -100,8 +98,6 @@ def score_names(net, batch, names: list[str], chunk: int = 64, max_name_tokens: 
         ``(log_likelihood (C,), tokens (C,))``: the summed log-probabilities of each name's tokens and of the EOS after
         it (natural log), and the number of name tokens.
     """
-    import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
-
     if batch.input_ids.shape[0] != 1:
         raise ValueError("score_names scores the candidates of one prompt at a time")
     tok = net.tokenizer
@@ -193,7 +189,4 @@ def rank_candidates(cands: list[Candidate], scores: np.ndarray, lengths: np.ndar
 
 def choose(ranked: list[Candidate], max_answers: int, margin: float = MARGIN) -> list[Candidate]:
     """The answers: the best candidate and those within ``margin`` of its score, at most ``max_answers``."""
-    if not ranked:
-        return []
-    best = ranked[0].score
-    return [c for c in ranked[:max_answers] if c.score >= best - margin]
+    return [c for c in ranked[:max_answers] if c.score >= ranked[0].score - margin]

@@ -16,11 +16,9 @@ def named_nodes(index: ChatIndex, answer: str, asked: list[int], graph: TextualG
     designed by Charles Babbage"); the question's own entities (``asked``, node rows) are not answers."""
     head = answer.strip().splitlines()[0] if answer.strip() else ""
     parts = [p.strip(" .") for p in re.split(r"\||,|;|\band\b", head) if p.strip(" .")]
-    found: list[int] = []
-    if parts:
-        matcher = matcher if matcher is not None else CitationMatcher(graph)
-        for p in parts[:10]:
-            found += sorted(matcher.matching_nodes(p, "normalized"))
+    if parts and matcher is None:
+        matcher = CitationMatcher(graph)
+    found = [n for p in parts[:10] for n in sorted(matcher.matching_nodes(p, "normalized"))]
     found += [int(index.node_ids[r]) for r in find_names(index, answer)]
     own = {int(index.node_ids[r]) for r in asked}
     inside = set(graph.nodes.node_id.tolist())

@@ -57,8 +57,7 @@ class ChatConfig:
     kind: str = "kg"
     answer_mode: str = "auto"
     retrieval: RetrievalConfig | None = None
-    # a graph's whole scope fits a reasoner's training step up to about this size (a 5,214-triple graph searched whole
-    # took 325 s an epoch on 2 cores); WebQSP's mini-graphs (at most 345 triples) and scene graphs are searched whole
+    # a reasoner trains on a whole graph up to about this size in time (docs/chat.md); WebQSP's and scene graphs fit
     whole_graph_edges: int = 1_000
     # 2 hops, the reasoner's generated chains; 2,000 entities: GNN-RAG's dense subgraphs; hubs of more than 200 facts
     # not expanded (NeighbourhoodConfig)

@@ -1,9 +1,8 @@
 """The conversation: :class:`GraphChat` answers each :class:`~gr_core.chat.Turn` in the pipeline's five steps, one
-module each: :mod:`~gr_core.chat.link`, :mod:`~gr_core.chat.scope`, the candidates (:mod:`~gr_core.chat.paths`, or
-the reasoner's, :mod:`~gr_core.chat.graph_reasoner`), :mod:`~gr_core.chat.answer` and :mod:`~gr_core.chat.check`.
-"""
+module each (the package docstring)."""
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 from dataclasses import replace
@@ -28,7 +27,7 @@ from ..text_encoder import load_text_encoder
 from .answer import Candidate, candidate_names, choose, rank_candidates, relation_fit, score_names
 from .check import check_turn
 from .config import KIND_ANSWER_MODE, KIND_RELATION_THRESHOLD, KIND_TEMPLATE, ChatConfig
-from .generate import graph_phrase_twins, relation_phrase
+from .generate import graph_phrase_twins, relation_phrases
 from .graph_reasoner import (GraphReasonerConfig, TooFewQuestions, read_for, reasoner_candidates,
                              train_graph_reasoner)
 from .graphs import graph_from_triple_list, load_graph
@@ -67,18 +66,16 @@ class GraphChat:
                  device: str = "auto", encoder: str | None = None, reasoner=None, config: ChatConfig | None = None,
                  train_reasoner=False, **overrides):
         kind = overrides.pop("kind", None)
-        self.source = "graph"
         if isinstance(graph, (str, Path)):
-            graph, spec_kind, self.source = load_graph(str(graph))
+            graph, spec_kind = load_graph(str(graph))
             kind = kind or spec_kind
         elif isinstance(graph, list):
-            graph, self.source = graph_from_triple_list(graph), "triples"
+            graph = graph_from_triple_list(graph)
         self.config = replace(config or ChatConfig(), **({"kind": kind} if kind else {}), **overrides)
         self.graph, self.encoder_name = graph, encoder
         self.index = ChatIndex.build(graph, encoder)
         self.model_spec, self.llm_model, self.device = model, llm_model, device
-        self._llm = self._encoder = self._vectors = self._kinds = None
-        self.model_name = ""
+        self._llm, self.model_name = None, ""
         self.history: list[Turn] = []
         self.reasoner = self.reasoner_path = self.trained_reasoner = self.decision = None
         if reasoner is None and train_reasoner and self.config.kind == "kg":
@@ -120,12 +117,10 @@ class GraphChat:
     @property
     def encoder(self):
         """The sentence encoder, loaded once per process and encoder (every chat of a process shares it)."""
-        if self._encoder is None:
-            name = self.encoder_name or EMBEDDED_TEXT_ENCODER
-            if name not in _ENCODERS:
-                _ENCODERS[name] = load_text_encoder(TextEncoderConfig(model=name))
-            self._encoder = _ENCODERS[name]
-        return self._encoder
+        name = self.encoder_name or EMBEDDED_TEXT_ENCODER
+        if name not in _ENCODERS:
+            _ENCODERS[name] = load_text_encoder(TextEncoderConfig(model=name))
+        return _ENCODERS[name]
 
     def embed(self, texts) -> np.ndarray:
         """Sentence vectors ``(len(texts), dim)`` (one text: ``(dim,)``), L2-normalized."""
@@ -134,21 +129,18 @@ class GraphChat:
                                              convert_to_numpy=True, batch_size=64), np.float32)
         return out[0] if one else out
 
-    @property
+    @functools.cached_property
     def vectors(self) -> path_ranker.WordVectors:
         """Word and relation-phrase vectors, each text encoded once a chat."""
-        if self._vectors is None:
-            self._vectors = path_ranker.WordVectors(self.embed)
-            self._vectors.cache.update(self.index.phrase_emb)  # the relations' phrases, embedded with the index
-        return self._vectors
+        vectors = path_ranker.WordVectors(self.embed)
+        vectors.cache.update(self.index.phrase_emb)  # the relations' phrases, embedded with the index
+        return vectors
 
-    @property
+    @functools.cached_property
     def kinds(self) -> np.ndarray:
         """Each node's kind (:func:`~gr_core.chat.paths.answer_kinds`), for the path ranker's KIND term."""
-        if self._kinds is None:
-            self._kinds = path_ranker.answer_kinds(self.index.kg.entities, self.index.node_emb,
-                                                   self.embed(list(path_ranker.KIND_PROTOTYPES)))
-        return self._kinds
+        return path_ranker.answer_kinds(self.index.kg.entities, self.index.node_emb,
+                                        self.embed(list(path_ranker.KIND_PROTOTYPES)))
 
     @property
     def llm(self):
@@ -178,8 +170,8 @@ class GraphChat:
         does not). ``mode``: this turn's answer mode instead of :attr:`mode`."""
         question = (question or "").strip()
         if not question:
-            return Turn(question="", status="empty_question", note="the question is empty: ask something about the "
-                                                                    "graph")
+            return Turn(question="", status="empty_question",
+                        note="the question is empty: ask something about the graph")
         t0 = time.perf_counter()
         turn, cfg, index = Turn(question=question), self.config, self.index
         turn.mode, turn.decision = mode or self.mode, self.decision
@@ -229,8 +221,8 @@ class GraphChat:
     def _no_edges(self, turn: Turn, node_sim: np.ndarray, seeds: list[int]) -> None:
         """A graph without edges: the evidence is the linked and most similar nodes, answered by the LLM (a KG: ranked
         among them)."""
-        keep = np.unique(np.concatenate([np.asarray(seeds, np.int64), np.argsort(-node_sim)[:max(self.config.pcst
-                                                                                               .top_k_nodes, 1)]]))
+        top = np.argsort(-node_sim)[:max(self.config.pcst.top_k_nodes, 1)]
+        keep = np.unique(np.concatenate([np.asarray(seeds, np.int64), top]))
         turn.scope = turn.evidence = self.index.subgraph(keep, np.zeros(0, np.int64))
         turn.status, turn.note = "no_edges", "the graph has no edges here: the evidence is the most similar nodes"
         turn.mode = "ranked" if turn.mode in ("paths", "reasoner") else turn.mode
@@ -242,7 +234,7 @@ class GraphChat:
         evidence is the used paths' facts."""
         t = time.perf_counter()
         index, kg = self.index, self.index.kg
-        phrases = list(dict.fromkeys(relation_phrase(r) for r in kg.relations))
+        phrases = list(dict.fromkeys(relation_phrases(kg)))
         words = path_ranker.read_words(self.vectors, link.masked, phrases, graph_phrase_twins(kg))
         asked = path_ranker.asked_kind(turn.question)
         best, starts = None, []
@@ -310,14 +302,11 @@ class GraphChat:
             turn.timings["pcst"] = time.perf_counter() - t
         if turn.mode == "reasoner":
             chosen = ranked[:cfg.max_answers]
-            turn.answer, turn.model = " | ".join(c.name for c in chosen), f"GNN-RAG reasoner ({self.reasoner_label})"
+            label = Path(self.reasoner_path).name if self.reasoner_path else "given"
+            turn.answer, turn.model = " | ".join(c.name for c in chosen), f"GNN-RAG reasoner ({label})"
             check_turn(index, turn, link.named, [n for c in chosen for n in c.node_ids])
         else:
             self._llm_answer(turn, link.named)
-
-    @property
-    def reasoner_label(self) -> str:
-        return Path(self.reasoner_path).name if self.reasoner_path else "given"
 
     # ------------------------------------------------------------------ the LLM modes
     def _llm_answer(self, turn: Turn, asked: list[int]) -> None:

@@ -25,6 +25,7 @@ words rather than one template.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -81,8 +82,7 @@ class GenerationConfig:
     max_answers: int = 20
     max_topic_degree: int = 200
     max_frontier: int = 2000
-    # chosen on WebQSP val among 0.1 and 0.2 (the reasoner's Hit 66.0 / 64.5, n 200; 0: 70.0, but users ask
-    # two-entity questions too), reported on the other families (docs/chat.md)
+    # chosen on WebQSP val (CHANGELOG.md; not 0: users ask two-entity questions), reported on the others (docs/chat.md)
     two_entity: float = 0.1
     seed: int = 0
 
@@ -292,13 +292,8 @@ def generate_questions(kg: KnowledgeGraph, cfg: GenerationConfig = GenerationCon
 
 def generation_summary(questions: list[GeneratedQuestion]) -> dict:
     """Counts per hop and form, the mean number of answers, the relations covered."""
-    by_hop: dict[str, int] = {}
-    by_form: dict[str, int] = {}
-    rels: set = set()
-    for q in questions:
-        by_hop[str(q.hops)] = by_hop.get(str(q.hops), 0) + 1
-        by_form[q.form] = by_form.get(q.form, 0) + 1
-        rels.update(h.relation for h in q.path)
-    return {"n": len(questions), "by_hops": dict(sorted(by_hop.items())), "by_form": by_form,
-            "relations_covered": len(rels),
+    by_hop = Counter(str(q.hops) for q in questions)
+    return {"n": len(questions), "by_hops": dict(sorted(by_hop.items())),
+            "by_form": dict(Counter(q.form for q in questions)),
+            "relations_covered": len({h.relation for q in questions for h in q.path}),
             "mean_answers": float(np.mean([len(q.answers) for q in questions])) if questions else 0.0}

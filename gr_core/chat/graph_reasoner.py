@@ -5,12 +5,10 @@ on the same scope, and kept only where it answers its own held-out questions bet
 would search for its entities (:func:`~gr_core.chat.scope.search_scope`: the same rule and caps, so training and
 serving see the same graphs), trains ReaRev with the existing code (:func:`gr_core.gnn_rag.train_reasoner`, the epoch
 kept by H@1 on held-out generated questions) and saves it under ``.cache/chat/reasoners/`` keyed by the graphs'
-content hashes and every setting. A further ``DECISION_QUESTIONS`` generated questions, about entities no training
-question asks about (a fifth of the graph's), worded in frames it never saw
-(:data:`~gr_core.chat.generate.HELD_OUT_FRAMES`), chains of up to 3 hops, are saved with it: the chat asks them
-through its own turn, once with the reasoner and once with the path ranker, and serves the reasoner only when it
-answers them better (:func:`gr_core.chat.conversation.decide`). :func:`reasoner_candidates` is the reasoner's answer
-step on a turn's scope.
+content hashes and every setting. A further ``DECISION_QUESTIONS`` generated questions, held out
+(:func:`generated_dataset`), are saved with it: the chat asks them through its own turn, once with the reasoner and
+once with the path ranker, and serves the reasoner only when it answers them better
+(:func:`gr_core.chat.conversation.decide`). :func:`reasoner_candidates` is the reasoner's answer step on a turn's scope.
 """
 from __future__ import annotations
 
@@ -28,17 +26,14 @@ from ..paths import cache_root
 from ..runs import config_hash, progress
 from ..text_encoder import EmbeddingStore, encoder_identity
 from .config import ChatConfig
-from .generate import (GenerationConfig, generate_questions, generation_summary, graph_phrase_twins, relation_phrase,
+from .generate import (GenerationConfig, generate_questions, generation_summary, graph_phrase_twins, relation_phrases,
                        topic_pool)
 from .index import ChatIndex
 from .link import link_question, most_similar
 from .paths import WordVectors
 from .scope import question_graph, read_question, scope_tensors, search_scope
 
-FORMAT_VERSION = 9  # keys the cache (4: one scope rule for training and serving, user-like forms, decision questions;
-#                    5: decision questions in held-out frames, mentions; 6: linked and read as a turn does;
-#                    7: decision questions held out by topic; 8: no identifier as topic or answer;
-#                    9: the question read with the chat's one list of function words)
+FORMAT_VERSION = 9  # keys the cache: bump when the training questions or their reading change
 MIN_QUESTIONS = 20  # fewer generated questions than this train no reasoner (a graph too small: TooFewQuestions)
 DECISION_QUESTIONS = 300  # questions generated for the choice between the reasoner and the path ranker (a quarter of
 #                           a smaller budget, at least 40; at least 2 a graph where one reasoner serves many)
@@ -97,7 +92,7 @@ def read_for(index: ChatIndex, vectors: WordVectors, masked: str, reasoner: Reas
     if not (reasoner.relation_match or reasoner.relation_words_only):
         return masked, None
     twins = graph_phrase_twins(index.kg) if reasoner.twin_relations else None
-    reading = read_question(vectors, masked, [relation_phrase(r) for r in index.kg.relations], twins)
+    reading = read_question(vectors, masked, relation_phrases(index.kg), twins)
     return (reading.text if reasoner.relation_words_only else masked), (reading if reasoner.relation_match else None)
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..data import EDGE_COLUMNS, NODE_COLUMNS, GraphFormatError, TextualGraph, graph_from_triples
+from ..graphqa import load_dataset
 from ..paths import data_file
 from ..runs import atomic_write_text
 
@@ -48,11 +49,9 @@ def read_triples(path: str | Path, delimiter: str | None = None) -> list[tuple[s
             empty field, or a file with no triple.
     """
     path = Path(path)
-    text = _open_text(path)
-    lines = text.splitlines()
     triples: list[tuple[str, str, str]] = []
     names = {"\t": "tabs", "|": "'|'", ",": "commas"}
-    for lineno, raw in enumerate(lines, 1):
+    for lineno, raw in enumerate(_open_text(path).splitlines(), 1):
         if not raw.strip() or raw.lstrip().startswith("#"):
             continue
         if delimiter is None:
@@ -78,7 +77,6 @@ def read_triples(path: str | Path, delimiter: str | None = None) -> list[tuple[s
 
 def graph_from_triple_list(triples: list[tuple[str, str, str]]) -> TextualGraph:
     """A textual graph with one node per distinct entity string (case kept: the KB's own names, as MetaQA's)."""
-
     return graph_from_triples(triples, lowercase=False)
 
 
@@ -130,39 +128,33 @@ def read_graph_csv(nodes_path: str | Path, edges_path: str | Path) -> TextualGra
     return TextualGraph(nodes, edges)
 
 
-def load_graph(spec: str) -> tuple[TextualGraph, str, str]:
+def load_graph(spec: str) -> tuple[TextualGraph, str]:
     """A graph named by a short spec: ``metaqa`` (the MetaQA KB), ``webqsp_full:<i>``, ``webqsp:<i>``,
     ``explagraphs:<i>``, ``clevr:<i>`` (the i-th question's graph), a triples file path, or ``nodes.csv,edges.csv``.
 
     Returns:
-        ``(graph, kind, source)``: the kind (``kg``, ``scene``, ``explanation``) serves checkpoint choice and
-        templates; the source names where the graph came from (and keys the index cache).
+        ``(graph, kind)``: the kind (``kg``, ``scene``, ``explanation``) serves checkpoint choice and templates.
     """
-
     name, _, arg = spec.partition(":")
     if spec == "metaqa":
-        path = data_file("metaqa", "kb.txt")
-        return graph_from_triple_list(read_triples(path, "|")), "kg", str(path)
+        return graph_from_triple_list(read_triples(data_file("metaqa", "kb.txt"), "|")), "kg"
     if name in ("webqsp_full", "webqsp", "explagraphs", "clevr", "gqa_micro") and arg.isdigit():
-        from ..graphqa import load_dataset  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.graphqa; this module stays torch-free
-
         ds = load_dataset(name)
         i = int(arg)
         if i >= len(ds):
             raise ValueError(f"graph spec {spec!r}: {name} has {len(ds)} graphs")
         g = ds.graph(i)
         kind = "kg" if name.startswith("webqsp") else "explanation" if name == "explagraphs" else "scene"
-        return TextualGraph(g.nodes[NODE_COLUMNS], g.edges[EDGE_COLUMNS], graph_id=f"{name}:{i}"), kind, spec
+        return TextualGraph(g.nodes[NODE_COLUMNS], g.edges[EDGE_COLUMNS], graph_id=f"{name}:{i}"), kind
     if "," in spec and not Path(spec).exists():
         nodes, edges = spec.split(",", 1)
-        return read_graph_csv(nodes, edges), "kg", spec
-    return graph_from_triple_list(read_triples(spec)), "kg", spec
+        return read_graph_csv(nodes, edges), "kg"
+    return graph_from_triple_list(read_triples(spec)), "kg"
 
 
 def write_triples(triples, path: str | Path) -> Path:
     """Write ``(head, relation, tail)`` triples as a tab-separated file with a header (atomic), the format
     :func:`read_triples` and the command line read."""
-
     for h, r, t in triples:
         if any("\t" in x or "\n" in x for x in (h, r, t)):
             raise ValueError(f"a triple field contains a tab or newline: {(h, r, t)!r}")

@@ -18,11 +18,10 @@ from ..g_retriever.retrieval import similarities
 from ..kg import KnowledgeGraph
 from ..paths import cache_root
 from ..runs import atomic_write_bytes, config_hash
+from ..text_encoder import EmbeddingStore, encoder_identity
 from .generate import relation_phrase
 
-FORMAT_VERSION = 5  # bump when the cached index layout changes (2: the class moved into gr_core.chat.index; 3: name
-#                    keys without accents and end punctuation, name_key; 4: the relations' phrases embedded;
-#                    5: possessives dropped from name keys)
+FORMAT_VERSION = 5  # bump when the cached index layout or its name keys change
 # The chat's one list of function words: never an entity name on their own (linking: "the" is no node), and, but for
 # the words that ask (chat/paths.py STOPWORDS), no relation's name (the auxiliary "have" would name every "has ...") ...
 FUNCTION_WORDS = frozenset(
@@ -119,11 +118,9 @@ class ChatIndex:
         return self.kg.num_edges
 
     @classmethod
-    def build(cls, graph: TextualGraph, encoder: str | None = None, cache: bool = True) -> "ChatIndex":
+    def build(cls, graph: TextualGraph, encoder: str | None = None) -> "ChatIndex":
         """Index ``graph``: texts embedded once each (:class:`~gr_core.text_encoder.EmbeddingStore`, shared with the
         datasets), the whole index pickled under ``.cache/chat/`` keyed by the graph's content and the encoder."""
-        from ..text_encoder import EmbeddingStore, encoder_identity  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.text_encoder; this module stays torch-free
-
         t0 = time.perf_counter()
         if graph.num_nodes == 0:
             raise GraphFormatError("the graph has no node: nothing to chat about")
@@ -131,7 +128,7 @@ class ChatIndex:
         digest = _digest(graph)
         key = config_hash({"graph": digest, "encoder": encoder_identity(enc), "format": FORMAT_VERSION})
         path = cache_root() / "chat" / f"index-{key}.pkl"
-        if cache and path.is_file():
+        if path.is_file():
             try:
                 index = pickle.loads(path.read_bytes())
                 index.seconds, index.cached = time.perf_counter() - t0, True
@@ -166,8 +163,7 @@ class ChatIndex:
                 longest = max(longest, len(name.split()))
         index = cls(kg, node_ids, node_emb.astype(np.float32), rel_emb.astype(np.float32),
                     {p: emb[row[p]].astype(np.float32) for p in phrases}, names, min(longest, 12), digest)
-        if cache:
-            atomic_write_bytes(path, pickle.dumps(index, protocol=pickle.HIGHEST_PROTOCOL))
+        atomic_write_bytes(path, pickle.dumps(index, protocol=pickle.HIGHEST_PROTOCOL))
         index.seconds = time.perf_counter() - t0
         return index
 
@@ -191,7 +187,6 @@ class ChatIndex:
 
     def similarities(self, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Cosine similarity of the question to every node ``(num_nodes,)`` and every relation ``(num_relations,)``."""
-
         return similarities(query, self.node_emb), similarities(query, self.rel_emb)
 
     def subgraph(self, nodes: np.ndarray, edges: np.ndarray) -> TextualGraph:

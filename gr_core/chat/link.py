@@ -9,6 +9,7 @@ does, and the chat answers "not in the graph" without a model).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -97,10 +98,7 @@ def partial_match(index: ChatIndex, question: str) -> tuple[list[int], int, int]
     cased = any(c.isupper() for c in question)
     words = {k for i, w in enumerate(raw) if not cased or (i > 0 and w[:1].isupper())
              if len(k := word_key(w)) >= 3 and k not in STOP_WORDS}
-    shared: dict[str, int] = {}
-    for w in words:
-        for key in index.name_words.get(w, ()):
-            shared[key] = shared.get(key, 0) + 1
+    shared = Counter(key for w in words for key in index.name_words.get(w, ()))
     if not shared:
         return [], 0, 0
     best = max(shared, key=lambda k: (shared[k], shared[k] / len(k.split()),

@@ -20,8 +20,6 @@ def find_checkpoint(kind: str, outputs: str | Path | None = None, llm_model: str
     """The run directory of a trained G-Retriever for ``kind`` (``outputs/<preset>/runs/<dataset>-g_retriever-seed*``),
     best preset first, then dataset order of :data:`KIND_DATASETS`; only runs whose ``ckpt/best.pt`` carries the
     hash of their ``config.json`` (and, when ``llm_model`` is given, were trained on that LLM)."""
-
-
     root = Path(outputs or os.environ.get(OUTPUTS_ENV) or repo_root() / "outputs")
     for preset in presets:
         for dataset in KIND_DATASETS[kind]:
@@ -41,8 +39,6 @@ def find_checkpoint(kind: str, outputs: str | Path | None = None, llm_model: str
 def load_answerer(model: str, kind: str, llm_model: str, device: str, max_txt_len: int, in_dim: int):
     """The GraphLLM that answers: ``auto`` (a trained checkpoint for ``kind``, else zero-shot), ``zero_shot``, or a
     run directory. Returns ``(GraphLLM, description, run_dir or None)``."""
-
-
     run_dir = None
     if model == "auto":
         run_dir = find_checkpoint(kind, llm_model=llm_model)

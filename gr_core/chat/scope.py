@@ -1,12 +1,10 @@
 """Step 2, **scope**: the part of the graph a turn searches, and the reasoner's view of it.
 
-:func:`search_scope` is the one rule: a graph of at most ``ChatConfig.whole_graph_edges`` edges is searched whole (the
-paper's setting: G-Retriever's PCST runs on each question's whole graph), a larger one in the neighbourhood of the
-linked entities (``ChatConfig.scope``; GNN-RAG's way of cutting a question's subgraph out of a KB). PCST's evidence
-and GNN-RAG's reasoner both search it, and a reasoner trained on generated questions is trained on exactly the scope
-each of them gets from this function (:mod:`~gr_core.chat.graph_reasoner`), so it serves on the graphs it was trained
-on. :func:`question_graph` is the reasoner's input on a scope; :func:`read_question` how a reasoner trained on
-generated questions reads the question's words.
+:func:`search_scope` is the one rule: a graph of at most ``ChatConfig.whole_graph_edges`` edges is searched whole (as
+G-Retriever's PCST searches each question's whole graph), a larger one in the linked entities' neighbourhood
+(``ChatConfig.scope``; GNN-RAG's question subgraphs). PCST, the reasoner and the reasoner's training on generated
+questions (:mod:`~gr_core.chat.graph_reasoner`) all search it, so a reasoner serves on the graphs it was trained on.
+:func:`question_graph` is the reasoner's input on a scope; :func:`read_question` how it reads the question's words.
 """
 from __future__ import annotations
 

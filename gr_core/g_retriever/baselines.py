@@ -26,13 +26,17 @@ def triple_texts(graph: TextualGraph) -> list[str]:
             for s, r, d in zip(graph.edges.src, graph.edges.edge_attr, graph.edges.dst)]
 
 
+def _subgraph(graph: TextualGraph, node_rows, edge_rows) -> RetrievedSubgraph:
+    """A retrieval without prizes (the baselines score no node)."""
+    z = np.zeros(0, np.float32)
+    return RetrievedSubgraph(graph, np.asarray(node_rows, np.int64), np.asarray(edge_rows, np.int64), z, z, 0.0)
+
+
 def _from_edges(graph: TextualGraph, edge_rows: np.ndarray) -> RetrievedSubgraph:
-    ids = graph.nodes.node_id.to_numpy()
-    row_of = {int(v): i for i, v in enumerate(ids)}
+    row_of = {int(v): i for i, v in enumerate(graph.nodes.node_id.to_numpy())}
     ends = {row_of[int(v)] for v in graph.edges.src.to_numpy()[edge_rows]} | \
            {row_of[int(v)] for v in graph.edges.dst.to_numpy()[edge_rows]}
-    z = np.zeros(0, np.float32)
-    return RetrievedSubgraph(graph, np.array(sorted(ends), dtype=np.int64), np.asarray(edge_rows, np.int64), z, z, 0.0)
+    return _subgraph(graph, sorted(ends), edge_rows)
 
 
 def retrieve_kaping(graph: TextualGraph, triple_emb: np.ndarray, query: np.ndarray, k: int = 10) -> RetrievedSubgraph:
@@ -42,11 +46,8 @@ def retrieve_kaping(graph: TextualGraph, triple_emb: np.ndarray, query: np.ndarr
         triple_emb: ``(num_edges, dim)``, embeddings of :func:`triple_texts`; query: ``(dim,)``.
     """
     if graph.num_edges == 0:
-        return RetrievedSubgraph(graph, np.arange(graph.num_nodes), np.zeros(0, np.int64), np.zeros(0, np.float32),
-                                 np.zeros(0, np.float32), 0.0)
-    sim = similarities(query, triple_emb)
-    top = np.argsort(-sim, kind="stable")[:k]
-    return _from_edges(graph, top)
+        return _subgraph(graph, np.arange(graph.num_nodes), [])
+    return _from_edges(graph, np.argsort(-similarities(query, triple_emb), kind="stable")[:k])
 
 
 def retrieve_khop(graph: TextualGraph, hops: int = 1, x: np.ndarray | None = None,
@@ -62,16 +63,12 @@ def retrieve_khop(graph: TextualGraph, hops: int = 1, x: np.ndarray | None = Non
         touch = np.isin(src, list(inside)) | np.isin(dst, list(inside))
         inside |= set(src[touch].tolist()) | set(dst[touch].tolist())
     edge_rows = np.flatnonzero(np.isin(src, list(inside)) & np.isin(dst, list(inside)))
-    ids = graph.nodes.node_id.to_numpy()
-    node_rows = np.flatnonzero(np.isin(ids, list(inside)))
-    z = np.zeros(0, np.float32)
-    return RetrievedSubgraph(graph, node_rows, edge_rows, z, z, 0.0)
+    return _subgraph(graph, np.flatnonzero(np.isin(graph.nodes.node_id.to_numpy(), list(inside))), edge_rows)
 
 
 def retrieve_none(graph: TextualGraph) -> RetrievedSubgraph:
     """The whole graph (the "w/o retrieval" ablation and the zero-shot baseline's input)."""
-    z = np.zeros(0, np.float32)
-    return RetrievedSubgraph(graph, np.arange(graph.num_nodes), np.arange(graph.num_edges), z, z, 0.0)
+    return _subgraph(graph, np.arange(graph.num_nodes), np.arange(graph.num_edges))
 
 
 Retriever = Callable[[GraphQADataset, int, TextualGraph], RetrievedSubgraph]

@@ -27,14 +27,13 @@ def split_indices(ds, cfg: RunConfig | None = None, max_train: int | None = None
     return {k: list(ds.split.get(k, []))[:n] for k, n in cut.items()}  # [:None] keeps the whole split
 
 
-def build_examples(ds, indices: list[int], cfg: ModelConfig, store=None, desc: str = "examples") -> list[Example]:
+def build_examples(ds, indices: list[int], cfg: ModelConfig, desc: str = "examples") -> list[Example]:
     """Retrieve, textualize and (when a GNN is used) tensorize each question's graph.
 
     The graph is the dataset's PCST subgraph (``pcst``), the whole graph (``full``), KAPING's top-k triples
     (``kaping``) or nothing (``none``); see :class:`~gr_core.g_retriever.model.ModelConfig`.
     """
-
-    kaping = kaping_retriever(cfg.kaping_k, store) if cfg.graph_source == "kaping" else None
+    kaping = kaping_retriever(cfg.kaping_k) if cfg.graph_source == "kaping" else None
     if cfg.gnn is not None or cfg.graph_source in ("pcst", "kaping"):  # texts are encoded on first use: one batch
         ds.prefetch(indices, nodes=cfg.gnn is not None or cfg.graph_source == "pcst")
     out = []
@@ -56,8 +55,7 @@ def build_examples(ds, indices: list[int], cfg: ModelConfig, store=None, desc: s
         data = None
         if cfg.gnn is not None:
             x, edge_attr = ds.embeddings(i, g)
-            rows = res.node_rows if res is not None else np.arange(0)
-            erows = res.edge_rows if res is not None else np.arange(0)
+            rows, erows = (res.node_rows, res.edge_rows) if res is not None else (np.arange(0), np.arange(0))
             ids = g.nodes.node_id.to_numpy()
             pos = np.full(int(ids.max()) + 1 if len(ids) else 1, -1, np.int64)
             pos[ids[rows]] = np.arange(len(rows))

@@ -121,7 +121,6 @@ def preset_run_config(preset: str, dataset: str, method: str, seed: int = 0, not
     made here (``python -m gr_core.g_retriever --preset cpu --dataset explagraphs --method g_retriever --seed 1``, e.g.
     one seed per process) has the notebook's config hash and the notebook reuses it.
     """
-
     defaults = parameter_defaults(notebook)  # the notebook's own names only, as papermill runs it
     merged = {**defaults, **notebook_parameters(preset, notebook, overrides)}
     params = {k: v for k, v in merged.items() if k in defaults}
@@ -161,7 +160,6 @@ def run_llm_sizes(dataset: str, llm_models: list[str], seed: int, runs_dir: str 
     Returns:
         ``(llm, run name or None)`` per LLM, for :func:`gr_core.report.results.table8`.
     """
-
     mine = {k: v for k, v in (per_dataset or {}).items() if k.split("/")[0] == dataset}
     settings = dataset_settings(params, mine, [dataset])[dataset]
     rows = []
@@ -193,7 +191,6 @@ def run_plan(plan: dict[str, list[str]], seeds: list[int], runs_dir: str | Path,
     Returns:
         one row per run (the ``metrics.json`` contents), in plan order.
     """
-
     rows = []
     for dataset, methods in plan.items():
         own = dict((by_dataset or {}).get(dataset) or settings)

@@ -26,6 +26,7 @@ documented deviations (docs/method.md §1.4) and fix PyG's ``[/s]`` label and mi
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -41,8 +42,6 @@ from .retrieval import DATASET_RETRIEVAL
 GRAPH_SOURCES = ("pcst", "full", "kaping", "none")
 GRAPH_TOKEN_NORMS = ("none", "batch", "rms")
 INSTRUCTIONS = ("", "zero_cot", "cot_bag")
-
-
 LORA_DROPOUT_MASKS = ("uniform16", "bernoulli")
 
 
@@ -52,9 +51,8 @@ class LoRAConfig:
 
     ``dropout_masks``: ``"bernoulli"`` (default) is peft's own ``nn.Dropout``, as the GR code trains; ``"uniform16"``
     draws the masks from 16-bit integers (:class:`gr_core.dropout.UniformDropout`: the same rate and expectation,
-    another random stream; torch's CPU ``bernoulli_`` took 9% of a G-Retriever + LoRA step, docs/precision.md). The
-    default leaves the field out of the configuration hash, so runs recorded before it existed stay valid
-    (:meth:`gr_core.g_retriever.run_config.RunConfig.to_dict`).
+    another random stream, a faster step on CPU: docs/precision.md). The default is left out of the configuration
+    hash (:meth:`gr_core.g_retriever.run_config.RunConfig.to_dict`).
     """
 
     r: int = 8
@@ -125,14 +123,9 @@ class ModelConfig:
         """Whether this configuration has anything to train (otherwise it is inference-only)."""
         return self.gnn is not None or self.num_soft_tokens > 0 or self.lora is not None
 
-    @property
-    def needs_graph(self) -> bool:
-        return self.gnn is not None
-
     def retrieval(self, dataset: str):
         """The PCST :class:`~gr_core.g_retriever.retrieval.RetrievalConfig` for ``dataset``: its default, with ``top_k``
         and ``edge_cost`` applied when set."""
-
         cfg = DATASET_RETRIEVAL[dataset]
         if self.top_k is not None:
             cfg = replace(cfg, top_k_nodes=self.top_k, top_k_edges=self.top_k)
@@ -163,7 +156,6 @@ METHODS: dict[str, dict] = {
     "g_retriever_gcn": dict(gnn=True, gnn_kind="gcn", graph_source="pcst"),
     "g_retriever_gat": dict(gnn=True, gnn_kind="gat", graph_source="pcst"),
 }
-INFERENCE_ONLY = ("question_only", "zero_shot", "zero_cot", "cot_bag", "kaping")
 
 
 def method_config(method: str, llm: LLMConfig | None = None, gnn: GNNConfig | None = None,
@@ -230,12 +222,10 @@ class Batch:
     num_tokens: int = 0
 
     def to(self, device) -> "Batch":
-        for name in ("input_ids", "attention_mask", "slot_mask", "labels"):
+        for name in ("input_ids", "attention_mask", "slot_mask", "labels", "graphs"):
             value = getattr(self, name)
             if value is not None:
                 setattr(self, name, value.to(device))
-        if self.graphs is not None:
-            self.graphs = self.graphs.to(device)
         return self
 
 
@@ -435,47 +425,30 @@ class GraphLLM(nn.Module):
         return loss_sum, (target != -100).sum()
 
     @torch.inference_mode()
-    def generate(self, batch: Batch, max_new_tokens: int | None = None) -> list[str]:
-        """Batched greedy decoding from ``inputs_embeds`` with the KV cache; stops at EOS.
-
-        Returns:
-            one decoded answer per example (special tokens removed, whitespace stripped).
-        """
-        embeds = self.embed(batch)
-        out = self.llm.generate(inputs_embeds=embeds, attention_mask=batch.attention_mask,
+    def _decode(self, batch: Batch, max_new_tokens: int | None, **search) -> list[str]:
+        """``llm.generate`` from ``inputs_embeds`` (KV cache, no sampling, stops at EOS), decoded and stripped."""
+        out = self.llm.generate(inputs_embeds=self.embed(batch), attention_mask=batch.attention_mask,
                                 max_new_tokens=max_new_tokens or self.cfg.llm.max_new_tokens, do_sample=False,
-                                eos_token_id=self.template.eos_id, pad_token_id=self.template.pad_id)
+                                eos_token_id=self.template.eos_id, pad_token_id=self.template.pad_id, **search)
         # transformers >= 5 returns only the new tokens when generating from inputs_embeds (docs/environment.md)
         return [t.strip() for t in self.tokenizer.batch_decode(out, skip_special_tokens=True)]
 
-    @torch.inference_mode()
-    def generate_beams(self, batch: Batch, num_beams: int = 3, max_new_tokens: int | None = None) -> list[list[str]]:
-        """Beam search (RoG's relation-path decoding, k beams); every beam returned, best first.
+    def generate(self, batch: Batch, max_new_tokens: int | None = None) -> list[str]:
+        """Batched greedy decoding: one answer per example (special tokens removed, whitespace stripped)."""
+        return self._decode(batch, max_new_tokens)
 
-        Returns:
-            per example, ``num_beams`` decoded strings.
-        """
-        embeds = self.embed(batch)
-        out = self.llm.generate(inputs_embeds=embeds, attention_mask=batch.attention_mask,
-                                max_new_tokens=max_new_tokens or self.cfg.llm.max_new_tokens, do_sample=False,
-                                num_beams=num_beams, num_return_sequences=num_beams, early_stopping=True,
-                                eos_token_id=self.template.eos_id, pad_token_id=self.template.pad_id)
-        texts = [t.strip() for t in self.tokenizer.batch_decode(out, skip_special_tokens=True)]
+    def generate_beams(self, batch: Batch, num_beams: int = 3, max_new_tokens: int | None = None) -> list[list[str]]:
+        """Beam search (RoG's relation-path decoding, k beams): per example, ``num_beams`` strings, best first."""
+        texts = self._decode(batch, max_new_tokens, num_beams=num_beams, num_return_sequences=num_beams,
+                             early_stopping=True)
         return [texts[k:k + num_beams] for k in range(0, len(texts), num_beams)]
 
     def decode_stream(self, batch: Batch, row: int = 0) -> str:
         """The text of one row of a batch with soft slots shown as ``<soft>`` (for inspection and tests)."""
-        ids = batch.input_ids[row][batch.attention_mask[row].bool()].tolist()
-        slots = batch.slot_mask[row][batch.attention_mask[row].bool()].tolist()
-        pieces, run = [], []
-        for i, s in zip(ids, slots):
-            if s:
-                if run:
-                    pieces.append(self.tokenizer.decode(run))
-                    run = []
-                pieces.append("<soft>")
-            else:
-                run.append(i)
-        if run:
-            pieces.append(self.tokenizer.decode(run))
+        real = batch.attention_mask[row].bool()
+        tokens = zip(batch.input_ids[row][real].tolist(), batch.slot_mask[row][real].tolist())
+        pieces = []
+        for soft, run in itertools.groupby(tokens, key=lambda t: t[1]):
+            ids = [i for i, _ in run]
+            pieces += ["<soft>"] * len(ids) if soft else [self.tokenizer.decode(ids)]
         return "".join(pieces)

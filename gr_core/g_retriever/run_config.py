@@ -81,18 +81,14 @@ class RunConfig:
     def to_dict(self) -> dict:
         d = asdict(self)
         # fields added after runs were recorded leave the dict (and so the config hash) unchanged at their defaults
-        for key in ("top_k", "edge_cost"):
-            if d["model"][key] is None:
-                del d["model"][key]
-        if d["model"]["graph_token_norm"] == "none":
-            del d["model"]["graph_token_norm"]
-        if d["model"]["system_prompt"] is None:
-            del d["model"]["system_prompt"]
+        added = {"model": {"top_k": None, "edge_cost": None, "graph_token_norm": "none", "system_prompt": None},
+                 "train": {"graph_lr": None, "warmup_fraction": None, "select_on": None}}
+        for part, defaults in added.items():
+            for key, default in defaults.items():
+                if d[part][key] == default:
+                    del d[part][key]
         if d["model"]["lora"] is not None and d["model"]["lora"]["dropout_masks"] == "bernoulli":
             del d["model"]["lora"]["dropout_masks"]  # the default: peft's dropout, as runs recorded before the field
-        for key in ("graph_lr", "warmup_fraction", "select_on"):
-            if d["train"][key] is None:
-                del d["train"][key]
         if not d["variant"]:
             del d["variant"]
         return d

@@ -22,9 +22,6 @@ Data parallel: the same entry point runs under ``torchrun`` (PyTorch DDP; gloo o
 process walks the same seeded batch order and takes a strided shard of each global batch; the loss is
 normalized by the global label-token count, so N processes follow the same trajectory as one process on
 the same global batch. Only rank 0 writes files and generates.
-
-Run directories are made by :func:`run`; the command line is ``python -m gr_core.g_retriever``
-(:mod:`gr_core.g_retriever.experiments`).
 """
 from __future__ import annotations
 
@@ -181,8 +178,7 @@ def fit(model: GraphLLM, train: list[Example], val: list[Example], cfg: TrainCon
         val_loss, val_match = (evaluate_validation(model, val, cfg.eval_batch_size, dist) if val
                                else (loss_total / max(loss_count, 1), float("nan")))
         row = {"epoch": epoch, "train_loss": loss_total / max(loss_count, 1.0), "val_loss": val_loss,
-               "val_match": val_match,
-               "lr": optimizer.param_groups[0]["lr"], "train_seconds": round(train_seconds, 3),
+               "val_match": val_match, "lr": optimizer.param_groups[0]["lr"], "train_seconds": round(train_seconds, 3),
                "val_seconds": round(time.perf_counter() - t1, 3), "train_tokens": int(tokens),
                "train_tokens_per_s": round(tokens / max(train_seconds, 1e-9), 1), "steps": step}
         history.append(row)
@@ -242,7 +238,6 @@ def run(cfg: RunConfig, run_dir: str | Path, ds=None, force: bool = False, on_ep
     Returns:
         the metrics dict written to ``metrics.json``.
     """
-
     run_dir = Path(run_dir)
     cfg_hash = config_hash(cfg.to_dict())
     done = run_dir / "metrics.json"
@@ -277,10 +272,8 @@ def run(cfg: RunConfig, run_dir: str | Path, ds=None, force: bool = False, on_ep
     if dist.main:
         test = examples["test"]
         answers, gen_seconds = predict(model, test, cfg.train.eval_batch_size, desc=f"{cfg.name} test")
-        lines = []
-        for ex, a in zip(test, answers):
-            lines.append(json.dumps({"id": ex.uid, "prediction": a, "answers": ex.answers,
-                                     **task_scores(cfg.dataset, a, ex.answers)}))
+        lines = [json.dumps({"id": ex.uid, "prediction": a, "answers": ex.answers,
+                             **task_scores(cfg.dataset, a, ex.answers)}) for ex, a in zip(test, answers)]
         atomic_write_bytes(run_dir / "predictions.jsonl", ("\n".join(lines) + "\n").encode())
         prompt_tokens = [len(model.template.prefix) + model.num_slots + ex.num_prompt_tokens
                          + len(model.template.suffix) for ex in test]
@@ -289,9 +282,8 @@ def run(cfg: RunConfig, run_dir: str | Path, ds=None, force: bool = False, on_ep
         if "precision" in report:  # the KGQA answers' precision score; "precision" is the run's precision record
             report["answer_precision"] = report.pop("precision")
         metrics = {"name": cfg.name, "dataset": cfg.dataset, "method": cfg.method, "seed": cfg.seed,
-                   "config_hash": cfg_hash, **report,
-                   "num_train": len(examples.get("train", [])), "num_val": len(examples.get("val", [])),
-                   "num_test": len(test), "epochs_run": len(history),
+                   "config_hash": cfg_hash, **report, "num_train": len(examples.get("train", [])),
+                   "num_val": len(examples.get("val", [])), "num_test": len(test), "epochs_run": len(history),
                    "best_epoch": int(np.argmin([cfg.train.selection_key(h) for h in history])) if history else None,
                    "train_seconds": round(sum(h["train_seconds"] for h in history), 2),
                    "seconds_per_epoch": round(float(np.mean([h["train_seconds"] for h in history])), 2)
@@ -336,7 +328,6 @@ def trained_model(cfg: RunConfig, run_dir: str | Path, ds=None) -> GraphLLM:
     (``ckpt/`` is git-ignored, so a fresh clone has the metrics but not the weights) is rerun so that the returned
     model is the one the metrics describe. Inference-only configurations return the untouched model.
     """
-
     run_dir = Path(run_dir)
     if ds is None:
         ds = load_dataset(DatasetConfig(cfg.dataset, hops=cfg.hops))
@@ -353,9 +344,9 @@ def trained_model(cfg: RunConfig, run_dir: str | Path, ds=None) -> GraphLLM:
     return load_run_model(run_dir, int(ds.text_emb.shape[1]), cfg=cfg, state=state)
 
 
-def load_run_model(run_dir: str | Path, in_dim: int, checkpoint: str = "best", cfg: RunConfig | None = None,
-                   state: dict | None = None, device: str | None = None) -> GraphLLM:
-    """A run's :class:`GraphLLM` (eval mode) with the trainable parameters of its ``ckpt/<checkpoint>.pt``.
+def load_run_model(run_dir: str | Path, in_dim: int, cfg: RunConfig | None = None, state: dict | None = None,
+                   device: str | None = None) -> GraphLLM:
+    """A run's :class:`GraphLLM` (eval mode) with the trainable parameters of its ``ckpt/best.pt``.
 
     Args:
         in_dim: the width of the text embeddings its graph encoder reads.
@@ -368,32 +359,8 @@ def load_run_model(run_dir: str | Path, in_dim: int, checkpoint: str = "best", c
     model = GraphLLM(model_cfg, in_dim=in_dim,
                      soft_prompt_init=SOFT_PROMPT_INIT.get(cfg.dataset, DEFAULT_SOFT_PROMPT_INIT))
     if state is None and cfg.model.trainable and cfg.train.num_epochs > 0:
-        state = torch.load(Path(run_dir) / "ckpt" / f"{checkpoint}.pt", map_location="cpu", weights_only=False)
+        state = torch.load(Path(run_dir) / "ckpt" / "best.pt", map_location="cpu", weights_only=False)
     if state is not None:
         model.load_trainable_state(state["model"])
     return model.eval()
-
-
-def score_checkpoint(run_dir: str | Path, checkpoint: str = "last", splits=("val", "test"), ds=None) -> dict:
-    """Score a run's ``ckpt/<checkpoint>.pt`` (``last``: the final epoch; ``best``: the kept one) on ``splits``.
-
-    For diagnosis: early stopping keeps the lowest validation loss, which need not be the best accuracy.
-
-    Returns:
-        ``{"epoch", split: {"score", "n"}}`` with the dataset's Table 3 metric.
-    """
-
-    run_dir = Path(run_dir)
-    cfg = RunConfig.read(run_dir)
-    ds = ds if ds is not None else load_dataset(DatasetConfig(cfg.dataset, hops=cfg.hops))
-    state = torch.load(run_dir / "ckpt" / f"{checkpoint}.pt", map_location="cpu", weights_only=False)
-    model = load_run_model(run_dir, int(ds.text_emb.shape[1]), cfg=cfg, state=state)
-    idx = split_indices(ds, cfg)
-    out: dict = {"epoch": int(state["epoch"])}
-    for split in splits:
-        examples = model.tokenize(build_examples(ds, idx[split], cfg.model, desc=split))
-        answers, _ = predict(model, examples, cfg.train.eval_batch_size, desc=split)
-        report = task_report(cfg.dataset, answers, [ex.answers for ex in examples])
-        out[split] = {"score": report.get("score"), "n": len(examples)}
-    return out
 

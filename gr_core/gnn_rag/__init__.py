@@ -10,16 +10,13 @@ The reasoner follows ReaRev (its layers computed per relation, not per fact: :cl
   both ways);
 - entities have no text features: their initial state is ReLU of the summed projected incident relations;
 - ``num_iter`` iterations of ``num_gnn`` layers; each layer sends ``ReLU(W_r r ⊙ instruction_k) · p(head)`` along
-  every fact (summed per (graph, relation) before one batched product, equal to PyG message passing fact by fact
-  and 3x faster on CPU), aggregates per instruction, updates the node state and re-normalizes the node distribution
-  ``p`` with a softmax over the graph's nodes; after each iteration the instructions are re-formed from the
-  seed-weighted node states (``QueryReform``) and reasoning restarts from the seeds;
+  every fact, aggregates per instruction, updates the node state and re-normalizes the node distribution ``p`` with
+  a softmax over the graph's nodes; after each iteration the instructions are re-formed from the seed-weighted node
+  states (``QueryReform``) and reasoning restarts from the seeds;
 - loss: KL(uniform over the gold answers in the graph ‖ p); questions with no answer in the graph are masked.
 
-Five switches of :class:`ReasonerConfig`, on by default, bring this package's first version to ReaRev as released
-(notebook 04's change table measures each): question entities masked out of every layer's softmax, a self-loop fact per
-entity, node states carried across iterations, forward and inverse messages kept apart with a relation linear per layer,
-and a gated Fusion per instruction. Instructions still come from the sentence embedding, not from token states.
+Five switches of :class:`ReasonerConfig` (``SWITCH_NAMES``, on by default) bring this package's first version to
+ReaRev as released; notebook 04's change table measures each.
 
 Candidates (docs/method.md §3.2): softmax probabilities, question entities excluded, sorted, added until the
 cumulative probability first exceeds 0.95. Paths (§5.4): shortest paths from question entities to candidates
@@ -32,20 +29,17 @@ comparison), ``evidence`` (every retriever's verbalized evidence, retrieval augm
 answer generator and RoG-style relation paths). Notebook 04's studies and the command line (``python -m
 gr_core.gnn_rag``) live in :mod:`gr_core.studies.gnn_rag` and :mod:`gr_core.studies.gnn_rag_llm`.
 """
-from .model import SWITCH_NAMES, Fusion, ReaRev, ReasonerConfig, RelationHops
-from .reasoning_paths import (PathReport, compare_path_styles, evidence_view, gold_ids, missing_entities, named_beyond,
-                              path_study, reasoning_paths, reference_paths, seed_positions, select_candidates,
-                              summarize_path_study)
-from .training import (QuestionGraph, ReasonerTrainConfig, deterministic_algorithms, evaluate_reasoner, load_reasoner,
-                       masked_question_emb, node_probabilities, question_data, reasoner_dataset, reasoner_meta,
-                       save_reasoner, score_questions, topic_masked, train_reasoner)
+from .model import SWITCH_NAMES, ReaRev, ReasonerConfig, RelationHops
+from .reasoning_paths import (compare_path_styles, evidence_view, gold_ids, missing_entities, named_beyond, path_study,
+                              reasoning_paths, reference_paths, seed_positions, select_candidates, summarize_path_study)
+from .training import (QuestionGraph, ReasonerTrainConfig, evaluate_reasoner, load_reasoner, node_probabilities,
+                       question_data, reasoner_dataset, reasoner_meta, save_reasoner, score_questions, topic_masked,
+                       train_reasoner)
 
 __all__ = [
-    "ReasonerConfig", "SWITCH_NAMES", "Fusion", "ReaRev", "RelationHops",
-    "deterministic_algorithms",
-    "QuestionGraph", "question_data", "topic_masked", "masked_question_emb", "ReasonerTrainConfig", "train_reasoner",
-    "node_probabilities", "score_questions", "evaluate_reasoner", "reasoner_dataset", "save_reasoner", "reasoner_meta",
-    "load_reasoner", "select_candidates", "named_beyond",
-    "seed_positions", "gold_ids", "missing_entities", "PathReport",
+    "ReasonerConfig", "SWITCH_NAMES", "ReaRev", "RelationHops",
+    "QuestionGraph", "question_data", "topic_masked", "ReasonerTrainConfig", "train_reasoner", "node_probabilities",
+    "score_questions", "evaluate_reasoner", "reasoner_dataset", "save_reasoner", "reasoner_meta", "load_reasoner",
+    "select_candidates", "named_beyond", "seed_positions", "gold_ids", "missing_entities",
     "reasoning_paths", "reference_paths", "compare_path_styles", "path_study", "evidence_view", "summarize_path_study",
 ]

@@ -14,6 +14,7 @@ every retriever turns one question into :class:`Evidence`, verbalized lines ``a 
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -24,12 +25,8 @@ from ..graphqa import retrieve
 from .reasoning_paths import _hops, _path_names, missing_entities, reasoning_paths, seed_positions, select_candidates
 
 RETRIEVERS = ("none", "gnn", "rog", "gnn+rog", "pcst", "gnn+pcst", "gnn_pcst")
-
-
 # LLM calls per question, counted as GNN-RAG Table 12: the answer call plus one per RoG beam
 LLM_CALLS = {"none": 1, "gnn": 1, "rog": 4, "gnn+rog": 4, "pcst": 1, "gnn+pcst": 1, "gnn_pcst": 1}
-
-
 SEP = " <SEP> "  # RoG writes <PATH> r1 <SEP> r2 </PATH> with added special tokens; plain text here
 
 
@@ -89,7 +86,6 @@ class Evidence:
 # ---------------------------------------------------------------------- retrievers
 def answer_hops(graph, seeds: list[int], targets: list[int]) -> int | None:
     """Shortest undirected distance from any question entity to any gold answer (None: unreachable)."""
-
     if not seeds or not targets:
         return None
     g = nx.Graph()
@@ -120,7 +116,6 @@ def fact_lines(graph, edge_rows=None) -> list[str]:
 
 def pcst_evidence(ds, i: int, graph, extra_node_prizes: np.ndarray | None = None) -> Evidence:
     """G-Retriever's PCST subgraph for question ``i`` (dataset config), as fact lines."""
-
     return Evidence(fact_lines(graph, retrieve(ds, i, graph=graph, extra_node_prizes=extra_node_prizes).edge_rows))
 
 
@@ -145,7 +140,6 @@ def gnn_prizes(graph, probs: np.ndarray, top_k: int, cfg: GNNRAGConfig = GNNRAGC
 
 def gnn_prize_evidence(ds, i: int, graph, probs: np.ndarray, cfg: GNNRAGConfig = GNNRAGConfig()) -> Evidence:
     """PCST whose node prizes are the text top-k prizes plus :func:`gnn_prizes` (a trainable retrieval)."""
-
     extra = gnn_prizes(graph, probs, DATASET_RETRIEVAL[ds.name].top_k_nodes, cfg)
     _, seed_pos = seed_positions(graph)
     ev = pcst_evidence(ds, i, graph, extra)
@@ -189,13 +183,9 @@ def ground_relation_paths(graph, seeds: list[int], relation_paths: list[tuple[st
             if s not in names:
                 continue
             frontier = [(s, names[s], {s})]
-            for r in rels:
-                nxt = []
-                for node, text, seen in frontier:
-                    for v, arrow in adj.get((node, r), []):
-                        if v not in seen:
-                            nxt.append((v, text + arrow + names[v], seen | {v}))
-                frontier = nxt[:max(1, 50 * max_lines)]  # bounded breadth; the cut below keeps max_lines
+            for r in rels:  # bounded breadth; the cut below keeps max_lines
+                frontier = [(v, text + arrow + names[v], seen | {v}) for node, text, seen in frontier
+                            for v, arrow in adj.get((node, r), []) if v not in seen][:max(1, 50 * max_lines)]
                 if not frontier:
                     break
             lines += [text for _, text, _ in frontier[:max_lines]]
@@ -228,11 +218,6 @@ def collect_evidence(ds, i: int, probs: np.ndarray | None, relation_paths: list[
         ev.missing_seed = missing
     out = {}
     for r in retrievers:
-        parts = r.split("+")
-        if r == "gnn+rog":  # GNN-RAG+RA: RoG's paths first, then the GNN's
-            parts = ["rog", "gnn"]
-        ev = base[parts[0]]
-        for p in parts[1:]:
-            ev = ev.union(base[p])
-        out[r] = ev
+        parts = ["rog", "gnn"] if r == "gnn+rog" else r.split("+")  # GNN-RAG+RA: RoG's paths first, then the GNN's
+        out[r] = functools.reduce(Evidence.union, [base[p] for p in parts[1:]], base[parts[0]])
     return out

@@ -36,15 +36,13 @@ class ReasonerConfig:
     fusion_reform: bool = True  # each instruction updated by its own gated Fusion with the seeds' states
     #                              (query_update.py QueryReform; the first version: one shared ReLU layer)
     # Deviation (docs/method.md §3.1): instructions come from the question's sentence vector with its topic entity's
-    # name replaced by "it" (``q_masked``). ReaRev attends over the question's tokens and can look past the name; one
-    # sentence vector cannot, and the name's words weigh as much as the relation words that say which path to follow
-    # (MetaQA-3hop whole split: test H@1 97.7 masked, 81.2 as asked). A reasoner saved before this field reads q_emb.
+    # name replaced by "it" (``q_masked``): ReaRev's attention over tokens can look past the name, one sentence vector
+    # cannot. A reasoner saved before this field reads q_emb.
     mask_topic: bool = True
     # Our addition, off by default (docs/chat.md, "A reasoner for a graph without questions"): each relation's vector
-    # gains a learned direction times how well the question's own words name that relation (``rel_match``, the path
-    # ranker's word fit), and the instructions a learned term of how many relations its words name and whether one asks
-    # for "the same" (``q_steps``). A reasoner trained on questions generated from relation names learns to follow the
-    # relations the question names, which carries over to questions worded unlike any generated one.
+    # gains a learned direction times how well the question's words name it (``rel_match``), the instructions a learned
+    # term of how many relations its words name and whether it asks for "the same" (``q_steps``), so that a reasoner
+    # trained on generated questions follows the relations a question names.
     relation_match: bool = False
     relation_words_only: bool = False  # q_masked made of the question's function words and the words that name a
     #                                     relation only (the chat builds it, gr_core.chat.scope.read_question)
@@ -256,8 +254,7 @@ class ReaRev(nn.Module):
                     agg = torch.stack([messages(p, lin(rel_f), loops[0], True),
                                        messages(p, lin(rel_b), loops[1], False)], dim=2).reshape(N, 2 * K * D)
                 else:  # K channels, both directions summed
-                    loops = (loop_f, loop_b) if cfg.self_loops else (None, None)
-                    agg = (messages(p, rel_f, loops[0], True) + messages(p, rel_b, loops[1], False)).reshape(N, K * D)
+                    agg = (messages(p, rel_f, loop_f, True) + messages(p, rel_b, loop_b, False)).reshape(N, K * D)
                 h = torch.relu(layer(self.drop(torch.cat([h, agg], dim=-1))))
                 logits = self.score(self.drop(h) if cfg.split_directions else h).squeeze(-1)
                 if cfg.mask_seeds:  # a graph made only of seeds keeps a uniform distribution over them
@@ -277,7 +274,6 @@ class ReaRev(nn.Module):
         Returns:
             ``(loss_sum, number of questions with an answer)``.
         """
-
         B = data.q_emb.shape[0]
         ans = data.answer.float()
         count = scatter(ans, data.batch, dim=0, dim_size=B, reduce="sum")  # (B,)

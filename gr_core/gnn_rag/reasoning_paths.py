@@ -21,17 +21,16 @@ from ..runs import progress
 
 
 # ---------------------------------------------------------------------- candidates and paths
-def select_candidates(probs: np.ndarray, seeds: set[int], eps: float = 0.95, max_nodes: int | None = None
-                      ) -> list[tuple[int, float]]:
+def select_candidates(probs: np.ndarray, seeds: set[int], eps: float = 0.95) -> list[tuple[int, float]]:
     """GNN-RAG's candidate set: nodes by probability (question entities excluded) until the cumulative
-    probability first exceeds ``eps``; nodes below ``(1 - eps) / max_nodes`` are never candidates.
+    probability first exceeds ``eps``; nodes below ``(1 - eps) / N`` are never candidates.
 
     Args:
         probs: ``(N,)`` the node distribution of one graph. seeds: node positions of the question entities.
     Returns:
         ``[(node position, probability), ...]`` most probable first; empty when every node is a seed.
     """
-    floor = (1 - eps) / (max_nodes or len(probs) or 1)
+    floor = (1 - eps) / (len(probs) or 1)
     order = [int(i) for i in np.argsort(-probs, kind="stable") if int(i) not in seeds and probs[i] >= floor]
     out, total = [], 0.0
     for i in order:
@@ -47,8 +46,7 @@ def named_beyond(probs: np.ndarray, unnamed: list[tuple[int, float]], edge_index
     """Where every candidate of :func:`select_candidates` is a node that names nothing (a Freebase mediator: a
     marriage, an address, a team membership), the nodes they link instead: each neighbour not in ``skip`` (the seeds
     and the other nameless nodes) scored by the summed probability of the candidates linking it, ties broken by its
-    own probability. The mediator's probability says the reasoner reached the fact; its named ends are the answer (the
-    chat's other answer modes step through such nodes too).
+    own probability. The mediator's probability says the reasoner reached the fact; its named ends are the answer.
 
     Args:
         probs: ``(N,)`` the node distribution. unnamed: ``[(position, probability)]`` the candidates.
@@ -67,7 +65,6 @@ def named_beyond(probs: np.ndarray, unnamed: list[tuple[int, float]], edge_index
 
 def seed_positions(graph) -> tuple[list[int], set[int]]:
     """The question entities of ``graph``: their node ids and their row positions."""
-
     seeds = question_nodes(graph)
     row = {int(n): k for k, n in enumerate(graph.nodes.node_id.tolist())}
     return seeds, {row[s] for s in seeds}
@@ -92,7 +89,6 @@ class PathReport:
     lines: list[str]
     missing_seed: int = 0  # question entity not in the graph
     no_path: int = 0  # candidate unreachable from every question entity
-    truncated: int = 0  # path lines dropped by the token budget
     nodes: list[int] = field(default_factory=list)  # node ids on the kept paths, first-seen order (for highlighting)
 
 
@@ -101,19 +97,17 @@ def _hop_texts(u: int, v: int, rel_index: dict) -> list[str]:
     return [f" -> {r} -> " for r in rel_index.get((u, v), [])] + [f" <- {r} <- " for r in rel_index.get((v, u), [])]
 
 
-def reasoning_paths(graph, seeds: list[int], targets: list[int], max_lines_per_pair: int = 8,
-                    token_budget: int | None = None, count_tokens=None) -> PathReport:
+def reasoning_paths(graph, seeds: list[int], targets: list[int], max_lines_per_pair: int = 8) -> PathReport:
     """Shortest paths from question entities to targets, verbalized with direction and every relation.
 
     Topology is the undirected simple graph (as GNN-RAG: a path may walk a fact backwards); each hop is then
     written once per relation between the pair, ``u -> r -> v`` for a fact u->v and ``u <- r <- v`` for a fact
     v->u, so nothing is overwritten and nothing is reversed. Lines are deduplicated, kept in target order (most
-    probable candidate first), and cut to ``token_budget`` tokens when given (``count_tokens(text) -> int``).
+    probable candidate first).
 
     Args:
         graph: a :class:`~gr_core.data.TextualGraph`. seeds, targets: node *ids* of ``graph``.
     """
-
     ids = graph.nodes.node_id.tolist()
     names = dict(zip(ids, graph.nodes.node_attr.tolist()))
     rel_index: dict[tuple[int, int], list[str]] = {}
@@ -124,10 +118,9 @@ def reasoning_paths(graph, seeds: list[int], targets: list[int], max_lines_per_p
     g = nx.Graph()
     g.add_nodes_from(ids)
     g.add_edges_from(rel_index)
-    report = PathReport(lines=[])
-    line_nodes: list[list[int]] = []
     present = [s for s in seeds if s in names]
-    report.missing_seed = len(seeds) - len(present)
+    report = PathReport(lines=[], missing_seed=len(seeds) - len(present))
+    line_nodes: list[list[int]] = []
     seen = set()
     preds: dict[int, dict] = {}  # one breadth-first search per seed, not one per (seed, target) pair
     for t in targets:
@@ -149,17 +142,6 @@ def reasoning_paths(graph, seeds: list[int], targets: list[int], max_lines_per_p
                         report.lines.append(line)
                         line_nodes.append(nodes)
         report.no_path += not found
-    if token_budget is not None and count_tokens is not None:
-        kept, used = [], 0
-        for line in report.lines:
-            n = count_tokens(line + "\n")
-            if used + n > token_budget:
-                report.truncated += 1
-                continue
-            kept.append(line)
-            used += n
-        line_nodes = [n for line, n in zip(report.lines, line_nodes) if line in set(kept)]
-        report.lines = kept
     report.nodes = list(dict.fromkeys(int(v) for nodes in line_nodes for v in nodes))
     return report
 
@@ -169,7 +151,6 @@ def reference_paths(graph, seeds: list[int], targets: list[int]) -> list[str]:
     """GNN-RAG's verbalizer as released (``llm/src/utils/graph_utils.py``): an undirected ``nx.Graph`` keyed by
     entity *name*, one relation per pair (a later triple overwrites an earlier one), every hop printed ``->``
     whatever the fact's direction. Kept only to measure what :func:`reasoning_paths` fixes."""
-
     names = dict(zip(graph.nodes.node_id.tolist(), graph.nodes.node_attr.tolist()))
     g = nx.Graph()
     for s, r, d in zip(graph.edges.src.tolist(), graph.edges.edge_attr.tolist(), graph.edges.dst.tolist()):
@@ -190,7 +171,6 @@ def reference_paths(graph, seeds: list[int], targets: list[int]) -> list[str]:
 
 def _hops(line: str) -> list[tuple[str, str, str, str]]:
     """``(left, arrow, relation, right)`` per hop of a verbalized path."""
-
     parts = re.split(r" (->|<-) ", line)
     # parts: e0, arrow, r1, arrow, e1, arrow, r2, arrow, e2 ...
     return [(parts[k], parts[k + 1], parts[k + 2], parts[k + 4]) for k in range(0, len(parts) - 4, 4)]
@@ -222,7 +202,6 @@ def path_study(ds, indices: list[int], probs: list[np.ndarray], eps: float = 0.9
     ``ours_lines``, ``reference_lines``, ``reference_reversed_hops``, ``relations_only_in_ours``,
     ``answer_in_paths`` (a gold answer is the end of one of our paths).
     """
-
     rows = []
     for i, p in progress(list(zip(indices, probs)), desc="paths"):
         g = ds.graph(i)
@@ -247,7 +226,6 @@ def evidence_view(ds, i: int, probs: np.ndarray, eps: float = 0.95, max_candidat
         highlighted edge rows of the view graph)``. The view is the subgraph induced by the question entities,
         the top candidates and every node on our paths to them.
     """
-
     g = ds.graph(i)
     ids = g.nodes.node_id.to_numpy()
     names = dict(zip(g.nodes.node_id.tolist(), g.nodes.node_attr.tolist()))
@@ -276,7 +254,6 @@ def _path_names(line: str) -> list[str]:
 
 def summarize_path_study(studies: dict) -> "pd.DataFrame":
     """One row per dataset of :func:`path_study` frames: failures counted, path lines, what GNN-RAG's code loses."""
-
     rows = []
     for key, df in studies.items():
         rows.append({"dataset": key, "questions": len(df), "mean candidates": round(df.candidates.mean(), 2),

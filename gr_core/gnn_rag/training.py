@@ -45,11 +45,6 @@ def deterministic_algorithms(enabled: bool = True):
         torch.use_deterministic_algorithms(before)
 
 
-def model_device(model: torch.nn.Module) -> torch.device:
-    """The device a reasoner's weights live on (batches are moved there)."""
-    return next(model.parameters()).device
-
-
 class QuestionGraph(Data):
     """A question's graph for the reasoner: a PyG ``Data`` whose ``rel_id`` is offset by each graph's relation-table
     size when batched (as ``edge_index`` is by its node count)."""
@@ -68,7 +63,6 @@ def topic_masked(question: str, names) -> str:
     boundaries, longest name first, brackets included ("[Titanic]"): what :class:`ReasonerConfig` ``mask_topic``
     reads. ``topic_masked("who directed [Titanic]", ["Titanic"]) == "who directed it"``; a name the question does not
     contain changes nothing."""
-
     for name in sorted({n.strip() for n in names if n and n.strip()}, key=len, reverse=True):
         question = re.sub(rf"\[?(?<!\w){re.escape(name)}(?!\w)\]?", TOPIC_WORD, question, flags=re.IGNORECASE)
     return question
@@ -93,13 +87,10 @@ class MaskedQuestions(Sequence):
 
 def masked_question_emb(ds):
     """The sentence vectors of ``ds``'s questions with their topic entities masked (:func:`topic_masked` of each
-    record's ``q_entities``), indexed like ``ds.question_emb`` ``(num_questions, dim)``, or None where they cannot be
-    made. A dataset may bring its own as ``question_emb_masked``; otherwise they are a
-    :class:`~gr_core.graphqa.LazyEmbeddings` made once per dataset object with ``ds.question_emb``'s encoder (rows
-    encoded on first use into the shared embedding store). A dataset whose ``question_emb`` is a plain array names no
-    encoder: None, so its graphs carry no ``q_masked`` and only a reasoner with ``mask_topic=False`` reads them (a
-    masked one raises, naming the field)."""
-
+    record's ``q_entities``), indexed like ``ds.question_emb`` ``(num_questions, dim)``: the dataset's own
+    ``question_emb_masked``, else a :class:`~gr_core.graphqa.LazyEmbeddings` made once per dataset with
+    ``ds.question_emb``'s encoder; None when ``question_emb`` is a plain array (its graphs then carry no ``q_masked``,
+    which only a reasoner with ``mask_topic=False`` accepts)."""
     emb = getattr(ds, "question_emb_masked", None)
     encoder = getattr(ds.question_emb, "encoder", None)
     if emb is None and encoder is not None:
@@ -114,10 +105,8 @@ def question_data(ds, i: int, graph=None):
     Fields: ``edge_index (2, E)`` over node positions, ``rel_table (R, dim)`` the graph's distinct relation texts and
     ``rel_id (E,)`` each fact's row of it, ``seed (N,)`` and ``answer (N,)`` bool masks, ``q_emb (1, dim)`` the
     question as asked and ``q_masked (1, dim)`` with its topic entities masked (:func:`topic_masked`; absent where
-    :func:`masked_question_emb` gives None);
-    ``missing_seed`` counts question entities absent from the graph.
+    :func:`masked_question_emb` gives None); ``missing_seed`` counts question entities absent from the graph.
     """
-
     g = graph if graph is not None else ds.graph(i)
     edge_attr = ds.edge_embeddings(i, g)
     # one row per distinct relation text (E x 384 floats per graph would not fit for MetaQA's whole training splits)
@@ -129,16 +118,12 @@ def question_data(ds, i: int, graph=None):
     masked_emb = masked_question_emb(ds)
     masked = {} if masked_emb is None else {"q_masked": torch.from_numpy(np.asarray(masked_emb[i])).view(1, -1)}
     seed_ids = question_nodes(g)
-    seed = np.zeros(len(ids), bool)
-    seed[[pos[s] for s in seed_ids]] = True
-    answer = np.zeros(len(ids), bool)
-    answer[[pos[a] for a in gold_ids(g, ds.records[i].answers, seed_ids)]] = True
+    seed, answer = np.isin(ids, seed_ids), np.isin(ids, gold_ids(g, ds.records[i].answers, seed_ids))
     return QuestionGraph(edge_index=torch.from_numpy(np.stack([src, dst])).view(2, -1),
-                rel_table=torch.from_numpy(np.ascontiguousarray(edge_attr[first])),
-                rel_id=torch.from_numpy(rel_id.astype(np.int64).reshape(-1)),
-                seed=torch.from_numpy(seed), answer=torch.from_numpy(answer),
-                q_emb=torch.from_numpy(ds.question_emb[i]).view(1, -1), num_nodes=len(ids),
-                missing_seed=missing_entities(g, ds.records[i].q_entities), **masked)
+                         rel_table=torch.from_numpy(np.ascontiguousarray(edge_attr[first])),
+                         rel_id=torch.from_numpy(rel_id.astype(np.int64).reshape(-1)), seed=torch.from_numpy(seed),
+                         answer=torch.from_numpy(answer), q_emb=torch.from_numpy(ds.question_emb[i]).view(1, -1),
+                         num_nodes=len(ids), missing_seed=missing_entities(g, ds.records[i].q_entities), **masked)
 
 
 @dataclass(frozen=True)
@@ -162,56 +147,48 @@ def train_reasoner(train_data: list, val_data: list, text_dim: int, cfg: Reasone
     Returns:
         ``(model with the best weights, per-epoch history)``.
     """
-
     device = resolve_device(tcfg.device)
     with deterministic_algorithms(enabled=device == "cpu"):
-        return _train_reasoner(train_data, val_data, text_dim, cfg, tcfg, device, on_epoch)
-
-
-def _train_reasoner(train_data, val_data, text_dim, cfg, tcfg, device, on_epoch):
-
-
-    torch.manual_seed(tcfg.seed)
-    model = ReaRev(text_dim, cfg).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=tcfg.lr)
-    loader = DataLoader(train_data, batch_size=tcfg.batch_size, shuffle=True,
-                        generator=torch.Generator().manual_seed(tcfg.seed))
-    history, best, best_state = [], -1.0, None
-    start = time.perf_counter()
-    for epoch in range(tcfg.num_epochs):
-        if tcfg.time_budget_s and history and \
-                time.perf_counter() - start + history[-1]["seconds"] > tcfg.time_budget_s:
-            break  # the next epoch would overrun the budget
-        model.train()
-        t0, total, count = time.perf_counter(), 0.0, 0
-        for batch in progress(loader, desc=f"reasoner epoch {epoch}"):
-            batch = batch.to(device)
-            loss_sum, n = model.loss(model(batch), batch)
-            if n == 0:
-                continue
-            opt.zero_grad(set_to_none=True)
-            (loss_sum / n).backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), tcfg.grad_clip)
-            opt.step()
-            total, count = total + float(loss_sum.detach()), count + n
-        val = evaluate_reasoner(model, val_data) if val_data else {"h1": 0.0}
-        history.append({"epoch": epoch, "train_loss": total / max(count, 1), "val_h1": val["h1"],
-                        "val_f1": val.get("f1"), "seconds": round(time.perf_counter() - t0, 2)})
-        if on_epoch is not None:
-            on_epoch(history[-1])
-        if val["h1"] > best:
-            best, best_state = val["h1"], copy.deepcopy(model.state_dict())
-    if best_state is not None:
-        model.load_state_dict(best_state)
-    return model, history
+        torch.manual_seed(tcfg.seed)
+        model = ReaRev(text_dim, cfg).to(device)
+        opt = torch.optim.Adam(model.parameters(), lr=tcfg.lr)
+        loader = DataLoader(train_data, batch_size=tcfg.batch_size, shuffle=True,
+                            generator=torch.Generator().manual_seed(tcfg.seed))
+        history, best, best_state = [], -1.0, None
+        start = time.perf_counter()
+        for epoch in range(tcfg.num_epochs):
+            if tcfg.time_budget_s and history and \
+                    time.perf_counter() - start + history[-1]["seconds"] > tcfg.time_budget_s:
+                break  # the next epoch would overrun the budget
+            model.train()
+            t0, total, count = time.perf_counter(), 0.0, 0
+            for batch in progress(loader, desc=f"reasoner epoch {epoch}"):
+                batch = batch.to(device)
+                loss_sum, n = model.loss(model(batch), batch)
+                if n == 0:
+                    continue
+                opt.zero_grad(set_to_none=True)
+                (loss_sum / n).backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), tcfg.grad_clip)
+                opt.step()
+                total, count = total + float(loss_sum.detach()), count + n
+            val = evaluate_reasoner(model, val_data) if val_data else {"h1": 0.0}
+            history.append({"epoch": epoch, "train_loss": total / max(count, 1), "val_h1": val["h1"],
+                            "val_f1": val.get("f1"), "seconds": round(time.perf_counter() - t0, 2)})
+            if on_epoch is not None:
+                on_epoch(history[-1])
+            if val["h1"] > best:
+                best, best_state = val["h1"], copy.deepcopy(model.state_dict())
+        if best_state is not None:
+            model.load_state_dict(best_state)
+        return model, history
 
 
 @torch.no_grad()
 def node_probabilities(model: ReaRev, data_list: list, batch_size: int = 32) -> list[np.ndarray]:
     """Each graph's node distribution ``(N_i,)`` (computed on the model's device, returned on CPU)."""
-
     model.eval()
-    device = model_device(model)
+    device = next(model.parameters()).device
     out = []
     for batch in DataLoader(data_list, batch_size=batch_size):
         with deterministic_algorithms(enabled=device.type == "cpu"):
@@ -260,7 +237,6 @@ def summarize_scores(rows: list[dict]) -> dict:
 def reasoner_dataset(ds, indices: list[int], desc: str = "reasoner data", scope=None) -> list:
     """:func:`question_data` for each question index, with a progress bar; ``scope`` (a
     :class:`~gr_core.kg.NeighbourhoodConfig`) cuts KB questions' graphs other than the dataset's own."""
-
     ds.prefetch(indices, nodes=False)  # texts are encoded on first use: the questions and relations in one batch
     masked_emb = masked_question_emb(ds)
     if hasattr(masked_emb, "prefetch"):
@@ -271,7 +247,6 @@ def reasoner_dataset(ds, indices: list[int], desc: str = "reasoner data", scope=
 
 def save_reasoner(model: ReaRev, path, meta: dict | None = None):
     """Write a trained reasoner (weights, its :class:`ReasonerConfig`, the text width) atomically to ``path``."""
-
     buf = io.BytesIO()
     torch.save({"config": asdict(model.cfg), "text_dim": model.text_dim, "state": model.state_dict(),
                 "meta": meta or {}}, buf)

@@ -32,7 +32,7 @@ from ..published import PAPER_COLUMN, PAPER_GNN_ONLY, PAPER_GNN_RAG, PAPER_TABLE
 from ..runs import seed_run_dirs
 from ..stats import compare, compare_seeds, mcnemar_n_for_power, signed_rank, verdict
 from .markdown import markdown_table
-from .results import SOURCES, run_question_scores
+from .results import GROUNDED, SOURCES, metric_scale, run_question_scores
 
 
 @dataclass
@@ -69,24 +69,17 @@ def _verdict(flags: list[bool]) -> str:
     return "reproduced" if all(flags) else ("partly" if any(flags) else "not reproduced")
 
 
-KGQA_PERCENT = ("webqsp", "webqsp_full", "metaqa")
-GROUNDED = " grounded"  # a grounded row's retriever suffix (studies.gnn_rag_llm.GROUNDED; report/ imports no study)
 MIN_SEEDS = 3  # a claim about trained models decides only over this many seeds (the paper: 4 seeds, mean +- std)
 WHOLE_GRAPH_DATASETS = ("explagraphs",)  # gr_core.g_retriever.retrieval: whole_graph=True (GR's "k = 0")
 REFERENCE_EFFECT = 0.05  # the difference this project's reference-row claims are powered for (no paper number)
 
 
-def _scale(dataset: str) -> float:
-    return 100.0 if dataset.split("-")[0] in KGQA_PERCENT else 1.0
-
-
 def decide(claim: Claim, discordance: float | None, trained: bool) -> Claim:
     """Fill ``n_power`` and ``decides`` from the claim's ``paper_diff``, ``n``, ``seeds`` and verdict."""
-
     if claim.paper_diff is None or claim.n is None or discordance is None:
         claim.decides = "no" if claim.verdict == "not testable here" else ""
         return claim
-    delta = claim.paper_diff / _scale(claim.dataset)
+    delta = claim.paper_diff / metric_scale(claim.dataset)
     claim.n_power = mcnemar_n_for_power(delta, discordance)
     seeds_ok = not trained or (claim.seeds or 1) >= MIN_SEEDS
     significant = claim.verdict in ("reproduced", "contradicted")
@@ -95,33 +88,29 @@ def decide(claim: Claim, discordance: float | None, trained: bool) -> Claim:
     return claim
 
 
-def _seeds_of(runs_dir: Path, dataset: str, method: str) -> list[int]:
-    """The seeds k for which ``runs_dir/<dataset>-<method>-seed<k>/predictions.jsonl`` exists, sorted."""
-
-    return [k for k, _ in seed_run_dirs(runs_dir, dataset, method, "predictions.jsonl")]
-
-
 def paired_claim(paper: str, claim: str, dataset: str, runs_dir: Path, run_a: str, run_b: str, source: str,
-                 label_a: str | None = None, label_b: str | None = None, paper_diff: float | None = None,
-                 trained: bool = True) -> Claim:
+                 label_a: str | None = None, label_b: str | None = None, paper_diff: float | None = None) -> Claim:
     """Run ``run_a`` against ``run_b`` on the same test questions; runs scored on different questions are
     ``not testable here``.
 
     ``run_a`` / ``run_b`` name seed 0 (``...-seed0``): every seed both systems have is used (seed k with seed k; a
     system with one seed is paired with each of the other's), tested by :func:`gr_core.stats.compare_seeds`. With one
-    seed each this is the exact McNemar test. ``paper_diff`` (the paper's ``a - b`` on the dataset's scale) and
-    ``trained`` give the power columns (:func:`decide`).
+    seed each this is the exact McNemar test. ``paper_diff`` (the paper's ``a - b`` on the dataset's scale) gives the
+    power columns (:func:`decide`, a claim about trained models).
     """
-
     label_a, label_b = label_a or run_a, label_b or run_b
-    scale = _scale(dataset)
+    scale = metric_scale(dataset)
 
     def seeds(run: str) -> tuple[str, list[int]]:
-        stem = run[: -len("-seed0")] if run.endswith("-seed0") else None
-        if stem is None:
+        if not run.endswith("-seed0"):
             return run, []
-        found = _seeds_of(runs_dir, *stem.split("-", 1)) if "-" in stem else []
-        return stem, found or [0]
+        stem = run[: -len("-seed0")]
+        found = seed_run_dirs(runs_dir, *stem.split("-", 1), "predictions.jsonl") if "-" in stem else []
+        return stem, [k for k, _ in found] or [0]
+
+    def untestable(why: str) -> Claim:
+        return decide(Claim(paper, claim, "not testable here", why, source, dataset, label_a, label_b,
+                            paper_diff=paper_diff), None, True)
 
     (stem_a, seeds_a), (stem_b, seeds_b) = seeds(run_a), seeds(run_b)
     if stem_a == run_a or stem_b == run_b:  # a run that is not a seed series: compare the two directories
@@ -137,17 +126,14 @@ def paired_claim(paper: str, claim: str, dataset: str, runs_dir: Path, run_a: st
     try:
         pairs = [(run_question_scores(runs_dir, x), run_question_scores(runs_dir, y)) for x, y in names]
     except FileNotFoundError as err:
-        return decide(Claim(paper, claim, "not testable here", f"missing predictions: {err.filename}", source, dataset,
-                            label_a, label_b, paper_diff=paper_diff), None, trained)
+        return untestable(f"missing predictions: {err.filename}")
     if any(list(x.index) != list(y.index) or list(x.index) != list(pairs[0][0].index) for x, y in pairs):
         sizes = sorted({len(v) for pair in pairs for v in pair})
-        return decide(Claim(paper, claim, "not testable here", f"different test questions ({sizes}): not compared",
-                            source, dataset, label_a, label_b, paper_diff=paper_diff), None, trained)
+        return untestable(f"different test questions ({sizes}): not compared")
     a_m = np.stack([x.to_numpy() for x, _ in pairs])
     b_m = np.stack([y.to_numpy() for _, y in pairs])
     if a_m.shape[1] == 0:
-        return decide(Claim(paper, claim, "not testable here", "no paired answers", source, dataset, label_a, label_b,
-                            paper_diff=paper_diff), None, trained)
+        return untestable("no paired answers")
     r = compare_seeds(a_m, b_m)
     a, b = r["score_a"] * scale, r["score_b"] * scale
     v = verdict(r["diff"], r["p"])
@@ -161,15 +147,14 @@ def paired_claim(paper: str, claim: str, dataset: str, runs_dir: Path, run_a: st
     discordance = (r["a_only"] + r["b_only"]) / (r["n"] * r["seeds"]) if "a_only" in r else None
     c = Claim(paper, claim, v, ev, source, dataset, label_a, label_b, round(a, 4), round(b, 4), r["n"],
               float(f"{r['p']:.4g}"), r["test"], seeds=r["seeds"], paper_diff=paper_diff)
-    return decide(c, discordance, trained)
+    return decide(c, discordance, True)
 
 
 def paper_difference(dataset: str, a: str, b: str) -> float | None:
     """GR Table 3's ``a - b`` in the column ``dataset`` stands in for, on the dataset's scale; this project's
     reference rows (majority, graph-only classifier): :data:`REFERENCE_EFFECT`."""
-
     if b in ("majority", "gnn_classifier", "negation_parity"):
-        return REFERENCE_EFFECT * _scale(dataset)
+        return REFERENCE_EFFECT * metric_scale(dataset)
     col = PAPER_COLUMN.get(dataset)
     if col is None or col not in PAPER_TABLE3.get(a, {}) or col not in PAPER_TABLE3.get(b, {}):
         return None
@@ -204,13 +189,10 @@ def _table3_claims(t: dict, root: Path | None) -> list[Claim]:
              ("G-Retriever beats the majority class (our reference row)", "g_retriever", "majority")]
     for claim, a, b in pairs:
         paper = "G-Retriever" if "reference row" not in claim else "this project"
-        found = False
-        for d in sorted(df.dataset.unique()):
-            if (d, a) in rows and (d, b) in rows:
-                found = True
-                out.append(paired_claim(paper, claim, d, _runs_dir(root), f"{d}-{a}-seed0", f"{d}-{b}-seed0", src, a, b,
-                                        paper_difference(d, a, b)))
-        if not found and paper == "G-Retriever":
+        both = [d for d in sorted(df.dataset.unique()) if (d, a) in rows and (d, b) in rows]
+        out += [paired_claim(paper, claim, d, _runs_dir(root), f"{d}-{a}-seed0", f"{d}-{b}-seed0", src, a, b,
+                             paper_difference(d, a, b)) for d in both]
+        if not both and paper == "G-Retriever":
             out.append(Claim(paper, claim, "not testable here", _not_run(root, f"{a} beside {b} on one dataset"), src))
     return out
 
@@ -275,9 +257,9 @@ def _timed_alone(timed: dict) -> str:
 def _hallucination_claim(t: dict, root: Path | None = None) -> Claim:
     df = t.get("05_hallucination/table5_all_levels")
     src = "05_hallucination/table5_all_levels.csv"
+    claim = "Hallucination drops: more valid citations than graph prompt tuning (Table 5)"
     if df is None:
-        return Claim("G-Retriever", "Hallucination drops: more valid citations than graph prompt tuning (Table 5)",
-                     "not testable here", _not_run(root, "notebook 05"), src)
+        return Claim("G-Retriever", claim, "not testable here", _not_run(root, "notebook 05"), src)
     sub = df[df.level == "normalized"]
     flags, ev, silent = [], [], []
     for d, g in sub.groupby("dataset", sort=False):
@@ -291,13 +273,11 @@ def _hallucination_claim(t: dict, root: Path | None = None) -> Claim:
         flags.append(a["fully_valid_%"] > b["fully_valid_%"])
         ev.append(f"{d}: fully valid {a['fully_valid_%']:.1f}% vs {b['fully_valid_%']:.1f}%")
     if not flags and silent:
-        return Claim("G-Retriever", "Hallucination drops: more valid citations than graph prompt tuning (Table 5)",
-                     "not testable here",
+        return Claim("G-Retriever", claim, "not testable here",
                      "on no dataset do both systems cite (each must list nodes or edges in at least 5% of its "
                      "responses): " + "; ".join(silent) + citing_evidence(t.get("05_hallucination/citing_rates")),
                      src)
-    return Claim("G-Retriever", "Hallucination drops: more valid citations than graph prompt tuning (Table 5)",
-                 _verdict(flags), "; ".join(ev + silent) or "no dataset has both systems", src)
+    return Claim("G-Retriever", claim, _verdict(flags), "; ".join(ev + silent) or "no dataset has both systems", src)
 
 
 def citing_evidence(df: pd.DataFrame | None) -> str:
@@ -338,7 +318,7 @@ def _ablation_claims(t: dict, root: Path | None) -> list[Claim]:
         # the paper's WebQSP difference (Hit@1 points) is the effect powered for on every dataset (it ablates on
         # WebQSP only); on ExplaGraphs the same number of points on the accuracy scale
         diff = PAPER_TABLE6["g_retriever"] - PAPER_TABLE6[r.method] if r.method in PAPER_TABLE6 else None
-        diff = None if diff is None else round(diff * _scale(d) / 100, 4)
+        diff = None if diff is None else round(diff * metric_scale(d) / 100, 4)
         if pd.isna(r.ours):
             why = (f"{r.ablation}: does not apply on {d} (its graphs are used whole: nothing is retrieved)"
                    if r.method == "gr_wo_retrieval" and d in WHOLE_GRAPH_DATASETS
@@ -355,7 +335,7 @@ def _ablation_claims(t: dict, root: Path | None) -> list[Claim]:
         c = paired_claim("G-Retriever", "A larger k than the default helps (Table 10: k = 10 beats k = 3)",
                          k_dataset, _runs_dir(root), big["name"], small["name"], "07_ablations/table10.csv",
                          f"k={big.k:g}", f"k={small.k:g}",
-                         round((PAPER_TABLE10[10] - PAPER_TABLE10[3]) * _scale(k_dataset) / 100, 4))
+                         round((PAPER_TABLE10[10] - PAPER_TABLE10[3]) * metric_scale(k_dataset) / 100, 4))
         if "chosen" in t10 and t10.chosen.any():
             c.evidence += "; chosen on validation: k=" + ", ".join(f"{r.k:g}" for r in t10[t10.chosen].itertuples())
         out.append(c)
@@ -422,8 +402,7 @@ def claims(tables: dict[str, pd.DataFrame], root: str | Path | None = None) -> p
     """One row per paper claim and dataset: the verdict, both scores, n, the paired p-value, and the file.
 
     ``root`` (``outputs/<preset>``) gives the run directories and per-question predictions the paired tests need;
-    without it every comparison is ``not testable here``. A comparison is ``reproduced`` only when it goes the
-    paper's way and p < 0.05, ``contradicted`` when significant the other way, ``not significant`` otherwise.
+    without it every comparison is ``not testable here`` (verdicts: the module docstring).
     """
     root = None if root is None else Path(root)
     rows = _table3_claims(tables, root) + _efficiency_claims(tables, root) + [_hallucination_claim(tables, root)] + \

@@ -23,6 +23,7 @@ METRIC_NAME = {"explagraphs": "accuracy", "clevr": "accuracy (substring)", "gqa_
 METHOD_ORDER = ["majority", "negation_parity", "gnn_classifier", "question_only", "zero_shot", "zero_cot", "cot_bag",
                 "kaping", "prompt_tuning", "graph_token", "g_retriever", "lora", "g_retriever_lora"]
 NO_LLM = METHOD_ORDER[:3]  # the reference rows of gr_core.studies.graph_baselines
+GROUNDED = " grounded"  # the suffix of a grounded row's retriever name in notebook 04's tables: "gnn grounded"
 SETTING = {m: "no LLM (reference)" for m in NO_LLM} | \
           {m: "inference-only" for m in METHOD_ORDER[3:8]} | {m: "frozen LLM w/ PT" for m in METHOD_ORDER[8:11]} | \
           {"lora": "tuned LLM", "g_retriever_lora": "tuned LLM"}
@@ -54,14 +55,8 @@ FIGURES = {"03_training": ["learning_curves"], "05_hallucination": ["table5"], "
 
 def load_tables(root: str | Path) -> dict[str, pd.DataFrame]:
     """Every table of :data:`SOURCES` found under ``root`` (``outputs/<preset>``), keyed ``notebook/stem``."""
-    root = Path(root)
-    out = {}
-    for nb, stems in SOURCES.items():
-        for stem in stems:
-            path = root / nb / f"{stem}.csv"
-            if path.is_file():
-                out[f"{nb}/{stem}"] = pd.read_csv(path)
-    return out
+    return {f"{nb}/{stem}": pd.read_csv(path) for nb, stems in SOURCES.items() for stem in stems
+            if (path := Path(root) / nb / f"{stem}.csv").is_file()}
 
 
 def figures(root: str | Path) -> list[Path]:
@@ -86,13 +81,17 @@ def collect_runs(root: str | Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def metric_scale(dataset: str) -> float:
+    """100 where ``dataset``'s score is in percent (KGQA Hit; a key such as ``metaqa-2hop`` too), else 1."""
+    return 100.0 if METRIC_NAME.get(dataset.split("-")[0], "").endswith("(%)") else 1.0
+
+
 def _fmt(mean: float, std: float | None, digits: int) -> str:
     return f"{mean:.{digits}f}" if std is None or np.isnan(std) else f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
 def run_question_scores(runs_dir: str | Path, name: str, key: str = "score") -> pd.Series:
     """One run's per-question ``key`` (from ``predictions.jsonl``), indexed by question id in file order."""
-
     with open(Path(runs_dir) / name / "predictions.jsonl", encoding="utf-8") as fh:
         rows = [json.loads(line) for line in fh if line.strip()]
     return pd.Series([float(r.get(key, float("nan"))) for r in rows], index=[str(r["id"]) for r in rows], name=name)
@@ -103,7 +102,6 @@ def paired(runs_dir: str | Path, name_a: str, name_b: str, binary: bool = True) 
 
     Runs scored on different question sets are never compared: the result then has ``p = nan`` and a ``note``.
     """
-
     try:
         a, b = run_question_scores(runs_dir, name_a), run_question_scores(runs_dir, name_b)
     except FileNotFoundError as err:
@@ -133,11 +131,11 @@ def table3(runs: pd.DataFrame, runs_dir: str | Path | None = None, reference: st
         g = g.sort_values("seed")
         scores = g["score"].astype(float).to_numpy()
         mean, std = float(scores.mean()), float(scores.std(ddof=1)) if len(scores) > 1 else float("nan")
-        digits = 2 if METRIC_NAME.get(dataset, "").endswith("(%)") else 4
+        digits = 2 if metric_scale(dataset) == 100 else 4
         n = int(g["num_test"].iloc[0])
         low, high = score_interval(dataset, float(scores[0]), n)
         lows = [score_interval(dataset, float(x), n)[0] for x in scores]
-        per_seed = " / ".join(f"{x:.{2 if METRIC_NAME.get(dataset, '').endswith('(%)') else 3}f}" for x in scores)
+        per_seed = " / ".join(f"{x:.{2 if digits == 2 else 3}f}" for x in scores)
         col = PAPER_COLUMN.get(dataset)
         p_mean, p_std = PAPER_TABLE3.get(method, {}).get(col, (None, None)) if col else (None, None)
         p_ref = float("nan")
@@ -195,7 +193,6 @@ def best_trained_run(runs: pd.DataFrame, dataset: str) -> str | None:
 def confusion(runs_dir: str | Path, name: str, labels=("support", "counter")) -> pd.DataFrame:
     """Gold label (rows) x answered label (columns) of one classification run; answers that are no label count
     under ``other`` (the first label named in the answer decides, as the ExplaGraphs metric does)."""
-
     pattern = re.compile("|".join(map(re.escape, labels)), re.IGNORECASE)
     table = pd.DataFrame(0, index=list(labels), columns=[*labels, "other"])
     with open(Path(runs_dir) / name / "predictions.jsonl", encoding="utf-8") as fh:
@@ -210,7 +207,6 @@ def confusion(runs_dir: str | Path, name: str, labels=("support", "counter")) ->
 
 def sample_predictions(runs_dir: str | Path, names, k: int = 2) -> pd.DataFrame:
     """The first ``k`` test answers of each run, with gold answers and per-question score."""
-
     rows = []
     for name in names:
         with open(Path(runs_dir) / name / "predictions.jsonl", encoding="utf-8") as fh:
@@ -231,10 +227,9 @@ TABLE7_LABEL = {"g_retriever_gcn": "GCN", "g_retriever_gat": "GAT", "g_retriever
 def score_interval(dataset: str | None, score: float | None, n: int | None) -> tuple[float | None, float | None]:
     """The Wilson 95% interval of a run's score on its ``n`` test questions, on the score's own scale
     (fractions for accuracy datasets, percent for KGQA Hit); ``(None, None)`` for an unknown dataset or no n."""
-
     if score is None or not n or score != score or dataset not in METRIC_NAME:
         return None, None
-    scale = 100.0 if METRIC_NAME.get(dataset, "").endswith("(%)") else 1.0
+    scale = metric_scale(dataset)
     low, high = wilson_interval(score / scale * n, int(n))
     return round(low * scale, 4), round(high * scale, 4)
 
@@ -321,7 +316,6 @@ def table8(runs_dir: str | Path, rows: list[tuple[str, str | None]], dataset: st
         same questions ``diff`` and ``p_vs_first`` (exact McNemar for accuracy / Hit; runs on different questions
         are not compared).
     """
-
     out, first = [], None
     for llm, name in rows:
         rec = {"dataset": dataset, "llm": llm, "run": name, "score": None, "n_test": None, "ci_low": None,
@@ -340,8 +334,7 @@ def table8(runs_dir: str | Path, rows: list[tuple[str, str | None]], dataset: st
                 if pair.get("note"):
                     rec["note"] = pair["note"]
                 else:
-                    scale = 100.0 if METRIC_NAME.get(dataset, "").endswith("(%)") else 1.0
-                    rec["diff"] = round(pair["diff"] * scale, 4)
+                    rec["diff"] = round(pair["diff"] * metric_scale(dataset), 4)
                     rec["p_vs_first"] = float(f"{pair['p']:.4g}")
         out.append(rec)
     table = pd.DataFrame(out)

@@ -23,9 +23,9 @@ def _num(v, digits: int = 4) -> str:
     return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.{digits}g}"
 
 
-def _interval(row, value: str, low: str = "ci_low", high: str = "ci_high") -> str:
-    if low in row and row[low] == row[low]:
-        return f"{_num(row[value])} [{_num(row[low])}, {_num(row[high])}]"
+def _interval(row, value: str) -> str:
+    if "ci_low" in row and row["ci_low"] == row["ci_low"]:
+        return f"{_num(row[value])} [{_num(row['ci_low'])}, {_num(row['ci_high'])}]"
     return _num(row[value])
 
 
@@ -158,7 +158,6 @@ def results_markdown(tables: dict[str, pd.DataFrame], claim_table: pd.DataFrame,
                      bench_root: str | Path | None = None) -> str:
     """``RESULTS.md``: the headline numbers, the claims' verdicts and the benchmarks, generated (never edited by
     hand); ``bench_root`` is ``outputs/bench`` (left out when None)."""
-
     cols = [c for c in ("paper", "claim", "dataset", "verdict", "decides", "n", "seeds", "n_power", "evidence")
             if c in claim_table]
     bench = benchmarks(bench_root) if bench_root is not None else pd.DataFrame()

@@ -58,10 +58,6 @@ def _noisy(name: str) -> str:
     return "The " + " ".join(words[:-1] + [plural]).upper()
 
 
-def _response(kind: str, text: str) -> str:
-    return f"{'Nodes' if kind == 'node' else 'Edges'}:\n- {text}"
-
-
 def constructed_cases(graph, other_names: list[str], rng: np.random.Generator, per_case: int = 1) -> list[dict]:
     """Up to ``per_case`` citations of every case for one graph (a case is skipped where the graph cannot give it,
     e.g. no reversible edge). ``other_names``: node names of other graphs, for renamings.
@@ -80,7 +76,8 @@ def constructed_cases(graph, other_names: list[str], rng: np.random.Generator, p
     out: list[dict] = []
 
     def add(case: str, truth: bool, kind: str, text: str) -> None:
-        out.append({"case": case, "truth": truth, "kind": kind, "response": _response(kind, text)})
+        out.append({"case": case, "truth": truth, "kind": kind,
+                    "response": f"{'Nodes' if kind == 'node' else 'Edges'}:\n- {text}"})
 
     node_ids = [i for i, n in names.items() if n]
     pairs_named = {(a, b) for a, _, b in named}
@@ -164,7 +161,6 @@ def validate_on_datasets(names: list[str], graphs: int = 100, seed: int = 0) -> 
 def checker_scores(rows: pd.DataFrame, levels=LEVELS) -> pd.DataFrame:
     """Per dataset and level: precision (of citations judged valid, the share truly valid) and recall (of truly
     valid citations, the share judged valid), in percent, with their counts and 95% Wilson intervals."""
-
     out = []
     for dataset, g in rows.groupby("dataset", sort=False):
         for lv in levels:

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..g_retriever.textualize import textualize
+from ..llm import count_tokens
 from ..precision import run_precision
 from ..published import PAPER_TABLE4, PAPER_TABLE12
 from ..report.results import by_name
@@ -36,7 +37,7 @@ TABLE12_LABEL = {"question_only": "Question only", "zero_shot": "Textual graph a
                  "g_retriever_lora": "G-Retriever w/ LoRA"}
 
 
-def cost_rows(ds, indices: list[int], key: str, tokenizer, reasoner=None, eps: float = 0.95) -> pd.DataFrame:
+def cost_rows(ds, indices: list[int], key: str, tokenizer, reasoner=None) -> pd.DataFrame:
     """One row per (question, method): graph size, prompt tokens and seconds of that method.
 
     Args:
@@ -49,9 +50,6 @@ def cost_rows(ds, indices: list[int], key: str, tokenizer, reasoner=None, eps: f
     from ..gnn_rag.evidence import GNNRAGConfig, gnn_evidence  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.gnn_rag.evidence; this module stays torch-free
     from ..graphqa import retrieve  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.graphqa; this module stays torch-free
 
-    def count(text: str) -> int:
-        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
-
     rows = []
     ds.prefetch(indices)  # texts are encoded on first use: here, outside every timed method
     if reasoner is not None and indices:  # first-call setup (allocator, kernels) is not a per-question cost
@@ -62,19 +60,19 @@ def cost_rows(ds, indices: list[int], key: str, tokenizer, reasoner=None, eps: f
         t0 = time.perf_counter()
         desc = textualize(g)
         rows.append({**base, "method": "whole graph", "nodes_after": g.num_nodes,
-                     "seconds": time.perf_counter() - t0, "tokens": count(desc)})
+                     "seconds": time.perf_counter() - t0, "tokens": count_tokens(tokenizer, [desc])[0]})
         t0 = time.perf_counter()
         res = retrieve(ds, i, graph=g)
         rows.append({**base, "method": "pcst", "nodes_after": res.graph.num_nodes,
-                     "seconds": time.perf_counter() - t0, "tokens": count(res.desc)})
+                     "seconds": time.perf_counter() - t0, "tokens": count_tokens(tokenizer, [res.desc])[0]})
         if reasoner is not None:
             t0 = time.perf_counter()
             probs = node_probabilities(reasoner, [question_data(ds, i, g)])[0]
-            ev = gnn_evidence(g, probs, GNNRAGConfig(eps=eps))
+            ev = gnn_evidence(g, probs, GNNRAGConfig())
             seconds = time.perf_counter() - t0
             names = {n for line in ev.lines for n in re.split(r" (?:->|<-) ", line)[::2]}  # entity, rel, entity, ...
             rows.append({**base, "method": "gnn paths", "nodes_after": len(names), "seconds": seconds,
-                         "tokens": count("\n".join(ev.lines))})
+                         "tokens": count_tokens(tokenizer, ["\n".join(ev.lines)])[0]})
     return pd.DataFrame(rows)
 
 

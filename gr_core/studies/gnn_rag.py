@@ -65,7 +65,6 @@ def run_reasoner(dataset: str, hops: int = 2, max_train: int | None = None, max_
         test question :func:`score_questions` (the GNN alone, paired with the LLM half's answers); metrics their
         :func:`summarize_scores` plus ``train_seconds``.
     """
-
     ds = load_dataset(DatasetConfig(dataset, hops=hops))
     key = reasoner_identity(ds.config, cfg, tcfg, max_train, max_val)
     saved = reasoner_meta(save_path) if save_path and Path(save_path).is_file() else {}
@@ -105,7 +104,6 @@ def run_reasoners(datasets: list[str], metaqa_hops: list[int], max_train: int | 
     Returns:
         dataset key -> :func:`run_reasoner`'s result.
     """
-
     by_key = by_key or {}
     known = {key for key, _, _ in dataset_keys(datasets, metaqa_hops)}
     unknown = sorted(set(by_key) - known)
@@ -198,7 +196,6 @@ def reasoner_change_table(dataset: str, hops: int = 2, max_train: int | None = N
         the row above, mean candidate-set size and training seconds; and per change and question type (MetaQA's
         ``qtype``; one type ``"all"`` elsewhere) the validation H@1.
     """
-
     ds = load_dataset(DatasetConfig(dataset, hops=hops))
     val_idx = list(ds.split["val"])[:max_val or None]
     train = reasoner_dataset(ds, list(ds.split["train"])[:max_train or None], f"{dataset} train graphs")
@@ -235,7 +232,6 @@ def reasoner_change_tables(keys: list[str], max_train: int | None = None, max_va
     concatenated with a ``dataset`` column; keys in ``first_and_last`` train only the first version and all switches.
     ``on_key(table, by_type)`` is called after each key with the tables so far (to save partial results);
     ``cache_dir``: each key's tables are kept there (``<key>.json``, keyed by its data and settings) and reused."""
-
     resolved = {key: dataset_key(key) for key in keys}  # every key checked before the first training
     every = {field: True for _, change in REASONER_CHANGES for field in change}
     tables, types = {}, {}
@@ -262,7 +258,6 @@ def reasoner_change_tables(keys: list[str], max_train: int | None = None, max_va
 
 def gnn_only_table(results: dict) -> "pd.DataFrame":
     """One row per dataset of :func:`run_reasoner` results, beside the paper's GNN-only numbers."""
-
     rows = []
     for key, r in results.items():
         paper = PAPER_GNN_ONLY.get(key, {})
@@ -275,7 +270,6 @@ def gnn_only_table(results: dict) -> "pd.DataFrame":
 def _provenance(study: str, keys: str, out, max_train, max_val, max_test, cfg: ReasonerConfig,
                 tcfg: ReasonerTrainConfig) -> dict:
     """``settings``, the ``command`` that reruns a run of :func:`main` and the ``env`` record, for its metrics.json."""
-
     out = repo_relative(out)
     return {"settings": {"max_train": max_train, "max_val": max_val, "max_test": max_test, "reasoner": asdict(cfg),
                          "train": asdict(tcfg)},
@@ -293,7 +287,6 @@ def reasoner_test_run(key: str, out_dir, max_train: int | None = None, max_val: 
     ``metrics.json`` (H@1 with its 95% Wilson interval, F1, n, training seconds and epochs, the history, settings and
     environment), ``by_type.csv`` (test H@1 per MetaQA question type) and ``by_candidates.csv`` (H@1 by the size
     of the 0.95 candidate set, to show where the errors are)."""
-
     out_dir = Path(out_dir)
     def show(row):  # a long run reports each epoch as it ends
         print(f"{key} epoch {row['epoch']}: train loss {row['train_loss']:.3f}, validation H@1 {row['val_h1']:.1f}, "
@@ -326,7 +319,6 @@ def reasoner_test_run(key: str, out_dir, max_train: int | None = None, max_val: 
 
 def key_test_graphs(key: str, max_test: int | None = None) -> tuple:
     """The first ``max_test`` test questions of a dataset key as reasoner graphs: ``(dataset, indices, graphs)``."""
-
     name, hops = dataset_key(key)
     ds = load_dataset(DatasetConfig(name, hops=hops))
     idx = list(ds.split["test"])[:max_test or None]
@@ -338,7 +330,6 @@ def paired_reasoners(key: str, reasoners: dict[str, str], out_file, max_test: in
     exact McNemar test on the questions they disagree on; written to ``out_file`` (JSON) with the environment.
 
     ``reasoners``: ``{label: path of a saved reasoner}``, two of them, the first the one claimed better."""
-
     if len(reasoners) != 2:
         raise ValueError(f"paired_reasoners compares two reasoners, got {len(reasoners)}: {sorted(reasoners)}")
     _, idx, test = key_test_graphs(key, max_test)
@@ -355,17 +346,19 @@ def paired_reasoners(key: str, reasoners: dict[str, str], out_file, max_test: in
     return out
 
 
-def llm_half_run(reasoners: dict[str, str], out_dir, max_test: int = 100, llm_max_train: int = 96,
-                 llm_max_val: int = 24, llm_epochs: int = 2, llm_lr: float = 1e-3, evidence_tokens: int = 256,
-                 llm_model: str = "embedded:smollm2-135m-instruct", seed: int = 0) -> dict:
+# notebook 04's recipe at its cpu preset's settings, for llm_half_run
+LLM_HALF_SETTINGS = {"llm_max_train": 96, "llm_max_val": 24, "llm_epochs": 2, "llm_lr": 1e-3, "evidence_tokens": 256,
+                     "llm_model": "embedded:smollm2-135m-instruct", "seed": 0}
+
+
+def llm_half_run(reasoners: dict[str, str], out_dir, max_test: int = 100) -> dict:
     """GNN-RAG's LLM half (:func:`gr_core.studies.gnn_rag_llm.run_gnn_rag`, retrievers ``none`` and ``gnn``) on saved
     reasoners: per dataset key the first ``max_test`` test questions answered by the untuned LLM without evidence and
-    by the LoRA answer generator over the reasoner's paths (notebook 04's recipe and settings of its cpu preset),
+    by the LoRA answer generator over the reasoner's paths (:data:`LLM_HALF_SETTINGS`),
     with Hit / Hit@1 / F1 and the exact McNemar test of ``gnn`` against ``none`` on Hit and on Hit@1.
 
     ``reasoners``: ``{dataset key: saved reasoner}``. Writes ``out_dir``: ``retrievers.csv``, ``predictions.jsonl.gz``,
     ``paired.csv`` and ``metrics.json`` (settings, LoRA histories, environment)."""
-
     out_dir = Path(out_dir)
     results = {}
     for key, path in reasoners.items():
@@ -373,10 +366,11 @@ def llm_half_run(reasoners: dict[str, str], out_dir, max_test: int = 100, llm_ma
         model = load_reasoner(path)
         results[key] = {"ds": ds, "test_indices": idx, "probs": node_probabilities(model, test),
                         "scores": score_questions(model, test)}
-    train = TrainConfig(lr=llm_lr, num_epochs=llm_epochs, batch_size=8, eval_batch_size=16)
-    rag = run_gnn_rag(results, out_dir / "runs", llm=LLMConfig(model=llm_model), train=train,
-                      cfg=GNNRAGConfig(evidence_tokens=evidence_tokens), max_train=llm_max_train,
-                      max_val=llm_max_val, max_test=max_test, retrievers=("none", "gnn"), seed=seed)
+    s = LLM_HALF_SETTINGS
+    train = TrainConfig(lr=s["llm_lr"], num_epochs=s["llm_epochs"], batch_size=8, eval_batch_size=16)
+    rag = run_gnn_rag(results, out_dir / "runs", llm=LLMConfig(model=s["llm_model"]), train=train,
+                      cfg=GNNRAGConfig(evidence_tokens=s["evidence_tokens"]), max_train=s["llm_max_train"],
+                      max_val=s["llm_max_val"], max_test=max_test, retrievers=("none", "gnn"), seed=s["seed"])
     rows = rag["rows"]
     paired = []
     for key, g in rows.groupby("dataset", sort=False):
@@ -397,10 +391,7 @@ def llm_half_run(reasoners: dict[str, str], out_dir, max_test: int = 100, llm_ma
     write_records(rows, out_dir / "predictions.jsonl.gz")
     write_json(out_dir / "metrics.json", {
         "reasoners": reasoners, "retrievers": table.to_dict("records"), "paired": paired.to_dict("records"),
-        "training": rag["training"], "settings": {"max_test": max_test, "llm_max_train": llm_max_train,
-                                                  "llm_max_val": llm_max_val, "llm_epochs": llm_epochs,
-                                                  "llm_lr": llm_lr, "evidence_tokens": evidence_tokens,
-                                                  "llm_model": llm_model, "seed": seed},
+        "training": rag["training"], "settings": {"max_test": max_test, **LLM_HALF_SETTINGS},
         "env": environment_record()})
     print(paired.to_string(), flush=True)
     return {"rows": rows, "retrievers": table, "paired": paired}

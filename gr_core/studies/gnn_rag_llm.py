@@ -23,6 +23,7 @@ from ..gnn_rag.reasoning_paths import select_candidates
 from ..graphqa import cache_key
 from ..llm import load_tokenizer
 from ..published import PAPER_GNN_RAG, PAPER_HOPS_F1
+from ..report.results import GROUNDED
 from ..runs import config_hash, frame_value, progress, read_keyed, value_frame, write_keyed
 from ..stats import compare, signed_rank, verdict
 
@@ -40,7 +41,6 @@ def answer_with_evidence(key: str, ds, indices: list[int], probs: list[np.ndarra
     ``answer_seconds`` (the question's share of its batch's seconds: every retriever's prompts are answered in one
     length-sorted pass, the no-retrieval ones apart, with the LoRA adapters off).
     """
-
     unknown = set(retrievers) - set(RETRIEVERS)
     if unknown:
         raise ValueError(f"unknown retrievers {sorted(unknown)}; choose from {RETRIEVERS}")
@@ -122,7 +122,6 @@ def run_gnn_rag(results: dict, run_dir: str | Path, llm: LLMConfig = LLMConfig()
         ``{"rows": per (question, retriever) DataFrame, "training": per family dict of histories and counts,
         "relation_paths": key -> {"indices", "paths"}: the generated relation paths of each test question}``.
     """
-
     run_dir = Path(run_dir)
     families: dict[str, list[str]] = {}
     for key, r in results.items():
@@ -192,9 +191,6 @@ def run_gnn_rag(results: dict, run_dir: str | Path, llm: LLMConfig = LLMConfig()
 
 
 # ---------------------------------------------------------------------- grounded answers and why the LLM loses
-GROUNDED = " grounded"  # the suffix of a grounded row's retriever name: "gnn grounded"
-
-
 def with_grounded(rows: "pd.DataFrame", retrievers: tuple[str, ...] = ("gnn", "gnn+rog")) -> "pd.DataFrame":
     """``rows`` plus one row per question of each of ``retrievers`` answered by the grounded rule (beyond the
     papers; :func:`~gr_core.gnn_rag.generation.ground_reply`): the reply kept to the evidence nodes it names, or the
@@ -257,7 +253,6 @@ def against_gnn(rows: "pd.DataFrame") -> "pd.DataFrame":
 # ---------------------------------------------------------------------- tables
 def training_table(training: dict) -> "pd.DataFrame":
     """One row per LoRA fine-tune of :func:`run_gnn_rag`'s ``training``: examples, epochs, final val loss, seconds."""
-
     return pd.DataFrame([{"family": family, "model": name, "train examples": v["train_examples"],
                           "val examples": v["val_examples"], "epochs": len(v["history"]),
                           "final val loss": round(v["history"][-1]["val_loss"], 3) if v["history"] else None,
@@ -278,7 +273,6 @@ def retriever_table(rows: "pd.DataFrame") -> "pd.DataFrame":
     """One row per (dataset, retriever): Hit, Hit@1, F1 (reference, unbounded precision) and bounded F1 in %,
     answer coverage in %, median input tokens, LLM calls, mean evidence lines, the bad-input counts, and the
     paper's numbers beside them."""
-
     out = []
     for (key, r), g in rows.groupby(["dataset", "retriever"], sort=False):
         paper = PAPER_GNN_RAG.get((key, r), {})  # none for the grounded rows: the papers have no such setting
@@ -299,7 +293,6 @@ def retriever_table(rows: "pd.DataFrame") -> "pd.DataFrame":
 def hop_table(rows: "pd.DataFrame") -> "pd.DataFrame":
     """Hit / Hit@1 / F1 (%) and coverage by the shortest question-entity -> answer distance, per dataset and
     retriever (``unreachable``: no gold answer reachable in the graph), with GNN-RAG Table 8's WebQSP F1."""
-
     df = rows.assign(hop=rows.hops.map(lambda h: "unreachable" if pd.isna(h) else str(int(h))))
     out = []
     for (key, hop, r), g in df.groupby(["dataset", "hop", "retriever"], sort=True):

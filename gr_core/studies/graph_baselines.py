@@ -62,29 +62,21 @@ class GraphClassifierConfig:
     max_epochs: int = 8
 
 
-def _label_ids(ds, indices, labels: list[str]) -> torch.Tensor:
-    return torch.tensor([labels.index(ds.records[i].answers[0].strip().lower()) for i in indices])
-
-
 def train_graph_classifier(ds, split: dict[str, list[int]], cfg: GraphClassifierConfig, seed: int = 0) -> dict:
     """Train the GNN-only classifier; keep the epoch with the best validation accuracy.
 
     Returns:
         ``{"labels", "test_pred" (label per test question), "val_acc" per epoch, "best_epoch", "train_seconds"}``.
     """
-
     seed_everything(seed)
     labels = sorted({ds.records[i].answers[0].strip().lower() for i in split["train"]})
     data = {}
     ds.prefetch([i for s in ("train", "val", "test") for i in split[s]])  # every graph's texts in one batch
     for s in ("train", "val", "test"):
-        ys = _label_ids(ds, split[s], labels)
-        items = []
-        for i, y in zip(split[s], ys):
-            d = ds.to_pyg(i)
+        ys = torch.tensor([labels.index(ds.records[i].answers[0].strip().lower()) for i in split[s]])
+        data[s] = [ds.to_pyg(i) for i in split[s]]
+        for d, y in zip(data[s], ys):
             d.y = y.view(1)
-            items.append(d)
-        data[s] = items
     in_dim = int(data["train"][0].x.shape[1])
     encoder = GraphEncoder(in_dim, cfg.gnn)
     model = nn.ModuleDict({"gnn": encoder, "head": nn.Linear(encoder.out_dim, len(labels))})
@@ -127,7 +119,6 @@ def run_graph_baselines(ds, runs_dir: str | Path, max_train: int | None = None, 
     Each split is cut to its first ``max_*`` questions (None: whole), as the LLM runs cut them, so every
     comparison is paired on the same test questions. A finished run with the same config hash is reused.
     """
-
     unknown = sorted(set(methods) - set(BASELINES))
     if unknown:
         raise ValueError(f"unknown graph baseline(s) {unknown}; choose from {BASELINES}")
@@ -169,7 +160,7 @@ def run_graph_baselines(ds, runs_dir: str | Path, max_train: int | None = None, 
     return out
 
 
-def reference_runs(by_dataset: dict[str, dict], runs_dir: str | Path, seed: int = 0, methods=BASELINES,
+def reference_runs(by_dataset: dict[str, dict], runs_dir: str | Path, methods=BASELINES,
                    seeds: list[int] | None = None) -> list[dict]:
     """The reference rows for every classification dataset of a plan (ExplaGraphs), on the LLM runs' own splits.
 
@@ -177,12 +168,11 @@ def reference_runs(by_dataset: dict[str, dict], runs_dir: str | Path, seed: int 
         by_dataset: dataset -> run settings (:func:`gr_core.g_retriever.experiments.dataset_settings`); their ``max_*``
             cut the splits.
         seeds: the GNN-only classifier trains once per seed (it is compared with each seed of the LLM runs); the
-            deterministic rows (majority, negation parity) run with the first. None: ``[seed]``.
+            deterministic rows (majority, negation parity) run with the first. None: ``[0]``.
     Returns:
         the reference runs' metrics (empty when no dataset of the plan has one graph and one label per question).
     """
-
-    seeds = list(seeds) if seeds else [seed]
+    seeds = list(seeds) if seeds else [0]
     out = []
     for name in [d for d in by_dataset if d in CLASSIFICATION_DATASETS]:
         sizes = {k: by_dataset[name].get(k) for k in ("max_train", "max_val", "max_test")}

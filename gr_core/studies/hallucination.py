@@ -50,7 +50,6 @@ def cite_responses(model, ds, indices: list[int], max_new_tokens: int = 128, bat
 def audit(ds, indices: list[int], responses: list[str], system: str, levels=LEVELS) -> pd.DataFrame:
     """One row per response: its key, the checker's counts and verdicts (see :func:`check_response`) and whether
     the answer is right by the dataset's metric (``correct``)."""
-
     rows = []
     for i, text in zip(indices, responses):
         rec = ds.records[i]
@@ -138,7 +137,6 @@ TABLE1_RESPONSES = {
 
 def table1_scene():
     """A three-object scene for Table 1's question (the paper does not print its graph): elephant in bushes."""
-
     return TextualGraph(nodes=pd.DataFrame({"node_id": [0, 1, 2], "node_attr": ["elephant", "bushes", "tree"]}),
                         edges=pd.DataFrame({"src": [0, 1], "edge_attr": ["in", "next to"], "dst": [1, 2]}),
                         question="What kind of animal is in the bushes?", answers=["elephant"])
@@ -173,21 +171,18 @@ def agreement(rows: pd.DataFrame, labels: pd.DataFrame, levels=LEVELS) -> pd.Dat
     human = labels[["key", "cited_nodes", "valid_nodes", "cited_edges", "valid_edges", "fully_valid"]]
     merged = human.rename(columns=lambda c: c if c == "key" else f"{c}_human").merge(rows, on="key")
     out = []
+    h, n = merged.fully_valid_human.astype(bool).to_numpy(), len(merged)
+    cited = merged.cited_nodes_human + merged.cited_edges_human - merged.cited_nodes - merged.cited_edges
+    valid = merged.valid_nodes_human + merged.valid_edges_human
     for lv in levels:
-        h = merged.fully_valid_human.astype(bool).to_numpy()
         m = merged[f"fully_valid_{lv}"].astype(bool).to_numpy()
-        n = len(merged)
         po = float((h == m).mean()) if n else float("nan")
         pe = float(h.mean() * m.mean() + (1 - h.mean()) * (1 - m.mean())) if n else float("nan")
         kappa = (po - pe) / (1 - pe) if n and pe < 1 else float("nan")
+        valid_diff = valid - merged[f"valid_nodes_{lv}"] - merged[f"valid_edges_{lv}"]
         out.append({"level": lv, "labelled": len(labels), "matched": n, "fully_valid_agreement_%": 100 * po,
-                    "cohen_kappa": kappa,
-                    "cited_abs_diff": float((merged.cited_nodes_human + merged.cited_edges_human
-                                             - merged.cited_nodes - merged.cited_edges).abs().mean())
-                    if n else float("nan"),
-                    "valid_abs_diff": float((merged.valid_nodes_human + merged.valid_edges_human
-                                             - merged[f"valid_nodes_{lv}"] - merged[f"valid_edges_{lv}"]).abs().mean())
-                    if n else float("nan")})
+                    "cohen_kappa": kappa, "cited_abs_diff": float(cited.abs().mean()),
+                    "valid_abs_diff": float(valid_diff.abs().mean())})
     return pd.DataFrame(out)
 
 
@@ -197,7 +192,6 @@ def response_cache(cfg, ds, indices: list[int], max_new_tokens: int, batch_size:
     """Where :func:`run_study` caches one run's responses: keyed by everything that makes them (the run's config
     hash, which fixes its checkpoint; the questions; the budget; the request; batch and seed), so re-checking with a
     new parser or new hand labels does not regenerate them."""
-
     spec = {"run": config_hash(cfg.to_dict()), "questions": [str(ds.records[i].graph_id) for i in indices],
             "max_new_tokens": max_new_tokens, "request": CITE_REQUESTS[request], "batch_size": batch_size, "seed": seed}
     dtype = dtype_name(resolve_dtype(cfg.model.llm.dtype, resolve_device(cfg.model.llm.device)))
@@ -205,6 +199,30 @@ def response_cache(cfg, ds, indices: list[int], max_new_tokens: int, batch_size:
         spec["llm_dtype"] = dtype
     key = config_hash(spec)
     return cache_root() / "hallucination" / f"{cfg.name}-{key}.json"
+
+
+def _test_indices(ds, questions: dict | int | None) -> list[int]:
+    """The first ``questions`` test questions of ``ds`` (a dict per dataset name; None or 0: all)."""
+    n = questions.get(ds.name) if isinstance(questions, dict) else questions
+    return list(ds.split["test"])[:n or None]
+
+
+def _responses(cfg, ds, indices: list[int], runs_dir, max_new_tokens: int, batch_size: int, seed: int,
+               request: str = "paper", loaded: dict | None = None) -> list[str]:
+    """The responses of ``cfg``'s run to ``request``, read from :func:`response_cache` or generated and cached;
+    ``loaded`` keeps the trained model for the next request (the model is loaded only where a response is missing)."""
+    from ..g_retriever.train import trained_model  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.g_retriever.train; this module stays torch-free
+
+    cached = response_cache(cfg, ds, indices, max_new_tokens, batch_size, seed, request)
+    if cached.is_file():
+        return read_json(cached)["responses"]
+    loaded = {} if loaded is None else loaded
+    if "model" not in loaded:
+        loaded["model"] = trained_model(cfg, Path(runs_dir) / cfg.name, ds)
+    seed_everything(seed)
+    responses = cite_responses(loaded["model"], ds, indices, max_new_tokens, batch_size, request)
+    write_json(cached, {"run": cfg.name, "request": request, "responses": responses})
+    return responses
 
 
 def run_study(datasets: list[str], systems: list[str], runs_dir, settings: dict, questions: dict | int | None = None,
@@ -222,26 +240,16 @@ def run_study(datasets: list[str], systems: list[str], runs_dir, settings: dict,
         one row per response (:func:`audit`), datasets and systems in the order given. Responses are cached under
         ``.cache/hallucination/``, keyed by the run's config hash, the questions, the budget and the request.
     """
-
-    from ..g_retriever.train import make_run_config, trained_model  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.g_retriever.train; this module stays torch-free
+    from ..g_retriever.train import make_run_config  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.g_retriever.train; this module stays torch-free
     from ..graphqa import DatasetConfig, load_dataset  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.graphqa; this module stays torch-free
 
     frames = []
     for name in datasets:
         ds = load_dataset(DatasetConfig(name))
-        n = questions.get(name) if isinstance(questions, dict) else questions
-        indices = list(ds.split["test"])[:n or None]
+        indices = _test_indices(ds, questions)
         for system in systems:
             cfg = make_run_config(name, system, seed, **settings)
-            cached = response_cache(cfg, ds, indices, max_new_tokens, batch_size, seed)
-            if cached.is_file():
-                responses = read_json(cached)["responses"]
-            else:
-                model = trained_model(cfg, Path(runs_dir) / cfg.name, ds)
-                seed_everything(seed)
-                responses = cite_responses(model, ds, indices, max_new_tokens, batch_size)
-                write_json(cached, {"run": cfg.name, "responses": responses})
-                del model
+            responses = _responses(cfg, ds, indices, runs_dir, max_new_tokens, batch_size, seed)
             frames.append(audit(ds, indices, responses, system))
     return pd.concat(frames, ignore_index=True)
 
@@ -267,7 +275,6 @@ def label_template(rows: pd.DataFrame, k: int = 30, seed: int = 0) -> list[dict]
 
 def load_labels(path) -> pd.DataFrame:
     """Hand labels (JSON lines with :data:`LABEL_FIELDS`); a malformed line is an error naming file and line."""
-
     rows = []
     for n, line in enumerate(Path(path).read_text().splitlines(), 1):
         if not line.strip():
@@ -344,33 +351,24 @@ def citing_rates(datasets: list[str], llms: list[str], systems: list[str], reque
         llm, system, request) the responses, the share citing anything (95% Wilson), the share that copy the prompt's
         graph (:func:`is_echo`), fully valid (normalized level) and correct, in percent.
     """
-    from ..g_retriever.train import make_run_config, trained_model  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up); this module stays torch-free
+    from ..g_retriever.train import make_run_config  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up); this module stays torch-free
     from ..graphqa import DatasetConfig, load_dataset  # noqa: PLC0415 deferred: as above
 
     pairs = [(llm, "zero_shot") for llm in llms] + [(settings["llm"].model, s) for s in systems if s != "zero_shot"]
     frames, table = [], []
     for name in datasets:
         ds = load_dataset(DatasetConfig(name))
-        n = questions.get(name) if isinstance(questions, dict) else questions
-        indices = list(ds.split["test"])[:n or None]
+        indices = _test_indices(ds, questions)
         for llm, system in pairs:
             why = unavailable(llm)
             cfg = make_run_config(name, system, seed, **{**settings, "llm": replace(settings["llm"], model=llm)})
-            model = None
+            loaded: dict = {}
             for request in requests:
                 head = {"dataset": name, "llm": llm, "system": system, "request": request}
                 if why:
                     table.append({**head, "responses": 0, "note": f"not run: {why}"})
                     continue
-                cached = response_cache(cfg, ds, indices, max_new_tokens, batch_size, seed, request)
-                if cached.is_file():
-                    responses = read_json(cached)["responses"]
-                else:
-                    if model is None:
-                        model = trained_model(cfg, Path(runs_dir) / cfg.name, ds)
-                    seed_everything(seed)
-                    responses = cite_responses(model, ds, indices, max_new_tokens, batch_size, request)
-                    write_json(cached, {"run": cfg.name, "request": request, "responses": responses})
+                responses = _responses(cfg, ds, indices, runs_dir, max_new_tokens, batch_size, seed, request, loaded)
                 rows = audit(ds, indices, responses, system).assign(
                     llm=llm, request=request, echo=[is_echo(r) for r in responses])
                 frames.append(rows)
@@ -381,5 +379,5 @@ def citing_rates(datasets: list[str], llms: list[str], systems: list[str], reque
                               "echo_%": 100 * float(rows.echo.mean()),
                               "fully_valid_%": 100 * float(rows.fully_valid_normalized.mean()),
                               "correct_%": 100 * float(rows.correct.mean()), "note": ""})
-            del model
+            del loaded
     return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), pd.DataFrame(table)

@@ -14,7 +14,9 @@ import pandas as pd
 from ..data import TextualGraph, induced_subgraph
 from ..g_retriever.baselines import Retriever, kaping_retriever, retrieve_khop, retrieve_none
 from ..g_retriever.retrieval import DATASET_RETRIEVAL, RetrievalConfig, RetrievedSubgraph, similarities
-from ..graphqa import KGQA, GraphQADataset, load_dataset, retrieve
+from ..graphqa import GraphQADataset, load_dataset, retrieve
+from ..llm import count_tokens
+from ..prompts import KGQA_DATASETS
 from ..published import PAPER_TABLE10
 from ..runs import progress
 from ..text_encoder import EmbeddingStore
@@ -49,7 +51,7 @@ def evaluate_retrievers(ds: GraphQADataset, indices: list[int], retrievers: dict
     ds.prefetch(indices)  # texts are encoded on first use: here, so that no retriever's seconds include it
     for i in progress(indices, desc=f"retrieve {ds.name}"):
         graph = ds.graph(i)
-        before = _tokens(tokenizer, retrieve_none(graph).desc) if tokenizer else None
+        before = count_tokens(tokenizer, [retrieve_none(graph).desc])[0] if tokenizer else None
         for name, fn in retrievers.items():
             start = time.perf_counter()
             res = fn(ds, i, graph)
@@ -58,9 +60,10 @@ def evaluate_retrievers(ds: GraphQADataset, indices: list[int], retrievers: dict
             rows.append({"dataset": ds.name, "question": i, "retriever": name, "nodes_before": graph.num_nodes,
                          "edges_before": graph.num_edges, "tokens_before": before, "nodes_after": sub.num_nodes,
                          "edges_after": sub.num_edges,
-                         "tokens_after": _tokens(tokenizer, res.desc) if tokenizer else None,
+                         "tokens_after": count_tokens(tokenizer, [res.desc])[0] if tokenizer else None,
                          # defined only where answers are graph nodes (KGQA); scene-graph answers are "yes", "2", ...
-                         "answer_in_subgraph": answer_in(sub, ds.records[i].answers) if ds.name in KGQA else None,
+                         "answer_in_subgraph": (answer_in(sub, ds.records[i].answers) if ds.name in KGQA_DATASETS
+                                                else None),
                          "seconds": seconds})
     return pd.DataFrame(rows, columns=ROW_COLUMNS)  # the columns even without rows (no question or no retriever)
 
@@ -68,17 +71,12 @@ def evaluate_retrievers(ds: GraphQADataset, indices: list[int], retrievers: dict
 def evaluate_datasets(names: list[str], questions: int = 0, tokenizer=None, kaping_k: int = 10) -> pd.DataFrame:
     """:func:`evaluate_retrievers` with :func:`standard_retrievers` over the first ``questions`` test questions
     (0: all) of each named dataset, one table."""
-
     rows = []
     for name in names:
         ds = load_dataset(name)
         test = ds.split["test"][: questions or None]
         rows.append(evaluate_retrievers(ds, test, standard_retrievers(ds, kaping_k=kaping_k), tokenizer))
     return pd.concat(rows, ignore_index=True)
-
-
-def _tokens(tokenizer, text: str) -> int:
-    return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
 def summarize_retrievers(rows: pd.DataFrame) -> pd.DataFrame:
@@ -117,7 +115,6 @@ def k_sweep(ds: GraphQADataset, indices: list[int], ks=(3, 5, 10, 20), tokenizer
 def explain_retrieval(ds: GraphQADataset, i: int, res: RetrievedSubgraph, top: int = 10
                       ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The ``top`` most similar nodes and edges of question ``i`` with similarity, prize and whether PCST kept them."""
-
     graph = res.source
     x, edge_attr = ds.embeddings(i, graph)
     q = ds.question_emb[i]
@@ -140,7 +137,6 @@ def explain_retrieval(ds: GraphQADataset, i: int, res: RetrievedSubgraph, top: i
 def context_view(res: RetrievedSubgraph, max_nodes: int = 60) -> tuple[TextualGraph, list[int], list[int]]:
     """The retrieved subgraph inside its neighbourhood, for drawing: the subgraph's nodes plus their
     neighbours up to ``max_nodes``. Returns ``(view, highlighted node ids, highlighted edge rows of view)``."""
-
     graph = res.source
     ids = graph.nodes.node_id.to_numpy()
     chosen = [int(v) for v in ids[res.node_rows]]
