@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .config import LLMConfig, resolve_device
 from .paths import cache_root
-from .precision import attention_implementation, resolve_dtype, select_attention
+from .precision import attention_implementation, resolve_dtype
 from .runs import config_hash, progress, sha256_file, write_json
 
 # The embedded LLMs: name -> (package, how to install it). SmolLM2 is the default and always installed; Gemma 3 270M
@@ -223,7 +223,6 @@ def generate_text(model, tokenizer, prompts: list[str], max_new_tokens: int = 32
 
     tokenizer.padding_side = "left"
     batch = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
-    select_attention(model, batch["input_ids"].shape[1], backward=False)
     with torch.inference_mode():
         out = model.generate(**batch, max_new_tokens=max_new_tokens, do_sample=False,
                              pad_token_id=tokenizer.pad_token_id)

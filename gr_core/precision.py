@@ -124,27 +124,6 @@ def attention_implementation(dtype, device: str, backward: bool = True) -> str |
     return "eager" if device == "cpu" or backward else None
 
 
-# CPU, 16-bit: below this many positions a training batch's backward pass is faster through eager attention, from it
-# on through SDPA, which never materializes the (B, heads, T, T) probabilities (SmolLM2, bf16, 2 threads, WebQSP
-# batches of 8: 1.4 against 2.0 s at 109 positions, equal near 380, 22 against 13 s at 591: docs/precision.md)
-EAGER_TRAIN_POSITIONS = 384
-
-
-def select_attention(model, positions: int, backward: bool) -> None:
-    """Set the attention kernel of ``model`` (a transformers LLM) for one batch of ``positions`` tokens on CPU in a
-    16-bit dtype: eager for a pass that will run backward over fewer than :data:`EAGER_TRAIN_POSITIONS` positions,
-    SDPA otherwise (a forward-only pass is faster through SDPA at every width: 1.35 against 1.4 s of prefill at 107
-    positions, 9.3 against 15.3 s at 563). Elsewhere the kernel chosen at loading (:func:`attention_implementation`)
-    stays."""
-    import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
-
-    if model.device.type != "cpu" or model.dtype not in (torch.bfloat16, torch.float16):
-        return
-    kernel = "eager" if backward and positions < EAGER_TRAIN_POSITIONS else "sdpa"
-    if model.config._attn_implementation != kernel:
-        model.set_attn_implementation(kernel)
-
-
 def precision_record(dtype, device: str, configured: str = "auto") -> dict:
     """What a timing or a result was computed with: the dtype and device, the CPU model, its bf16 support and the
     threads torch uses; ``dtype_override`` names ``GR_DTYPE`` when it decided (``configured`` was ``"auto"``)."""

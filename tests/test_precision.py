@@ -8,7 +8,7 @@ import torch
 
 import gr_core.precision as precision
 from gr_core.config import LLMConfig, TextEncoderConfig
-from gr_core.precision import EAGER_TRAIN_POSITIONS, CPUInfo, attention_implementation, resolve_dtype, select_attention
+from gr_core.precision import CPUInfo, attention_implementation, resolve_dtype
 
 AMX = CPUInfo("Intel(R) Xeon(R) Platinum 8480+", amx=True, avx512_bf16=True, capability="AVX512")
 BF16_ONLY = CPUInfo("AMD EPYC 9R14", amx=False, avx512_bf16=True, capability="AVX512")
@@ -88,38 +88,7 @@ def test_attention_is_eager_in_16_bit_on_every_device_and_sdpa_in_fp32():
     assert attention_implementation(torch.bfloat16, "cuda") == "eager"  # SDPA's bf16 backward gave NaN on an H100
     assert attention_implementation(torch.float32, "cuda") is None
     assert attention_implementation(torch.bfloat16, "cuda", backward=False) is None  # forward only: SDPA
-    assert attention_implementation(torch.bfloat16, "cpu", backward=False) == "eager"  # at loading: per batch after
-
-
-def test_a_cpu_batch_in_bf16_trains_short_batches_through_eager_attention_and_the_rest_through_sdpa(tiny_llm_dir):
-    from gr_core.llm import load_llm
-
-    model, _ = load_llm(LLMConfig(model=tiny_llm_dir, dtype="bfloat16"))
-    kernel = lambda: model.config._attn_implementation  # noqa: E731
-    ids = torch.randint(0, 100, (2, 40))
-    logits = {}
-    for positions, backward, expected in ((100, True, "eager"), (EAGER_TRAIN_POSITIONS, True, "sdpa"),
-                                          (100, False, "sdpa"), (100, True, "eager")):
-        select_attention(model, positions, backward)
-        assert kernel() == expected
-        logits[expected] = model(input_ids=ids).logits.float()
-    torch.testing.assert_close(logits["eager"], logits["sdpa"], atol=0.05, rtol=0.05)  # the same model either way
-    fp32, _ = load_llm(LLMConfig(model=tiny_llm_dir, dtype="float32"))
-    before = fp32.config._attn_implementation
-    select_attention(fp32, 1000, False)
-    assert fp32.config._attn_implementation == before  # fp32 keeps the kernel it was loaded with
-
-
-def test_graph_llm_picks_the_attention_kernel_per_batch(tiny_llm_dir):
-    from gr_core.g_retriever.model import Example, GraphLLM, ModelConfig
-
-    net = GraphLLM(ModelConfig(llm=LLMConfig(model=tiny_llm_dir, dtype="bfloat16"), num_soft_tokens=2))
-    ex = net.tokenize([Example(uid="0", question="who?", desc="a graph", answers=["x"], label="x")])
-    batch = net.collate(ex, with_label=True)
-    net(batch)
-    assert net.llm.config._attn_implementation == "eager"  # a short batch that trains
-    net.generate(net.collate(ex, with_label=False), 2)
-    assert net.llm.config._attn_implementation == "sdpa"  # answering
+    assert attention_implementation(torch.bfloat16, "cpu", backward=False) == "eager"  # on CPU faster either way
 
 
 def test_a_bf16_llm_gets_eager_attention_and_a_contiguous_projection_input_with_the_same_logits(tiny_llm_dir):

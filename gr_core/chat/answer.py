@@ -26,7 +26,6 @@ import numpy as np
 import torch
 
 from ..kg import is_identifier
-from ..precision import select_attention
 
 # chosen on 60 MetaQA test questions among 0, 10 and 20 (CHANGELOG.md); the answer's margin in nats
 RELATION_PRIOR, MARGIN = 20.0, 2.0
@@ -68,7 +67,6 @@ def candidate_names(node_ids, names, exclude=(), unnamed: bool = False) -> list[
 def _prompt_cache(net, batch):
     """One forward over the prompt: ``(past_key_values, log p(first reply token) (V,), prompt length)``."""
     embeds = net.embed(batch)
-    select_attention(net.llm, embeds.shape[1], backward=False)  # the kernel for this prompt and its candidates
     out = net.llm(inputs_embeds=embeds, attention_mask=batch.attention_mask,
                   position_ids=net.position_ids(batch.attention_mask), use_cache=True, logits_to_keep=1)
     first = torch.log_softmax(out.logits[0, -1].float(), -1)

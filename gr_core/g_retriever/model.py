@@ -36,7 +36,6 @@ from torch_geometric.data import Batch as PyGBatch
 from ..config import LLMConfig, check_choice
 from ..dropout import use_uniform_dropout
 from ..llm import PromptTemplate, hidden_size, load_llm
-from ..precision import select_attention
 from .graph_encoder import GNNConfig, GraphEncoder
 from .retrieval import DATASET_RETRIEVAL
 
@@ -414,7 +413,6 @@ class GraphLLM(nn.Module):
         """
         embeds = self.embed(batch)
         keep = batch.label_width + 1
-        select_attention(self.llm, embeds.shape[1], backward=torch.is_grad_enabled())
         out = self.llm(inputs_embeds=embeds, attention_mask=batch.attention_mask,
                        position_ids=self.position_ids(batch.attention_mask), logits_to_keep=keep, use_cache=False)
         logits = out.logits[:, :-1].float()  # (B, label_width, V): position t predicts token t + 1
@@ -429,7 +427,6 @@ class GraphLLM(nn.Module):
     @torch.inference_mode()
     def _decode(self, batch: Batch, max_new_tokens: int | None, **search) -> list[str]:
         """``llm.generate`` from ``inputs_embeds`` (KV cache, no sampling, stops at EOS), decoded and stripped."""
-        select_attention(self.llm, batch.input_ids.shape[1], backward=False)
         out = self.llm.generate(inputs_embeds=self.embed(batch), attention_mask=batch.attention_mask,
                                 max_new_tokens=max_new_tokens or self.cfg.llm.max_new_tokens, do_sample=False,
                                 eos_token_id=self.template.eos_id, pad_token_id=self.template.pad_id, **search)
