@@ -185,8 +185,13 @@ class GraphQADataset:
         if self.graphs is not None:
             return self.node_text_ids[i], self.edge_text_ids[i]
         graph = graph if graph is not None else self.graph(i)
-        return (self.entity_text_ids[graph.nodes.kb_id.to_numpy()],
-                self.relation_text_ids[self.kg.rels[graph.edges.kb_edge.to_numpy()]])
+        return self.entity_text_ids[graph.nodes.kb_id.to_numpy()], self._edge_rows(i, graph)
+
+    def _edge_rows(self, i: int, graph: TextualGraph | None) -> np.ndarray:
+        if self.graphs is not None:
+            return self.edge_text_ids[i]
+        graph = graph if graph is not None else self.graph(i)
+        return self.relation_text_ids[self.kg.rels[graph.edges.kb_edge.to_numpy()]]
 
     def embeddings(self, i: int, graph: TextualGraph | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(x, edge_attr)`` of question ``i``'s graph: ``(num_nodes, dim)`` and ``(num_edges, dim)``."""
@@ -195,10 +200,7 @@ class GraphQADataset:
 
     def edge_embeddings(self, i: int, graph: TextualGraph | None = None) -> np.ndarray:
         """``(num_edges, dim)``: question ``i``'s edge texts alone (the reasoner reads no node text)."""
-        if self.graphs is not None:
-            return self.text_emb[self.edge_text_ids[i]]
-        graph = graph if graph is not None else self.graph(i)
-        return self.text_emb[self.relation_text_ids[self.kg.rels[graph.edges.kb_edge.to_numpy()]]]
+        return self.text_emb[self._edge_rows(i, graph)]
 
     def prefetch(self, indices, nodes: bool = True) -> int:
         """Encode, in one batch, every text that questions ``indices`` read: the question and its graph's edge
