@@ -15,12 +15,16 @@ from typing import Any
 
 import yaml
 
-from .paths import repo_root
+from .paths import papers_data_here, repo_root
 
 EMBEDDED_LLM = "embedded:smollm2-135m-instruct"
 EMBEDDED_TEXT_ENCODER = "embedded:all-minilm-l6-v2"
 PRESETS = ("smoke", "quick", "cpu", "full")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+QUANTIZATIONS = (None, "8bit", "4bit")
+# LLMConfig fields added after runs, checkpoints and answers were keyed by the whole config: at these defaults they
+# leave the keyed dict (:func:`llm_identity`), so every key recorded before them still matches
+LLM_ADDED_DEFAULTS = {"gradient_checkpointing": False, "quantization": None}
 
 
 def check_choice(cls: str, name: str, value: Any, choices: tuple) -> None:
@@ -42,15 +46,28 @@ class LLMConfig:
             (:mod:`gr_core.precision`; ``GR_DTYPE`` overrides). Trainable parts stay fp32 whatever this is.
         device: ``"auto"`` = CUDA when available, else CPU.
         max_new_tokens: generation budget (GR code: 32).
+        gradient_checkpointing: keep only each decoder layer's input during a training step and recompute the rest
+            in the backward pass (``model.gradient_checkpointing_enable()``): the activations of the LLM shrink to
+            one hidden state per layer and token, for one more forward pass (about 1.5x the FLOPs of a frozen-LLM
+            step). The same loss and gradients (``tests/test_gpu_plan.py``); what lets a 7B train on 24 GB
+            (``python -m gr_core.plan --preset full --profile gpu-24gb``, docs/notebooks.md "Planning a 7B run").
+        quantization: ``None`` (the weights in ``dtype``), ``"8bit"`` (LLM.int8) or ``"4bit"`` (NF4 with double
+            quantization and ``dtype`` compute, as QLoRA) through ``bitsandbytes`` on CUDA; the adapters and soft
+            prompt stay fp32.
     """
 
     model: str = EMBEDDED_LLM
     dtype: str = "auto"
     device: str = "auto"
     max_new_tokens: int = 32  # GR code src/config.py
+    # GR code src/model/graph_llm.py: off with the LLM frozen, on in its LoRA runs (peft's
+    # prepare_model_for_kbit_training); off by default here, as every run recorded before the option trained
+    gradient_checkpointing: bool = False
+    quantization: str | None = None  # GR code src/model/graph_llm.py: none (Llama-2 in fp16 over 2 x A100-80G)
 
     def __post_init__(self) -> None:
         check_choice("LLMConfig", "dtype", self.dtype, DTYPES)
+        check_choice("LLMConfig", "quantization", self.quantization, QUANTIZATIONS)
         if not self.model:
             raise ValueError("LLMConfig.model is empty: give 'embedded:smollm2-135m-instruct' or a HF path/id")
         if self.max_new_tokens < 1:
@@ -79,6 +96,15 @@ class TextEncoderConfig:
         check_choice("TextEncoderConfig", "dtype", self.dtype, DTYPES)
         if self.batch_size < 1:
             raise ValueError(f"TextEncoderConfig.batch_size={self.batch_size} must be >= 1")
+
+
+def llm_identity(llm: dict) -> dict:
+    """``asdict(LLMConfig)`` as configs, checkpoints and answers are keyed: the fields of
+    :data:`LLM_ADDED_DEFAULTS` left out at their defaults (the dict is changed in place and returned)."""
+    for key, default in LLM_ADDED_DEFAULTS.items():
+        if key in llm and llm[key] == default:
+            del llm[key]
+    return llm
 
 
 def resolve_device(device: str = "auto") -> str:
@@ -115,7 +141,55 @@ def notebook_parameters(preset: str, notebook_stem: str, overrides: dict[str, An
         params.update({k: v for k, v in shared.items() if k != "notebooks"})
     params.update(table.get(notebook_stem) or {})
     params.update(overrides or {})
-    return params
+    names = papers_data(table)
+    return {k: _with_datasets(v, names) for k, v in params.items()} if names else params
+
+
+def papers_data(table: dict[str, Any]) -> dict[str, str | None]:
+    """A preset's ``_papers_data`` block (the papers' own datasets -> their offline stand-ins) as used on this
+    machine: each name -> itself where its files are here (``./gr data --fetch DIR --papers``), else the stand-in
+    (None: its rows are left out). docs/data.md."""
+    block = table.get("_papers_data") or {}
+    if not block:
+        return {}
+    return {name: name if papers_data_here(name) else standin for name, standin in block.items()}
+
+
+def papers_data_notes(preset: str) -> list[str]:
+    """One line per papers' dataset of ``preset``: which data its rows use here (the suite and --dry-run print it)."""
+    from .published import DATASET_SOURCE  # noqa: PLC0415 deferred: a table the notes need, not the presets
+
+    lines = []
+    for name, used in papers_data(load_preset(preset)).items():
+        if used == name:
+            lines.append(f"{name}: {DATASET_SOURCE[name]}")
+        else:
+            instead = f"offline stand-in {used} ({DATASET_SOURCE[used]})" if used else "its rows are left out"
+            lines.append(f"{name}: absent ({DATASET_SOURCE[name]}): {instead}; ./gr data --fetch DIR --papers {name}")
+    return lines
+
+
+def _with_datasets(value: Any, names: dict[str, str | None]) -> Any:
+    """``value`` with every dataset name of ``names`` replaced: a string equal to it, list items and mapping keys
+    (also ``name/method`` keys); a name mapped to None is dropped from lists and mappings."""
+    def swap(text: str) -> str | None:
+        head, sep, tail = text.partition("/")
+        if head not in names:
+            return text
+        return None if names[head] is None else names[head] + sep + tail
+
+    if isinstance(value, str):
+        return swap(value)
+    if isinstance(value, list):
+        return [x for x in (_with_datasets(v, names) for v in value) if x is not None]
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            key = swap(k) if isinstance(k, str) else k
+            if key is not None:
+                out[key] = _with_datasets(v, names)
+        return out
+    return value
 
 
 def parameter_defaults(notebook_stem: str, notebooks_dir: Path | None = None) -> dict[str, Any]:

@@ -13,7 +13,9 @@ Command line (``./gr data ...`` runs ``python -m gr_core.data_sources ...``)::
     ./gr data --fetch DIR          # download what is missing or corrupt from the public sources, verify, keep
                                    # only verified files; rerun to resume an interrupted download
     ./gr data --fetch DIR --from SOURCE  # the same from a copy of a data folder (a local folder or an http(s) URL)
-    ./gr data --list               # the manifest as a table
+    ./gr data --list               # the manifest as a table, then the papers' datasets
+    ./gr data --fetch DIR --papers [NAME ...]  # the papers' own datasets (RoG-webqsp, RoG-cwq, GQA) from their
+                                   # public hosts: sizes printed first (gr_core.data_papers); --check lists them
 
 A download goes to ``<file>.part`` (resumed with an HTTP ``Range`` request when the transfer was cut) and is moved
 to its name only after its size and sha256 match the manifest; a complete response with the wrong size or hash is
@@ -22,30 +24,22 @@ deleted, so a data folder never holds an unverified file under a manifest name.
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
-import os
-import shutil
 import sys
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import data_papers
+from .download import FetchError, fetch_to, is_url
 from .paths import DataNotFoundError, data_root
 from .runs import progress, sha256_file
 
 MANIFEST = Path(__file__).with_name("data_manifest.json")
 FIELDS = ("path", "dataset", "size", "sha256", "licence", "url", "source", "used_by")
-CHUNK = 1 << 16
 
 
 class ManifestError(ValueError):
     """The manifest file is malformed (names the entry and the field)."""
-
-
-class FetchError(RuntimeError):
-    """One file could not be fetched and verified; the message says why and what to do."""
 
 
 @dataclass(frozen=True)
@@ -184,60 +178,6 @@ def _source_of(f: RawFile, source: str | None) -> str | None:
     return str(Path(source) / f.path)
 
 
-def _verify_and_place(part: Path, dest: Path, f: RawFile, origin: str) -> None:
-    size = part.stat().st_size
-    if size != f.size:
-        part.unlink()
-        raise FetchError(f"{f.path}: {origin} gave {size:,} bytes, expected {f.size:,}; rejected, nothing kept "
-                         "(the source is truncated or a different version)")
-    digest = sha256_file(part)
-    if digest != f.sha256:
-        part.unlink()
-        raise FetchError(f"{f.path}: {origin} gave sha256 {digest[:12]}..., expected {f.sha256[:12]}...; "
-                         "rejected, nothing kept (the source changed or the transfer was corrupted)")
-    os.replace(part, dest)
-
-
-def _download(url: str, part: Path, f: RawFile, timeout: float, show: bool) -> None:
-    """Append ``url``'s bytes to ``part``, resuming from its current size with a ``Range`` request."""
-    have = part.stat().st_size if part.exists() else 0
-    if have >= f.size:  # a complete or oversized leftover: verify it as it is, or start again
-        if have == f.size:
-            return
-        part.unlink()
-        have = 0
-    headers = {"User-Agent": "gr-core-data"}
-    if have:
-        headers["Range"] = f"bytes={have}-"
-    req = urllib.request.Request(url, headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            if have and resp.status != 206:  # the server ignored the range: start over
-                have = 0
-            mode = "ab" if have else "wb"
-            announced = resp.headers.get("Content-Length")
-            received = 0
-            bar = progress(total=f.size, initial=have, unit="B", unit_scale=True, desc=f.path, disable=not show,
-                           leave=False)
-            try:
-                with open(part, mode) as fh:
-                    while block := resp.read(CHUNK):
-                        fh.write(block)
-                        received += len(block)
-                        bar.update(len(block))
-            finally:
-                bar.close()
-            # http.client returns b"" when the connection closes early instead of raising: compare with the header
-            if announced is not None and received < int(announced):
-                raise ConnectionError(f"connection closed after {received:,} of {int(announced):,} announced bytes")
-    except urllib.error.HTTPError as err:
-        raise FetchError(f"{f.path}: {url} answered HTTP {err.code} {err.reason}") from err
-    except (http.client.IncompleteRead, ConnectionError, TimeoutError, urllib.error.URLError, OSError) as err:
-        got = part.stat().st_size if part.exists() else 0
-        raise FetchError(f"{f.path}: transfer from {url} cut after {got:,} of {f.size:,} bytes ({err}); the part "
-                         f"is kept as {part.name}: run the same command again to resume") from err
-
-
 def fetch_file(f: RawFile, root: Path, source: str | None = None, timeout: float = 60.0,
                show: bool = True) -> None:
     """Download (or copy) one file into ``root``, verify it, and move it to its name.
@@ -250,16 +190,9 @@ def fetch_file(f: RawFile, root: Path, source: str | None = None, timeout: float
     if origin is None:
         raise FetchError(f"{f.path}: no public download of this exact file ({f.source}); pass --from SOURCE, a "
                          "complete copy of the data folder (a folder or an http(s) URL)")
-    dest = root / f.path
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    part = dest.with_name(dest.name + ".part")
-    if origin.startswith(("http://", "https://")):
-        _download(origin, part, f, timeout, show)
-    else:
-        if not Path(origin).is_file():
-            raise FetchError(f"{f.path}: not found in the copy {source} (looked for {origin})")
-        shutil.copyfile(origin, part)
-    _verify_and_place(part, dest, f, origin)
+    if not is_url(origin) and not Path(origin).is_file():
+        raise FetchError(f"{f.path}: not found in the copy {source} (looked for {origin})")
+    fetch_to(origin, root / f.path, f.size, f.sha256, f.path, timeout, show)
 
 
 def fetch(root: str | Path, source: str | None = None, files: list[RawFile] | None = None,
@@ -285,6 +218,36 @@ def fetch(root: str | Path, source: str | None = None, files: list[RawFile] | No
 
 
 # ---------------------------------------------------------------------- command line
+def _fetch_papers(args: argparse.Namespace) -> int:
+    """``--fetch DIR --papers [NAME ...]``: the papers' datasets (:mod:`gr_core.data_papers`), not the manifest."""
+    try:
+        report = data_papers.fetch_papers(args.fetch, args.papers, args.source, args.timeout)
+    except data_papers.UnknownDatasetError as err:
+        print(f"gr data: {err}", file=sys.stderr)
+        return 2
+    print(f"gr data: {report.root}: the papers' datasets: {len(report.fetched)} files fetched, {report.already} "
+          f"already verified, {len(report.failed)} failed")
+    for why in report.failed.values():
+        print(f"  {why}")
+    return 0 if report.ok else 1
+
+
+def _check(root: Path, files: list[RawFile]) -> int:
+    """The manifest's check, then the papers' datasets' table; exit 1 for a manifest problem or a corrupt file of
+    the papers' data (their absence is not an error: the suite runs the offline stand-ins)."""
+    total = sum(f.size for f in files)
+    problems = check(root, files)
+    if not problems:
+        print(f"gr data: {root}: all {len(files)} files match the manifest ({total / 1e6:.1f} MB, sha256 checked)")
+    else:
+        print(f"gr data: {root}: {len(problems)} of {len(files)} files missing or corrupt:")
+        for p in problems:
+            print(f"  {p}")
+    statuses = data_papers.check_papers(root)
+    print(data_papers.format_status(statuses, root))
+    return 1 if problems or any(s.state == "corrupt" for s in statuses) else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """``./gr data``: exit 0 when the folder matches the manifest, 1 when a file is missing or wrong, 2 on usage."""
     ap = argparse.ArgumentParser(prog="./gr data", description=__doc__.split("\n\n")[0])
@@ -292,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--check", nargs="?", const="", metavar="DIR", help="verify DIR (default: the data folder)")
     mode.add_argument("--fetch", metavar="DIR", help="download missing or corrupt files into DIR and verify them")
     mode.add_argument("--list", action="store_true", help="print the manifest")
+    ap.add_argument("--papers", nargs="*", metavar="NAME",
+                    help=f"with --fetch: the papers' datasets instead of the manifest ({', '.join(data_papers.PAPERS)};"
+                         " default all), from their public hosts")
     ap.add_argument("--from", dest="source", metavar="SOURCE",
                     help="with --fetch: a complete copy of the data folder (folder or http(s) URL) to read from")
     ap.add_argument("--manifest", help="another manifest file (default: the one shipped with gr_core)")
@@ -299,6 +265,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.source and args.fetch is None:
         ap.error("--from needs --fetch DIR")
+    if args.papers is not None and args.fetch is None:
+        ap.error("--papers needs --fetch DIR (--check and --list show the papers' datasets without it)")
+    if args.papers is not None:
+        return _fetch_papers(args)
     try:
         files = load_manifest(args.manifest)
     except (OSError, ManifestError) as err:
@@ -310,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         for f in files:
             print(f"{f.path:62s} {f.size:>11,d}  {f.licence[:28]:28s} {f.url or f.source}")
         print(f"{len(files)} files, {total / 1e6:.1f} MB; {sum(f.url is None for f in files)} derived (no download)")
+        print(data_papers.format_catalogue())
         return 0
     if args.fetch is not None:
         report = fetch(args.fetch, args.source, files, args.timeout)
@@ -323,14 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     except DataNotFoundError as err:
         print(f"gr data: {err}", file=sys.stderr)
         return 1
-    problems = check(root, files)
-    if not problems:
-        print(f"gr data: {root}: all {len(files)} files match the manifest ({total / 1e6:.1f} MB, sha256 checked)")
-        return 0
-    print(f"gr data: {root}: {len(problems)} of {len(files)} files missing or corrupt:")
-    for p in problems:
-        print(f"  {p}")
-    return 1
+    return _check(root, files)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import pandas as pd
 
 from .data import EDGE_COLUMNS, GraphFormatError, TextualGraph, graph_from_triples, load_explagraphs
 from .kg import KnowledgeGraph
-from .paths import data_file
+from .paths import GQA_FILES, data_file  # GQA_FILES: the official files, image id -> scene, question id -> question
 
 
 @dataclass
@@ -248,6 +248,56 @@ def build_gqa(folder: str = "gqa_micro", seed: int = 42):
             graphs.append(TextualGraph(base.nodes, base.edges, rec.question, rec.answers, image))
             records.append(rec)
     return records, graphs, None, {"split": _split_by_image([r.graph_id for r in records], seed), "scenes": len(cache)}
+
+
+GQA_SAMPLE = 100_000  # GR App. C: "We randomly sampled 100k samples from the original dataset"
+
+
+def build_gqa_full(sample: int | None = GQA_SAMPLE, seed: int = 42, max_questions: int | None = None):
+    """GQA at full size: the official train and val scene graphs and balanced questions, pooled; GR's seeded sample
+    of ``sample`` questions (None keeps all), split 6:2:2 over unique images (:func:`_split_by_image`).
+
+    A question whose image has no scene graph is skipped and counted (``notes["no_scene_skipped"]``). Both JSON
+    files of a pair are read whole (``json.load``): the scenes stay in memory while each questions file is read,
+    reduced to the fields kept, and released. ``max_questions`` keeps the first N of each split, and only their
+    scenes become graphs.
+    """
+    scenes: dict[str, tuple[dict, Path]] = {}
+    for scene_file, _ in GQA_FILES:
+        path = data_file("gqa", scene_file)
+        with open(path, encoding="utf-8") as fh:
+            scenes.update((image, (scene, path)) for image, scene in json.load(fh).items())
+    pool, skipped = [], 0
+    for _, question_file in GQA_FILES:
+        path = data_file("gqa", question_file)
+        with open(path, encoding="utf-8") as fh:
+            questions = json.load(fh)
+        for qid, q in questions.items():
+            missing = {"imageId", "question", "answer"} - set(q)
+            if missing:
+                raise GraphFormatError(f"{path}: question {qid}: missing field(s) {sorted(missing)}")
+            if q["imageId"] not in scenes:
+                skipped += 1
+                continue
+            pool.append(QARecord(q["question"], [q["answer"]], q["imageId"],
+                                 extra={"q_id": qid, "full_answer": q.get("fullAnswer", "")}))
+        del questions
+    with_scene = len(pool)
+    if sample is not None and len(pool) > sample:
+        pool = [pool[i] for i in np.sort(np.random.default_rng(seed).choice(len(pool), sample, replace=False))]
+    split = _split_by_image([r.graph_id for r in pool], seed)
+    keep = sorted(i for v in split.values() for i in (v[:max_questions] if max_questions else v))
+    remap = {old: new for new, old in enumerate(keep)}
+    split = {k: [remap[i] for i in v if i in remap] for k, v in split.items()}
+    records, graphs, built = [pool[i] for i in keep], [], {}
+    for rec in records:
+        if rec.graph_id not in built:
+            scene, path = scenes[rec.graph_id]
+            built[rec.graph_id] = gqa_scene_graph(scene, f"{path}: image {rec.graph_id}")
+        base = built[rec.graph_id]
+        graphs.append(TextualGraph(base.nodes, base.edges, rec.question, rec.answers, rec.graph_id))
+    return records, graphs, None, {"split": split, "scenes": len(built), "no_scene_skipped": skipped,
+                                   "questions_with_scene": with_scene, "sampled": len(pool)}
 
 
 # CLEVR relationships[rel][i] lists the objects that are `rel` of object i.

@@ -6,7 +6,8 @@ question. Texts are collected into one table of distinct strings and each is enc
 question that reads it is first used (relation names and entities repeat thousands of times, and
 most runs read a subset). The whole object is cached under
 ``.cache/datasets/``, keyed by the builder config, the encoder and the raw files' sha256; a
-truncated or corrupted cache file fails its checksum and is rebuilt.
+truncated or corrupted cache file fails its checksum and is rebuilt. The papers' own data (RoG-webqsp, RoG-cwq, full
+GQA) is optional: :func:`available` says whether it is here, :func:`dataset_source` names every dataset's source.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -24,19 +26,22 @@ import torch
 from torch_geometric.data import Data
 
 from . import datasets as builders
+from . import rog
 from .config import EMBEDDED_TEXT_ENCODER, TextEncoderConfig, check_choice
 from .data import TextualGraph, load_split
 from .g_retriever.retrieval import DATASET_RETRIEVAL, retrieve_subgraph, text_similarities
 from .g_retriever.textualize import textualize
 from .kg import KnowledgeGraph, NeighbourhoodConfig
+from .paths import PAPERS_DATA as PAPERS_FOLDERS
 from .paths import DataNotFoundError, cache_root, data_root
 from .prompts import KGQA_DATASETS
-from .published import PAPER_STATS
+from .published import DATASET_SOURCE, PAPER_STATS
 from .runs import atomic_write_bytes, config_hash, read_json, sha256_file, write_json
 from .text_encoder import EmbeddingStore
 
 FORMAT_VERSION = 4  # bump when the cached layout or a builder's output changes (4: embeddings encoded lazily)
-DATASETS = ("explagraphs", "webqsp", "webqsp_full", "metaqa", "gqa_micro", "clevr")
+DATASETS = ("explagraphs", "webqsp", "webqsp_full", "metaqa", "gqa_micro", "clevr", "rog_webqsp", "rog_cwq", "gqa")
+ROG_DATASETS = {"rog_webqsp": "webqsp", "rog_cwq": "cwq"}  # read from parquet shards (gr_core.rog), not RAW_FILES
 
 # Raw files (relative to the data root) that each dataset is built from; their checksums key the cache.
 RAW_FILES = {
@@ -50,7 +55,9 @@ RAW_FILES = {
     "clevr": ["scene_graphs/clevr/CLEVR_train_scenes_1000.json", "scene_graphs/clevr/CLEVR_val_scenes_500.json"]
              + [f"scene_graphs/clevr/questions/CLEVR_{s}_1_{t}.json" for s in ("train", "val")
                 for t in ("compare_integer", "one_hop", "same_relate", "single_or", "zero_hop")],
+    "gqa": [f"gqa/{s}_{t}.json" for s in ("train", "val") for t in ("sceneGraphs", "balanced_questions")],
 }
+PAPERS_DATA = tuple(PAPERS_FOLDERS)  # optional, large (docs/data.md): a persistent sha256 memo
 
 
 @dataclass(frozen=True)
@@ -130,6 +137,21 @@ class LazyEmbeddings:
         self.prefetch(range(len(self)))
         return self._rows if dtype is None else self._rows.astype(dtype)
 
+    def __getstate__(self) -> dict:
+        # only the encoded rows: a table of millions of texts (RoG) pickles small while few are encoded
+        done = np.flatnonzero(self._done)
+        return {"texts": self.texts, "encoder": self.encoder, "dim": self._rows.shape[1], "done": done,
+                "rows": self._rows[done]}
+
+    def __setstate__(self, state: dict) -> None:
+        if "_rows" in state:  # a cache file written before the compact form
+            self.__dict__.update(state)
+            return
+        self.texts, self.encoder = state["texts"], state["encoder"]
+        self._rows = np.zeros((len(self.texts), state["dim"]), np.float32)  # untouched pages cost no memory
+        self._done = np.zeros(len(self.texts), bool)
+        self._rows[state["done"]], self._done[state["done"]] = state["rows"], True
+
 
 @dataclass
 class GraphQADataset:
@@ -141,6 +163,7 @@ class GraphQADataset:
         use (:meth:`prefetch` encodes a set of questions' rows in one batch).
         ``node_text_ids[i]`` / ``edge_text_ids[i]``: rows of ``text_emb`` for graph i's nodes / edges
         (stored graphs); for KB datasets ``entity_text_ids`` / ``relation_text_ids`` map KB ids instead.
+        RoG datasets hold ``graphs`` and these as lazy sequences over packed arrays (``rog.PackedGraphs``).
     """
 
     config: DatasetConfig
@@ -149,9 +172,9 @@ class GraphQADataset:
     texts: list[str]
     text_emb: LazyEmbeddings
     question_emb: LazyEmbeddings
-    graphs: list[TextualGraph] | None = None
-    node_text_ids: list[np.ndarray] | None = None
-    edge_text_ids: list[np.ndarray] | None = None
+    graphs: Sequence[TextualGraph] | None = None
+    node_text_ids: Sequence[np.ndarray] | None = None
+    edge_text_ids: Sequence[np.ndarray] | None = None
     kg: KnowledgeGraph | None = None
     entity_text_ids: np.ndarray | None = None
     relation_text_ids: np.ndarray | None = None
@@ -249,17 +272,54 @@ def _sha256_cached(path: str, size: int, mtime_ns: int) -> str:
     return sha256_file(path)
 
 
+def _sha256_memo(path: Path) -> str:
+    """sha256 of a large file, remembered across processes per (path, size, mtime) in ``.cache/datasets/sha256.json``
+    (hashing RoG-cwq's 2 GB on every load would take longer than reading the cached dataset)."""
+    st = path.stat()
+    memo_file = cache_root() / "datasets" / "sha256.json"
+    memo = read_json(memo_file) if memo_file.is_file() else {}
+    entry, stamp = memo.get(str(path.resolve()), {}), [st.st_size, st.st_mtime_ns]
+    if entry.get("stamp") != stamp:
+        entry = memo[str(path.resolve())] = {"stamp": stamp, "sha256": sha256_file(path)}
+        write_json(memo_file, memo)
+    return entry["sha256"]
+
+
 def raw_checksums(name: str) -> dict[str, str]:
+    """sha256 of each raw file ``name`` is built from, keyed by its path under the data folder (RoG shards as
+    ``rog/<name>/data/<shard>`` wherever they were found: the data folder or a hub cache)."""
+    if name in ROG_DATASETS:
+        return {f"rog/{ROG_DATASETS[name]}/data/{p.name}": _sha256_memo(p)
+                for paths in rog.find_shards(ROG_DATASETS[name]).values() for p in paths}
     root = data_root()
     out = {}
     for rel in RAW_FILES[name]:
         p = root / rel
         if not p.is_file():
+            papers = " --papers" if name in PAPERS_DATA else ""
             raise DataNotFoundError(f"missing raw data file {p} needed by dataset {name!r}; ./gr data --check "
-                                    f"lists what is missing and ./gr data --fetch {root} downloads it (docs/data.md)")
+                                    f"lists what is missing and ./gr data --fetch {root}{papers} downloads it "
+                                    "(docs/data.md)")
         st = p.stat()
-        out[rel] = _sha256_cached(str(p), st.st_size, st.st_mtime_ns)
+        out[rel] = _sha256_memo(p) if name in PAPERS_DATA else _sha256_cached(str(p), st.st_size, st.st_mtime_ns)
     return out
+
+
+def available(name: str) -> bool:
+    """Whether ``name``'s raw files are here (the presets use the papers' data only when it is)."""
+    check_choice("available", "name", name, DATASETS)
+    try:
+        if name in ROG_DATASETS:
+            return bool(rog.find_shards(ROG_DATASETS[name]))
+        return all((data_root() / rel).is_file() for rel in RAW_FILES[name])
+    except DataNotFoundError:
+        return False
+
+
+def dataset_source(name: str) -> str:
+    """Where ``name``'s questions and graphs come from, as tables name it: the papers' data, or which stand-in."""
+    check_choice("dataset_source", "name", name, DATASETS)
+    return DATASET_SOURCE[name]
 
 
 def _subset(split: dict[str, list[int]], n: int | None) -> dict[str, list[int]]:
@@ -284,19 +344,28 @@ def build_dataset(cfg: DatasetConfig, store: EmbeddingStore | None = None) -> Gr
         records, graphs, kg, notes = builders.build_metaqa(cfg.hops, seed=cfg.split_seed)
     elif cfg.name == "gqa_micro":
         records, graphs, kg, notes = builders.build_gqa(seed=cfg.split_seed)
+    elif cfg.name == "gqa":  # builds only the graphs of the questions it keeps
+        records, graphs, kg, notes = builders.build_gqa_full(seed=cfg.split_seed, max_questions=cfg.max_questions)
+    elif cfg.name in ROG_DATASETS:  # keeps the first max_questions of each split while streaming
+        records, graphs, kg, notes = rog.build_rog(ROG_DATASETS[cfg.name], cfg.max_questions)
     else:
         records, graphs, kg, notes = builders.build_clevr(seed=cfg.split_seed)
     split = _subset(notes.pop("split"), cfg.max_questions)
-    keep = sorted(i for idx in split.values() for i in idx)
-    remap = {old: new for new, old in enumerate(keep)}
-    records = [records[i] for i in keep]
-    graphs = [graphs[i] for i in keep] if graphs is not None else None
-    split = {k: [remap[i] for i in v] for k, v in split.items()}
+    packed = isinstance(graphs, rog.PackedGraphs)  # one graph per question, its texts already in one table
+    if not packed:
+        keep = sorted(i for idx in split.values() for i in idx)
+        remap = {old: new for new, old in enumerate(keep)}
+        records = [records[i] for i in keep]
+        graphs = [graphs[i] for i in keep] if graphs is not None else None
+        split = {k: [remap[i] for i in v] for k, v in split.items()}
 
     table = _TextTable()
     ds = GraphQADataset(cfg, records, split, [], np.zeros((0, 0), np.float32), np.zeros((0, 0), np.float32),
                         graphs=graphs, kg=kg)
-    if graphs is not None:
+    if packed:
+        ds.node_text_ids, ds.edge_text_ids = graphs.node_text_ids, graphs.edge_text_ids
+        table.referenced, edges = graphs.referenced, graphs.num_edges
+    elif graphs is not None:
         # Questions about one scene share its graph: its texts are referenced (and looked up) once.
         per_graph: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for rec, g in zip(records, graphs):
@@ -304,6 +373,7 @@ def build_dataset(cfg: DatasetConfig, store: EmbeddingStore | None = None) -> Gr
                 per_graph[rec.graph_id] = (table.add(g.nodes.node_attr), table.add(g.edges.edge_attr))
         ds.node_text_ids = [per_graph[r.graph_id][0] for r in records]
         ds.edge_text_ids = [per_graph[r.graph_id][1] for r in records]
+        edges = sum(len(e) for _, e in per_graph.values())
     else:
         if cfg.max_questions:  # a subset encodes only the entities its neighbourhoods reach
             needed = np.unique(np.concatenate([ds.graph(i).nodes.kb_id.to_numpy() for i in range(len(records))]))
@@ -313,12 +383,14 @@ def build_dataset(cfg: DatasetConfig, store: EmbeddingStore | None = None) -> Gr
         ds.entity_text_ids[needed] = table.add(kg.entities[e] for e in needed)
         ds.relation_text_ids = table.add(kg.relations)
         table.referenced += len(kg.heads) * 3 - len(needed) - len(kg.relations)  # each triple names 3 texts
-    texts = list(table.ids)
+        edges = kg.num_edges
+    texts = graphs.texts if packed else list(table.ids)
     dim = (store or EmbeddingStore.shared(TextEncoderConfig(model=cfg.encoder))).dim
     ds.texts, ds.text_emb = texts, LazyEmbeddings(texts, dim, cfg.encoder)
     ds.question_emb = LazyEmbeddings([r.question for r in records], dim, cfg.encoder)
-    # graph texts only; the questions are encoded on their own
-    ds.meta = {"notes": notes, "texts_referenced": table.referenced, "texts_encoded": len(texts),
+    # the preprocessing cost: graph texts only (the questions are encoded on their own), edges over distinct graphs
+    ds.meta = {"source": dataset_source(cfg.name), "notes": notes, "questions": len(records), "edges": int(edges),
+               "texts_referenced": table.referenced, "texts_encoded": len(texts),
                "dedup_factor": round(table.referenced / max(len(texts), 1), 3),
                "build_seconds": round(time.perf_counter() - start, 2),
                "split_sizes": {k: len(v) for k, v in split.items()}}
@@ -346,6 +418,7 @@ def load_dataset(cfg: DatasetConfig | str, force: bool = False, store: Embedding
             data = blob.read_bytes()  # read once: checksum, then unpickle the same bytes
             if hashlib.sha256(data).hexdigest() == info.get("sha256"):
                 ds = pickle.loads(data)
+                ds.meta["source"] = dataset_source(cfg.name)  # today's label, also on caches written before it
                 ds.meta["cache"] = {"hit": True, "file": str(blob)}
                 return ds
     ds = build_dataset(cfg, store)

@@ -169,7 +169,9 @@ def load_llm(cfg: LLMConfig | None = None):
     """Load the tokenizer and causal LM in eval mode with every weight frozen.
 
     The dtype and the attention kernel follow the hardware (:mod:`gr_core.precision`). In a reduced precision on CPU
-    the vocabulary projection gets a contiguous input (:func:`_contiguous_head_input`).
+    the vocabulary projection gets a contiguous input (:func:`_contiguous_head_input`). ``cfg.quantization`` loads
+    the weights through bitsandbytes (:func:`quantization_config`); ``cfg.gradient_checkpointing`` recomputes each
+    decoder layer in the backward pass of a training step instead of keeping its activations.
 
     Returns:
         ``(model, tokenizer)``; the model sits on the resolved device in the resolved dtype.
@@ -180,16 +182,51 @@ def load_llm(cfg: LLMConfig | None = None):
     cfg = cfg or LLMConfig()
     device = resolve_device(cfg.device)
     dtype = resolve_dtype(cfg.dtype, device)
+    quantized = quantization_config(cfg, dtype)  # checked first: a missing bitsandbytes fails before any loading
     path = model_path(cfg)
     tokenizer = load_tokenizer(cfg)
     attention = attention_implementation(dtype, device)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **({"attn_implementation": attention}
-                                                                       if attention else {})).to(device)
+    kwargs = {"attn_implementation": attention} if attention else {}
+    if quantized is not None:  # bitsandbytes places the quantized weights itself; .to() would refuse them
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, quantization_config=quantized,
+                                                     device_map={"": device}, **kwargs)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **kwargs).to(device)
     if device == "cpu" and dtype != torch.float32 and model.get_output_embeddings() is not None:
         model.get_output_embeddings().register_forward_pre_hook(_contiguous_head_input)
+    if cfg.gradient_checkpointing:
+        # active only in train mode (transformers checks module.training), so validation and generation run as
+        # before; non-reentrant: the input of a frozen layer needs no requires_grad, and LoRA / the soft prompt
+        # get the same gradients (tests/test_gpu_plan.py)
+        if hasattr(model, "activation_checkpointing_enable"):  # its name since transformers 5.2x (the old one warns)
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.eval()
     model.requires_grad_(False)
     return model, tokenizer
+
+
+def quantization_config(cfg: LLMConfig, dtype):
+    """The ``BitsAndBytesConfig`` of ``cfg.quantization`` (None without one): ``"8bit"`` is LLM.int8 (Dettmers et
+    al. 2022), ``"4bit"`` NF4 with double quantization and ``dtype`` compute (QLoRA, Dettmers et al. 2023).
+
+    Raises:
+        ModuleNotFoundError: ``bitsandbytes`` is not installed (it is not a dependency: CUDA machines only).
+    """
+    if cfg.quantization is None:
+        return None
+    if importlib.util.find_spec("bitsandbytes") is None:
+        raise ModuleNotFoundError(
+            f"LLMConfig.quantization={cfg.quantization!r} (preset option quantization) loads the LLM's weights in "
+            f"{cfg.quantization} through bitsandbytes, which is not installed: pip install bitsandbytes (on a CUDA "
+            "machine), or set quantization to null")
+    from transformers import BitsAndBytesConfig  # noqa: PLC0415 deferred: transformers + torch, ~2 s at start-up
+
+    if cfg.quantization == "8bit":
+        return BitsAndBytesConfig(load_in_8bit=True)
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                              bnb_4bit_compute_dtype=dtype)
 
 
 def _contiguous_head_input(module, args):

@@ -59,6 +59,52 @@ def data_root() -> Path:
     )
 
 
+def hub_cache_root() -> Path:
+    """The Hugging Face hub cache: ``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else ``~/.cache/huggingface/hub``."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"])
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]) / "hub"
+    return Path.home() / ".cache" / "huggingface" / "hub"
+
+
+def hub_snapshot(repo: str) -> Path:
+    """``<hub cache>/datasets--owner--name/snapshots/<rev>/data`` of a dataset repo: the revision ``refs/main`` names,
+    else the newest (a path that does not exist when there is none, to be named in an error)."""
+    base = hub_cache_root() / f"datasets--{repo.replace('/', '--')}"
+    snapshots = [p for p in (base / "snapshots").glob("*") if any((p / "data").glob("*.parquet"))]
+    ref = base / "refs" / "main"
+    main = base / "snapshots" / ref.read_text().strip() if ref.is_file() else None
+    if main in snapshots:
+        return main / "data"
+    if snapshots:
+        return max(snapshots, key=lambda p: p.stat().st_mtime) / "data"
+    return base / "snapshots" / "<rev>" / "data"
+
+
+# The papers' own datasets (docs/data.md): where ``./gr data --fetch DIR --papers`` puts them in the data folder
+# (the hub dataset repo, or "" for GQA's zips; the folder under the data folder)
+PAPERS_DATA = {"rog_webqsp": ("rmanluo/RoG-webqsp", "rog/webqsp"), "rog_cwq": ("rmanluo/RoG-cwq", "rog/cwq"),
+               "gqa": ("", "gqa")}
+# GQA's official files per split: (scene graphs, balanced questions)
+GQA_FILES = (("train_sceneGraphs.json", "train_balanced_questions.json"),
+             ("val_sceneGraphs.json", "val_balanced_questions.json"))
+
+
+def papers_data_here(name: str) -> bool:
+    """Whether the papers' dataset ``name`` (a key of :data:`PAPERS_DATA`) is here: RoG shards in the data folder or
+    the hub cache, GQA's four official files. A presence check (the presets choose with it); an incomplete download
+    is then named by the dataset's reader."""
+    repo, folder = PAPERS_DATA[name]
+    try:
+        local = data_root() / folder
+    except DataNotFoundError:
+        local = None
+    if not repo:
+        return local is not None and all((local / f).is_file() for pair in GQA_FILES for f in pair)
+    return (local is not None and any((local / "data").glob("*.parquet"))) or any(hub_snapshot(repo).glob("*.parquet"))
+
+
 def data_file(*parts: str) -> Path:
     """One file (or folder) under :func:`data_root`, checked to exist.
 

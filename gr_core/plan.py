@@ -29,17 +29,23 @@ from pathlib import Path
 
 import pandas as pd
 
-from .config import EMBEDDED_LLM, PRESETS, notebook_parameters, resolve_device
+from .config import EMBEDDED_LLM, PRESETS, notebook_parameters, papers_data_notes, resolve_device
+from .gpu_plan import (FP32, PAPER_LLM, PUBLISHED, Shapes, Step, describe_lines, duration, llm_shapes, memory_lines,
+                       step_from_run_config, train_flops_per_token)
 from .llm import unavailable
 from .paths import find_notebooks, outputs_root
 from .precision import dtype_name, resolve_dtype
 from .runs import config_hash, seed_progress
-from .speeds import LORA_METHODS, Profile, bench_json, gnn_rag_measured, measured_runs, profiles
+from .published import PAPER_TABLE12
+from .speeds import LORA_METHODS, Profile, bench_json, gnn_rag_measured, llm_training_rates, measured_runs, profiles
 
 # Split sizes (train, val, test) as the loaders build them (gr_core.graphqa.load_dataset; tested against it).
 SPLIT_SIZES = {
     "explagraphs": (1659, 553, 554), "webqsp": (976, 326, 326), "webqsp_full": (0, 0, 18), "clevr": (459, 131, 260),
     "metaqa-1hop": (8993, 999, 9947), "metaqa-2hop": (13385, 1487, 14872), "metaqa-3hop": (12847, 1427, 14274),
+    # the papers' data when fetched (graphqa.available): RoG's published splits (the issue-60 dataset cards; GNN-RAG
+    # Table 7) and GR's 100k GQA sample split 6:2:2 by image (about, since images hold different question counts)
+    "rog_webqsp": (2826, 246, 1628), "rog_cwq": (27639, 3519, 3531), "gqa": (60000, 20000, 20000),
 }
 
 
@@ -150,7 +156,11 @@ def training_rows(preset: str, measured: pd.DataFrame, profile: Profile, root: P
         row = estimate_run(dataset, method, n_seeds, epochs, sizes, trained, measured, profile, name=name, llm=llm)
         seeds = list(range(base_seed, base_seed + n_seeds))
         # the configuration each seed's run directory must hold (the notebook's own; None: not checked, e.g. a sweep)
-        cfgs = [preset_run_config(preset, dataset, method, k, notebook, overrides) if hashed else None for k in seeds]
+        try:
+            cfgs = [preset_run_config(preset, dataset, method, k, notebook, overrides) if hashed else None
+                    for k in seeds]
+        except OSError:  # gr_wo_projector reads the LLM's width from its config: a hub id not downloaded here
+            cfgs = [None] * len(seeds)
         hashes = [None if c is None else config_hash(c.to_dict()) for c in cfgs]
         dtype = None if cfgs[0] is None else dtype_name(resolve_dtype(cfgs[0].model.llm.dtype,
                                                                        resolve_device(cfgs[0].model.llm.device)))
@@ -337,7 +347,8 @@ def render(preset: str, profile: str = "cpu-bf16", root: Path | None = None, ove
     """The plan as the text ``--dry-run`` prints (arguments as :func:`plan`)."""
     runs, notebooks = plan(preset, profile, root, overrides, only)
     prof = profiles(root)[profile]
-    lines = [f"plan of preset {preset!r} on {prof.name}: {prof.description}", f"  speeds from: {prof.basis}", ""]
+    lines = [f"plan of preset {preset!r} on {prof.name}: {prof.description}", f"  speeds from: {prof.basis}"]
+    lines += [f"  data: {note}" for note in papers_data_notes(preset)] + [""]
     for nb in notebooks.itertuples():
         other = ("other work not measured" if nb.other_seconds is None or nb.other_seconds != nb.other_seconds
                  else f"other work {nb.other_seconds / 60:.1f} min (last measured {nb.last_measured_seconds / 60:.1f} "
@@ -362,7 +373,63 @@ def render(preset: str, profile: str = "cpu-bf16", root: Path | None = None, ove
                  else ""),
               f"LLM training tokens in all: {tokens / 1e6:.1f} M (x epochs and seeds; divide by a measured tokens/s "
               "for the time)"]
+    if prof.memory_gb:  # a GPU: does the preset's LLM fit, and how long is an epoch (gr_core.gpu_plan)
+        n_train = _sizes(notebook_parameters(preset, "03_training", overrides), "webqsp")[0]
+        lines += ["", *gpu_lines(preset, prof, n_train, overrides, root)]
     return "\n".join(lines)
+
+
+def epoch_lines(s: Shapes, step: Step, n_train: int, root: Path | None = None, on_h100: bool = True) -> list[str]:
+    """Time per WebQSP epoch of ``n_train`` questions for LLM shapes ``s`` (:mod:`gr_core.gpu_plan`): FLOPs over the
+    embedded SmolLM2-135M's measured rates (:func:`gr_core.speeds.llm_training_rates`), expected and bounds."""
+    rates = llm_training_rates(root)
+    gpu, cpu = rates.get("gpu"), rates.get("cpu")
+    if gpu is None:
+        return ["  time per epoch: unknown, no LLM training rate measured on a GPU "
+                "(python bench/train_infer_throughput.py on the node writes it)"]
+    per_example = gpu.tokens_per_example or step.seq_len
+    tokens = n_train * per_example
+    flops = train_flops_per_token(s, step.label_rows / per_example)
+    ckpt = train_flops_per_token(s, step.label_rows / per_example, True) / flops
+    where = "" if on_h100 else "on an H100 (nothing measured on this card): "
+    lines = [f"  time per WebQSP epoch {where}{n_train} questions x {per_example:.0f} tokens (measured, SmolLM2's "
+             f"tokenizer) x {flops / 1e9:.1f} GFLOP per token (4 N + 4 V d per logit row; x{ckpt:.2f} with "
+             "checkpointing) over a measured rate:"]
+    if cpu is not None:
+        lines.append(f"    expected {duration(tokens * flops / (cpu.mfu * gpu.peak_flops_per_s))}: {cpu.mfu:.1%} MFU "
+                     f"(SmolLM2-135M compute-bound, {cpu.dtype} on {cpu.device}: {cpu.source}) of the H100's "
+                     f"measured {gpu.dtype} GEMM peak {gpu.peak_flops_per_s / 1e12:.0f} TFLOP/s")
+    return lines + [
+        f"    at most {duration(tokens * flops / gpu.flops_per_s)}: SmolLM2-135M's H100 rate scaled by FLOPs "
+        f"({gpu.tokens_per_s:.0f} tokens/s = {gpu.flops_per_s / 1e12:.2f} TFLOP/s, {gpu.mfu:.2%} MFU: a launch-bound "
+        f"small model; {gpu.source})",
+        f"    at least {duration(tokens * flops / gpu.peak_flops_per_s)}: at that peak"]
+
+
+def gpu_lines(preset: str, profile: Profile, n_train: int, overrides: dict | None = None,
+              root: Path | None = None) -> list[str]:
+    """The GPU plan a GPU profile prints: for the preset's LLM and, when it is another, the paper's Llama-2-7B, the
+    memory of the preset's G-Retriever + LoRA step (the largest) and the time per epoch (:mod:`gr_core.gpu_plan`)."""
+    from .g_retriever.experiments import preset_run_config  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.g_retriever; this module stays torch-free
+
+    cfg = preset_run_config(preset, "webqsp", "g_retriever_lora", 0, "03_training", overrides)
+    step, llm = step_from_run_config(cfg), cfg.model.llm
+    models = [(llm.model, " (the preset's LLM)")]
+    if llm_shapes(llm.model) != PUBLISHED[PAPER_LLM.lower()]:
+        models.append((PAPER_LLM, " (the paper's LLM, GR App. B.1)"))
+    dtype_bytes = FP32 if llm.dtype == "float32" else 2  # "auto" is bf16 on CUDA
+    lines = []
+    for model, note in models:
+        s = llm_shapes(model)
+        lines += ([""] if lines else []) + [f"GPU plan: {model}{note} on {profile.name}, {profile.memory_gb:.0f} GB"]
+        if s is None:
+            lines.append(f"  no shapes for {model}: give a local model folder (its config.json is read)")
+            continue
+        lines += [*describe_lines(s, step), *memory_lines(s, step, (llm.quantization, llm.gradient_checkpointing),
+                                                          profile.memory_gb, dtype_bytes, cfg.train.eval_batch_size),
+                  *epoch_lines(s, step, n_train, root, on_h100=profile.name == "h100")]
+    return lines + [f"  the paper beside it: G-Retriever {PAPER_TABLE12['g_retriever'][1]} on WebQSP, 2,826 questions "
+                    "of ~610 retrieved tokens, on 2 x A100-80G (GR Tables 4, 12)"]
 
 
 def default_profile(preset: str) -> str:
@@ -375,8 +442,9 @@ def default_profile(preset: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gr_core.plan", description=__doc__.split("\n")[0])
     parser.add_argument("--preset", default="quick", choices=PRESETS)
-    parser.add_argument("--profile", default=None, help="cpu-fp32 | cpu-bf16 | h100 (default: h100 for full, "
-                                                        "else this CPU's own dtype)")
+    parser.add_argument("--profile", default=None, help="cpu-fp32 | cpu-bf16 | h100 | gpu-80gb | gpu-24gb (default: "
+                                                        "h100 for full, else this CPU's own dtype); a GPU profile "
+                                                        "adds the LLM's memory plan")
     args = parser.parse_args(argv)
     print(render(args.preset, args.profile or default_profile(args.preset)))
     return 0

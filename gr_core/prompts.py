@@ -38,8 +38,8 @@ def graph_prompt(desc: str, question: str) -> str:
 ZERO_COT = "Let's think step by step."  # Kojima et al. 2022
 COT_BAG = "Let's construct a graph with the nodes and edges first."  # Wang et al. 2023 ("build-a-graph")
 
-SCENE_GRAPH_DATASETS = ("gqa_micro", "clevr")
-KGQA_DATASETS = ("webqsp", "webqsp_full", "metaqa")
+SCENE_GRAPH_DATASETS = ("gqa_micro", "clevr", "gqa")
+KGQA_DATASETS = ("webqsp", "webqsp_full", "metaqa", "rog_webqsp", "rog_cwq")
 
 
 def question_for(dataset: str, question: str) -> str:

@@ -22,6 +22,22 @@ PAPER_STATS = {
                     "coverage_any": 0.949, "source": "GR Tables 2, 4; GNN-RAG Table 7"},
     "metaqa_3hop": {"mean_nodes": 497.9, "coverage_any": 0.990, "source": "GNN-RAG Table 7 (MetaQA-3)"},
 }
+PAPER_STATS["rog_webqsp"] = PAPER_STATS["webqsp_full"]
+PAPER_STATS["gqa"] = {**PAPER_STATS["gqa_micro"], "source": "GR Tables 2, 4"}
+
+# Where each dataset's questions and graphs come from (graphqa.dataset_source): every table and RESULTS.md row names
+# it, so that a stand-in is never read as the paper's data (docs/data.md).
+DATASET_SOURCE = {
+    "explagraphs": "ExplaGraphs train+dev, GR's file and 6:2:2 split",
+    "webqsp": "offline stand-in: re-split RoG test mini-graphs",
+    "webqsp_full": "RoG-webqsp test rows (18 complete 2-hop graphs)",
+    "metaqa": "MetaQA KB and questions; train/val re-split from the official dev questions",
+    "gqa_micro": "offline stand-in: 14 GQA-format scenes, 33 questions",
+    "clevr": "offline stand-in: CLEVR scenes for GQA SceneGraphs",
+    "rog_webqsp": "RoG-webqsp, 2-hop graphs (rmanluo/RoG-webqsp)",
+    "rog_cwq": "RoG-cwq, 2-hop graphs (rmanluo/RoG-cwq)",
+    "gqa": "GQA scene graphs and balanced questions, GR's 100k sample split by image",
+}
 
 # GR Table 3: (mean, std) per method and paper column; inference-only rows have no std. Question-only: v1 Table 3 and
 # Table 12 (WebQSP 61.16 in Table 12; 0.6136 as a fraction in v1 Table 3).
@@ -39,7 +55,8 @@ PAPER_TABLE3: dict[str, dict[str, tuple[float, float | None]]] = {
 }
 # our datasets -> the paper column they stand in for (CLEVR for SceneGraphs; MetaQA is not in GR)
 PAPER_COLUMN = {"explagraphs": "explagraphs", "clevr": "scene_graphs", "gqa_micro": "scene_graphs",
-                "webqsp": "webqsp", "webqsp_full": "webqsp", "metaqa": None}
+                "gqa": "scene_graphs", "webqsp": "webqsp", "webqsp_full": "webqsp", "rog_webqsp": "webqsp",
+                "metaqa": None, "rog_cwq": None}
 
 # GR Table 4 (final version): before / after retrieval
 PAPER_TABLE4 = {
@@ -80,6 +97,7 @@ PAPER_TABLE11 = {"pcst": 70.49, "kaping": 60.81}
 # The GNN reasoner alone (GNN-RAG Table 2, ReaRev on dense subgraphs), H@1 and F1
 PAPER_GNN_ONLY = {
     "webqsp": {"h1": 76.4, "f1": 70.9, "source": "ReaRev, GNN-RAG Table 2"},
+    "rog_cwq": {"h1": 52.9, "f1": 47.8, "source": "ReaRev, GNN-RAG Table 2"},
 }
 # GNN-RAG paper numbers for our rows (Hit / H@1 / F1 in %, median input tokens; GNN-RAG paper Tables 2, 4).
 PAPER_GNN_RAG = {
@@ -89,9 +107,16 @@ PAPER_GNN_RAG = {
     ("webqsp", "gnn+rog"): {"Hit": 90.7, "Hit@1": 82.8, "F1": 73.5, "tokens": 299,
                             "source": "GNN-RAG+RA, Tables 2/4 (h)"},
     ("webqsp", "pcst"): {"Hit@1": 70.1, "source": "G-Retriever (LLaMA2-7B), GNN-RAG Table 2"},
+    ("rog_cwq", "none"): {"Hit": 34.6, "source": "untuned LLaMA2-Chat-7B, Table 5"},
+    ("rog_cwq", "rog"): {"Hit": 62.6, "Hit@1": 57.8, "F1": 56.2, "source": "RoG, Table 2"},
+    ("rog_cwq", "gnn"): {"Hit": 66.8, "Hit@1": 61.7, "F1": 59.4, "source": "GNN-RAG, Table 2"},
+    ("rog_cwq", "gnn+rog"): {"Hit": 68.7, "Hit@1": 62.8, "F1": 60.4, "source": "GNN-RAG+RA, Table 2"},
     ("metaqa-3hop", "gnn"): {"Hit@1": 98.6, "source": "GNN-RAG, Table 11"},
     ("metaqa-3hop", "rog"): {"Hit@1": 84.8, "source": "RoG, GNN-RAG Table 11"},
 }
+# RoG-webqsp is the papers' own WebQSP: the same rows (the re-split mini-graphs only stand in for them)
+PAPER_GNN_ONLY["rog_webqsp"] = PAPER_GNN_ONLY["webqsp"]
+PAPER_GNN_RAG.update({("rog_webqsp", r): v for (k, r), v in list(PAPER_GNN_RAG.items()) if k == "webqsp"})
 PAPER_HOPS_F1 = {  # GNN-RAG Table 8 (WebQSP F1 by hops)
     ("rog", 1): 73.4, ("rog", 2): 63.3, ("gnn", 1): 72.0, ("gnn", 2): 69.8, ("gnn+rog", 1): 74.6, ("gnn+rog", 2): 71.1,
 }

@@ -32,6 +32,7 @@ class Profile:
     answer: float | None
     reasoner_seconds_per_question: dict = field(default_factory=dict)  # dataset key -> s per question and epoch
     basis: str = ""
+    memory_gb: float | None = None  # the GPU's memory (1 GB = 1e9 bytes); None: a CPU, no GPU memory plan
 
 
 def bench_json(path: Path) -> dict:
@@ -63,12 +64,59 @@ def profiles(root: Path | None = None) -> dict[str, Profile]:
     if on_gpu.get("ours_train_tokens_per_s") and on_cpu.get("ours_train_tokens_per_s"):
         train = on_gpu["ours_train_tokens_per_s"] / on_cpu["ours_train_tokens_per_s"]
         answer = on_gpu["ours_infer_answers_per_s"] / on_cpu["ours_infer_answers_per_s"]
-    out["h100"] = Profile("h100", "one NVIDIA H100 (the full preset's target)", train, train, answer, gpu,
+    out["h100"] = Profile("h100", "one NVIDIA H100 80GB (the full preset's target)", train, train, answer, gpu,
                           "reasoner: outputs/gpu/reasoner_sweep.jsonl; LLM: outputs/gpu/train_infer_throughput.json "
                           "over outputs/bench/train_infer_throughput-float32.json" + (
                               "" if train else " (no LLM throughput measured on a GPU yet: those rows are unknown; "
-                                               "`python bench/train_infer_throughput.py` on the node measures it)"))
+                                               "`python bench/train_infer_throughput.py` on the node measures it)"),
+                          memory_gb=80.0)
+    # memory-only targets: what fits is computed from the LLM's shapes (gr_core.gpu_plan); nothing was timed on them
+    for gb, cards in ((80.0, "A100 80GB, H100"), (24.0, "RTX 4090, RTX A5000, A10, L4")):
+        name = f"gpu-{gb:.0f}gb"
+        out[name] = Profile(name, f"one {gb:.0f} GB GPU ({cards}): the memory plan; no speed measured on it", None,
+                            None, None, {}, "none measured: the runs' times are unknown", memory_gb=gb)
     return out
+
+
+@dataclass(frozen=True)
+class TrainingRate:
+    """A measured LLM training rate, as the FLOP/s it achieved (``bench/train_infer_throughput.py``).
+
+    ``flops_per_s`` = the bench's MFU x its measured GEMM peak in the dtype used: the bench's own FLOP count,
+    ``4 x (N_nonembedding x tokens + vocab MACs x logit rows)`` for a frozen LLM, over the step time.
+    """
+
+    device: str
+    tokens_per_s: float
+    flops_per_s: float
+    peak_flops_per_s: float  # the bench's measured GEMM peak in its dtype
+    mfu: float
+    dtype: str
+    source: str
+    tokens_per_example: float  # real tokens of a WebQSP training example, SmolLM2's tokenizer (the bench's batches)
+
+
+def training_rate(path: Path) -> TrainingRate | None:
+    """The training rate recorded by ``bench/train_infer_throughput.py`` at ``path``; None when it is missing."""
+    b = bench_json(path)
+    if not (b.get("mfu") and b.get("best_dtype_peak_gflops") and b.get("ours_train_tokens_per_s")):
+        return None
+    machine = b.get("machine") or {}
+    peak = float((b.get("gemm_peak_gflops_by_dtype") or {}).get(b.get("dtype")) or b["best_dtype_peak_gflops"]) * 1e9
+    where = machine.get("gpu") or f"{machine.get('cpu_count', '?')} cores of {machine.get('cpu_model', 'a CPU')}"
+    return TrainingRate(where, float(b["ours_train_tokens_per_s"]), b["mfu"] * peak, peak, float(b["mfu"]),
+                        str(b.get("dtype")), f"outputs/{path.parent.name}/{path.name}",
+                        float(b.get("ours_tokens_per_batch") or 0) / max(int(b.get("batch_size") or 1), 1))
+
+
+def llm_training_rates(root: Path | None = None) -> dict[str, TrainingRate]:
+    """The embedded SmolLM2-135M's measured training rates: ``gpu`` (bf16 on the H100,
+    ``outputs/gpu/train_infer_throughput.json``) and ``cpu`` (bf16 on 2 AVX512-BF16 cores,
+    ``outputs/bench/train_infer_throughput.json``); a missing file leaves its key out."""
+    root = Path(root) if root is not None else outputs_root("bench").parent
+    found = {"gpu": training_rate(root / "gpu" / "train_infer_throughput.json"),
+             "cpu": training_rate(root / "bench" / "train_infer_throughput.json")}
+    return {k: v for k, v in found.items() if v is not None}
 
 
 def _reasoner_cpu(root: Path) -> dict:

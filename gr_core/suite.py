@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from .config import PRESETS, notebook_parameters
+from .config import PRESETS, notebook_parameters, papers_data_notes
 from .paths import find_notebooks, outputs_root, repo_root
 from .plan import default_profile, plan, render
 from .runs import environment_record, write_json
@@ -75,6 +75,8 @@ def run_suite(preset: str, notebooks_dir: Path | None = None, only: list[str] | 
     results, failed = [], False
     environment = environment_record()
     print(f"suite {preset} on {describe_precision(environment['precision'])}", flush=True)
+    for note in papers_data_notes(preset):
+        print(f"  data: {note}", flush=True)
     previous = _previous_seconds(out_dir / "suite.json")
     planned = planned_seconds(preset, overrides) if any(nb.name not in previous for nb in notebooks) else {}
     total_start = time.perf_counter()
@@ -222,8 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--notebooks-dir", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--dry-run", action="store_true", help="print the plan (each notebook, each run, its "
                         "estimated time from measured speeds: gr_core.plan) and run nothing")
-    parser.add_argument("--profile", default=None, help="with --dry-run: cpu-fp32 | cpu-bf16 | h100 (default: h100 "
-                        "for full, else the CPU's own dtype)")
+    parser.add_argument("--profile", default=None, help="with --dry-run: cpu-fp32 | cpu-bf16 | h100 | gpu-80gb | "
+                        "gpu-24gb (default: h100 for full, else the CPU's own dtype); a GPU adds the LLM's memory plan")
     args = parser.parse_args(argv)
     if args.dry_run:
         print(render(args.preset, args.profile or default_profile(args.preset), overrides=dict(args.param),

@@ -9,8 +9,13 @@ def test_every_preset_loads_and_names_only_existing_notebooks():
     stems = {p.stem for p in (repo_root() / "notebooks").glob("[0-9][0-9]_*.ipynb")}
     for preset in PRESETS:
         table = load_preset(preset)
-        assert set(table) - {"_all", "_training"} <= stems, f"{preset}.yaml names a notebook that does not exist"
+        blocks = {"_all", "_training", "_papers_data"}
+        assert set(table) - blocks <= stems, f"{preset}.yaml names a notebook that does not exist"
         assert set(table["_training"]["notebooks"]) <= stems
+        # the papers' datasets -> an offline stand-in (or None: rows left out)
+        from gr_core.graphqa import DATASETS, PAPERS_DATA
+        for name, standin in (table.get("_papers_data") or {}).items():
+            assert name in PAPERS_DATA and (standin is None or standin in set(DATASETS) - set(PAPERS_DATA)), preset
 
 
 def test_notebooks_that_share_runs_get_the_same_training_parameters_from_one_block():

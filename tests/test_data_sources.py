@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from gr_core import data_sources as ds
+from gr_core.data_papers import PAPERS
 from gr_core.graphqa import RAW_FILES
 from gr_core.paths import DataNotFoundError, data_file, data_root
 
@@ -23,7 +24,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self):  # noqa: N802 (http.server's naming)
         path = self.path.lstrip("/")
         rng = self.headers.get("Range")
-        self.server.log.append((path, rng))
+        self.server.log.append((path, rng) if self.command == "GET" else (self.command, path))
         body = self.server.files.get(path)
         if body is None:
             self.send_error(404)
@@ -34,7 +35,11 @@ class _Handler(BaseHTTPRequestHandler):
         if rng:
             self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
         self.send_header("Content-Length", str(len(data)))
+        for key, value in self.server.headers.get(path, {}).items():
+            self.send_header(key, value)
         self.end_headers()
+        if self.command == "HEAD":
+            return
         if path in self.server.cut:
             self.server.cut.discard(path)  # only the first request is cut
             self.wfile.write(data[: len(data) // 2])
@@ -43,6 +48,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self.wfile.write(data)
 
+    do_HEAD = do_GET  # noqa: N815 (the same answer without its body)
+
     def log_message(self, *args):
         pass
 
@@ -50,7 +57,7 @@ class _Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def server():
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    srv.files, srv.cut, srv.log = {}, set(), []
+    srv.files, srv.cut, srv.log, srv.headers = {}, set(), [], {}
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
     srv.url = f"http://127.0.0.1:{srv.server_address[1]}"
@@ -73,6 +80,9 @@ def test_the_shipped_manifest_is_valid_and_covers_every_builder_input():
     files = ds.load_manifest()
     paths = {f.path for f in files}
     for dataset, rels in RAW_FILES.items():
+        if dataset in PAPERS:  # the papers' own data: fetched with --papers into its folder, not in the manifest
+            assert all(rel.startswith(PAPERS[dataset].folder + "/") for rel in rels), dataset
+            continue
         assert set(rels) <= paths, f"{dataset}: raw files missing from the manifest: {set(rels) - paths}"
     for f in files:
         assert f.licence and f.source
@@ -214,3 +224,244 @@ def test_the_command_line_fetches_from_a_copy_with_another_manifest(tmp_path, ca
     with pytest.raises(SystemExit) as err:
         ds.main(["--from", str(tmp_path)])
     assert err.value.code == 2
+
+
+# ---------------------------------------------------------------------- the papers' datasets (a fake hub and host)
+REV = "9583a106" * 5
+
+
+def _parquet_like(seed: int, n: int = 3000) -> bytes:
+    """Bytes that look like a parquet file (nothing here parses them)."""
+    return b"PAR1" + hashlib.sha256(str(seed).encode()).digest() * (n // 32) + b"PAR1"
+
+
+def _fake_hub(server, repo: str, files: dict[str, bytes], rev: str = REV) -> None:
+    """The hub's revision and tree APIs for ``repo`` and its files under ``resolve/``; ``.parquet`` files are LFS
+    (the tree gives their sha256 as ``lfs.oid``), the others are stored in git (a sha1 ``oid`` only)."""
+    entries = [{"type": "directory", "path": "data/extra", "oid": "0" * 40, "size": 0}]
+    for path, body in files.items():
+        entry = {"type": "file", "path": path, "size": len(body), "oid": hashlib.sha1(body).hexdigest()}
+        if path.endswith(".parquet"):
+            entry["lfs"] = {"oid": hashlib.sha256(body).hexdigest(), "size": len(body), "pointerSize": 134}
+        entries.append(entry)
+        server.files[f"datasets/{repo}/resolve/{rev}/{path}"] = body
+    server.files[f"api/datasets/{repo}/revision/main"] = json.dumps({"id": repo, "sha": rev}).encode()
+    server.files[f"api/datasets/{repo}/tree/{rev}/data"] = json.dumps(entries).encode()
+
+
+WEBQSP = {"data/test-00000-of-00001-9ee8d68f7d951e1f.parquet": _parquet_like(1),
+          "data/train-00000-of-00001-d810a36ed97bc2cc.parquet": _parquet_like(2, 5000),
+          "data/notes.txt": b"a small file stored in git, not LFS\n"}
+
+
+@pytest.fixture
+def hub(server, monkeypatch):
+    monkeypatch.setenv("GR_HF_ENDPOINT", server.url)
+    monkeypatch.setenv("GR_GQA_URL", f"{server.url}/gqa")
+    monkeypatch.setenv("GR_PROGRESS", "off")
+    _fake_hub(server, "rmanluo/RoG-webqsp", WEBQSP)
+    return server
+
+
+def _empty_manifest(tmp_path: Path) -> list[str]:
+    path = tmp_path / "empty_manifest.json"
+    path.write_text(json.dumps({"files": []}))
+    return ["--manifest", str(path)]
+
+
+def test_papers_sizes_are_printed_before_any_transfer_and_each_file_is_recorded(hub, tmp_path, capsys):
+    from gr_core import data_papers as dp
+
+    printed = []
+    report = dp.fetch_papers(tmp_path / "data", ["rog_webqsp", "rog_cwq"], show=False,
+                             out=lambda text: printed.append((text, [e for e in hub.log if "resolve" in e[0]])))
+    (table, transfers_before), = printed
+    assert transfers_before == []  # not one file byte had moved when the table was printed
+    total = sum(map(len, WEBQSP.values()))
+    assert f"rog_webqsp  {'3 files':>9s} {dp.human(total):>10s}" in table and f"@ {REV[:12]}" in table
+    assert "rog_cwq     cannot list its files" in table and "HTTP 404" in report.failed["rog_cwq"]  # others go on
+    assert sorted(report.fetched) == sorted(f"rog/webqsp/{p}" for p in WEBQSP)
+    folder = tmp_path / "data/rog/webqsp"
+    record = json.loads((folder / "fetched.json").read_text())
+    assert record["revision"] == REV and record["source"] == f"{hub.url}/datasets/rmanluo/RoG-webqsp"
+    for path, body in WEBQSP.items():
+        assert (folder / path).read_bytes() == body
+        assert record["files"][path] == {"url": f"{hub.url}/datasets/rmanluo/RoG-webqsp/resolve/{REV}/{path}",
+                                         "size": len(body), "sha256": hashlib.sha256(body).hexdigest()}
+    # the second fetch reads the pinned listing from fetched.json: it asks the hub nothing and transfers nothing
+    hub.log.clear()
+    again = dp.fetch_papers(tmp_path / "data", ["rog_webqsp"], show=False, out=lambda text: None)
+    assert again.already == 3 and again.fetched == [] and again.ok and hub.log == []
+    assert ds.main(_empty_manifest(tmp_path) + ["--check", str(tmp_path / "data")]) == 0
+    out = capsys.readouterr().out
+    assert "rog_webqsp  complete       3" in out and "3 of 3" in out and "rog_cwq     absent" in out
+
+
+def test_the_hub_listing_with_and_without_lfs_over_pages(server, monkeypatch):
+    from gr_core import data_papers as dp
+
+    monkeypatch.setenv("GR_HF_ENDPOINT", server.url)
+    first, second = "api/datasets/o/r/tree/abc/data", "api/datasets/o/r/tree/abc/data?cursor=p2"
+    server.files[first] = json.dumps([
+        {"type": "directory", "path": "data/sub", "oid": "1" * 40, "size": 0},
+        {"type": "file", "path": "data/a.parquet", "size": 99, "oid": "2" * 40,
+         "lfs": {"oid": "a" * 64, "size": 99, "pointerSize": 132}}]).encode()
+    server.headers[first] = {"Link": f'<{server.url}/{second}>; rel="next"'}
+    server.files[second] = json.dumps([{"type": "file", "path": "data/b.json", "size": 5, "oid": "3" * 40}]).encode()
+    assert dp.hub_files("o/r", "abc", timeout=5) == [{"path": "data/a.parquet", "size": 99, "sha256": "a" * 64},
+                                                     {"path": "data/b.json", "size": 5, "sha256": None}]
+    server.files["api/datasets/o/r/revision/main"] = b'{"id": "o/r"}'
+    with pytest.raises(ds.FetchError, match="no 'sha'"):
+        dp.hub_revision("o/r", timeout=5)
+
+
+def test_a_cut_papers_transfer_is_resumed_with_a_range_request(hub, tmp_path):
+    from gr_core import data_papers as dp
+
+    path = "data/train-00000-of-00001-d810a36ed97bc2cc.parquet"
+    url_path = f"datasets/rmanluo/RoG-webqsp/resolve/{REV}/{path}"
+    hub.cut = {url_path}
+    first = dp.fetch_papers(tmp_path, ["rog_webqsp"], show=False, out=lambda text: None)
+    assert "run the same command again to resume" in first.failed[f"rog/webqsp/{path}"]
+    part = tmp_path / "rog/webqsp" / (path + ".part")
+    half = len(WEBQSP[path]) // 2
+    assert part.stat().st_size == half and not (tmp_path / "rog/webqsp" / path).exists()
+    printed = []
+    second = dp.fetch_papers(tmp_path, ["rog_webqsp"], show=False, out=printed.append)
+    assert dp.human(len(WEBQSP[path]) - half) in printed[0]  # the table counts only what is left to move
+    assert second.fetched == [f"rog/webqsp/{path}"] and second.already == 2
+    assert (url_path, f"bytes={half}-") in hub.log
+    assert (tmp_path / "rog/webqsp" / path).read_bytes() == WEBQSP[path] and not part.exists()
+
+
+def test_a_wrong_sha256_from_the_hub_is_rejected_and_the_other_files_go_on(hub, tmp_path):
+    from gr_core import data_papers as dp
+
+    path = "data/test-00000-of-00001-9ee8d68f7d951e1f.parquet"
+    url_path = f"datasets/rmanluo/RoG-webqsp/resolve/{REV}/{path}"
+    hub.files[url_path] = hub.files[url_path][:-1] + b"!"  # same size, not the bytes whose sha256 the hub lists
+    report = dp.fetch_papers(tmp_path, ["rog_webqsp"], show=False, out=lambda text: None)
+    why = report.failed[f"rog/webqsp/{path}"]
+    assert "sha256" in why and "rejected, nothing kept" in why and len(report.fetched) == 2
+    assert _leftovers(tmp_path / "rog/webqsp") == sorted(["fetched.json", *(p for p in WEBQSP if p != path)])
+
+
+def test_a_recorded_sha256_is_checked_by_later_fetches_and_by_check(hub, tmp_path, capsys):
+    from gr_core import data_papers as dp
+
+    dp.fetch_papers(tmp_path, ["rog_webqsp"], show=False, out=lambda text: None)
+    notes = tmp_path / "rog/webqsp/data/notes.txt"
+    url_path = f"datasets/rmanluo/RoG-webqsp/resolve/{REV}/data/notes.txt"
+    recorded = json.loads((tmp_path / "rog/webqsp/fetched.json").read_text())["files"]["data/notes.txt"]["sha256"]
+    assert recorded == hashlib.sha256(WEBQSP["data/notes.txt"]).hexdigest()  # not LFS: recorded on first fetch
+    notes.write_bytes(b"A" + WEBQSP["data/notes.txt"][1:])  # damaged in place, same size
+    assert ds.main(_empty_manifest(tmp_path) + ["--check", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "rog_webqsp  corrupt" in out and "corrupt rog/webqsp/data/notes.txt: sha256" in out
+    assert f"./gr data --fetch {tmp_path} --papers rog_webqsp" in out
+    # the host now serves other bytes of the same size: the recorded digest rejects them
+    hub.files[url_path] = b"B" + WEBQSP["data/notes.txt"][1:]
+    changed = dp.fetch_papers(tmp_path, ["rog_webqsp"], show=False, out=lambda text: None)
+    assert "sha256" in changed.failed["rog/webqsp/data/notes.txt"] and not notes.with_name("notes.txt.part").exists()
+    hub.files[url_path] = WEBQSP["data/notes.txt"]
+    assert dp.fetch_papers(tmp_path, ["rog_webqsp"], show=False, out=lambda text: None).fetched == \
+        ["rog/webqsp/data/notes.txt"]
+    assert ds.main(_empty_manifest(tmp_path) + ["--check", str(tmp_path)]) == 0
+
+
+def _zip(members: dict[str, bytes]) -> bytes:
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, body in members.items():
+            zf.writestr(name, body)
+    return buf.getvalue()
+
+
+GQA_FILES = {"train_sceneGraphs.json": b'{"2370799": {"objects": {}}}', "val_sceneGraphs.json": b'{"1": {}}',
+             "train_balanced_questions.json": b'{"q1": {"question": "what?"}}' * 40,
+             "val_balanced_questions.json": b'{"q2": {}}'}
+
+
+def test_gqa_zips_are_resumed_verified_and_only_the_balanced_files_extracted(hub, tmp_path, capsys):
+    from gr_core import data_papers as dp
+
+    scenes = _zip({k: v for k, v in GQA_FILES.items() if "scene" in k})
+    questions = _zip({"train_balanced_questions.json": GQA_FILES["train_balanced_questions.json"],
+                      "questions1.2/val_balanced_questions.json": GQA_FILES["val_balanced_questions.json"],
+                      "train_all_questions/train_all_questions_0.json": b"{}" * 500, "readme.txt": b"GQA"})
+    hub.files.update({"gqa/sceneGraphs.zip": scenes, "gqa/questions1.2.zip": questions})
+    hub.cut = {"gqa/questions1.2.zip"}
+    printed = []
+    first = dp.fetch_papers(tmp_path, ["gqa"], show=False, out=printed.append)
+    assert "2 zips" in printed[0] and dp.human(len(scenes) + len(questions)) in printed[0]
+    assert hub.log[:2] == [("HEAD", "gqa/sceneGraphs.zip"), ("HEAD", "gqa/questions1.2.zip")]  # sizes first
+    assert sorted(first.fetched) == ["gqa/train_sceneGraphs.json", "gqa/val_sceneGraphs.json"]
+    assert all("resume" in why for why in first.failed.values()) and len(first.failed) == 2
+    second = dp.fetch_papers(tmp_path, ["gqa"], show=False, out=lambda text: None)
+    assert ("gqa/questions1.2.zip", f"bytes={len(questions) // 2}-") in hub.log and second.already == 2
+    assert _leftovers(tmp_path / "gqa") == sorted(["fetched.json", *GQA_FILES])  # zips deleted, nothing else
+    for name, body in GQA_FILES.items():
+        assert (tmp_path / "gqa" / name).read_bytes() == body
+    record = json.loads((tmp_path / "gqa/fetched.json").read_text())
+    assert record["archives"]["questions1.2.zip"]["sha256"] == hashlib.sha256(questions).hexdigest()
+    assert record["files"]["val_balanced_questions.json"]["size"] == len(GQA_FILES["val_balanced_questions.json"])
+    assert ds.main(_empty_manifest(tmp_path) + ["--check", str(tmp_path)]) == 0
+    assert "gqa         complete       4" in capsys.readouterr().out
+
+
+def test_a_zip_without_a_named_member_is_reported_and_kept_for_the_next_run(hub, tmp_path):
+    from gr_core import data_papers as dp
+
+    hub.files["gqa/sceneGraphs.zip"] = _zip({"train_sceneGraphs.json": GQA_FILES["train_sceneGraphs.json"]})
+    hub.files["gqa/questions1.2.zip"] = _zip({"readme.txt": b"GQA"})
+    report = dp.fetch_papers(tmp_path, ["gqa"], show=False, out=lambda text: None)
+    assert report.fetched == ["gqa/train_sceneGraphs.json"]
+    assert "holds no val_sceneGraphs.json" in report.failed["gqa/val_sceneGraphs.json"]
+    assert (tmp_path / "gqa/sceneGraphs.zip").is_file()  # verified and kept: a rerun extracts without downloading
+
+
+def test_unknown_papers_datasets_are_refused_with_the_names_to_use(tmp_path, capsys):
+    assert ds.main(["--fetch", str(tmp_path / "data"), "--papers", "rog_webqsp", "webqsp2"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown dataset(s) 'webqsp2'" in err and "rog_webqsp, rog_cwq, gqa" in err
+    assert not (tmp_path / "data").exists()
+    with pytest.raises(SystemExit) as exit_:
+        ds.main(["--papers", "gqa"])
+    assert exit_.value.code == 2
+
+
+def test_check_and_list_name_the_papers_datasets_and_their_stand_ins(tmp_path, capsys):
+    assert ds.main(_empty_manifest(tmp_path) + ["--check", str(tmp_path)]) == 0  # absent is not an error
+    out = capsys.readouterr().out
+    assert out.count(" absent ") == 3 and "webqsp_full (18 complete RoG test graphs)" in out
+    assert "none: the CWQ rows are skipped" in out and "gqa_micro (14 scene graphs)" in out
+    (tmp_path / "rog/cwq/data").mkdir(parents=True)
+    (tmp_path / "rog/cwq/data/train-00000-of-00018-x.parquet").write_bytes(_parquet_like(3))
+    assert ds.main(_empty_manifest(tmp_path) + ["--check", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "rog_cwq     unrecorded     1" in out and "no fetched.json" in out and "--papers rog_cwq" in out
+    assert ds.main(_empty_manifest(tmp_path) + ["--list"]) == 0
+    assert "huggingface.co/datasets/rmanluo/RoG-cwq" in capsys.readouterr().out
+
+
+def test_papers_datasets_from_a_copy_of_a_data_folder(hub, tmp_path, capsys):
+    from gr_core import data_papers as dp
+
+    dp.fetch_papers(tmp_path / "a", ["rog_webqsp"], show=False, out=lambda text: None)
+    hub.log.clear()
+    assert ds.main(["--fetch", str(tmp_path / "b"), "--papers", "rog_webqsp", "--from", str(tmp_path / "a")]) == 0
+    assert "3 files fetched" in capsys.readouterr().out and hub.log == []  # no host asked
+    for path, body in WEBQSP.items():
+        assert (tmp_path / "b/rog/webqsp" / path).read_bytes() == body
+    record = json.loads((tmp_path / "b/rog/webqsp/fetched.json").read_text())
+    assert record["revision"] == REV and record["via"] == str(tmp_path / "a")
+    # the same copy served over http
+    for path in [*WEBQSP, "fetched.json"]:
+        hub.files[f"copy/rog/webqsp/{path}"] = (tmp_path / "a/rog/webqsp" / path).read_bytes()
+    report = dp.fetch_papers(tmp_path / "c", ["rog_webqsp"], f"{hub.url}/copy", show=False, out=lambda text: None)
+    assert report.ok and len(report.fetched) == 3
+    missing = dp.fetch_papers(tmp_path / "d", ["gqa"], str(tmp_path / "a"), show=False, out=lambda text: None)
+    assert "has no readable gqa/fetched.json" in missing.failed["gqa"]

@@ -191,3 +191,40 @@ def test_clevr_pairs_split_by_image_with_official_val_as_test():
     n = g.num_nodes
     assert g.num_edges == 2 * n * (n - 1)  # left/right and front/behind for every ordered pair
     assert g.nodes.node_attr.iloc[0].startswith("name: ")
+
+
+def test_full_gqa_reads_the_official_files_and_skips_questions_without_a_scene(tmp_path, monkeypatch):
+    """The official layout: {train,val}_sceneGraphs.json (image -> scene) and {train,val}_balanced_questions.json
+    (question id -> question); a question on an image with no scene graph is counted, not an error."""
+    from gr_core.graphqa import DatasetConfig, available, cache_key
+
+    monkeypatch.setenv("GR_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("GR_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "gqa").mkdir()
+    obj = {"x": 1, "y": 2, "w": 3, "h": 4, "attributes": []}
+    scenes = {"train": {"1": {"width": 9, "height": 9, "objects": {
+                  "10": {**obj, "name": "cup", "relations": [{"name": "on", "object": "11"}]},
+                  "11": {**obj, "name": "table", "attributes": ["wooden"], "relations": []}}}},
+              "val": {"2": {"width": 9, "height": 9, "objects": {"20": {**obj, "name": "dog", "relations": []}}}}}
+    questions = {"train": {"q1": {"imageId": "1", "question": "What is on the table?", "answer": "cup",
+                                  "fullAnswer": "The cup is on the table.", "types": {}},
+                           "q2": {"imageId": "3", "question": "Is it sunny?", "answer": "yes"}},
+                 "val": {"q3": {"imageId": "2", "question": "What animal is this?", "answer": "dog"}}}
+    assert not available("gqa")
+    for split in ("train", "val"):
+        (tmp_path / "gqa" / f"{split}_sceneGraphs.json").write_text(json.dumps(scenes[split]))
+        (tmp_path / "gqa" / f"{split}_balanced_questions.json").write_text(json.dumps(questions[split]))
+    assert available("gqa") and cache_key(DatasetConfig("gqa"))
+    records, graphs, _, notes = D.build_gqa_full()
+    assert [r.extra["q_id"] for r in records] == ["q1", "q3"] and notes["no_scene_skipped"] == 1
+    assert notes["scenes"] == 2 and {k: len(v) for k, v in notes["split"].items()} == {"train": 2, "val": 0, "test": 0}
+    g = graphs[0]
+    assert g.nodes.node_attr.tolist() == ["name: cup; (x,y,w,h): (1, 2, 3, 4)",
+                                          "name: table; attribute: wooden; (x,y,w,h): (1, 2, 3, 4)"]
+    assert g.edges.values.tolist() == [[0, "on", 1]] and records[0].extra["full_answer"] == "The cup is on the table."
+    assert len(D.build_gqa_full(sample=1)[0]) == 1 and len(D.build_gqa_full(max_questions=1)[0]) == 1
+    del questions["val"]["q3"]["answer"]
+    (tmp_path / "gqa" / "val_balanced_questions.json").write_text(json.dumps(questions["val"]))
+    with pytest.raises(GraphFormatError,
+                       match=r"val_balanced_questions.json: question q3: missing field\(s\) \['answer'\]"):
+        D.build_gqa_full()

@@ -54,6 +54,8 @@ class RunSettings:
     warmup_fraction: float | None = None  # None: one warm-up epoch (GR code)
     system_prompt: str | None = None  # None: the chat template's own
     select_on: str | None = None  # None: validation loss (GR code)
+    gradient_checkpointing: bool = False  # LLMConfig's: off, as every run recorded before it
+    quantization: str | None = None  # LLMConfig's: the weights in the LLM's dtype
 
     def __post_init__(self) -> None:
         for name in ("max_new_tokens", "gnn_hidden", "gnn_layers", "gnn_heads", "batch_size", "eval_batch_size",
@@ -81,7 +83,8 @@ class RunSettings:
     def keywords(self) -> dict:
         """The :func:`~gr_core.g_retriever.run_config.make_run_config` keywords."""
         return dict(
-            llm=LLMConfig(model=self.llm_model, device=self.device, max_new_tokens=self.max_new_tokens),
+            llm=LLMConfig(model=self.llm_model, device=self.device, max_new_tokens=self.max_new_tokens,
+                          gradient_checkpointing=self.gradient_checkpointing, quantization=self.quantization),
             gnn=GNNConfig(kind=self.gnn_kind, hidden=self.gnn_hidden, num_layers=self.gnn_layers, heads=self.gnn_heads),
             train=TrainConfig(num_epochs=self.num_epochs, lr=self.lr, batch_size=self.batch_size,
                               eval_batch_size=self.eval_batch_size, warmup_fraction=self.warmup_fraction,

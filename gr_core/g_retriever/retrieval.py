@@ -140,10 +140,13 @@ class RetrievalConfig:
 DATASET_RETRIEVAL = {
     "webqsp": RetrievalConfig(3, 5, 0.5),
     "webqsp_full": RetrievalConfig(3, 5, 0.5),
+    "rog_webqsp": RetrievalConfig(3, 5, 0.5),  # the papers' 2-hop graphs: WebQSP's k and C_e, as webqsp_full
+    "rog_cwq": RetrievalConfig(3, 5, 0.5),  # not in GR: WebQSP's KGQA setting on CWQ's 2-hop graphs
     "metaqa": RetrievalConfig(3, 5, 0.5),  # not in the paper: WebQSP's KGQA setting
     # SceneGraphs: k = 3 for nodes and edges; C_e = 1 in the paper, 0.5 in the code. We follow the code,
     # which produced the published numbers; set edge_cost=1.0 for the paper's value.
     "gqa_micro": RetrievalConfig(3, 3, 0.5),
+    "gqa": RetrievalConfig(3, 3, 0.5),
     "clevr": RetrievalConfig(3, 3, 0.5),
     "explagraphs": RetrievalConfig(whole_graph=True),  # "k = 0": the whole (5-node) graph
 }

@@ -9,7 +9,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..config import LLMConfig
+from ..config import LLMConfig, llm_identity
 from ..runs import read_json
 from .graph_encoder import GNNConfig
 from .model import LoRAConfig, ModelConfig, method_config
@@ -91,6 +91,7 @@ class RunConfig:
             del d["model"]["lora"]["dropout_masks"]  # the default: peft's dropout, as runs recorded before the field
         if not d["variant"]:
             del d["variant"]
+        llm_identity(d["model"]["llm"])  # the LLM's loading options, at their defaults, as runs recorded before them
         return d
 
     @classmethod

@@ -9,7 +9,7 @@ import hashlib
 from dataclasses import asdict
 from pathlib import Path
 
-from ..config import LLMConfig
+from ..config import LLMConfig, llm_identity
 from ..evaluate import answer_matches, normalize
 from ..g_retriever.model import Example, GraphLLM, LoRAConfig, ModelConfig
 from ..g_retriever.train import TrainConfig, fit, predict_timed
@@ -100,6 +100,7 @@ def model_key(cfg: ModelConfig) -> dict:
     key = asdict(cfg)
     if cfg.lora is not None and cfg.lora.dropout_masks == "bernoulli":
         del key["lora"]["dropout_masks"]
+    llm_identity(key["llm"])  # the LLM's loading options (gradient checkpointing, quantization) at their defaults
     return key
 
 

@@ -19,7 +19,8 @@ from ..runs import read_json
 from ..stats import compare, wilson_interval
 
 METRIC_NAME = {"explagraphs": "accuracy", "clevr": "accuracy (substring)", "gqa_micro": "accuracy (substring)",
-               "webqsp": "Hit (%)", "webqsp_full": "Hit (%)", "metaqa": "Hit (%)"}
+               "gqa": "accuracy (substring)", "webqsp": "Hit (%)", "webqsp_full": "Hit (%)", "metaqa": "Hit (%)",
+               "rog_webqsp": "Hit (%)", "rog_cwq": "Hit (%)"}
 METHOD_ORDER = ["majority", "negation_parity", "gnn_classifier", "question_only", "zero_shot", "zero_cot", "cot_bag",
                 "kaping", "prompt_tuning", "graph_token", "g_retriever", "lora", "g_retriever_lora"]
 NO_LLM = METHOD_ORDER[:3]  # the reference rows of gr_core.studies.graph_baselines

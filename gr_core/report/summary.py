@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..published import DATASET_SOURCE
 from ..stats import wilson_interval
 from .claims import claims_markdown
 from .markdown import markdown_table
@@ -154,6 +155,17 @@ def benchmarks(bench_root: str | Path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["what", "ours", "target", "file"])
 
 
+def data_sources(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """``dataset, source``: every dataset a table names (``metaqa-2hop`` as ``metaqa``) and where its questions and
+    graphs come from, so that no row of an offline stand-in reads as the paper's data (docs/data.md)."""
+    names = set()
+    for t in tables.values():
+        if isinstance(t, pd.DataFrame) and "dataset" in t:
+            names |= {str(d).split("-")[0] for d in t["dataset"].dropna().unique()}
+    return pd.DataFrame([{"dataset": n, "source": DATASET_SOURCE[n]} for n in sorted(names & set(DATASET_SOURCE))],
+                        columns=["dataset", "source"])
+
+
 def results_markdown(tables: dict[str, pd.DataFrame], claim_table: pd.DataFrame, preset: str,
                      bench_root: str | Path | None = None) -> str:
     """``RESULTS.md``: the headline numbers, the claims' verdicts and the benchmarks, generated (never edited by
@@ -167,6 +179,8 @@ def results_markdown(tables: dict[str, pd.DataFrame], claim_table: pd.DataFrame,
         "not edit by hand. Scores are on each table's scale (accuracy as a fraction, Hit / H@1 in percent), with a "
         "95% Wilson interval in brackets where the table has one; `n` is the number of test questions. The full "
         "report with every table: [`08_report/report.md`](08_report/report.md).", "",
+        "## Data", "", "Where each dataset's questions and graphs come from (the papers' own data, or an offline "
+        "stand-in; `./gr data --check` lists what is here).", "", markdown_table(data_sources(tables)), "",
         "## Headline numbers", "", markdown_table(headline(tables)), "",
         "## The papers' claims, judged by paired tests on the same questions", "",
         "`n_power`: the test questions that detect the paper's difference at 80% power (for this project's "

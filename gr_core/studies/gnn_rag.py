@@ -36,7 +36,8 @@ def dataset_keys(datasets: list[str], metaqa_hops: list[int]) -> list[tuple[str,
 def dataset_key(key: str) -> tuple[str, int]:
     """``(dataset name, hops)`` of a dataset key (``webqsp``, ``metaqa-1hop`` ... ``metaqa-3hop``); ValueError names
     the known keys."""
-    known = {k: (name, hops) for k, name, hops in dataset_keys(["webqsp", "metaqa"], [1, 2, 3])}
+    names = ["webqsp", "rog_webqsp", "rog_cwq", "metaqa"]
+    known = {k: (name, hops) for k, name, hops in dataset_keys(names, [1, 2, 3])}
     if key not in known:
         raise ValueError(f"dataset key {key!r} is not one of {sorted(known)}")
     return known[key]

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..config import LLMConfig
+from ..config import LLMConfig, llm_identity
 from ..evaluate import kgqa_scores, normalize
 from ..g_retriever.model import GraphLLM
 from ..g_retriever.train import TrainConfig
@@ -155,7 +155,8 @@ def run_gnn_rag(results: dict, run_dir: str | Path, llm: LLMConfig = LLMConfig()
             indices, probs = r["test_indices"][:n], r["probs"][:n]
             # a key's answers are kept as they finish (keyed by everything they depend on, the reasoner's node
             # probabilities included), so a stopped notebook resumes after the last finished key
-            ident = {"rows": 2, "llm": asdict(llm), "train": asdict(train), "rog_train": asdict(rog_train or train),
+            ident = {"rows": 2, "llm": llm_identity(asdict(llm)), "train": asdict(train),
+                     "rog_train": asdict(rog_train or train),
                      "cfg": asdict(cfg), "max_train": max_train, "max_val": max_val, "seed": seed,
                      "retrievers": list(retrievers), "data": [cache_key(d.config) for d in dss],
                      "indices": [int(i) for i in indices], "probs": _digest(probs),
