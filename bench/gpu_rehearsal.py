@@ -8,7 +8,7 @@ write ONE JSON (rewritten atomically after every change, so a stopped run keeps 
     python3 bench/gpu_rehearsal.py --out "$OUT"     # on the GPU node (docs/environment.md, "GPU rehearsal")
     python3 bench/gpu_rehearsal.py --steps pytest_gpu,notebooks   # a subset (env always runs on the node)
 
-What the node has (docs/environment.md; the device tool's KINDS.md, read 2026-11-17): ``python3`` is Python 3.12 at
+What the node has (docs/environment.md; its image's package list, 2026-11-17): ``python3`` is Python 3.12 at
 /opt/torch/.venv with torch 2.11+cu130, transformers 5.17, torch_geometric 2.8.0, peft, sentence-transformers, pandas,
 pyarrow, matplotlib, pytest and hypothesis, and no pip index. What it lacks travels in ``.cache/gpu_carry`` (one
 ignored path, named in the run's ``carry``; 23 MiB beside the 20 MiB tree, under the 64 MiB limit):
@@ -73,7 +73,7 @@ RUN_TIMEOUT_S = 540
 STEP_CAPS = {"env": 120, "precision_gpu": 150, "pytest_gpu": 300, "notebooks": 360, "precision_cpu": 150}
 MIN_START_S = {"env": 30, "precision_gpu": 45, "pytest_gpu": 45, "notebooks": 60, "precision_cpu": 75}
 
-# The node image's packages (the device tool's KINDS.md, "Python packages already there", read 2026-11-17). A wheel
+# The node image's packages (its published package list, read 2026-11-17). A wheel
 # is carried for every package the project needs outside this list; on the node, a carried wheel whose package is
 # installed after all is not installed again.
 NODE_PACKAGES = frozenset("""
@@ -173,7 +173,7 @@ def git_commit() -> str | None:
 
 
 def tree_bytes() -> int | None:
-    """Bytes of what the device tool sends besides the carried paths: tracked and untracked-not-ignored files
+    """Bytes of what the GPU runner sends besides the carried paths: tracked and untracked-not-ignored files
     (``git ls-files``, read only); None without git."""
     try:
         res = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
@@ -1158,7 +1158,7 @@ def pack(python_version: str) -> int:
     manifest = {"packed_at": now_iso(), "commit": git_commit(), "python_version": python_version,
                 "wheels": got, "versions": need, "data_source": str(data), "data_fingerprint": fingerprint,
                 "smollm2_from": str(smol), "minilm_from": str(src), "files": files,
-                "node_packages_assumed": "the device tool's KINDS.md, read 2026-11-17"}
+                "node_packages_assumed": "the node image's published package list, read 2026-11-17"}
     write_json_atomic(CARRY / "manifest.json", manifest)
     carry, tree = folder_bytes(CARRY), tree_bytes()
     print(f"{CARRY_REL}: {len(got)} wheels, {carry / 2**20:.1f} MiB in all "

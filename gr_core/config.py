@@ -140,9 +140,16 @@ def notebook_parameters(preset: str, notebook_stem: str, overrides: dict[str, An
     if notebook_stem in (shared.get("notebooks") or []):
         params.update({k: v for k, v in shared.items() if k != "notebooks"})
     params.update(table.get(notebook_stem) or {})
-    params.update(overrides or {})
     names = papers_data(table)
-    return {k: _with_datasets(v, names) for k, v in params.items()} if names else params
+    if names:  # the preset's names of absent papers' data -> their stand-ins; an override must name what is here
+        params = {k: _with_datasets(v, names) for k, v in params.items()}
+        for key, value in (overrides or {}).items():
+            absent = [n for n, used in names.items() if used != n and _with_datasets(value, {n: None}) != value]
+            if absent:
+                raise ValueError(f"-p {key}={value!r} names {absent}, absent here: ./gr data --fetch DIR --papers "
+                                 f"{' '.join(absent)} (docs/data.md), or name the offline stand-in")
+    params.update(overrides or {})
+    return params
 
 
 def papers_data(table: dict[str, Any]) -> dict[str, str | None]:
@@ -186,6 +193,8 @@ def _with_datasets(value: Any, names: dict[str, str | None]) -> Any:
         out = {}
         for k, v in value.items():
             key = swap(k) if isinstance(k, str) else k
+            if key in out:
+                raise ValueError(f"{k!r} and another key both become {key!r} with the offline stand-ins {names}")
             if key is not None:
                 out[key] = _with_datasets(v, names)
         return out

@@ -184,6 +184,9 @@ def _mirror_record(paper: Paper, source: str, timeout: float) -> dict:
                          "made by ./gr data --fetch DIR --papers has one") from err
     if not isinstance(doc, dict) or not isinstance(doc.get("files"), dict):
         raise FetchError(f"{paper.name}: {where(RECORD)} has no 'files' object")
+    for rel in doc["files"]:  # each is written under DIR/<folder>/rel: never outside it
+        if PurePosixPath(rel).is_absolute() or ".." in PurePosixPath(rel).parts:
+            raise FetchError(f"{paper.name}: {where(RECORD)} names the file {rel!r}, outside its folder; refused")
     files = {rel: {"url": where(rel), "size": e.get("size"), "sha256": e.get("sha256")}
              for rel, e in doc["files"].items()}
     return {"dataset": paper.name, "source": doc.get("source"), "revision": doc.get("revision"), "via": source,
@@ -318,15 +321,21 @@ def extract_member(archive: Path, member: str, dest: Path, sha256: str | None, l
                     out.write(block)
                     digest.update(block)
                     size += len(block)
-    except (zipfile.BadZipFile, OSError, EOFError) as err:
+    except (zipfile.BadZipFile, EOFError) as err:
         part.unlink(missing_ok=True)
         archive.unlink(missing_ok=True)
         raise FetchError(f"{label}: {archive.name} is unreadable or {member} fails its CRC ({err}); the zip was "
                          "deleted: run the same command again to download it anew") from err
+    except OSError as err:  # writing the member (disk full, permissions): the verified zip is kept for a rerun
+        part.unlink(missing_ok=True)
+        raise FetchError(f"{label}: extracting {member} from {archive.name} failed ({err}); the zip is kept: free "
+                         "the space or fix the folder, then run the same command again") from err
     if sha256 is not None and digest.hexdigest() != sha256:
         part.unlink()
+        archive.unlink(missing_ok=True)  # its member disagrees with the record: a rerun must not reuse it
         raise FetchError(f"{label}: extracted sha256 {digest.hexdigest()[:12]}..., fetched.json says "
-                         f"{sha256[:12]}...; rejected, nothing kept")
+                         f"{sha256[:12]}...; rejected and the zip deleted (if the host's file changed on purpose, "
+                         f"delete {archive.parent / RECORD} to record it anew)")
     os.replace(part, dest)
     return size, digest.hexdigest()
 

@@ -7,7 +7,8 @@ question that reads it is first used (relation names and entities repeat thousan
 most runs read a subset). The whole object is cached under
 ``.cache/datasets/``, keyed by the builder config, the encoder and the raw files' sha256; a
 truncated or corrupted cache file fails its checksum and is rebuilt. The papers' own data (RoG-webqsp, RoG-cwq, full
-GQA) is optional: :func:`available` says whether it is here, :func:`dataset_source` names every dataset's source.
+GQA) is optional (``paths.papers_data_here`` says whether it is here); :func:`dataset_source` names every dataset's
+source.
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from .data import TextualGraph, load_split
 from .g_retriever.retrieval import DATASET_RETRIEVAL, retrieve_subgraph, text_similarities
 from .g_retriever.textualize import textualize
 from .kg import KnowledgeGraph, NeighbourhoodConfig
+from .paths import GQA_FILES
 from .paths import PAPERS_DATA as PAPERS_FOLDERS
 from .paths import DataNotFoundError, cache_root, data_root
 from .prompts import KGQA_DATASETS
@@ -55,7 +57,7 @@ RAW_FILES = {
     "clevr": ["scene_graphs/clevr/CLEVR_train_scenes_1000.json", "scene_graphs/clevr/CLEVR_val_scenes_500.json"]
              + [f"scene_graphs/clevr/questions/CLEVR_{s}_1_{t}.json" for s in ("train", "val")
                 for t in ("compare_integer", "one_hop", "same_relate", "single_or", "zero_hop")],
-    "gqa": [f"gqa/{s}_{t}.json" for s in ("train", "val") for t in ("sceneGraphs", "balanced_questions")],
+    "gqa": [f"{PAPERS_FOLDERS['gqa'][1]}/{f}" for pair in GQA_FILES for f in pair],
 }
 PAPERS_DATA = tuple(PAPERS_FOLDERS)  # optional, large (docs/data.md): a persistent sha256 memo
 
@@ -305,17 +307,6 @@ def raw_checksums(name: str) -> dict[str, str]:
     return out
 
 
-def available(name: str) -> bool:
-    """Whether ``name``'s raw files are here (the presets use the papers' data only when it is)."""
-    check_choice("available", "name", name, DATASETS)
-    try:
-        if name in ROG_DATASETS:
-            return bool(rog.find_shards(ROG_DATASETS[name]))
-        return all((data_root() / rel).is_file() for rel in RAW_FILES[name])
-    except DataNotFoundError:
-        return False
-
-
 def dataset_source(name: str) -> str:
     """Where ``name``'s questions and graphs come from, as tables name it: the papers' data, or which stand-in."""
     check_choice("dataset_source", "name", name, DATASETS)
@@ -459,7 +450,8 @@ def describe(ds: GraphQADataset, tokenizer=None, token_sample: int = 200, seed: 
            "mean_nodes": float(np.mean(nodes)) if n else 0.0, "mean_edges": float(np.mean(edges)) if n else 0.0,
            "max_nodes": int(max(nodes, default=0)), "coverage_any": float(np.mean(cov_any)) if kgqa else None,
            "coverage_all": float(np.mean(cov_all)) if kgqa else None,
-           **{k: v for k, v in ds.meta.items() if k != "cache"}}
+           # the build record, less what a cache written before a key was added lacks (FORMAT_VERSION 4 caches)
+           **{k: v for k, v in ds.meta.items() if k not in ("cache", "questions", "edges")}}
     if tokenizer is not None and n:
         idx = np.random.default_rng(seed).permutation(n)[:token_sample]
         texts = [textualize(ds.graph(int(i))) for i in idx]

@@ -43,8 +43,8 @@ from .speeds import LORA_METHODS, Profile, bench_json, gnn_rag_measured, llm_tra
 SPLIT_SIZES = {
     "explagraphs": (1659, 553, 554), "webqsp": (976, 326, 326), "webqsp_full": (0, 0, 18), "clevr": (459, 131, 260),
     "metaqa-1hop": (8993, 999, 9947), "metaqa-2hop": (13385, 1487, 14872), "metaqa-3hop": (12847, 1427, 14274),
-    # the papers' data when fetched (graphqa.available): RoG's published splits (the issue-60 dataset cards; GNN-RAG
-    # Table 7) and GR's 100k GQA sample split 6:2:2 by image (about, since images hold different question counts)
+    # the papers' data when fetched (paths.papers_data_here): RoG's published splits (dataset cards; GNN-RAG Table 7)
+    # and GR's 100k GQA sample split 6:2:2 by image (about, since images hold different question counts)
     "rog_webqsp": (2826, 246, 1628), "rog_cwq": (27639, 3519, 3531), "gqa": (60000, 20000, 20000),
 }
 
@@ -374,26 +374,28 @@ def render(preset: str, profile: str = "cpu-bf16", root: Path | None = None, ove
               f"LLM training tokens in all: {tokens / 1e6:.1f} M (x epochs and seeds; divide by a measured tokens/s "
               "for the time)"]
     if prof.memory_gb:  # a GPU: does the preset's LLM fit, and how long is an epoch (gr_core.gpu_plan)
-        n_train = _sizes(notebook_parameters(preset, "03_training", overrides), "webqsp")[0]
+        # the paper's WebQSP (RoG's 2,826 training questions), fetched here or not yet: what a GPU is booked for
+        n_train = _sizes(notebook_parameters(preset, "03_training", overrides), "rog_webqsp")[0]
         lines += ["", *gpu_lines(preset, prof, n_train, overrides, root)]
     return "\n".join(lines)
 
 
 def epoch_lines(s: Shapes, step: Step, n_train: int, root: Path | None = None, on_h100: bool = True) -> list[str]:
-    """Time per WebQSP epoch of ``n_train`` questions for LLM shapes ``s`` (:mod:`gr_core.gpu_plan`): FLOPs over the
-    embedded SmolLM2-135M's measured rates (:func:`gr_core.speeds.llm_training_rates`), expected and bounds."""
+    """Time per WebQSP epoch of ``n_train`` questions of ``step.seq_len`` tokens (prompt, the graph text at the
+    preset's budget, label) for LLM shapes ``s`` (:mod:`gr_core.gpu_plan`): FLOPs over the embedded SmolLM2-135M's
+    measured rates (:func:`gr_core.speeds.llm_training_rates`), expected and bounds."""
     rates = llm_training_rates(root)
     gpu, cpu = rates.get("gpu"), rates.get("cpu")
     if gpu is None:
         return ["  time per epoch: unknown, no LLM training rate measured on a GPU "
                 "(python bench/train_infer_throughput.py on the node writes it)"]
-    per_example = gpu.tokens_per_example or step.seq_len
+    per_example = step.seq_len  # RoG's 2-hop graphs fill the graph-text budget (GR Table 4: 610 tokens retrieved)
     tokens = n_train * per_example
     flops = train_flops_per_token(s, step.label_rows / per_example)
     ckpt = train_flops_per_token(s, step.label_rows / per_example, True) / flops
     where = "" if on_h100 else "on an H100 (nothing measured on this card): "
-    lines = [f"  time per WebQSP epoch {where}{n_train} questions x {per_example:.0f} tokens (measured, SmolLM2's "
-             f"tokenizer) x {flops / 1e9:.1f} GFLOP per token (4 N + 4 V d per logit row; x{ckpt:.2f} with "
+    lines = [f"  time per RoG-webqsp epoch {where}{n_train} questions x {per_example:.0f} tokens (the step above) "
+             f"x {flops / 1e9:.1f} GFLOP per token (4 N + 4 V d per logit row; x{ckpt:.2f} with "
              "checkpointing) over a measured rate:"]
     if cpu is not None:
         lines.append(f"    expected {duration(tokens * flops / (cpu.mfu * gpu.peak_flops_per_s))}: {cpu.mfu:.1%} MFU "

@@ -274,16 +274,16 @@ def build_rog(name: str, max_questions: int | None = None, batch_size: int = 64)
             left = None if max_questions is None else max_questions - (len(packer.records) - start)
             if left == 0:
                 break  # the rest of this split is never opened
-            pf = pq.ParquetFile(path)
-            _check_schema(path, pf.schema_arrow)
-            row = 0
-            for batch in pf.iter_batches(batch_size=min(batch_size, left or batch_size), columns=list(COLUMNS)):
-                if left is not None:
-                    batch = batch.slice(0, left - row)
-                packer.add(batch, path, row)
-                row += batch.num_rows
-                if left is not None and row >= left:
-                    break
+            with pq.ParquetFile(path) as pf:
+                _check_schema(path, pf.schema_arrow)
+                row = 0
+                for batch in pf.iter_batches(batch_size=min(batch_size, left or batch_size), columns=list(COLUMNS)):
+                    if left is not None:
+                        batch = batch.slice(0, left - row)
+                    packer.add(batch, path, row)
+                    row += batch.num_rows
+                    if left is not None and row >= left:
+                        break
         split[part] = list(range(start, len(packer.records)))
     graphs = packer.packed()
     notes = {"split": split, "shards": {k: [p.name for p in v] for k, v in shards.items()},

@@ -196,7 +196,8 @@ def test_clevr_pairs_split_by_image_with_official_val_as_test():
 def test_full_gqa_reads_the_official_files_and_skips_questions_without_a_scene(tmp_path, monkeypatch):
     """The official layout: {train,val}_sceneGraphs.json (image -> scene) and {train,val}_balanced_questions.json
     (question id -> question); a question on an image with no scene graph is counted, not an error."""
-    from gr_core.graphqa import DatasetConfig, available, cache_key
+    from gr_core.graphqa import DatasetConfig, cache_key
+    from gr_core.paths import papers_data_here
 
     monkeypatch.setenv("GR_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("GR_CACHE_DIR", str(tmp_path / "cache"))
@@ -210,11 +211,11 @@ def test_full_gqa_reads_the_official_files_and_skips_questions_without_a_scene(t
                                   "fullAnswer": "The cup is on the table.", "types": {}},
                            "q2": {"imageId": "3", "question": "Is it sunny?", "answer": "yes"}},
                  "val": {"q3": {"imageId": "2", "question": "What animal is this?", "answer": "dog"}}}
-    assert not available("gqa")
+    assert not papers_data_here("gqa")
     for split in ("train", "val"):
         (tmp_path / "gqa" / f"{split}_sceneGraphs.json").write_text(json.dumps(scenes[split]))
         (tmp_path / "gqa" / f"{split}_balanced_questions.json").write_text(json.dumps(questions[split]))
-    assert available("gqa") and cache_key(DatasetConfig("gqa"))
+    assert papers_data_here("gqa") and cache_key(DatasetConfig("gqa"))
     records, graphs, _, notes = D.build_gqa_full()
     assert [r.extra["q_id"] for r in records] == ["q1", "q3"] and notes["no_scene_skipped"] == 1
     assert notes["scenes"] == 2 and {k: len(v) for k, v in notes["split"].items()} == {"train": 2, "val": 0, "test": 0}

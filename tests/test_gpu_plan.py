@@ -249,7 +249,7 @@ def test_full_dry_run_prints_the_7b_plan_for_both_cards():
 
     text = render("full", "h100")
     assert "GPU plan: meta-llama/Llama-2-7b-chat-hf (the paper's LLM" in text and "6.74 B" in text
-    assert "13.48" in text and "time per WebQSP epoch" in text
+    assert "13.48" in text and "time per RoG-webqsp epoch 2826 questions x 610 tokens" in text
     small = render("full", "gpu-24gb", overrides={"llm_model": PAPER_LLM})  # a hub id not downloaded here
     assert "(the preset's LLM) on gpu-24gb, 24 GB" in small and small.count("GPU plan:") == 1
     assert "does not fit; -p gradient_checkpointing=true fits" in small

@@ -11,8 +11,8 @@ import pytest
 
 from gr_core import rog
 from gr_core.data import GraphFormatError
-from gr_core.graphqa import DatasetConfig, available, cache_key, dataset_source, load_dataset, retrieve
-from gr_core.paths import DataNotFoundError
+from gr_core.graphqa import DatasetConfig, cache_key, dataset_source, load_dataset, retrieve
+from gr_core.paths import DataNotFoundError, papers_data_here
 
 SCHEMA = pa.schema([("id", pa.string()), ("question", pa.string()), ("answer", pa.list_(pa.string())),
                     ("q_entity", pa.list_(pa.string())), ("a_entity", pa.list_(pa.string())),
@@ -105,14 +105,14 @@ def test_a_triple_that_is_not_three_strings_is_named_by_file_row_and_field(rog_d
 
 
 def test_absent_or_incomplete_shards_name_the_folder_and_the_fetch_command(rog_data):
-    assert not available("rog_webqsp") and not available("rog_cwq")
+    assert not papers_data_here("rog_webqsp") and not papers_data_here("rog_cwq")
     with pytest.raises(DataNotFoundError, match=r"rog/cwq/data nor in the Hugging Face cache .*hub/datasets--rmanluo"
                                                 r"--RoG-cwq/snapshots.*\./gr data --fetch .* --papers"):
         load_dataset("rog_cwq")
     write_rog(rog_data, toy_rows(5))
-    assert available("rog_webqsp")
-    (rog_data / f"train-00001-of-00002-{HEX}.parquet").unlink()  # an unfinished download
-    assert not available("rog_webqsp")
+    assert papers_data_here("rog_webqsp")
+    (rog_data / f"train-00001-of-00002-{HEX}.parquet").unlink()  # an unfinished download: present, and named
+    assert papers_data_here("rog_webqsp")
     with pytest.raises(DataNotFoundError, match=r"split 'train' has shards \[0\] of \[2\] \(missing \[1\]\)"):
         rog.find_shards("webqsp")
 
@@ -125,7 +125,7 @@ def test_a_hugging_face_hub_cache_snapshot_is_found_when_the_data_folder_has_non
     (repo / "refs" / "main").write_text("1111")
     assert rog.shard_folder("webqsp") == repo / "snapshots" / "1111" / "data"  # the revision main names
     records, *_ = rog.build_rog("webqsp")
-    assert len(records) == 5 and available("rog_webqsp")
+    assert len(records) == 5 and papers_data_here("rog_webqsp")
     write_rog(rog_data, toy_rows(3))
     assert rog.shard_folder("webqsp") == rog_data  # the data folder first
 
@@ -222,6 +222,8 @@ def test_the_full_preset_names_the_papers_data_where_it_is_here_and_its_stand_in
     assert notebook_parameters("full", "04_gnn_rag")["datasets"] == ["webqsp", "metaqa"]
     assert notebook_parameters("full", "07_ablations")["ablation_dataset"] == "webqsp"
     assert notebook_parameters("quick", "04_gnn_rag")["datasets"] == ["webqsp", "metaqa"]
+    with pytest.raises(ValueError, match=r"names \['rog_webqsp'\], absent here: ./gr data --fetch DIR --papers"):
+        notebook_parameters("full", "04_gnn_rag", {"datasets": ["rog_webqsp"]})  # asked for by name: never swapped
 
 
 def test_dataset_names_are_swapped_in_values_lists_and_keys():
@@ -236,6 +238,8 @@ def test_dataset_names_are_swapped_in_values_lists_and_keys():
         "by_key": {"webqsp/g_retriever": {"num_epochs": 1}},
         "datasets": ["webqsp", "metaqa"], "ablation_dataset": "webqsp", "questions": ["rog_webqsp is not a name here?"],
         "n": 3}
+    with pytest.raises(ValueError, match="both become 'webqsp'"):
+        _with_datasets({"rog_webqsp": 1, "webqsp": 2}, names)
 
 
 @pytest.mark.slow

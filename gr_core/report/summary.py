@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..published import DATASET_SOURCE
+from ..published import DATASET_SOURCE, PAPER_COLUMN
 from ..stats import wilson_interval
 from .claims import claims_markdown
 from .markdown import markdown_table
@@ -91,7 +91,7 @@ def headline(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
             # over seeds, the mean ± std (the table's interval is the first seed's); the paper ablates on WebQSP only
             ours = (f"{_num(r['ours'])} ± {_num(r['ours_std'])} over {int(r['seeds'])} seeds"
                     if r.get("seeds", 1) > 1 and r.get("ours_std") == r.get("ours_std") else _interval(r, "ours"))
-            paper = _num(r["paper"]) + ("" if r["dataset"] == "webqsp" else " (WebQSP Hit)")
+            paper = _num(r["paper"]) + ("" if PAPER_COLUMN.get(r["dataset"]) == "webqsp" else " (WebQSP Hit)")
             add(f"GR Table 6, {r['dataset']}: {r['ablation']}", ours, r["n_test"], paper, "07_ablations/table6")
     return pd.DataFrame(rows, columns=["what", "ours", "n", "paper", "file"])
 

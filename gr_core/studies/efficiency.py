@@ -26,7 +26,7 @@ import pandas as pd
 from ..g_retriever.textualize import textualize
 from ..llm import count_tokens
 from ..precision import run_precision
-from ..published import PAPER_TABLE4, PAPER_TABLE12
+from ..published import PAPER_COLUMN, PAPER_TABLE4, PAPER_TABLE12
 from ..report.results import by_name
 from ..runs import progress
 
@@ -104,12 +104,20 @@ def scaling_study(sets: list[str], tokenizer, questions: int | None = None, reas
     return pd.concat(frames, ignore_index=True)
 
 
+def table12_dataset(table4_rows: dict) -> str:
+    """Table 12's dataset: the training runs of Table 4's WebQSP row (``rog_webqsp`` in the full preset where it is
+    fetched), else the offline ``webqsp``."""
+    return (table4_rows.get("webqsp") or (None, "webqsp"))[1]
+
+
 def runs_plan(table4_rows: dict, table12_methods: list[str]) -> dict[str, list[str]]:
-    """The training runs Tables 4 and 12 read: with / without retrieval per Table 4 row, Table 12's on WebQSP."""
+    """The training runs Tables 4 and 12 read: with / without retrieval per Table 4 row, Table 12's on WebQSP
+    (:func:`table12_dataset`)."""
     plan: dict[str, list[str]] = {}
     for _, dataset in table4_rows.values():
         plan.setdefault(dataset, []).extend(m for m in ("g_retriever", "gr_wo_retrieval") if m not in plan[dataset])
-    plan.setdefault("webqsp", []).extend(m for m in table12_methods if m not in plan["webqsp"])
+    web = table12_dataset(table4_rows)
+    plan.setdefault(web, []).extend(m for m in table12_methods if m not in plan[web])
     return plan
 
 
@@ -204,8 +212,9 @@ def table4(summary: pd.DataFrame, runs: pd.DataFrame, rows: dict[str, tuple[str,
 
 
 def paper_table4(dataset: str) -> dict:
-    """GR Table 4's row for ``dataset`` (CLEVR and the GQA sample stand for its SceneGraphs row), or {}."""
-    return PAPER_TABLE4.get("scene_graphs" if dataset in ("clevr", "gqa_micro") else dataset, {})
+    """GR Table 4's row for ``dataset`` (its paper column: RoG-webqsp is WebQSP's, CLEVR and GQA SceneGraphs'), or
+    {}."""
+    return PAPER_TABLE4.get(PAPER_COLUMN.get(dataset) or dataset, {})
 
 
 def _ran_on(metrics: dict) -> tuple[str | None, str | None]:

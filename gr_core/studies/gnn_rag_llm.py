@@ -297,7 +297,7 @@ def hop_table(rows: "pd.DataFrame") -> "pd.DataFrame":
     df = rows.assign(hop=rows.hops.map(lambda h: "unreachable" if pd.isna(h) else str(int(h))))
     out = []
     for (key, hop, r), g in df.groupby(["dataset", "hop", "retriever"], sort=True):
-        paper = PAPER_HOPS_F1.get((r, int(hop))) if key == "webqsp" and hop.isdigit() else None
+        paper = PAPER_HOPS_F1.get((r, int(hop))) if key in ("webqsp", "rog_webqsp") and hop.isdigit() else None
         out.append({"dataset": key, "hops": hop, "retriever": r, "questions": len(g),
                     "Hit": round(100 * g.hit.mean(), 1), "Hit@1": round(100 * g.hit1.mean(), 1),
                     "F1": round(100 * g.f1.mean(), 1), "coverage %": round(100 * g.coverage.mean(), 1),
