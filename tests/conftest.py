@@ -67,6 +67,12 @@ def tiny_llm_dir(tmp_path_factory):
     It loads through the same ``LLMConfig(model=<path>)`` route as any Hugging Face model, and makes
     token-stream, freezing and training tests run in seconds.
     """
+    return save_tiny_llama(tmp_path_factory.mktemp("tiny_llm"), hidden=32, intermediate=64, heads=2, kv_heads=1)
+
+
+def save_tiny_llama(path, hidden: int, intermediate: int, heads: int, kv_heads: int) -> str:
+    """A random 2-layer Llama of these shapes (built from its config, nothing downloaded) with SmolLM2's tokenizer
+    and chat template, saved as a HF folder at ``path``."""
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
@@ -79,11 +85,10 @@ def tiny_llm_dir(tmp_path_factory):
 
         tok = AutoTokenizer.from_pretrained(embedded_llm_dir())
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=2048,
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=2,
+                      num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=2048,
                       bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
                       tie_word_embeddings=True)
-    path = tmp_path_factory.mktemp("tiny_llm")
     LlamaForCausalLM(cfg).save_pretrained(path)
     tok.save_pretrained(path)
     return str(path)

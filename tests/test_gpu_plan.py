@@ -149,23 +149,9 @@ def test_graph_encoder_parameters_and_activations_are_pygs(kind):
 @pytest.fixture(scope="module")
 def llama64_dir(tmp_path_factory):
     """A 2-layer Llama of hidden 64 (built from its config, random, nothing downloaded) with SmolLM2's tokenizer."""
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from conftest import save_tiny_llama
 
-    if os.environ.get("GR_TOKENIZER_DIR"):
-        tok = AutoTokenizer.from_pretrained(os.environ["GR_TOKENIZER_DIR"])
-    else:
-        from gr_core.llm import embedded_llm_dir
-
-        tok = AutoTokenizer.from_pretrained(embedded_llm_dir())
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=176, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-                      bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-                      tie_word_embeddings=True)
-    path = tmp_path_factory.mktemp("llama64")
-    LlamaForCausalLM(cfg).save_pretrained(path)
-    tok.save_pretrained(path)
-    return str(path)
+    return save_tiny_llama(tmp_path_factory.mktemp("llama64"), hidden=64, intermediate=176, heads=4, kv_heads=2)
 
 
 def test_gradient_checkpointing_gives_the_same_lora_step_with_less_kept(llama64_dir):
