@@ -54,7 +54,7 @@ PAPERS: dict[str, Paper] = {p.name: p for p in (
     Paper("rog_cwq", *PAPERS_DATA["rog_cwq"][::-1], "RoG's CWQ split, 2-hop graphs: parquet, ~2 GB",
           "none: the CWQ rows are skipped"),
     Paper("gqa", *PAPERS_DATA["gqa"][::-1], "GQA scene graphs + balanced questions: zips, ~1.5 GB",
-          "gqa_micro (14 scene graphs)",
+          "clevr for GR Table 3's SceneGraphs rows; gqa_micro (14 scene graphs) in the retrieval study",
           (("sceneGraphs.zip", tuple(scenes for scenes, _ in GQA_FILES)),
            ("questions1.2.zip", tuple(questions for _, questions in GQA_FILES)))),
 )}
