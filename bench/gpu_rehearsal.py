@@ -136,6 +136,7 @@ def norm(name: str) -> str:
 
 
 def write_json_atomic(path: Path, data: dict) -> None:
+    # not gr_core.runs.write_json: the record is written before the node's environment can import gr_core
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
