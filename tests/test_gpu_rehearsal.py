@@ -55,6 +55,7 @@ def test_the_overrides_go_through_the_suites_own_parser(bench):
     assert dict(_parse_override(a) for a in args[1::2]) == overrides
 
 
+@pytest.mark.slow  # starts a process
 def test_a_step_is_stopped_at_its_deadline_and_its_log_kept(bench, tmp_path):
     rehearsal = bench("gpu_rehearsal")
     log = tmp_path / "slow.log"
