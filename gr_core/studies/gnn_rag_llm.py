@@ -22,7 +22,7 @@ from ..gnn_rag.generation import (answer_examples, answer_kind, fit_lines, gener
 from ..gnn_rag.reasoning_paths import select_candidates
 from ..graphqa import cache_key
 from ..llm import load_tokenizer
-from ..published import PAPER_GNN_RAG, PAPER_HOPS_F1
+from ..published import PAPER_COLUMN, PAPER_GNN_RAG, PAPER_HOPS_F1
 from ..report.results import GROUNDED
 from ..runs import config_hash, frame_value, progress, read_keyed, value_frame, write_keyed
 from ..stats import compare, signed_rank, verdict
@@ -297,7 +297,7 @@ def hop_table(rows: "pd.DataFrame") -> "pd.DataFrame":
     df = rows.assign(hop=rows.hops.map(lambda h: "unreachable" if pd.isna(h) else str(int(h))))
     out = []
     for (key, hop, r), g in df.groupby(["dataset", "hop", "retriever"], sort=True):
-        paper = PAPER_HOPS_F1.get((r, int(hop))) if key in ("webqsp", "rog_webqsp") and hop.isdigit() else None
+        paper = PAPER_HOPS_F1.get((r, int(hop))) if PAPER_COLUMN.get(key) == "webqsp" and hop.isdigit() else None
         out.append({"dataset": key, "hops": hop, "retriever": r, "questions": len(g),
                     "Hit": round(100 * g.hit.mean(), 1), "Hit@1": round(100 * g.hit1.mean(), 1),
                     "F1": round(100 * g.f1.mean(), 1), "coverage %": round(100 * g.coverage.mean(), 1),
