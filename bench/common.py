@@ -74,6 +74,23 @@ def gemm_peak_gflops(dtype, n: int | None = None, repeats: int = 5, device: str 
     return 2 * n ** 3 / best / 1e9
 
 
+def memory_bandwidth_gbs(megabytes: int = 512, repeats: int = 5, device: str | None = None) -> float:
+    """The best rate of one ``megabytes`` fp32 tensor copied into another, in GB/s of bytes read plus bytes written:
+    the memory-bandwidth bound of a decode step, which reads every weight once per step whatever the batch."""
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    src = torch.ones(megabytes * 2 ** 20 // 4, device=device)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    synchronize()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        dst.copy_(src)
+        synchronize()
+        best = min(best, time.perf_counter() - start)
+    return 2 * src.numel() * 4 / best / 1e9
+
+
 def result_path(name: str) -> Path:
     """``outputs/bench/<name>.json`` (``name`` may hold a sub-folder: ``chat_follow_ups/<label>``)."""
     return outputs_root("bench") / f"{name}.json"

