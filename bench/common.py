@@ -128,3 +128,14 @@ def mean_loss(model, batch):
     """A ``GraphLLM``'s mean token loss on ``batch`` (its forward returns the sum and the count)."""
     total, count = model(batch)
     return total / count
+
+
+def llm_flops(llm) -> tuple[int, int]:
+    """(non-embedding parameters of the LLM, vocabulary-projection MACs per position).
+
+    Leaves out LoRA adapters, the input embedding and the output projection, whether tied (SmolLM2: one tensor,
+    which ``named_parameters`` yields once) or not, so ``n + vocab`` weights are what a decode step reads."""
+    emb = llm.get_input_embeddings().weight
+    head = llm.get_output_embeddings().weight
+    total = sum(p.numel() for n, p in llm.named_parameters() if "lora_" not in n)
+    return total - emb.numel() - (0 if head is emb else head.numel()), head.numel()

@@ -612,8 +612,8 @@ class Rehearsal:
 
     def precision_api(self) -> tuple[bool, str]:
         """bench/precision.py and bench/common.py define what the precision step calls (read, not imported)."""
-        need = {"precision.py": {"build_model", "load_variant", "answer", "llm_flops", "TRAIN", "GNN", "VARIANTS"},
-                "common.py": {"gemm_peak_gflops", "mean_loss", "train_step_seconds", "synchronize"}}
+        need = {"precision.py": {"build_model", "load_variant", "answer", "TRAIN", "GNN", "VARIANTS"},
+                "common.py": {"gemm_peak_gflops", "llm_flops", "mean_loss", "train_step_seconds", "synchronize"}}
         missing = []
         for file, names in need.items():
             tree = ast.parse((ROOT / "bench" / file).read_text())
@@ -950,7 +950,7 @@ def worker_precision_gpu(work: Path, result: Path, steps: int, answers: int) -> 
 
     sys.path.append(str(ROOT / "bench"))  # last, as tests/conftest.py does: bench/datasets.py hides nothing installed
     import precision as P  # noqa: PLC0415 deferred: bench/precision.py, on sys.path from the line above
-    from common import gemm_peak_gflops, mean_loss, synchronize, train_step_seconds  # noqa: PLC0415 the same
+    from common import gemm_peak_gflops, llm_flops, mean_loss, synchronize, train_step_seconds  # noqa: PLC0415 the same
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     llm = str(work / "models" / "smollm2-135m-random")
@@ -1008,7 +1008,7 @@ def worker_precision_gpu(work: Path, result: Path, steps: int, answers: int) -> 
                     tokens.append(batch.num_tokens)
                     rows.append(batch.input_ids.shape[0] * (batch.label_width + 1))
             synchronize()
-            n_ne, vocab = P.llm_flops(model)
+            n_ne, vocab = llm_flops(model.llm)
             flops = sum(4 * n_ne * t + 4 * vocab * r for t, r in zip(tokens, rows))
             dtype = "bfloat16" if dtypes[name] == torch.bfloat16 else "float32"
             total = sum(seconds)
@@ -1034,7 +1034,7 @@ def worker_precision_gpu(work: Path, result: Path, steps: int, answers: int) -> 
     for name in PRECISION_VARIANTS:
         model = P.build_model(name, "g_retriever", in_dim, llm)
         run = P.answer(model, model.tokenize(test_ex))
-        n_ne, vocab = P.llm_flops(model)
+        n_ne, vocab = llm_flops(model.llm)
         flops = 2 * n_ne * (run["prompt_tokens"] + run["new_tokens"]) + 2 * vocab * (len(test_ex) + run["new_tokens"])
         dtype = "bfloat16" if dtypes[name] == torch.bfloat16 else "float32"
         answering[name] = {"dtype": dtype, "seconds": round(run["seconds"], 3), "answers": len(test_ex),

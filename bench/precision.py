@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from common import gemm_peak_gflops, mean_loss, train_step_seconds, write_result
+from common import gemm_peak_gflops, llm_flops, mean_loss, train_step_seconds, write_result
 from sentence_transformers import SentenceTransformer
 from transformers import AutoModelForCausalLM
 
@@ -109,13 +109,6 @@ def build_model(name: str, method: str, in_dim: int, model: str = LLMConfig.mode
     if VARIANTS[name][3]:  # what LoRAConfig(dropout_masks="uniform16") does; the same weights and data otherwise
         use_uniform_dropout(graph_llm)
     return graph_llm
-
-
-def llm_flops(model: GraphLLM) -> tuple[int, int]:
-    """(non-embedding parameters of the frozen LLM, vocabulary-projection MACs per position)."""
-    emb = model.llm.get_input_embeddings().weight
-    total = sum(p.numel() for n, p in model.llm.named_parameters() if "lora_" not in n)
-    return total - emb.numel(), emb.numel()
 
 
 def train_steps(model: GraphLLM, examples, steps: int) -> dict:
@@ -240,7 +233,7 @@ def main() -> None:
                 continue  # without adapters there is no LoRA dropout: the same as the variant without the suffix
             model = build_model(name, method, in_dim, args.llm)
             run = train_steps(model, model.tokenize(train_ex), args.steps)
-            n_ne, vocab = llm_flops(model)
+            n_ne, vocab = llm_flops(model.llm)
             flops = sum(4 * n_ne * t + 4 * vocab * r for t, r in zip(run["tokens"], run["logit_rows"]))
             dtype = "bfloat16" if VARIANTS[name][0] == torch.bfloat16 else "float32"
             total = sum(run["seconds"])
@@ -262,7 +255,7 @@ def main() -> None:
         if state is not None:
             model.load_trainable_state(state)
         run = answer(model, model.tokenize(test_ex))
-        n_ne, vocab = llm_flops(model)
+        n_ne, vocab = llm_flops(model.llm)
         flops = 2 * n_ne * (run["prompt_tokens"] + run["new_tokens"]) + 2 * vocab * (len(test_ex) + run["new_tokens"])
         dtype = "bfloat16" if VARIANTS[name][0] == torch.bfloat16 else "float32"
         answering[name] = {"dtype": dtype, "seconds": round(run["seconds"], 2), "answers": len(test_ex),

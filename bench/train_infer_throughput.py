@@ -27,8 +27,8 @@ dtype's peak is recorded beside it):
 PyG: every position). Attention score FLOPs are left out (< 10% at these lengths). A 135M model on a 2-core
 CPU is LLM-bound and not comparable with GPU numbers.
 """
-from common import (gemm_peak_gflops, machine, mean_loss, memory_bandwidth_gbs, summarize, synchronize,  # noqa: I001
-                    train_step_seconds, write_result)
+from common import (gemm_peak_gflops, llm_flops, machine, mean_loss, memory_bandwidth_gbs, summarize,  # noqa: I001
+                    synchronize, train_step_seconds, write_result)
 
 import argparse
 import copy
@@ -76,36 +76,20 @@ class NodeGNN(torch.nn.Module):
         return self.enc.node_forward(x, edge_index, edge_attr)
 
 
-def llm_flops(llm) -> tuple[int, int]:
-    """(non-embedding parameters, vocabulary-projection MACs per position)."""
-    emb = llm.get_input_embeddings().weight
-    total = sum(p.numel() for p in llm.parameters())
-    return total - emb.numel(), emb.numel()
-
-
-def decode_steps(model: GraphLLM, batch, max_new: int) -> int:
-    """Tokens one batch's greedy generation produces per row: the width ``generate`` returns (it stops when every
-    row has ended, or at ``max_new``), so the decode loop ran this many steps less the one prefill gave."""
-    with torch.inference_mode():
-        out = model.llm.generate(inputs_embeds=model.embed(batch), attention_mask=batch.attention_mask,
-                                 max_new_tokens=max_new, do_sample=False, eos_token_id=model.template.eos_id,
-                                 pad_token_id=model.template.pad_id)
-    return int(out.shape[1])
-
-
-def decode_record(model: GraphLLM, batch, prefill_s: float, full_s: float, dtype) -> dict:
+def decode_record(model: GraphLLM, batch, prefill_s: float, full_s: float, width: int, dtype) -> dict:
     """The decode loop of one batch against its memory-bandwidth bound: a step reads every decoder weight and the
     output projection once (whatever the batch) plus the batch's KV cache, so its floor is those bytes over the
-    copy bandwidth measured in this process."""
-    steps = decode_steps(model, batch, MAX_NEW) - 1
+    copy bandwidth measured in this process. ``width``: the new tokens the timed generation produced per row
+    (the prefill gave the first, so the loop ran ``width - 1`` steps)."""
+    steps = width - 1
     seconds = full_s - prefill_s
     c = model.llm.config
     n_ne, vocab = llm_flops(model.llm)
-    width = torch.finfo(dtype).bits // 8
+    nbytes = torch.finfo(dtype).bits // 8
     head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
-    kv_per_position = 2 * c.num_hidden_layers * c.num_key_value_heads * head_dim * width
+    kv_per_position = 2 * c.num_hidden_layers * c.num_key_value_heads * head_dim * nbytes
     mean_context = batch.input_ids.shape[1] + steps / 2
-    step_bytes = (n_ne + vocab) * width + batch.input_ids.shape[0] * mean_context * kv_per_position
+    step_bytes = (n_ne + vocab) * nbytes + batch.input_ids.shape[0] * mean_context * kv_per_position
     bandwidth = memory_bandwidth_gbs()
     step_s = seconds / max(steps, 1)
     floor_s = step_bytes / (bandwidth * 1e9)
@@ -229,11 +213,12 @@ def main() -> None:
     answers, ours_s = predict(ours, test_ex, EVAL_BATCH)
     # where one inference batch goes: prefill (1 new token) vs the whole 32-token generation
     split_batch = ours.collate(test_ex[:EVAL_BATCH], with_label=False).to(ours.device)
-    prefill_s = min(_time(lambda: ours.generate(split_batch, 1)) for _ in range(2))
-    full_s = _time(lambda: ours.generate(split_batch, MAX_NEW))
+    prefill_s = min(_time(lambda: ours.generate_ids(split_batch, 1)) for _ in range(2))
+    generated = []
+    full_s = _time(lambda: generated.append(ours.generate_ids(split_batch, MAX_NEW)))
     prefill_positions = split_batch.input_ids.numel()  # padded positions are computed too
     prefill_gflops = 2 * (n_ne * prefill_positions + vocab_macs * EVAL_BATCH) / 1e9
-    decode = decode_record(ours, split_batch, prefill_s, full_s, dtype)
+    decode = decode_record(ours, split_batch, prefill_s, full_s, int(generated[0].shape[1]), dtype)
     r_inf_32 = pyg_infer(pyg_frozen, test_ex, MAX_NEW)
     r_inf_default = pyg_infer(pyg_frozen, test_ex, 128)
     ours_aps = len(test_ex) / ours_s

@@ -19,6 +19,19 @@ def test_summarize_takes_median_nearest_rank_p90_and_min(common):
         common.summarize([])
 
 
+@pytest.mark.parametrize("tied", [True, False])
+def test_llm_flops_leaves_out_both_embeddings_tied_or_not(common, tied):
+    """A decode step reads ``n + vocab`` weights: the output projection once, whether it is the input embedding."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(vocab_size=50, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=tied)
+    llm = LlamaForCausalLM(cfg)
+    n, vocab = common.llm_flops(llm)
+    layers = sum(p.numel() for p in llm.model.layers.parameters()) + llm.model.norm.weight.numel()
+    assert (n, vocab) == (layers, 50 * 16)
+
+
 def test_timed_returns_the_value_and_seconds(common):
     value, seconds = common.timed(sum, [1, 2, 3])
     assert value == 6 and 0 <= seconds < 5

@@ -193,9 +193,11 @@ def test_lora_generator_trains_checkpoints_and_reloads_without_retraining(genera
     model, history, run_dir = generator
     table = training_table({"webqsp": {"answer_generator": {"history": history, "train_examples": 2, "val_examples": 1,
                                                             "seconds": 1.0}, "relation_path_seconds": {"webqsp": 0.1}}})
+    epoch = history[0]
     assert table.to_dict("records") == [{"family": "webqsp", "model": "answer_generator", "train examples": 2,
-                                         "val examples": 1, "epochs": 1,
-                                         "final val loss": round(history[0]["val_loss"], 3), "seconds": 1.0}]
+                                         "val examples": 1, "epochs": 1, "final val loss": round(epoch["val_loss"], 3),
+                                         "epoch seconds": round(epoch["train_seconds"] + epoch["val_seconds"], 1),
+                                         "seconds": 1.0}]
     assert len(history) == 1 and (run_dir / "ckpt" / "best.pt").is_file() and (run_dir / "history.json").is_file()
     assert all("lora" in n for n in model.trainable_parameters())
     ds = FakeKGQA()

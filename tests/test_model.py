@@ -171,9 +171,13 @@ def test_batched_generation_with_soft_tokens_matches_one_by_one_on_the_real_llm(
     exs = model.tokenize([_example(1, seed=2), _example(12, seed=3)])
     exs[0].question = "Question: what is the capital of France?\nAnswer: "
     model.tokenize(exs)
-    together = model.generate(model.collate(exs, with_label=False), 8)
+    batch = model.collate(exs, with_label=False)
+    together = model.generate(batch, 8)
     alone = [model.generate(model.collate([ex], with_label=False), 8)[0] for ex in exs]
     assert together == alone and any(together)
+    ids = model.generate_ids(batch, 8)  # the new tokens only, as wide as the steps the batch ran
+    assert ids.shape[0] == 2 and 1 <= ids.shape[1] <= 8
+    assert [t.strip() for t in model.tokenizer.batch_decode(ids, skip_special_tokens=True)] == together
 
 
 def test_prompt_tuning_vectors_start_as_the_init_text_embeddings(tiny_llm_dir):

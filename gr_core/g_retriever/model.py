@@ -425,12 +425,21 @@ class GraphLLM(nn.Module):
         return loss_sum, (target != -100).sum()
 
     @torch.inference_mode()
-    def _decode(self, batch: Batch, max_new_tokens: int | None, **search) -> list[str]:
-        """``llm.generate`` from ``inputs_embeds`` (KV cache, no sampling, stops at EOS), decoded and stripped."""
-        out = self.llm.generate(inputs_embeds=self.embed(batch), attention_mask=batch.attention_mask,
-                                max_new_tokens=max_new_tokens or self.cfg.llm.max_new_tokens, do_sample=False,
-                                eos_token_id=self.template.eos_id, pad_token_id=self.template.pad_id, **search)
+    def generate_ids(self, batch: Batch, max_new_tokens: int | None = None, **search) -> torch.Tensor:
+        """``llm.generate`` from ``inputs_embeds`` (KV cache, no sampling, stops at EOS).
+
+        Returns:
+            ``(B * num_return_sequences, W)`` new token ids, EOS-padded after each row's end; ``W`` is the number
+            of steps the batch ran (it stops when every row has ended, or at ``max_new_tokens``).
+        """
         # transformers >= 5 returns only the new tokens when generating from inputs_embeds (docs/environment.md)
+        return self.llm.generate(inputs_embeds=self.embed(batch), attention_mask=batch.attention_mask,
+                                 max_new_tokens=max_new_tokens or self.cfg.llm.max_new_tokens, do_sample=False,
+                                 eos_token_id=self.template.eos_id, pad_token_id=self.template.pad_id, **search)
+
+    def _decode(self, batch: Batch, max_new_tokens: int | None, **search) -> list[str]:
+        """:meth:`generate_ids`, decoded and stripped."""
+        out = self.generate_ids(batch, max_new_tokens, **search)
         return [t.strip() for t in self.tokenizer.batch_decode(out, skip_special_tokens=True)]
 
     def generate(self, batch: Batch, max_new_tokens: int | None = None) -> list[str]:

@@ -253,10 +253,14 @@ def against_gnn(rows: "pd.DataFrame") -> "pd.DataFrame":
 
 # ---------------------------------------------------------------------- tables
 def training_table(training: dict) -> "pd.DataFrame":
-    """One row per LoRA fine-tune of :func:`run_gnn_rag`'s ``training``: examples, epochs, final val loss, seconds."""
+    """One row per LoRA fine-tune of :func:`run_gnn_rag`'s ``training``: examples, epochs, final val loss, the
+    epochs' own training and validation seconds (from the history, so a run resumed after its last epoch still
+    states what training cost), and ``seconds`` this run spent (loading a finished checkpoint: seconds)."""
     return pd.DataFrame([{"family": family, "model": name, "train examples": v["train_examples"],
                           "val examples": v["val_examples"], "epochs": len(v["history"]),
                           "final val loss": round(v["history"][-1]["val_loss"], 3) if v["history"] else None,
+                          "epoch seconds": round(sum(e.get("train_seconds", 0) + e.get("val_seconds", 0)
+                                                     for e in v["history"]), 1),
                           "seconds": v["seconds"]}
                          for family, info in training.items() for name, v in info.items()
                          if isinstance(v, dict) and "history" in v])

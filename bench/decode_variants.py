@@ -1,0 +1,108 @@
+"""The decode loop's variants, measured on the throughput bench's inference batch: keep only what wins.
+
+    python bench/decode_variants.py   ->  outputs/bench/decode_variants.json
+
+Same model (the quick preset's G-Retriever on the embedded SmolLM2-135M-Instruct, untrained adapters, the dtype
+``"auto"`` resolves to), the same WebQSP test questions as ``bench/train_infer_throughput.py``, sorted by prompt
+length as ``predict`` batches them, greedy, ``MAX_NEW`` new tokens at most. Variants (issue 61, docs/peers.md):
+
+- ``dynamic``: what ``GraphLLM.generate`` does (transformers' dynamic KV cache, EOS stopping);
+- ``static``: ``cache_implementation="static"`` (the cache preallocated, no per-step ``cat``);
+- ``static+compile``: the static cache with ``torch.compile`` of the forward pass (transformers' ``CompileConfig``);
+- ``dynamic, batch 48``: one batch of all the questions, against three batches of 16 (does width amortize the
+  per-step overhead?).
+
+Per variant: the prefill (one new token), the whole generation, ms per decode step (their difference over the
+steps), new tokens per second, and how many answers equal the dynamic batch-16 ones. Each timing is the best of two
+after a warm-up generation (a compiled variant's warm-up includes its compilation, recorded apart).
+"""
+from common import machine, synchronize, write_result  # noqa: I001
+
+import argparse
+import time
+
+import torch
+
+from gr_core.config import LLMConfig
+from gr_core.g_retriever.examples import build_examples
+from gr_core.g_retriever.model import GraphLLM
+from gr_core.g_retriever.train import make_run_config
+from gr_core.graphqa import DatasetConfig, load_dataset
+from gr_core.precision import dtype_name
+from train_infer_throughput import DATASET, EVAL_BATCH, GNN, INFER_EXAMPLES, MAX_NEW
+
+
+def timed_ids(model: GraphLLM, batch, max_new: int, **search) -> tuple[float, torch.Tensor]:
+    synchronize()
+    start = time.perf_counter()
+    ids = model.generate_ids(batch, max_new, **search)
+    synchronize()
+    return time.perf_counter() - start, ids
+
+
+def measure(model: GraphLLM, batches: list, **search) -> dict:
+    """Warm-up, then the best of two for the prefill and for the whole generation, summed over ``batches``."""
+    start = time.perf_counter()
+    for b in batches:
+        model.generate_ids(b, 2, **search)
+    warmup = time.perf_counter() - start
+    prefill = sum(min(timed_ids(model, b, 1, **search)[0] for _ in range(2)) for b in batches)
+    full, texts, steps, tokens = 0.0, [], 0, 0
+    for b in batches:
+        (t1, ids), (t2, _) = timed_ids(model, b, MAX_NEW, **search), timed_ids(model, b, MAX_NEW, **search)
+        full += min(t1, t2)
+        steps += ids.shape[1] - 1
+        tokens += ids.shape[0] * (ids.shape[1] - 1)
+        texts += [t.strip() for t in model.tokenizer.batch_decode(ids, skip_special_tokens=True)]
+    decode = full - prefill
+    return {"warmup_s": round(warmup, 2), "prefill_s": round(prefill, 3), "generate_s": round(full, 3),
+            "decode_steps": steps, "decode_step_ms": round(1e3 * decode / max(steps, 1), 1),
+            "decode_tokens_per_s": round(tokens / decode, 1) if decode > 0 else None,
+            "answers_per_s": round(sum(b.input_ids.shape[0] for b in batches) / full, 3), "answers": texts}
+
+
+def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n")[0]).parse_args()
+    torch.manual_seed(0)
+    ds = load_dataset(DatasetConfig(DATASET))
+    cfg = make_run_config(DATASET, "g_retriever", gnn=GNN, llm=LLMConfig())
+    model = GraphLLM(cfg.model, in_dim=int(ds.text_emb.shape[1])).eval()
+    examples = model.tokenize(build_examples(ds, ds.split["test"][:INFER_EXAMPLES], cfg.model))
+    examples.sort(key=lambda e: e.num_prompt_tokens)  # as predict batches them
+
+    def batches(size: int) -> list:
+        return [model.collate(examples[k:k + size], with_label=False).to(model.device)
+                for k in range(0, len(examples), size)]
+
+    from transformers import CompileConfig  # noqa: PLC0415 only this variant needs it
+    compiled = CompileConfig(fullgraph=False, dynamic=False)
+    compiled._compile_all_devices = True  # transformers compiles only on CUDA unless told (its default)
+    variants = {"dynamic": (EVAL_BATCH, {}), "static": (EVAL_BATCH, {"cache_implementation": "static"}),
+                "static+compile": (EVAL_BATCH, {"cache_implementation": "static", "compile_config": compiled}),
+                f"dynamic, batch {len(examples)}": (len(examples), {})}
+    results = {}
+    for name, (size, search) in variants.items():
+        try:
+            results[name] = {"batch_size": size, **measure(model, batches(size), **search)}
+        except Exception as error:  # noqa: BLE001 a variant this transformers cannot run is recorded, not fatal
+            results[name] = {"batch_size": size, "error": f"{type(error).__name__}: {str(error)[:300]}"}
+        print(name, {k: v for k, v in results[name].items() if k != "answers"}, flush=True)
+    base = results["dynamic"]["answers"]
+    for r in results.values():
+        if "answers" in r:
+            r["same_answers_as_dynamic"] = sum(a == b for a, b in zip(r["answers"], base))
+            r["answers"] = r["answers"][:4]
+    dyn = results["dynamic"]["answers_per_s"]
+    speedup = {k: round(r["answers_per_s"] / dyn, 3) for k, r in results.items() if "answers_per_s" in r}
+    # a variant earns its place only by answering faster with every answer unchanged
+    wins = [k for k, r in results.items() if k != "dynamic" and speedup.get(k, 0) > 1
+            and r.get("same_answers_as_dynamic") == len(examples)]
+    path = write_result("decode_variants", {
+        "dataset": DATASET, "questions": len(examples), "max_new_tokens": MAX_NEW, "gnn": GNN.__dict__,
+        "dtype": dtype_name(model.llm.dtype), "cpu_model": machine()["cpu_model"], "variants": results,
+        "answers_per_s_ratio_to_dynamic": speedup, "faster_with_same_answers": wins})
+    print(f"answers/s against dynamic: {speedup}; faster with the same answers: {wins or 'none'} -> {path}")
+
+
+if __name__ == "__main__":
+    main()
