@@ -25,9 +25,11 @@ from gr_core.runs import package_versions, write_json  # noqa: F401 (package_ver
 
 
 def timed(fn, *args, **kwargs):
-    """``(fn(*args, **kwargs), seconds)``."""
+    """``(fn(*args, **kwargs), seconds)``, queued CUDA work waited for on both sides (:func:`synchronize`)."""
+    synchronize()
     start = time.perf_counter()
     out = fn(*args, **kwargs)
+    synchronize()
     return out, time.perf_counter() - start
 
 

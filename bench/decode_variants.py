@@ -16,7 +16,7 @@ Per variant: the prefill (one new token), the whole generation, ms per decode st
 steps), new tokens per second, and how many answers equal the dynamic batch-16 ones. Each timing is the best of two
 after a warm-up generation (a compiled variant's warm-up includes its compilation, recorded apart).
 """
-from common import machine, synchronize, write_result  # noqa: I001
+from common import machine, timed, write_result  # noqa: I001
 
 import argparse
 import time
@@ -32,24 +32,16 @@ from gr_core.precision import dtype_name
 from train_infer_throughput import DATASET, EVAL_BATCH, GNN, INFER_EXAMPLES, MAX_NEW
 
 
-def timed_ids(model: GraphLLM, batch, max_new: int, **search) -> tuple[float, torch.Tensor]:
-    synchronize()
-    start = time.perf_counter()
-    ids = model.generate_ids(batch, max_new, **search)
-    synchronize()
-    return time.perf_counter() - start, ids
-
-
 def measure(model: GraphLLM, batches: list, **search) -> dict:
     """Warm-up, then the best of two for the prefill and for the whole generation, summed over ``batches``."""
     start = time.perf_counter()
     for b in batches:
         model.generate_ids(b, 2, **search)
     warmup = time.perf_counter() - start
-    prefill = sum(min(timed_ids(model, b, 1, **search)[0] for _ in range(2)) for b in batches)
+    prefill = sum(min(timed(model.generate_ids, b, 1, **search)[1] for _ in range(2)) for b in batches)
     full, texts, steps, tokens = 0.0, [], 0, 0
     for b in batches:
-        (t1, ids), (t2, _) = timed_ids(model, b, MAX_NEW, **search), timed_ids(model, b, MAX_NEW, **search)
+        (ids, t1), (_, t2) = (timed(model.generate_ids, b, MAX_NEW, **search) for _ in range(2))
         full += min(t1, t2)
         steps += ids.shape[1] - 1
         tokens += ids.shape[0] * (ids.shape[1] - 1)

@@ -28,7 +28,7 @@ PyG: every position). Attention score FLOPs are left out (< 10% at these lengths
 CPU is LLM-bound and not comparable with GPU numbers.
 """
 from common import (gemm_peak_gflops, llm_flops, machine, mean_loss, memory_bandwidth_gbs, summarize,  # noqa: I001
-                    synchronize, train_step_seconds, write_result)
+                    timed, train_step_seconds, write_result)
 
 import argparse
 import copy
@@ -54,14 +54,6 @@ TRAIN_EXAMPLES = 8 * 33  # 33 batches per side: 1 warm-up + 32 timed (a p90 need
 INFER_EXAMPLES = 48
 MAX_NEW = 32  # GR code generation budget
 GNN = GNNConfig(kind="gt", hidden=256, num_layers=4, heads=4)  # the quick preset's encoder
-
-
-def _time(fn) -> float:
-    synchronize()
-    t0 = time.perf_counter()
-    fn()
-    synchronize()
-    return time.perf_counter() - t0
 
 
 class NodeGNN(torch.nn.Module):
@@ -213,12 +205,11 @@ def main() -> None:
     answers, ours_s = predict(ours, test_ex, EVAL_BATCH)
     # where one inference batch goes: prefill (1 new token) vs the whole 32-token generation
     split_batch = ours.collate(test_ex[:EVAL_BATCH], with_label=False).to(ours.device)
-    prefill_s = min(_time(lambda: ours.generate_ids(split_batch, 1)) for _ in range(2))
-    generated = []
-    full_s = _time(lambda: generated.append(ours.generate_ids(split_batch, MAX_NEW)))
+    prefill_s = min(timed(ours.generate_ids, split_batch, 1)[1] for _ in range(2))
+    generated, full_s = timed(ours.generate_ids, split_batch, MAX_NEW)
     prefill_positions = split_batch.input_ids.numel()  # padded positions are computed too
     prefill_gflops = 2 * (n_ne * prefill_positions + vocab_macs * EVAL_BATCH) / 1e9
-    decode = decode_record(ours, split_batch, prefill_s, full_s, int(generated[0].shape[1]), dtype)
+    decode = decode_record(ours, split_batch, prefill_s, full_s, int(generated.shape[1]), dtype)
     r_inf_32 = pyg_infer(pyg_frozen, test_ex, MAX_NEW)
     r_inf_default = pyg_infer(pyg_frozen, test_ex, 128)
     ours_aps = len(test_ex) / ours_s

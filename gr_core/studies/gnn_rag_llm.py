@@ -259,8 +259,7 @@ def training_table(training: dict) -> "pd.DataFrame":
     return pd.DataFrame([{"family": family, "model": name, "train examples": v["train_examples"],
                           "val examples": v["val_examples"], "epochs": len(v["history"]),
                           "final val loss": round(v["history"][-1]["val_loss"], 3) if v["history"] else None,
-                          "epoch seconds": round(sum(e.get("train_seconds", 0) + e.get("val_seconds", 0)
-                                                     for e in v["history"]), 1),
+                          "epoch seconds": round(sum(e["train_seconds"] + e["val_seconds"] for e in v["history"]), 1),
                           "seconds": v["seconds"]}
                          for family, info in training.items() for name, v in info.items()
                          if isinstance(v, dict) and "history" in v])
