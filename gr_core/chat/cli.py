@@ -17,7 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--triples", help="a file of head<TAB>relation<TAB>tail lines ('|' or ',' also accepted)")
     src.add_argument("--csv", nargs=2, metavar=("NODES", "EDGES"), help="node_id,node_attr and src,edge_attr,dst files")
-    src.add_argument("--graph", help="metaqa, webqsp_full:<i>, explagraphs:<i>, clevr:<i>")
+    src.add_argument("--graph", help="metaqa, metaqa:<entity>, webqsp_full:<i>, explagraphs:<i>, clevr:<i>")
     parser.add_argument("questions", nargs="+", help="one or more questions, asked in order as one conversation")
     parser.add_argument("--model", default="auto", help="auto | zero_shot | a training run directory (default auto)")
     parser.add_argument("--llm", default="embedded:smollm2-135m-instruct", help="LLM (embedded or a HF path)")

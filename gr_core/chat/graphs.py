@@ -12,7 +12,9 @@ import numpy as np
 import pandas as pd
 
 from ..data import EDGE_COLUMNS, NODE_COLUMNS, GraphFormatError, TextualGraph, graph_from_triples
+from ..datasets import load_metaqa_kb
 from ..graphqa import load_dataset
+from ..kg import NeighbourhoodConfig
 from ..paths import data_file
 from ..runs import atomic_write_text
 
@@ -129,8 +131,10 @@ def read_graph_csv(nodes_path: str | Path, edges_path: str | Path) -> TextualGra
 
 
 def load_graph(spec: str) -> tuple[TextualGraph, str]:
-    """A graph named by a short spec: ``metaqa`` (the MetaQA KB), ``webqsp_full:<i>``, ``webqsp:<i>``,
-    ``explagraphs:<i>``, ``clevr:<i>`` (the i-th question's graph), a triples file path, or ``nodes.csv,edges.csv``.
+    """A graph named by a short spec: ``metaqa`` (the MetaQA KB), ``metaqa:<entity>`` (the KB's 2-hop neighbourhood of
+    that entity, as the chat scopes a turn: hubs of more than 200 facts kept but not expanded, at most 2,000 nodes),
+    ``webqsp_full:<i>``, ``webqsp:<i>``, ``explagraphs:<i>``, ``clevr:<i>`` (the i-th question's graph), a triples
+    file path, or ``nodes.csv,edges.csv``.
 
     Returns:
         ``(graph, kind)``: the kind (``kg``, ``scene``, ``explanation``) serves checkpoint choice and templates.
@@ -138,6 +142,14 @@ def load_graph(spec: str) -> tuple[TextualGraph, str]:
     name, _, arg = spec.partition(":")
     if spec == "metaqa":
         return graph_from_triple_list(read_triples(data_file("metaqa", "kb.txt"), "|")), "kg"
+    if name == "metaqa" and arg:
+        # a part of the KB to open as a graph of its own: indexing it takes seconds, the whole KB a minute or more
+        kg = load_metaqa_kb()
+        if arg not in kg.entity_id:
+            raise ValueError(f"graph spec {spec!r}: the MetaQA KB has no entity named {arg!r} (names are case "
+                             f"sensitive, as the KB writes them)")
+        g = kg.subgraph(*kg.neighbourhood([kg.entity_id[arg]], NeighbourhoodConfig()))
+        return TextualGraph(g.nodes[NODE_COLUMNS], g.edges[EDGE_COLUMNS], graph_id=spec), "kg"
     if name in ("webqsp_full", "webqsp", "explagraphs", "clevr", "gqa_micro") and arg.isdigit():
         ds = load_dataset(name)
         i = int(arg)
