@@ -88,6 +88,7 @@ def movie_index():
     return ChatIndex.build(graph_from_triple_list(MOVIES))
 
 
+@pytest.mark.data
 def test_a_metaqa_entity_spec_opens_its_two_hop_neighbourhood_and_an_unknown_name_is_refused():
     from gr_core.chat.graphs import load_graph
     from gr_core.datasets import load_metaqa_kb
@@ -97,6 +98,7 @@ def test_a_metaqa_entity_spec_opens_its_two_hop_neighbourhood_and_an_unknown_nam
     fg = kg.entity_id["Forrest Gump"]
     one_hop = {kg.entities[n] for n in kg.incidences(np.array([fg]))[0]}
     assert kind == "kg" and graph.graph_id == "metaqa:Forrest Gump" and names[0] == "Forrest Gump"
+    assert (len(graph.nodes), len(graph.edges)) == (458, 835)  # the chat's own scope (2 hops, hubs of 200 kept whole)
     assert one_hop <= set(names) and len(names) == len(set(names)) < kg.num_entities
     kb = set(zip(kg.heads.tolist(), kg.rels.tolist(), kg.tails.tolist()))
     for s, r, d in graph.edges[["src", "edge_attr", "dst"]].itertuples(index=False):  # every edge is a KB fact
@@ -397,6 +399,20 @@ def test_cli_answers_a_triples_file_and_names_a_bad_line(tmp_path, tiny_llm_dir)
     res = subprocess.run([sys.executable, "-m", "gr_core.chat", "--triples", str(bad), "question"], capture_output=True,
                          text=True, timeout=120)
     assert res.returncode == 2 and "bad.tsv:2: expected 3 fields" in res.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.data
+def test_cli_chats_with_the_whole_metaqa_kb(tmp_path):
+    # the quick preset's notebook 09 graph: 43k names indexed (about a minute), a turn searches a neighbourhood
+    out = tmp_path / "turns.json"
+    res = subprocess.run([sys.executable, "-m", "gr_core.chat", "--graph", "metaqa", "--json", str(out),
+                          "Who directed Forrest Gump?", "and who starred in it?"], capture_output=True, text=True,
+                         timeout=900)
+    assert res.returncode == 0, res.stderr[-2000:]
+    saved = json.loads(out.read_text())
+    assert [t["answer"] for t in saved["turns"]] == ["Robert Zemeckis", "Tom Hanks | Sally Field"]
+    assert saved["turns"][1]["follow_up"]
 
 
 # ---------------------------------------------------------------------- constrained (ranked) answers

@@ -56,6 +56,16 @@ def test_node_ids_follow_first_appearance_and_equal_strings_share_a_node():
     assert g.triples()[1] == ("a", "r2", "c")
 
 
+def test_graph_columns_have_one_dtype_also_when_empty():
+    import pandas as pd
+
+    for g in (graph_from_triples([("A", "r", "b")], lowercase=False), graph_from_triples([])):
+        assert g.nodes.node_id.dtype == g.edges.src.dtype == g.edges.dst.dtype == "int64"
+        assert g.nodes.node_attr.dtype == g.edges.edge_attr.dtype == pd.StringDtype(na_value=float("nan"))
+        assert isinstance(g.nodes.index, pd.RangeIndex) and isinstance(g.edges.index, pd.RangeIndex)
+    assert graph_from_triples([("A", "r", "b")], lowercase=False).triples() == [("A", "r", "b")]
+
+
 def test_entity_names_that_look_like_missing_values_stay_strings():
     g = graph_from_triples([("nan", "r", "NA"), ("null", "r", "None")])
     assert g.nodes.node_attr.tolist() == ["nan", "na", "null", "none"]

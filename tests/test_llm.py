@@ -97,7 +97,11 @@ def test_a_gguf_build_parses_each_file_once_and_gives_gguf_back_unchanged(tmp_pa
         first = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 2)
         assert gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 2) is first  # built once, not per submodule
         assert first.get_name("model.layers.1.self_attn.q_proj") == "blk.1.attn_q"
-    assert a is b and a is not c and len(parsed) == 2
+        assert gguf.GGUFReader(tmp_path / "m.gguf", "r+") is not a  # a writable reader is never shared
+    assert a is b and a is not c and len(parsed) == 3
+    assert gguf.GGUFReader is reader and gguf.get_tensor_name_map is name_map
+    with pytest.raises(RuntimeError), _gguf_parsed_once():  # a failed build gives gguf back too
+        raise RuntimeError("dequantization failed")
     assert gguf.GGUFReader is reader and gguf.get_tensor_name_map is name_map
 
 

@@ -46,8 +46,9 @@ class GraphChat:
     """A conversation with one graph.
 
     Args:
-        graph: a :class:`~gr_core.data.TextualGraph`, a spec for :func:`load_graph` (``"metaqa"``, a triples file,
-            ``"nodes.csv,edges.csv"``, ``"webqsp_full:0"``), or a list of ``(head, relation, tail)`` tuples.
+        graph: a :class:`~gr_core.data.TextualGraph`, a spec for :func:`load_graph` (``"metaqa"``,
+            ``"metaqa:Forrest Gump"``, a triples file, ``"nodes.csv,edges.csv"``, ``"webqsp_full:0"``), or a list of
+            ``(head, relation, tail)`` tuples.
         model: the LLM modes' model: ``"auto"`` (a trained G-Retriever for this kind of graph from ``outputs/``, else
             zero-shot), ``"zero_shot"``, or a run directory.
         llm_model: the LLM (the embedded SmolLM2-135M-Instruct, or any Hugging Face path).
