@@ -84,11 +84,11 @@ def _gguf_parsed_once():
     """Within the block, gguf-py parses each GGUF file once and builds each tensor-name map once.
 
     The one workaround for transformers' GGUF loading (5.x with gguf 0.19): it parses the whole file (a 49k-token
-    vocabulary read field by field, ~4.5 s on 2 cores) three times, for the tokenizer, the config and the weights, and
-    rebuilds gguf's tensor-name map for every submodule of the model (~400 times, ~6 s); both are pure functions of
-    their arguments and only read (a read-only reader; another mode is passed through), so they are shared. The
-    embedded model's one-time build, from a fresh process: 22 s -> 13.5 s, the same bytes written. The patch is
-    process-wide, so one build at a time holds it (a lock).
+    vocabulary read field by field, 4.5 s a parse under cProfile) three times, for the tokenizer, the config and the
+    weights, and rebuilds gguf's tensor-name map for every submodule of the model (~400 times, 5.9 s under cProfile);
+    both are pure functions of their arguments and only read (a read-only reader; another mode is passed through), so
+    they are shared. The embedded model's one-time build, from a fresh process: 22 s -> 13.5 s, the same bytes
+    written. The patch is process-wide, so one build at a time holds it (a lock).
     """
     import gguf  # noqa: PLC0415 deferred: only a GGUF build needs it
 

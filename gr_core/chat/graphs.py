@@ -14,9 +14,9 @@ import pandas as pd
 from ..data import EDGE_COLUMNS, NODE_COLUMNS, GraphFormatError, TextualGraph, graph_from_triples
 from ..datasets import load_metaqa_kb
 from ..graphqa import load_dataset
-from ..kg import NeighbourhoodConfig
 from ..paths import data_file
 from ..runs import atomic_write_text
+from .config import ChatConfig
 
 
 def _open_text(path: Path) -> str:
@@ -148,7 +148,7 @@ def load_graph(spec: str) -> tuple[TextualGraph, str]:
         if arg not in kg.entity_id:
             raise ValueError(f"graph spec {spec!r}: the MetaQA KB has no entity named {arg!r} (names are case "
                              f"sensitive, as the KB writes them)")
-        g = kg.subgraph(*kg.neighbourhood([kg.entity_id[arg]], NeighbourhoodConfig()))
+        g = kg.subgraph(*kg.neighbourhood([kg.entity_id[arg]], ChatConfig().scope))
         return TextualGraph(g.nodes[NODE_COLUMNS], g.edges[EDGE_COLUMNS], graph_id=spec), "kg"
     if name in ("webqsp_full", "webqsp", "explagraphs", "clevr", "gqa_micro") and arg.isdigit():
         ds = load_dataset(name)
