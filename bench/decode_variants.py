@@ -1,6 +1,8 @@
 """The decode loop's variants, measured on the throughput bench's inference batch: keep only what wins.
 
-    python bench/decode_variants.py   ->  outputs/bench/decode_variants.json
+    python bench/decode_variants.py               ->  outputs/bench/decode_variants.json
+    python bench/decode_variants.py --llm DIR     ->  outputs/bench/decode_variants-<DIR's name>.json
+    python bench/decode_variants.py --variants "static;packed GQA"   (a subset, ";"-separated; "dynamic" always runs)
 
 Same model (the quick preset's G-Retriever on the embedded SmolLM2-135M-Instruct, untrained adapters, the dtype
 ``"auto"`` resolves to), the same WebQSP test questions as ``bench/train_infer_throughput.py``, sorted by prompt
@@ -14,16 +16,18 @@ length as ``predict`` batches them, greedy, ``MAX_NEW`` new tokens at most. Vari
 - ``packed GQA``: eager attention whose decode step (one query position) multiplies each key/value head with its
   group of query heads directly instead of copying the cache per query head (transformers' ``repeat_kv``);
 - ``SDPA decode``: the decode steps through SDPA (prefill stays eager, docs/precision.md 2);
+- ``SDPA``: SDPA for the prefill too (inference only: on CUDA its bf16 backward is what turned gradients NaN);
 - ``dynamic, again``: the default measured last, for the spread between a process's first and later passes.
 
 Per variant: the prefill (one new token), the whole generation, ms per decode step (their difference over the
 steps), new tokens per second, and how many answers equal the dynamic batch-16 ones. Each timing is the best of two
 after a warm-up generation (a compiled variant's warm-up includes its compilation, recorded apart).
 """
-from common import machine, timed, write_result  # noqa: I001
+from common import machine, slug, timed, write_result  # noqa: I001
 
 import argparse
 import time
+from pathlib import Path
 
 import torch
 
@@ -95,10 +99,14 @@ def measure(model: GraphLLM, batches: list, **search) -> dict:
 
 
 def main() -> None:
-    argparse.ArgumentParser(description=__doc__.split("\n")[0]).parse_args()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--llm", default=None, help="a Hugging Face model directory (default: the embedded "
+                        "SmolLM2-135M-Instruct); random weights decode the whole budget on every row")
+    parser.add_argument("--variants", default=None, help="';'-separated variant names (default: all)")
+    args = parser.parse_args()
     torch.manual_seed(0)
     ds = load_dataset(DatasetConfig(DATASET))
-    cfg = make_run_config(DATASET, "g_retriever", gnn=GNN, llm=LLMConfig())
+    cfg = make_run_config(DATASET, "g_retriever", gnn=GNN, llm=LLMConfig(**({"model": args.llm} if args.llm else {})))
     model = GraphLLM(cfg.model, in_dim=int(ds.text_emb.shape[1])).eval()
     examples = model.tokenize(build_examples(ds, ds.split["test"][:INFER_EXAMPLES], cfg.model))
     examples.sort(key=lambda e: e.num_prompt_tokens)  # as predict batches them
@@ -113,11 +121,19 @@ def main() -> None:
     register_attention()
     default_attention = model.llm.config._attn_implementation
     # name: (batch size, generate's options, attention implementation; None: the model's own)
+    # the compiled variant last but one: its compilation is the slowest part (a capped run keeps the others)
     variants = {"dynamic": (EVAL_BATCH, {}, None), "static": (EVAL_BATCH, {"cache_implementation": "static"}, None),
-                "static+compile": (EVAL_BATCH, {"cache_implementation": "static", "compile_config": compiled}, None),
                 f"dynamic, batch {len(examples)}": (len(examples), {}, None),
                 "packed GQA": (EVAL_BATCH, {}, "packed_gqa"), "SDPA decode": (EVAL_BATCH, {}, "sdpa_decode"),
+                "SDPA": (EVAL_BATCH, {}, "sdpa"),
+                "static+compile": (EVAL_BATCH, {"cache_implementation": "static", "compile_config": compiled}, None),
                 "dynamic, again": (EVAL_BATCH, {}, None)}
+    if args.variants:
+        chosen = {"dynamic", *(v.strip() for v in args.variants.split(";") if v.strip())}
+        unknown = chosen - set(variants)
+        if unknown:
+            parser.error(f"unknown variants {sorted(unknown)}; known: {list(variants)}")
+        variants = {k: v for k, v in variants.items() if k in chosen}
     results = {}
     for name, (size, search, attention) in variants.items():
         model.llm.config._attn_implementation = attention or default_attention
@@ -133,14 +149,15 @@ def main() -> None:
             r["same_answers_as_dynamic"] = sum(a == b for a, b in zip(r["answers"], base))
             r["answers"] = r["answers"][:4]
     # the default's later pass is the fairer baseline (a process's first generations run slower)
-    dyn = max(results["dynamic"]["answers_per_s"], results["dynamic, again"].get("answers_per_s", 0))
+    dyn = max(results["dynamic"]["answers_per_s"], results.get("dynamic, again", {}).get("answers_per_s", 0))
     speedup = {k: round(r["answers_per_s"] / dyn, 3) for k, r in results.items() if "answers_per_s" in r}
     # a variant earns its place only by answering faster with every answer unchanged
     wins = [k for k, r in results.items() if not k.startswith("dynamic") and speedup.get(k, 0) > 1
             and r.get("same_answers_as_dynamic") == len(examples)]
-    path = write_result("decode_variants", {
+    path = write_result("decode_variants" + (f"-{slug(Path(args.llm).name)}" if args.llm else ""), {
         "dataset": DATASET, "questions": len(examples), "max_new_tokens": MAX_NEW, "gnn": GNN.__dict__,
-        "dtype": dtype_name(model.llm.dtype), "cpu_model": machine()["cpu_model"], "variants": results,
+        "dtype": dtype_name(model.llm.dtype), "cpu_model": machine()["cpu_model"], "device": str(model.device),
+        "llm": args.llm or "embedded:smollm2-135m-instruct", "variants": results,
         "answers_per_s_ratio_to_dynamic": speedup, "faster_with_same_answers": wins})
     print(f"answers/s against dynamic: {speedup}; faster with the same answers: {wins or 'none'} -> {path}")
 

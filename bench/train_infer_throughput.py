@@ -2,6 +2,10 @@
 
     python bench/train_infer_throughput.py                  ->  outputs/bench/train_infer_throughput.json
     python bench/train_infer_throughput.py --dtype float32  ->  outputs/bench/train_infer_throughput-float32.json
+    python bench/train_infer_throughput.py --llm DIR        ->  outputs/bench/train_infer_throughput-<DIR's name>.json
+
+``--llm`` replaces the embedded model on both sides (a Hugging Face directory: the GPU rehearsal passes
+SmolLM2-135M's shapes with random weights, whose answers never stop early, so every side decodes the full budget).
 
 Both sides get the same LLM (the embedded SmolLM2-135M-Instruct from the same HF directory, in the dtype
 ``dtype="auto"`` resolves to on this machine, or ``--dtype``: bf16 on CPUs with bf16 units, gr_core.precision), the
@@ -27,12 +31,13 @@ dtype's peak is recorded beside it):
 PyG: every position). Attention score FLOPs are left out (< 10% at these lengths). A 135M model on a 2-core
 CPU is LLM-bound and not comparable with GPU numbers.
 """
-from common import (gemm_peak_gflops, llm_flops, machine, mean_loss, memory_bandwidth_gbs, summarize,  # noqa: I001
-                    timed, train_step_seconds, write_result)
+from common import (gemm_peak_gflops, llm_flops, machine, mean_loss, memory_bandwidth_gbs, slug,  # noqa: I001
+                    summarize, synchronize, timed, train_step_seconds, write_result)
 
 import argparse
 import copy
 import time
+from pathlib import Path
 
 import torch
 
@@ -50,7 +55,7 @@ from torch_geometric.llm.models import LLM, GRetriever
 DATASET = "webqsp"
 BATCH = 8  # GR code training batch
 EVAL_BATCH = 16  # GR code eval batch
-TRAIN_EXAMPLES = 8 * 33  # 33 batches per side: 1 warm-up + 32 timed (a p90 needs more than a handful)
+TIMED_BATCHES = 32  # per side, after 1 warm-up (a p90 needs more than a handful)
 INFER_EXAMPLES = 48
 MAX_NEW = 32  # GR code generation budget
 GNN = GNNConfig(kind="gt", hidden=256, num_layers=4, heads=4)  # the quick preset's encoder
@@ -92,6 +97,40 @@ def decode_record(model: GraphLLM, batch, prefill_s: float, full_s: float, width
             "fraction_of_bandwidth_bound": round(floor_s / step_s, 3)}
 
 
+def profile_call(fn) -> dict:
+    """One call of ``fn()`` under ``torch.profiler``: its wall seconds (profiled, so slower than unprofiled), the aten
+    operators dispatched, on CUDA the kernels, their summed GPU time and launches, the host synchronisations (a
+    scalar read back, a stream or device synchronize), and the operators that cost the most CPU time."""
+    from torch.autograd import DeviceType  # noqa: PLC0415 only the profile needs these
+    from torch.profiler import ProfilerActivity, profile  # noqa: PLC0415
+
+    cuda = torch.cuda.is_available()
+    synchronize()
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+        start = time.perf_counter()
+        fn()
+        synchronize()
+        wall = time.perf_counter() - start
+    events = prof.key_averages()
+
+    def count(*names: str) -> int:
+        return sum(e.count for e in events if e.key in names)
+
+    ops = [e for e in events if e.key.startswith("aten::") and e.device_type == DeviceType.CPU]
+    kernels = [e for e in events if e.device_type == DeviceType.CUDA]
+    kernel_s = sum(e.self_device_time_total for e in kernels) / 1e6
+    return {"wall_s": round(wall, 4), "aten_ops": sum(e.count for e in ops),
+            "kernels": sum(e.count for e in kernels), "kernel_s": round(kernel_s, 4),
+            "kernel_fraction_of_wall": round(kernel_s / wall, 3) if cuda else None,
+            "launches": count("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx"),
+            "host_syncs": count("aten::_local_scalar_dense", "cudaStreamSynchronize", "cudaDeviceSynchronize"),
+            "top_cpu_ops": [{"op": e.key, "calls": e.count, "self_cpu_ms": round(e.self_cpu_time_total / 1e3, 2)}
+                            for e in sorted(ops, key=lambda e: -e.self_cpu_time_total)[:8]],
+            "top_kernels": [{"kernel": e.key[:80], "calls": e.count,
+                             "ms": round(e.self_device_time_total / 1e3, 2)}
+                            for e in sorted(kernels, key=lambda e: -e.self_device_time_total)[:5]]}
+
+
 def ours_train(model: GraphLLM, examples, tcfg: TrainConfig) -> dict:
     params = list(model.trainable_parameters().values())
     opt = torch.optim.AdamW(params, lr=tcfg.lr, weight_decay=tcfg.weight_decay, betas=tcfg.betas)
@@ -109,7 +148,9 @@ def ours_train(model: GraphLLM, examples, tcfg: TrainConfig) -> dict:
             shapes.append({"step": k, "seconds": round(dt, 3), "examples": len(idx), "tokens": batch.num_tokens,
                            "padded_width": int(batch.input_ids.shape[1]), "label_width": batch.label_width,
                            "graph_nodes": int(batch.graphs.num_nodes), "graph_edges": int(batch.graphs.num_edges)})
-    return {"seconds": times, "tokens": tokens, "logit_rows": label_positions, "batches": shapes}
+    profiled = profile_call(lambda: train_step_seconds(lambda: mean_loss(model, batch), opt, params, tcfg.grad_clip))
+    return {"seconds": times, "tokens": tokens, "logit_rows": label_positions, "batches": shapes,
+            "profile": {"tokens": batch.num_tokens, **profiled}}
 
 
 def pyg_inputs(examples):
@@ -142,8 +183,10 @@ def pyg_train(pyg, examples, tcfg: TrainConfig) -> dict:
             rows.append(n)  # PyG computes logits at every position (padding included; counted as real tokens here)
             shapes.append({"step": k, "seconds": round(dt, 3), "examples": len(chunk), "tokens": n,
                            "graph_nodes": int(args["x"].shape[0]), "graph_edges": int(args["edge_index"].shape[1])})
+    profiled = profile_call(lambda: train_step_seconds(lambda: pyg(label=[ex.label for ex in chunk], **args), opt,
+                                                       params, tcfg.grad_clip))
     return {"seconds": times, "tokens": tokens, "logit_rows": rows, "batches": shapes,
-            "trainable_params": sum(p.numel() for p in params)}
+            "trainable_params": sum(p.numel() for p in params), "profile": {"tokens": n, **profiled}}
 
 
 def pyg_infer(pyg, examples, max_out_tokens: int) -> dict:
@@ -161,7 +204,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto",
                         help="the LLM's dtype on both sides (auto: what this machine resolves)")
+    parser.add_argument("--llm", default=None, help="a Hugging Face model directory for both sides (default: the "
+                        "embedded SmolLM2-135M-Instruct)")
+    parser.add_argument("--train-batches", type=int, default=TIMED_BATCHES, help="timed training batches per side")
     args = parser.parse_args()
+    llm_dir = args.llm or str(embedded_llm_dir())
     dtype = resolve_dtype(args.dtype, resolve_device("auto"))
     torch.manual_seed(0)
     # bf16 is emulated (and its 2048^3 products take minutes) where the CPU has no bf16 support: its peak is not fp32's
@@ -170,10 +217,11 @@ def main() -> None:
     peaks = {name: round(gemm_peak_gflops(getattr(torch, name)), 2) for name in names}
     peak = peaks[dtype_name(dtype)]
     ds = load_dataset(DatasetConfig(DATASET))
-    cfg = make_run_config(DATASET, "g_retriever", gnn=GNN, llm=LLMConfig(dtype=args.dtype))
+    cfg = make_run_config(DATASET, "g_retriever", gnn=GNN,
+                          llm=LLMConfig(dtype=args.dtype, **({"model": args.llm} if args.llm else {})))
     tcfg = TrainConfig()
     ours = GraphLLM(cfg.model, in_dim=int(ds.text_emb.shape[1]))
-    train_ex = ours.tokenize(build_examples(ds, ds.split["train"][:TRAIN_EXAMPLES], cfg.model))
+    train_ex = ours.tokenize(build_examples(ds, ds.split["train"][:BATCH * (args.train_batches + 1)], cfg.model))
     test_ex = ours.tokenize(build_examples(ds, ds.split["test"][:INFER_EXAMPLES], cfg.model))
     n_ne, vocab_macs = llm_flops(ours.llm)
 
@@ -184,7 +232,7 @@ def main() -> None:
 
     def make_pyg(frozen: bool):
         torch.manual_seed(0)
-        llm = LLM(str(embedded_llm_dir()), num_params=0.135, dtype=dtype)
+        llm = LLM(llm_dir, num_params=0.135, dtype=dtype)
         if frozen:
             llm.llm.requires_grad_(False)
         return GRetriever(llm, NodeGNN(copy.deepcopy(ours.gnn)))
@@ -212,6 +260,13 @@ def main() -> None:
     decode = decode_record(ours, split_batch, prefill_s, full_s, int(generated.shape[1]), dtype)
     r_inf_32 = pyg_infer(pyg_frozen, test_ex, MAX_NEW)
     r_inf_default = pyg_infer(pyg_frozen, test_ex, 128)
+    profiles = {side: r.pop("profile") for side, r in
+                (("ours_train_step", r_ours), ("peer_train_step", r_pyg), ("peer_frozen_train_step", r_pyg_frozen))}
+    profiles["ours_generate_batch"] = {"examples": EVAL_BATCH,
+                                       **profile_call(lambda: ours.generate_ids(split_batch, MAX_NEW))}
+    pyg_frozen.eval()
+    profiles["peer_inference_batch"] = {"examples": EVAL_BATCH, **profile_call(
+        lambda: pyg_frozen.inference(**pyg_inputs(test_ex[:EVAL_BATCH]), max_out_tokens=MAX_NEW))}
     ours_aps = len(test_ex) / ours_s
 
     sides = {"ours": r_ours, "peer": r_pyg, "peer_frozen": r_pyg_frozen}
@@ -249,12 +304,14 @@ def main() -> None:
         "mfu_formula": "model FLOPs / s / gemm_peak of the dtype used: (4 frozen | 6 full) x (N_nonembedding x tokens "
                        "+ vocab MACs x logit rows)",
         "targets": {"train_speedup": 2.0, "infer_speedup": 3.0},
+        "llm": args.llm or "embedded:smollm2-135m-instruct", "profiles": profiles,
         # every timed batch's shape, and the slow ones (over twice the side's median) named apart
         "train_batches": {side: r["batches"] for side, r in sides.items()},
         "slow_train_batches": {side: [b for b in r["batches"] if b["seconds"] > 2 * summarize(r["seconds"])["median_s"]]
                                for side, r in sides.items()},
     }
-    path = write_result("train_infer_throughput" + ("" if args.dtype == "auto" else f"-{args.dtype}"), result)
+    name = "train_infer_throughput" + ("" if args.dtype == "auto" else f"-{args.dtype}")
+    path = write_result(name + (f"-{slug(Path(args.llm).name)}" if args.llm else ""), result)
     print(f"{dtype_name(dtype)} on {machine()['cpu_model']}: GEMM peak {peak:.1f} GFLOP/s (peaks {peaks})")
     print(f"train tokens/s: ours {ours_tps:.0f} (MFU {ours_mfu:.1%}) | PyG as shipped {peer_tps:.0f} "
           f"(MFU {peer_mfu:.1%}) -> {ours_tps / peer_tps:.2f}x | PyG frozen by hand {frozen_tps:.0f} "

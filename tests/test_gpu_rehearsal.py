@@ -13,12 +13,16 @@ def test_the_dry_run_writes_the_record_with_every_step_skipped_and_the_parameter
     rc = rehearsal.main(["--dry-run", "--quick", "--out", str(tmp_path), "--steps", "pytest_gpu,notebooks"])
     record = json.loads((tmp_path / "gpu_rehearsal.json").read_text())
     assert record["schema"] == "gpu_rehearsal/1" and record["mode"] == "dry-run" and record["finished"]
-    assert record["run_command"] == {"command": rehearsal.RUN_COMMAND, "carry": [".cache/gpu_carry"], "timeout_s": 540}
+    assert record["run_command"] == {"command": rehearsal.RUN_COMMAND, "carry": [".cache/gpu_carry"], "timeout_s": 590}
     steps = record["steps"]
-    assert list(steps) == ["env", "precision_gpu", "pytest_gpu", "notebooks", "precision_cpu"]
+    assert list(steps) == ["env", "throughput_gpu", "decode_gpu", "precision_gpu", "pytest_gpu", "notebooks",
+                           "precision_cpu"]
     assert {n: s["status"] for n, s in steps.items() if n in ("pytest_gpu", "notebooks")} == {
         "pytest_gpu": "skipped: no CUDA", "notebooks": "skipped: no CUDA"}
-    assert steps["precision_gpu"]["status"] == "skipped: not selected" and all(s["command"] for s in steps.values())
+    assert all(steps[n]["status"] == "skipped: not selected" for n in ("throughput_gpu", "decode_gpu", "precision_gpu"))
+    assert all(s["command"] for s in steps.values())
+    # the two speed benches get SmolLM2-135M's shapes with random weights, the decode variants by name
+    assert "--llm" in steps["throughput_gpu"]["command"] and "--llm" in steps["decode_gpu"]["command"]
     # the notebooks run the smoke preset with the full preset's GPU settings and the rehearsal's LLM, as -p values
     command = steps["notebooks"]["command"]
     assert command[command.index("--preset") + 1] == "smoke"
