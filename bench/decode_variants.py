@@ -3,18 +3,21 @@
     python bench/decode_variants.py               ->  outputs/bench/decode_variants.json
     python bench/decode_variants.py --llm DIR     ->  outputs/bench/decode_variants-<DIR's name>.json
     python bench/decode_variants.py --variants "static;packed GQA"   (a subset, ";"-separated; "dynamic" always runs)
+    python bench/decode_variants.py --ab "packed GQA" --rounds 6     ->  outputs/bench/decode_ab-packed_GQA.json
 
 Same model (the quick preset's G-Retriever on the embedded SmolLM2-135M-Instruct, untrained adapters, the dtype
 ``"auto"`` resolves to), the same WebQSP test questions as ``bench/train_infer_throughput.py``, sorted by prompt
 length as ``predict`` batches them, greedy, ``MAX_NEW`` new tokens at most. Variants (issue 61, docs/peers.md):
 
-- ``dynamic``: what ``GraphLLM.generate`` does (transformers' dynamic KV cache, EOS stopping);
+- ``dynamic``: what ``GraphLLM.generate`` does (transformers' dynamic KV cache, EOS stopping; on a CPU in bf16 with
+  packed GQA, below, since it won the A/B; eager attention on CUDA);
+- ``eager``: transformers' eager attention, ``repeat_kv`` copying the cache per query head (the CPU's default before);
 - ``static``: ``cache_implementation="static"`` (the cache preallocated, no per-step ``cat``);
 - ``static+compile``: the static cache with ``torch.compile`` of the forward pass (transformers' ``CompileConfig``);
 - ``dynamic, batch 48``: one batch of all the questions, against three batches of 16 (does width amortize the
   per-step overhead?);
-- ``packed GQA``: eager attention whose decode step (one query position) multiplies each key/value head with its
-  group of query heads directly instead of copying the cache per query head (transformers' ``repeat_kv``);
+- ``packed GQA``: ``gr_core.llm.packed_gqa_attention``, eager attention whose decode step (one query position)
+  multiplies each key/value head with its group of query heads directly instead of copying the cache first;
 - ``SDPA decode``: the decode steps through SDPA (prefill stays eager, docs/precision.md 2);
 - ``SDPA``: SDPA for the prefill too (inference only: on CUDA its bf16 backward is what turned gradients NaN);
 - ``dynamic, again``: the default measured last, for the spread between a process's first and later passes.
@@ -22,10 +25,16 @@ length as ``predict`` batches them, greedy, ``MAX_NEW`` new tokens at most. Vari
 Per variant: the prefill (one new token), the whole generation, ms per decode step (their difference over the
 steps), new tokens per second, and how many answers equal the dynamic batch-16 ones. Each timing is the best of two
 after a warm-up generation (a compiled variant's warm-up includes its compilation, recorded apart).
+
+``--ab NAME`` decides whether one variant beats the default beyond this machine's spread between passes: after a
+warm-up of each, ``--rounds`` rounds each generate the 48 answers once with both, in alternating order (AB, BA, ...),
+in one process; per round the seconds of each, and over the rounds the median ratio, the rounds won and a two-sided
+sign test's p, with how many answers differ.
 """
 from common import machine, slug, timed, write_result  # noqa: I001
 
 import argparse
+import statistics
 import time
 from pathlib import Path
 
@@ -36,24 +45,9 @@ from gr_core.g_retriever.examples import build_examples
 from gr_core.g_retriever.model import GraphLLM
 from gr_core.g_retriever.train import make_run_config
 from gr_core.graphqa import DatasetConfig, load_dataset
+from gr_core.llm import _packed_gqa
 from gr_core.precision import dtype_name
 from train_infer_throughput import DATASET, EVAL_BATCH, GNN, INFER_EXAMPLES, MAX_NEW
-
-
-def packed_gqa(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
-    """Eager attention; at one query position, ``query (B, H, 1, D)`` is read as ``(B, H_kv, H / H_kv, D)`` so each
-    key/value head ``(B, H_kv, T, D)`` serves its query heads without being copied ``H / H_kv`` times."""
-    from transformers.models.llama.modeling_llama import eager_attention_forward  # noqa: PLC0415
-
-    group = getattr(module, "num_key_value_groups", 1)
-    if query.shape[2] != 1 or group == 1:
-        return eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout, **kwargs)
-    b, h, _, d = query.shape
-    weights = torch.matmul(query.reshape(b, h // group, group, d), key.transpose(2, 3)) * scaling
-    if attention_mask is not None:
-        weights = weights + attention_mask  # (B, 1, 1, T) broadcasts over the heads
-    weights = torch.nn.functional.softmax(weights, dim=-1, dtype=torch.float32).to(query.dtype)
-    return torch.matmul(weights, value).reshape(b, h, 1, d).transpose(1, 2).contiguous(), None
 
 
 def sdpa_decode(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
@@ -67,14 +61,15 @@ def sdpa_decode(module, query, key, value, attention_mask, scaling=None, dropout
     return eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout, **kwargs)
 
 
-def register_attention() -> None:
-    """The two attention variants under transformers' interface, with eager's additive mask."""
+def register_attention() -> str:
+    """``sdpa_decode`` under transformers' interface, with eager's additive mask (unregistered, transformers would
+    pass no mask at all); returns the name of gr_core's packed GQA attention, registered the same way."""
     from transformers import AttentionInterface  # noqa: PLC0415
     from transformers.masking_utils import AttentionMaskInterface, eager_mask  # noqa: PLC0415
 
-    for name, fn in (("packed_gqa", packed_gqa), ("sdpa_decode", sdpa_decode)):
-        AttentionInterface.register(name, fn)
-        AttentionMaskInterface.register(name, eager_mask)  # unregistered, transformers would pass no mask at all
+    AttentionInterface.register("sdpa_decode", sdpa_decode)
+    AttentionMaskInterface.register("sdpa_decode", eager_mask)
+    return _packed_gqa()
 
 
 def measure(model: GraphLLM, batches: list, **search) -> dict:
@@ -98,11 +93,50 @@ def measure(model: GraphLLM, batches: list, **search) -> dict:
             "answers_per_s": round(sum(b.input_ids.shape[0] for b in batches) / full, 3), "answers": texts}
 
 
+def alternate(model: GraphLLM, batches: list, options: dict, rounds: int) -> dict:
+    """``rounds`` alternating passes of the default (``"dynamic"``) and one variant over ``batches``; ``options``:
+    name -> (generate's options, attention implementation). Returns each pass's seconds and the answers."""
+    from scipy.stats import binomtest  # noqa: PLC0415 only the A/B needs it
+
+    default_attention = model.llm.config._attn_implementation
+
+    def one_pass(name: str) -> tuple[float, list[str]]:
+        search, attention = options[name]
+        model.llm.config._attn_implementation = attention or default_attention
+        seconds, texts = 0.0, []
+        for b in batches:
+            ids, dt = timed(model.generate_ids, b, MAX_NEW, **search)
+            seconds += dt
+            texts += [t.strip() for t in model.tokenizer.batch_decode(ids, skip_special_tokens=True)]
+        model.llm.config._attn_implementation = default_attention
+        return seconds, texts
+
+    names = list(options)
+    for name in names:  # warm-up
+        one_pass(name)
+    seconds: dict[str, list[float]] = {n: [] for n in names}
+    answers: dict[str, list[str]] = {}
+    for r in range(rounds):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            dt, answers[name] = one_pass(name)
+            seconds[name].append(round(dt, 3))
+        print(f"round {r + 1}: " + ", ".join(f"{n} {seconds[n][-1]:.2f} s" for n in names), flush=True)
+    base, variant = names
+    ratios = sorted(a / b for a, b in zip(seconds[base], seconds[variant]))  # > 1: the variant is faster
+    wins = sum(x > 1 for x in ratios)
+    return {"rounds": rounds, "seconds": seconds, "median_speedup": round(statistics.median(ratios), 3),
+            "rounds_won": wins, "sign_test_p": round(binomtest(wins, rounds).pvalue, 4),
+            "answers_changed": sum(a != b for a, b in zip(answers[base], answers[variant])),
+            "answers": len(answers[base])}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--llm", default=None, help="a Hugging Face model directory (default: the embedded "
                         "SmolLM2-135M-Instruct); random weights decode the whole budget on every row")
     parser.add_argument("--variants", default=None, help="';'-separated variant names (default: all)")
+    parser.add_argument("--ab", default=None, help="one variant against the default, in alternating rounds")
+    parser.add_argument("--rounds", type=int, default=6, help="rounds of --ab (default 6: p 0.03 if all are won)")
     args = parser.parse_args()
     torch.manual_seed(0)
     ds = load_dataset(DatasetConfig(DATASET))
@@ -118,16 +152,29 @@ def main() -> None:
     from transformers import CompileConfig  # noqa: PLC0415 only this variant needs it
     compiled = CompileConfig(fullgraph=False, dynamic=False)
     compiled._compile_all_devices = True  # transformers compiles only on CUDA unless told (its default)
-    register_attention()
+    packed = register_attention()
     default_attention = model.llm.config._attn_implementation
     # name: (batch size, generate's options, attention implementation; None: the model's own)
     # the compiled variant last but one: its compilation is the slowest part (a capped run keeps the others)
     variants = {"dynamic": (EVAL_BATCH, {}, None), "static": (EVAL_BATCH, {"cache_implementation": "static"}, None),
                 f"dynamic, batch {len(examples)}": (len(examples), {}, None),
-                "packed GQA": (EVAL_BATCH, {}, "packed_gqa"), "SDPA decode": (EVAL_BATCH, {}, "sdpa_decode"),
+                "eager": (EVAL_BATCH, {}, "eager"), "packed GQA": (EVAL_BATCH, {}, packed),
+                "SDPA decode": (EVAL_BATCH, {}, "sdpa_decode"),
                 "SDPA": (EVAL_BATCH, {}, "sdpa"),
                 "static+compile": (EVAL_BATCH, {"cache_implementation": "static", "compile_config": compiled}, None),
                 "dynamic, again": (EVAL_BATCH, {}, None)}
+    if args.ab:
+        if args.ab not in variants or variants[args.ab][0] != EVAL_BATCH:
+            parser.error(f"--ab takes one of {[k for k, v in variants.items() if v[0] == EVAL_BATCH]}")
+        result = alternate(model, batches(EVAL_BATCH), {n: variants[n][1:] for n in ("dynamic", args.ab)}, args.rounds)
+        path = write_result(f"decode_ab-{slug(args.ab)}" + (f"-{slug(Path(args.llm).name)}" if args.llm else ""), {
+            "dataset": DATASET, "questions": len(examples), "max_new_tokens": MAX_NEW, "variant": args.ab,
+            "dtype": dtype_name(model.llm.dtype), "cpu_model": machine()["cpu_model"], "device": str(model.device),
+            **result})
+        print(f"{args.ab} against dynamic: median {result['median_speedup']}x, {result['rounds_won']} of "
+              f"{args.rounds} rounds won (sign test p {result['sign_test_p']}), {result['answers_changed']} of "
+              f"{result['answers']} answers changed -> {path}")
+        return
     if args.variants:
         chosen = {"dynamic", *(v.strip() for v in args.variants.split(";") if v.strip())}
         unknown = chosen - set(variants)

@@ -63,7 +63,7 @@ def test_auto_loads_the_llm_as_the_pretended_cpu_decides(cpu, tiny_llm_dir):
 
     cpu(BF16_ONLY)
     model, _ = load_llm(LLMConfig(model=tiny_llm_dir))
-    assert model.dtype == torch.bfloat16 and model.config._attn_implementation == "eager"
+    assert model.dtype == torch.bfloat16 and model.config._attn_implementation == "gr_packed_gqa"  # eager's kind
     assert len(model.get_output_embeddings()._forward_pre_hooks) == 1
     cpu(NO_BF16)
     model, _ = load_llm(LLMConfig(model=tiny_llm_dir))
@@ -95,7 +95,7 @@ def test_a_bf16_llm_gets_eager_attention_and_a_contiguous_projection_input_with_
     from gr_core.llm import load_llm
 
     model, _ = load_llm(LLMConfig(model=tiny_llm_dir, dtype="bfloat16"))
-    assert model.dtype == torch.bfloat16 and model.config._attn_implementation == "eager"
+    assert model.dtype == torch.bfloat16 and model.config._attn_implementation == "gr_packed_gqa"
     head = model.get_output_embeddings()
     assert len(head._forward_pre_hooks) == 1  # ours
     seen = []
@@ -309,3 +309,32 @@ def test_the_results_summary_names_the_dtype_and_cpu_of_the_speed_benchmarks(tmp
     assert len(bf16) == 3  # a speedup not measured is left out, not shown as 0
     assert bf16.what.str.contains("AMD EPYC, no AMX, AVX512-BF16 yes").all()
     assert list(bf16.ours) == ["1.93x", "1.83x", "1.81x"] and bf16.target.iloc[0] == "2.5x on an AMX CPU"
+
+
+def test_packed_gqa_decodes_as_eager_does_and_leaves_prefill_and_training_to_eager(tmp_path):
+    """gr_core.llm.packed_gqa_attention: a decode step's logits equal eager attention's (fp32, 4 query heads on 2
+    key/value heads, a left-padded row), and a multi-position forward (prefill, training) is eager's own."""
+    import copy
+
+    from conftest import save_tiny_llama
+    from gr_core.llm import _packed_gqa, load_llm
+
+    path = save_tiny_llama(tmp_path, hidden=32, intermediate=64, heads=4, kv_heads=2)
+    model, _ = load_llm(LLMConfig(model=path, dtype="float32"))
+    model.set_attn_implementation("eager")
+    torch.manual_seed(0)
+    ids = torch.randint(0, 1000, (3, 17))
+    mask = torch.ones_like(ids)
+    mask[0, :6] = 0  # left padding, as batched generation has it
+    step = torch.randint(0, 1000, (3, 1))
+    with torch.no_grad():
+        prefill = model(input_ids=ids, attention_mask=mask, use_cache=True)
+        cache = prefill.past_key_values
+        step_mask = torch.cat([mask, torch.ones(3, 1, dtype=mask.dtype)], 1)
+        eager = model(input_ids=step, attention_mask=step_mask, past_key_values=copy.deepcopy(cache)).logits
+        model.set_attn_implementation(_packed_gqa())
+        packed = model(input_ids=step, attention_mask=step_mask, past_key_values=copy.deepcopy(cache)).logits
+        packed_prefill = model(input_ids=ids, attention_mask=mask).logits
+    assert torch.allclose(packed, eager, atol=1e-5, rtol=1e-5)
+    assert torch.equal(packed_prefill, prefill.logits)  # eager's own code at more than one position
+    assert not torch.equal(packed, model(input_ids=step).logits)  # the step did read the cache
