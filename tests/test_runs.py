@@ -12,6 +12,20 @@ def test_progress_accepts_a_caller_disable_flag_in_every_mode(monkeypatch, mode)
     assert list(progress(range(2), desc="x")) == [0, 1]
 
 
+@pytest.mark.parametrize("mode", ["off", "plain", "auto"])
+def test_progress_over_a_shuffling_loader_keeps_its_order_in_every_mode(monkeypatch, mode):
+    """A bar makes one iterator of what it wraps (tqdm.auto made two: a shuffling DataLoader then skipped one of its
+    generator's permutations each epoch, and a reasoner trained differently in a terminal than under the suite)."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    monkeypatch.setenv("GR_PROGRESS", mode)
+    order = [[int(x) for x in batch] for batch in DataLoader(list(range(10)), batch_size=3, shuffle=True,
+                                                              generator=torch.Generator().manual_seed(0))]
+    loader = DataLoader(list(range(10)), batch_size=3, shuffle=True, generator=torch.Generator().manual_seed(0))
+    assert [[int(x) for x in batch] for batch in progress(loader, desc="epoch")] == order
+
+
 def test_atomic_write_leaves_no_temp_file_and_replaces_whole(tmp_path):
     path = tmp_path / "a" / "result.json"
     write_json(path, {"b": 1, "a": [1, 2]})
