@@ -4,6 +4,7 @@
     python bench/decode_variants.py --llm DIR     ->  outputs/bench/decode_variants-<DIR's name>.json
     python bench/decode_variants.py --variants "static;packed GQA"   (a subset, ";"-separated; "dynamic" always runs)
     python bench/decode_variants.py --ab "packed GQA" --rounds 6     ->  outputs/bench/decode_ab-packed_GQA.json
+    python bench/decode_variants.py --ab eager --dataset explagraphs ->  outputs/bench/decode_ab-eager-explagraphs.json
 
 Same model (the quick preset's G-Retriever on the embedded SmolLM2-135M-Instruct, untrained adapters, the dtype
 ``"auto"`` resolves to), the same WebQSP test questions as ``bench/train_infer_throughput.py``, sorted by prompt
@@ -45,7 +46,7 @@ from gr_core.g_retriever.examples import build_examples
 from gr_core.g_retriever.model import GraphLLM
 from gr_core.g_retriever.train import make_run_config
 from gr_core.graphqa import DatasetConfig, load_dataset
-from gr_core.llm import _packed_gqa
+from gr_core.llm import register_packed_gqa
 from gr_core.precision import dtype_name
 from train_infer_throughput import DATASET, EVAL_BATCH, GNN, INFER_EXAMPLES, MAX_NEW
 
@@ -69,7 +70,7 @@ def register_attention() -> str:
 
     AttentionInterface.register("sdpa_decode", sdpa_decode)
     AttentionMaskInterface.register("sdpa_decode", eager_mask)
-    return _packed_gqa()
+    return register_packed_gqa()
 
 
 def measure(model: GraphLLM, batches: list, **search) -> dict:
@@ -135,12 +136,18 @@ def main() -> None:
     parser.add_argument("--llm", default=None, help="a Hugging Face model directory (default: the embedded "
                         "SmolLM2-135M-Instruct); random weights decode the whole budget on every row")
     parser.add_argument("--variants", default=None, help="';'-separated variant names (default: all)")
+    parser.add_argument("--dataset", default=DATASET, help=f"a GraphQA dataset (default {DATASET}: the "
+                        "throughput bench's; another family checks a choice made on it)")
     parser.add_argument("--ab", default=None, help="one variant against the default, in alternating rounds")
     parser.add_argument("--rounds", type=int, default=6, help="rounds of --ab (default 6: p 0.03 if all are won)")
     args = parser.parse_args()
     torch.manual_seed(0)
-    ds = load_dataset(DatasetConfig(DATASET))
-    cfg = make_run_config(DATASET, "g_retriever", gnn=GNN, llm=LLMConfig(**({"model": args.llm} if args.llm else {})))
+    ds = load_dataset(DatasetConfig(args.dataset))
+    # result names: the default dataset and LLM add nothing, others name themselves
+    suffix = "".join(f"-{slug(x)}" for x in (args.dataset if args.dataset != DATASET else None,
+                                              Path(args.llm).name if args.llm else None) if x)
+    cfg = make_run_config(args.dataset, "g_retriever", gnn=GNN,
+                          llm=LLMConfig(**({"model": args.llm} if args.llm else {})))
     model = GraphLLM(cfg.model, in_dim=int(ds.text_emb.shape[1])).eval()
     examples = model.tokenize(build_examples(ds, ds.split["test"][:INFER_EXAMPLES], cfg.model))
     examples.sort(key=lambda e: e.num_prompt_tokens)  # as predict batches them
@@ -167,8 +174,8 @@ def main() -> None:
         if args.ab not in variants or variants[args.ab][0] != EVAL_BATCH:
             parser.error(f"--ab takes one of {[k for k, v in variants.items() if v[0] == EVAL_BATCH]}")
         result = alternate(model, batches(EVAL_BATCH), {n: variants[n][1:] for n in ("dynamic", args.ab)}, args.rounds)
-        path = write_result(f"decode_ab-{slug(args.ab)}" + (f"-{slug(Path(args.llm).name)}" if args.llm else ""), {
-            "dataset": DATASET, "questions": len(examples), "max_new_tokens": MAX_NEW, "variant": args.ab,
+        path = write_result(f"decode_ab-{slug(args.ab)}{suffix}", {
+            "dataset": args.dataset, "questions": len(examples), "max_new_tokens": MAX_NEW, "variant": args.ab,
             "dtype": dtype_name(model.llm.dtype), "cpu_model": machine()["cpu_model"], "device": str(model.device),
             **result})
         print(f"{args.ab} against dynamic: median {result['median_speedup']}x, {result['rounds_won']} of "
@@ -201,8 +208,8 @@ def main() -> None:
     # a variant earns its place only by answering faster with every answer unchanged
     wins = [k for k, r in results.items() if not k.startswith("dynamic") and speedup.get(k, 0) > 1
             and r.get("same_answers_as_dynamic") == len(examples)]
-    path = write_result("decode_variants" + (f"-{slug(Path(args.llm).name)}" if args.llm else ""), {
-        "dataset": DATASET, "questions": len(examples), "max_new_tokens": MAX_NEW, "gnn": GNN.__dict__,
+    path = write_result(f"decode_variants{suffix}", {
+        "dataset": args.dataset, "questions": len(examples), "max_new_tokens": MAX_NEW, "gnn": GNN.__dict__,
         "dtype": dtype_name(model.llm.dtype), "cpu_model": machine()["cpu_model"], "device": str(model.device),
         "llm": args.llm or "embedded:smollm2-135m-instruct", "variants": results,
         "answers_per_s_ratio_to_dynamic": speedup, "faster_with_same_answers": wins})

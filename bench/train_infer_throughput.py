@@ -99,8 +99,9 @@ def decode_record(model: GraphLLM, batch, prefill_s: float, full_s: float, width
 
 def profile_call(fn) -> dict:
     """One call of ``fn()`` under ``torch.profiler``: its wall seconds (profiled, so slower than unprofiled), the aten
-    operators dispatched, on CUDA the kernels, their summed GPU time and launches, the host synchronisations (a
-    scalar read back, a stream or device synchronize), and the operators that cost the most CPU time."""
+    operator calls (nested ones counted too: ``matmul`` and the ``mm`` it calls are two), on CUDA the kernels, their
+    summed GPU time and launches, the host synchronisations (a scalar read back, a stream or device synchronize),
+    and the operators that cost the most CPU time."""
     from torch.autograd import DeviceType  # noqa: PLC0415 only the profile needs these
     from torch.profiler import ProfilerActivity, profile  # noqa: PLC0415
 

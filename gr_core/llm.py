@@ -233,7 +233,7 @@ def load_llm(cfg: LLMConfig | None = None):
     if device == "cpu" and dtype != torch.float32 and model.get_output_embeddings() is not None:
         model.get_output_embeddings().register_forward_pre_hook(_contiguous_head_input)
     if attention == "eager" and device == "cpu" and model.config.model_type == "llama":
-        model.set_attn_implementation(_packed_gqa())  # eager, but decode steps without repeat_kv's copies
+        model.set_attn_implementation(register_packed_gqa())  # eager, but decode steps without repeat_kv's copies
     if cfg.gradient_checkpointing:
         # active only in train mode (transformers checks module.training), so validation and generation run as
         # before; non-reentrant: the input of a frozen layer needs no requires_grad, and LoRA / the soft prompt
@@ -274,9 +274,10 @@ def packed_gqa_attention(module, query, key, value, attention_mask, scaling, dro
     read as ``(B, H_kv, H / H_kv, D)``, so each key/value head ``(B, H_kv, T, D)`` serves its group of query heads
     without being copied ``H / H_kv`` times first (eager's ``repeat_kv``): the same products on fewer bytes.
 
-    Prefill and training are eager's code unchanged. On 2 bf16 CPU cores it answers 1.11x faster with the same
-    answers (6 of 6 alternated rounds, ``bench/decode_variants.py --ab``); on an H200 it was slower, so only CPUs get
-    it (docs/peers.md). Returns ``(B, 1, H, D)`` and no weights, as transformers' attention functions do.
+    Prefill and training are eager's code unchanged. On 2 bf16 CPU cores it answers 1.11x faster on WebQSP with the
+    same answers (6 of 6 alternated rounds, ``bench/decode_variants.py --ab``) and 1.08x on ExplaGraphs (5 of 6, not
+    significant; same answers); on an H200 it was slower, so only CPUs get it (docs/peers.md). Returns
+    ``(B, 1, H, D)`` and no weights, as transformers' attention functions do.
     """
     import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
     from transformers.models.llama.modeling_llama import eager_attention_forward  # noqa: PLC0415 the same
@@ -293,7 +294,7 @@ def packed_gqa_attention(module, query, key, value, attention_mask, scaling, dro
 
 
 @lru_cache(maxsize=None)
-def _packed_gqa() -> str:
+def register_packed_gqa() -> str:
     """Register :func:`packed_gqa_attention` with transformers (once) and return its name. Its mask is eager's
     additive one: unregistered, transformers would pass the attention no mask at all."""
     from transformers import AttentionInterface  # noqa: PLC0415 deferred: transformers + torch, ~2 s at start-up

@@ -317,7 +317,7 @@ def test_packed_gqa_decodes_as_eager_does_and_leaves_prefill_and_training_to_eag
     import copy
 
     from conftest import save_tiny_llama
-    from gr_core.llm import _packed_gqa, load_llm
+    from gr_core.llm import load_llm, register_packed_gqa
 
     path = save_tiny_llama(tmp_path, hidden=32, intermediate=64, heads=4, kv_heads=2)
     model, _ = load_llm(LLMConfig(model=path, dtype="float32"))
@@ -332,7 +332,7 @@ def test_packed_gqa_decodes_as_eager_does_and_leaves_prefill_and_training_to_eag
         cache = prefill.past_key_values
         step_mask = torch.cat([mask, torch.ones(3, 1, dtype=mask.dtype)], 1)
         eager = model(input_ids=step, attention_mask=step_mask, past_key_values=copy.deepcopy(cache)).logits
-        model.set_attn_implementation(_packed_gqa())
+        model.set_attn_implementation(register_packed_gqa())
         packed = model(input_ids=step, attention_mask=step_mask, past_key_values=copy.deepcopy(cache)).logits
         packed_prefill = model(input_ids=ids, attention_mask=mask).logits
     assert torch.allclose(packed, eager, atol=1e-5, rtol=1e-5)
