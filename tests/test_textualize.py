@@ -43,3 +43,19 @@ def test_textualize_is_byte_identical_to_pandas_to_csv(triples):
     g = graph_from_triples(triples, lowercase=False)
     expected = g.nodes.to_csv(index=False) + "\n" + g.edges.to_csv(index=False, columns=["src", "edge_attr", "dst"])
     assert textualize(g) == expected
+
+
+def test_column_rows_equals_to_numpy_for_every_string_storage():
+    import numpy as np
+    import pandas as pd
+
+    from gr_core.g_retriever.textualize import column_rows
+
+    rows = np.array([3, 0, 3, 1])
+    for values in (pd.array(["a", "b,c", 'd"e', "f"], dtype=str), pd.array(["a", None, "c", "d"], dtype=str),
+                   pd.array(["a", None, "c", "d"], dtype="string[pyarrow]"), np.array(["a", "b", "c", "d"], object),
+                   np.arange(4)):
+        frame = pd.DataFrame({"x": values})
+        want, got = frame["x"].to_numpy()[rows].tolist(), column_rows(frame, "x", rows)
+        assert [type(v) for v in got] == [type(v) for v in want]
+        assert [str(v) for v in got] == [str(v) for v in want]

@@ -29,7 +29,7 @@ import pcst_fast
 
 from ..config import check_choice
 from ..data import EDGE_COLUMNS, NODE_COLUMNS, TextualGraph
-from .textualize import _table
+from .textualize import _table, column_rows
 
 # A 3-node path 0-1-2 with prizes (0, 5, 6) and edge costs (3, 4): the optimum keeps nodes 1, 2
 # and edge 1 (net 5 + 6 - 4 = 7). The broken build returns repeated ids such as [1, 1].
@@ -270,8 +270,8 @@ class RetrievedSubgraph:
         """The textualized subgraph (= ``textualize(self.graph)``), written straight from the selected rows."""
 
         n, e = self.source.nodes, self.source.edges
-        nodes = _table(NODE_COLUMNS, [n[c].to_numpy()[self.node_rows].tolist() for c in NODE_COLUMNS])
-        edges = _table(EDGE_COLUMNS, [e[c].to_numpy()[self.edge_rows].tolist() for c in EDGE_COLUMNS])
+        nodes = _table(NODE_COLUMNS, [column_rows(n, c, self.node_rows) for c in NODE_COLUMNS])
+        edges = _table(EDGE_COLUMNS, [column_rows(e, c, self.edge_rows) for c in EDGE_COLUMNS])
         return nodes + "\n" + edges
 
 
