@@ -51,11 +51,11 @@ def test_column_rows_equals_to_numpy_for_every_string_storage():
 
     from gr_core.g_retriever.textualize import column_rows
 
-    rows = np.array([3, 0, 3, 1])
     for values in (pd.array(["a", "b,c", 'd"e', "f"], dtype=str), pd.array(["a", None, "c", "d"], dtype=str),
                    pd.array(["a", None, "c", "d"], dtype="string[pyarrow]"), np.array(["a", "b", "c", "d"], object),
                    np.arange(4)):
         frame = pd.DataFrame({"x": values})
-        want, got = frame["x"].to_numpy()[rows].tolist(), column_rows(frame, "x", rows)
-        assert [type(v) for v in got] == [type(v) for v in want]
-        assert [str(v) for v in got] == [str(v) for v in want]
+        for rows in (np.array([3, 0, 3, 1]), np.array([3, 0, 2])):  # with the missing row (1) and without it
+            want, got = frame["x"].to_numpy()[rows].tolist(), column_rows(frame, "x", rows)
+            assert [type(v) for v in got] == [type(v) for v in want]
+            assert [str(v) for v in got] == [str(v) for v in want]
