@@ -136,6 +136,15 @@ def test_index_keeps_names_and_links_written_entities(movie_index):
                                                      ("Team", "member", "Emile Heskey")]))
     rows, shared, size = partial_match(heskey, "What team does Heskey play for?")
     assert [heskey.kg.entities[r] for r in rows] == ["Emile Heskey"] and (shared, size) == (1, 2)
+    # the words asking for the answer's kind ("what language", "what type of music") link no name: the answer
+    # "Maasai language" shares two words with the question, the entity "Maasai people" one
+    maasai = ChatIndex.build(graph_from_triple_list([("Maasai people", "languages spoken", "Maasai language"),
+                                                     ("Mozart", "genre", "Chamber music"), ("Country", "x", "Kenya")]))
+    rows, shared, size = partial_match(maasai, "what language do the maasai tribe speak")
+    assert [maasai.kg.entities[r] for r in rows] == ["Maasai people"] and (shared, size) == (1, 2)
+    assert [maasai.kg.entities[r] for r in find_names(maasai, "what type of music did mozart compose")] == ["Mozart"]
+    assert [maasai.kg.entities[r] for r in find_names(maasai, "what country borders kenya")] == ["Kenya"]
+    assert [maasai.kg.entities[r] for r in find_names(maasai, "which country borders Kenya")] == ["Kenya"]
     again = ChatIndex.build(graph_from_triple_list(MOVIES))
     assert again.cached and again.digest == idx.digest
 

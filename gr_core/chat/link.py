@@ -22,6 +22,13 @@ from .index import (FUNCTION_WORDS, STOP_WORDS, WORD, ChatIndex, joined_spans, s
 # A follow-up question: a leading "and" / "what about", or a pronoun that points back at the last turn
 FOLLOW_UP = re.compile(r"^\s*(and|also|what about|how about)\b|\b(it|its|they|them|their|he|him|his|she|her|that|"
                        r"this|those|these|there|the same)\b", re.I)
+# The words after "what" / "which", up to the first function word and at most ASKED_TYPE_WORDS ("what language do
+# ...", "which type of music did ...", "what basketball teams has ...") name the kind of answer asked for, not the
+# entity asked about: they link no one-word name and no name written in part (the answer "Maasai language" for "what
+# language do the maasai tribe speak"). Chosen on WebQSP's val mini-graphs and measured on every family (docs/chat.md,
+# "What each rule does").
+ASKED_TYPE = True
+ASKED_TYPE_WORDS = 2  # content words at most: "what music period", "what type of art"; "what country borders slovakia"
 
 
 @dataclass
@@ -55,12 +62,41 @@ class Link:
         return [self.named] if self.named else [s for s in (self.previous_start, self.previous_answers) if s]
 
 
+def asked_type(words: list[str]) -> set[int]:
+    """Positions in ``words`` (a question's words, :data:`~gr_core.chat.index.WORD`) of the phrase after its first
+    "what" / "which" that names the kind of answer asked for: up to :data:`ASKED_TYPE_WORDS` words, joined by "of",
+    ended by any other function word or, in a question with capitals, by a capitalized word (an entity: "which Tom
+    Hanks film"). Empty when :data:`ASKED_TYPE` is off.
+
+    >>> sorted(asked_type("what type of music did mozart compose".split()))
+    [1, 2, 3]
+    >>> sorted(asked_type("Which Tom Hanks film won".split())), sorted(asked_type("what did it do".split()))
+    ([], [])
+    """
+    low = [word_key(w) for w in words]
+    start = next((i for i, w in enumerate(low) if w in ("what", "which")), None)
+    if not ASKED_TYPE or start is None:
+        return set()
+    cased = any(c.isupper() for w in words for c in w)
+    out: set[int] = set()
+    content = 0
+    for i in range(start + 1, len(words)):
+        if low[i] == "of" and out and i + 1 < len(words) and low[i + 1] not in FUNCTION_WORDS:
+            out.add(i)
+            continue
+        if low[i] in FUNCTION_WORDS or (cased and words[i][:1].isupper()) or content == ASKED_TYPE_WORDS:
+            break
+        out.add(i)
+        content += 1
+    return out
+
+
 def find_names(index: ChatIndex, question: str, uncased: bool = True) -> list[int]:
     """Node rows whose name the question writes: ``[Name]`` spans, else the longest word n-grams equal to a node name
     (:func:`~gr_core.chat.index.name_key`; not overlapping; a one-word name only when it is not a stop word and is
     capitalized mid-sentence or written with a digit, or, ``uncased``, in a question without any capital letter when
-    no longer name links: half of WebQSP's lowercase questions linked nothing otherwise, CHANGELOG.md). In the order
-    they appear in the question."""
+    no longer name links: half of WebQSP's lowercase questions linked nothing otherwise, CHANGELOG.md; nor a word
+    of the phrase that asks for the answer's kind, :func:`asked_type`). In the order they appear in the question."""
     found: list[int] = []
     for span in BRACKET.findall(question):
         found += index.names.get(" ".join(map(word_key, WORD.findall(span))), [])
@@ -69,6 +105,7 @@ def find_names(index: ChatIndex, question: str, uncased: bool = True) -> list[in
     words = WORD.findall(BRACKET.sub(r"\1", question))
     low = [word_key(w) for w in words]
     cased = any(c.isupper() for c in question)
+    asked = asked_type(words)
     taken = [False] * len(words)
     hits: list[tuple[int, list[int]]] = []
     single: list[tuple[int, list[int]]] = []
@@ -77,7 +114,8 @@ def find_names(index: ChatIndex, question: str, uncased: bool = True) -> list[in
             if any(taken[s:s + n]):
                 continue
             rows = index.names.get(" ".join(low[s:s + n]))
-            if not rows or all(w in FUNCTION_WORDS for w in low[s:s + n]) or (n == 1 and low[s] in STOP_WORDS):
+            if not rows or all(w in FUNCTION_WORDS for w in low[s:s + n]) or (
+                    n == 1 and (low[s] in STOP_WORDS or s in asked)):
                 continue
             if n == 1 and not cased and uncased:
                 single.append((s, rows))
@@ -92,11 +130,13 @@ def find_names(index: ChatIndex, question: str, uncased: bool = True) -> list[in
 def partial_match(index: ChatIndex, question: str) -> tuple[list[int], int, int]:
     """Where no name is written whole: the nodes whose name shares the most content words with the question (3 letters
     or more, not stop words; in a question with capitals only words capitalized mid-sentence: "heskey" -> "Emile
-    Heskey"); ties go to the name the question covers most of, then to the node of highest degree. Returns ``(rows,
-    words shared, words of the name)``, ``([], 0, 0)`` when no word is shared."""
+    Heskey"; not the words asking for the answer's kind, :func:`asked_type`); ties go to the name the question
+    covers most of, then to the node of highest degree. Returns ``(rows, words shared, words of the name)``,
+    ``([], 0, 0)`` when no word is shared."""
     raw = WORD.findall(BRACKET.sub(r"\1", question))
     cased = any(c.isupper() for c in question)
-    words = {k for i, w in enumerate(raw) if not cased or (i > 0 and w[:1].isupper())
+    asked = asked_type(raw)
+    words = {k for i, w in enumerate(raw) if (not cased or (i > 0 and w[:1].isupper())) and i not in asked
              if len(k := word_key(w)) >= 3 and k not in STOP_WORDS}
     shared = Counter(key for w in words for key in index.name_words.get(w, ()))
     if not shared:
