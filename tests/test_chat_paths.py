@@ -143,3 +143,17 @@ def test_a_word_fits_the_relation_it_picks_out_among_the_graphs_relations():
     twins = P.word_relation_fit(np.array([[0.6], [0.55], [0.2]]), ["x"], ["a", "a2", "b"], 0.0, np.array([0, 0, 1]))
     assert twins.round(2).tolist() == [[0.4], [0.35], [-0.4]]  # a and its twin a2 are not each other's rivals
     assert P.shares_stem("acted", "starred actors") and not P.shares_stem("types", "has genre")
+
+
+def test_the_words_asking_for_the_answers_kind_prefer_answers_near_them(monkeypatch):
+    # relations whose names say nothing: only "city", "currency", "organization" can tell the paths apart
+    chat = GraphChat([("Spain", "x1", "Spanish language"), ("Spain", "x2", "Madrid"), ("Spain", "x3", "Euro"),
+                      ("Spain", "x4", "United Nations")], model="zero_shot")
+    questions = {"which city is the seat of Spain": "Madrid", "what currency does Spain use": "Euro",
+                 "what organization is Spain in": "United Nations"}
+    assert {q: answer(chat, q) for q in questions} == {q: {a} for q, a in questions.items()}
+    rows, fit = np.array([0, 2]), np.array([0.5, 0.0, 0.3, 0.9])  # TYPE x the answers' mean fit
+    assert P.TYPE > 0 and P.kind_term(rows, None, None, fit) == pytest.approx(P.TYPE * 0.4)
+    assert P.kind_term(rows, None, None) == 0
+    monkeypatch.setattr(P, "TYPE", 0.0)
+    assert sum(answer(chat, q) == {a} for q, a in questions.items()) < 3

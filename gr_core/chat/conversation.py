@@ -32,7 +32,7 @@ from .graph_reasoner import (GraphReasonerConfig, TooFewQuestions, read_for, rea
                              train_graph_reasoner)
 from .graphs import graph_from_triple_list, load_graph
 from .index import ChatIndex
-from .link import Link, about, link_question, most_similar
+from .link import Link, about, asked_phrase, link_question, most_similar
 from .models import load_answerer
 from . import paths as path_ranker
 from .scope import search_scope
@@ -237,6 +237,8 @@ class GraphChat:
         index, kg = self.index, self.index.kg
         phrases = list(dict.fromkeys(relation_phrases(kg)))
         words = path_ranker.read_words(self.vectors, link.masked, phrases, graph_phrase_twins(kg))
+        if path_ranker.TYPE and (phrase := asked_phrase(turn.question)):
+            words.answer_fit = index.node_emb @ self.embed(phrase)
         asked = path_ranker.asked_kind(turn.question)
         best, starts = None, []
         for start in link.starts() or [[int(np.argmax(node_sim))]]:

@@ -91,6 +91,16 @@ def asked_type(words: list[str]) -> set[int]:
     return out
 
 
+def asked_phrase(question: str) -> str:
+    """The words of ``question`` that ask for the answer's kind (:func:`asked_type`), "of" left out.
+
+    >>> asked_phrase("What type of music did Mozart compose?"), asked_phrase("who directed it")
+    ('type music', '')
+    """
+    words = WORD.findall(BRACKET.sub(r"\1", question))
+    return " ".join(words[i] for i in sorted(asked_type(words)) if word_key(words[i]) != "of")
+
+
 def find_names(index: ChatIndex, question: str, uncased: bool = True) -> list[int]:
     """Node rows whose name the question writes: ``[Name]`` spans, else the longest word n-grams equal to a node name
     (:func:`~gr_core.chat.index.name_key`; not overlapping; a one-word name only when it is not a stop word and is

@@ -21,7 +21,8 @@ so a path short of a word that names a relation loses to the one that goes on ("
 the writer of X"), and a word naming a relation of the path twice ("the director that directed X") costs nothing.
 ORDER: the units' words lie ever farther from the entity towards the question word ("who directed the films starring
 X": ``starred_actors`` first). KIND: the question asks for a person (who), a place (where) or a date (when, what
-year) and the path's answers are of that kind (:func:`answer_kinds`).
+year) and the path's answers are of that kind (:func:`answer_kinds`); where the question writes the kind ("what
+language", "which team"), TYPE times its answers' mean cosine to those words.
 
 A question naming two entities is answered where their paths meet: among each one's ``PAIR_TOP`` best paths, the pair
 scored together (their units share the words) whose reached sets intersect, or whose intersection is followed on by
@@ -46,10 +47,13 @@ from .index import FUNCTION_WORDS
 # the score's weights (module docstring), chosen on MetaQA's dev questions (docs/chat.md, "The relation paths")
 TAU, UNEXPLAINED, SAME_FIT, ORDER, HOP, KIND, LEXICAL = 0.05, 0.5, 0.3, 0.02, 0.1, 0.1, 0.8
 ENTITY = 0.25  # what a single path loses for a second entity the question names that it leaves out
+# TYPE times the mean cosine of a path's answers to the words that ask for the answer's kind ("what language", "what
+# team": :func:`~gr_core.chat.link.asked_type`); chosen on WebQSP's val mini-graphs (docs/chat.md)
+TYPE = 0.1
 # the reading's rules, each measured off in docs/chat.md ("What each rule does"): neighbouring words as one mention,
 # a path back to its entity as an answer, twins (one fact stored twice, Freebase's inverses) followed back: a step back
 MENTIONS, CYCLES, TWIN_STEPS = True, True, True
-WEIGHTS = (TAU, UNEXPLAINED, SAME_FIT, ORDER, HOP, KIND, LEXICAL, ENTITY, MENTIONS, CYCLES, TWIN_STEPS)
+WEIGHTS = (TAU, UNEXPLAINED, SAME_FIT, ORDER, HOP, KIND, LEXICAL, ENTITY, MENTIONS, CYCLES, TWIN_STEPS, TYPE)
 PAIR_TOP = 40  # paths per entity tried in pairs, the best by the words they name
 TOKEN = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?")
 # words that ask for "the same <relation>" (co-starred, directed together, also wrote, share the writer)
@@ -177,6 +181,7 @@ class Words:
     position: np.ndarray | None = None
     sameness: int = 0
     runs: list[list[int]] = field(default_factory=list)  # each mention's token positions in tokens(masked)
+    answer_fit: np.ndarray | None = None  # (N,) each node's cosine to the words asking for the answer's kind, or None
     _units: dict = field(default_factory=dict, repr=False)
 
     def unit_fit(self, unit: tuple[str, tuple[str, ...]]) -> np.ndarray:
@@ -360,7 +365,7 @@ def score_path(words: Words, path: RankedPath, kinds: np.ndarray | None = None, 
         far = [float(words.position[w]) for w, f in zip(word, fit) if 0 <= w < len(words.words) and f > TAU]
         if len(far) >= 2:
             total += ORDER if all(a < b for a, b in zip(far, far[1:])) else -ORDER
-    total += kind_term(path.reached, kinds, asked)
+    total += kind_term(path.reached, kinds, asked, words.answer_fit)
     if CYCLES and path.returns and path.units[-1][0] == "back":  # back at the start by a step back
         asked = 0 <= word[-1] < len(words.words)  # named by a word written twice ("the spouse of the spouse of X")
         if not asked and np.isin(path.reached, path.start).all():
@@ -370,9 +375,12 @@ def score_path(words: Words, path: RankedPath, kinds: np.ndarray | None = None, 
     return total
 
 
-def kind_term(rows: np.ndarray, kinds: np.ndarray | None, asked: int | None) -> float:
-    """KIND times (2 * the share of ``rows`` of the asked kind - 1); 0 when the question asks no kind."""
-    return 0.0 if kinds is None or asked is None else KIND * (2 * float(np.mean(kinds[rows] == asked)) - 1)
+def kind_term(rows: np.ndarray, kinds: np.ndarray | None, asked: int | None, answer_fit: np.ndarray | None = None
+              ) -> float:
+    """KIND times (2 * the share of ``rows`` of the asked kind - 1), 0 when the question asks no kind; plus TYPE times
+    the mean of ``answer_fit`` ``(N,)`` over ``rows``, where the question writes its answer's kind ("what language")."""
+    kind = 0.0 if kinds is None or asked is None else KIND * (2 * float(np.mean(kinds[rows] == asked)) - 1)
+    return kind + (TYPE * float(np.mean(answer_fit[rows])) if answer_fit is not None and len(rows) else 0.0)
 
 
 @dataclass
@@ -432,7 +440,8 @@ def rank_paths(kg: KnowledgeGraph, groups: list[list[int]], words: Words, max_ho
         tops = [sorted(paths, key=lambda p: (-p.solo, len(p.hops)))[:PAIR_TOP] for paths in per[:2]]
         for x, y in (tops, tops[::-1]):
             for a, b, rows in pairs(kg, x, y):
-                score = score_units(words, a.units + b.units, paths=2)[0] + kind_term(rows, kinds, asked)
+                score = score_units(words, a.units + b.units, paths=2)[0] + kind_term(rows, kinds, asked,
+                                                                                       words.answer_fit)
                 if score > best.score:
                     best = PathAnswer(rows, [a, b], score)
     scores: dict[int, float] = {int(n): best.score for n in best.rows.tolist()}
