@@ -238,7 +238,7 @@ class GraphChat:
         phrases = list(dict.fromkeys(relation_phrases(kg)))
         words = path_ranker.read_words(self.vectors, link.masked, phrases, graph_phrase_twins(kg))
         if path_ranker.TYPE and (phrase := asked_phrase(turn.question)):
-            words.answer_fit = index.node_emb @ self.embed(phrase)
+            words.answer_fit = index.node_emb @ self.vectors([phrase])[0]  # encoded once a chat, as the words are
         asked = path_ranker.asked_kind(turn.question)
         best, starts = None, []
         for start in link.starts() or [[int(np.argmax(node_sim))]]:
