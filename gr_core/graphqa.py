@@ -135,6 +135,13 @@ class LazyEmbeddings:
             self.prefetch(np.atleast_1d(np.arange(len(self))[key]))
         return self._rows[key]
 
+    def encoded(self, rows: np.ndarray) -> np.ndarray:
+        """The whole ``(len(self), dim)`` array with ``rows`` encoded (rows not asked for may still be zeros), for a
+        reader of most rows that would rather not copy them out."""
+        if not self._done[rows].all():
+            self.prefetch(rows)
+        return self._rows
+
     def __array__(self, dtype=None, copy=None):
         self.prefetch(range(len(self)))
         return self._rows if dtype is None else self._rows.astype(dtype)

@@ -127,6 +127,19 @@ def test_embeddings_are_encoded_on_first_use_and_equal_the_encoders(private_cach
     assert pickle.loads(pickle.dumps(q))._done.all()  # the store is not pickled, the vectors are
 
 
+def test_scoring_a_lazy_table_whole_encodes_only_the_graphs_texts(private_cache):
+    from gr_core.config import EMBEDDED_TEXT_ENCODER
+    from gr_core.g_retriever.retrieval import text_similarities
+    from gr_core.graphqa import LazyEmbeddings
+
+    table = LazyEmbeddings(["paris", "france", "capital of", "berlin", "located in"], 384, EMBEDDED_TEXT_ENCODER)
+    q = table[0] + table[1]  # encodes "paris" and "france"
+    node_sim, edge_sim = text_similarities(q, table, np.array([0, 1]), np.array([2, 2]))  # 3 of 5 texts: whole table
+    assert table._done.tolist() == [True, True, True, False, False]
+    np.testing.assert_allclose(node_sim, [table[0] @ q, table[1] @ q], rtol=1e-5)
+    np.testing.assert_allclose(edge_sim, [table[2] @ q] * 2, rtol=1e-5)
+
+
 @pytest.mark.data
 def test_a_dataset_encodes_only_the_graphs_that_are_read(private_cache):
     ds = load_dataset("gqa_micro")

@@ -232,3 +232,44 @@ def test_dataset_retrieval_scores_each_text_once_and_ties_identical_texts_as_the
             assert ours.node_rows.tolist() == reference.node_rows.tolist()
             assert ours.edge_rows.tolist() == reference.edge_rows.tolist()
             assert np.array_equal(ours.edge_prizes, reference.edge_prizes)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 60), max_size=80), st.integers(61, 3000))
+def test_distinct_rows_equals_numpy_unique_by_mask_or_by_sort(rows, table_size):
+    from gr_core.g_retriever.retrieval import distinct_rows
+
+    rows = np.array(rows, np.int64)
+    texts, inverse = distinct_rows(rows, table_size)  # a mask up to 16x the rows, a sort beyond
+    want_texts, want_inverse = np.unique(rows, return_inverse=True)
+    assert texts.tolist() == want_texts.tolist() and inverse.tolist() == want_inverse.tolist()
+
+
+@pytest.mark.parametrize("table_rows", [6, 40])  # the graph reads most of the table (scored whole) / a few rows of it
+def test_text_similarities_score_each_text_once_whether_the_table_is_read_whole_or_in_part(table_rows):
+    from gr_core.g_retriever.retrieval import similarities, text_similarities
+
+    rng = np.random.default_rng(table_rows)
+    table = rng.normal(size=(table_rows, 16)).astype(np.float32)
+    q = rng.normal(size=16).astype(np.float32)
+    node_rows, edge_rows = np.array([0, 1, 2]), np.array([3, 4, 3, 3, 5, 4])
+    node_sim, edge_sim = text_similarities(q, table, node_rows, edge_rows)
+    np.testing.assert_allclose(node_sim, similarities(q, table[node_rows]), rtol=1e-5)
+    np.testing.assert_allclose(edge_sim, similarities(q, table[edge_rows]), rtol=1e-5)
+    assert edge_sim[0] == edge_sim[2] == edge_sim[3] and edge_sim[1] == edge_sim[5]  # one text, one exact value
+
+
+def test_desc_keeps_the_graphs_own_node_ids_when_they_are_not_row_numbers():
+    import pandas as pd
+
+    from gr_core.data import TextualGraph
+    from gr_core.g_retriever.textualize import textualize
+
+    nodes = pd.DataFrame({"node_id": [40, 10, 30, 20], "node_attr": ["a", "b, inc", "c", "d"]})
+    edges = pd.DataFrame({"src": [40, 10, 30, 20], "edge_attr": ["r1", "r2", "r3", "r1"], "dst": [10, 30, 20, 40]})
+    g = TextualGraph(nodes, edges)
+    x = np.eye(4, 8, dtype=np.float32)
+    e = np.eye(4, 8, k=4, dtype=np.float32)
+    res = retrieve_subgraph(g, x, e, x[1] + x[2] + e[1], RetrievalConfig(2, 2, 0.3))
+    assert res.desc == textualize(res.graph)
+    assert set(res.graph.nodes.node_id) >= {10, 30} and "10,r2,30" in res.desc
