@@ -137,7 +137,7 @@ class LazyEmbeddings:
 
     def encoded(self, rows: np.ndarray) -> np.ndarray:
         """The whole ``(len(self), dim)`` array with ``rows`` encoded (rows not asked for may still be zeros), for a
-        reader of most rows that would rather not copy them out."""
+        reader of most rows that would rather not copy them out. It is the table's own buffer: read it, never write."""
         if not self._done[rows].all():
             self.prefetch(rows)
         return self._rows

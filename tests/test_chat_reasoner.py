@@ -130,6 +130,20 @@ def test_a_trained_reasoner_is_served_only_where_it_beats_the_path_ranker_on_its
     assert again == d
 
 
+def test_the_decision_is_remade_when_a_rule_of_linking_or_of_the_path_ranker_changes(trained, monkeypatch):
+    import gr_core.chat.link as link
+    import gr_core.chat.paths as paths
+
+    chat, _ = trained
+    shipped = chat.decision_cache()
+    monkeypatch.setattr(link, "ASKED_TYPE", False)
+    off_link = chat.decision_cache()
+    monkeypatch.setattr(paths, "WEIGHTS", paths.WEIGHTS[:-1] + (0.0,))
+    assert len({shipped, off_link, chat.decision_cache()}) == 3
+    monkeypatch.undo()
+    assert chat.decision_cache() == shipped
+
+
 def test_no_question_is_about_or_answered_by_an_identifier():
     kg = kg_of([("Ann Lee", "person.position", "m.0abc"), ("m.0abc", "position.title", "Mayor"),
                 ("m.0abc", "position.city", "Springfield"), ("Bob Ray", "person.position", "m.0def"),

@@ -34,6 +34,7 @@ from .graphs import graph_from_triple_list, load_graph
 from .index import ChatIndex
 from .link import Link, about, asked_phrase, link_question, most_similar
 from .models import load_answerer
+from . import link as link_rules
 from . import paths as path_ranker
 from .scope import search_scope
 from .turns import Turn
@@ -379,11 +380,19 @@ class GraphChat:
         return net.collate(net.tokenize([ex]), with_label=False).to(net.device)
 
     # ------------------------------------------------------------------ a trained reasoner earns its place
+    def decision_cache(self, meta: dict | None = None) -> Path:
+        """Where :meth:`decide` keeps its result: beside the reasoner, keyed by it, the chat's settings, the path
+        ranker's weights and switches (``WEIGHTS``, ``PAIR_TOP``) and linking's asked-kind rule, which answer the
+        decision's questions."""
+        meta = meta or reasoner_meta(self.trained_reasoner)
+        key = config_hash({"reasoner": meta["config_hash"], "chat": repr(self.config), "paths": path_ranker.WEIGHTS,
+                           "pairs": path_ranker.PAIR_TOP, "link": (link_rules.ASKED_TYPE, link_rules.ASKED_TYPE_WORDS)})
+        return Path(self.trained_reasoner).with_suffix(f".decision-{key}.json")
+
     def decide(self) -> dict:
-        """:func:`decide` for this chat's trained reasoner, cached beside it (keyed by it and the chat's settings)."""
+        """:func:`decide` for this chat's trained reasoner, cached (:meth:`decision_cache`)."""
         meta = reasoner_meta(self.trained_reasoner)
-        key = config_hash({"reasoner": meta["config_hash"], "chat": repr(self.config), "paths": path_ranker.WEIGHTS})
-        cache = Path(self.trained_reasoner).with_suffix(f".decision-{key}.json")
+        cache = self.decision_cache(meta)
         if cache.is_file():
             return read_json(cache)
         out = decide([self], meta)

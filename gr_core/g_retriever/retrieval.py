@@ -191,7 +191,8 @@ def text_similarities(query, table, node_rows: np.ndarray, edge_rows: np.ndarray
     third of the rows that per-edge embeddings would, and identical texts tie exactly: one tie group of edge prizes,
     as under the references' per-row cosine (a per-row mat-vec can split such a group by rounding). When the graph
     uses half of the table or more (a dataset of one graph), the whole table is scored in place: copying the rows out
-    first costs more than the mat-vec (a 1,500 x 1,024 table: 2.4 ms against 0.16 ms).
+    first costs more than the mat-vec (a 1,500 x 1,024 table: 2.4 ms against 0.16 ms). The two paths can round a
+    similarity differently in the last bit (a mat-vec's blocking depends on its row count); ties stay exact in both.
 
     Shapes:
         query: ``(dim,)``; table: ``(num_texts, dim)``, an array or a :class:`~gr_core.graphqa.LazyEmbeddings`;
@@ -277,7 +278,7 @@ class RetrievedSubgraph:
     node_prizes: np.ndarray
     edge_prizes: np.ndarray
     edge_cost: float
-    id_columns: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    id_columns: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     @functools.cached_property
     def graph(self):
