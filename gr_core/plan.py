@@ -34,7 +34,7 @@ from .gpu_plan import (FP32, PAPER_LLM, PUBLISHED, Shapes, Step, describe_lines,
                        step_from_run_config, train_flops_per_token)
 from .llm import unavailable
 from .paths import find_notebooks, outputs_root
-from .precision import dtype_name, resolve_dtype
+from .precision import cpu_info, dtype_name, resolve_dtype
 from .runs import config_hash, seed_progress
 from .published import PAPER_TABLE12
 from .speeds import LORA_METHODS, Profile, bench_json, gnn_rag_measured, llm_training_rates, measured_runs, profiles
@@ -435,17 +435,20 @@ def gpu_lines(preset: str, profile: Profile, n_train: int, overrides: dict | Non
 
 
 def default_profile(preset: str) -> str:
-    """``h100`` for the full preset, else this CPU with the dtype ``"auto"`` resolves to here."""
+    """``h100`` for the full preset, else this CPU: ``cpu-bf16`` where ``"auto"`` resolves to bf16, ``cpu-avx2``
+    without AVX512, else ``cpu-fp32``."""
     if preset == "full":
         return "h100"
-    return "cpu-bf16" if str(resolve_dtype("auto", "cpu")).endswith("bfloat16") else "cpu-fp32"
+    if str(resolve_dtype("auto", "cpu")).endswith("bfloat16"):
+        return "cpu-bf16"
+    return "cpu-fp32" if cpu_info().capability.startswith("AVX512") else "cpu-avx2"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gr_core.plan", description=__doc__.split("\n")[0])
     parser.add_argument("--preset", default="quick", choices=PRESETS)
-    parser.add_argument("--profile", default=None, help="cpu-fp32 | cpu-bf16 | h100 | gpu-80gb | gpu-24gb (default: "
-                                                        "h100 for full, else this CPU's own dtype); a GPU profile "
+    parser.add_argument("--profile", default=None, help="cpu-fp32 | cpu-bf16 | cpu-avx2 | h100 | gpu-80gb | gpu-24gb "
+                                                        "(default: h100 for full, else this CPU's); a GPU profile "
                                                         "adds the LLM's memory plan")
     args = parser.parse_args(argv)
     print(render(args.preset, args.profile or default_profile(args.preset)))

@@ -55,6 +55,20 @@ def profiles(root: Path | None = None) -> dict[str, Profile]:
                             prec.get("g_retriever_step"), prec.get("g_retriever_lora_step"), prec.get("answers"),
                             cpu_reasoner, "committed fp32 runs x bf16/fp32 speedups of outputs/bench/precision.json"),
     }
+    # a CPU without AVX512 (the committed runs' CPU has it): the same throughput bench in fp32 on such a CPU against
+    # the committed runs' CPU; the reasoner has no timing there, so it takes the LLM training ratio (both fp32 GEMMs)
+    avx2, avx512 = (bench_json(root / "bench" / "train_infer_throughput-float32-avx2.json"),
+                    bench_json(root / "bench" / "train_infer_throughput-float32.json"))
+    ratio = answers = None
+    if all(b.get("ours_train_tokens_per_s") and b.get("ours_infer_answers_per_s") for b in (avx2, avx512)):
+        ratio = avx2["ours_train_tokens_per_s"] / avx512["ours_train_tokens_per_s"]
+        answers = avx2["ours_infer_answers_per_s"] / avx512["ours_infer_answers_per_s"]
+    out["cpu-avx2"] = Profile(
+        "cpu-avx2", "2 CPU cores with AVX2 only (no AVX512, no bf16 units), LLM in fp32", ratio, ratio, answers,
+        {k: v / ratio for k, v in cpu_reasoner.items()} if ratio else {},
+        "committed fp32 runs x the fp32 throughput ratio of outputs/bench/train_infer_throughput-float32-avx2.json "
+        "over train_infer_throughput-float32.json (LoRA and the reasoner: the frozen-LLM training ratio; neither is "
+        "timed on such a CPU)")
     gpu = _reasoner_gpu(root)
     # the LLM on the GPU: bench/train_infer_throughput.py run there (its JSON copied to outputs/gpu/) against the same
     # bench in fp32 on the CPU; the two measure the same WebQSP batches

@@ -224,8 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--notebooks-dir", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--dry-run", action="store_true", help="print the plan (each notebook, each run, its "
                         "estimated time from measured speeds: gr_core.plan) and run nothing")
-    parser.add_argument("--profile", default=None, help="with --dry-run: cpu-fp32 | cpu-bf16 | h100 | gpu-80gb | "
-                        "gpu-24gb (default: h100 for full, else the CPU's own dtype); a GPU adds the LLM's memory plan")
+    parser.add_argument("--profile", default=None, help="with --dry-run: cpu-fp32 | cpu-bf16 | cpu-avx2 | h100 | "
+                        "gpu-80gb | gpu-24gb (default: h100 for full, else this CPU's); a GPU adds the memory plan")
     args = parser.parse_args(argv)
     if args.dry_run:
         print(render(args.preset, args.profile or default_profile(args.preset), overrides=dict(args.param),

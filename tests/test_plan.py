@@ -45,6 +45,21 @@ def test_a_run_is_estimated_from_the_measured_run_scaled_to_the_target(outputs):
     assert gpu["seconds"] is None and gpu["tokens"] == 1659 * 160 * 2 and "no h100 throughput" in gpu["basis"]
 
 
+def test_a_cpu_without_avx512_scales_the_runs_by_the_throughput_bench_measured_on_one(outputs):
+    measured = measured_runs(outputs)
+    assert profiles(outputs)["cpu-avx2"].train is None  # no bench on such a CPU: its rows are unknown
+    assert estimate_run("explagraphs", "g_retriever", 1, 2, (1659, 553, 554), True, measured,
+                        profiles(outputs)["cpu-avx2"])["seconds"] is None
+    _write(outputs / "bench" / "train_infer_throughput-float32.json",
+           {"ours_train_tokens_per_s": 200.0, "ours_infer_answers_per_s": 1.0})
+    _write(outputs / "bench" / "train_infer_throughput-float32-avx2.json",
+           {"ours_train_tokens_per_s": 100.0, "ours_infer_answers_per_s": 0.8})
+    avx2 = profiles(outputs)["cpu-avx2"]
+    assert (avx2.train, avx2.lora, avx2.answer) == (0.5, 0.5, 0.8)
+    r = estimate_run("explagraphs", "g_retriever", 1, 2, (1659, 553, 554), True, measured, avx2)
+    assert r["seconds"] == round(2 * 1659 / 0.5 + 2 * 553 * 0.2 / 0.5 + 554 * 2 / 0.8)
+
+
 def test_split_sizes_are_the_loaders():
     from gr_core.graphqa import DatasetConfig, load_dataset
 
