@@ -24,6 +24,7 @@ RULES = {"as shipped": {}, "no cost for unnamed words": {"UNEXPLAINED": 0.0}, "n
          "no cost for a second entity left out": {"ENTITY": 0.0}, "no pairs": {"PAIR_TOP": 0},
          "the asked kind's words link names": {"link.ASKED_TYPE": False},
          "no fit of the answers to the asked kind's words": {"TYPE": 0.0},
+         "a fact back to its subject is a cycle": {"FACT_CYCLES": True},
          # the path ranker's own stop-word list, before the chat had one list of function words (2026-11-27); linking's
          # list (with have/has/had since) is the same in both runs, and no trained reasoner reads here
          "own stop words": {"STOPWORDS": frozenset("it the a an of is was what which who whom whose did in for on and "

@@ -157,3 +157,23 @@ def test_the_words_asking_for_the_answers_kind_prefer_answers_near_them(monkeypa
     assert P.kind_term(rows, None, None) == 0
     monkeypatch.setattr(P, "TYPE", 0.0)
     assert sum(answer(chat, q) == {a} for q, a in questions.items()) < 3
+
+
+def test_a_mediator_fact_back_to_its_own_subject_is_no_cycle(monkeypatch):
+    # X -> roster -> player leads back to X in one fact: no answer (it was one when cycles were counted in hops, and
+    # "who does X play for" answered X on WebQSP's mini-graphs)
+    # (a second roster each way keeps the two relations apart: not twins, i.e. not one fact stored twice)
+    roster = [("Ann Lee", "pro_athlete.teams", "m.01"), ("m.01", "sports_team_roster.player", "Ann Lee"),
+              ("m.01", "sports_team_roster.team", "Eagles"), ("Ann Lee", "pro_athlete.teams", "m.02"),
+              ("m.02", "sports_team_roster.team", "Hawks"), ("m.09", "sports_team_roster.player", "Bob Ray"),
+              ("m.09", "sports_team_roster.team", "Hawks"), ("Ann Lee", "people.person.gender", "Female")]
+    kg, ann = kg_of(roster), 0
+
+    def answers_ann() -> bool:  # the path into the roster and out to its player, one fact
+        return any(ann in p.reached.tolist() for p in P.enumerate_paths(kg, [ann]) if len(p.hops) == 2
+                   and [kg.relations[h.relation] for h in p.hops] == ["pro_athlete.teams", "sports_team_roster.player"])
+
+    assert kg.entities[ann] == "Ann Lee" and not answers_ann()
+    assert answer(GraphChat(roster, model="zero_shot"), "Which team does Ann Lee play for?") == {"Eagles"}
+    monkeypatch.setattr(P, "FACT_CYCLES", True)  # the rule before: counted in hops, the fact was a cycle of two
+    assert answers_ann()

@@ -27,8 +27,9 @@ language", "which team"), TYPE times its answers' mean cosine to those words.
 A question naming two entities is answered where their paths meet: among each one's ``PAIR_TOP`` best paths, the pair
 scored together (their units share the words) whose reached sets intersect, or whose intersection is followed on by
 the first path's last hop ("who directed the film starring X and Y"); the pair wins when it outscores the best single
-path less ENTITY (the entity it leaves out). A path of two or more hops that comes back to the entity, and nowhere
-else, answers the entity itself (a cycle; ended by a step back, only where a word written twice names that step).
+path less ENTITY (the entity it leaves out). A path of two or more units that comes back to the entity, and nowhere
+else, answers the entity itself (a cycle; ended by a step back, only where a word written twice names that step); a
+mediator's fact back to its own subject is one unit, so no cycle.
 Every weight was chosen on MetaQA's dev questions and is reported on the other families (docs/chat.md).
 """
 from __future__ import annotations
@@ -53,7 +54,11 @@ TYPE = 0.1
 # the reading's rules, each measured off in docs/chat.md ("What each rule does"): neighbouring words as one mention,
 # a path back to its entity as an answer, twins (one fact stored twice, Freebase's inverses) followed back: a step back
 MENTIONS, CYCLES, TWIN_STEPS = True, True, True
-WEIGHTS = (TAU, UNEXPLAINED, SAME_FIT, ORDER, HOP, KIND, LEXICAL, ENTITY, MENTIONS, CYCLES, TWIN_STEPS, TYPE)
+# a cycle takes two units: one mediator fact back to its own subject ("X -> roster -> player: X") is not one (True: the
+# rule before, counting hops); chosen on WebQSP's val mini-graphs (docs/chat.md)
+FACT_CYCLES = False
+WEIGHTS = (TAU, UNEXPLAINED, SAME_FIT, ORDER, HOP, KIND, LEXICAL, ENTITY, MENTIONS, CYCLES, TWIN_STEPS, TYPE,
+           FACT_CYCLES)
 PAIR_TOP = 40  # paths per entity tried in pairs, the best by the words they name
 TOKEN = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?")
 # words that ask for "the same <relation>" (co-starred, directed together, also wrote, share the writer)
@@ -288,7 +293,7 @@ def path_units(hops, mediator: list[bool], phrases: list[str], groups: np.ndarra
 def enumerate_paths(kg: KnowledgeGraph, start, max_hops: int = 3, max_frontier: int = 2000, max_paths: int = 3000,
                     unnamed: bool = False) -> list[RankedPath]:
     """Every relation path of 1..``max_hops`` hops from the node rows ``start`` that reaches a named node other than
-    the start (``unnamed``: identifier-named nodes too), or, through two or more hops, the start itself (a cycle).
+    the start (``unnamed``: identifier-named nodes too), or, through two or more units, the start itself (a cycle).
     Sets larger than ``max_frontier`` are not followed further; a path ending with one relation there, back and there
     again reaches nothing new and is skipped; at most ``max_paths`` paths."""
     start = np.unique(np.asarray(start, np.int64))
@@ -321,7 +326,7 @@ def enumerate_paths(kg: KnowledgeGraph, start, max_hops: int = 3, max_frontier: 
                         units = path_units(hops, list(meds), phrases, groups)
                         back = at_start[named]
                         answers = named[~back]
-                        if CYCLES and not len(answers) and back.any() and len(hops) >= 2:
+                        if CYCLES and not len(answers) and back.any() and len(hops if FACT_CYCLES else units) >= 2:
                             answers = named[back]  # a cycle (ended by a step back: only where a word asks, score_path)
                         if len(answers):
                             out.append(RankedPath(tuple(start.tolist()), hops, units, answers, bool(back.any())))
