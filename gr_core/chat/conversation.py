@@ -382,11 +382,11 @@ class GraphChat:
     # ------------------------------------------------------------------ a trained reasoner earns its place
     def decision_cache(self, meta: dict | None = None) -> Path:
         """Where :meth:`decide` keeps its result: beside the reasoner, keyed by it, the chat's settings, the path
-        ranker's weights and switches (``WEIGHTS``, ``PAIR_TOP``) and linking's asked-kind rule, which answer the
-        decision's questions."""
+        ranker's rules as they are now (:func:`~gr_core.chat.paths.rules`) and linking's asked-kind rule, which answer
+        the decision's questions."""
         meta = meta or reasoner_meta(self.trained_reasoner)
-        key = config_hash({"reasoner": meta["config_hash"], "chat": repr(self.config), "paths": path_ranker.WEIGHTS,
-                           "pairs": path_ranker.PAIR_TOP, "link": (link_rules.ASKED_TYPE, link_rules.ASKED_TYPE_WORDS)})
+        key = config_hash({"reasoner": meta["config_hash"], "chat": repr(self.config), "paths": path_ranker.rules(),
+                           "link": (link_rules.ASKED_TYPE, link_rules.ASKED_TYPE_WORDS)})
         return Path(self.trained_reasoner).with_suffix(f".decision-{key}.json")
 
     def decide(self) -> dict:

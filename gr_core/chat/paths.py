@@ -57,9 +57,15 @@ MENTIONS, CYCLES, TWIN_STEPS = True, True, True
 # a cycle takes two units: one mediator fact back to its own subject ("X -> roster -> player: X") is not one (True: the
 # rule before, counting hops); chosen on WebQSP's val mini-graphs (docs/chat.md)
 FACT_CYCLES = False
-WEIGHTS = (TAU, UNEXPLAINED, SAME_FIT, ORDER, HOP, KIND, LEXICAL, ENTITY, MENTIONS, CYCLES, TWIN_STEPS, TYPE,
-           FACT_CYCLES)
 PAIR_TOP = 40  # paths per entity tried in pairs, the best by the words they name
+
+
+def rules() -> tuple:
+    """The score's weights and the reading's switches as they are now, read at the call (``bench/chat_rules.py`` sets
+    them): what a cached decision of the chat is keyed by."""
+    return (TAU, UNEXPLAINED, SAME_FIT, ORDER, HOP, KIND, LEXICAL, ENTITY, MENTIONS, CYCLES, TWIN_STEPS, TYPE,
+            FACT_CYCLES, PAIR_TOP)
+
 TOKEN = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?")
 # words that ask for "the same <relation>" (co-starred, directed together, also wrote, share the writer)
 SAMENESS = frozenset("same co together also share shares shared sharing".split())
