@@ -34,6 +34,7 @@ import argparse
 import gc
 import statistics
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +52,7 @@ from gr_core.g_retriever.train import TrainConfig, make_run_config, param_groups
 from gr_core.graphqa import DatasetConfig, load_dataset
 from gr_core.llm import _contiguous_head_input, load_llm, load_tokenizer, model_path
 from gr_core.paths import data_root
-from gr_core.precision import attention_implementation, cpu_info, cpu_record
+from gr_core.precision import attention_implementation, cpu_info
 from gr_core.text_encoder import embedded_encoder_dir, load_text_encoder
 
 GNN = GNNConfig(kind="gt", hidden=256, num_layers=4, heads=4)  # the quick preset's encoder
@@ -68,6 +69,13 @@ VARIANTS = {
 }
 SHAPES = ((1600, 576, 1536), (1600, 1536, 576), (1600, 576, 576), (16, 576, 49152))  # SmolLM2's products
 
+
+
+def cpu_record() -> dict:
+    """The CPU part of :func:`gr_core.precision.precision_record` (this bench's result has no dtype of its own)."""
+    info = asdict(cpu_info())
+    info["cpu_model"] = info.pop("model")
+    return info
 
 def gemm_rates(dtype) -> dict:
     """GFLOP/s of ``(m, k) @ (k, n)`` at the LLM's shapes."""

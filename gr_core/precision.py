@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import platform
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -137,13 +137,6 @@ def precision_record(dtype, device: str, configured: str = "auto") -> dict:
     if device.startswith("cuda") and torch.cuda.is_available():
         record["gpu"] = torch.cuda.get_device_name(torch.device(device).index or 0)
     return record
-
-
-def cpu_record() -> dict:
-    """The CPU part of :func:`precision_record`, for records that have no dtype of their own (``env.json``)."""
-    info = asdict(cpu_info())
-    info["cpu_model"] = info.pop("model")
-    return info
 
 
 def legacy_dtype(configured: str, device: str) -> str:

@@ -27,7 +27,6 @@ import numpy as np
 
 ALPHA = 0.05
 Z95 = 1.959963984540054  # the standard normal's 97.5% quantile
-Z80 = 0.8416212335729143  # the standard normal's 80% quantile (power 0.8)
 
 
 def wilson_interval(successes: int | float, n: int, z: float = Z95) -> tuple[float, float]:
@@ -276,14 +275,5 @@ def mcnemar_n_for_power(delta: float, discordance: float, alpha: float = ALPHA, 
     if delta == 0 or not np.isfinite(delta):
         return None  # no number of questions detects no difference
     psi = min(1.0, max(float(discordance), delta))
-    za, zb = _z(1 - alpha / 2), _z(power)
+    za, zb = NormalDist().inv_cdf(1 - alpha / 2), NormalDist().inv_cdf(power)
     return int(math.ceil((za * math.sqrt(psi) + zb * math.sqrt(max(psi - delta * delta, 0.0))) ** 2 / delta ** 2))
-
-
-def _z(q: float) -> float:
-    """The standard normal's ``q`` quantile (exact for the two levels used here, else the statistics module's)."""
-    if abs(q - 0.975) < 1e-12:
-        return Z95
-    if abs(q - 0.8) < 1e-12:
-        return Z80
-    return NormalDist().inv_cdf(q)

@@ -8,7 +8,8 @@ from gr_core.data import TextualGraph
 from gr_core.prompts import CITE_FORMAT_INSTRUCTION, CITE_INSTRUCTION, cite_question
 from gr_core.studies import hallucination
 from gr_core.studies.hallucination import (TABLE1_RESPONSES, agreement, is_echo, ratio_ci, summarize, table1_scene,
-                                           table5, wilson)
+                                           table5)
+from gr_core.stats import wilson_interval
 
 TABLE1_BASELINE = TABLE1_RESPONSES["graph prompt tuning"]
 TABLE1_G_RETRIEVER = TABLE1_RESPONSES["g_retriever"]
@@ -156,9 +157,9 @@ def test_match_levels_are_nested_on_scene_graph_and_kg():
 
 
 def test_intervals():
-    lo, hi = wilson(8, 100)
+    lo, hi = wilson_interval(8, 100)
     assert lo < 0.08 < hi and 0.03 < lo and hi < 0.16
-    assert np.isnan(wilson(0, 0)[0])
+    assert np.isnan(wilson_interval(0, 0)[0])
     r, lo, hi = ratio_ci(np.array([1, 2, 0, 3]), np.array([2, 2, 1, 3]))
     assert r == pytest.approx(6 / 8) and lo <= r <= hi
     assert np.isnan(ratio_ci(np.zeros(3), np.zeros(3))[0])

@@ -26,6 +26,7 @@ from ..precision import dtype_name, resolve_dtype
 from ..prompts import CITE_REQUESTS, cite_question
 from ..published import PAPER_TABLE5
 from ..runs import config_hash, read_json, seed_everything, write_json
+from ..stats import wilson_interval
 
 
 def cite_responses(model, ds, indices: list[int], max_new_tokens: int = 128, batch_size: int = 16,
@@ -64,16 +65,6 @@ def audit(ds, indices: list[int], responses: list[str], system: str, levels=LEVE
 
 
 # ---------------------------------------------------------------------- summaries with confidence intervals
-def wilson(k: int, n: int, conf: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval of a proportion k / n (scipy's ``binomtest``); (nan, nan) when n = 0."""
-    if n == 0:
-        return float("nan"), float("nan")
-    from scipy.stats import binomtest  # noqa: PLC0415 deferred: scipy.stats (~0.8 s at start-up), needed only here
-
-    ci = binomtest(int(k), int(n)).proportion_ci(confidence_level=conf, method="wilson")
-    return float(ci.low), float(ci.high)
-
-
 def ratio_ci(num: np.ndarray, den: np.ndarray, seed: int = 0, n_boot: int = 2000,
              conf: float = 0.95) -> tuple[float, float, float]:
     """A pooled ratio sum(num) / sum(den) and its percentile bootstrap interval, resampling responses.
@@ -105,8 +96,8 @@ def summarize(rows: pd.DataFrame, by=("dataset", "system"), levels=LEVELS, seed:
             vn, vn_lo, vn_hi = ratio_ci(g[f"valid_nodes_{lv}"], g.cited_nodes, seed)
             ve, ve_lo, ve_hi = ratio_ci(g[f"valid_edges_{lv}"], g.cited_edges, seed)
             fv = int(g[f"fully_valid_{lv}"].sum())
-            fv_lo, fv_hi = wilson(fv, n)
-            fc_lo, fc_hi = wilson(fv, citing)
+            fv_lo, fv_hi = wilson_interval(fv, n)
+            fc_lo, fc_hi = wilson_interval(fv, citing)
             rec = dict(zip(by, key))
             rec.update({"level": lv, "responses": n, "citing_%": 100 * citing / n if n else float("nan"),
                         "cited_nodes": int(g.cited_nodes.sum()), "cited_edges": int(g.cited_edges.sum()),
@@ -373,7 +364,7 @@ def citing_rates(datasets: list[str], llms: list[str], systems: list[str], reque
                     llm=llm, request=request, echo=[is_echo(r) for r in responses])
                 frames.append(rows)
                 citing = int(((rows.cited_nodes + rows.cited_edges) > 0).sum())
-                lo, hi = wilson(citing, len(rows))
+                lo, hi = wilson_interval(citing, len(rows))
                 table.append({**head, "responses": len(rows), "citing_%": 100 * citing / len(rows),
                               "citing_low": 100 * lo, "citing_high": 100 * hi,
                               "echo_%": 100 * float(rows.echo.mean()),
