@@ -5,6 +5,7 @@
     python bench/chat_families.py --family webqsp_mini --split test --size 300 --llm
     python bench/chat_families.py --family webqsp_full --size 6                   (the first 6 of the 18 graphs; 0: all)
     python bench/chat_families.py --family two_entity --split test --size 120
+    python bench/chat_families.py --family webqsp_union --split test --size 300  (6 unions of 50 mini-graphs)
 
 Each file holds every system's Hit with its 95% interval, the exact McNemar pair with the default, the trained
 reasoners' decisions and training records, every question's answer, the machine, versions and command. ``--before
@@ -21,6 +22,9 @@ families, each with real questions written for it (none of them generated):
   relation chain (the question type) reaches an answer inside it, the gold answers being those it reaches there;
 - ``webqsp_mini``: WebQSP mini-graphs (30 Freebase triples on average, schema relations) of the seeded re-split
   (val to choose, test to report), each question on its own graph;
+- ``webqsp_union``: the same mini-graphs joined 50 at a time into one graph each (nodes of one name merged: 1k-2.4k
+  triples, 200-330 relations, searched as the chat searches a graph of that size), each question asked on its union:
+  the schema relations of a graph the size of a user's, with the mini-graphs' split (val to choose, test to report);
 - ``webqsp_full``: the 18 complete RoG 2-hop WebQSP graphs (348-7,499 triples), each searched whole, with its one
   question (report only: 18 questions choose nothing).
 
@@ -47,7 +51,8 @@ from gr_core.runs import progress
 from gr_core.stats import compare, wilson_interval
 
 
-FAMILIES = ("metaqa", "metaqa_slice", "webqsp_mini", "webqsp_full")
+FAMILIES = ("metaqa", "metaqa_slice", "webqsp_mini", "webqsp_union", "webqsp_full")
+UNION = 50  # mini-graphs per union graph (webqsp_union)
 # MetaQA's question types name a relation chain: movie_to_X follows X's relation, X_to_movie follows it backwards
 METAQA_RELATIONS = {"director": "directed_by", "writer": "written_by", "actor": "starred_actors",
                     "year": "release_year", "genre": "has_genre", "language": "in_language", "tags": "has_tags",
@@ -154,6 +159,24 @@ def webqsp_mini_family(split: str = "test", num_graphs: int = 300, seed: int = 0
     questions = [{"question": ds.records[ids[i]].question, "answers": ds.records[ids[i]].answers, "graph": spec,
                   "topic": (ds.records[ids[i]].q_entities or [""])[0]} for i, spec in zip(pick, specs)]
     return questions, {spec: load_graph(spec)[0] for spec in specs}
+
+
+def webqsp_union_family(split: str = "test", num_graphs: int = 300, seed: int = 0) -> tuple[list[dict], dict]:
+    """:func:`webqsp_mini_family`'s graphs joined :data:`UNION` at a time (in the sample's order) into graphs of
+    ``(head, relation, tail)`` names, one fact kept once; each question asked on the union holding its own graph."""
+    questions, minis = webqsp_mini_family(split, num_graphs, seed)
+    graphs: dict[str, list[tuple]] = {}
+    for k in range(0, len(questions), UNION):
+        spec = f"webqsp_union:{split}:{k // UNION}"
+        facts: dict[tuple, None] = {}
+        for q in questions[k:k + UNION]:
+            g = minis[q["graph"]]
+            names = g.nodes.set_index("node_id").node_attr
+            facts.update(dict.fromkeys(zip(names[g.edges.src].tolist(), g.edges.edge_attr.tolist(),
+                                           names[g.edges.dst].tolist())))
+            q["graph"] = spec
+        graphs[spec] = list(facts)
+    return questions, graphs
 
 
 def webqsp_full_family(num_graphs: int = 0) -> tuple[list[dict], dict]:
@@ -266,7 +289,7 @@ def two_entity_questions(kg: KnowledgeGraph, n: int, seed: int = 0, edges: np.nd
 
 def family_questions(family: str, split: str, size: int, seed: int = 0) -> tuple[list[dict], dict]:
     """A family's questions and graphs (module docstring): ``size`` questions per hop count (``metaqa``), per slice of 4
-    (``metaqa_slice``), graphs (``webqsp_mini``, ``webqsp_full``: 0 for all 18); ``two_entity``:
+    (``metaqa_slice``), graphs (``webqsp_mini``, ``webqsp_union``, ``webqsp_full``: 0 for all 18); ``two_entity``:
     :func:`two_entity_questions` on the KB; every question carries its ``graph`` spec, ``graphs`` maps a spec to what
     :class:`GraphChat` reads."""
     if family == "metaqa":
@@ -275,6 +298,8 @@ def family_questions(family: str, split: str, size: int, seed: int = 0) -> tuple
         return metaqa_slice_family(split, 4, size, seed)
     if family == "webqsp_mini":
         return webqsp_mini_family(split, size, seed)
+    if family == "webqsp_union":
+        return webqsp_union_family(split, size, seed)
     if family == "webqsp_full":
         return webqsp_full_family(size)
     if family == "two_entity":
@@ -365,7 +390,7 @@ def family_study(family: str, split: str, size: int, seed: int = 0, reasoner_cfg
 def main() -> None:
     p = argparse.ArgumentParser(prog="python bench/chat_families.py", description=__doc__.split("\n")[0])
     p.add_argument("--family", required=True, choices=FAMILIES + ("two_entity",))
-    p.add_argument("--split", default="test", help="dev or test (metaqa), val or test (webqsp_mini)")
+    p.add_argument("--split", default="test", help="dev or test (metaqa), val or test (webqsp_mini, webqsp_union)")
     p.add_argument("--size", type=int, default=300,
                    help="questions per hop count / per slice / graphs (webqsp_full: 0 or more than 18 for all 18)")
     p.add_argument("--seed", type=int, default=0)

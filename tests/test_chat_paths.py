@@ -177,3 +177,26 @@ def test_a_mediator_fact_back_to_its_own_subject_is_no_cycle(monkeypatch):
     assert answer(GraphChat(roster, model="zero_shot"), "Which team does Ann Lee play for?") == {"Eagles"}
     monkeypatch.setattr(P, "FACT_CYCLES", True)  # the rule before: counted in hops, the fact was a cycle of two
     assert answers_ann()
+
+
+def test_the_relations_in_reach_are_those_a_path_of_at_most_max_hops_can_follow():
+    kg = kg_of([("a", "r1", "b"), ("c", "r2", "b"), ("c", "r3", "d"), ("d", "r4", "e"), ("x", "r5", "y")])
+    rid = {r: i for i, r in enumerate(kg.relations)}
+    for hops, names in ((1, {"r1"}), (2, {"r1", "r2"}), (3, {"r1", "r2", "r3"}), (5, {"r1", "r2", "r3", "r4"})):
+        assert set(P.relations_in_reach(kg, [kg.entity_id["a"]], hops).tolist()) == {rid[n] for n in names}
+
+
+def test_a_part_of_the_graph_no_path_reaches_changes_no_answer(family, monkeypatch):
+    """Relations far from the question's entity (here in a part of their own, as in a graph of many topics) do not
+    lower how well its words name the relations near it (paths.IN_REACH)."""
+    far = [("Zed Park", "married_to", "Yan Park"), ("Zed Park", "wife", "Xia Park"), ("Wu Ho", "partner", "Vi Ho"),
+           ("Wu Ho", "husband_of", "Una Ho")]
+    joined = GraphChat(FAMILY + far, model="zero_shot")
+    question = "Who is Ann Lee's spouse?"
+    family.reset()
+    alone, both = family.ask(question), joined.ask(question)
+    assert both.answer == alone.answer == "Bob Lee"
+    assert both.candidates == alone.candidates
+    monkeypatch.setattr(P, "IN_REACH", False)  # every relation of the graph: the far ones lower the word's fit
+    joined.reset()
+    assert joined.ask(question).candidates != both.candidates

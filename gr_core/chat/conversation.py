@@ -236,13 +236,17 @@ class GraphChat:
         evidence is the used paths' facts."""
         t = time.perf_counter()
         index, kg = self.index, self.index.kg
-        phrases = list(dict.fromkeys(relation_phrases(kg)))
+        begin = link.starts() or [[int(np.argmax(node_sim))]]
+        every = relation_phrases(kg)
+        rels = path_ranker.relations_in_reach(kg, [r for s in begin for r in s], self.config.path_hops) \
+            if path_ranker.IN_REACH else range(len(every))
+        phrases = list(dict.fromkeys(every[r] for r in rels))
         words = path_ranker.read_words(self.vectors, link.masked, phrases, graph_phrase_twins(kg))
         if path_ranker.TYPE and (phrase := asked_phrase(turn.question)):
             words.answer_fit = index.node_emb @ self.vectors([phrase])[0]  # encoded once a chat, as the words are
         asked = path_ranker.asked_kind(turn.question)
         best, starts = None, []
-        for start in link.starts() or [[int(np.argmax(node_sim))]]:
+        for start in begin:
             by_name: dict[str, list[int]] = {}
             for r in start:  # one entity per distinct name; a carried set is one start
                 by_name.setdefault(kg.entities[r].lower() if link.named else "", []).append(r)

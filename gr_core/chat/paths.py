@@ -9,10 +9,10 @@ back over the same relation (or its twin, the same facts stored under another na
 
 The question, its named entities written "it" (:func:`~gr_core.chat.link.masked`), is read as mentions (content
 words, neighbours joined: :func:`read_words`); a mention's **fit** to a relation is how well it picks that relation out
-among the graph's (its cosine to the relation's words, or a shared stem, less its best cosine to any other relation:
-:func:`word_relation_fit`). Each unit takes one mention (the best pairs first), a back unit a word of sameness
-("same", "co-starred", "share") or the second of a mention written twice ("the spouse of the spouse of X"). A path
-scores:
+among those the paths from the entities can follow (:func:`relations_in_reach`; its cosine to the relation's words,
+or a shared stem, less its best cosine to any other of them: :func:`word_relation_fit`). Each unit takes one mention
+(the best pairs first), a back unit a word of sameness ("same", "co-starred", "share") or the second of a mention
+written twice ("the spouse of the spouse of X"). A path scores:
 
     sum over its units of (fit of its word - TAU)  -  UNEXPLAINED * sum over the question's words it leaves unnamed of
     max(0, their best fit)  -  HOP * (units - 1)  +  ORDER (units read outward)  +  KIND (answers of the asked kind)
@@ -58,13 +58,17 @@ MENTIONS, CYCLES, TWIN_STEPS = True, True, True
 # rule before, counting hops); chosen on WebQSP's val mini-graphs (docs/chat.md)
 FACT_CYCLES = False
 PAIR_TOP = 40  # paths per entity tried in pairs, the best by the words they name
+# a word's fit is how well it picks a relation out among those the paths from the question's entities can follow, not
+# among every relation of the graph (whose far parts hold relations no path meets); chosen on WebQSP's val mini-graphs
+# joined 50 to a graph (docs/chat.md)
+IN_REACH = True
 
 
 def rules() -> tuple:
     """The score's weights and the reading's switches as they are now, read at the call (``bench/chat_rules.py`` sets
     them): what a cached decision of the chat is keyed by."""
     return (TAU, UNEXPLAINED, SAME_FIT, ORDER, HOP, KIND, LEXICAL, ENTITY, MENTIONS, CYCLES, TWIN_STEPS, TYPE,
-            FACT_CYCLES, PAIR_TOP)
+            FACT_CYCLES, PAIR_TOP, IN_REACH)
 
 TOKEN = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?")
 # words that ask for "the same <relation>" (co-starred, directed together, also wrote, share the writer)
@@ -294,6 +298,23 @@ def path_units(hops, mediator: list[bool], phrases: list[str], groups: np.ndarra
                 out.append(("back", (phrases[hop.relation],)))
         i += 2 if back or (mediator[i] and nxt is not None) else 1
     return out
+
+
+def relations_in_reach(kg: KnowledgeGraph, start, max_hops: int = 3) -> np.ndarray:
+    """The relation ids of the facts a path of at most ``max_hops`` hops from the node rows ``start`` can follow (those
+    touching a node fewer than ``max_hops`` hops away), sorted."""
+    seen = np.zeros(kg.num_entities, bool)
+    frontier = np.unique(np.asarray(start, np.int64))
+    seen[frontier] = True
+    met = np.zeros(len(kg.relations), bool)
+    for _ in range(max_hops):
+        nbrs, edges = kg.incidences(frontier)
+        met[kg.rels[edges]] = True
+        if met.all():  # a graph of few relations (MetaQA's 9) meets them all in a hop or two
+            break
+        frontier = np.unique(nbrs[~seen[nbrs]])
+        seen[frontier] = True
+    return np.flatnonzero(met)
 
 
 def enumerate_paths(kg: KnowledgeGraph, start, max_hops: int = 3, max_frontier: int = 2000, max_paths: int = 3000,
