@@ -70,12 +70,12 @@ VARIANTS = {
 SHAPES = ((1600, 576, 1536), (1600, 1536, 576), (1600, 576, 576), (16, 576, 49152))  # SmolLM2's products
 
 
-
 def cpu_record() -> dict:
     """The CPU part of :func:`gr_core.precision.precision_record` (this bench's result has no dtype of its own)."""
     info = asdict(cpu_info())
     info["cpu_model"] = info.pop("model")
     return info
+
 
 def gemm_rates(dtype) -> dict:
     """GFLOP/s of ``(m, k) @ (k, n)`` at the LLM's shapes."""

@@ -41,7 +41,8 @@ def wilson_interval(successes: int | float, n: int, z: float = Z95) -> tuple[flo
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # exactly 0 with no success and 1 with all (the formula leaves rounding residue of ~1e-16 there)
+    return (0.0 if successes <= 0 else max(0.0, centre - half)), (1.0 if successes >= n else min(1.0, centre + half))
 
 
 def mcnemar_exact(a: Sequence[float], b: Sequence[float]) -> dict:

@@ -184,6 +184,12 @@ def test_the_relations_in_reach_are_those_a_path_of_at_most_max_hops_can_follow(
     rid = {r: i for i, r in enumerate(kg.relations)}
     for hops, names in ((1, {"r1"}), (2, {"r1", "r2"}), (3, {"r1", "r2", "r3"}), (5, {"r1", "r2", "r3", "r4"})):
         assert set(P.relations_in_reach(kg, [kg.entity_id["a"]], hops).tolist()) == {rid[n] for n in names}
+    family_kg = kg_of(FAMILY)  # every path the ranker enumerates follows relations of the set only
+    for name in ("Ann Lee", "Gus Hale"):
+        start = [family_kg.entity_id[name]]
+        reach = set(P.relations_in_reach(family_kg, start, 2).tolist())
+        paths = P.enumerate_paths(family_kg, start, 2)
+        assert paths and all(h.relation in reach for p in paths for h in p.hops)
 
 
 def test_a_part_of_the_graph_no_path_reaches_changes_no_answer(family, monkeypatch):

@@ -6,10 +6,10 @@ import pytest
 from gr_core.citations import CitationMatcher, check_response, parse_citations
 from gr_core.data import TextualGraph
 from gr_core.prompts import CITE_FORMAT_INSTRUCTION, CITE_INSTRUCTION, cite_question
+from gr_core.stats import wilson_interval
 from gr_core.studies import hallucination
 from gr_core.studies.hallucination import (TABLE1_RESPONSES, agreement, is_echo, ratio_ci, summarize, table1_scene,
                                            table5)
-from gr_core.stats import wilson_interval
 
 TABLE1_BASELINE = TABLE1_RESPONSES["graph prompt tuning"]
 TABLE1_G_RETRIEVER = TABLE1_RESPONSES["g_retriever"]

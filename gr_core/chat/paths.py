@@ -58,9 +58,8 @@ MENTIONS, CYCLES, TWIN_STEPS = True, True, True
 # rule before, counting hops); chosen on WebQSP's val mini-graphs (docs/chat.md)
 FACT_CYCLES = False
 PAIR_TOP = 40  # paths per entity tried in pairs, the best by the words they name
-# a word's fit is how well it picks a relation out among those the paths from the question's entities can follow, not
-# among every relation of the graph (whose far parts hold relations no path meets); chosen on WebQSP's val mini-graphs
-# joined 50 to a graph (docs/chat.md)
+# a word's fit is against the relations the paths from the question's entities can follow, not every relation of the
+# graph (its far parts hold relations no path meets); chosen on WebQSP's val mini-graphs joined 50 to a graph (chat.md)
 IN_REACH = True
 
 
@@ -147,9 +146,9 @@ def shares_stem(word: str, phrase: str, min_stem: int = 3) -> bool:
 
 def word_relation_fit(cosines: np.ndarray, words: list[str], phrases: list[str], lexical: float = LEXICAL,
                       groups: np.ndarray | None = None) -> np.ndarray:
-    """How well each question word picks each relation out among the graph's relations: its similarity to the relation
-    (the cosine, or ``lexical`` where the two share a stem and the cosine is lower) less its best similarity to any
-    other relation of the graph, where a relation's ``groups`` mates (its twins) do not count as others.
+    """How well each question word picks each relation out among ``phrases`` (the path ranker's: those in reach,
+    :func:`relations_in_reach`): its similarity to the relation (the cosine, or ``lexical`` where the two share a stem
+    and the cosine is lower) less its best similarity to any other of them, its ``groups`` mates (twins) excepted.
 
     Args:
         cosines: ``(P, W)`` each distinct relation phrase's cosine to each question word.
@@ -181,7 +180,8 @@ class Words:
     """What the ranker reads from a masked question (:func:`read_words`).
 
     Attributes:
-        words: its mentions ``W`` (content words, neighbours joined); ``fit``: relation phrase -> ``(W,)`` fits;
+        words: its mentions ``W`` (content words, neighbours joined); ``fit``: relation phrase -> ``(W,)`` fits (the
+            phrases it was read against: the path ranker's are those in reach);
             ``relevance`` ``(W,)``: each mention's best fit (at least 0), what leaving it unnamed costs; ``best``: its
             best phrase; ``repeated`` ``(W,)``: a stem of it is written again in another mention;
         position: ``(W,)`` where each mention lies between the entity (0) and the question word (1), None without an
@@ -229,10 +229,10 @@ class WordVectors:
 
 
 def read_words(vectors: WordVectors, masked: str, phrases: list[str], twins: dict[str, int] | None = None) -> Words:
-    """:class:`Words` of the question ``masked`` (its entities written "it") against the relation ``phrases`` of the
-    graph (``twins``: phrase -> twin group). Content words written next to each other are one mention, fitting a
-    relation as its best word does ("the starred actors of it" names ``starred_actors`` once, not twice); a
-    possessive ends a mention ("its spouse's nationality": two)."""
+    """:class:`Words` of the question ``masked`` (its entities written "it") against the relation ``phrases`` (the
+    graph's, or those in reach; ``twins``: phrase -> twin group). Content words written next to each other are one
+    mention, fitting a relation as its best word does ("the starred actors of it" names ``starred_actors`` once, not
+    twice); a possessive ends a mention ("its spouse's nationality": two)."""
     toks = tokens(masked)
     possessive = [t != raw for t, raw in zip(toks, TOKEN.findall(masked.lower()))]  # "spouse's nationality": two
     content = [i for i, t in enumerate(toks) if t and t not in STOPWORDS and t not in SAMENESS]
@@ -301,8 +301,8 @@ def path_units(hops, mediator: list[bool], phrases: list[str], groups: np.ndarra
 
 
 def relations_in_reach(kg: KnowledgeGraph, start, max_hops: int = 3) -> np.ndarray:
-    """The relation ids of the facts a path of at most ``max_hops`` hops from the node rows ``start`` can follow (those
-    touching a node fewer than ``max_hops`` hops away), sorted."""
+    """``(R',)`` sorted relation ids of the facts touching a node fewer than ``max_hops`` hops from the node rows
+    ``start``: every relation a path of :func:`enumerate_paths` can follow (either way), and more past its caps."""
     seen = np.zeros(kg.num_entities, bool)
     frontier = np.unique(np.asarray(start, np.int64))
     seen[frontier] = True

@@ -52,7 +52,8 @@ class QuestionReading:
 def read_question(vectors: WordVectors, masked: str, phrases: list[str], twins: dict[str, int] | None
                   ) -> QuestionReading:
     """:class:`QuestionReading` of ``masked`` on a graph whose relations read ``phrases`` (one per relation, in the
-    graph's relation order), as the path ranker reads its words (:func:`~gr_core.chat.paths.read_words`)."""
+    graph's relation order), with :func:`~gr_core.chat.paths.read_words` against every relation of the graph (the
+    path ranker reads against those in reach of the entities; a reasoner reads the same way in training and serving)."""
     distinct = list(dict.fromkeys(phrases))
     words = read_words(vectors, masked, distinct, twins)
     fit = np.stack([words.fit[p] for p in distinct]) if distinct else np.zeros((0, len(words.words)))  # (P, W)
