@@ -170,10 +170,7 @@ def webqsp_union_family(split: str = "test", num_graphs: int = 300, seed: int = 
         spec = f"webqsp_union:{split}:{k // UNION}"
         facts: dict[tuple, None] = {}
         for q in questions[k:k + UNION]:
-            g = minis[q["graph"]]
-            names = g.nodes.set_index("node_id").node_attr
-            facts.update(dict.fromkeys(zip(names[g.edges.src].tolist(), g.edges.edge_attr.tolist(),
-                                           names[g.edges.dst].tolist())))
+            facts.update(dict.fromkeys(minis[q["graph"]].triples()))
             q["graph"] = spec
         graphs[spec] = list(facts)
     return questions, graphs

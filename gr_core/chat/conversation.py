@@ -33,8 +33,8 @@ from .graph_reasoner import (GraphReasonerConfig, TooFewQuestions, read_for, rea
 from .graphs import graph_from_triple_list, load_graph
 from .index import ChatIndex
 from .link import Link, about, asked_phrase, link_question, most_similar
+from .link import rules as link_rules
 from .models import load_answerer
-from . import link as link_rules
 from . import paths as path_ranker
 from .scope import search_scope
 from .turns import Turn
@@ -390,7 +390,7 @@ class GraphChat:
         the decision's questions."""
         meta = meta or reasoner_meta(self.trained_reasoner)
         key = config_hash({"reasoner": meta["config_hash"], "chat": repr(self.config), "paths": path_ranker.rules(),
-                           "link": (link_rules.ASKED_TYPE, link_rules.ASKED_TYPE_WORDS)})
+                           "link": link_rules()})
         return Path(self.trained_reasoner).with_suffix(f".decision-{key}.json")
 
     def decide(self) -> dict:

@@ -31,6 +31,12 @@ ASKED_TYPE = True
 ASKED_TYPE_WORDS = 2  # content words at most: "what music period", "what type of art"; "what country borders slovakia"
 
 
+def rules() -> tuple:
+    """Linking's rules as they are now, read at the call (``bench/chat_rules.py`` sets them): part of the key of a
+    cached decision of the chat, as :func:`~gr_core.chat.paths.rules` is."""
+    return ASKED_TYPE, ASKED_TYPE_WORDS
+
+
 @dataclass
 class Link:
     """What a turn's question names (node rows of the index).
