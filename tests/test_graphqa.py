@@ -21,6 +21,9 @@ def test_second_load_is_a_cache_hit_with_identical_embeddings(private_cache):
     second = load_dataset("gqa_micro")
     assert first.meta["cache"]["hit"] is False and second.meta["cache"]["hit"] is True
     np.testing.assert_array_equal(first.text_emb, second.text_emb)
+    assert load_dataset("gqa_micro") is second  # unpickled once per process and state of the file
+    rebuilt = load_dataset("gqa_micro", force=True)
+    assert load_dataset("gqa_micro") not in (second, rebuilt)  # the file was rewritten: read again
 
 
 @pytest.mark.data
