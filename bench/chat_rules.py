@@ -26,6 +26,7 @@ RULES = {"as shipped": {}, "no cost for unnamed words": {"UNEXPLAINED": 0.0}, "n
          "no fit of the answers to the asked kind's words": {"TYPE": 0.0},
          "a fact back to its subject is a cycle": {"FACT_CYCLES": True},
          "fit against every relation of the graph": {"IN_REACH": False},
+         "the kind word of what type of X names a relation": {"KIND_FRAMES": frozenset()},
          # the path ranker's own stop-word list, before the chat had one list of function words (2026-11-27); linking's
          # list (with have/has/had since) is the same in both runs, and no trained reasoner reads here
          "own stop words": {"STOPWORDS": frozenset("it the a an of is was what which who whom whose did in for on and "

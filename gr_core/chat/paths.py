@@ -58,16 +58,17 @@ MENTIONS, CYCLES, TWIN_STEPS = True, True, True
 # rule before, counting hops); chosen on WebQSP's val mini-graphs (docs/chat.md)
 FACT_CYCLES = False
 PAIR_TOP = 40  # paths per entity tried in pairs, the best by the words they name
-# a word's fit is against the relations the paths from the question's entities can follow, not every relation of the
-# graph (its far parts hold relations no path meets); chosen on WebQSP's val mini-graphs joined 50 to a graph (chat.md)
+# a word's fit is against the relations in reach of the question's entities, not every relation of the graph (chat.md)
 IN_REACH = True
+# "what type (kind, form, sort) of X" asks for an X: the frame word names no relation (chat.md)
+KIND_FRAMES = frozenset("type types kind kinds form forms sort sorts".split())
 
 
 def rules() -> tuple:
     """The score's weights and the reading's switches as they are now, read at the call (``bench/chat_rules.py`` sets
     them): what a cached decision of the chat is keyed by."""
     return (TAU, UNEXPLAINED, SAME_FIT, ORDER, HOP, KIND, LEXICAL, ENTITY, MENTIONS, CYCLES, TWIN_STEPS, TYPE,
-            FACT_CYCLES, PAIR_TOP, IN_REACH)
+            FACT_CYCLES, PAIR_TOP, IN_REACH, tuple(sorted(KIND_FRAMES)))
 
 TOKEN = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?")
 # words that ask for "the same <relation>" (co-starred, directed together, also wrote, share the writer)
@@ -228,14 +229,16 @@ class WordVectors:
         return np.stack([self.cache[t] for t in texts]) if len(texts) else np.zeros((0, 1), np.float32)
 
 
-def read_words(vectors: WordVectors, masked: str, phrases: list[str], twins: dict[str, int] | None = None) -> Words:
+def read_words(vectors: WordVectors, masked: str, phrases: list[str], twins: dict[str, int] | None = None,
+               frames: bool = True) -> Words:
     """:class:`Words` of the question ``masked`` (its entities written "it") against the relation ``phrases`` (the
-    graph's, or those in reach; ``twins``: phrase -> twin group). Content words written next to each other are one
-    mention, fitting a relation as its best word does ("the starred actors of it" names ``starred_actors`` once, not
-    twice); a possessive ends a mention ("its spouse's nationality": two)."""
+    graph's, or those in reach; ``twins``: phrase -> twin group). Neighbouring content words are one mention, fitting a
+    relation as its best word does ("the starred actors of it" names ``starred_actors`` once); a possessive ends a
+    mention ("its spouse's nationality": two); ``frames``: "type" in "what type of X" is none (:data:`KIND_FRAMES`)."""
     toks = tokens(masked)
     possessive = [t != raw for t, raw in zip(toks, TOKEN.findall(masked.lower()))]  # "spouse's nationality": two
-    content = [i for i, t in enumerate(toks) if t and t not in STOPWORDS and t not in SAMENESS]
+    framing = {i for i, t in enumerate(toks[:-1]) if frames and t in KIND_FRAMES and toks[i + 1] == "of"}
+    content = [i for i, t in enumerate(toks) if t and t not in STOPWORDS and t not in SAMENESS and i not in framing]
     runs: list[list[int]] = []
     for i in content:
         if MENTIONS and runs and runs[-1][-1] == i - 1 and not possessive[i - 1]:
@@ -247,8 +250,7 @@ def read_words(vectors: WordVectors, masked: str, phrases: list[str], twins: dic
     groups = None if twins is None else np.array([twins.get(x, -1 - i) for i, x in enumerate(phrases)])
     per_word = word_relation_fit(cos, words, phrases, LEXICAL, groups) if phrases else cos  # (P, words)
     at = {i: k for k, i in enumerate(content)}
-    fit = np.stack([per_word[:, [at[i] for i in run]].max(axis=1) for run in runs], 1) if runs else \
-        np.zeros((len(phrases), 0))  # (P, mentions)
+    fit = np.reshape([per_word[:, [at[i] for i in run]].max(axis=1) for run in runs], (len(runs), len(phrases))).T
     relevance = np.maximum(fit.max(axis=0, initial=0.0), 0.0) if runs else np.zeros(0)
     best = [phrases[int(i)] for i in fit.argmax(axis=0)] if runs and phrases else [""] * len(runs)
     stems = [{stem(toks[i]) for i in run} for run in runs]
@@ -303,9 +305,8 @@ def path_units(hops, mediator: list[bool], phrases: list[str], groups: np.ndarra
 def relations_in_reach(kg: KnowledgeGraph, start, max_hops: int = 3) -> np.ndarray:
     """``(R',)`` sorted relation ids of the facts touching a node fewer than ``max_hops`` hops from the node rows
     ``start``: every relation a path of :func:`enumerate_paths` can follow (either way), and more past its caps."""
-    seen = np.zeros(kg.num_entities, bool)
     frontier = np.unique(np.asarray(start, np.int64))
-    seen[frontier] = True
+    seen = np.isin(np.arange(kg.num_entities), frontier)
     met = np.zeros(len(kg.relations), bool)
     for _ in range(max_hops):
         nbrs, edges = kg.incidences(frontier)
@@ -325,8 +326,7 @@ def enumerate_paths(kg: KnowledgeGraph, start, max_hops: int = 3, max_frontier: 
     again reaches nothing new and is skipped; at most ``max_paths`` paths."""
     start = np.unique(np.asarray(start, np.int64))
     groups, phrases = kg.twin_relations() if TWIN_STEPS else np.arange(len(kg.relations)), relation_phrases(kg)
-    at_start = np.zeros(kg.num_entities, bool)
-    at_start[start] = True
+    at_start = np.isin(np.arange(kg.num_entities), start)
     inside = np.zeros(kg.num_entities, bool)
     out: list[RankedPath] = []
     level = [((), (), start)]
