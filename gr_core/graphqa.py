@@ -38,7 +38,7 @@ from .paths import PAPERS_DATA as PAPERS_FOLDERS
 from .paths import DataNotFoundError, cache_root, data_root
 from .prompts import KGQA_DATASETS
 from .published import DATASET_SOURCE, PAPER_STATS
-from .runs import atomic_write_bytes, config_hash, read_json, sha256_file, write_json
+from .runs import atomic_write_bytes, config_hash, read_json, sha256_file, unpickle_verified, write_json
 from .text_encoder import EmbeddingStore
 
 FORMAT_VERSION = 4  # bump when the cached layout or a builder's output changes (4: embeddings encoded lazily)
@@ -395,29 +395,21 @@ def cache_key(cfg: DatasetConfig) -> str:
     return config_hash({"config": asdict(cfg), "raw": raw_checksums(cfg.name), "format": FORMAT_VERSION})
 
 
-@lru_cache(maxsize=4)
-def _unpickled(blob: str, size: int, mtime_ns: int, want_size: int, want_sha256: str) -> GraphQADataset | None:
-    """The dataset pickled in ``blob`` if it has the manifest's size and sha256, else None. Unpickled once per process
-    and file state (ExplaGraphs' 2.8k graphs take ~2.5 s on 2 cores): its callers share the one object."""
-    data = Path(blob).read_bytes() if size == want_size else b""  # read once: checksum, then unpickle the same bytes
-    return pickle.loads(data) if data and hashlib.sha256(data).hexdigest() == want_sha256 else None
-
-
 def load_dataset(cfg: DatasetConfig | str, force: bool = False, store: EmbeddingStore | None = None,
                  **overrides) -> GraphQADataset:
     """The cached dataset for ``cfg``, built (and cached) when missing, stale, or corrupted.
 
     The pickle sits beside a manifest holding its size and sha256; a mismatch (an interrupted write,
-    a truncated copy) means rebuild, never a silently wrong dataset.
+    a truncated copy) means rebuild, never a silently wrong dataset. A process reads each file once
+    (:func:`~gr_core.runs.unpickle_verified`): its later loads return the same object, not to be changed.
     """
     cfg = DatasetConfig(name=cfg, **overrides) if isinstance(cfg, str) else cfg
     key = cache_key(cfg)
     folder = cache_root() / "datasets"
     blob, manifest = folder / f"{cfg.name}-{key}.pkl", folder / f"{cfg.name}-{key}.json"
     if not force and blob.is_file() and manifest.is_file():
-        info, stat = read_json(manifest), blob.stat()
-        ds = _unpickled(str(blob), stat.st_size, stat.st_mtime_ns, info.get("size"), info.get("sha256"))
-        if ds is not None:
+        info = read_json(manifest)
+        if (ds := unpickle_verified(blob, info.get("size"), info.get("sha256"))) is not None:
             ds.meta["source"] = dataset_source(cfg.name)  # today's label, also on caches written before it
             ds.meta["cache"] = {"hit": True, "file": str(blob)}
             return ds

@@ -210,15 +210,17 @@ def test_a_part_of_the_graph_no_path_reaches_changes_no_answer(family, monkeypat
 
 def test_the_kind_word_of_what_type_of_x_names_no_relation(monkeypatch):
     """"What type of currency": "type" frames the asked kind. Read as a mention, it fit 'marriage type of union' best
-    among 300 Freebase relations and sent the answer there (docs/chat.md)."""
-    chat = GraphChat([("England", "country.currency_used", "Pound Sterling"), ("Ann Lee", "nationality", "England"),
-                      ("Ann Lee", "marriage.type_of_union", "Marriage")], model="zero_shot")
-    phrases = ["country currency used", "nationality", "marriage type of union"]
-    question = "what type of currency do they use in it"
-    assert P.read_words(chat.vectors, question, phrases).words == ["currency", "use"]
+    in a graph of Freebase relations where "currency" fits two relations alike, and sent the answer there."""
+    chat = GraphChat([("England", "country.currency_used", "Pound Sterling"),
+                      ("Pound Sterling", "currency.countries_used", "Gibraltar"),  # another fact: no twin
+                      ("Ann Lee", "nationality", "England"), ("Ann Lee", "marriage.type_of_union", "Marriage")],
+                     model="zero_shot")
+    phrases = ["country currency used", "currency countries used", "nationality", "marriage type of union"]
+    question = "what type of currency is it"
+    assert P.read_words(chat.vectors, question, phrases).words == ["currency"]
     assert P.read_words(chat.vectors, "which type is it", phrases).words == ["type"]  # not before "of": a mention
-    assert answer(chat, "What type of currency do they use in England?") == {"Pound Sterling"}
     # the trained reasoner's reading (chat/scope.py) keeps the word, as its committed reasoners were trained
-    assert P.read_words(chat.vectors, question, phrases, frames=False).words[0] == "type"
-    monkeypatch.setattr(P, "KIND_FRAMES", frozenset())  # the rule off: "type" is read
-    assert P.read_words(chat.vectors, question, phrases).words[0] == "type"
+    assert P.read_words(chat.vectors, question, phrases, frames=False).words == ["type", "currency"]
+    assert answer(chat, "What type of currency do they use in England?") == {"Pound Sterling"}
+    monkeypatch.setattr(P, "KIND_FRAMES", frozenset())  # the rule off: "type" is read, and names the marriage
+    assert answer(chat, "What type of currency do they use in England?") == {"Marriage"}

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from gr_core.runs import atomic_write_text, config_hash, progress, write_json
+from gr_core.runs import atomic_write_text, config_hash, progress, unpickle_verified, write_json
 
 
 @pytest.mark.parametrize("mode", ["off", "plain", "auto"])
@@ -95,3 +95,30 @@ def test_records_are_gzipped_by_their_name_and_the_same_rows_give_the_same_bytes
     pd.testing.assert_frame_equal(pd.read_json(a, lines=True), rows, check_dtype=False)  # JSON writes 1.0 as 1
     plain = write_records(rows, tmp_path / "c.jsonl")  # plain text otherwise
     assert plain.read_bytes()[:1] == b"{" and len(pd.read_json(plain, lines=True)) == 3
+
+
+def test_a_verified_pickle_is_read_once_per_state_of_its_file_and_never_trusted_when_changed(tmp_path):
+    import hashlib
+    import pickle
+
+    def save(name, obj):
+        data = pickle.dumps(obj)
+        (tmp_path / name).write_bytes(data)
+        return tmp_path / name, len(data), hashlib.sha256(data).hexdigest()
+
+    path, size, sha = save("a.pkl", {"x": [1, 2]})
+    first = unpickle_verified(path, size, sha)
+    assert first == {"x": [1, 2]} and unpickle_verified(path, size, sha) is first  # kept: the same object
+    assert unpickle_verified(path, size, sha, keep_bytes=0) is first  # a kept state is returned whatever the limit
+    assert unpickle_verified(path, size, "0" * 64) is None and unpickle_verified(path, size + 1, sha) is None
+    big, bsize, bsha = save("big.pkl", list(range(100)))
+    assert unpickle_verified(big, bsize, bsha, keep_bytes=10) is not unpickle_verified(big, bsize, bsha, keep_bytes=10)
+    path, size, sha = save("a.pkl", {"x": [3]})  # rewritten: read again
+    assert unpickle_verified(path, size, sha) == {"x": [3]}
+    with open(path, "r+b") as fh:
+        fh.truncate(5)
+    assert unpickle_verified(path, size, sha) is None  # truncated after it was kept: never trusted
+    others = [save(f"{i}.pkl", i) for i in range(4)]
+    for p, n, h in others:
+        unpickle_verified(p, n, h, keep=4)
+    assert unpickle_verified(*others[-1]) is unpickle_verified(*others[-1])
