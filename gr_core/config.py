@@ -6,6 +6,8 @@ comment); the embedded models are this project's CPU substitutes (a documented d
 from __future__ import annotations
 
 import ast
+import copy
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -123,10 +125,17 @@ def load_preset(preset: str) -> dict[str, dict[str, Any]]:
     """
     check_choice("preset", "name", preset, PRESETS)
     text = resources.files("gr_core").joinpath("presets", f"{preset}.yaml").read_text()
-    data = yaml.safe_load(text) or {}
+    data = _parse_yaml(text)
     if not isinstance(data, dict):
         raise ValueError(f"preset file {preset}.yaml must be a mapping of notebook stem -> parameters")
-    return data
+    return copy.deepcopy(data)  # the caller's own: the parse is shared
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_yaml(text: str) -> Any:
+    """A preset file's text parsed once per process, keyed by the text (an edited file is parsed again): a dry run
+    reads each preset about 100 times, and PyYAML's pure-Python parser took ~60 ms a time (libyaml's where built)."""
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
 
 
 def notebook_parameters(preset: str, notebook_stem: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
