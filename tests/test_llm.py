@@ -24,6 +24,27 @@ def test_embedded_llm_cache_is_a_plain_hf_directory_reused_across_calls():
     assert (first / "config.json").is_file() and (first / "tokenizer.json").is_file()
 
 
+def test_a_tokenizer_is_read_once_per_folder_and_each_caller_gets_its_own_copy(tmp_path):
+    import shutil
+
+    from gr_core.llm import _read_tokenizer, load_tokenizer
+
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "config.json"):
+        shutil.copy(embedded_llm_dir() / name, tmp_path / name)
+    _read_tokenizer.cache_clear()
+    cfg = LLMConfig(model=str(tmp_path))
+    a, b = load_tokenizer(cfg), load_tokenizer(cfg)
+    assert _read_tokenizer.cache_info().misses == 1 and a is not b
+    b.padding_side, b.pad_token = "left", "<|endoftext|>"  # a caller's settings stay its own
+    assert (a.padding_side, a.pad_token) == ("right", "<|im_end|>")
+    assert a(["hi there", "a"], padding=True)["input_ids"][1] == [81, a.pad_token_id]
+    assert b(["hi there", "a"], padding=True)["input_ids"][1] == [b.pad_token_id, 81]
+    config = tmp_path / "tokenizer_config.json"
+    config.write_text(config.read_text().replace('"model_max_length"', '"model_max_length_note": 1, "model_max_length"'))
+    load_tokenizer(cfg)  # a rewritten folder is read again
+    assert _read_tokenizer.cache_info().misses == 2
+
+
 def test_embedded_llm_loads_in_the_machines_dtype_on_cpu_with_every_weight_frozen(llm):
     from gr_core.precision import cpu_info, resolve_dtype
 
