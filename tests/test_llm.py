@@ -40,7 +40,7 @@ def test_a_tokenizer_is_read_once_per_folder_and_each_caller_gets_its_own_copy(t
     assert a(["hi there", "a"], padding=True)["input_ids"][1] == [81, a.pad_token_id]
     assert b(["hi there", "a"], padding=True)["input_ids"][1] == [b.pad_token_id, 81]
     config = tmp_path / "tokenizer_config.json"
-    config.write_text(config.read_text().replace('"model_max_length"', '"model_max_length_note": 1, "model_max_length"'))
+    config.write_text(config.read_text().replace('"model_max_length"', '"note": 1, "model_max_length"'))
     load_tokenizer(cfg)  # a rewritten folder is read again
     assert _read_tokenizer.cache_info().misses == 2
 
