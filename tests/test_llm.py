@@ -35,6 +35,7 @@ def test_a_tokenizer_is_read_once_per_folder_and_each_caller_gets_its_own_copy(t
     cfg = LLMConfig(model=str(tmp_path))
     a, b = load_tokenizer(cfg), load_tokenizer(cfg)
     assert _read_tokenizer.cache_info().misses == 1 and a is not b
+    assert a.backend_tokenizer is b.backend_tokenizer  # the Rust side shared: the read is not repeated by a copy
     b.padding_side, b.pad_token = "left", "<|endoftext|>"  # a caller's settings stay its own
     assert (a.padding_side, a.pad_token) == ("right", "<|im_end|>")
     assert a(["hi there", "a"], padding=True)["input_ids"][1] == [81, a.pad_token_id]
@@ -43,6 +44,25 @@ def test_a_tokenizer_is_read_once_per_folder_and_each_caller_gets_its_own_copy(t
     config.write_text(config.read_text().replace('"model_max_length"', '"note": 1, "model_max_length"'))
     load_tokenizer(cfg)  # a rewritten folder is read again
     assert _read_tokenizer.cache_info().misses == 2
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_a_plain_copy_saves_the_same_files_as_the_model_it_copies(tmp_path, tied):
+    from safetensors.torch import load_file
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from gr_core.llm import plain_copy
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2,
+                      num_key_value_heads=1, tie_word_embeddings=tied)
+    model = LlamaForCausalLM(cfg)
+    model.save_pretrained(tmp_path / "model")
+    plain_copy(model, cfg).save_pretrained(tmp_path / "plain")
+    saved, copied = (load_file(tmp_path / d / "model.safetensors") for d in ("model", "plain"))
+    assert saved.keys() == copied.keys() and ("lm_head.weight" in copied) is not tied
+    assert all(torch.equal(saved[k], copied[k]) for k in saved)
+    assert (tmp_path / "model" / "config.json").read_text() == (tmp_path / "plain" / "config.json").read_text()
 
 
 def test_embedded_llm_loads_in_the_machines_dtype_on_cpu_with_every_weight_frozen(llm):
