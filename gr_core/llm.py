@@ -213,10 +213,10 @@ def load_tokenizer(cfg: LLMConfig | None = None):
     """The LLM's tokenizer alone (pad token = EOS when it has none), e.g. to count tokens before loading weights.
 
     Read once per process and model (:func:`_read_tokenizer`); each call gets its own copy of the Python side (padding
-    side, special tokens) sharing the Rust tokenizer and the vocabulary, which transformers sets up for padding and
-    truncation on every call. So adding tokens, or changing how BOS / EOS are added, on the result would reach every
-    other copy: nothing here does either. A load took 0.3-0.5 s (its tokenizer.json parsed in Python), 69 of them in
-    one test run."""
+    side, special tokens) sharing the Rust tokenizer (which transformers sets up for padding and truncation on every
+    call) and a slow tokenizer's vocabulary. So adding tokens, or changing how BOS / EOS are added, on the result would
+    reach every other copy: nothing here does either. A load took 0.3-0.5 s (its tokenizer.json parsed in Python), 69
+    of them in one test run."""
     path = model_path(cfg or LLMConfig())
     local = Path(path).resolve() if Path(path).is_dir() else None
     stats = [(f.name, f.stat()) for f in sorted(local.iterdir())] if local is not None else []
@@ -231,8 +231,8 @@ def load_tokenizer(cfg: LLMConfig | None = None):
 
 @lru_cache(maxsize=4)
 def _read_tokenizer(path: str, stamp: tuple):
-    """The tokenizer at ``path``, keyed also by its folder's files (``stamp``: name, size, mtime), so a rewritten
-    model folder is read again."""
+    """The tokenizer at ``path``, keyed also by its folder's files (``stamp``: name, size, mtime, inode), so a
+    rewritten model folder is read again."""
     from transformers import AutoTokenizer  # noqa: PLC0415 deferred: transformers + torch, ~2 s at start-up
 
     tokenizer = AutoTokenizer.from_pretrained(path)
