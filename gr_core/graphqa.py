@@ -38,7 +38,7 @@ from .paths import PAPERS_DATA as PAPERS_FOLDERS
 from .paths import DataNotFoundError, cache_root, data_root
 from .prompts import KGQA_DATASETS
 from .published import DATASET_SOURCE, PAPER_STATS
-from .runs import atomic_write_bytes, config_hash, read_json, sha256_file, unpickle_verified, write_json
+from .runs import atomic_write_bytes, config_hash, file_stamp, read_json, sha256_file, unpickle_verified, write_json
 from .text_encoder import EmbeddingStore
 
 FORMAT_VERSION = 4  # bump when the cached layout or a builder's output changes (4: embeddings encoded lazily)
@@ -284,10 +284,9 @@ def _sha256_cached(path: str, size: int, mtime_ns: int) -> str:
 def _sha256_memo(path: Path) -> str:
     """sha256 of a large file, remembered across processes per (path, size, mtime) in ``.cache/datasets/sha256.json``
     (hashing RoG-cwq's 2 GB on every load would take longer than reading the cached dataset)."""
-    st = path.stat()
     memo_file = cache_root() / "datasets" / "sha256.json"
     memo = read_json(memo_file) if memo_file.is_file() else {}
-    entry, stamp = memo.get(str(path.resolve()), {}), [st.st_size, st.st_mtime_ns]
+    entry, stamp = memo.get(str(path.resolve()), {}), list(file_stamp(path))
     if entry.get("stamp") != stamp:
         entry = memo[str(path.resolve())] = {"stamp": stamp, "sha256": sha256_file(path)}
         write_json(memo_file, memo)
@@ -309,8 +308,7 @@ def raw_checksums(name: str) -> dict[str, str]:
             raise DataNotFoundError(f"missing raw data file {p} needed by dataset {name!r}; ./gr data --check "
                                     f"lists what is missing and ./gr data --fetch {root}{papers} downloads it "
                                     "(docs/data.md)")
-        st = p.stat()
-        out[rel] = _sha256_memo(p) if name in PAPERS_DATA else _sha256_cached(str(p), st.st_size, st.st_mtime_ns)
+        out[rel] = _sha256_memo(p) if name in PAPERS_DATA else _sha256_cached(str(p), *file_stamp(p))
     return out
 
 

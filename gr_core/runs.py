@@ -79,6 +79,12 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+def file_stamp(path: str | Path) -> tuple[int, int]:
+    """``(size, mtime_ns)`` of a file: what an in-process or on-disk memo of something read from it is keyed by."""
+    st = Path(path).stat()
+    return st.st_size, st.st_mtime_ns
+
+
 _UNPICKLED: dict[str, tuple[tuple, Any]] = {}  # path -> (the file's state, its object): the last few read
 
 
@@ -88,16 +94,16 @@ def unpickle_verified(path: Path, size: int | None, sha256: str | None, keep_byt
     rewritten cache is never trusted). A file of at most ``keep_bytes`` is unpickled once per process and state of the
     file (the last ``keep`` such files): later reads return the same object, which callers share and must not change
     (ExplaGraphs' 2.8k graphs take ~2.5 s to unpickle on 2 cores; RoG's GB-sized datasets are read anew)."""
-    st = path.stat()
-    state = (st.st_size, st.st_mtime_ns, size, sha256)  # the file as it is, and what its manifest expects
+    stamp = file_stamp(path)
+    state = (*stamp, size, sha256)  # the file as it is, and what its manifest expects
     if (hit := _UNPICKLED.get(str(path))) is not None and hit[0] == state:
         return hit[1]
-    data = path.read_bytes() if st.st_size == size else b""  # read once: checksum, then unpickle the same bytes
+    data = path.read_bytes() if stamp[0] == size else b""  # read once: checksum, then unpickle the same bytes
     if not data or hashlib.sha256(data).hexdigest() != sha256:
         return None
     obj = pickle.loads(data)
     _UNPICKLED.pop(str(path), None)
-    if st.st_size <= keep_bytes:
+    if stamp[0] <= keep_bytes:
         _UNPICKLED[str(path)] = (state, obj)
         while len(_UNPICKLED) > keep:
             _UNPICKLED.pop(next(iter(_UNPICKLED)))
