@@ -146,7 +146,9 @@ def test_a_word_fits_the_relation_it_picks_out_among_the_graphs_relations():
 
 
 def test_the_words_asking_for_the_answers_kind_prefer_answers_near_them(monkeypatch):
-    # relations whose names say nothing: only "city", "currency", "organization" can tell the paths apart
+    # relations whose names say nothing: only "city", "currency", "organization" can tell the paths apart (the whole
+    # question's cosine to such names is noise that can outweigh them: SEMANTIC off, docs/chat.md "Limits")
+    monkeypatch.setattr(P, "SEMANTIC", 0.0)
     chat = GraphChat([("Spain", "x1", "Spanish language"), ("Spain", "x2", "Madrid"), ("Spain", "x3", "Euro"),
                       ("Spain", "x4", "United Nations")], model="zero_shot")
     questions = {"which city is the seat of Spain": "Madrid", "what currency does Spain use": "Euro",
@@ -224,3 +226,24 @@ def test_the_kind_word_of_what_type_of_x_names_no_relation(monkeypatch):
     assert answer(chat, "What type of currency do they use in England?") == {"Pound Sterling"}
     monkeypatch.setattr(P, "KIND_FRAMES", frozenset())  # the rule off: "type" is read, and names the marriage
     assert answer(chat, "What type of currency do they use in England?") == {"Marriage"}
+
+
+def test_the_whole_question_picks_among_paths_of_the_length_the_words_chose(monkeypatch):
+    # no word fits any relation ("zzz" is orthogonal to all), so the words tie the three 1-hop paths; the question read
+    # whole is nearest rel c, then rel b: it picks rel b among the 1-hop paths, never the 2-hop one through rel c
+    kg = kg_of([("Xeno", "rel_a", "Alpha"), ("Xeno", "rel_b", "Beta"), ("Beta", "rel_c", "Gamma")])
+    axes = {"rel a": 0, "rel b": 1, "rel c": 2, "zzz": 3}
+    question = np.array([0.1, 0.5, 0.85, 0.0], np.float32)
+
+    def vectors(texts):
+        return np.stack([question / np.linalg.norm(question) if t == "zzz it" else np.eye(4, dtype=np.float32)[axes[t]]
+                         for t in texts])
+
+    phrases = ["rel a", "rel b", "rel c"]
+    words = P.read_words(vectors, "zzz it", phrases)
+    assert words.similarity([("rel", ("rel c",))]) > words.similarity([("rel", ("rel b",)), ("rel", ("rel a",))]) > 0
+    best = P.rank_paths(kg, [[kg.entity_id["Xeno"]]], words)
+    assert [kg.entities[n] for n in best.rows] == ["Beta"] and len(best.paths[0].units) == 1
+    monkeypatch.setattr(P, "SEMANTIC", 0.0)  # off: the first of the tied 1-hop paths
+    best = P.rank_paths(kg, [[kg.entity_id["Xeno"]]], P.read_words(vectors, "zzz it", phrases))
+    assert [kg.entities[n] for n in best.rows] == ["Alpha"]

@@ -31,7 +31,7 @@ from .generate import graph_phrase_twins, relation_phrases
 from .graph_reasoner import (GraphReasonerConfig, TooFewQuestions, read_for, reasoner_candidates,
                              train_graph_reasoner)
 from .graphs import graph_from_triple_list, load_graph
-from .index import ChatIndex
+from .index import KIND_PROTOTYPES, ChatIndex, WordVectors, answer_kinds
 from .link import Link, about, asked_phrase, link_question, most_similar
 from .link import rules as link_rules
 from .models import load_answerer
@@ -132,17 +132,16 @@ class GraphChat:
         return out[0] if one else out
 
     @functools.cached_property
-    def vectors(self) -> path_ranker.WordVectors:
+    def vectors(self) -> WordVectors:
         """Word and relation-phrase vectors, each text encoded once a chat."""
-        vectors = path_ranker.WordVectors(self.embed)
+        vectors = WordVectors(self.embed)
         vectors.cache.update(self.index.phrase_emb)  # the relations' phrases, embedded with the index
         return vectors
 
     @functools.cached_property
     def kinds(self) -> np.ndarray:
-        """Each node's kind (:func:`~gr_core.chat.paths.answer_kinds`), for the path ranker's KIND term."""
-        return path_ranker.answer_kinds(self.index.kg.entities, self.index.node_emb,
-                                        self.embed(list(path_ranker.KIND_PROTOTYPES)))
+        """Each node's kind (:func:`~gr_core.chat.index.answer_kinds`), for the path ranker's KIND term."""
+        return answer_kinds(self.index.kg.entities, self.index.node_emb, self.embed(list(KIND_PROTOTYPES)))
 
     @property
     def llm(self):

@@ -28,9 +28,8 @@ from ..text_encoder import EmbeddingStore, encoder_identity
 from .config import ChatConfig
 from .generate import (GenerationConfig, generate_questions, generation_summary, graph_phrase_twins, relation_phrases,
                        topic_pool)
-from .index import ChatIndex
+from .index import ChatIndex, WordVectors
 from .link import link_question, most_similar
-from .paths import WordVectors
 from .scope import question_graph, read_question, scope_tensors, search_scope
 
 FORMAT_VERSION = 9  # keys the cache: bump when the training questions or their reading change

@@ -1,4 +1,5 @@
-"""The chat's index of one graph, built once and cached: KB arrays, CSR adjacency, embeddings, a name table."""
+"""The chat's index of one graph, built once and cached: KB arrays, CSR adjacency, embeddings, a name table; each
+node's kind and the question words' vectors read beside it."""
 from __future__ import annotations
 
 import functools
@@ -15,7 +16,7 @@ import pandas as pd
 from ..config import EMBEDDED_TEXT_ENCODER, TextEncoderConfig
 from ..data import EDGE_COLUMNS, NODE_COLUMNS, GraphFormatError, TextualGraph
 from ..g_retriever.retrieval import similarities
-from ..kg import KnowledgeGraph
+from ..kg import KnowledgeGraph, is_identifier
 from ..paths import cache_root
 from ..runs import atomic_write_bytes, config_hash
 from ..text_encoder import EmbeddingStore, encoder_identity
@@ -32,6 +33,9 @@ FUNCTION_WORDS = frozenset(
 # a name written in part nor for whether a question names an entity ("the films of ..." names no entity "Films")
 STOP_WORDS = FUNCTION_WORDS | {"star", "movie", "movies", "film", "films"}
 WORD = re.compile(r"[\w'’.-]+", re.U)
+# a node's kind: 0 a thing, 1 a person, 2 a place (the prototype text its name's vector is nearest), 3 a date (DATE)
+KIND_PROTOTYPES = ("a thing", "a person's name", "a city, country or place")
+DATE = re.compile(r"^(\d{4}|\d{4}-\d\d(-\d\d)?(t[\d:]+z?)?|\d{1,2} [a-z]+ \d{4}|[a-z]+ \d{1,2},? \d{4})$")
 
 
 def word_key(word: str) -> str:
@@ -197,3 +201,36 @@ class ChatIndex:
         edge_df = pd.DataFrame({"src": self.node_ids[self.kg.heads[edges]], "edge_attr": rels[self.kg.rels[edges]],
                                 "dst": self.node_ids[self.kg.tails[edges]], "kb_edge": edges})
         return TextualGraph(node_df, edge_df)
+
+
+def answer_kinds(entities: list[str], node_emb: np.ndarray, prototypes: np.ndarray) -> np.ndarray:
+    """Each node's kind (:data:`KIND_PROTOTYPES`; 3 for a name that is a date or a year; an identifier is a thing),
+    from the graph alone.
+
+    Args:
+        entities: the node names ``(N,)``; node_emb: their L2-normalized vectors ``(N, dim)``; prototypes: the
+            vectors of :data:`KIND_PROTOTYPES` ``(3, dim)``.
+    Returns:
+        ``(N,)`` int64.
+    """
+    kinds = np.argmax(node_emb @ prototypes.T, axis=1).astype(np.int64) if len(entities) else np.zeros(0, np.int64)
+    for i, name in enumerate(entities):
+        if DATE.match(str(name).strip().lower()):
+            kinds[i] = 3
+        elif is_identifier(name):
+            kinds[i] = 0
+    return kinds
+
+
+class WordVectors:
+    """Word and phrase vectors from a sentence encoder, each text encoded once (kept for the chat's life)."""
+
+    def __init__(self, encode):
+        """``encode(texts) -> (len(texts), dim)`` L2-normalized vectors."""
+        self.encode, self.cache = encode, {}
+
+    def __call__(self, texts) -> np.ndarray:
+        new = [t for t in dict.fromkeys(texts) if t not in self.cache]
+        if new:
+            self.cache.update(zip(new, np.asarray(self.encode(new), np.float32)))
+        return np.stack([self.cache[t] for t in texts]) if len(texts) else np.zeros((0, 1), np.float32)

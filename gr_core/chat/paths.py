@@ -21,8 +21,11 @@ so a path short of a word that names a relation loses to the one that goes on ("
 the writer of X"), and a word naming a relation of the path twice ("the director that directed X") costs nothing.
 ORDER: the units' words lie ever farther from the entity towards the question word ("who directed the films starring
 X": ``starred_actors`` first). KIND: the question asks for a person (who), a place (where) or a date (when, what
-year) and the path's answers are of that kind (:func:`answer_kinds`); where the question writes the kind ("what
-language", "which team"), TYPE times its answers' mean cosine to those words.
+year) and the path's answers are of that kind (:func:`~gr_core.chat.index.answer_kinds`); where the question writes
+the kind ("what language", "which team"), TYPE times its answers' mean cosine to those words. The words decide how
+many units the answer takes; among the paths of as many units as the best one, SEMANTIC times the whole question's
+cosine to its closest unit is added (:meth:`Words.similarity`): a paraphrase that no word fits ("where did it go to
+school" for Freebase's ``people.person.education`` fact) still picks its relation, and no path grows or shrinks by it.
 
 A question naming two entities is answered where their paths meet: among each one's ``PAIR_TOP`` best paths, the pair
 scored together (their units share the words) whose reached sets intersect, or whose intersection is followed on by
@@ -41,9 +44,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import snowballstemmer
 
-from ..kg import KnowledgeGraph, is_identifier
+from ..kg import KnowledgeGraph
 from .generate import Hop, reach, relation_phrases
-from .index import FUNCTION_WORDS
+from .index import FUNCTION_WORDS, WordVectors
 
 # the score's weights (module docstring), chosen on MetaQA's dev questions (docs/chat.md, "The relation paths")
 TAU, UNEXPLAINED, SAME_FIT, ORDER, HOP, KIND, LEXICAL = 0.05, 0.5, 0.3, 0.02, 0.1, 0.1, 0.8
@@ -62,13 +65,15 @@ PAIR_TOP = 40  # paths per entity tried in pairs, the best by the words they nam
 IN_REACH = True
 # "what type (kind, form, sort) of X" asks for an X: the frame word names no relation (chat.md)
 KIND_FRAMES = frozenset("type types kind kinds form forms sort sorts".split())
+# the whole question's cosine to a path, among paths of the best one's length; chosen on WebQSP's val unions (chat.md)
+SEMANTIC = 0.6
 
 
 def rules() -> tuple:
     """The score's weights and the reading's switches as they are now, read at the call (``bench/chat_rules.py`` sets
     them): what a cached decision of the chat is keyed by."""
     return (TAU, UNEXPLAINED, SAME_FIT, ORDER, HOP, KIND, LEXICAL, ENTITY, MENTIONS, CYCLES, TWIN_STEPS, TYPE,
-            FACT_CYCLES, PAIR_TOP, IN_REACH, tuple(sorted(KIND_FRAMES)))
+            FACT_CYCLES, PAIR_TOP, IN_REACH, tuple(sorted(KIND_FRAMES)), SEMANTIC)
 
 TOKEN = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?")
 # words that ask for "the same <relation>" (co-starred, directed together, also wrote, share the writer)
@@ -77,9 +82,6 @@ SAMENESS = frozenset("same co together also share shares shared sharing".split()
 # kind of answer (a date, a place, a way) and the words of sameness are read, not dropped
 STOPWORDS = FUNCTION_WORDS - SAMENESS - {"when", "where", "why", "how"}
 QUESTION_WORDS = frozenset("who whom whose what which when where how name list".split())
-# a node's kind: 0 a thing, 1 a person, 2 a place (the prototype text its name's vector is nearest), 3 a date (DATE)
-KIND_PROTOTYPES = ("a thing", "a person's name", "a city, country or place")
-DATE = re.compile(r"^(\d{4}|\d{4}-\d\d(-\d\d)?(t[\d:]+z?)?|\d{1,2} [a-z]+ \d{4}|[a-z]+ \d{1,2},? \d{4})$")
 # the kind a question asks for, by its first question word
 ASKED = ((re.compile(r"\b(who|whom|whose)\b"), 1), (re.compile(r"\bwhere\b"), 2),
          (re.compile(r"\bwhen\b|\b(what|which) (year|years|date|dates)\b"), 3))
@@ -111,25 +113,6 @@ def asked_kind(question: str) -> int | None:
     q = question.lower()
     hits = [(m.start(), kind) for rx, kind in ASKED if (m := rx.search(q))]
     return min(hits)[1] if hits else None
-
-
-def answer_kinds(entities: list[str], node_emb: np.ndarray, prototypes: np.ndarray) -> np.ndarray:
-    """Each node's kind (:data:`KIND_PROTOTYPES`; 3 for a name that is a date or a year; an identifier is a thing),
-    from the graph alone.
-
-    Args:
-        entities: the node names ``(N,)``; node_emb: their L2-normalized vectors ``(N, dim)``; prototypes: the
-            vectors of :data:`KIND_PROTOTYPES` ``(3, dim)``.
-    Returns:
-        ``(N,)`` int64.
-    """
-    kinds = np.argmax(node_emb @ prototypes.T, axis=1).astype(np.int64) if len(entities) else np.zeros(0, np.int64)
-    for i, name in enumerate(entities):
-        if DATE.match(str(name).strip().lower()):
-            kinds[i] = 3
-        elif is_identifier(name):
-            kinds[i] = 0
-    return kinds
 
 
 def shares_stem(word: str, phrase: str, min_stem: int = 3) -> bool:
@@ -198,6 +181,8 @@ class Words:
     sameness: int = 0
     runs: list[list[int]] = field(default_factory=list)  # each mention's token positions in tokens(masked)
     answer_fit: np.ndarray | None = None  # (N,) each node's cosine to the words asking for the answer's kind, or None
+    text: str = ""  # the masked question, read whole (SEMANTIC)
+    vectors: WordVectors | None = field(default=None, repr=False)
     _units: dict = field(default_factory=dict, repr=False)
 
     def unit_fit(self, unit: tuple[str, tuple[str, ...]]) -> np.ndarray:
@@ -214,19 +199,15 @@ class Words:
             self._units[unit] = row
         return self._units[unit]
 
-
-class WordVectors:
-    """Word and phrase vectors from a sentence encoder, each text encoded once (kept for the chat's life)."""
-
-    def __init__(self, encode):
-        """``encode(texts) -> (len(texts), dim)`` L2-normalized vectors."""
-        self.encode, self.cache = encode, {}
-
-    def __call__(self, texts) -> np.ndarray:
-        new = [t for t in dict.fromkeys(texts) if t not in self.cache]
-        if new:
-            self.cache.update(zip(new, np.asarray(self.encode(new), np.float32)))
-        return np.stack([self.cache[t] for t in texts]) if len(texts) else np.zeros((0, 1), np.float32)
+    def similarity(self, units: list[tuple[str, tuple[str, ...]]]) -> float:
+        """The whole question's best cosine to one of ``units`` (to the mean vector of a unit's relation phrases; 0
+        without vectors), each unit's computed once per question."""
+        for unit in units:
+            if ("whole", unit) not in self._units and self.vectors is not None:
+                v = self.vectors(list(unit[1])).mean(axis=0)
+                cos = float(v @ self.vectors([self.text])[0]) / max(float(np.linalg.norm(v)), 1e-9)
+                self._units["whole", unit] = cos
+        return max((self._units.get(("whole", unit), 0.0) for unit in units), default=0.0)
 
 
 def read_words(vectors: WordVectors, masked: str, phrases: list[str], twins: dict[str, int] | None = None,
@@ -263,7 +244,7 @@ def read_words(vectors: WordVectors, masked: str, phrases: list[str], twins: dic
         d_q = np.array([min(abs(i - j) for j in asks for i in run) for run in runs], float) if asks else None
         position = d_e / (d_e + d_q) if d_q is not None else d_e
     return Words([" ".join(toks[i] for i in run) for run in runs], dict(zip(phrases, fit)), relevance, best, repeated,
-                 position, sum(t in SAMENESS for t in toks), runs)
+                 position, sum(t in SAMENESS for t in toks), runs, text=masked, vectors=vectors)
 
 
 @dataclass
@@ -466,7 +447,12 @@ def rank_paths(kg: KnowledgeGraph, groups: list[list[int]], words: Words, max_ho
     flat = sorted((p for paths in per for p in paths), key=lambda p: (-p.score, len(p.hops)))
     if not flat:
         return None
-    best = PathAnswer(flat[0].reached, flat[:1], flat[0].score)
+    top = flat[0].score
+    if SEMANTIC:  # the words chose the length; the whole question picks among the paths of that length (first of ties)
+        chosen = max((p for p in flat if len(p.units) == len(flat[0].units)),
+                     key=lambda p: p.score + SEMANTIC * words.similarity(p.units))
+        flat.insert(0, flat.pop(next(i for i, p in enumerate(flat) if p is chosen)))  # by identity: arrays inside
+    best = PathAnswer(flat[0].reached, flat[:1], top)
     if len(per) >= 2:
         best.score -= ENTITY  # the other entity the question names, left out
         tops = [sorted(paths, key=lambda p: (-p.solo, len(p.hops)))[:PAIR_TOP] for paths in per[:2]]

@@ -15,8 +15,8 @@ import torch
 
 from ..gnn_rag import QuestionGraph
 from ..kg import NeighbourhoodConfig
-from .index import ChatIndex
-from .paths import SAMENESS, STOPWORDS, WordVectors, read_words, tokens
+from .index import ChatIndex, WordVectors
+from .paths import SAMENESS, STOPWORDS, read_words, tokens
 
 # How a reasoner trained on generated questions decides that a word names a relation: its fit (paths.read_words)
 # above NAMED. The path ranker's TAU (0.05) lets "film", "movies" name a MetaQA relation at 0.06-0.09, where the words
