@@ -25,7 +25,8 @@ year) and the path's answers are of that kind (:func:`~gr_core.chat.index.answer
 the kind ("what language", "which team"), TYPE times its answers' mean cosine to those words. The words decide how
 many units the answer takes; among the paths of as many units as the best one, SEMANTIC times the whole question's
 cosine to its closest unit is added (:meth:`Words.similarity`): a paraphrase that no word fits ("where did it go to
-school" for Freebase's ``people.person.education`` fact) still picks its relation, and no path grows or shrinks by it.
+school" for Freebase's ``people.person.education`` fact) still picks its relation; no answer takes more or fewer
+units by it. The answer keeps the best word score: what pairs and other starts are compared with.
 
 A question naming two entities is answered where their paths meet: among each one's ``PAIR_TOP`` best paths, the pair
 scored together (their units share the words) whose reached sets intersect, or whose intersection is followed on by
@@ -447,7 +448,7 @@ def rank_paths(kg: KnowledgeGraph, groups: list[list[int]], words: Words, max_ho
     flat = sorted((p for paths in per for p in paths), key=lambda p: (-p.score, len(p.hops)))
     if not flat:
         return None
-    top = flat[0].score
+    top = flat[0].score  # the answer's score, whichever path of that length the whole question picks
     if SEMANTIC:  # the words chose the length; the whole question picks among the paths of that length (first of ties)
         chosen = max((p for p in flat if len(p.units) == len(flat[0].units)),
                      key=lambda p: p.score + SEMANTIC * words.similarity(p.units))
