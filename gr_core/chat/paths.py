@@ -203,11 +203,12 @@ class Words:
     def similarity(self, units: list[tuple[str, tuple[str, ...]]]) -> float:
         """The whole question's best cosine to one of ``units`` (to the mean vector of a unit's relation phrases; 0
         without vectors), each unit's computed once per question."""
-        for unit in units:
-            if ("whole", unit) not in self._units and self.vectors is not None:
+        new = [unit for unit in units if ("whole", unit) not in self._units]
+        if new and self.vectors is not None:
+            q = self.vectors([self.text])[0]
+            for unit in new:
                 v = self.vectors(list(unit[1])).mean(axis=0)
-                cos = float(v @ self.vectors([self.text])[0]) / max(float(np.linalg.norm(v)), 1e-9)
-                self._units["whole", unit] = cos
+                self._units["whole", unit] = float(v @ q) / max(float(np.linalg.norm(v)), 1e-9)
         return max((self._units.get(("whole", unit), 0.0) for unit in units), default=0.0)
 
 
