@@ -170,6 +170,37 @@ def test_the_question_is_read_with_its_entities_written_it():
     assert masked(usa, "which states border it?", usa.rows_of(usa.node_ids), written=[]) == "which states border it?"
 
 
+CLUBS = [("lionel_messi", "plays_in_club", "fc_barcelona"), ("lionel_messi", "is_born_in", "rosario"),
+         ("neymar", "plays_in_club", "fc_barcelona"), ("neymar", "is_born_in", "mogi_das_cruzes"),
+         ("fc_barcelona", "based_in", "barcelona"), ("m.0b_x1", "is_born_in", "rosario")]
+
+
+def test_underscores_join_words_of_a_name_written_either_way_and_a_lowercase_second_entity_is_paired():
+    idx = ChatIndex.build(graph_from_triple_list(CLUBS))
+    names = lambda rows: [idx.kg.entities[r] for r in rows]  # noqa: E731
+    assert name_key("Lionel_Messi") == "lionel messi" and name_key("m.0b_x1") == "m.0b_x1"  # an identifier: one word
+    for q in ("where is the club of lionel_messi based", "where is the club of Lionel Messi based"):
+        link = link_question(idx, q)
+        assert names(link.named) == ["lionel_messi"] and link.masked == "where is the club of it based"
+    # a question without capitals: the one-word "rosario" beside the longer "fc barcelona" is kept aside, unmasked
+    q = "which player plays in fc barcelona and is born in rosario?"
+    link = link_question(idx, q)
+    assert names(link.named) == ["fc_barcelona"] and names(link.also) == ["rosario"]
+    assert link.masked == "which player plays in it and is born in rosario?"
+    chat = GraphChat(CLUBS, model="zero_shot")
+    turn = chat.ask(q)  # answered where the two meet, not by every player of the club
+    assert turn.answer == "lionel_messi" and [p.split(":")[0] for p in turn.paths] == ["fc_barcelona", "rosario"]
+    chat.reset()
+    assert set(chat.ask("which players play in fc barcelona?").answer.split(" | ")) == {"lionel_messi", "neymar"}
+    import gr_core.chat.link as chat_link
+    chat_link.UNCASED_PAIRS = False
+    try:
+        chat.reset()
+        assert chat.ask(q).paths[0].startswith("fc_barcelona") and not link_question(idx, q).also
+    finally:
+        chat_link.UNCASED_PAIRS = True
+
+
 def test_a_graph_without_nodes_is_refused():
     import pandas as pd
 

@@ -22,7 +22,7 @@ from ..runs import atomic_write_bytes, config_hash
 from ..text_encoder import EmbeddingStore, encoder_identity
 from .generate import relation_phrase
 
-FORMAT_VERSION = 5  # bump when the cached index layout or its name keys change
+FORMAT_VERSION = 6  # bump when the cached index layout or its name keys change
 # The chat's one list of function words: never an entity name on their own (linking: "the" is no node), and, but for
 # the words that ask (chat/paths.py STOPWORDS), no relation's name (the auxiliary "have" would name every "has ...") ...
 FUNCTION_WORDS = frozenset(
@@ -32,7 +32,10 @@ FUNCTION_WORDS = frozenset(
 # ... and, with the words questions about films are full of, the words that do not count as content words: neither in
 # a name written in part nor for whether a question names an entity ("the films of ..." names no entity "Films")
 STOP_WORDS = FUNCTION_WORDS | {"star", "movie", "movies", "film", "films"}
-WORD = re.compile(r"[\w'’.-]+", re.U)
+# A word: letters and digits, with apostrophes, periods and hyphens inside. An underscore separates words as a space
+# does: knowledge-graph dumps join a name's words with it ("Lionel_Messi", "ferdinand_i_of_austria"), and a question
+# may write the name either way.
+WORD = re.compile(r"(?:[^\W_]|['’.-])+", re.U)
 # a node's kind: 0 a thing, 1 a person, 2 a place (the prototype text its name's vector is nearest), 3 a date (DATE)
 KIND_PROTOTYPES = ("a thing", "a person's name", "a city, country or place")
 DATE = re.compile(r"^(\d{4}|\d{4}-\d\d(-\d\d)?(t[\d:]+z?)?|\d{1,2} [a-z]+ \d{4}|[a-z]+ \d{1,2},? \d{4})$")
@@ -48,7 +51,10 @@ def word_key(word: str) -> str:
 
 def name_key(text: str) -> str:
     """A node name as the linker looks it up: its words' :func:`word_key` ("George W. Bush" and "george w bush" are
-    the same name; questions are often typed without accents or the abbreviation's period)."""
+    the same name; questions are often typed without accents or the abbreviation's period). An identifier
+    (``m.0b_x``, :func:`~gr_core.kg.is_identifier`) is one word, underscores kept."""
+    if is_identifier(text):
+        return word_key(text.strip())
     return " ".join(k for k in map(word_key, WORD.findall(text)) if k)
 
 

@@ -29,12 +29,16 @@ FOLLOW_UP = re.compile(r"^\s*(and|also|what about|how about)\b|\b(it|its|they|th
 # "What each rule does").
 ASKED_TYPE = True
 ASKED_TYPE_WORDS = 2  # content words at most: "what music period", "what type of art"; "what country borders slovakia"
+# A one-word name beside a longer one in a question typed without capitals ("... plays in fc barcelona and is born in
+# rosario") may be a second entity or a common word: its paths answer only where they meet the named entity's
+# (:func:`~gr_core.chat.paths.rank_paths` ``optional``), and it stays unmasked. Measured on every family (docs/chat.md).
+UNCASED_PAIRS = True
 
 
 def rules() -> tuple:
     """Linking's rules as they are now, read at the call (``bench/chat_rules.py`` sets them): part of the key of a
     cached decision of the chat, as :func:`~gr_core.chat.paths.rules` is."""
-    return ASKED_TYPE, ASKED_TYPE_WORDS
+    return ASKED_TYPE, ASKED_TYPE_WORDS, UNCASED_PAIRS
 
 
 @dataclass
@@ -43,6 +47,8 @@ class Link:
 
     Attributes:
         named: the entities the question writes, in the order it writes them.
+        also: one-word names a question without capitals writes beside a longer name (:data:`UNCASED_PAIRS`): paired
+            with the named entity only, never a start alone.
         previous_start, previous_answers: a follow-up's entities from the previous turn: where its answer started and
             its answers (the pronoun points at one or the other: "and who starred in it?", "and who directed them?").
         in_part: ``named`` came from a name written in part: ``(words shared, words of the name)``, else ``(0, 0)``.
@@ -51,6 +57,7 @@ class Link:
     """
 
     named: list[int] = field(default_factory=list)
+    also: list[int] = field(default_factory=list)
     previous_start: list[int] = field(default_factory=list)
     previous_answers: list[int] = field(default_factory=list)
     in_part: tuple[int, int] = (0, 0)
@@ -113,11 +120,18 @@ def find_names(index: ChatIndex, question: str, uncased: bool = True) -> list[in
     capitalized mid-sentence or written with a digit, or, ``uncased``, in a question without any capital letter when
     no longer name links: half of WebQSP's lowercase questions linked nothing otherwise, CHANGELOG.md; nor a word
     of the phrase that asks for the answer's kind, :func:`asked_type`). In the order they appear in the question."""
+    return written_names(index, question, uncased)[0]
+
+
+def written_names(index: ChatIndex, question: str, uncased: bool = True) -> tuple[list[int], list[int]]:
+    """:func:`find_names`'s rows, and the one-word names of a question without capitals that a longer name kept out
+    ("which player plays in fc barcelona and is born in rosario": "rosario"): a second entity the question may name,
+    or a word that is also some node's name ("who plays in fc barcelona as a forward")."""
     found: list[int] = []
     for span in BRACKET.findall(question):
         found += index.names.get(" ".join(map(word_key, WORD.findall(span))), [])
     if found:
-        return list(dict.fromkeys(found))
+        return list(dict.fromkeys(found)), []
     words = WORD.findall(BRACKET.sub(r"\1", question))
     low = [word_key(w) for w in words]
     cased = any(c.isupper() for c in question)
@@ -140,7 +154,8 @@ def find_names(index: ChatIndex, question: str, uncased: bool = True) -> list[in
                 continue  # one-word names ("Up", "drama") only capitalized mid-sentence; a number ("1994") always
             hits.append((s, rows))
             taken[s:s + n] = [True] * n
-    return list(dict.fromkeys(r for _, rows in sorted(hits or single) for r in rows))
+    named = list(dict.fromkeys(r for _, rows in sorted(hits or single) for r in rows))
+    return named, [r for _, rows in sorted(single) for r in rows if hits and r not in named]
 
 
 def partial_match(index: ChatIndex, question: str) -> tuple[list[int], int, int]:
@@ -215,10 +230,11 @@ def link_question(index: ChatIndex, question: str, previous=None) -> Link:
     starred in it?") carries the previous turn's start and answers; its own names are read whole only (a lowercase
     one-word name or a name in part would rather be the pronoun's referent)."""
     follow = previous is not None and previous.status == "answered" and bool(FOLLOW_UP.search(question))
-    named, in_part = find_names(index, question, uncased=not follow), (0, 0)
+    (named, also), in_part = written_names(index, question, uncased=not follow), (0, 0)
     if not named and not follow:
         named, *in_part = partial_match(index, question)
-    link = Link(named, in_part=tuple(in_part), masked=masked(index, question, named), follow_up=follow)
+    link = Link(named, also=also if UNCASED_PAIRS else [], in_part=tuple(in_part),
+                masked=masked(index, question, named), follow_up=follow)
     if follow:
         link.previous_start = index.rows_of(previous.reasoner_seeds or previous.linked)
         link.previous_answers = index.rows_of(previous.answer_nodes)

@@ -431,9 +431,12 @@ def pairs(kg: KnowledgeGraph, first: list[RankedPath], second: list[RankedPath])
 
 
 def rank_paths(kg: KnowledgeGraph, groups: list[list[int]], words: Words, max_hops: int = 3,
-               kinds: np.ndarray | None = None, asked: int | None = None) -> PathAnswer | None:
+               kinds: np.ndarray | None = None, asked: int | None = None, optional: bool = False) -> PathAnswer | None:
     """The ranker's answer for the start sets ``groups`` (one per entity the question names; the first two are paired),
-    or None when no path leads anywhere. Identifier-named nodes are answers only where nothing named is in reach."""
+    or None when no path leads anywhere. Identifier-named nodes are answers only where nothing named is in reach.
+    ``optional``: the last group is a name the question may not mean as an entity (a one-word name of a question
+    without capitals, :data:`~gr_core.chat.link.UNCASED_PAIRS`): its paths answer only in a pair, and a single path
+    loses nothing for leaving it out."""
     def scored(unnamed: bool) -> list[list[RankedPath]]:
         per = []
         for g in groups:
@@ -446,7 +449,7 @@ def rank_paths(kg: KnowledgeGraph, groups: list[list[int]], words: Words, max_ho
     per = scored(False)
     if not any(per):
         per = scored(True)
-    flat = sorted((p for paths in per for p in paths), key=lambda p: (-p.score, len(p.hops)))
+    flat = sorted((p for paths in per[:len(per) - optional] for p in paths), key=lambda p: (-p.score, len(p.hops)))
     if not flat:
         return None
     top = flat[0].score  # the answer's score, whichever path of that length the whole question picks
@@ -456,7 +459,7 @@ def rank_paths(kg: KnowledgeGraph, groups: list[list[int]], words: Words, max_ho
         flat.insert(0, flat.pop(next(i for i, p in enumerate(flat) if p is chosen)))  # by identity: arrays inside
     best = PathAnswer(flat[0].reached, flat[:1], top)
     if len(per) >= 2:
-        best.score -= ENTITY  # the other entity the question names, left out
+        best.score -= 0.0 if optional and len(per) == 2 else ENTITY  # the other entity the question names, left out
         tops = [sorted(paths, key=lambda p: (-p.solo, len(p.hops)))[:PAIR_TOP] for paths in per[:2]]
         for x, y in (tops, tops[::-1]):
             for a, b, rows in pairs(kg, x, y):
