@@ -27,9 +27,10 @@ families, each with real questions written for it (none of them generated):
   the schema relations of a graph the size of a user's, with the mini-graphs' split (val to choose, test to report);
 - ``webqsp_full``: the 18 complete RoG 2-hop WebQSP graphs (348-7,499 triples), each searched whole, with its one
   question (report only: 18 questions choose nothing);
-- ``two_entity``: questions naming two MetaQA entities that together pick the answer (:func:`two_entity_questions`),
-  and ``two_entity_lowercase``: the same typed without capitals (WebQSP's questions are), where a one-word name
-  beside a longer one cannot be told from a word.
+- ``two_entity``: questions naming two MetaQA entities that together pick the answer (:func:`two_entity_questions`).
+
+Any family written ``FAMILY+lower`` or ``FAMILY+sentence`` asks its questions typed without capitals, or with only
+the first letter capitalized: where a one-word name cannot be told from a word by its capital.
 
 :func:`ask_alone` asks one question on its own; :func:`hit_record` and :func:`paired` give Hit with its 95% interval
 and the exact McNemar test of two systems on the same questions.
@@ -55,7 +56,6 @@ from gr_core.stats import compare, wilson_interval
 
 
 FAMILIES = ("metaqa", "metaqa_slice", "webqsp_mini", "webqsp_union", "webqsp_full")
-TWO_ENTITY_FAMILIES = ("two_entity", "two_entity_lowercase")
 UNION = 50  # mini-graphs per union graph (webqsp_union)
 # MetaQA's question types name a relation chain: movie_to_X follows X's relation, X_to_movie follows it backwards
 METAQA_RELATIONS = {"director": "directed_by", "writer": "written_by", "actor": "starred_actors",
@@ -288,11 +288,24 @@ def two_entity_questions(kg: KnowledgeGraph, n: int, seed: int = 0, edges: np.nd
     return out
 
 
+CASES = {"lower": str.lower, "sentence": lambda q: q.lower()[:1].upper() + q.lower()[1:]}
+
+
 def family_questions(family: str, split: str, size: int, seed: int = 0) -> tuple[list[dict], dict]:
+    """:func:`family_of`'s questions; ``FAMILY+lower`` (``+sentence``) asks them typed without capitals (but the
+    first letter), as users often type (WebQSP's are lowercase)."""
+    family, _, case = family.partition("+")
+    questions, graphs = family_of(family, split, size, seed)
+    if case:
+        questions = [{**q, "question": CASES[case](q["question"])} for q in questions]
+    return questions, graphs
+
+
+def family_of(family: str, split: str, size: int, seed: int = 0) -> tuple[list[dict], dict]:
     """A family's questions and graphs (module docstring): ``size`` questions per hop count (``metaqa``), per slice of 4
-    (``metaqa_slice``), graphs (``webqsp_mini``, ``webqsp_union``, ``webqsp_full``: 0 for all 18); ``two_entity`` and
-    ``two_entity_lowercase``: :func:`two_entity_questions` on the KB; every question carries its ``graph`` spec,
-    ``graphs`` maps a spec to what :class:`GraphChat` reads."""
+    (``metaqa_slice``), graphs (``webqsp_mini``, ``webqsp_union``, ``webqsp_full``: 0 for all 18); ``two_entity``:
+    :func:`two_entity_questions` on the KB; every question carries its ``graph`` spec, ``graphs`` maps a spec to what
+    :class:`GraphChat` reads."""
     if family == "metaqa":
         return [{**q, "graph": "metaqa"} for q in metaqa_sample(split, size, seed)], {"metaqa": "metaqa"}
     if family == "metaqa_slice":
@@ -303,12 +316,11 @@ def family_questions(family: str, split: str, size: int, seed: int = 0) -> tuple
         return webqsp_union_family(split, size, seed)
     if family == "webqsp_full":
         return webqsp_full_family(size)
-    if family in ("two_entity", "two_entity_lowercase"):  # the latter typed without capitals, as WebQSP's are
+    if family == "two_entity":
         kg = ChatIndex.build(load_graph("metaqa")[0]).kg
-        lower = family == "two_entity_lowercase"
-        return ([{**q, "graph": "metaqa", "question": q["question"].lower() if lower else q["question"]}
-                 for q in two_entity_questions(kg, size, seed + (split == "test"))], {"metaqa": "metaqa"})
-    raise ValueError(f"unknown family {family!r}: use one of {FAMILIES + TWO_ENTITY_FAMILIES}")
+        return ([{**q, "graph": "metaqa"} for q in two_entity_questions(kg, size, seed + (split == "test"))],
+                {"metaqa": "metaqa"})
+    raise ValueError(f"unknown family {family!r}: use one of {FAMILIES + ('two_entity',)}, +lower or +sentence")
 
 
 def served_h1(chats: list, meta: dict, limit: int = 300) -> dict:
@@ -391,7 +403,8 @@ def family_study(family: str, split: str, size: int, seed: int = 0, reasoner_cfg
 
 def main() -> None:
     p = argparse.ArgumentParser(prog="python bench/chat_families.py", description=__doc__.split("\n")[0])
-    p.add_argument("--family", required=True, choices=FAMILIES + TWO_ENTITY_FAMILIES)
+    p.add_argument("--family", required=True, help=f"one of {FAMILIES + ('two_entity',)}, "
+                   "+lower or +sentence: its questions typed without capitals (but the first letter)")
     p.add_argument("--split", default="test", help="dev or test (metaqa), val or test (webqsp_mini, webqsp_union)")
     p.add_argument("--size", type=int, default=300,
                    help="questions per hop count / per slice / graphs (webqsp_full: 0 or more than 18 for all 18)")

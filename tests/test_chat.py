@@ -115,8 +115,9 @@ def test_index_keeps_names_and_links_written_entities(movie_index):
     names = lambda rows: [idx.kg.entities[r] for r in rows]  # noqa: E731
     assert names(find_names(idx, "who directed the matrix?")) == ["The Matrix"]
     assert names(find_names(idx, "Which films did Keanu Reeves and Tom Hanks star in")) == ["Keanu Reeves", "Tom Hanks"]
-    # one-word names only when written capitalized or with a digit: "big" and "up" in prose are words, not the films
-    assert names(find_names(idx, "How big is the cast, what is up")) == []
+    # in a question with capitals, one-word names only when written capitalized or with a digit: "big" and "up" in
+    # prose are words, not the films (a capital on the first word alone is sentence case: below)
+    assert names(find_names(idx, "How big is the cast of Speed, what is up")) == ["Speed"]
     assert names(find_names(idx, "Who directed Up?")) == ["Up"]
     assert names(find_names(idx, "what about [Big]")) == ["Big"]
     assert names(find_names(idx, "Which film came out in 1999?")) == ["1999"]
@@ -175,7 +176,7 @@ CLUBS = [("lionel_messi", "plays_in_club", "fc_barcelona"), ("lionel_messi", "is
          ("fc_barcelona", "based_in", "barcelona"), ("m.0b_x1", "is_born_in", "rosario")]
 
 
-def test_underscores_join_words_of_a_name_written_either_way_and_a_lowercase_second_entity_is_paired():
+def test_underscores_join_a_names_words_and_a_second_entity_without_capitals_is_paired():
     idx = ChatIndex.build(graph_from_triple_list(CLUBS))
     names = lambda rows: [idx.kg.entities[r] for r in rows]  # noqa: E731
     assert name_key("Lionel_Messi") == "lionel messi" and name_key("m.0b_x1") == "m.0b_x1"  # an identifier: one word
@@ -192,13 +193,20 @@ def test_underscores_join_words_of_a_name_written_either_way_and_a_lowercase_sec
     assert turn.answer == "lionel_messi" and [p.split(":")[0] for p in turn.paths] == ["fc_barcelona", "rosario"]
     chat.reset()
     assert set(chat.ask("which players play in fc barcelona?").answer.split(" | ")) == {"lionel_messi", "neymar"}
+    # a capital on the first word only is sentence case, not a name: read as a question without capitals
+    sentence = "Who plays in fc barcelona and was born in rosario?"
+    assert names(link_question(idx, "Where was neymar born?").named) == ["neymar"]
+    assert names(link_question(idx, sentence).also) == ["rosario"]
+    chat.reset()
+    assert chat.ask(sentence).answer == "lionel_messi"
     import gr_core.chat.link as chat_link
-    chat_link.UNCASED_PAIRS = False
+    chat_link.UNCASED_PAIRS, chat_link.SENTENCE_CASE = False, False
     try:
         chat.reset()
         assert chat.ask(q).paths[0].startswith("fc_barcelona") and not link_question(idx, q).also
+        assert not link_question(idx, sentence).also and not link_question(idx, "Where was neymar born?").named
     finally:
-        chat_link.UNCASED_PAIRS = True
+        chat_link.UNCASED_PAIRS, chat_link.SENTENCE_CASE = True, True
 
 
 def test_a_graph_without_nodes_is_refused():

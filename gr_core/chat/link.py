@@ -33,12 +33,25 @@ ASKED_TYPE_WORDS = 2  # content words at most: "what music period", "what type o
 # rosario") may be a second entity or a common word: its paths answer only where they meet the named entity's
 # (:func:`~gr_core.chat.paths.rank_paths` ``optional``), and it stays unmasked. Measured on every family (docs/chat.md).
 UNCASED_PAIRS = True
+# A question writes names capitalized when a word after its first holds a capital ("I" aside): sentence case alone
+# ("Who plays in fc barcelona and was born in rosario?") marks no name, and is read as a question without capitals.
+SENTENCE_CASE = True
 
 
 def rules() -> tuple:
     """Linking's rules as they are now, read at the call (``bench/chat_rules.py`` sets them): part of the key of a
     cached decision of the chat, as :func:`~gr_core.chat.paths.rules` is."""
-    return ASKED_TYPE, ASKED_TYPE_WORDS, UNCASED_PAIRS
+    return ASKED_TYPE, ASKED_TYPE_WORDS, UNCASED_PAIRS, SENTENCE_CASE
+
+
+def has_capitals(words: list[str]) -> bool:
+    """Whether a question's words (:data:`~gr_core.chat.index.WORD`) mark names by capitals (:data:`SENTENCE_CASE`).
+
+    >>> [has_capitals(q.split()) for q in ("Who directed up", "Who directed Up", "Where can I find it")]
+    [False, True, False]
+    """
+    rest = [w for w in words[1:] if re.split("['’]", w)[0] != "I"] if SENTENCE_CASE else words
+    return any(c.isupper() for w in rest for c in w)
 
 
 @dataclass
@@ -90,7 +103,7 @@ def asked_type(words: list[str]) -> set[int]:
     start = next((i for i, w in enumerate(low) if w in ("what", "which")), None)
     if not ASKED_TYPE or start is None:
         return set()
-    cased = any(c.isupper() for w in words for c in w)
+    cased = has_capitals(words)
     out: set[int] = set()
     content = 0
     for i in range(start + 1, len(words)):
@@ -117,9 +130,10 @@ def asked_phrase(question: str) -> str:
 def find_names(index: ChatIndex, question: str, uncased: bool = True) -> list[int]:
     """Node rows whose name the question writes: ``[Name]`` spans, else the longest word n-grams equal to a node name
     (:func:`~gr_core.chat.index.name_key`; not overlapping; a one-word name only when it is not a stop word and is
-    capitalized mid-sentence or written with a digit, or, ``uncased``, in a question without any capital letter when
-    no longer name links: half of WebQSP's lowercase questions linked nothing otherwise, CHANGELOG.md; nor a word
-    of the phrase that asks for the answer's kind, :func:`asked_type`). In the order they appear in the question."""
+    capitalized mid-sentence or written with a digit, or, ``uncased``, in a question without capitals
+    (:func:`has_capitals`) when no longer name links: half of WebQSP's lowercase questions linked nothing otherwise,
+    CHANGELOG.md; nor a word of the phrase that asks for the answer's kind, :func:`asked_type`). In the order they
+    appear in the question."""
     return written_names(index, question, uncased)[0]
 
 
@@ -134,7 +148,7 @@ def written_names(index: ChatIndex, question: str, uncased: bool = True) -> tupl
         return list(dict.fromkeys(found)), []
     words = WORD.findall(BRACKET.sub(r"\1", question))
     low = [word_key(w) for w in words]
-    cased = any(c.isupper() for c in question)
+    cased = has_capitals(words)
     asked = asked_type(words)
     taken = [False] * len(words)
     hits: list[tuple[int, list[int]]] = []
@@ -165,7 +179,7 @@ def partial_match(index: ChatIndex, question: str) -> tuple[list[int], int, int]
     covers most of, then to the node of highest degree. Returns ``(rows, words shared, words of the name)``,
     ``([], 0, 0)`` when no word is shared."""
     raw = WORD.findall(BRACKET.sub(r"\1", question))
-    cased = any(c.isupper() for c in question)
+    cased = has_capitals(raw)
     asked = asked_type(raw)
     words = {k for i, w in enumerate(raw) if (not cased or (i > 0 and w[:1].isupper())) and i not in asked
              if len(k := word_key(w)) >= 3 and k not in STOP_WORDS}
@@ -202,7 +216,7 @@ def masked(index: ChatIndex, question: str, rows, written=None) -> str:
             out = literal
         elif name in loose:
             left.append(name)
-    cased = any(c.isupper() for c in question)
+    cased = has_capitals(WORD.findall(question))
     for whole in (True, False):
         for name in list(left):
             keys = [k for k in map(word_key, WORD.findall(name)) if k]
