@@ -176,10 +176,11 @@ CLUBS = [("lionel_messi", "plays_in_club", "fc_barcelona"), ("lionel_messi", "is
          ("fc_barcelona", "based_in", "barcelona"), ("m.0b_x1", "is_born_in", "rosario")]
 
 
-def test_underscores_join_a_names_words_and_a_second_entity_without_capitals_is_paired():
+def test_underscores_join_a_names_words_and_a_second_entity_without_capitals_is_paired(monkeypatch):
     idx = ChatIndex.build(graph_from_triple_list(CLUBS))
     names = lambda rows: [idx.kg.entities[r] for r in rows]  # noqa: E731
     assert name_key("Lionel_Messi") == "lionel messi" and name_key("m.0b_x1") == "m.0b_x1"  # an identifier: one word
+    assert names(find_names(idx, "where was [m.0b_x1] born")) == ["m.0b_x1"]  # ... in the question too
     for q in ("where is the club of lionel_messi based", "where is the club of Lionel Messi based"):
         link = link_question(idx, q)
         assert names(link.named) == ["lionel_messi"] and link.masked == "where is the club of it based"
@@ -200,13 +201,11 @@ def test_underscores_join_a_names_words_and_a_second_entity_without_capitals_is_
     chat.reset()
     assert chat.ask(sentence).answer == "lionel_messi"
     import gr_core.chat.link as chat_link
-    chat_link.UNCASED_PAIRS, chat_link.SENTENCE_CASE = False, False
-    try:
-        chat.reset()
-        assert chat.ask(q).paths[0].startswith("fc_barcelona") and not link_question(idx, q).also
-        assert not link_question(idx, sentence).also and not link_question(idx, "Where was neymar born?").named
-    finally:
-        chat_link.UNCASED_PAIRS, chat_link.SENTENCE_CASE = True, True
+    monkeypatch.setattr(chat_link, "UNCASED_PAIRS", False)
+    monkeypatch.setattr(chat_link, "SENTENCE_CASE", False)
+    chat.reset()
+    assert chat.ask(q).paths[0].startswith("fc_barcelona") and not link_question(idx, q).also
+    assert not link_question(idx, sentence).also and not link_question(idx, "Where was neymar born?").named
 
 
 def test_a_graph_without_nodes_is_refused():

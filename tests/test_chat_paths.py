@@ -127,6 +127,9 @@ def test_a_node_named_by_an_identifier_is_passed_through_never_answered():
     assert turn.answer == "Acme Corp" and "person employment employment company" in turn.paths[0]
     lone = GraphChat([("Ann Lee", "person.employment", "m.0abc")], model="zero_shot")
     assert lone.ask("What employment does Ann Lee have?").answer == "m.0abc"  # only an identifier within reach
+    # ... also where a one-word name kept aside (a question without capitals) has paths of its own: it never answers
+    aside = GraphChat([("Ann Lee", "person.employment", "m.0abc"), ("Acme", "located in", "Canada")], model="zero_shot")
+    assert aside.ask("what employment does ann lee have at acme").answer == "m.0abc"
 
 
 def test_enumerating_paths_stays_bounded_on_a_hub():

@@ -237,7 +237,9 @@ class GraphChat:
         index, kg = self.index, self.index.kg
         begin = link.starts() or [[int(np.argmax(node_sim))]]
         every = relation_phrases(kg)
-        rels = path_ranker.relations_in_reach(kg, [r for s in begin + [link.also] for r in s], self.config.path_hops) \
+        # a one-word name kept aside (a question without capitals) pairs with the one entity named beside it
+        also = link.also if len({kg.entities[r].lower() for r in link.named}) == 1 else []
+        rels = path_ranker.relations_in_reach(kg, [r for s in begin + [also] for r in s], self.config.path_hops) \
             if path_ranker.IN_REACH else range(len(every))
         phrases = list(dict.fromkeys(every[r] for r in rels))
         words = path_ranker.read_words(self.vectors, link.masked, phrases, graph_phrase_twins(kg))
@@ -249,10 +251,9 @@ class GraphChat:
             by_name: dict[str, list[int]] = {}
             for r in start:  # one entity per distinct name; a carried set is one start
                 by_name.setdefault(kg.entities[r].lower() if link.named else "", []).append(r)
-            # a one-word name kept aside (a question without capitals) pairs with the one entity named beside it
-            also = [link.also] if link.also and start == link.named and len(by_name) == 1 else []
-            found = path_ranker.rank_paths(kg, list(by_name.values()) + also, words, self.config.path_hops,
-                                           self.kinds if asked is not None else None, asked, optional=bool(also))
+            found = path_ranker.rank_paths(kg, list(by_name.values()) + ([also] if also else []), words,
+                                           self.config.path_hops, self.kinds if asked is not None else None, asked,
+                                           optional=bool(also))
             if found is not None and (best is None or found.score > best.score):
                 best, starts = found, start
         turn.reasoner_seeds = [int(index.node_ids[r]) for r in starts]

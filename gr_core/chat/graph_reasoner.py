@@ -30,9 +30,10 @@ from .generate import (GenerationConfig, generate_questions, generation_summary,
                        topic_pool)
 from .index import ChatIndex, WordVectors
 from .link import link_question, most_similar
+from .link import rules as link_rules
 from .scope import question_graph, read_question, scope_tensors, search_scope
 
-FORMAT_VERSION = 10  # keys the cache: bump when the training questions or their reading change
+FORMAT_VERSION = 11  # keys the cache: bump when the training questions or their reading change
 MIN_QUESTIONS = 20  # fewer generated questions than this train no reasoner (a graph too small: TooFewQuestions)
 DECISION_QUESTIONS = 300  # questions generated for the choice between the reasoner and the path ranker (a quarter of
 #                           a smaller budget, at least 40; at least 2 a graph where one reasoner serves many)
@@ -81,7 +82,7 @@ def reasoner_cache_path(indexes: list[ChatIndex], cfg: GraphReasonerConfig, scop
                         ) -> tuple[Path, str, dict]:
     """Where the reasoner of these graphs, settings and scope rule is saved: ``(path, key, identity)``."""
     identity = {"graphs": [ix.digest for ix in indexes], "config": asdict(cfg), "scope": scope, "encoder": encoder,
-                "format": FORMAT_VERSION}
+                "format": FORMAT_VERSION, "link": link_rules()}  # its questions are linked as a turn links them
     key = config_hash(identity)
     return cache_root() / "chat" / "reasoners" / f"{key}.pt", key, identity
 

@@ -34,8 +34,8 @@ FUNCTION_WORDS = frozenset(
 STOP_WORDS = FUNCTION_WORDS | {"star", "movie", "movies", "film", "films"}
 # A word: letters and digits, with apostrophes, periods and hyphens inside. An underscore separates words as a space
 # does: knowledge-graph dumps join a name's words with it ("Lionel_Messi", "ferdinand_i_of_austria"), and a question
-# may write the name either way.
-WORD = re.compile(r"(?:[^\W_]|['’.-])+", re.U)
+# may write the name either way. A Freebase identifier (``m.0b_x``, :data:`~gr_core.kg.IDENTIFIER`) is one word.
+WORD = re.compile(r"(?<![\w.])[mg]\.[0-9a-z_]{2,}(?![\w.])|(?:[^\W_]|['’.-])+", re.U)
 # a node's kind: 0 a thing, 1 a person, 2 a place (the prototype text its name's vector is nearest), 3 a date (DATE)
 KIND_PROTOTYPES = ("a thing", "a person's name", "a city, country or place")
 DATE = re.compile(r"^(\d{4}|\d{4}-\d\d(-\d\d)?(t[\d:]+z?)?|\d{1,2} [a-z]+ \d{4}|[a-z]+ \d{1,2},? \d{4})$")
@@ -51,10 +51,7 @@ def word_key(word: str) -> str:
 
 def name_key(text: str) -> str:
     """A node name as the linker looks it up: its words' :func:`word_key` ("George W. Bush" and "george w bush" are
-    the same name; questions are often typed without accents or the abbreviation's period). An identifier
-    (``m.0b_x``, :func:`~gr_core.kg.is_identifier`) is one word, underscores kept."""
-    if is_identifier(text):
-        return word_key(text.strip())
+    the same name; questions are often typed without accents or the abbreviation's period)."""
     return " ".join(k for k in map(word_key, WORD.findall(text)) if k)
 
 

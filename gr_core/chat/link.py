@@ -60,8 +60,8 @@ class Link:
 
     Attributes:
         named: the entities the question writes, in the order it writes them.
-        also: one-word names a question without capitals writes beside a longer name (:data:`UNCASED_PAIRS`): paired
-            with the named entity only, never a start alone.
+        also: one-word names a question without capitals writes beside a longer name (:data:`UNCASED_PAIRS`), several
+            taken as one start set: paired with the named entity (where it is one) only, never a start alone.
         previous_start, previous_answers: a follow-up's entities from the previous turn: where its answer started and
             its answers (the pronoun points at one or the other: "and who starred in it?", "and who directed them?").
         in_part: ``named`` came from a name written in part: ``(words shared, words of the name)``, else ``(0, 0)``.
@@ -169,7 +169,7 @@ def written_names(index: ChatIndex, question: str, uncased: bool = True) -> tupl
             hits.append((s, rows))
             taken[s:s + n] = [True] * n
     named = list(dict.fromkeys(r for _, rows in sorted(hits or single) for r in rows))
-    return named, [r for _, rows in sorted(single) for r in rows if hits and r not in named]
+    return named, list(dict.fromkeys(r for _, rows in sorted(single) for r in rows if hits and r not in named))
 
 
 def partial_match(index: ChatIndex, question: str) -> tuple[list[int], int, int]:

@@ -447,7 +447,7 @@ def rank_paths(kg: KnowledgeGraph, groups: list[list[int]], words: Words, max_ho
         return per
 
     per = scored(False)
-    if not any(per):
+    if not any(per[:len(per) - optional]):  # the optional group alone never answers: nothing named is in reach
         per = scored(True)
     flat = sorted((p for paths in per[:len(per) - optional] for p in paths), key=lambda p: (-p.score, len(p.hops)))
     if not flat:
