@@ -144,7 +144,8 @@ def benchmarks(bench_root: str | Path) -> pd.DataFrame:
         d = json.loads(path.read_text())
         rec = {r["label"]: r for r in d["records"]}
         cell = lambda r: f"{_num(r['hit'], 3)}% [{_num(r['ci_low'], 3)}, {_num(r['ci_high'], 3)}]"  # noqa: E731
-        before = next((p for p in d["pairs"] if p["a"] == "default" and "(before" in p["b"]), None)
+        # the default against the default of the version before (not its other systems, also paired there)
+        before = next((p for p in d["pairs"] if p["a"] == "default" and p["b"].startswith("default (before")), None)
         turn = rec["default"]["turn_median_s"]
         rows.append({"what": f"chat Hit on {rec['default']['n']} {d['family']} questions ({d['split'] or 'all'}), the "
                              f"default (relation paths) / train_reasoner; median turn {turn} s",
