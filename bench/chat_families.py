@@ -295,6 +295,8 @@ def family_questions(family: str, split: str, size: int, seed: int = 0) -> tuple
     """:func:`family_of`'s questions; ``FAMILY+lower`` (``+sentence``) asks them typed without capitals (but the
     first letter), as users often type (WebQSP's are lowercase)."""
     family, _, case = family.partition("+")
+    if case and case not in CASES:
+        raise ValueError(f"unknown retyping +{case}: use +lower or +sentence")
     questions, graphs = family_of(family, split, size, seed)
     if case:
         questions = [{**q, "question": CASES[case](q["question"])} for q in questions]

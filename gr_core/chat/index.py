@@ -16,13 +16,13 @@ import pandas as pd
 from ..config import EMBEDDED_TEXT_ENCODER, TextEncoderConfig
 from ..data import EDGE_COLUMNS, NODE_COLUMNS, GraphFormatError, TextualGraph
 from ..g_retriever.retrieval import similarities
-from ..kg import KnowledgeGraph, is_identifier
+from ..kg import IDENTIFIER, KnowledgeGraph, is_identifier
 from ..paths import cache_root
 from ..runs import atomic_write_bytes, config_hash
 from ..text_encoder import EmbeddingStore, encoder_identity
 from .generate import relation_phrase
 
-FORMAT_VERSION = 6  # bump when the cached index layout or its name keys change
+FORMAT_VERSION = 7  # bump when the cached index layout or its name keys change
 # The chat's one list of function words: never an entity name on their own (linking: "the" is no node), and, but for
 # the words that ask (chat/paths.py STOPWORDS), no relation's name (the auxiliary "have" would name every "has ...") ...
 FUNCTION_WORDS = frozenset(
@@ -34,8 +34,8 @@ FUNCTION_WORDS = frozenset(
 STOP_WORDS = FUNCTION_WORDS | {"star", "movie", "movies", "film", "films"}
 # A word: letters and digits, with apostrophes, periods and hyphens inside. An underscore separates words as a space
 # does: knowledge-graph dumps join a name's words with it ("Lionel_Messi", "ferdinand_i_of_austria"), and a question
-# may write the name either way. A Freebase identifier (``m.0b_x``, :data:`~gr_core.kg.IDENTIFIER`) is one word.
-WORD = re.compile(r"(?<![\w.])[mg]\.[0-9a-z_]{2,}(?![\w.])|(?:[^\W_]|['’.-])+", re.U)
+# may write the name either way. An identifier (``m.0b_x``, :data:`~gr_core.kg.IDENTIFIER`) is one word.
+WORD = re.compile(rf"(?<![\w.])(?:{IDENTIFIER.pattern})(?![\w.])|(?:[^\W_]|['’.-])+", re.U)
 # a node's kind: 0 a thing, 1 a person, 2 a place (the prototype text its name's vector is nearest), 3 a date (DATE)
 KIND_PROTOTYPES = ("a thing", "a person's name", "a city, country or place")
 DATE = re.compile(r"^(\d{4}|\d{4}-\d\d(-\d\d)?(t[\d:]+z?)?|\d{1,2} [a-z]+ \d{4}|[a-z]+ \d{1,2},? \d{4})$")
