@@ -412,12 +412,12 @@ def main() -> None:
                    help="questions per hop count / per slice / graphs (webqsp_full: 0 or more than 18 for all 18)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--llm", action="store_true", help="also the LLM ranking PCST's evidence (slow)")
-    p.add_argument("--before", help="an earlier commit's answers to the same questions (JSON with per_question)")
+    p.add_argument("--before", nargs="+", default=[],
+                   help="earlier commits' answers to the same questions (JSON files with per_question and commit)")
     args = p.parse_args()
     result = family_study(args.family, args.split, args.size, args.seed, llm=args.llm)
-    if args.before:
-        before = json.load(open(args.before))
-        asked = [r["question"] for r in result["per_question"]["default"]]
+    asked = [r["question"] for r in result["per_question"]["default"]]
+    for before in (json.load(open(path)) for path in args.before):
         for label, rows in before["per_question"].items():
             name = f"{label} (before: {before.get('commit', 'earlier')})"
             by_text = {r["question"]: r for r in rows}  # the questions of this run, where it asked fewer

@@ -141,9 +141,10 @@ def test_enumerating_paths_stays_bounded_on_a_hub():
 
 
 def test_a_word_fits_the_relation_it_picks_out_among_the_graphs_relations():
-    fit = P.word_relation_fit(np.array([[0.6, 0.5], [0.3, 0.5]]), ["x", "y"], ["a", "b"], 0.0)
+    fit = P.margins(P.lexical_similarity(np.array([[0.6, 0.5], [0.3, 0.5]]), ["x", "y"], ["a", "b"], 0.0))
     assert fit.round(2).tolist() == [[0.3, 0.0], [-0.3, 0.0]]
-    twins = P.word_relation_fit(np.array([[0.6], [0.55], [0.2]]), ["x"], ["a", "a2", "b"], 0.0, np.array([0, 0, 1]))
+    assert P.lexical_similarity(np.array([[0.1]]), ["acted"], ["starred actors"]).tolist() == [[P.LEXICAL]]
+    twins = P.margins(np.array([[0.6], [0.55], [0.2]]), np.array([0, 0, 1]))
     assert twins.round(2).tolist() == [[0.4], [0.35], [-0.4]]  # a and its twin a2 are not each other's rivals
     assert P.shares_stem("acted", "starred actors") and not P.shares_stem("types", "has genre")
 
@@ -225,7 +226,7 @@ def test_the_kind_word_of_what_type_of_x_names_no_relation(monkeypatch):
     assert P.read_words(chat.vectors, question, phrases).words == ["currency"]
     assert P.read_words(chat.vectors, "which type is it", phrases).words == ["type"]  # not before "of": a mention
     # the trained reasoner's reading (chat/scope.py) keeps the word, as its committed reasoners were trained
-    assert P.read_words(chat.vectors, question, phrases, frames=False).words == ["type", "currency"]
+    assert P.read_words(chat.vectors, question, phrases, ranker=False).words == ["type", "currency"]
     assert answer(chat, "What type of currency do they use in England?") == {"Pound Sterling"}
     monkeypatch.setattr(P, "KIND_FRAMES", frozenset())  # the rule off: "type" is read, and names the marriage
     assert answer(chat, "What type of currency do they use in England?") == {"Marriage"}
@@ -250,3 +251,30 @@ def test_the_whole_question_picks_among_paths_of_the_length_the_words_chose(monk
     monkeypatch.setattr(P, "SEMANTIC", 0.0)  # off: the first of the tied 1-hop paths
     best = P.rank_paths(kg, [[kg.entity_id["Xeno"]]], P.read_words(vectors, "zzz it", phrases))
     assert [kg.entities[n] for n in best.rows] == ["Alpha"]
+
+
+def test_the_words_of_a_mention_joined_by_of_fit_together(monkeypatch):
+    """"Place of death" among place_of_birth, place_of_death and cause_of_death: each word alone fits two relations
+    alike (a shared stem), so neither names one, and the path stopped at the children. Read as one mention, their mean
+    similarity picks place_of_death out (JOINT)."""
+    chat = GraphChat([("John Adams", "children", "John Quincy"), ("John Quincy", "place_of_death", "Washington"),
+                      ("John Quincy", "place_of_birth", "Braintree"), ("John Quincy", "cause_of_death", "Stroke"),
+                      ("John Adams", "place_of_death", "Quincy")], model="zero_shot")
+    phrases = ["children", "place of death", "place of birth", "cause of death"]
+    question = "what is the place of death of the children of it"
+    assert P.read_words(chat.vectors, question, phrases).words == ["place death", "children"]
+    assert answer(chat, "What is the place of death of the children of John Adams?") == {"Washington"}
+    monkeypatch.setattr(P, "JOINT", False)
+    assert P.read_words(chat.vectors, question, phrases).words == ["place", "death", "children"]
+    assert answer(chat, "What is the place of death of the children of John Adams?") == {"John Quincy"}
+
+
+def test_where_asks_for_a_place_and_names_no_relation(monkeypatch):
+    """"Where" is read by the asked kind only (KIND_ONLY): read as a word it fit 'location' and sent the path on from
+    the spouse's birthplace to its country."""
+    chat = GraphChat([("George", "spouse", "Elizabeth"), ("Elizabeth", "place_of_birth", "London"),
+                      ("London", "location", "England"), ("George", "place_of_birth", "Sandringham")],
+                     model="zero_shot")
+    assert answer(chat, "Where was the spouse of George born?") == {"London"}
+    monkeypatch.setattr(P, "KIND_ONLY", frozenset())
+    assert answer(chat, "Where was the spouse of George born?") == {"England"}

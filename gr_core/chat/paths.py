@@ -8,33 +8,23 @@ back over the same relation (or its twin, the same facts stored under another na
 :meth:`~gr_core.kg.KnowledgeGraph.twin_relations`) is a *back* unit ("the films of the same director").
 
 The question, its named entities written "it" (:func:`~gr_core.chat.link.masked`), is read as mentions (content
-words, neighbours joined: :func:`read_words`); a mention's **fit** to a relation is how well it picks that relation out
-among those the paths from the entities can follow (:func:`relations_in_reach`; its cosine to the relation's words,
-or a shared stem, less its best cosine to any other of them: :func:`word_relation_fit`). Each unit takes one mention
+words, neighbours or two joined by a bare "of" one: :func:`read_words`); a mention's **fit** to a relation is how well
+it picks that relation out among those the paths from the entities can follow (:func:`relations_in_reach`; its cosine
+to the relation's words, or a shared stem, less its best cosine to any other of them: :func:`lexical_similarity`,
+:func:`margins`; a mention of several words fits as its best word or as their mean). Each unit takes one mention
 (the best pairs first), a back unit a word of sameness ("same", "co-starred", "share") or the second of a mention
 written twice ("the spouse of the spouse of X"). A path scores:
 
     sum over its units of (fit of its word - TAU)  -  UNEXPLAINED * sum over the question's words it leaves unnamed of
     max(0, their best fit)  -  HOP * (units - 1)  +  ORDER (units read outward)  +  KIND (answers of the asked kind)
 
-so a path short of a word that names a relation loses to the one that goes on ("the genres of the films written by
-the writer of X"), and a word naming a relation of the path twice ("the director that directed X") costs nothing.
-ORDER: the units' words lie ever farther from the entity towards the question word ("who directed the films starring
-X": ``starred_actors`` first). KIND: the question asks for a person (who), a place (where) or a date (when, what
-year) and the path's answers are of that kind (:func:`~gr_core.chat.index.answer_kinds`); where the question writes
-the kind ("what language", "which team"), TYPE times its answers' mean cosine to those words. The words decide how
-many units the answer takes; among the paths of as many units as the best one, SEMANTIC times the whole question's
-cosine to its closest unit is added (:meth:`Words.similarity`): a paraphrase that no word fits ("where did it go to
-school" for Freebase's ``people.person.education`` fact) still picks its relation; no answer takes more or fewer
-units by it. The answer keeps the best word score: what pairs and other starts are compared with.
-
-A question naming two entities is answered where their paths meet: among each one's ``PAIR_TOP`` best paths, the pair
-scored together (their units share the words) whose reached sets intersect, or whose intersection is followed on by
-the first path's last hop ("who directed the film starring X and Y"); the pair wins when it outscores the best single
-path less ENTITY (the entity it leaves out). A path of two or more units that comes back to the entity, and nowhere
-else, answers the entity itself (a cycle; ended by a step back, only where a word written twice names that step); a
-mediator's fact back to its own subject is one unit, so no cycle.
-Every weight was chosen on MetaQA's dev questions and is reported on the other families (docs/chat.md).
+so a path goes on only where a word names its next relation. ORDER: the units' words lie ever farther from the
+entity towards the question word. KIND: the question asks for a person (who), a place (where) or a date (when) and the
+answers are of that kind; TYPE: their mean cosine to the words asking the answer's kind ("what language"). Among the
+paths of as many units as the best one, SEMANTIC times the whole question's cosine to its closest unit is added
+(:meth:`Words.similarity`). Two named entities are answered where their ``PAIR_TOP`` best paths meet (:func:`pairs`),
+against the best single path less ENTITY; a path of two or more units back to the entity alone answers the entity (a
+cycle). docs/chat.md ("The relation paths") gives the whole reading with examples, and where each weight was chosen.
 """
 from __future__ import annotations
 
@@ -68,13 +58,18 @@ IN_REACH = True
 KIND_FRAMES = frozenset("type types kind kinds form forms sort sorts".split())
 # the whole question's cosine to a path, among paths of the best one's length; chosen on WebQSP's val unions (chat.md)
 SEMANTIC = 0.6
+# a mention of several words ("place of death") also fits by their mean similarity: together they may pick out what
+# each alone does not; KIND_ONLY: question words read by KIND only ("where" as a word fit 'location' and sent the
+# path on from a birthplace to its country; chosen on WebQSP's val mini-graphs and unions). Both in chat.md
+JOINT, KIND_ONLY = True, frozenset({"where"})
 
 
 def rules() -> tuple:
     """The score's weights and the reading's switches as they are now, read at the call (``bench/chat_rules.py`` sets
     them): what a cached decision of the chat is keyed by."""
     return (TAU, UNEXPLAINED, SAME_FIT, ORDER, HOP, KIND, LEXICAL, ENTITY, MENTIONS, CYCLES, TWIN_STEPS, TYPE,
-            FACT_CYCLES, PAIR_TOP, IN_REACH, tuple(sorted(KIND_FRAMES)), SEMANTIC)
+            FACT_CYCLES, PAIR_TOP, IN_REACH, tuple(sorted(KIND_FRAMES)), SEMANTIC, JOINT,
+            tuple(sorted(KIND_ONLY)))
 
 TOKEN = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?")
 # words that ask for "the same <relation>" (co-starred, directed together, also wrote, share the writer)
@@ -129,28 +124,28 @@ def shares_stem(word: str, phrase: str, min_stem: int = 3) -> bool:
     return any(len(short) >= min_stem and long_.startswith(short) for short, long_ in stems)
 
 
-def word_relation_fit(cosines: np.ndarray, words: list[str], phrases: list[str], lexical: float = LEXICAL,
-                      groups: np.ndarray | None = None) -> np.ndarray:
-    """How well each question word picks each relation out among ``phrases`` (the path ranker's: those in reach,
-    :func:`relations_in_reach`): its similarity to the relation (the cosine, or ``lexical`` where the two share a stem
-    and the cosine is lower) less its best similarity to any other of them, its ``groups`` mates (twins) excepted.
-
-    Args:
-        cosines: ``(P, W)`` each distinct relation phrase's cosine to each question word.
-        words, phrases: the ``W`` question words and the ``P`` relation phrases.
-        groups: ``(P,)`` a group id per phrase (None: each its own).
-    Returns:
-        ``(P, W)`` fits; with a single relation (or group) its similarities unchanged.
-
-    >>> word_relation_fit(np.array([[0.6, 0.5], [0.3, 0.5]]), ["x", "y"], ["a", "b"], 0.0).round(2).tolist()
-    [[0.3, 0.0], [-0.3, 0.0]]
-    """
+def lexical_similarity(cosines: np.ndarray, words: list[str], phrases: list[str], lexical: float = LEXICAL
+                       ) -> np.ndarray:
+    """``(P, W)`` each relation phrase's similarity to each question word: the cosine, or ``lexical`` where the two
+    share a stem and the cosine is lower."""
     sims = np.array(cosines, dtype=np.float64)
     if lexical:
         for i, phrase in enumerate(phrases):
             for j, w in enumerate(words):
                 if sims[i, j] < lexical and shares_stem(w, phrase):
                     sims[i, j] = lexical
+    return sims
+
+
+def margins(sims: np.ndarray, groups: np.ndarray | None = None) -> np.ndarray:
+    """How well each question word (a column of ``sims``, ``(P, W)``: :func:`lexical_similarity` to each relation
+    phrase, those in reach for the path ranker: :func:`relations_in_reach`) picks each relation out: its similarity
+    less its best similarity to any other relation, its ``groups`` ``(P,)`` mates (twins) excepted. Returns ``(P, W)``;
+    with a single relation (or group) the similarities unchanged.
+
+    >>> margins(np.array([[0.6, 0.5], [0.3, 0.5]])).round(2).tolist()
+    [[0.3, 0.0], [-0.3, 0.0]]
+    """
     ids, member = np.unique(np.arange(len(sims)) if groups is None else np.asarray(groups), return_inverse=True)
     if len(ids) < 2:
         return sims
@@ -213,27 +208,40 @@ class Words:
 
 
 def read_words(vectors: WordVectors, masked: str, phrases: list[str], twins: dict[str, int] | None = None,
-               frames: bool = True) -> Words:
+               ranker: bool = True) -> Words:
     """:class:`Words` of the question ``masked`` (its entities written "it") against the relation ``phrases`` (the
     graph's, or those in reach; ``twins``: phrase -> twin group). Neighbouring content words are one mention, fitting a
     relation as its best word does ("the starred actors of it" names ``starred_actors`` once); a possessive ends a
-    mention ("its spouse's nationality": two); ``frames``: "type" in "what type of X" is none (:data:`KIND_FRAMES`)."""
+    mention ("its spouse's nationality": two). ``ranker``: the path ranker's reading, where "type" in "what type of X"
+    is none (:data:`KIND_FRAMES`), a bare "of" joins words into a mention that also fits by their mean similarity
+    (:data:`JOINT`) and "where" is none (:data:`KIND_ONLY`); False: a trained reasoner's (chat/scope.py), without
+    them, as its cached reasoners were trained."""
+    joint = ranker and JOINT
     toks = tokens(masked)
     possessive = [t != raw for t, raw in zip(toks, TOKEN.findall(masked.lower()))]  # "spouse's nationality": two
-    framing = {i for i, t in enumerate(toks[:-1]) if frames and t in KIND_FRAMES and toks[i + 1] == "of"}
-    content = [i for i, t in enumerate(toks) if t and t not in STOPWORDS and t not in SAMENESS and i not in framing]
+    framing = {i for i, t in enumerate(toks[:-1]) if ranker and t in KIND_FRAMES and toks[i + 1] == "of"}
+    skip = STOPWORDS | SAMENESS | (KIND_ONLY if ranker else frozenset())
+    content = [i for i, t in enumerate(toks) if t and t not in skip and i not in framing]
     runs: list[list[int]] = []
     for i in content:
-        if MENTIONS and runs and runs[-1][-1] == i - 1 and not possessive[i - 1]:
+        if MENTIONS and runs and not possessive[runs[-1][-1]] and (
+                runs[-1][-1] == i - 1 or joint and runs[-1][-1] == i - 2 and toks[i - 1] == "of"):
             runs[-1].append(i)
         else:
             runs.append([i])
     words = [toks[i] for i in content]
     cos = vectors(phrases) @ vectors(words).T if words and phrases else np.zeros((len(phrases), len(words)))
     groups = None if twins is None else np.array([twins.get(x, -1 - i) for i, x in enumerate(phrases)])
-    per_word = word_relation_fit(cos, words, phrases, LEXICAL, groups) if phrases else cos  # (P, words)
     at = {i: k for k, i in enumerate(content)}
-    fit = np.reshape([per_word[:, [at[i] for i in run]].max(axis=1) for run in runs], (len(runs), len(phrases))).T
+    sims = lexical_similarity(cos, words, phrases, LEXICAL)  # (P, words)
+    together = [k for k, run in enumerate(runs) if joint and len(run) > 1]  # their words' mean: one more column each
+    if together:
+        sims = np.concatenate([sims, np.stack([sims[:, [at[i] for i in runs[k]]].mean(axis=1) for k in together], 1)],
+                              axis=1)
+    per_word = margins(sims, groups) if phrases else sims  # (P, words + together)
+    cols = [[at[i] for i in run] + ([len(words) + together.index(k)] if k in together else [])
+            for k, run in enumerate(runs)]
+    fit = np.reshape([per_word[:, c].max(axis=1) for c in cols], (len(runs), len(phrases))).T
     relevance = np.maximum(fit.max(axis=0, initial=0.0), 0.0) if runs else np.zeros(0)
     best = [phrases[int(i)] for i in fit.argmax(axis=0)] if runs and phrases else [""] * len(runs)
     stems = [{stem(toks[i]) for i in run} for run in runs]

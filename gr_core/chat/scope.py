@@ -55,7 +55,7 @@ def read_question(vectors: WordVectors, masked: str, phrases: list[str], twins: 
     graph's relation order), with :func:`~gr_core.chat.paths.read_words` against every relation of the graph (the
     path ranker reads against those in reach of the entities; a reasoner reads the same way in training and serving)."""
     distinct = list(dict.fromkeys(phrases))
-    words = read_words(vectors, masked, distinct, twins, frames=False)  # as the reasoners were trained: "type of" read
+    words = read_words(vectors, masked, distinct, twins, ranker=False)  # as the reasoners were trained
     fit = np.stack([words.fit[p] for p in distinct]) if distinct else np.zeros((0, len(words.words)))  # (P, W)
     best = dict(zip(distinct, fit.max(axis=1, initial=0.0)))
     named = np.array([best[p] for p in phrases])
