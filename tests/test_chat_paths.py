@@ -255,17 +255,18 @@ def test_the_whole_question_picks_among_paths_of_the_length_the_words_chose(monk
 
 def test_the_words_of_a_mention_joined_by_of_fit_together(monkeypatch):
     """"Place of death" among place_of_birth, place_of_death and cause_of_death: each word alone fits two relations
-    alike (a shared stem), so neither names one, and the path stopped at the children. Read as one mention, their mean
+    alike (a shared stem), so neither names one, and the path stopped at the children. Read together, their mean
     similarity picks place_of_death out (JOINT)."""
     chat = GraphChat([("John Adams", "children", "John Quincy"), ("John Quincy", "place_of_death", "Washington"),
                       ("John Quincy", "place_of_birth", "Braintree"), ("John Quincy", "cause_of_death", "Stroke"),
                       ("John Adams", "place_of_death", "Quincy")], model="zero_shot")
     phrases = ["children", "place of death", "place of birth", "cause of death"]
     question = "what is the place of death of the children of it"
-    assert P.read_words(chat.vectors, question, phrases).words == ["place death", "children"]
+    fit = P.read_words(chat.vectors, question, phrases).fit["place of death"]
+    assert fit[0] > P.TAU and fit[1] > P.TAU  # "place" and "death", each a mention, fit it together
     assert answer(chat, "What is the place of death of the children of John Adams?") == {"Washington"}
     monkeypatch.setattr(P, "JOINT", False)
-    assert P.read_words(chat.vectors, question, phrases).words == ["place", "death", "children"]
+    assert P.read_words(chat.vectors, question, phrases).fit["place of death"][:2].max() <= 0
     assert answer(chat, "What is the place of death of the children of John Adams?") == {"John Quincy"}
 
 
@@ -278,3 +279,10 @@ def test_where_asks_for_a_place_and_names_no_relation(monkeypatch):
     assert answer(chat, "Where was the spouse of George born?") == {"London"}
     monkeypatch.setattr(P, "KIND_ONLY", frozenset())
     assert answer(chat, "Where was the spouse of George born?") == {"England"}
+
+
+def test_of_joins_two_mentions_fit_only_of_two_stems_and_each_stays_a_mention(family):
+    phrases = ["spouse", "nationality", "father", "place of death"]
+    read = lambda q: P.read_words(family.vectors, q, phrases)  # noqa: E731
+    assert read("nationality of spouse of it").words == ["nationality", "spouse"]  # each its own unit: two hops
+    assert read("spouse of spouse of it").repeated.all()  # one stem: a step back ("the spouse of the spouse")

@@ -8,10 +8,10 @@ back over the same relation (or its twin, the same facts stored under another na
 :meth:`~gr_core.kg.KnowledgeGraph.twin_relations`) is a *back* unit ("the films of the same director").
 
 The question, its named entities written "it" (:func:`~gr_core.chat.link.masked`), is read as mentions (content
-words, neighbours or two joined by a bare "of" one: :func:`read_words`); a mention's **fit** to a relation is how well
-it picks that relation out among those the paths from the entities can follow (:func:`relations_in_reach`; its cosine
-to the relation's words, or a shared stem, less its best cosine to any other of them: :func:`lexical_similarity`,
-:func:`margins`; a mention of several words fits as its best word or as their mean). Each unit takes one mention
+words, neighbours joined: :func:`read_words`); a mention's **fit** to a relation is how well it picks that relation out
+among those the paths from the entities can follow (:func:`relations_in_reach`; its cosine to the relation's words,
+or a shared stem, less its best cosine to any other of them: :func:`lexical_similarity`, :func:`margins`; or the
+same of the mean of its words, or of two mentions joined by a bare "of": "place of death"). Each unit takes one mention
 (the best pairs first), a back unit a word of sameness ("same", "co-starred", "share") or the second of a mention
 written twice ("the spouse of the spouse of X"). A path scores:
 
@@ -58,9 +58,9 @@ IN_REACH = True
 KIND_FRAMES = frozenset("type types kind kinds form forms sort sorts".split())
 # the whole question's cosine to a path, among paths of the best one's length; chosen on WebQSP's val unions (chat.md)
 SEMANTIC = 0.6
-# a mention of several words ("place of death") also fits by their mean similarity: together they may pick out what
-# each alone does not; KIND_ONLY: question words read by KIND only ("where" as a word fit 'location' and sent the
-# path on from a birthplace to its country; chosen on WebQSP's val mini-graphs and unions). Both in chat.md
+# words read together (a mention's; two mentions joined by a bare "of": "place of death") also fit by their mean;
+# KIND_ONLY: question words read by KIND only ("where" as a word fit 'location' and sent the path on from a birthplace
+# to its country; chosen on WebQSP's val mini-graphs and unions). Both in chat.md
 JOINT, KIND_ONLY = True, frozenset({"where"})
 
 
@@ -213,9 +213,8 @@ def read_words(vectors: WordVectors, masked: str, phrases: list[str], twins: dic
     graph's, or those in reach; ``twins``: phrase -> twin group). Neighbouring content words are one mention, fitting a
     relation as its best word does ("the starred actors of it" names ``starred_actors`` once); a possessive ends a
     mention ("its spouse's nationality": two). ``ranker``: the path ranker's reading, where "type" in "what type of X"
-    is none (:data:`KIND_FRAMES`), a bare "of" joins words into a mention that also fits by their mean similarity
-    (:data:`JOINT`) and "where" is none (:data:`KIND_ONLY`); False: a trained reasoner's (chat/scope.py), without
-    them, as its cached reasoners were trained."""
+    is none (:data:`KIND_FRAMES`), words read together also fit by their mean (:data:`JOINT`) and "where" is none
+    (:data:`KIND_ONLY`); False: a trained reasoner's (chat/scope.py), as its cached reasoners were trained."""
     joint = ranker and JOINT
     toks = tokens(masked)
     possessive = [t != raw for t, raw in zip(toks, TOKEN.findall(masked.lower()))]  # "spouse's nationality": two
@@ -224,8 +223,7 @@ def read_words(vectors: WordVectors, masked: str, phrases: list[str], twins: dic
     content = [i for i, t in enumerate(toks) if t and t not in skip and i not in framing]
     runs: list[list[int]] = []
     for i in content:
-        if MENTIONS and runs and not possessive[runs[-1][-1]] and (
-                runs[-1][-1] == i - 1 or joint and runs[-1][-1] == i - 2 and toks[i - 1] == "of"):
+        if MENTIONS and runs and runs[-1][-1] == i - 1 and not possessive[i - 1]:
             runs[-1].append(i)
         else:
             runs.append([i])
@@ -233,18 +231,21 @@ def read_words(vectors: WordVectors, masked: str, phrases: list[str], twins: dic
     cos = vectors(phrases) @ vectors(words).T if words and phrases else np.zeros((len(phrases), len(words)))
     groups = None if twins is None else np.array([twins.get(x, -1 - i) for i, x in enumerate(phrases)])
     at = {i: k for k, i in enumerate(content)}
+    stems = [{stem(toks[i]) for i in run} for run in runs]
+    # JOINT: a mention's words, two mentions joined by "of" (not of one stem: a step back), their mean one more column
+    together = [] if not joint else [[k] for k, run in enumerate(runs) if len(run) > 1] + [
+        [k, k + 1] for k in range(len(runs) - 1) if runs[k][-1] == runs[k + 1][0] - 2
+        and toks[runs[k][-1] + 1] == "of" and not possessive[runs[k][-1]] and not stems[k] & stems[k + 1]]
     sims = lexical_similarity(cos, words, phrases, LEXICAL)  # (P, words)
-    together = [k for k, run in enumerate(runs) if joint and len(run) > 1]  # their words' mean: one more column each
     if together:
-        sims = np.concatenate([sims, np.stack([sims[:, [at[i] for i in runs[k]]].mean(axis=1) for k in together], 1)],
-                              axis=1)
+        mean = [sims[:, [at[i] for k in g for i in runs[k]]].mean(axis=1) for g in together]
+        sims = np.concatenate([sims, np.stack(mean, axis=1)], axis=1)
     per_word = margins(sims, groups) if phrases else sims  # (P, words + together)
-    cols = [[at[i] for i in run] + ([len(words) + together.index(k)] if k in together else [])
+    cols = [[at[i] for i in run] + [len(words) + j for j, g in enumerate(together) if k in g]
             for k, run in enumerate(runs)]
     fit = np.reshape([per_word[:, c].max(axis=1) for c in cols], (len(runs), len(phrases))).T
     relevance = np.maximum(fit.max(axis=0, initial=0.0), 0.0) if runs else np.zeros(0)
     best = [phrases[int(i)] for i in fit.argmax(axis=0)] if runs and phrases else [""] * len(runs)
-    stems = [{stem(toks[i]) for i in run} for run in runs]
     repeated = np.array([any(s & t for j, t in enumerate(stems) if j != k) for k, s in enumerate(stems)], bool)
     position = None
     entity = [i for i, t in enumerate(toks) if t == "it"]
