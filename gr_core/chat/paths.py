@@ -10,8 +10,8 @@ back over the same relation (or its twin, the same facts stored under another na
 The question, its named entities written "it" (:func:`~gr_core.chat.link.masked`), is read as mentions (content
 words, neighbours joined: :func:`read_words`); a mention's **fit** to a relation is how well it picks that relation out
 among those the paths from the entities can follow (:func:`relations_in_reach`; its cosine to the relation's words,
-or a shared stem, less its best cosine to any other of them: :func:`lexical_similarity`, :func:`margins`; or the
-same of the mean of its words, or of two mentions joined by a bare "of": "place of death"). Each unit takes one mention
+or a shared stem, less its best cosine to any other of them: :func:`lexical_similarity`, :func:`margins`; or so for
+the mean of its words, or of two mentions joined by a bare "of": "place of death"). Each unit takes one mention
 (the best pairs first), a back unit a word of sameness ("same", "co-starred", "share") or the second of a mention
 written twice ("the spouse of the spouse of X"). A path scores:
 
