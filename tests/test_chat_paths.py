@@ -36,7 +36,10 @@ def answer(chat, question):
 
 @pytest.mark.parametrize("name, phrase", [("directed_by", "directed by"), ("people.person.place_of_birth",
                                           "person place of birth"), ("hasGenre", "has genre"), ("in-language",
-                                          "in language"), ("http://x.org/ontology/birthPlace", "birth place")])
+                                          "in language"), ("http://x.org/ontology/birthPlace", "birth place"),
+                                          ("<http://rdf.freebase.com/ns/people.person.nationality>",
+                                           "person nationality"), ("ns:people.person.spouse_s", "person spouse s"),
+                                          ("schema:birthPlace", "birth place")])
 def test_relation_names_become_words(name, phrase):
     assert relation_phrase(name) == phrase
 

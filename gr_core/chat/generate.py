@@ -120,10 +120,13 @@ class GeneratedQuestion:
 
 
 def relation_phrase(name: str) -> str:
-    """A relation's name as words: a URI's last segment, the last two segments of a dotted (Freebase) name, ``_``,
-    ``-`` and camelCase split, lower case. ``relation_phrase("directed_by") == "directed by"``,
+    """A relation's name as words: a URI's last segment (``<...>`` and a prefix such as ``ns:`` dropped), the last two
+    segments of a dotted (Freebase) name, ``_``, ``-`` and camelCase split, lower case.
+    ``relation_phrase("directed_by") == "directed by"``,
     ``relation_phrase("people.person.place_of_birth") == "person place of birth"``."""
-    text = str(name).strip()
+    text = str(name).strip().strip("<>")
+    if " " not in text:
+        text = re.sub(r"^[A-Za-z][\w-]*:(?!//)(?=\S)", "", text)  # a prefix ("ns:", "schema:"), not a URI's scheme
     if " " not in text and ("/" in text or "#" in text):
         text = re.split(r"[/#]", text.rstrip("/#"))[-1]
     if "." in text and " " not in text:

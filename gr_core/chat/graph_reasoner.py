@@ -33,7 +33,7 @@ from .link import link_question, most_similar
 from .link import rules as link_rules
 from .scope import question_graph, read_question, scope_tensors, search_scope
 
-FORMAT_VERSION = 11  # keys the cache: bump when the training questions or their reading change
+FORMAT_VERSION = 12  # keys the cache: bump when the training questions or their reading change
 MIN_QUESTIONS = 20  # fewer generated questions than this train no reasoner (a graph too small: TooFewQuestions)
 DECISION_QUESTIONS = 300  # questions generated for the choice between the reasoner and the path ranker (a quarter of
 #                           a smaller budget, at least 40; at least 2 a graph where one reasoner serves many)
