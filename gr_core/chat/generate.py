@@ -125,11 +125,9 @@ def relation_phrase(name: str) -> str:
     ``relation_phrase("directed_by") == "directed by"``,
     ``relation_phrase("people.person.place_of_birth") == "person place of birth"``."""
     text = str(name).strip().strip("<>")
-    if " " not in text:
+    if " " not in text:  # a name, not words already
         text = re.sub(r"^[A-Za-z][\w-]*:(?!//)(?=\S)", "", text)  # a prefix ("ns:", "schema:"), not a URI's scheme
-    if " " not in text and ("/" in text or "#" in text):
         text = re.split(r"[/#]", text.rstrip("/#"))[-1]
-    if "." in text and " " not in text:
         text = " ".join(text.split(".")[-2:])
     text = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", text)
     return " ".join(re.sub(r"[_\-.]+", " ", text).lower().split()) or str(name)

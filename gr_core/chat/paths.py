@@ -240,7 +240,7 @@ def read_words(vectors: WordVectors, masked: str, phrases: list[str], twins: dic
     if together:
         mean = [sims[:, [at[i] for k in g for i in runs[k]]].mean(axis=1) for g in together]
         sims = np.concatenate([sims, np.stack(mean, axis=1)], axis=1)
-    per_word = margins(sims, groups) if phrases else sims  # (P, words + together)
+    per_word = margins(sims, groups)  # (P, words + together)
     cols = [[at[i] for i in run] + [len(words) + j for j, g in enumerate(together) if k in g]
             for k, run in enumerate(runs)]
     fit = np.reshape([per_word[:, c].max(axis=1) for c in cols], (len(runs), len(phrases))).T
