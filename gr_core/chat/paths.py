@@ -60,9 +60,8 @@ KIND_FRAMES = frozenset("type types kind kinds form forms sort sorts".split())
 SEMANTIC = 0.6
 # words read together (a mention's; two mentions joined by a bare "of": "place of death") also fit by their mean;
 # KIND_ONLY: question words read by KIND only ("where" as a word fit 'location' and sent the path on from a birthplace
-# to its country; chosen on WebQSP's val mini-graphs and unions); KIND_HOP: the words asking for the answer's kind
-# name a last hop no word names (:func:`kind_hops`). All in chat.md
-JOINT, KIND_ONLY, KIND_HOP = True, frozenset({"where"}), True
+# to its country; chosen on WebQSP's val mini-graphs and unions). Both in chat.md
+JOINT, KIND_ONLY = True, frozenset({"where"})
 
 
 def rules() -> tuple:
@@ -70,7 +69,7 @@ def rules() -> tuple:
     them): what a cached decision of the chat is keyed by."""
     return (TAU, UNEXPLAINED, SAME_FIT, ORDER, HOP, KIND, LEXICAL, ENTITY, MENTIONS, CYCLES, TWIN_STEPS, TYPE,
             FACT_CYCLES, PAIR_TOP, IN_REACH, tuple(sorted(KIND_FRAMES)), SEMANTIC, JOINT,
-            tuple(sorted(KIND_ONLY)), KIND_HOP)
+            tuple(sorted(KIND_ONLY)))
 
 TOKEN = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?")
 # words that ask for "the same <relation>" (co-starred, directed together, also wrote, share the writer)
@@ -271,8 +270,6 @@ class RankedPath:
     returns: bool = False
     score: float = float("nan")
     solo: float = float("nan")  # the score without the words it leaves unnamed: how it may serve in a pair
-    before: np.ndarray | None = None  # the named nodes its last unit starts from (KIND_HOP)
-    last_fit: float | None = None  # its last unit's fit where every unit before it took a word, else None (KIND_HOP)
 
     @property
     def text(self) -> str:
@@ -324,10 +321,10 @@ def enumerate_paths(kg: KnowledgeGraph, start, max_hops: int = 3, max_frontier: 
     at_start = np.isin(np.arange(kg.num_entities), start)
     inside = np.zeros(kg.num_entities, bool)
     out: list[RankedPath] = []
-    level = [((), (), start, (start,))]
+    level = [((), (), start)]
     for _ in range(max_hops):
         nxt = []
-        for prefix, mediators, nodes, trail in level:
+        for prefix, mediators, nodes in level:
             _, edges = kg.incidences(nodes)
             inside[nodes] = True
             for inverse, (src, dst) in ((False, (kg.heads, kg.tails)), (True, (kg.tails, kg.heads))):
@@ -351,11 +348,9 @@ def enumerate_paths(kg: KnowledgeGraph, start, max_hops: int = 3, max_frontier: 
                         if CYCLES and not len(answers) and back.any() and len(hops if FACT_CYCLES else units) >= 2:
                             answers = named[back]  # a cycle (ended by a step back: only where a word asks, score_path)
                         if len(answers):
-                            before = trail[len(hops) - 1 - (units[-1][0] == "fact")]  # where its last unit starts
-                            out.append(RankedPath(tuple(start.tolist()), hops, units, answers, bool(back.any()),
-                                                  before=before[kg.named[before]]))
+                            out.append(RankedPath(tuple(start.tolist()), hops, units, answers, bool(back.any())))
                     if len(reached) <= max_frontier:
-                        nxt.append((hops, meds, reached, trail + (reached,)))
+                        nxt.append((hops, meds, reached))
                     if len(out) >= max_paths:
                         return out
             inside[nodes] = False
@@ -390,8 +385,6 @@ def score_path(words: Words, path: RankedPath, kinds: np.ndarray | None = None, 
     unit took a word written twice also answers the start."""
     total, word, fit = score_units(words, path.units)
     path.solo = float(np.sum(fit - TAU)) - HOP * (len(path.units) - 1)
-    path.last_fit = float(fit[-1]) if len(word) >= 2 and (word[:-1] >= 0).all() and path.units[-1][0] != "back" \
-        else None
     if words.position is not None:
         far = [float(words.position[w]) for w, f in zip(word, fit) if 0 <= w < len(words.words) and f > TAU]
         if len(far) >= 2:
@@ -404,28 +397,6 @@ def score_path(words: Words, path: RankedPath, kinds: np.ndarray | None = None, 
         if asked and path.start[0] not in path.reached:
             path.reached = np.append(path.reached, path.start[0])
     return total
-
-
-def kind_hops(paths: list[RankedPath], answer_fit: np.ndarray) -> None:
-    """KIND_HOP: the words asking for the answer's kind ("what country") name a path's last unit where its other units
-    took words, it does not come back to the start, and they fit it better than its own word does: by how far its
-    answers' mean cosine to them (``answer_fit`` ``(N,)``) lies above that of the nodes it starts from and of every
-    other unit from there (a margin, as a word's fit). The difference is added to the path's score, in place."""
-    siblings: dict[tuple, list[RankedPath]] = {}
-    for p in paths:
-        siblings.setdefault(p.hops[:len(p.hops) - 1 - (p.units[-1][0] == "fact")], []).append(p)
-    for group in siblings.values():
-        named = [i for i, p in enumerate(group) if p.last_fit is not None and np.isfinite(p.score) and not p.returns]
-        if not named:
-            continue
-        means = [float(np.mean(answer_fit[p.reached])) for p in group]
-        stay = float(np.mean(answer_fit[group[0].before])) if len(group[0].before) else -np.inf
-        for i in named:
-            p, m = group[i], means[i]
-            fit = m - max([stay] + [o for j, o in enumerate(means) if j != i and (o != m or len(group[j].reached)
-                                                                                  != len(p.reached))])
-            gain = max(fit - p.last_fit, 0.0)
-            p.score, p.solo = p.score + gain, p.solo + gain
 
 
 def kind_term(rows: np.ndarray, kinds: np.ndarray | None, asked: int | None, answer_fit: np.ndarray | None = None
@@ -481,8 +452,6 @@ def rank_paths(kg: KnowledgeGraph, groups: list[list[int]], words: Words, max_ho
             paths = enumerate_paths(kg, g, max_hops, unnamed=unnamed)
             for p in paths:
                 p.score = score_path(words, p, kinds, asked)
-            if KIND_HOP and words.answer_fit is not None:
-                kind_hops(paths, words.answer_fit)
             per.append(sorted((p for p in paths if np.isfinite(p.score)), key=lambda p: (-p.score, len(p.hops))))
         return per
 
