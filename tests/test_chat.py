@@ -6,8 +6,8 @@ import sys
 import numpy as np
 import pytest
 
-from gr_core.chat import (ChatConfig, ChatIndex, GraphChat, Turn, find_checkpoint, graph_from_triple_list,
-                          read_graph_csv, read_triples, turns_table)
+from gr_core.chat import (ChatConfig, ChatIndex, GraphChat, Turn, conversation, find_checkpoint,
+                          graph_from_triple_list, read_graph_csv, read_triples, turns_table)
 from gr_core.chat.index import name_key
 from gr_core.chat.link import find_names, link_question, masked, names_the_graph, partial_match
 from gr_core.data import GraphFormatError
@@ -220,6 +220,14 @@ def test_a_graph_without_nodes_is_refused():
 
 
 # ---------------------------------------------------------------------- the default: relation paths, no model
+def test_opening_a_chat_loads_its_encoder_so_that_no_turn_does(monkeypatch):
+    monkeypatch.setattr(conversation, "_ENCODERS", {})  # as in a new process
+    chat = GraphChat(MOVIES, model="zero_shot")
+    assert len(conversation._ENCODERS) == 1  # loaded while opening (2-3 s once a process: docs/chat.md)
+    loaded = dict(conversation._ENCODERS)
+    assert chat.ask("Who directed The Matrix?").answer == "Lana Wachowski" and conversation._ENCODERS == loaded
+
+
 def test_a_kg_is_answered_by_the_relation_paths_its_words_name_without_any_model(tiny_llm_dir):
     chat = GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir)
     assert chat.mode == "paths"

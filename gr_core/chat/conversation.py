@@ -76,6 +76,7 @@ class GraphChat:
         self.config = replace(config or ChatConfig(), **({"kind": kind} if kind else {}), **overrides)
         self.graph, self.encoder_name = graph, encoder
         self.index = ChatIndex.build(graph, encoder)
+        self.encoder  # every turn reads the question with it: loaded now (2-3 s once a process), not in the first turn
         self.model_spec, self.llm_model, self.device = model, llm_model, device
         self._llm, self.model_name = None, ""
         self.history: list[Turn] = []
