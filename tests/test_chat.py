@@ -83,6 +83,14 @@ def test_node_and_edge_csv_pair_and_its_errors(tmp_path):
 
 
 # ---------------------------------------------------------------------- index and linking
+def test_opening_a_chat_loads_its_encoder_so_that_no_turn_does(monkeypatch):
+    monkeypatch.setattr(conversation, "_ENCODERS", {})  # as in a new process
+    chat = GraphChat(MOVIES, model="zero_shot")
+    assert len(conversation._ENCODERS) == 1  # loaded while opening (2-3 s once a process: docs/chat.md)
+    loaded = dict(conversation._ENCODERS)
+    assert chat.ask("Who directed The Matrix?").answer == "Lana Wachowski" and conversation._ENCODERS == loaded
+
+
 @pytest.fixture(scope="module")
 def movie_index():
     return ChatIndex.build(graph_from_triple_list(MOVIES))
@@ -220,14 +228,6 @@ def test_a_graph_without_nodes_is_refused():
 
 
 # ---------------------------------------------------------------------- the default: relation paths, no model
-def test_opening_a_chat_loads_its_encoder_so_that_no_turn_does(monkeypatch):
-    monkeypatch.setattr(conversation, "_ENCODERS", {})  # as in a new process
-    chat = GraphChat(MOVIES, model="zero_shot")
-    assert len(conversation._ENCODERS) == 1  # loaded while opening (2-3 s once a process: docs/chat.md)
-    loaded = dict(conversation._ENCODERS)
-    assert chat.ask("Who directed The Matrix?").answer == "Lana Wachowski" and conversation._ENCODERS == loaded
-
-
 def test_a_kg_is_answered_by_the_relation_paths_its_words_name_without_any_model(tiny_llm_dir):
     chat = GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir)
     assert chat.mode == "paths"

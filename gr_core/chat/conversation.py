@@ -76,7 +76,6 @@ class GraphChat:
         self.config = replace(config or ChatConfig(), **({"kind": kind} if kind else {}), **overrides)
         self.graph, self.encoder_name = graph, encoder
         self.index = ChatIndex.build(graph, encoder)
-        self.encoder  # every turn reads the question with it: loaded now (2-3 s once a process), not in the first turn
         self.model_spec, self.llm_model, self.device = model, llm_model, device
         self._llm, self.model_name = None, ""
         self.history: list[Turn] = []
@@ -101,8 +100,9 @@ class GraphChat:
                              "train_reasoner=True")
         if self.trained_reasoner is not None and self.config.answer_mode == "auto":
             self.decision = self.decide()
+        _ = self.encoder  # every turn reads its question with it: loaded now (2-3 s once a process), not in a turn
 
-    # ------------------------------------------------------------------ the parts, loaded on first use
+    # ------------------------------------------------------------------ the parts (but the encoder) load on first use
     @property
     def mode(self) -> str:
         """The answer mode in effect: ``answer_mode``, else a given reasoner, or a trained one :meth:`decide` chose,
