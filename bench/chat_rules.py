@@ -31,7 +31,6 @@ RULES = {"as shipped": {}, "no cost for unnamed words": {"UNEXPLAINED": 0.0}, "n
          "a capital on the first word marks names": {"link.SENTENCE_CASE": False},
          "no joint fit of a mention's words": {"JOINT": False},
          "where names a relation": {"KIND_ONLY": frozenset()},
-         "relations sharing a word's stem are its rivals": {"STEM_MATES": False},
          "when and how read by the asked kind only too": {"KIND_ONLY": frozenset({"where", "when", "how"})},
          "no whole-question similarity": {"SEMANTIC": 0.0}, "whole-question similarity 0.2": {"SEMANTIC": 0.2},
          "whole-question similarity 1.0": {"SEMANTIC": 1.0}, "whole-question similarity 2.0": {"SEMANTIC": 2.0},

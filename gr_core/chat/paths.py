@@ -62,7 +62,6 @@ SEMANTIC = 0.6
 # KIND_ONLY: question words read by KIND only ("where" as a word fit 'location' and sent the path on from a birthplace
 # to its country; chosen on WebQSP's val mini-graphs and unions). Both in chat.md
 JOINT, KIND_ONLY = True, frozenset({"where"})
-STEM_MATES = True
 
 
 def rules() -> tuple:
@@ -70,7 +69,7 @@ def rules() -> tuple:
     them): what a cached decision of the chat is keyed by."""
     return (TAU, UNEXPLAINED, SAME_FIT, ORDER, HOP, KIND, LEXICAL, ENTITY, MENTIONS, CYCLES, TWIN_STEPS, TYPE,
             FACT_CYCLES, PAIR_TOP, IN_REACH, tuple(sorted(KIND_FRAMES)), SEMANTIC, JOINT,
-            tuple(sorted(KIND_ONLY)), STEM_MATES)
+            tuple(sorted(KIND_ONLY)))
 
 TOKEN = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?")
 # words that ask for "the same <relation>" (co-starred, directed together, also wrote, share the writer)
@@ -242,11 +241,6 @@ def read_words(vectors: WordVectors, masked: str, phrases: list[str], twins: dic
         mean = [sims[:, [at[i] for k in g for i in runs[k]]].mean(axis=1) for g in together]
         sims = np.concatenate([sims, np.stack(mean, axis=1)], axis=1)
     per_word = margins(sims, groups)  # (P, words + together)
-    if STEM_MATES and ranker:  # relations sharing a word's stem are not its rivals among each other ("married")
-        for j, w in enumerate(words):
-            mates = np.array([shares_stem(w, p) for p in phrases], bool)
-            if mates.sum() >= 2 and (~mates).any():
-                per_word[mates, j] = np.maximum(per_word[mates, j], sims[mates, j] - sims[~mates, j].max())
     cols = [[at[i] for i in run] + [len(words) + j for j, g in enumerate(together) if k in g]
             for k, run in enumerate(runs)]
     fit = np.reshape([per_word[:, c].max(axis=1) for c in cols], (len(runs), len(phrases))).T
