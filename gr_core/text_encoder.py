@@ -6,6 +6,7 @@ entities), so :class:`EmbeddingStore` encodes each distinct string once and keep
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import pickle
 from importlib import metadata
@@ -53,6 +54,13 @@ def load_text_encoder(cfg: TextEncoderConfig | None = None):
     if (attention := attention_implementation(dtype, device, backward=False)):
         kwargs["attn_implementation"] = attention
     return SentenceTransformer(path, device=device, model_kwargs=kwargs)
+
+
+@functools.cache
+def shared_text_encoder(cfg: TextEncoderConfig):
+    """:func:`load_text_encoder` once a process per configuration: every embedding store and chat of a process share
+    it (a chat opened on a graph not indexed yet loaded it twice)."""
+    return load_text_encoder(cfg)
 
 
 def encoder_identity(cfg: TextEncoderConfig) -> str:
@@ -123,7 +131,7 @@ class EmbeddingStore:
     @property
     def encoder(self):
         if self._encoder is None:
-            self._encoder = load_text_encoder(self.cfg)
+            self._encoder = shared_text_encoder(self.cfg)
         return self._encoder
 
     def encode(self, texts: Sequence[str], desc: str = "encode") -> tuple[np.ndarray, int]:

@@ -6,12 +6,14 @@ import sys
 import numpy as np
 import pytest
 
-from gr_core.chat import (ChatConfig, ChatIndex, GraphChat, Turn, conversation, find_checkpoint,
-                          graph_from_triple_list, read_graph_csv, read_triples, turns_table)
+from gr_core.chat import (ChatConfig, ChatIndex, GraphChat, Turn, find_checkpoint, graph_from_triple_list,
+                          read_graph_csv, read_triples, turns_table)
 from gr_core.chat.index import name_key
 from gr_core.chat.link import find_names, link_question, masked, names_the_graph, partial_match
+from gr_core.config import TextEncoderConfig
 from gr_core.data import GraphFormatError
 from gr_core.kg import NeighbourhoodConfig
+from gr_core.text_encoder import EmbeddingStore, shared_text_encoder
 
 MOVIES = [("The Matrix", "directed_by", "Lana Wachowski"), ("The Matrix", "starred_actors", "Keanu Reeves"),
           ("The Matrix", "release_year", "1999"), ("The Matrix", "has_genre", "Action"),
@@ -83,12 +85,14 @@ def test_node_and_edge_csv_pair_and_its_errors(tmp_path):
 
 
 # ---------------------------------------------------------------------- index and linking
-def test_opening_a_chat_loads_its_encoder_so_that_no_turn_does(monkeypatch):
-    monkeypatch.setattr(conversation, "_ENCODERS", {})  # as in a new process
+def test_opening_a_chat_loads_its_encoder_so_that_no_turn_does():
+    shared_text_encoder.cache_clear()  # as in a new process
     chat = GraphChat(MOVIES, model="zero_shot")
-    assert len(conversation._ENCODERS) == 1  # loaded while opening (2-3 s once a process: docs/chat.md)
-    loaded = dict(conversation._ENCODERS)
-    assert chat.ask("Who directed The Matrix?").answer == "Lana Wachowski" and conversation._ENCODERS == loaded
+    assert shared_text_encoder.cache_info().currsize == 1  # loaded while opening (2-3 s once a process: docs/chat.md)
+    loaded = shared_text_encoder.cache_info().misses
+    assert chat.ask("Who directed The Matrix?").answer == "Lana Wachowski"
+    assert shared_text_encoder.cache_info().misses == loaded  # the turn loaded none
+    assert EmbeddingStore(TextEncoderConfig()).encoder is chat.encoder  # indexing a new graph loads no second copy
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from ..llm import count_tokens
 from ..prompts import cite_question, question_for
 from ..runs import config_hash, read_json, write_json
 from ..stats import mcnemar_exact
-from ..text_encoder import load_text_encoder
+from ..text_encoder import shared_text_encoder
 from .answer import Candidate, candidate_names, choose, rank_candidates, relation_fit, score_names
 from .check import check_turn
 from .config import KIND_ANSWER_MODE, KIND_RELATION_THRESHOLD, KIND_TEMPLATE, ChatConfig
@@ -40,7 +40,6 @@ from .scope import search_scope
 from .turns import Turn
 
 DECISION_ALPHA = 0.05  # a trained reasoner is served when it beats the path ranker on its held-out questions at this p
-_ENCODERS: dict = {}  # sentence encoders loaded in this process, by name
 
 
 class GraphChat:
@@ -120,10 +119,7 @@ class GraphChat:
     @property
     def encoder(self):
         """The sentence encoder, loaded once per process and encoder (every chat of a process shares it)."""
-        name = self.encoder_name or EMBEDDED_TEXT_ENCODER
-        if name not in _ENCODERS:
-            _ENCODERS[name] = load_text_encoder(TextEncoderConfig(model=name))
-        return _ENCODERS[name]
+        return shared_text_encoder(TextEncoderConfig(model=self.encoder_name or EMBEDDED_TEXT_ENCODER))
 
     def embed(self, texts) -> np.ndarray:
         """Sentence vectors ``(len(texts), dim)`` (one text: ``(dim,)``), L2-normalized."""
