@@ -6,7 +6,7 @@ from torch_geometric.data import Data
 
 from gr_core.data import TextualGraph
 from gr_core.gnn_rag import (SWITCH_NAMES, ReaRev, ReasonerConfig, ReasonerTrainConfig, evaluate_reasoner,
-                             node_probabilities, reasoning_paths, select_candidates, train_reasoner)
+                             node_probabilities, reasoning_paths, score_questions, select_candidates, train_reasoner)
 
 
 def _graph(edges, names=None, q_entities=("jamaica",)):
@@ -85,6 +85,14 @@ def test_rearev_learns_a_two_hop_answer_on_toy_graphs():
                                     ReasonerTrainConfig(lr=1e-2, num_epochs=15))
     scores = evaluate_reasoner(model, data[24:])
     assert scores["h1"] == 100.0 and history[0]["train_loss"] > history[-1]["train_loss"]
+    # F1's recall counts every gold answer, as GNN-RAG's evaluator: a second one the graph lacks halves it
+    rows = score_questions(model, data[24:])
+    for d in data[24:]:
+        d.num_answers = 2
+    for old, new in zip(rows, score_questions(model, data[24:])):
+        precision = 1 / old["candidates"]  # the one gold node among the candidates
+        assert old["f1"] == pytest.approx(2 * precision / (precision + 1))
+        assert new["f1"] == pytest.approx(2 * precision * 0.5 / (precision + 0.5)) and new["h1"] == old["h1"]
 
 
 SWITCHES = list(SWITCH_NAMES)

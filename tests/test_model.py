@@ -33,6 +33,20 @@ def test_graph_encoder_pools_one_vector_per_graph(kind):
     assert out.shape == (2, 16)
 
 
+def test_a_training_batch_of_one_node_is_normalized_with_running_statistics():
+    """A batch whose graphs hold one node in all has no BatchNorm statistics: it trains as evaluation normalizes it."""
+    torch.manual_seed(0)
+    enc = GraphEncoder(8, GNNConfig(hidden=16, num_layers=3, heads=2))
+    x, no_edges = torch.randn(1, 8), torch.zeros(2, 0, dtype=torch.long)
+    args = (x, no_edges, torch.zeros(0, 8), torch.zeros(1, dtype=torch.long), 1)
+    stats = [n.running_mean.clone() for n in enc.norms]
+    out = enc.train()(*args)
+    out.sum().backward()
+    assert all(p.grad is not None for p in enc.norms[0].parameters())
+    assert all(torch.equal(n.running_mean, s) for n, s in zip(enc.norms, stats))
+    assert torch.allclose(out, enc.eval()(*args))
+
+
 def test_gt_encoder_uses_edge_features_and_gat_does_not():
     from torch_geometric.data import Batch
 

@@ -96,7 +96,12 @@ class GraphEncoder(nn.Module):
             x = conv(x, edge_index, edge_attr=edge_attr) if self.cfg.kind == "gt" else conv(x, edge_index)
             if i < len(self.convs) - 1:
                 norm = self.norms[i]
-                x = norm(x, batch) if hasattr(norm, "mode") else norm(x)
+                if self.training and x.size(0) == 1 and isinstance(norm, nn.BatchNorm1d):
+                    # one node has no batch statistics: normalize it as in evaluation (PyG's allow_single_element)
+                    x = nn.functional.batch_norm(x, norm.running_mean, norm.running_var, norm.weight, norm.bias,
+                                                 False, 0.0, norm.eps)
+                else:
+                    x = norm(x, batch) if hasattr(norm, "mode") else norm(x)
                 x = nn.functional.dropout(torch.relu(x), self.cfg.dropout, self.training)
         return x
 

@@ -280,7 +280,8 @@ class GraphLLM(nn.Module):
             if cfg.graph_token_norm == "batch":
                 self.token_bn = nn.BatchNorm1d(self.d_llm, affine=False)
         if cfg.num_soft_tokens:
-            ids = tokenizer(soft_prompt_init, add_special_tokens=False)["input_ids"] or [self.template.pad_id]
+            # special tokens included, as the GR code tokenizes it (Llama-2: <s> first; SmolLM2 adds none)
+            ids = tokenizer(soft_prompt_init)["input_ids"] or [self.template.pad_id]
             ids = (ids * (cfg.num_soft_tokens // len(ids) + 1))[:cfg.num_soft_tokens]
             with torch.no_grad():
                 init = embedding.weight[torch.tensor(ids, device=embedding.weight.device)].float().clone()

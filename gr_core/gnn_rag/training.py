@@ -105,7 +105,8 @@ def question_data(ds, i: int, graph=None):
     Fields: ``edge_index (2, E)`` over node positions, ``rel_table (R, dim)`` the graph's distinct relation texts and
     ``rel_id (E,)`` each fact's row of it, ``seed (N,)`` and ``answer (N,)`` bool masks, ``q_emb (1, dim)`` the
     question as asked and ``q_masked (1, dim)`` with its topic entities masked (:func:`topic_masked`; absent where
-    :func:`masked_question_emb` gives None); ``missing_seed`` counts question entities absent from the graph.
+    :func:`masked_question_emb` gives None); ``missing_seed`` counts question entities absent from the graph;
+    ``num_answers`` the gold answers, in the graph or not (F1's recall denominator, :func:`score_questions`).
     """
     g = graph if graph is not None else ds.graph(i)
     edge_attr = ds.edge_embeddings(i, g)
@@ -123,7 +124,8 @@ def question_data(ds, i: int, graph=None):
                          rel_table=torch.from_numpy(np.ascontiguousarray(edge_attr[first])),
                          rel_id=torch.from_numpy(rel_id.astype(np.int64).reshape(-1)), seed=torch.from_numpy(seed),
                          answer=torch.from_numpy(answer), q_emb=torch.from_numpy(ds.question_emb[i]).view(1, -1),
-                         num_nodes=len(ids), missing_seed=missing_entities(g, ds.records[i].q_entities), **masked)
+                         num_nodes=len(ids), missing_seed=missing_entities(g, ds.records[i].q_entities),
+                         num_answers=len(ds.records[i].answers), **masked)
 
 
 @dataclass(frozen=True)
@@ -200,7 +202,12 @@ def node_probabilities(model: ReaRev, data_list: list, batch_size: int = 32) -> 
 
 def score_questions(model: ReaRev, data_list: list, eps: float = 0.95) -> list[dict]:
     """Per question: ``h1`` (the most probable non-seed node is a gold answer), ``f1`` of the ``eps`` candidate set,
-    ``hit`` (a candidate is gold), ``candidates`` (its size), ``gold`` (gold answers in the graph)."""
+    ``hit`` (a candidate is gold), ``candidates`` (its size), ``gold`` (gold answers in the graph).
+
+    F1's recall divides by every gold answer of the question (``num_answers``, in the graph or not), as GNN-RAG's
+    evaluator and :func:`gr_core.evaluate.kgqa_scores` for the LLM's replies do; a graph without ``num_answers`` (the
+    chat's generated questions) counts those in the graph. Node names are distinct in these graphs, so gold nodes
+    among the candidates are gold answers found."""
     rows = []
     for p, d in zip(node_probabilities(model, data_list), data_list):
         seeds = set(np.flatnonzero(d.seed.numpy()).tolist())
@@ -208,8 +215,8 @@ def score_questions(model: ReaRev, data_list: list, eps: float = 0.95) -> list[d
         masked = p.copy()
         masked[list(seeds)] = -1
         cands = {c for c, _ in select_candidates(p, seeds, eps)}
-        tp = len(cands & gold)
-        prec, rec = (tp / len(cands) if cands else 0.0), (tp / len(gold) if gold else 0.0)
+        tp, answers = len(cands & gold), int(getattr(d, "num_answers", len(gold)))
+        prec, rec = (tp / len(cands) if cands else 0.0), (min(tp, answers) / answers if answers else 0.0)
         rows.append({"h1": float(bool(gold) and int(np.argmax(masked)) in gold),
                      "f1": 2 * prec * rec / (prec + rec) if prec + rec else 0.0, "hit": float(tp > 0),
                      "candidates": len(cands), "gold": len(gold)})
@@ -220,8 +227,7 @@ def evaluate_reasoner(model: ReaRev, data_list: list, eps: float = 0.95) -> dict
     """GNN-only scores as GNN-RAG reports them: H@1 (argmax over non-seed nodes is an answer) and F1 of the
     ``eps`` candidate set, in percent, plus candidate-set hit, size and the count of questions without a gold
     answer in their graph (misses, as in GNN-RAG's evaluator, which counts a hit only for a question whose answer
-    list is empty). F1's recall counts the gold answers in the graph (GNN-RAG's: every gold answer, so ours reads higher
-    where answers are missing from the graph)."""
+    list is empty). F1's recall counts every gold answer, in the graph or not, as GNN-RAG's."""
     return summarize_scores(score_questions(model, data_list, eps))
 
 
