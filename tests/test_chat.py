@@ -42,6 +42,35 @@ def test_triples_files_in_tab_pipe_and_csv_form_with_header_and_comments(tmp_pat
     assert read_triples(comma) == [("Crouching Tiger, Hidden Dragon", "directed_by", "Ang Lee")]
 
 
+def test_triples_as_spreadsheets_and_users_write_them(tmp_path):
+    quoted = _write(tmp_path / "q.tsv", 'subject\tverb\tobject\n"Charles Babbage"\t"designed"\t"Analytical Engine"\t\n'
+                                       'Ada\twrote about\tThe "Engine"\n')
+    assert read_triples(quoted) == [("Charles Babbage", "designed", "Analytical Engine"),  # a header, quotes, a tab
+                                    ("Ada", "wrote about", 'The "Engine"')]
+    mixed = _write(tmp_path / "m.csv", 'AC|DC,genre,Hard rock\nBjörk, genre, "pop, art"\r\n')
+    assert read_triples(mixed) == [("AC|DC", "genre", "Hard rock"), ("Björk", "genre", "pop, art")]
+    odd = _write(tmp_path / "o.tsv", "Form\x0cfeed\tis\tkept\n")
+    assert read_triples(odd) == [("Form\x0cfeed", "is", "kept")]  # a line ends at \n only
+    tagged = _write(tmp_path / "t.tsv", "# head\trelation\ttail\n#MeToo\tstarted_by\tTarana Burke\n"
+                                       '"#MeToo"\tnamed\tmovement\n')
+    with pytest.warns(UserWarning, match="1 line.* starting with '#' hold three fields .* line 2"):
+        assert read_triples(tagged) == [("#MeToo", "named", "movement")]
+
+
+def test_triple_lists_and_table_pairs_refuse_empty_or_malformed_fields(tmp_path):
+    assert graph_from_triple_list([("Up", "release_year", 2009)]).triples() == [("Up", "release_year", "2009")]
+    for triples, message in (([("a", "b")], "triple 0: expected"), ([("a", "b", "c"), ("d", " ", "f")],
+                             "triple 1: field 'relation' is empty"), ([("a", None, "c")], "field 'relation' must be")):
+        with pytest.raises(GraphFormatError, match=message):
+            graph_from_triple_list(triples)
+    nodes = _write(tmp_path / "nodes.csv", "node_id,node_attr\n0,cube\n1,\n")
+    edges = _write(tmp_path / "edges.csv", "src,edge_attr,dst\n0,left of,1\n")
+    with pytest.raises(GraphFormatError, match="nodes.csv:3: field 'node_attr' is empty"):
+        read_graph_csv(nodes, edges)
+    with pytest.raises(GraphFormatError, match=r"my,kg.tsv: no such file \(nor the table pair"):
+        GraphChat(str(tmp_path / "my,kg.tsv"))
+
+
 @pytest.mark.parametrize("text, message", [
     ("a\tb\tc\nd\te\n", "kg.tsv:2: expected 3 fields"),
     ("a\tb\tc\nd\t\tf\n", "kg.tsv:2: field 'relation' is empty"),
@@ -92,6 +121,8 @@ def test_opening_a_chat_loads_its_encoder_so_that_no_turn_does():
     loaded = shared_text_encoder.cache_info().misses
     assert chat.ask("Who directed The Matrix?").answer == "Lana Wachowski"
     assert shared_text_encoder.cache_info().misses == loaded  # the turn loaded none
+    typo = chat.ask("Who directed [The Matrx]?")  # a bracketed name that names no node: said, then read as words
+    assert typo.note.startswith("no node is named [The Matrx], so it was read as plain words")
     assert EmbeddingStore(TextEncoderConfig()).encoder is chat.encoder  # indexing a new graph loads no second copy
 
 

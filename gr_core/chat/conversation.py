@@ -32,7 +32,7 @@ from .graph_reasoner import (GraphReasonerConfig, TooFewQuestions, read_for, rea
                              train_graph_reasoner)
 from .graphs import graph_from_triple_list, load_graph
 from .index import KIND_PROTOTYPES, ChatIndex, WordVectors, answer_kinds
-from .link import Link, about, asked_phrase, link_question, most_similar
+from .link import Link, about, asked_phrase, link_question, most_similar, unknown_brackets
 from .link import rules as link_rules
 from .models import load_answerer
 from . import paths as path_ranker
@@ -203,6 +203,11 @@ class GraphChat:
             if not turn.answer_nodes and turn.status == "answered" and not turn.note:
                 turn.note = "the answer names no node of the graph (it may not be grounded in it)"
             self.history.append(turn)
+        unknown = unknown_brackets(index, question)
+        if unknown:  # a bracketed name forces an entity: say so when it names none
+            named = ", ".join(f"[{span}]" for span in unknown)
+            turn.note = f"no node is named {named}, so it was read as plain words" + (f"; {turn.note}" if turn.note
+                                                                                       else "")
         turn.timings["total"] = time.perf_counter() - t0
         turn.timings = {k: round(v, 4) for k, v in turn.timings.items()}
         return turn

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -35,16 +36,45 @@ def _open_text(path: Path) -> str:
         raise GraphFormatError(f"{path}:{line}: not UTF-8 text (byte {err.start}); save the file as UTF-8") from None
 
 
-_TRIPLE_HEADERS = {("head", "relation", "tail"), ("subject", "predicate", "object"), ("src", "edge_attr", "dst"),
-                   ("source", "relation", "target"), ("h", "r", "t"), ("subject", "relation", "object")}
+# a first line of one word from each set is a header ("head, relation, tail", "subject, predicate, object", ...)
+_HEADER_WORDS = ({"head", "subject", "src", "source", "h", "s"},
+                 {"relation", "predicate", "rel", "edge_attr", "property", "verb", "r", "p"},
+                 {"tail", "object", "dst", "target", "t", "o"})
+
+
+def _is_header(fields: list[str]) -> bool:
+    return len(fields) == 3 and all(f.lower() in words for f, words in zip(fields, _HEADER_WORDS))
+
+
+def _fields(raw: str, delimiter: str) -> list[str]:
+    """A line's stripped fields: CSV quoting with commas; with tabs or ``|`` a field written whole in double quotes
+    (a spreadsheet's TSV export) loses them; empty fields after the third (a trailing tab) are dropped."""
+    if delimiter == ",":
+        fields = next(csv.reader([raw], delimiter=",", skipinitialspace=True), [])
+    else:
+        fields = raw.split(delimiter)
+    fields = [f.strip() for f in fields]
+    if delimiter != ",":
+        fields = [f[1:-1].replace('""', '"') if len(f) > 1 and f[0] == f[-1] == '"' else f for f in fields]
+    while len(fields) > 3 and not fields[-1]:
+        fields.pop()
+    return fields
+
+
+def _delimiter(raw: str) -> str | None:
+    """The first of tab, ``|``, ``,`` that splits ``raw`` into three fields, else the first present."""
+    present = [d for d in ("\t", "|", ",") if d in raw]
+    return next((d for d in present if len(_fields(raw, d)) == 3), present[0] if present else None)
 
 
 def read_triples(path: str | Path, delimiter: str | None = None) -> list[tuple[str, str, str]]:
     """``head, relation, tail`` per line from a text file.
 
-    The delimiter is a tab, ``|`` (MetaQA's ``kb.txt``) or ``,`` (CSV quoting allowed), detected from the first data
-    line unless given. Blank lines and lines starting with ``#`` are skipped; a header line naming the three columns
-    (``head,relation,tail``, ``subject,predicate,object``, ``src,edge_attr,dst`` ...) is skipped.
+    The delimiter is a tab, ``|`` (MetaQA's ``kb.txt``) or ``,`` (CSV quoting allowed), the first of them that splits
+    the first data line into three fields unless given. Blank lines and lines starting with ``#`` are skipped (a
+    warning counts those that hold three fields: a head starting with ``#`` is written in double quotes); a first line
+    naming the three columns (``head,relation,tail``, ``subject,predicate,object``, ``src,edge_attr,dst`` and the
+    like: :data:`_HEADER_WORDS`) is skipped. Lines end at ``\n`` only (a form feed or U+0085 inside a name stays in it).
 
     Raises:
         GraphFormatError: naming the file and line of an unreadable file, a line without exactly three fields, an
@@ -53,20 +83,26 @@ def read_triples(path: str | Path, delimiter: str | None = None) -> list[tuple[s
     path = Path(path)
     triples: list[tuple[str, str, str]] = []
     names = {"\t": "tabs", "|": "'|'", ",": "commas"}
-    for lineno, raw in enumerate(_open_text(path).splitlines(), 1):
-        if not raw.strip() or raw.lstrip().startswith("#"):
+    commented: list[int] = []
+    for lineno, raw in enumerate(_open_text(path).split("\n"), 1):
+        raw = raw.rstrip("\r")
+        if not raw.strip():
+            continue
+        if raw.lstrip().startswith("#"):
+            fields = _fields(raw.lstrip()[1:], delimiter or _delimiter(raw) or "\t")
+            if len(fields) == 3 and not _is_header(fields):
+                commented.append(lineno)
             continue
         if delimiter is None:
-            delimiter = "\t" if "\t" in raw else "|" if "|" in raw else "," if "," in raw else None
+            delimiter = _delimiter(raw)
             if delimiter is None:
                 raise GraphFormatError(f"{path}:{lineno}: cannot tell the delimiter: expected 'head<TAB>relation<TAB>"
                                        f"tail' (or separated by '|' or ','), got {raw[:80]!r}")
-        fields = next(csv.reader([raw], delimiter=",")) if delimiter == "," else raw.split(delimiter)
-        fields = [f.strip() for f in fields]
+        fields = _fields(raw, delimiter)
         if len(fields) != 3:
             raise GraphFormatError(f"{path}:{lineno}: expected 3 fields (head, relation, tail) separated by "
                                    f"{names.get(delimiter, repr(delimiter))}, found {len(fields)}: {raw[:80]!r}")
-        if not triples and tuple(f.lower() for f in fields) in _TRIPLE_HEADERS:
+        if not triples and _is_header(fields):
             continue
         for name, value in zip(("head", "relation", "tail"), fields):
             if not value:
@@ -74,12 +110,31 @@ def read_triples(path: str | Path, delimiter: str | None = None) -> list[tuple[s
         triples.append((fields[0], fields[1], fields[2]))
     if not triples:
         raise GraphFormatError(f"{path}: no triple found (expected lines 'head<TAB>relation<TAB>tail')")
+    if commented:
+        warnings.warn(f"{path}: {len(commented)} line(s) starting with '#' hold three fields and were skipped as "
+                      f"comments (first: line {commented[0]})", stacklevel=2)
     return triples
 
 
-def graph_from_triple_list(triples: list[tuple[str, str, str]]) -> TextualGraph:
-    """A textual graph with one node per distinct entity string (case kept: the KB's own names, as MetaQA's)."""
-    return graph_from_triples(triples, lowercase=False)
+def graph_from_triple_list(triples) -> TextualGraph:
+    """A textual graph with one node per distinct entity string (case kept: the KB's own names, as MetaQA's).
+
+    Raises:
+        GraphFormatError: naming the triple (by position) that is not three texts or numbers, or has an empty one.
+    """
+    checked = []
+    for k, triple in enumerate(triples):
+        if isinstance(triple, (str, bytes)) or not hasattr(triple, "__len__") or len(triple) != 3:
+            raise GraphFormatError(f"triple {k}: expected (head, relation, tail), got {triple!r:.80}")
+        fields = []
+        for name, value in zip(("head", "relation", "tail"), triple):
+            if isinstance(value, bool) or not isinstance(value, (str, int, float, np.integer, np.floating)):
+                raise GraphFormatError(f"triple {k}: field '{name}' must be text, got {type(value).__name__}")
+            if not str(value).strip():
+                raise GraphFormatError(f"triple {k}: field '{name}' is empty: {triple!r:.80}")
+            fields.append(str(value))
+        checked.append(tuple(fields))
+    return graph_from_triples(checked, lowercase=False)
 
 
 def read_graph_csv(nodes_path: str | Path, edges_path: str | Path) -> TextualGraph:
@@ -103,6 +158,8 @@ def read_graph_csv(nodes_path: str | Path, edges_path: str | Path) -> TextualGra
                 v = row.get(c)
                 if v is None:
                     raise GraphFormatError(f"{path}:{line}: field '{c}' is missing")
+                if c in ("node_attr", "edge_attr") and not v.strip():
+                    raise GraphFormatError(f"{path}:{line}: field '{c}' is empty")
                 if c in ("node_id", "src", "dst"):
                     try:
                         v = int(v)
@@ -160,6 +217,8 @@ def load_graph(spec: str) -> tuple[TextualGraph, str]:
         return TextualGraph(g.nodes[NODE_COLUMNS], g.edges[EDGE_COLUMNS], graph_id=f"{name}:{i}"), kind
     if "," in spec and not Path(spec).exists():
         nodes, edges = spec.split(",", 1)
+        if not (Path(nodes).exists() or Path(edges).exists()):
+            raise GraphFormatError(f"{spec}: no such file (nor the table pair {nodes!r}, {edges!r})")
         return read_graph_csv(nodes, edges), "kg"
     return graph_from_triple_list(read_triples(spec)), "kg"
 

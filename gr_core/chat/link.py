@@ -127,6 +127,16 @@ def asked_phrase(question: str) -> str:
     return " ".join(words[i] for i in sorted(asked_type(words)) if word_key(words[i]) != "of")
 
 
+def unknown_brackets(index: ChatIndex, question: str) -> list[str]:
+    """The ``[Name]`` spans of ``question`` that name no node (a typo: the turn then links as if unbracketed)."""
+    return [span for span in BRACKET.findall(question) if not _bracketed(index, span)]
+
+
+def _bracketed(index: ChatIndex, span: str) -> list[int]:
+    """Node rows named by a ``[span]`` (the name table's key: case, accents and punctuation aside)."""
+    return index.names.get(" ".join(map(word_key, WORD.findall(span))), [])
+
+
 def find_names(index: ChatIndex, question: str, uncased: bool = True) -> list[int]:
     """Node rows whose name the question writes: ``[Name]`` spans, else the longest word n-grams equal to a node name
     (:func:`~gr_core.chat.index.name_key`; not overlapping; a one-word name only when it is not a stop word and is
@@ -143,7 +153,7 @@ def written_names(index: ChatIndex, question: str, uncased: bool = True) -> tupl
     or a word that is also some node's name ("who plays in fc barcelona as a forward")."""
     found: list[int] = []
     for span in BRACKET.findall(question):
-        found += index.names.get(" ".join(map(word_key, WORD.findall(span))), [])
+        found += _bracketed(index, span)
     if found:
         return list(dict.fromkeys(found)), []
     words = WORD.findall(BRACKET.sub(r"\1", question))
