@@ -49,6 +49,8 @@ def test_triples_as_spreadsheets_and_users_write_them(tmp_path):
                                     ("Ada", "wrote about", 'The "Engine"')]
     mixed = _write(tmp_path / "m.csv", 'AC|DC,genre,Hard rock\nBjörk, genre, "pop, art"\r\n')
     assert read_triples(mixed) == [("AC|DC", "genre", "Hard rock"), ("Björk", "genre", "pop, art")]
+    joined = _write(tmp_path / "j.tsv", "a\tr\tb\nhead\trelation\ttail\nc\tr\td\n")  # two files concatenated
+    assert read_triples(joined) == [("a", "r", "b"), ("c", "r", "d")]
     odd = _write(tmp_path / "o.tsv", "Form\x0cfeed\tis\tkept\n")
     assert read_triples(odd) == [("Form\x0cfeed", "is", "kept")]  # a line ends at \n only
     tagged = _write(tmp_path / "t.tsv", "# head\trelation\ttail\n#MeToo\tstarted_by\tTarana Burke\n"
@@ -59,6 +61,8 @@ def test_triples_as_spreadsheets_and_users_write_them(tmp_path):
 
 def test_triple_lists_and_table_pairs_refuse_empty_or_malformed_fields(tmp_path):
     assert graph_from_triple_list([("Up", "release_year", 2009)]).triples() == [("Up", "release_year", "2009")]
+    with pytest.warns(UserWarning, match="1 repeated triple"):
+        assert len(graph_from_triple_list([("a", "r", "b"), ("c", "r", "b"), ("a", "r", "b")]).edges) == 2
     for triples, message in (([("a", "b")], "triple 0: expected"), ([("a", "b", "c"), ("d", " ", "f")],
                              "triple 1: field 'relation' is empty"), ([("a", None, "c")], "field 'relation' must be")):
         with pytest.raises(GraphFormatError, match=message):

@@ -72,7 +72,7 @@ def read_triples(path: str | Path, delimiter: str | None = None) -> list[tuple[s
 
     The delimiter is a tab, ``|`` (MetaQA's ``kb.txt``) or ``,`` (CSV quoting allowed), the first of them that splits
     the first data line into three fields unless given. Blank lines and lines starting with ``#`` are skipped (a
-    warning counts those that hold three fields: a head starting with ``#`` is written in double quotes); a first line
+    warning counts those that hold three fields: a head starting with ``#`` is written in double quotes); a line
     naming the three columns (``head,relation,tail``, ``subject,predicate,object``, ``src,edge_attr,dst`` and the
     like: :data:`_HEADER_WORDS`) is skipped. Lines end at ``\n`` only (a form feed or U+0085 inside a name stays in it).
 
@@ -102,7 +102,7 @@ def read_triples(path: str | Path, delimiter: str | None = None) -> list[tuple[s
         if len(fields) != 3:
             raise GraphFormatError(f"{path}:{lineno}: expected 3 fields (head, relation, tail) separated by "
                                    f"{names.get(delimiter, repr(delimiter))}, found {len(fields)}: {raw[:80]!r}")
-        if not triples and _is_header(fields):
+        if _is_header(fields):  # also a header repeated inside concatenated files
             continue
         for name, value in zip(("head", "relation", "tail"), fields):
             if not value:
@@ -117,12 +117,14 @@ def read_triples(path: str | Path, delimiter: str | None = None) -> list[tuple[s
 
 
 def graph_from_triple_list(triples) -> TextualGraph:
-    """A textual graph with one node per distinct entity string (case kept: the KB's own names, as MetaQA's).
+    """A textual graph with one node per distinct entity string (case kept: the KB's own names, as MetaQA's); a
+    triple given twice is one fact (a warning counts them).
 
     Raises:
         GraphFormatError: naming the triple (by position) that is not three texts or numbers, or has an empty one.
     """
-    checked = []
+    checked: dict[tuple, None] = {}  # in order, each triple once
+    total = 0
     for k, triple in enumerate(triples):
         if isinstance(triple, (str, bytes)) or not hasattr(triple, "__len__") or len(triple) != 3:
             raise GraphFormatError(f"triple {k}: expected (head, relation, tail), got {triple!r:.80}")
@@ -133,8 +135,11 @@ def graph_from_triple_list(triples) -> TextualGraph:
             if not str(value).strip():
                 raise GraphFormatError(f"triple {k}: field '{name}' is empty: {triple!r:.80}")
             fields.append(str(value))
-        checked.append(tuple(fields))
-    return graph_from_triples(checked, lowercase=False)
+        checked.setdefault(tuple(fields))
+        total = k + 1
+    if total > len(checked):
+        warnings.warn(f"{total - len(checked)} repeated triple(s) kept once", stacklevel=2)
+    return graph_from_triples(list(checked), lowercase=False)
 
 
 def read_graph_csv(nodes_path: str | Path, edges_path: str | Path) -> TextualGraph:
