@@ -54,7 +54,7 @@ def test_triples_as_spreadsheets_and_users_write_them(tmp_path):
     odd = _write(tmp_path / "o.tsv", "Form\x0cfeed\tis\tkept\n")
     assert read_triples(odd) == [("Form\x0cfeed", "is", "kept")]  # a line ends at \n only
     tagged = _write(tmp_path / "t.tsv", "# head\trelation\ttail\n#MeToo\tstarted_by\tTarana Burke\n"
-                                       '"#MeToo"\tnamed\tmovement\n')
+                                       '"#MeToo"\tnamed\tmovement\n# a note\tin\tprose\n')
     with pytest.warns(UserWarning, match="1 line.* starting with '#' hold three fields .* line 2"):
         assert read_triples(tagged) == [("#MeToo", "named", "movement")]
 

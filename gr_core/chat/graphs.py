@@ -71,10 +71,10 @@ def read_triples(path: str | Path, delimiter: str | None = None) -> list[tuple[s
     """``head, relation, tail`` per line from a text file.
 
     The delimiter is a tab, ``|`` (MetaQA's ``kb.txt``) or ``,`` (CSV quoting allowed), the first of them that splits
-    the first data line into three fields unless given. Blank lines and lines starting with ``#`` are skipped (a
-    warning counts those that hold three fields: a head starting with ``#`` is written in double quotes); a line
-    naming the three columns (``head,relation,tail``, ``subject,predicate,object``, ``src,edge_attr,dst`` and the
-    like: :data:`_HEADER_WORDS`) is skipped. Lines end at ``\n`` only (a form feed or U+0085 inside a name stays in it).
+    the first data line into three fields unless given. Blank lines and lines starting with ``#`` are skipped (a warning
+    counts those that hold three fields with no space after the ``#``: such a head is written in double quotes); a line
+    naming the three columns (``head,relation,tail``, ``subject,predicate,object``, ``src,edge_attr,dst`` and the like:
+    :data:`_HEADER_WORDS`) is skipped. Lines end at ``\n`` only (a form feed or U+0085 inside a name stays in it).
 
     Raises:
         GraphFormatError: naming the file and line of an unreadable file, a line without exactly three fields, an
@@ -89,8 +89,8 @@ def read_triples(path: str | Path, delimiter: str | None = None) -> list[tuple[s
         if not raw.strip():
             continue
         if raw.lstrip().startswith("#"):
-            fields = _fields(raw.lstrip()[1:], delimiter or _delimiter(raw) or "\t")
-            if len(fields) == 3 and not _is_header(fields):
+            text = raw.lstrip()[1:]  # "#MeToo<TAB>...": a name, perhaps; "# a note, or two, here" is prose
+            if text[:1].strip() and len(_fields(text, delimiter or _delimiter(raw) or "\t")) == 3:
                 commented.append(lineno)
             continue
         if delimiter is None:
@@ -134,7 +134,7 @@ def graph_from_triple_list(triples) -> TextualGraph:
                 raise GraphFormatError(f"triple {k}: field '{name}' must be text, got {type(value).__name__}")
             if not str(value).strip():
                 raise GraphFormatError(f"triple {k}: field '{name}' is empty: {triple!r:.80}")
-            fields.append(str(value))
+            fields.append(str(value).strip())
         checked.setdefault(tuple(fields))
         total = k + 1
     if total > len(checked):
