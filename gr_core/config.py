@@ -7,8 +7,13 @@ from __future__ import annotations
 
 import ast
 import copy
+import dataclasses
 import functools
 import json
+import numbers
+import re
+import types
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -33,6 +38,32 @@ def check_choice(cls: str, name: str, value: Any, choices: tuple) -> None:
     """The configs' check of an option with fixed choices: ``ValueError("<cls>.<name>=<value> is not one of ...")``."""
     if value not in choices:
         raise ValueError(f"{cls}.{name}={value!r} is not one of {choices}")
+
+
+# numbers.Integral and Real take numpy's scalars too
+_SIMPLE = {int: (numbers.Integral,), float: (numbers.Real,), str: (str,), bool: (bool,), type(None): (type(None),)}
+
+
+def check_types(config: Any) -> None:
+    """Each field of a config dataclass annotated ``int``, ``float``, ``str`` or ``bool`` (or a union of them with
+    None) holds such a value (an int is a float; a bool is no number): a config read from JSON with ``"two"`` for an
+    int fails here, naming the field, not later inside the run."""
+    hints = typing.get_type_hints(type(config))
+    for f in dataclasses.fields(config):
+        members = typing.get_args(hints[f.name]) if isinstance(hints[f.name], types.UnionType) else (hints[f.name],)
+        if not all(m in _SIMPLE for m in members):
+            continue  # tuples, nested configs: checked by their own types
+        value = getattr(config, f.name)
+        allowed = tuple(t for m in members for t in _SIMPLE[m])
+        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+            names = " | ".join("None" if m is type(None) else m.__name__ for m in members)
+            raise ValueError(f"{type(config).__name__}.{f.name}={value!r} must be {names}")
+
+
+def check_device(cls: str, device: str) -> None:
+    """``device`` is ``auto``, ``cpu``, ``cuda``, ``cuda:N`` or ``mps`` (what torch and :func:`resolve_device` take)."""
+    if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", str(device)):
+        raise ValueError(f"{cls}.device={device!r} is not 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'")
 
 
 @dataclass(frozen=True)
@@ -68,6 +99,8 @@ class LLMConfig:
     quantization: str | None = None  # GR code src/model/graph_llm.py: none (Llama-2 in fp16 over 2 x A100-80G)
 
     def __post_init__(self) -> None:
+        check_types(self)
+        check_device("LLMConfig", self.device)
         check_choice("LLMConfig", "dtype", self.dtype, DTYPES)
         check_choice("LLMConfig", "quantization", self.quantization, QUANTIZATIONS)
         if not self.model:

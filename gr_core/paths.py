@@ -147,10 +147,18 @@ def repo_relative(path: str | Path | None) -> str | None:
 
 
 def find_notebooks(folder: Path, only: list[str] | None = None) -> list[Path]:
-    """``NN_*.ipynb`` in ``folder``, sorted; ``only`` keeps those whose stem starts with one of its items."""
+    """``NN_*.ipynb`` in ``folder``, sorted; ``only`` keeps those whose stem starts with one of its items (a file name
+    too: ``04_gnn_rag.ipynb``).
+
+    Raises:
+        ValueError: an item of ``only`` that matches no notebook, with the notebooks there are.
+    """
     notebooks = sorted(folder.glob("[0-9][0-9]_*.ipynb"))
     if only:
-        notebooks = [nb for nb in notebooks if any(nb.stem.startswith(o) for o in only)]
-        if not notebooks:
-            raise SystemExit(f"no notebook in {folder} matches --only {only}")
+        prefixes = [o.removesuffix(".ipynb") for o in only]
+        unmatched = [o for o, p in zip(only, prefixes) if not any(nb.stem.startswith(p) for nb in notebooks)]
+        if unmatched:
+            raise ValueError(f"--only {' '.join(unmatched)}: no notebook in {folder} starts with it; the notebooks: "
+                             f"{', '.join(nb.stem for nb in notebooks)}")
+        notebooks = [nb for nb in notebooks if any(nb.stem.startswith(p) for p in prefixes)]
     return notebooks

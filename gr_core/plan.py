@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -33,11 +34,12 @@ from .config import EMBEDDED_LLM, PRESETS, notebook_parameters, papers_data_note
 from .gpu_plan import (FP32, PAPER_LLM, PUBLISHED, Shapes, Step, describe_lines, duration, llm_shapes, memory_lines,
                        step_from_run_config, train_flops_per_token)
 from .llm import unavailable
-from .paths import find_notebooks, outputs_root
+from .paths import DataNotFoundError, data_root, find_notebooks, outputs_root
 from .precision import cpu_info, dtype_name, resolve_dtype
 from .runs import config_hash, seed_progress
 from .published import PAPER_TABLE12
-from .speeds import LORA_METHODS, Profile, bench_json, gnn_rag_measured, llm_training_rates, measured_runs, profiles
+from .speeds import (LORA_METHODS, PROFILE_NAMES, Profile, bench_json, gnn_rag_measured, llm_training_rates,
+                     measured_runs, profiles)
 
 # Split sizes (train, val, test) as the loaders build them (gr_core.graphqa.load_dataset; tested against it).
 SPLIT_SIZES = {
@@ -132,7 +134,9 @@ def with_progress(row: dict, runs_dir: Path, seeds: list[int], hashes: list[str 
     note += [f"seed{k} resumes after epoch {e}" for k, e in partial]
     note += [f"{', '.join(conflicts)}: another configuration's finished run is in the way"] if conflicts else []
     seconds = row["seconds"]
-    if seconds is not None:
+    if done == len(seeds):
+        seconds = 0  # nothing left to train, measured speed or not
+    elif seconds is not None:
         per_seed = seconds / max(len(seeds), 1)
         left = [estimate(max(row["epochs"] - e, 0)) for _, e in partial]
         # a seed in another configuration's way is trained again once its directory is cleared
@@ -347,7 +351,14 @@ def render(preset: str, profile: str = "cpu-bf16", root: Path | None = None, ove
     """The plan as the text ``--dry-run`` prints (arguments as :func:`plan`)."""
     runs, notebooks = plan(preset, profile, root, overrides, only)
     prof = profiles(root)[profile]
-    lines = [f"plan of preset {preset!r} on {prof.name}: {prof.description}", f"  speeds from: {prof.basis}"]
+    cpu = cpu_info()
+    lines = [f"plan of preset {preset!r} on {prof.name}: {prof.description}", f"  speeds from: {prof.basis}",
+             f"  this machine: {os.cpu_count()} cores, {cpu.model}, {cpu.capability}"
+             f"{', AVX512-BF16' if cpu.avx512_bf16 else ''}{', AMX' if cpu.amx else ''}"]
+    try:
+        data_root()
+    except DataNotFoundError as err:  # the run would stop at its first notebook
+        lines.append(f"  data: MISSING, every notebook reads it: {str(err).splitlines()[0]}")
     lines += [f"  data: {note}" for note in papers_data_notes(preset)] + [""]
     for nb in notebooks.itertuples():
         other = ("other work not measured" if nb.other_seconds is None or nb.other_seconds != nb.other_seconds
@@ -447,9 +458,8 @@ def default_profile(preset: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gr_core.plan", description=__doc__.split("\n")[0])
     parser.add_argument("--preset", default="quick", choices=PRESETS)
-    parser.add_argument("--profile", default=None, help="cpu-fp32 | cpu-bf16 | cpu-avx2 | h100 | gpu-80gb | gpu-24gb "
-                                                        "(default: h100 for full, else this CPU's); a GPU profile "
-                                                        "adds the LLM's memory plan")
+    parser.add_argument("--profile", default=None, choices=PROFILE_NAMES, help="where to estimate for (default: h100 "
+                        "for full, else this CPU's); a GPU profile adds the LLM's memory plan")
     args = parser.parse_args(argv)
     print(render(args.preset, args.profile or default_profile(args.preset)))
     return 0

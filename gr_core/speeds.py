@@ -43,6 +43,9 @@ def bench_json(path: Path) -> dict:
         return {}
 
 
+PROFILE_NAMES = ("cpu-fp32", "cpu-bf16", "cpu-avx2", "h100", "gpu-80gb", "gpu-24gb")  # the keys of profiles()
+
+
 def profiles(root: Path | None = None) -> dict[str, Profile]:
     """The targets the plan can be estimated for, each from files under ``outputs/`` (``root``)."""
     root = Path(root) if root is not None else outputs_root("bench").parent

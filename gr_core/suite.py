@@ -13,6 +13,7 @@ failing notebook (``--keep-going`` continues), names the notebook and cell, exit
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import logging
 import os
@@ -24,7 +25,7 @@ from .config import PRESETS, notebook_parameters, papers_data_notes
 from .paths import find_notebooks, outputs_root, repo_root
 from .plan import default_profile, plan, render
 from .runs import environment_record, write_json
-from .speeds import bench_json
+from .speeds import PROFILE_NAMES, bench_json
 
 
 def failed_cell(executed: Path) -> str:
@@ -54,6 +55,34 @@ def _parse_override(text: str) -> tuple[str, object]:
     except json.JSONDecodeError:
         value = raw
     return key, value
+
+
+# what a parameters cell's annotation allows a -p value to be (papermill's inferred type names)
+_PARAMETER_TYPES = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "list": (list,),
+                    "dict": (dict,)}
+
+
+def check_overrides(notebooks: list[Path], overrides: dict) -> None:
+    """Every ``-p`` key is a parameter of one of ``notebooks`` and its value of the type that notebook's
+    ``parameters`` cell declares (``papermill.inspect_notebook``), before anything runs.
+
+    Raises:
+        ValueError: naming the key (with the nearest parameter names) or the value and the declared type.
+    """
+    import papermill as pm  # noqa: PLC0415 deferred: optional: the notebooks extra
+
+    declared = {nb.stem: pm.inspect_notebook(str(nb)) for nb in notebooks}
+    for key, value in overrides.items():
+        where = {stem: spec[key]["inferred_type_name"] for stem, spec in declared.items() if key in spec}
+        if not where:
+            close = difflib.get_close_matches(key, sorted({k for spec in declared.values() for k in spec}), n=3)
+            raise ValueError(f"-p {key}: not a parameter of {', '.join(declared)}"
+                             + (f" (did you mean {' or '.join(close)}?)" if close else ""))
+        for stem, kind in where.items():
+            allowed = _PARAMETER_TYPES.get(kind.split("[")[0].strip())
+            if allowed and (not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed)):
+                raise ValueError(f"-p {key}={json.dumps(value)}: {stem} declares {key}: {kind} (values are read as "
+                                 f"JSON: 3, 0.5, true, \"text\", [1, 2])")
 
 
 def run_suite(preset: str, notebooks_dir: Path | None = None, only: list[str] | None = None,
@@ -224,9 +253,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--notebooks-dir", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--dry-run", action="store_true", help="print the plan (each notebook, each run, its "
                         "estimated time from measured speeds: gr_core.plan) and run nothing")
-    parser.add_argument("--profile", default=None, help="with --dry-run: cpu-fp32 | cpu-bf16 | cpu-avx2 | h100 | "
-                        "gpu-80gb | gpu-24gb (default: h100 for full, else this CPU's); a GPU adds the memory plan")
+    parser.add_argument("--profile", default=None, choices=PROFILE_NAMES, help="with --dry-run: where to estimate for "
+                        "(default: h100 for full, else this CPU's); a GPU adds the memory plan")
     args = parser.parse_args(argv)
+    try:
+        check_overrides(find_notebooks(args.notebooks_dir or repo_root() / "notebooks", args.only), dict(args.param))
+    except ValueError as err:
+        parser.error(str(err))
     if args.dry_run:
         print(render(args.preset, args.profile or default_profile(args.preset), overrides=dict(args.param),
                      only=args.only))

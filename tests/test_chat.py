@@ -4,10 +4,11 @@ import subprocess
 import sys
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from gr_core.chat import (ChatConfig, ChatIndex, GraphChat, Turn, find_checkpoint, graph_from_triple_list,
-                          read_graph_csv, read_triples, turns_table)
+                          read_graph_csv, read_triples, turns_table, write_triples)
 from gr_core.chat.index import name_key
 from gr_core.chat.link import find_names, link_question, masked, names_the_graph, partial_match
 from gr_core.config import TextEncoderConfig
@@ -49,8 +50,13 @@ def test_triples_as_spreadsheets_and_users_write_them(tmp_path):
                                     ("Ada", "wrote about", 'The "Engine"')]
     mixed = _write(tmp_path / "m.csv", 'AC|DC,genre,Hard rock\nBjörk, genre, "pop, art"\r\n')
     assert read_triples(mixed) == [("AC|DC", "genre", "Hard rock"), ("Björk", "genre", "pop, art")]
-    joined = _write(tmp_path / "j.tsv", "a\tr\tb\nhead\trelation\ttail\nc\tr\td\n")  # two files concatenated
-    assert read_triples(joined) == [("a", "r", "b"), ("c", "r", "d")]
+    joined = _write(tmp_path / "j.tsv", "head\trelation\ttail\na\tr\tb\nHead\tRelation\tTail\nc\tr\td\n")
+    assert read_triples(joined) == [("a", "r", "b"), ("c", "r", "d")]  # two files concatenated: the header repeated
+    tabbed = _write(tmp_path / "tab.csv", '"x\ty",r,"z\tw"\ra,s p o,b\r')  # tabs in quoted CSV fields; CR ends lines
+    assert read_triples(tabbed) == [("x\ty", "r", "z\tw"), ("a", "s p o", "b")]
+    written = [("David Bowie", "recorded", '"Heroes"'), ("s", "r", "t"), ("Source", "property", "Target"),
+               ("a", "says", '"hi" "there"'), ("#MeToo", "started_by", "Tarana Burke")]
+    assert read_triples(write_triples(written, tmp_path / "w.tsv")) == written  # written triples read back unchanged
     odd = _write(tmp_path / "o.tsv", "Form\x0cfeed\tis\tkept\n")
     assert read_triples(odd) == [("Form\x0cfeed", "is", "kept")]  # a line ends at \n only
     tagged = _write(tmp_path / "t.tsv", "# head\trelation\ttail\n#MeToo\tstarted_by\tTarana Burke\n"
@@ -62,9 +68,14 @@ def test_triples_as_spreadsheets_and_users_write_them(tmp_path):
 def test_triple_lists_and_table_pairs_refuse_empty_or_malformed_fields(tmp_path):
     assert graph_from_triple_list([("Up", "release_year", 2009)]).triples() == [("Up", "release_year", "2009")]
     with pytest.warns(UserWarning, match="1 repeated triple"):
-        assert len(graph_from_triple_list([("a", "r", "b"), ("c", "r", "b"), ("a", "r", "b")]).edges) == 2
+        assert len(graph_from_triple_list([("a", "r", "b"), ("c", "r", "b"), (" a", "r", "b ")]).edges) == 2
+    as_rows = pd.DataFrame({"s": ["Up", "Big"], "p": ["directed_by"] * 2, "o": ["Pete Docter", "Penny Marshall"]})
+    for triples in (as_rows, as_rows.to_numpy(), (tuple(r) for r in as_rows.to_numpy())):
+        assert graph_from_triple_list(triples).triples() == [("Up", "directed_by", "Pete Docter"),
+                                                             ("Big", "directed_by", "Penny Marshall")]
     for triples, message in (([("a", "b")], "triple 0: expected"), ([("a", "b", "c"), ("d", " ", "f")],
-                             "triple 1: field 'relation' is empty"), ([("a", None, "c")], "field 'relation' must be")):
+                             "triple 1: field 'relation' is empty"), ([("a", None, "c")], "field 'relation' must be"),
+                             ([("a", "r", float("nan"))], "field 'tail' must be text, got nan")):
         with pytest.raises(GraphFormatError, match=message):
             graph_from_triple_list(triples)
     nodes = _write(tmp_path / "nodes.csv", "node_id,node_attr\n0,cube\n1,\n")
@@ -125,8 +136,9 @@ def test_opening_a_chat_loads_its_encoder_so_that_no_turn_does():
     loaded = shared_text_encoder.cache_info().misses
     assert chat.ask("Who directed The Matrix?").answer == "Lana Wachowski"
     assert shared_text_encoder.cache_info().misses == loaded  # the turn loaded none
-    typo = chat.ask("Who directed [The Matrx]?")  # a bracketed name that names no node: said, then read as words
-    assert typo.note.startswith("no node is named [The Matrx], so it was read as plain words")
+    typo = chat.ask("Who directed [The Matrx]?")  # a bracketed name that names no node is said
+    assert typo.note.startswith("no node is named [The Matrx]")
+    assert chat.ask("Who directed [Up] or [Bgi]?").note.startswith("no node is named [Bgi]")
     assert EmbeddingStore(TextEncoderConfig()).encoder is chat.encoder  # indexing a new graph loads no second copy
 
 
@@ -256,7 +268,6 @@ def test_underscores_join_a_names_words_and_a_second_entity_without_capitals_is_
 
 
 def test_a_graph_without_nodes_is_refused():
-    import pandas as pd
 
     from gr_core.data import TextualGraph
 
@@ -326,7 +337,6 @@ def test_empty_unrelated_and_edgeless_inputs_get_sensible_turns(tiny_llm_dir):
     assert (off.best_similarity < ChatConfig.relevance_threshold
             or off.best_relation_similarity < 0.18) and chat.history == []
     assert chat.ask("Who directed Speed?").status == "answered"  # a one-word title, asked with a relation of the graph
-    import pandas as pd
 
     from gr_core.data import TextualGraph
 
@@ -477,6 +487,22 @@ def test_turn_view_colours_question_and_answer_nodes(chat, tmp_path):
     assert Turn(question="x", status="unrelated").show() == ""
 
 
+def test_the_command_line_refuses_a_bad_model_llm_reasoner_or_graph_in_one_line(tmp_path, capsys):
+    from gr_core.chat.cli import main
+
+    kg = _write(tmp_path / "kg.tsv", "".join(f"{h}\t{r}\t{t}\n" for h, r, t in MOVIES))
+    not_a_reasoner = _write(tmp_path / "r.pt", "text")
+    for args, message in ((["--model", "zeroshot"], "model='zeroshot' is not 'auto', 'zero_shot' or a training run"),
+                          (["--llm", str(tmp_path / "nollm")], "nollm': no such file or directory"),
+                          (["--reasoner", str(tmp_path / "none.pt")], "none.pt': no such file"),
+                          (["--reasoner", str(not_a_reasoner)], "is not a saved GNN-RAG reasoner"),
+                          (["--max-new-tokens", "-3"], "ChatConfig.max_new_tokens=-3 must be >= 1")):
+        assert main(["--triples", str(kg), "Who directed Up?", *args]) == 2, args
+        assert message in capsys.readouterr().err, args
+    assert main(["--graph", "bogus", "Who?"]) == 2
+    assert "bogus: no such file, nor a graph name (metaqa, metaqa:<entity>" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_cli_answers_a_triples_file_and_names_a_bad_line(tmp_path, tiny_llm_dir):
     kg = _write(tmp_path / "my_kg.tsv", "".join(f"{h}\t{r}\t{t}\n" for h, r, t in MOVIES))
@@ -603,7 +629,6 @@ def test_candidates_choice_and_the_empty_evidence():
 
 
 def test_an_edgeless_graph_with_nothing_to_rank_gives_a_clear_note(tiny_llm_dir):
-    import pandas as pd
 
     from gr_core.data import TextualGraph
 
@@ -625,7 +650,6 @@ def test_answer_modes_are_checked():
 
 
 def test_triples_evidence_spells_out_names():
-    import pandas as pd
 
     from gr_core.data import TextualGraph
     from gr_core.g_retriever.textualize import textualize_triples

@@ -488,3 +488,15 @@ def test_paths_from_one_search_per_seed_are_networkx_all_shortest_paths():
             for t in g.nodes:
                 if t != s and t in pred:
                     assert list(_build_paths_from_predecessors({s}, t, pred)) == list(nx.all_shortest_paths(g, s, t))
+
+
+def test_the_command_line_checks_every_key_and_reasoner_file_before_training(tmp_path, capsys):
+    from gr_core.studies.gnn_rag import main
+
+    for args, message in ((["test", "--keys", "webqsp,webqsb"], "dataset key 'webqsb' is not one of"),
+                          (["llm-half", "--reasoners", "bogus"], "expected KEY=FILE.pt items"),
+                          (["llm-half", "--reasoners", f"webqsp={tmp_path / 'none.pt'}"], "no such file")):
+        with pytest.raises(SystemExit) as stop:
+            main([*args, "--out", str(tmp_path / "out")])
+        assert stop.value.code == 2 and message in capsys.readouterr().err, args
+    assert not (tmp_path / "out").exists()

@@ -239,6 +239,8 @@ def test_graph_token_norm_options_put_the_graph_token_at_an_ordinary_tokens_scal
     else:  # standardized across the batch, then scaled by the embeddings' per-feature std
         assert torch.allclose(soft.mean(0), torch.zeros(1, model.d_llm), atol=1e-4)
     assert any(k.startswith("token_bn.") for k in model.trainable_state()) == (norm == "batch")
+    model.train()  # a training batch of one graph (the last, partial one): no batch statistics, no failure
+    assert model.soft_tokens(model.collate([_example(1)], with_label=False)).shape == (1, 1, model.d_llm)
     with pytest.raises(ValueError, match="graph_token_norm"):
         ModelConfig(graph_token_norm="layer")
 

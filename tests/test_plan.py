@@ -75,7 +75,15 @@ def test_the_plan_lists_every_notebook_and_the_presets_runs():
     assert runs[runs.name == "explagraphs-zero_shot"].iloc[0].seeds == 1  # untrained: one run for every seed
     assert "explagraphs-gr_wo_projector" in set(runs.name)  # Table 6 on ExplaGraphs in the cpu preset
     text = render("full", "h100")
-    assert "03_training" in text and "LLM training tokens in all" in text
+    assert "03_training" in text and "LLM training tokens in all" in text and "  this machine: " in text
+
+
+@pytest.mark.data
+def test_the_plan_says_when_the_data_is_missing(monkeypatch, tmp_path):
+    assert "data: MISSING" not in render("smoke", "cpu-fp32", only=["00"])
+    monkeypatch.setenv("GR_DATA_DIR", str(tmp_path / "nowhere"))
+    assert "  data: MISSING, every notebook reads it: raw benchmark data not found" in render("smoke", "cpu-fp32",
+                                                                                             only=["00"])
 
 
 def test_suite_dry_run_prints_the_plan_and_runs_nothing(capsys, tmp_path, monkeypatch):
@@ -144,3 +152,5 @@ def test_finished_seeds_cost_nothing_and_an_interrupted_one_only_its_epochs_left
     assert out["done"] == ("1/4 seeds done; seed2 resumes after epoch 1; "
                            "seed1: another configuration's finished run is in the way")
     assert with_progress(row, runs, [5], ["h5"], lambda e: 0) == {**row, "done": ""}  # nothing there yet
+    unmeasured = {**row, "seconds": None}  # every seed finished: nothing left, measured speed or not
+    assert with_progress(unmeasured, runs, [0], ["h0"], lambda e: None)["seconds"] == 0

@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -90,3 +91,21 @@ def test_a_suite_stopped_part_way_keeps_the_records_of_the_notebooks_it_finished
     summary = json.loads((tmp_path / "out" / "smoke" / "suite.json").read_text())
     assert [(n["notebook"], n["status"]) for n in summary["notebooks"]] == [("00_first.ipynb", "passed")]
     assert summary["running"] is True and "total_seconds" not in summary  # never mistaken for a whole run
+
+
+def test_only_and_parameters_are_checked_against_the_notebooks_before_anything_runs(tmp_path, capsys):
+    from gr_core.paths import find_notebooks
+    from gr_core.suite import check_overrides, main
+
+    (tmp_path / "nbs").mkdir()
+    _notebook(tmp_path / "nbs" / "00_first.ipynb", "print(x)",
+              parameters="x: int = 1\nrate: float = 0.5\nname: str = 'a'")
+    for args, message in ((["--only", "00", "07"], "--only 07: no notebook in .* the notebooks: 00_first"),
+                          (["-p", "nmae=\"b\""], r"-p nmae: not a parameter of 00_first \(did you mean name\?\)"),
+                          (["-p", "x=two"], r"-p x=\"two\": 00_first declares x: int"),
+                          (["-p", "x=true"], "00_first declares x: int")):
+        with pytest.raises(SystemExit) as stop:
+            main(["--preset", "smoke", "--notebooks-dir", str(tmp_path / "nbs"), "--dry-run", *args])
+        assert stop.value.code == 2 and re.search(message, capsys.readouterr().err), args
+    notebooks = find_notebooks(tmp_path / "nbs", ["00_first.ipynb"])  # a file name is a prefix too
+    check_overrides(notebooks, {"x": 3, "rate": 1, "name": "b"})  # an int is a float: accepted

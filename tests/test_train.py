@@ -4,6 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -48,11 +49,23 @@ def test_length_batches_cover_every_example_once_group_similar_lengths_and_follo
 def test_the_command_line_names_a_config_it_cannot_read(tmp_path, capsys):
     from gr_core.g_retriever.experiments import main
 
-    for text in ("{not json", "[1, 2]", '{"dataset": "explagraphs", "method": "g_retriever", "colour": 1}'):
+    for text, problem in (("{not json", ""), ("[1, 2]", ""),
+                          ('{"dataset": "explagraphs", "method": "g_retriever", "colour": 1}', "colour"),
+                          ('{"dataset": "explagraphs", "method": "g_retreiver"}', "RunConfig.method='g_retreiver'"),
+                          ('{"dataset": "webqsb", "method": "zero_shot"}', "DatasetConfig.name='webqsb'"),
+                          ('{"dataset": "webqsp", "method": "zero_shot", "max_test": "twenty"}',
+                           "RunConfig.max_test='twenty' must be int | None"),
+                          ('{"dataset": "webqsp", "method": "zero_shot", "train": {"num_epochs": "two"}}',
+                           "TrainConfig.num_epochs='two' must be int"),
+                          ('{"dataset": "webqsp", "method": "zero_shot", "model": {"llm": {"device": "gpu"}}}',
+                           "LLMConfig.device='gpu' is not")):
         (tmp_path / "cfg.json").write_text(text)
-        with pytest.raises(SystemExit):
+        with pytest.raises(SystemExit) as stop:
             main(["--config", str(tmp_path / "cfg.json"), "--run-dir", str(tmp_path / "r")])
-        assert "cannot read --config" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and "cannot read --config" in err and problem in err, text
+    assert not (tmp_path / "r").exists()  # nothing ran
+    assert RunConfig("webqsp", "zero_shot", max_test=np.int64(3)).max_test == 3  # numpy's integers are integers
 
 
 def test_run_config_round_trips_through_json(tiny_llm_dir):

@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         chat = GraphChat(graph, model=args.model, llm_model=args.llm, reasoner=args.reasoner, cite=args.cite,
                          max_new_tokens=args.max_new_tokens, train_reasoner=args.train_reasoner,
                          answer_mode=args.answer_mode, **overrides)
-    except (GraphFormatError, FileNotFoundError, ValueError) as err:
+    except (GraphFormatError, OSError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(f"graph: {chat.index.num_nodes} nodes, {chat.index.num_edges} edges (indexed in {chat.index.seconds:.1f} s"

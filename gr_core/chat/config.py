@@ -76,8 +76,9 @@ class ChatConfig:
     def __post_init__(self) -> None:
         check_choice("ChatConfig", "kind", self.kind, KINDS)
         check_choice("ChatConfig", "answer_mode", self.answer_mode, ANSWER_MODES)
-        if min(self.max_answers, self.max_new_tokens, self.path_hops) < 1:
-            raise ValueError("ChatConfig: max_answers, max_new_tokens and path_hops >= 1 required")
+        for name in ("max_answers", "max_new_tokens", "path_hops"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"ChatConfig.{name}={getattr(self, name)} must be >= 1")
         if min(self.link_k, self.history_turns, self.whole_graph_edges) < 0:
             raise ValueError("ChatConfig: link_k, history_turns and whole_graph_edges >= 0 required")
 

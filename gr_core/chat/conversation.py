@@ -3,6 +3,7 @@ module each (the package docstring)."""
 from __future__ import annotations
 
 import functools
+import pickle
 import time
 import warnings
 from dataclasses import replace
@@ -19,7 +20,7 @@ from ..g_retriever.retrieval import retrieve_subgraph
 from ..g_retriever.textualize import textualize, textualize_triples
 from ..gnn_rag import load_reasoner, reasoner_meta, reasoning_paths
 from ..kg import NeighbourhoodConfig
-from ..llm import count_tokens
+from ..llm import count_tokens, unavailable
 from ..prompts import cite_question, question_for
 from ..runs import config_hash, read_json, write_json
 from ..stats import mcnemar_exact
@@ -47,8 +48,8 @@ class GraphChat:
 
     Args:
         graph: a :class:`~gr_core.data.TextualGraph`, a spec for :func:`load_graph` (``"metaqa"``,
-            ``"metaqa:Forrest Gump"``, a triples file, ``"nodes.csv,edges.csv"``, ``"webqsp_full:0"``), or a list of
-            ``(head, relation, tail)`` tuples.
+            ``"metaqa:Forrest Gump"``, a triples file, ``"nodes.csv,edges.csv"``, ``"webqsp_full:0"``), or
+            ``(head, relation, tail)`` triples (a list, a generator, an array, a three-column DataFrame).
         model: the LLM modes' model: ``"auto"`` (a trained G-Retriever for this kind of graph from ``outputs/``, else
             zero-shot), ``"zero_shot"``, or a run directory.
         llm_model: the LLM (the embedded SmolLM2-135M-Instruct, or any Hugging Face path).
@@ -67,10 +68,18 @@ class GraphChat:
                  device: str = "auto", encoder: str | None = None, reasoner=None, config: ChatConfig | None = None,
                  train_reasoner=False, **overrides):
         kind = overrides.pop("kind", None)
+        if model not in ("auto", "zero_shot") and not (Path(model) / "config.json").is_file():
+            raise ValueError(f"model={model!r} is not 'auto', 'zero_shot' or a training run directory (one holding "
+                             f"config.json)")
+        if (why := unavailable(llm_model)) or (llm_model.startswith(("/", ".", "~")) and
+                                               not Path(llm_model).expanduser().exists()):
+            raise ValueError(f"llm_model={llm_model!r}: {why or 'no such file or directory'}")
+        if isinstance(reasoner, (str, Path)) and not Path(reasoner).is_file():
+            raise FileNotFoundError(f"reasoner={str(reasoner)!r}: no such file (a saved GNN-RAG reasoner, .pt)")
         if isinstance(graph, (str, Path)):
             graph, spec_kind = load_graph(str(graph))
             kind = kind or spec_kind
-        elif isinstance(graph, list):
+        elif not isinstance(graph, TextualGraph):  # triples: a list, a generator, an array, a DataFrame
             graph = graph_from_triple_list(graph)
         self.config = replace(config or ChatConfig(), **({"kind": kind} if kind else {}), **overrides)
         self.graph, self.encoder_name = graph, encoder
@@ -89,7 +98,10 @@ class GraphChat:
                 warnings.warn(f"no reasoner trained: {err}", stacklevel=2)
         if reasoner is not None:
             self.reasoner_path = str(reasoner) if isinstance(reasoner, (str, Path)) else None
-            self.reasoner = load_reasoner(reasoner) if isinstance(reasoner, (str, Path)) else reasoner
+            try:
+                self.reasoner = load_reasoner(reasoner) if isinstance(reasoner, (str, Path)) else reasoner
+            except (pickle.UnpicklingError, EOFError, RuntimeError, KeyError) as err:  # not torch.save's reasoner
+                raise ValueError(f"reasoner={str(reasoner)!r} is not a saved GNN-RAG reasoner: {err}") from None
             dim = int(self.index.node_emb.shape[1])
             if getattr(self.reasoner, "text_dim", dim) != dim:
                 raise ValueError(f"the reasoner reads {self.reasoner.text_dim}-d text embeddings; this graph is "
@@ -206,8 +218,7 @@ class GraphChat:
         unknown = unknown_brackets(index, question)
         if unknown:  # a bracketed name forces an entity: say so when it names none
             named = ", ".join(f"[{span}]" for span in unknown)
-            turn.note = f"no node is named {named}, so it was read as plain words" + (f"; {turn.note}" if turn.note
-                                                                                       else "")
+            turn.note = f"no node is named {named}" + (f"; {turn.note}" if turn.note else "")
         turn.timings["total"] = time.perf_counter() - t0
         turn.timings = {k: round(v, 4) for k, v in turn.timings.items()}
         return turn

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import warnings
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -37,13 +39,22 @@ def _open_text(path: Path) -> str:
 
 
 # a first line of one word from each set is a header ("head, relation, tail", "subject, predicate, object", ...)
-_HEADER_WORDS = ({"head", "subject", "src", "source", "h", "s"},
-                 {"relation", "predicate", "rel", "edge_attr", "property", "verb", "r", "p"},
-                 {"tail", "object", "dst", "target", "t", "o"})
+_HEADER_WORDS = ({"head", "subject", "src", "source"},
+                 {"relation", "predicate", "rel", "edge_attr", "property", "verb"},
+                 {"tail", "object", "dst", "target"})
 
 
 def _is_header(fields: list[str]) -> bool:
-    return len(fields) == 3 and all(f.lower() in words for f, words in zip(fields, _HEADER_WORDS))
+    low = tuple(f.lower() for f in fields)
+    return low == ("h", "r", "t") or len(low) == 3 and all(f in words for f, words in zip(low, _HEADER_WORDS))
+
+
+def _unquoted(field: str) -> str:
+    """A field written whole in CSV quotes (``"a ""b"" c"``) without them; any other field as it is."""
+    inside = field[1:-1]
+    if len(field) > 1 and field[0] == field[-1] == '"' and '"' not in inside.replace('""', ""):
+        return inside.replace('""', '"')
+    return field
 
 
 def _fields(raw: str, delimiter: str) -> list[str]:
@@ -55,16 +66,19 @@ def _fields(raw: str, delimiter: str) -> list[str]:
         fields = raw.split(delimiter)
     fields = [f.strip() for f in fields]
     if delimiter != ",":
-        fields = [f[1:-1].replace('""', '"') if len(f) > 1 and f[0] == f[-1] == '"' else f for f in fields]
+        fields = [_unquoted(f) for f in fields]
     while len(fields) > 3 and not fields[-1]:
         fields.pop()
     return fields
 
 
 def _delimiter(raw: str) -> str | None:
-    """The first of tab, ``|``, ``,`` that splits ``raw`` into three fields, else the first present."""
+    """The first of tab, ``|``, ``,`` that splits ``raw`` into three fields with no quote left in them (a quoted CSV
+    field may hold a tab), else the first that splits it into three, else the first present."""
     present = [d for d in ("\t", "|", ",") if d in raw]
-    return next((d for d in present if len(_fields(raw, d)) == 3), present[0] if present else None)
+    three = [d for d in present if len(_fields(raw, d)) == 3]
+    clean = [d for d in three if not any('"' in f for f in _fields(raw, d))]
+    return (clean or three or present or [None])[0]
 
 
 def read_triples(path: str | Path, delimiter: str | None = None) -> list[tuple[str, str, str]]:
@@ -74,7 +88,8 @@ def read_triples(path: str | Path, delimiter: str | None = None) -> list[tuple[s
     the first data line into three fields unless given. Blank lines and lines starting with ``#`` are skipped (a warning
     counts those that hold three fields with no space after the ``#``: such a head is written in double quotes); a line
     naming the three columns (``head,relation,tail``, ``subject,predicate,object``, ``src,edge_attr,dst`` and the like:
-    :data:`_HEADER_WORDS`) is skipped. Lines end at ``\n`` only (a form feed or U+0085 inside a name stays in it).
+    :data:`_HEADER_WORDS`), and its repeats, are skipped. Lines end at ``\n``, ``\r\n`` or ``\r`` (a form feed or
+    U+0085 inside a name stays in it).
 
     Raises:
         GraphFormatError: naming the file and line of an unreadable file, a line without exactly three fields, an
@@ -84,8 +99,8 @@ def read_triples(path: str | Path, delimiter: str | None = None) -> list[tuple[s
     triples: list[tuple[str, str, str]] = []
     names = {"\t": "tabs", "|": "'|'", ",": "commas"}
     commented: list[int] = []
-    for lineno, raw in enumerate(_open_text(path).split("\n"), 1):
-        raw = raw.rstrip("\r")
+    header = None
+    for lineno, raw in enumerate(re.split(r"\r\n|\r|\n", _open_text(path)), 1):
         if not raw.strip():
             continue
         if raw.lstrip().startswith("#"):
@@ -102,7 +117,8 @@ def read_triples(path: str | Path, delimiter: str | None = None) -> list[tuple[s
         if len(fields) != 3:
             raise GraphFormatError(f"{path}:{lineno}: expected 3 fields (head, relation, tail) separated by "
                                    f"{names.get(delimiter, repr(delimiter))}, found {len(fields)}: {raw[:80]!r}")
-        if _is_header(fields):  # also a header repeated inside concatenated files
+        if (not triples and _is_header(fields)) or [f.lower() for f in fields] == header:
+            header = [f.lower() for f in fields]  # the first line's header, and its repeats (concatenated files)
             continue
         for name, value in zip(("head", "relation", "tail"), fields):
             if not value:
@@ -116,13 +132,23 @@ def read_triples(path: str | Path, delimiter: str | None = None) -> list[tuple[s
     return triples
 
 
-def graph_from_triple_list(triples) -> TextualGraph:
+def graph_from_triple_list(triples: Iterable[Sequence] | pd.DataFrame) -> TextualGraph:
     """A textual graph with one node per distinct entity string (case kept: the KB's own names, as MetaQA's); a
     triple given twice is one fact (a warning counts them).
 
+    Args:
+        triples: ``(head, relation, tail)`` of texts or numbers (a list, a generator, an array, or a three-column
+            DataFrame, read row by row).
+
     Raises:
-        GraphFormatError: naming the triple (by position) that is not three texts or numbers, or has an empty one.
+        GraphFormatError: naming the triple (by position) that is not three texts or finite numbers, or has an empty
+            one.
     """
+    if isinstance(triples, pd.DataFrame):
+        if triples.shape[1] != 3:
+            raise GraphFormatError(f"a DataFrame of triples needs 3 columns (head, relation, tail), got "
+                                   f"{list(triples.columns)}")
+        triples = triples.itertuples(index=False, name=None)
     checked: dict[tuple, None] = {}  # in order, each triple once
     total = 0
     for k, triple in enumerate(triples):
@@ -130,8 +156,10 @@ def graph_from_triple_list(triples) -> TextualGraph:
             raise GraphFormatError(f"triple {k}: expected (head, relation, tail), got {triple!r:.80}")
         fields = []
         for name, value in zip(("head", "relation", "tail"), triple):
-            if isinstance(value, bool) or not isinstance(value, (str, int, float, np.integer, np.floating)):
-                raise GraphFormatError(f"triple {k}: field '{name}' must be text, got {type(value).__name__}")
+            if isinstance(value, bool) or not isinstance(value, (str, int, float, np.integer, np.floating)) or \
+                    (isinstance(value, (float, np.floating)) and not np.isfinite(value)):  # NaN: a missing value
+                raise GraphFormatError(f"triple {k}: field '{name}' must be text, got {value!r:.40} "
+                                       f"({type(value).__name__})")
             if not str(value).strip():
                 raise GraphFormatError(f"triple {k}: field '{name}' is empty: {triple!r:.80}")
             fields.append(str(value).strip())
@@ -225,13 +253,21 @@ def load_graph(spec: str) -> tuple[TextualGraph, str]:
         if not (Path(nodes).exists() or Path(edges).exists()):
             raise GraphFormatError(f"{spec}: no such file (nor the table pair {nodes!r}, {edges!r})")
         return read_graph_csv(nodes, edges), "kg"
+    if not Path(spec).exists():
+        raise GraphFormatError(f"{spec}: no such file, nor a graph name (metaqa, metaqa:<entity>, webqsp_full:<i>, "
+                               f"webqsp:<i>, explagraphs:<i>, clevr:<i>)")
     return graph_from_triple_list(read_triples(spec)), "kg"
 
 
 def write_triples(triples, path: str | Path) -> Path:
     """Write ``(head, relation, tail)`` triples as a tab-separated file with a header (atomic), the format
-    :func:`read_triples` and the command line read."""
+    :func:`read_triples` and the command line read back unchanged: a field starting with a quote or ``#`` is written
+    in CSV quotes."""
+    def field(x: str) -> str:
+        return '"' + x.replace('"', '""') + '"' if x[:1] in ('"', "#") else x
+
     for h, r, t in triples:
-        if any("\t" in x or "\n" in x for x in (h, r, t)):
-            raise ValueError(f"a triple field contains a tab or newline: {(h, r, t)!r}")
-    return atomic_write_text(path, "head\trelation\ttail\n" + "".join(f"{h}\t{r}\t{t}\n" for h, r, t in triples))
+        if any(re.search(r"[\t\r\n]", x) for x in (h, r, t)):
+            raise ValueError(f"a triple field contains a tab or line break: {(h, r, t)!r}")
+    return atomic_write_text(path, "head\trelation\ttail\n" + "".join(
+        f"{field(h)}\t{field(r)}\t{field(t)}\n" for h, r, t in triples))

@@ -226,11 +226,15 @@ def main(argv: list[str] | None = None) -> int:
         if not (args.dataset and args.method) or args.config:
             parser.error("--preset needs --dataset and --method, and no --config")
 
-        cfg = preset_run_config(args.preset, args.dataset, args.method, args.seed)
+        try:
+            cfg = preset_run_config(args.preset, args.dataset, args.method, args.seed)
+        except ValueError as err:  # an unknown preset, dataset or method: named with the choices
+            parser.error(str(err))
         run_dir = args.run_dir or outputs_root(args.preset) / "runs" / cfg.name
     elif args.config and args.run_dir:
         try:
             cfg, run_dir = RunConfig.read(Path(args.config)), args.run_dir
+            DatasetConfig(cfg.dataset)  # its name checked before anything loads
         except (OSError, ValueError, TypeError, AttributeError) as err:  # unreadable, not JSON, not a RunConfig
             parser.error(f"cannot read --config {args.config}: {err}")
     else:

@@ -56,6 +56,15 @@ class GNNConfig:
                              f"by heads={self.heads}")
 
 
+def batch_norm(norm: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """``norm(x)``, except that a training batch of one row, which has no batch statistics, is normalized with the
+    running ones as in evaluation (PyG's ``BatchNorm(allow_single_element=True)``) instead of failing."""
+    if not (norm.training and x.size(0) == 1 and isinstance(norm, nn.BatchNorm1d)):
+        return norm(x)
+    return nn.functional.batch_norm(x, norm.running_mean, norm.running_var, norm.weight, norm.bias, False, 0.0,
+                                    norm.eps)
+
+
 class GraphEncoder(nn.Module):
     """GNN + mean pooling: one vector per graph.
 
@@ -96,12 +105,7 @@ class GraphEncoder(nn.Module):
             x = conv(x, edge_index, edge_attr=edge_attr) if self.cfg.kind == "gt" else conv(x, edge_index)
             if i < len(self.convs) - 1:
                 norm = self.norms[i]
-                if self.training and x.size(0) == 1 and isinstance(norm, nn.BatchNorm1d):
-                    # one node has no batch statistics: normalize it as in evaluation (PyG's allow_single_element)
-                    x = nn.functional.batch_norm(x, norm.running_mean, norm.running_var, norm.weight, norm.bias,
-                                                 False, 0.0, norm.eps)
-                else:
-                    x = norm(x, batch) if hasattr(norm, "mode") else norm(x)
+                x = norm(x, batch) if hasattr(norm, "mode") else batch_norm(norm, x)
                 x = nn.functional.dropout(torch.relu(x), self.cfg.dropout, self.training)
         return x
 

@@ -36,7 +36,7 @@ from torch_geometric.data import Batch as PyGBatch
 from ..config import LLMConfig, check_choice
 from ..dropout import use_uniform_dropout
 from ..llm import PromptTemplate, hidden_size, load_llm
-from .graph_encoder import GNNConfig, GraphEncoder
+from .graph_encoder import GNNConfig, GraphEncoder, batch_norm
 from .retrieval import DATASET_RETRIEVAL
 
 GRAPH_SOURCES = ("pcst", "full", "kaping", "none")
@@ -379,7 +379,7 @@ class GraphLLM(nn.Module):
             h = self.projector(h) if self.projector is not None else h
             h = h.view(B, self.cfg.num_graph_tokens, self.d_llm)
             if self.cfg.graph_token_norm == "batch":  # standardized across graphs, at the token embeddings' scale
-                h = self.token_bn(h.reshape(-1, self.d_llm)).view_as(h) * self.token_std
+                h = batch_norm(self.token_bn, h.reshape(-1, self.d_llm)).view_as(h) * self.token_std
             elif self.cfg.graph_token_norm == "rms":  # each token rescaled to an ordinary token's norm
                 h = h * (self.token_norm / h.norm(dim=-1, keepdim=True).clamp(min=1e-6))
             parts.append(h)

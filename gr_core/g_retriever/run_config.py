@@ -9,10 +9,10 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..config import LLMConfig, llm_identity
+from ..config import LLMConfig, check_choice, check_types, llm_identity
 from ..runs import read_json
 from .graph_encoder import GNNConfig
-from .model import LoRAConfig, ModelConfig, method_config
+from .model import METHODS, LoRAConfig, ModelConfig, method_config
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,7 @@ class TrainConfig:
     select_on: str | None = None
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.lr <= 0 or self.num_epochs < 0 or self.batch_size < 1 or self.eval_batch_size < 1:
             raise ValueError("TrainConfig: lr > 0, num_epochs >= 0, batch sizes >= 1 required")
         if self.select_on not in (None, "val_loss", "val_match"):
@@ -72,6 +73,13 @@ class RunConfig:
     max_test: int | None = None
     hops: int = 2
     variant: str = ""
+
+    def __post_init__(self) -> None:
+        check_types(self)
+        check_choice("RunConfig", "method", self.method, tuple(METHODS))
+        for name in ("max_train", "max_val", "max_test"):
+            if (getattr(self, name) or 0) < 0:
+                raise ValueError(f"RunConfig.{name}={getattr(self, name)} must be >= 0 (or None: the whole split)")
 
     @property
     def name(self) -> str:

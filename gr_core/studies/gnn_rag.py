@@ -429,12 +429,27 @@ def main(argv: list[str] | None = None) -> int:
                  "100) test questions of each key", keys=False)
     half.add_argument("--reasoners", required=True, help="KEY=FILE.pt,...")
     args = parser.parse_args(argv)
+    try:  # every key and KEY=FILE item checked before the first one trains
+        for key in args.keys.split(",") if args.study != "llm-half" else []:
+            dataset_key(key)
+        if args.study in ("paired", "llm-half"):
+            items = args.reasoners.split(",")
+            if not all("=" in item and all(item.split("=", 1)) for item in items):
+                name = "LABEL" if args.study == "paired" else "KEY"
+                raise ValueError(f"--reasoners {args.reasoners!r}: expected {name}=FILE.pt items separated by commas")
+            pairs = dict(item.split("=", 1) for item in items)
+            for key in pairs if args.study == "llm-half" else []:
+                dataset_key(key)
+            missing = [f for f in pairs.values() if not Path(f).is_file()]
+            if missing:
+                raise ValueError(f"--reasoners: no such file: {', '.join(missing)}")
+    except ValueError as err:
+        parser.error(str(err))
     cfg = ReasonerConfig()
     tcfg = ReasonerTrainConfig(num_epochs=args.epochs, seed=0, time_budget_s=60 * args.budget_minutes, lr=args.lr)
     if args.study == "llm-half":
-        llm_half_run(dict(item.split("=", 1) for item in args.reasoners.split(",")), args.out, args.max_test or 100)
+        llm_half_run(pairs, args.out, args.max_test or 100)
     elif args.study == "paired":
-        pairs = dict(item.split("=", 1) for item in args.reasoners.split(","))
         paired_reasoners(args.keys, pairs, args.out, args.max_test)
     elif args.study == "test":
         for key in args.keys.split(","):
