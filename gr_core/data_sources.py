@@ -294,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
     except DataNotFoundError as err:
         print(f"gr data: {err}", file=sys.stderr)
         return 1
+    if not root.is_dir():  # one line, as for a GR_DATA_DIR that does not exist
+        print(f"gr data: {root}: no such folder; ./gr data --fetch {root} downloads the data into it", file=sys.stderr)
+        return 1
     return _check(root, files)
 
 

@@ -133,6 +133,9 @@ def test_check_names_each_missing_or_corrupt_file_of_a_damaged_copy(tmp_path, ca
     assert ds.main(["--check", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert f"{len(files) - 1} of {len(files)} files missing or corrupt" in out
+    assert ds.main(["--check", str(tmp_path / "nowhere")]) == 1  # a folder that is not there: one line
+    assert capsys.readouterr().err.strip() == (f"gr data: {tmp_path / 'nowhere'}: no such folder; ./gr data --fetch "
+                                               f"{tmp_path / 'nowhere'} downloads the data into it")
     for rel in picked[1:]:
         assert rel in out
 
