@@ -251,21 +251,36 @@ def parameter_defaults(notebook_stem: str, notebooks_dir: Path | None = None) ->
         FileNotFoundError: no such notebook; ValueError: it has no cell tagged ``parameters``, or a value there is
         not a literal.
     """
+    out: dict[str, Any] = {}
+    for path, node, name in _parameter_lines(notebook_stem, notebooks_dir):
+        try:
+            out[name] = ast.literal_eval(node.value)
+        except ValueError as err:
+            raise ValueError(f"{path}: parameters cell line {node.lineno}: {name} is not a literal") from err
+    return out
+
+
+def parameter_annotations(notebook_stem: str, notebooks_dir: Path | None = None) -> dict[str, str | None]:
+    """The ``parameters`` cell's ``{name: annotation}`` (``"int"``, ``"str | None"``; None where a name has none), in
+    order; raises as :func:`parameter_defaults`."""
+    return {name: ast.unparse(node.annotation) if isinstance(node, ast.AnnAssign) else None
+            for _, node, name in _parameter_lines(notebook_stem, notebooks_dir)}
+
+
+def _parameter_lines(notebook_stem: str, notebooks_dir: Path | None):
+    """``(path, node, name)`` of each assignment in the notebook's cell tagged ``parameters``."""
     path = (notebooks_dir or repo_root() / "notebooks") / f"{notebook_stem}.ipynb"
     cells = json.loads(path.read_text())["cells"]
     for cell in cells:
         if "parameters" not in cell.get("metadata", {}).get("tags", []):
             continue
-        out: dict[str, Any] = {}
+        lines = []
         for node in ast.parse("".join(cell["source"])).body:
             target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
             if not isinstance(target, ast.Name) or getattr(node, "value", None) is None:
                 raise ValueError(f"{path}: parameters cell line {node.lineno}: only `name = literal` assignments")
-            try:
-                out[target.id] = ast.literal_eval(node.value)
-            except ValueError as err:
-                raise ValueError(f"{path}: parameters cell line {node.lineno}: {target.id} is not a literal") from err
-        return out
+            lines.append((path, node, target.id))
+        return lines
     raise ValueError(f"{path}: no cell is tagged 'parameters'")
 
 

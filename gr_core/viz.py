@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Iterable
@@ -99,20 +100,32 @@ def show_graph(graph: TextualGraph, out_html: str | Path | None = None, height: 
     return show_page(graph_html(graph, height=f"{height - 20}px", **kwargs), out_html, height)
 
 
+def _in_notebook() -> bool:
+    """Whether a Jupyter kernel runs this code (a terminal, even IPython's, cannot show HTML)."""
+    try:
+        from IPython import get_ipython  # noqa: PLC0415 deferred: optional: only inside a notebook
+    except ImportError:
+        return False
+    return getattr(get_ipython(), "kernel", None) is not None
+
+
 def show_page(page: str, out_html: str | Path | None = None, height: int = 440) -> str:
-    """Display a self-contained HTML page inline in its own ``<iframe srcdoc>`` box (and write it to ``out_html``);
-    outside IPython only the file is written. Returns ``page``."""
+    """Display a self-contained HTML page inline in its own ``<iframe srcdoc>`` box (and write it to ``out_html``).
+    Outside a notebook the page is written to ``out_html``, by default ``gr-evidence.html`` in the temporary folder,
+    and its path printed (open it in a browser). Returns ``page``."""
+    notebook = _in_notebook()
+    if out_html is None and not notebook:
+        out_html = Path(tempfile.gettempdir()) / "gr-evidence.html"
     if out_html is not None:
         atomic_write_text(out_html, page)
-    try:
-        from IPython.display import HTML, display  # noqa: PLC0415 deferred: optional: only inside a notebook
+    if not notebook:
+        print(f"written to {out_html} (open it in a browser)")
+        return page
+    from IPython.display import HTML, display  # noqa: PLC0415 deferred: optional: only inside a notebook
 
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Consider using IPython.display.IFrame")
-            display(HTML(f'<iframe srcdoc="{html.escape(page)}" width="100%" height="{height}" '
-                         f'style="border:0"></iframe>'))
-    except ImportError:
-        pass
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Consider using IPython.display.IFrame")
+        display(HTML(f'<iframe srcdoc="{html.escape(page)}" width="100%" height="{height}" style="border:0"></iframe>'))
     return page
 
 

@@ -465,10 +465,13 @@ def test_checkpoints_are_found_by_kind_with_a_matching_hash_and_never_from_smoke
     assert find_checkpoint("scene", tmp_path) is None
 
 
-def test_turn_view_colours_question_and_answer_nodes(chat, tmp_path):
+def test_turn_view_colours_question_and_answer_nodes(chat, tmp_path, monkeypatch, capsys):
     chat.reset()
     turn = chat.ask("Who directed The Matrix?")
     turn.answer_nodes = [int(turn.evidence.nodes.node_id.iloc[-1])]
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    assert turn.show() and (tmp_path / "gr-evidence.html").is_file()  # outside a notebook: a file, its path printed
+    assert f"written to {tmp_path / 'gr-evidence.html'}" in capsys.readouterr().out
     page = turn.show(out_html=tmp_path / "turn.html")
     assert "#2ca02c" in page and "#d62728" in page and "cdn.jsdelivr" not in page
     assert 'id="legend"' in page and "question entity" in page and '"label": "directed_by"' in page

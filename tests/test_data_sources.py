@@ -220,6 +220,9 @@ def test_the_command_line_fetches_from_a_copy_with_another_manifest(tmp_path, ca
     manifest.write_text(json.dumps({"files": [{**f.__dict__, "used_by": list(f.used_by)}]}))
     argv = ["--manifest", str(manifest)]
     assert ds.main(argv + ["--check", str(tmp_path / "data")]) == 1
+    assert "no such folder" in capsys.readouterr().err
+    (tmp_path / "data").mkdir()
+    assert ds.main(argv + ["--check", str(tmp_path / "data")]) == 1
     assert "missing  a/x.txt" in capsys.readouterr().out
     assert ds.main(argv + ["--fetch", str(tmp_path / "data"), "--from", str(tmp_path / "copy")]) == 0
     assert "1 fetched" in capsys.readouterr().out

@@ -71,6 +71,7 @@ class GraphChat:
         if model not in ("auto", "zero_shot") and not (Path(model) / "config.json").is_file():
             raise ValueError(f"model={model!r} is not 'auto', 'zero_shot' or a training run directory (one holding "
                              f"config.json)")
+        llm_model = str(llm_model)
         if (why := unavailable(llm_model)) or (llm_model.startswith(("/", ".", "~")) and
                                                not Path(llm_model).expanduser().exists()):
             raise ValueError(f"llm_model={llm_model!r}: {why or 'no such file or directory'}")

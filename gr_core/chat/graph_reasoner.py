@@ -188,9 +188,9 @@ def train_graph_reasoner(indexes: ChatIndex | list[ChatIndex], cfg: GraphReasone
     n_val = max(1, int(round(cfg.val_fraction * len(data))))
     val, train = [data[i] for i in order[:n_val]], [data[i] for i in order[n_val:]]
     if verbose:
-        print(f"graph reasoner: {len(data)} generated questions ({counts['answers_outside_scope']} dropped: answers "
-              f"outside their scope), {len(train)} train / {len(val)} to choose the epoch / {len(decision)} held out "
-              f"to decide; data in {build_s:.0f} s", flush=True)
+        print(f"graph reasoner: {len(data)} generated training questions ({counts['answers_outside_scope']} dropped: "
+              f"answers outside their scope), {len(train)} train / {len(val)} to choose the epoch; "
+              f"{len(decision)} more held out to decide; data in {build_s:.0f} s", flush=True)
     start = time.perf_counter()
 
     def on_epoch(row):

@@ -88,8 +88,8 @@ def read_triples(path: str | Path, delimiter: str | None = None) -> list[tuple[s
     the first data line into three fields unless given. Blank lines and lines starting with ``#`` are skipped (a warning
     counts those that hold three fields with no space after the ``#``: such a head is written in double quotes); a line
     naming the three columns (``head,relation,tail``, ``subject,predicate,object``, ``src,edge_attr,dst`` and the like:
-    :data:`_HEADER_WORDS`), and its repeats, are skipped. Lines end at ``\n``, ``\r\n`` or ``\r`` (a form feed or
-    U+0085 inside a name stays in it).
+    :data:`_HEADER_WORDS`; of one-letter words only ``h,r,t``, so ``s,p,o`` can be a fact), and its repeats, are
+    skipped. Lines end at ``\n``, ``\r\n`` or ``\r`` (a form feed or U+0085 inside a name stays in it).
 
     Raises:
         GraphFormatError: naming the file and line of an unreadable file, a line without exactly three fields, an

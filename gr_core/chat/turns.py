@@ -96,7 +96,8 @@ class Turn:
 
     def show(self, out_html: str | Path | None = None, height: int = 520, max_nodes: int = 30) -> str:
         """The evidence as an offline pyvis view (:func:`gr_core.viz.evidence_html`): relation labels, nodes coloured
-        by role with a legend, at most ``max_nodes`` nodes."""
+        by role with a legend, at most ``max_nodes`` nodes; shown inline in a notebook, and written to ``out_html``
+        (outside a notebook by default to ``gr-evidence.html`` in the temporary folder, its path printed)."""
         if self.evidence is None or self.evidence.num_nodes == 0:
             print(f"(no evidence: {self.note or self.status})")
             return ""
