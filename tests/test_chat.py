@@ -346,6 +346,7 @@ def test_empty_unrelated_and_edgeless_inputs_get_sensible_turns(tiny_llm_dir):
     lonely_chat = GraphChat(lonely, model="zero_shot", llm_model=tiny_llm_dir, max_new_tokens=4)
     no_edges = lonely_chat.ask("Who is Keanu Reeves?")
     assert no_edges.status == "no_edges" and no_edges.evidence.num_edges == 0
+    assert lonely_chat.mode == no_edges.mode == "ranked"  # the chat says the mode its turns answer in
     assert not names_the_graph(lonely_chat.index, [2])  # no edges, no hub: "Speed" is one word like any other
     assert 0 in set(no_edges.evidence.nodes.node_id) and isinstance(no_edges.answer, str)
 

@@ -118,10 +118,11 @@ class GraphChat:
     @property
     def mode(self) -> str:
         """The answer mode in effect: ``answer_mode``, else a given reasoner, or a trained one :meth:`decide` chose,
-        else the kind's default (:data:`~gr_core.chat.config.KIND_ANSWER_MODE`)."""
-        if self.config.answer_mode != "auto":
-            return self.config.answer_mode
-        return "reasoner" if self.serves_reasoner else KIND_ANSWER_MODE[self.config.kind]
+        else the kind's default (:data:`~gr_core.chat.config.KIND_ANSWER_MODE`); on a graph without edges the modes
+        that follow relations answer ``ranked`` (its turns do)."""
+        mode = self.config.answer_mode if self.config.answer_mode != "auto" else \
+            "reasoner" if self.serves_reasoner else KIND_ANSWER_MODE[self.config.kind]
+        return "ranked" if self.index.num_edges == 0 and mode in ("paths", "reasoner") else mode
 
     @property
     def serves_reasoner(self) -> bool:
