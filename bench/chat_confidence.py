@@ -3,8 +3,8 @@
     python bench/chat_confidence.py --families metaqa:dev:100 webqsp_mini:val:300  # outputs/bench/chat_confidence.json
 
 Each question is asked alone (``bench/chat_families.py``'s families and questions); the score is the one the turn
-shows beside its best path (``turn.paths``, docs/chat.md "The relation paths"). If low scores marked wrong answers,
-a turn could say so; docs/chat.md "Limits" reports that they do not.
+shows beside its best path, to two decimals (``turn.paths``, docs/chat.md "The relation paths"). If low scores marked
+wrong answers, a turn could say so; docs/chat.md "Limits" reports how far they do.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def asked(family: str, split: str, size: int) -> list[dict]:
     questions, graphs = family_questions(family, split, size)
     rows, chats = [], {}
     for q in questions:
-        if q["graph"] not in chats:
+        if q["graph"] not in chats:  # one graph's chat at a time: it holds the graph's index
             chats = {q["graph"]: GraphChat(graphs[q["graph"]], model="zero_shot")}
         chat = chats[q["graph"]]
         chat.reset()
@@ -46,9 +46,9 @@ def calibration(rows: list[dict]) -> list[dict]:
     for t in THRESHOLDS:
         low = [r["hit"] for r in scored if r["score"] <= t]
         high = [r["hit"] for r in scored if r["score"] > t]
-        lo, hi = wilson_interval(sum(low), len(low)) if low else (float("nan"), float("nan"))
+        ci = [round(100 * x, 1) for x in wilson_interval(sum(low), len(low))] if low else None
         out.append({"threshold": t, "n_low": len(low), "hit_low": round(100 * float(np.mean(low)), 1) if low else None,
-                    "ci_low": [round(100 * lo, 1), round(100 * hi, 1)], "n_high": len(high),
+                    "ci_low": ci, "n_high": len(high),
                     "hit_high": round(100 * float(np.mean(high)), 1) if high else None})
     return out
 

@@ -46,11 +46,12 @@ _SIMPLE = {int: (numbers.Integral,), float: (numbers.Real,), str: (str,), bool: 
 
 def check_types(config: Any) -> None:
     """Each field of a config dataclass annotated ``int``, ``float``, ``str`` or ``bool`` (or a union of them with
-    None) holds such a value (an int is a float; a bool is no number): a config read from JSON with ``"two"`` for an
-    int fails here, naming the field, not later inside the run."""
+    None, ``X | None`` or ``Optional[X]``) holds such a value (an int is a float; a bool is no number): a config
+    read from JSON with ``"two"`` for an int fails here, naming the field, not later inside the run."""
     hints = typing.get_type_hints(type(config))
     for f in dataclasses.fields(config):
-        members = typing.get_args(hints[f.name]) if isinstance(hints[f.name], types.UnionType) else (hints[f.name],)
+        union = typing.get_origin(hints[f.name]) in (typing.Union, types.UnionType)  # X | Y and Optional[X]
+        members = typing.get_args(hints[f.name]) if union else (hints[f.name],)
         if not all(m in _SIMPLE for m in members):
             continue  # tuples, nested configs: checked by their own types
         value = getattr(config, f.name)
@@ -265,6 +266,28 @@ def parameter_annotations(notebook_stem: str, notebooks_dir: Path | None = None)
     order; raises as :func:`parameter_defaults`."""
     return {name: ast.unparse(node.annotation) if isinstance(node, ast.AnnAssign) else None
             for _, node, name in _parameter_lines(notebook_stem, notebooks_dir)}
+
+
+_ANNOTATED = {"int": int, "float": float, "str": str, "bool": bool, "None": type(None), "list": list, "List": list,
+              "dict": dict, "Dict": dict}
+
+
+def annotation_types(annotation: str | None) -> tuple | None:
+    """The Python types a value of a parameters cell's ``annotation`` may have (``"int | None"``, ``"Optional[int]"``,
+    ``"list[str]"``; an int is a float, numpy's scalars count, as :func:`check_types` reads them); None where it is
+    absent or names another type (nothing is checked then)."""
+    if not annotation:
+        return None
+    members = []
+    for part in annotation.split("|"):
+        part = part.strip().removeprefix("typing.")
+        if part.startswith("Optional["):
+            members += [part[len("Optional["):-1].strip().split("[")[0], "None"]
+        else:
+            members.append(part.split("[")[0])
+    if not all(m in _ANNOTATED for m in members):
+        return None
+    return tuple(t for m in members for t in _SIMPLE.get(_ANNOTATED[m], (_ANNOTATED[m],)))
 
 
 def _parameter_lines(notebook_stem: str, notebooks_dir: Path | None):

@@ -16,13 +16,12 @@ import argparse
 import difflib
 import json
 import logging
-import numbers
 import os
 import sys
 import time
 from pathlib import Path
 
-from .config import PRESETS, notebook_parameters, papers_data_notes, parameter_annotations
+from .config import PRESETS, annotation_types, notebook_parameters, papers_data_notes, parameter_annotations
 from .paths import find_notebooks, outputs_root, repo_root
 from .plan import default_profile, plan, render
 from .runs import environment_record, write_json
@@ -58,29 +57,6 @@ def _parse_override(text: str) -> tuple[str, object]:
     return key, value
 
 
-# what a parameters cell's annotation allows a -p value to be (its names: int, float, str, bool, list, dict, None)
-_PARAMETER_TYPES = {"int": (numbers.Integral,), "float": (numbers.Real,), "str": (str,), "bool": (bool,),
-                    "list": (list,), "dict": (dict,), "None": (type(None),)}
-
-
-def _allowed(annotation: str | None) -> tuple | None:
-    """The Python types a value of ``annotation`` may have (``"int | None"``, ``"Optional[int]"``, ``"list[str]"``);
-    None where it is absent or not one of :data:`_PARAMETER_TYPES`'s (then nothing is checked)."""
-    if not annotation:
-        return None
-    members = []
-    for part in annotation.split("|"):
-        part = part.strip()
-        if part.startswith(("Optional[", "typing.Optional[")):
-            members += [part[part.index("[") + 1:-1].strip(), "None"]
-        else:
-            base = part.split("[")[0].removeprefix("typing.")
-            members.append({"List": "list", "Dict": "dict"}.get(base, base))
-    if not all(m in _PARAMETER_TYPES for m in members):
-        return None
-    return tuple(t for m in members for t in _PARAMETER_TYPES[m])
-
-
 def check_overrides(notebooks: list[Path], overrides: dict) -> None:
     """Every ``-p`` key is a parameter of one of ``notebooks`` and its value of the type that notebook's
     ``parameters`` cell annotates (:func:`~gr_core.config.parameter_annotations`), before anything runs.
@@ -98,7 +74,7 @@ def check_overrides(notebooks: list[Path], overrides: dict) -> None:
             raise ValueError(f"-p {key}: not a parameter of {', '.join(declared)}"
                              + (f" (did you mean {' or '.join(close)}?)" if close else ""))
         for stem, annotation in where.items():
-            allowed = _allowed(annotation)
+            allowed = annotation_types(annotation)
             if allowed and (not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed)):
                 raise ValueError(f"-p {key}={json.dumps(value)}: {stem} declares {key}: {annotation} (values are "
                                  f"read as JSON: 3, 0.5, true, \"text\", [1, 2], null)")

@@ -92,12 +92,13 @@ def graph_html(graph: TextualGraph, **kwargs) -> str:
 
 
 def show_graph(graph: TextualGraph, out_html: str | Path | None = None, height: int = 440, **kwargs) -> str:
-    """Display ``graph`` inline as an offline pyvis view (and write it to ``out_html``).
+    """Display ``graph`` inline as an offline pyvis view (and write it to ``out_html``; outside a notebook by default
+    ``gr-graph.html`` in the temporary folder, its path printed: :func:`show_page`).
 
     Returns the HTML page. JupyterLab renders it only in a trusted notebook (papermill output is
     untrusted until ``jupyter trust``); the PNG from :func:`draw_graph` is the fallback.
     """
-    return show_page(graph_html(graph, height=f"{height - 20}px", **kwargs), out_html, height)
+    return show_page(graph_html(graph, height=f"{height - 20}px", **kwargs), out_html, height, "gr-graph.html")
 
 
 def _in_notebook() -> bool:
@@ -109,13 +110,14 @@ def _in_notebook() -> bool:
     return getattr(get_ipython(), "kernel", None) is not None
 
 
-def show_page(page: str, out_html: str | Path | None = None, height: int = 440) -> str:
+def show_page(page: str, out_html: str | Path | None = None, height: int = 440, name: str = "gr-evidence.html"
+              ) -> str:
     """Display a self-contained HTML page inline in its own ``<iframe srcdoc>`` box (and write it to ``out_html``).
-    Outside a notebook the page is written to ``out_html``, by default ``gr-evidence.html`` in the temporary folder,
-    and its path printed (open it in a browser). Returns ``page``."""
+    Outside a notebook the page is written to ``out_html``, by default ``name`` in the temporary folder, and its path
+    printed (open it in a browser). Returns ``page``."""
     notebook = _in_notebook()
     if out_html is None and not notebook:
-        out_html = Path(tempfile.gettempdir()) / "gr-evidence.html"
+        out_html = Path(tempfile.gettempdir()) / name
     if out_html is not None:
         atomic_write_text(out_html, page)
     if not notebook:

@@ -55,7 +55,8 @@ def test_triples_as_spreadsheets_and_users_write_them(tmp_path):
     tabbed = _write(tmp_path / "tab.csv", '"x\ty",r,"z\tw"\ra,s p o,b\r')  # tabs in quoted CSV fields; CR ends lines
     assert read_triples(tabbed) == [("x\ty", "r", "z\tw"), ("a", "s p o", "b")]
     written = [("David Bowie", "recorded", '"Heroes"'), ("s", "r", "t"), ("Source", "property", "Target"),
-               ("a", "says", '"hi" "there"'), ("#MeToo", "started_by", "Tarana Burke")]
+               ("a", "says", '"hi" "there"'), ("#MeToo", "started_by", "Tarana Burke"), (" a", "r", "b "),
+               ("head", "relation", "tail")]
     assert read_triples(write_triples(written, tmp_path / "w.tsv")) == written  # written triples read back unchanged
     odd = _write(tmp_path / "o.tsv", "Form\x0cfeed\tis\tkept\n")
     assert read_triples(odd) == [("Form\x0cfeed", "is", "kept")]  # a line ends at \n only

@@ -198,7 +198,7 @@ def test_prompt_tuning_vectors_start_as_the_init_text_embeddings(tiny_llm_dir):
     torch.manual_seed(0)
     model = GraphLLM(method_config("prompt_tuning", llm=LLMConfig(model=tiny_llm_dir)), in_dim=8,
                      soft_prompt_init="Please answer")
-    ids = model.tokenizer("Please answer", add_special_tokens=False)["input_ids"]
+    ids = model.tokenizer("Please answer")["input_ids"]  # with the model's special tokens, as the GR code (none here)
     expected = model.llm.get_input_embeddings().weight[(ids * 10)[:10]]
     assert model.soft_prompt.shape == (10, 32) and torch.equal(model.soft_prompt.data, expected)
     assert list(model.trainable_parameters()) == ["soft_prompt"]

@@ -114,11 +114,13 @@ def read_triples(path: str | Path, delimiter: str | None = None) -> list[tuple[s
                 raise GraphFormatError(f"{path}:{lineno}: cannot tell the delimiter: expected 'head<TAB>relation<TAB>"
                                        f"tail' (or separated by '|' or ','), got {raw[:80]!r}")
         fields = _fields(raw, delimiter)
+        # a header is read from the fields as written: a quoted "head" (write_triples' escape) is a name
+        bare = fields if delimiter == "," else [f.strip() for f in raw.split(delimiter)][:len(fields)]
         if len(fields) != 3:
             raise GraphFormatError(f"{path}:{lineno}: expected 3 fields (head, relation, tail) separated by "
                                    f"{names.get(delimiter, repr(delimiter))}, found {len(fields)}: {raw[:80]!r}")
-        if (not triples and _is_header(fields)) or [f.lower() for f in fields] == header:
-            header = [f.lower() for f in fields]  # the first line's header, and its repeats (concatenated files)
+        if (not triples and _is_header(bare)) or [f.lower() for f in bare] == header:
+            header = [f.lower() for f in bare]  # the first line's header, and its repeats (concatenated files)
             continue
         for name, value in zip(("head", "relation", "tail"), fields):
             if not value:
@@ -261,13 +263,18 @@ def load_graph(spec: str) -> tuple[TextualGraph, str]:
 
 def write_triples(triples, path: str | Path) -> Path:
     """Write ``(head, relation, tail)`` triples as a tab-separated file with a header (atomic), the format
-    :func:`read_triples` and the command line read back unchanged: a field starting with a quote or ``#`` is written
-    in CSV quotes."""
-    def field(x: str) -> str:
-        return '"' + x.replace('"', '""') + '"' if x[:1] in ('"', "#") else x
+    :func:`read_triples` and the command line read back unchanged: a field starting with a quote or ``#``, or with
+    spaces around it, and every field of a fact that reads as a header, is written in CSV quotes.
+
+    Raises:
+        ValueError: a field that is empty or holds a tab or line break (no such file could be read back).
+    """
+    def line(triple: tuple[str, str, str]) -> str:
+        quote = _is_header(list(triple))  # a fact that reads as a header is written quoted
+        return "\t".join('"' + x.replace('"', '""') + '"' if quote or x[:1] in ('"', "#") or x != x.strip() else x
+                         for x in triple) + "\n"
 
     for h, r, t in triples:
-        if any(re.search(r"[\t\r\n]", x) for x in (h, r, t)):
-            raise ValueError(f"a triple field contains a tab or line break: {(h, r, t)!r}")
-    return atomic_write_text(path, "head\trelation\ttail\n" + "".join(
-        f"{field(h)}\t{field(r)}\t{field(t)}\n" for h, r, t in triples))
+        if any(re.search(r"[\t\r\n]", x) or not x.strip() for x in (h, r, t)):
+            raise ValueError(f"a triple field is empty or contains a tab or line break: {(h, r, t)!r}")
+    return atomic_write_text(path, "head\trelation\ttail\n" + "".join(line(tr) for tr in triples))

@@ -58,7 +58,15 @@ class GNNConfig:
 
 def batch_norm(norm: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """``norm(x)``, except that a training batch of one row, which has no batch statistics, is normalized with the
-    running ones as in evaluation (PyG's ``BatchNorm(allow_single_element=True)``) instead of failing."""
+    running ones as in evaluation (PyG's ``BatchNorm(allow_single_element=True)``) instead of failing.
+
+    Args:
+        norm: the layer (a ``BatchNorm1d`` gets the rule; any other is called as it is).
+        x: ``(rows, features)``: nodes, or a batch's graph tokens.
+
+    Returns:
+        ``(rows, features)``.
+    """
     if not (norm.training and x.size(0) == 1 and isinstance(norm, nn.BatchNorm1d)):
         return norm(x)
     return nn.functional.batch_norm(x, norm.running_mean, norm.running_var, norm.weight, norm.bias, False, 0.0,
