@@ -206,6 +206,22 @@ def test_prompt_tuning_vectors_start_as_the_init_text_embeddings(tiny_llm_dir):
     assert text.count("<soft>") == 10
 
 
+def test_prompt_tuning_init_keeps_a_models_begin_token_as_the_gr_code(tiny_llm_dir):
+    import copy
+
+    from gr_core.llm import load_llm
+
+    llm, tokenizer = load_llm(LLMConfig(model=tiny_llm_dir))
+    tokenizer = copy.deepcopy(tokenizer)  # the loaded one is shared by the process
+    tokenizer.add_bos_token = True  # as Llama-2's: the GR code's first prompt vector is <s>
+    torch.manual_seed(0)
+    model = GraphLLM(method_config("prompt_tuning", llm=LLMConfig(model=tiny_llm_dir)), in_dim=8, llm=llm,
+                     tokenizer=tokenizer, soft_prompt_init="Please answer")
+    ids = tokenizer("Please answer")["input_ids"]
+    assert ids[0] == tokenizer.bos_token_id and len(ids) == 3
+    assert torch.equal(model.soft_prompt.data, llm.get_input_embeddings().weight[(ids * 10)[:10]])
+
+
 def test_graph_token_has_no_text_graph_and_question_only_has_no_desc(tiny_llm_dir):
     for method in ("graph_token", "question_only"):
         model = _model(tiny_llm_dir, method)
