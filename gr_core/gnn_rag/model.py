@@ -58,8 +58,6 @@ class ReasonerConfig:
 
 # The switches of :class:`ReasonerConfig` that bring the first version to ReaRev as released.
 SWITCH_NAMES = ("mask_seeds", "self_loops", "keep_states", "split_directions", "fusion_reform")
-# experiment (reverted next commit): the released code's start state and instruction dropout (docs/method.md 3.1)
-RELEASED_START, INSTRUCTION_DROPOUT = False, True
 
 
 class RelationHops:
@@ -232,12 +230,10 @@ class ReaRev(nn.Module):
         loop_b = self.rel_bwd(self.self_rel).expand(B, -1) if cfg.self_loops else None
         ones = torch.ones(N, device=src.device)
         # facts in both directions: head -> tail with W_fwd, tail -> head with W_bwd; h0 sums what comes in
-        out_rel, out_loop = (rel_f, loop_f) if RELEASED_START else (rel_b, loop_b)
         h0 = hops.propagate(ones, hops.pad_rows(rel_f, loop_f), True) + \
-            hops.propagate(ones, hops.pad_rows(out_rel, out_loop), False)
+            hops.propagate(ones, hops.pad_rows(rel_b, loop_b), False)
         h0 = torch.relu(self.entity_init(h0))  # (N, D)
-        ins = self.instructions_of(data)
-        ins = (self.drop(ins) if INSTRUCTION_DROPOUT else ins).view(B, K, D)
+        ins = self.drop(self.instructions_of(data)).view(B, K, D)
         seed = data.seed.float()
         p0 = seed / scatter(seed, batch, dim=0, dim_size=B, reduce="sum").clamp(min=1)[batch]
         log_p = torch.log(p0.clamp(min=1e-30))

@@ -56,7 +56,6 @@ class QuestionGraph(Data):
 
 
 TOPIC_WORD = "it"  # what a topic entity's name becomes in the reasoner's question text
-LOSS_OVER_BATCH = False  # experiment (reverted next commit): the released code's loss / batch size, every batch
 
 
 def topic_masked(question: str, names) -> str:
@@ -168,10 +167,10 @@ def train_reasoner(train_data: list, val_data: list, text_dim: int, cfg: Reasone
             for batch in progress(loader, desc=f"reasoner epoch {epoch}"):
                 batch = batch.to(device)
                 loss_sum, n = model.loss(model(batch), batch)
-                if n == 0 and not LOSS_OVER_BATCH:
+                if n == 0:
                     continue
                 opt.zero_grad(set_to_none=True)
-                (loss_sum / (batch.num_graphs if LOSS_OVER_BATCH else n)).backward()
+                (loss_sum / n).backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), tcfg.grad_clip)
                 opt.step()
                 total, count = total + float(loss_sum.detach()), count + n
