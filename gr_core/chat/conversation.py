@@ -3,7 +3,6 @@ module each (the package docstring)."""
 from __future__ import annotations
 
 import functools
-import pickle
 import time
 import warnings
 from dataclasses import replace
@@ -35,7 +34,7 @@ from .graphs import graph_from_triple_list, load_graph
 from .index import KIND_PROTOTYPES, ChatIndex, WordVectors, answer_kinds
 from .link import Link, about, asked_phrase, link_question, most_similar, unknown_brackets
 from .link import rules as link_rules
-from .models import load_answerer
+from .models import load_answerer, run_directory
 from . import paths as path_ranker
 from .scope import search_scope
 from .turns import Turn
@@ -68,13 +67,12 @@ class GraphChat:
                  device: str = "auto", encoder: str | None = None, reasoner=None, config: ChatConfig | None = None,
                  train_reasoner=False, **overrides):
         kind = overrides.pop("kind", None)
-        if model not in ("auto", "zero_shot") and not (Path(model) / "config.json").is_file():
-            raise ValueError(f"model={model!r} is not 'auto', 'zero_shot' or a training run directory (one holding "
-                             f"config.json)")
+        run_directory(model)  # a bad model spec fails now, not at the first LLM turn
         llm_model = str(llm_model)
-        if (why := unavailable(llm_model)) or (llm_model.startswith(("/", ".", "~")) and
-                                               not Path(llm_model).expanduser().exists()):
-            raise ValueError(f"llm_model={llm_model!r}: {why or 'no such file or directory'}")
+        # llm.unavailable takes paths as loadable (a plan may name a GPU node's); a chat loads here, so one must exist
+        missing = llm_model.startswith(("/", ".", "~")) and not Path(llm_model).expanduser().exists()
+        if (why := unavailable(llm_model) or ("no such file or directory" if missing else None)):
+            raise ValueError(f"llm_model={llm_model!r}: {why}")
         if isinstance(reasoner, (str, Path)) and not Path(reasoner).is_file():
             raise FileNotFoundError(f"reasoner={str(reasoner)!r}: no such file (a saved GNN-RAG reasoner, .pt)")
         if isinstance(graph, (str, Path)):
@@ -99,10 +97,7 @@ class GraphChat:
                 warnings.warn(f"no reasoner trained: {err}", stacklevel=2)
         if reasoner is not None:
             self.reasoner_path = str(reasoner) if isinstance(reasoner, (str, Path)) else None
-            try:
-                self.reasoner = load_reasoner(reasoner) if isinstance(reasoner, (str, Path)) else reasoner
-            except (pickle.UnpicklingError, EOFError, RuntimeError, KeyError) as err:  # not torch.save's reasoner
-                raise ValueError(f"reasoner={str(reasoner)!r} is not a saved GNN-RAG reasoner: {err}") from None
+            self.reasoner = load_reasoner(reasoner) if isinstance(reasoner, (str, Path)) else reasoner
             dim = int(self.index.node_emb.shape[1])
             if getattr(self.reasoner, "text_dim", dim) != dim:
                 raise ValueError(f"the reasoner reads {self.reasoner.text_dim}-d text embeddings; this graph is "

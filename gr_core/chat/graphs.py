@@ -114,14 +114,15 @@ def read_triples(path: str | Path, delimiter: str | None = None) -> list[tuple[s
                 raise GraphFormatError(f"{path}:{lineno}: cannot tell the delimiter: expected 'head<TAB>relation<TAB>"
                                        f"tail' (or separated by '|' or ','), got {raw[:80]!r}")
         fields = _fields(raw, delimiter)
-        # a header is read from the fields as written: a quoted "head" (write_triples' escape) is a name
-        bare = fields if delimiter == "," else [f.strip() for f in raw.split(delimiter)][:len(fields)]
         if len(fields) != 3:
             raise GraphFormatError(f"{path}:{lineno}: expected 3 fields (head, relation, tail) separated by "
                                    f"{names.get(delimiter, repr(delimiter))}, found {len(fields)}: {raw[:80]!r}")
-        if (not triples and _is_header(bare)) or [f.lower() for f in bare] == header:
-            header = [f.lower() for f in bare]  # the first line's header, and its repeats (concatenated files)
-            continue
+        if not triples or header:  # the first line's header, and its repeats (concatenated files)
+            # read from the fields as written: a quoted "head" (write_triples' escape) is a name
+            bare = [f.lower() for f in (fields if delimiter == "," else [f.strip() for f in raw.split(delimiter)][:3])]
+            if (not triples and _is_header(bare)) or bare == header:
+                header = bare
+                continue
         for name, value in zip(("head", "relation", "tail"), fields):
             if not value:
                 raise GraphFormatError(f"{path}:{lineno}: field '{name}' is empty: {raw[:80]!r}")

@@ -36,16 +36,25 @@ def find_checkpoint(kind: str, outputs: str | Path | None = None, llm_model: str
     return None
 
 
+def run_directory(model: str) -> Path | None:
+    """The training run directory ``model`` names (None for ``auto`` and ``zero_shot``).
+
+    Raises:
+        FileNotFoundError: ``model`` is neither, nor a finished run (``config.json`` and ``ckpt/best.pt``).
+    """
+    if model in ("auto", "zero_shot"):
+        return None
+    run_dir = Path(model)
+    if not (run_dir / "config.json").is_file() or not (run_dir / "ckpt" / "best.pt").is_file():
+        raise FileNotFoundError(f"model={model!r} is not 'auto', 'zero_shot' or a training run directory that "
+                                f"finished (config.json and ckpt/best.pt)")
+    return run_dir
+
+
 def load_answerer(model: str, kind: str, llm_model: str, device: str, max_txt_len: int, in_dim: int):
     """The GraphLLM that answers: ``auto`` (a trained checkpoint for ``kind``, else zero-shot), ``zero_shot``, or a
     run directory. Returns ``(GraphLLM, description, run_dir or None)``."""
-    run_dir = None
-    if model == "auto":
-        run_dir = find_checkpoint(kind, llm_model=llm_model)
-    elif model != "zero_shot":
-        run_dir = Path(model)
-        if not (run_dir / "config.json").is_file() or not (run_dir / "ckpt" / "best.pt").is_file():
-            raise FileNotFoundError(f"{run_dir}: not a finished training run (needs config.json and ckpt/best.pt)")
+    run_dir = find_checkpoint(kind, llm_model=llm_model) if model == "auto" else run_directory(model)
     if run_dir is None:
         cfg = method_config("zero_shot", llm=LLMConfig(model=llm_model, device=device), max_txt_len=max_txt_len)
         presets = ",".join(CHECKPOINT_PRESETS)

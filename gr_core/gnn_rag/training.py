@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import io
+import pickle
 import re
 import time
 from collections.abc import Sequence
@@ -265,8 +266,16 @@ def reasoner_meta(path) -> dict:
 
 
 def load_reasoner(path) -> ReaRev:
-    """A reasoner saved by :func:`save_reasoner`, in eval mode."""
-    blob = torch.load(path, map_location="cpu", weights_only=False)
+    """A reasoner saved by :func:`save_reasoner`, in eval mode.
+
+    Raises:
+        ValueError: ``path`` is not such a file (another pickle, a text file, a truncated save).
+    """
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=False)
+        blob["config"], blob["text_dim"], blob["state"]
+    except (pickle.UnpicklingError, EOFError, RuntimeError, KeyError, TypeError) as err:
+        raise ValueError(f"{path} is not a saved GNN-RAG reasoner ({err})") from None
     # A file written before the switches existed describes the first version: its missing switches are off; one
     # written before mask_topic read the question as asked.
     config = {name: False for name in SWITCH_NAMES} | {"mask_topic": False} | blob["config"]
