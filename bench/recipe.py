@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from gr_core.precision import run_precision
+from gr_core.report.claims import SEEDLESS
 from gr_core.report.results import run_question_scores
 from gr_core.runs import environment_record, read_json, seed_run_dirs, write_json
 from gr_core.stats import compare_seeds, verdict, wilson_interval
@@ -76,21 +77,37 @@ def _matrix(runs: list[Path]) -> tuple[list[str], np.ndarray]:
     return ids or [], np.stack(rows) if rows else np.zeros((0, 0))
 
 
-def paired_over_seeds(a: list[Path], b: list[Path]) -> dict:
-    """:func:`gr_core.stats.compare_seeds` of two seed series (b with one run: paired with every seed of a)."""
+def _seed(run_dir: Path) -> int:
+    return int(run_dir.name.rsplit("-seed", 1)[1])  # <dataset>-<method>-seed<k> (gr_core.runs.seed_run_dirs)
 
-    ids_a, ma = _matrix(a)
-    ids_b, mb = _matrix(b)
+
+def paired_over_seeds(a: list[Path], b: list[Path], seedless_b: bool = False) -> dict:
+    """:func:`gr_core.stats.compare_seeds` of two seed series, seed k of ``a`` with seed k of ``b``: the seeds both
+    have (``paired_seeds``), the others named in ``unpaired`` (``{"a": [...], "b": [...]}``). With ``seedless_b`` (a
+    deterministic reference row, :data:`gr_core.report.claims.SEEDLESS`) b's one run is paired with every seed of a.
+
+    Raises:
+        ValueError: no seed in common, or the two series answered other test questions.
+    """
+    if seedless_b and len(b) == 1:
+        pairs = [(x, b[0]) for x in a]
+    else:  # by seed number, not by position: {0, 1, 2} against {1, 2} pairs 1-1 and 2-2 and leaves 0 out
+        by_seed = {_seed(d): d for d in b}
+        pairs = [(x, by_seed[_seed(x)]) for x in a if _seed(x) in by_seed]
+    if not pairs:
+        raise ValueError(f"no seed in common: {[d.name for d in a]} against {[d.name for d in b]}")
+    ids_a, ma = _matrix([x for x, _ in pairs])
+    ids_b, mb = _matrix([y for _, y in pairs])
     if ids_a != ids_b:
         raise ValueError("the two series answered other test questions")
-    if len(mb) == 1 and len(ma) > 1:
-        mb = np.repeat(mb, len(ma), axis=0)
-    k = min(len(ma), len(mb))
-    r = compare_seeds(ma[:k], mb[:k])
+    r = compare_seeds(ma, mb)
     keep = ("score_a", "score_b", "n", "diff", "p", "test", "seeds", "scores_a", "scores_b", "p_cmh", "p_seeds",
             "a_only", "b_only")
+    used_a, used_b = {x for x, _ in pairs}, {y for _, y in pairs}
     # four significant digits: a p-value of 1.6e-8 must not round to 0
-    return {key: (float(f"{v:.4g}") if isinstance(v, float) else v) for key, v in r.items() if key in keep}
+    return {**{key: (float(f"{v:.4g}") if isinstance(v, float) else v) for key, v in r.items() if key in keep},
+            "paired_seeds": [_seed(x) for x, _ in pairs],
+            "unpaired": {"a": [_seed(d) for d in a if d not in used_a], "b": [_seed(d) for d in b if d not in used_b]}}
 
 
 def report(runs_dir: str | Path, method: str, dataset: str = "explagraphs", compare: list[tuple[str, Path, str]] = (),
@@ -114,7 +131,7 @@ def report(runs_dir: str | Path, method: str, dataset: str = "explagraphs", comp
     for ref in REFERENCES:
         theirs = seed_runs(runs_dir, dataset, ref)
         if theirs:
-            r = paired_over_seeds(mine, theirs)
+            r = paired_over_seeds(mine, theirs, seedless_b=ref in SEEDLESS)
             result["references"][ref] = {**r, "verdict": verdict(r["diff"], r["p"]),
                                          "reference": describe_seeds(theirs)}
     for label, other_dir, other_method in compare:
@@ -158,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, sch in r["schedules"].items():
         print(f"  {name}: " + " / ".join(f"{s['test']:.3f}" for s in sch["seeds"]) + f"; mean {sch['mean']}; "
               f"recipe minus it {sch['against_recipe']['diff']:+.4f}, p {sch['against_recipe']['p']:.3g} "
-              f"(over seeds alone, t-test: p {sch['against_recipe'].get('p_seeds', float('nan')):.3g})")
+              f"(over seeds alone, t-test: p {sch['against_recipe'].get('p_seeds', float('nan')):.3g}; seeds paired "
+              f"{sch['against_recipe']['paired_seeds']}, left out {sch['against_recipe']['unpaired']})")
     return 0
 
 

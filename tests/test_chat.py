@@ -455,14 +455,18 @@ def test_checkpoints_are_found_by_kind_with_a_matching_hash_and_never_from_smoke
     from gr_core.runs import config_hash, write_json
 
     cfg = make_run_config("metaqa", "g_retriever", 0)
-    for preset, good in (("smoke", True), ("quick", False), ("full", True)):
+    for preset, good, finished in (("smoke", True, True), ("quick", False, True), ("full", True, True),
+                                   ("cpu", True, False)):
         run_dir = tmp_path / preset / "runs" / cfg.name
         write_json(run_dir / "config.json", {"name": cfg.name, **cfg.to_dict()})
+        if finished:
+            write_json(run_dir / "metrics.json", {"config_hash": config_hash(cfg.to_dict())})
         (run_dir / "ckpt").mkdir(parents=True)
         torch.save({"config_hash": config_hash(cfg.to_dict()) if good else "stale", "model": {}},
                    run_dir / "ckpt" / "best.pt")
     assert find_checkpoint("kg", tmp_path) == tmp_path / "full" / "runs" / cfg.name
     assert find_checkpoint("kg", tmp_path, presets=("quick",)) is None  # stale hash
+    assert find_checkpoint("kg", tmp_path, presets=("cpu",)) is None  # a training not finished (no metrics.json)
     assert find_checkpoint("kg", tmp_path, llm_model="some/other-llm") is None
     assert find_checkpoint("scene", tmp_path) is None
 

@@ -34,6 +34,32 @@ def test_atomic_write_leaves_no_temp_file_and_replaces_whole(tmp_path):
     assert [p.name for p in path.parent.iterdir()] == ["result.json"]
 
 
+def test_atomic_files_get_the_mode_open_would_give_and_tables_are_written_whole(tmp_path):
+    import os
+
+    import pandas as pd
+
+    from gr_core.runs import write_csv
+
+    path = write_csv(pd.DataFrame({"a": [1, 2]}), tmp_path / "t.csv")
+    assert path.read_text() == "a\n1\n2\n" and [p.name for p in tmp_path.iterdir()] == ["t.csv"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # not mkstemp's 0600: shared caches stay readable
+
+
+def test_a_model_folder_is_known_by_its_files_names_and_sizes(tmp_path):
+    from gr_core.runs import folder_identity
+
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "model.safetensors").write_bytes(b"12345")
+    first = folder_identity(tmp_path / "m")
+    (tmp_path / "m" / "model.safetensors").write_bytes(b"54321")  # rewritten, same size: the same identity
+    assert folder_identity(tmp_path / "m") == first
+    (tmp_path / "m" / "model.safetensors").write_bytes(b"123456")
+    assert folder_identity(tmp_path / "m") != first
+
+
 def test_config_hash_is_stable_and_order_independent():
     assert config_hash({"a": 1, "b": [1, 2]}) == config_hash({"b": [1, 2], "a": 1})
     assert config_hash({"a": 1}) != config_hash({"a": 2})
@@ -51,6 +77,12 @@ def test_a_finished_run_of_another_configuration_is_never_overwritten(tmp_path):
     with pytest.raises(RunConflictError, match=r"config hash aaa, this one bbb; differing: train.lr: 1e-05 -> 0.001\)"):
         # only the field that differs is named: the tuple stored as a JSON list is the same value
         check_run_identity(run_dir, {**old, "train": {**old["train"], "lr": 1e-3}}, "bbb")
+    # a run recorded before its inputs is taken as it is; one recorded with them is checked against them
+    assert check_run_identity(run_dir, old, "aaa", {"data": "d1", "llm": "m1"}) is True
+    write_json(run_dir / "metrics.json", {"config_hash": "aaa", "inputs": {"data": "d1", "llm": "m1"}})
+    assert check_run_identity(run_dir, old, "aaa", {"data": "d1", "llm": "m1"}) is True
+    with pytest.raises(RunConflictError, match=r"made from other inputs \(llm: m1 -> m2\)"):
+        check_run_identity(run_dir, old, "aaa", {"data": "d1", "llm": "m2"})
 
 
 def test_a_keyed_result_is_reused_only_under_the_key_that_made_it(tmp_path):

@@ -4,8 +4,9 @@ import math
 import numpy as np
 import pytest
 
-from gr_core.stats import (compare, compare_seeds, mcnemar_cmh, mcnemar_exact, mcnemar_n_for_power, paired_bootstrap,
-                           seed_bootstrap, signed_rank, verdict, wilson_interval)
+from gr_core.stats import (bootstrap_p, compare, compare_seeds, mcnemar_cmh, mcnemar_exact, mcnemar_n_for_power,
+                           over_seeds, paired_bootstrap, seed_bootstrap, signed_rank, signflip_p, verdict,
+                           wilson_interval)
 
 
 def test_wilson_matches_hand_computed_intervals():
@@ -18,6 +19,7 @@ def test_wilson_matches_hand_computed_intervals():
     low, high = wilson_interval(326, 554)
     assert (low, high) == pytest.approx((0.5470, 0.6287), abs=1e-4)
     assert all(math.isnan(v) for v in wilson_interval(0, 0))
+    assert all(math.isnan(v) for v in wilson_interval(float("nan"), 10))  # not (0, 1): no count is no interval
 
 
 def test_mcnemar_exact_hand_computed_p_values():
@@ -54,8 +56,8 @@ def test_paired_bootstrap_extremes():
     same = paired_bootstrap([0.5, 0.2, 1.0], [0.5, 0.2, 1.0])
     assert same["diff"] == 0 and same["p"] == 1.0
     apart = paired_bootstrap(np.ones(50), np.zeros(50))
-    # every resample on one side: p is the resolution of 10,000 resamples, never 0
-    assert apart["diff"] == 1.0 and apart["p"] == 2 / 10_001 and apart["ci_low"] == apart["ci_high"] == 1.0
+    # 50 questions all won: no random sign pattern reaches it; p is the resolution of 10,000 of them, never 0
+    assert apart["diff"] == 1.0 and apart["p"] == 1 / 10_001 and apart["ci_low"] == apart["ci_high"] == 1.0
     # a small mixed difference is not significant
     rng = np.random.default_rng(1)
     x = rng.random(40)
@@ -132,7 +134,7 @@ def test_seed_bootstrap_keeps_a_questions_seeds_together():
     assert (r["ci_low"], r["ci_high"]) == (-1.0, 1.0)
     # a right everywhere, b nowhere, in every seed: every resample has difference 1 -> p = 2 (0 + 1) / (500 + 1)
     r = seed_bootstrap(np.ones((3, 20)), np.zeros((3, 20)), num_samples=500)
-    assert (r["diff"], r["p"], r["ci_low"]) == (1.0, 2 / 501, 1.0)
+    assert (r["diff"], r["p"], r["ci_low"]) == (1.0, 2 / 501, 1.0)  # the bootstrap's, above the sign flip's 1 / 501
     # one seed: exactly the paired bootstrap over questions
     x, y = np.random.default_rng(1).integers(0, 2, (2, 50)).astype(float)
     assert seed_bootstrap(x, y, num_samples=800) == {"seeds": 1, **paired_bootstrap(x, y, num_samples=800)}
@@ -193,7 +195,71 @@ def test_power_sample_sizes_match_hand_computation():
 
 def test_signed_rank_is_exact_on_a_handful_of_questions_where_a_bootstrap_is_certain():
     one = signed_rank([0.0], [0.5])
-    assert one["p"] == 1.0 and paired_bootstrap([0.0], [0.5])["p"] < 0.01  # one question decides nothing
+    assert one["p"] == 1.0 and paired_bootstrap([0.0], [0.5])["p"] == 1.0  # one question decides nothing
     assert signed_rank([0.2, 0.4], [0.2, 0.4])["p"] == 1.0
     worse = signed_rank([0.0] * 25 + [1.0] * 50, [0.5] * 25 + [1.0] * 50)
     assert worse["p"] < 1e-5 and worse["diff"] == pytest.approx(-1 / 6) and worse["test"] == "Wilcoxon signed-rank"
+
+
+def test_a_handful_of_questions_never_reads_as_certain():
+    # two questions, both won: a bootstrap drew only +1 (p = 2 / (B + 1)); the sign flip, like McNemar, says 0.5
+    r = compare([1, 1], [0, 0], binary=False)
+    assert r["p"] == 0.5 == compare([1, 1], [0, 0])["p"] and verdict(r["diff"], r["p"]) == "not significant"
+    assert r["test"] == "paired sign-flip"
+    # exact enumeration: never below 2^(1 - m) for m questions that differ, and McNemar itself on 0/1 scores
+    assert signflip_p(np.full(10, 0.3)) == 2 ** -9 and signflip_p(np.zeros(4)) == 1.0
+    a, b = np.r_[1, [0] * 6, 1, 1], np.r_[0, [1] * 6, 1, 1]  # discordant 1 vs 6: 2 * (1 + 7) / 2^7
+    assert signflip_p(a - b) == pytest.approx(mcnemar_exact(a, b)["p"]) == 0.125
+    # over seeds a question's seeds flip together: 2 questions won in 3 seeds are still 2 questions
+    assert seed_bootstrap(np.ones((3, 2)), np.zeros((3, 2)), num_samples=500)["p"] == 0.5
+    assert compare_seeds(np.ones((3, 2)), np.zeros((3, 2)))["p"] == 0.5
+    assert math.isnan(signflip_p([1.0, float("nan")]))
+
+
+def test_the_sign_flip_keeps_large_samples_as_the_bootstrap_had_them():
+    # 300 questions, a real graded effect: p within a few thousandths of the bootstrap's on the same differences
+    rng = np.random.default_rng(3)
+    x = rng.random(300)
+    a, b = x + 0.03 + rng.normal(0, 0.25, 300), x + rng.normal(0, 0.25, 300)
+    d = a - b
+    boot = bootstrap_p(d[np.random.default_rng(0).integers(0, 300, (10_000, 300))].mean(axis=1))
+    assert 0.001 < boot < 0.05 and paired_bootstrap(a, b)["p"] == pytest.approx(boot, abs=0.005)
+
+
+def test_signed_rank_gives_the_tests_own_direction_and_refuses_bad_input():
+    # 5 gains of 0.9, 40 losses of 0.1: the mean says a is ahead, the signed-rank test that a is behind
+    a, b = np.r_[np.full(5, 0.9), np.zeros(40)], np.r_[np.zeros(5), np.full(40, 0.1)]
+    r = signed_rank(a, b)
+    assert r["diff"] > 0 and r["p"] < 1e-3 and r["rank_biserial"] < -0.5
+    assert verdict(r["rank_biserial"], r["p"]) == "contradicted"
+    # ranks of |d|: 40 ties at 0.1 (mean rank 20.5), 5 at 0.9 (43): (5 * 43 - 40 * 20.5) / (45 * 46 / 2)
+    assert r["rank_biserial"] == pytest.approx((215 - 820) / 1035)
+    assert math.isnan(signed_rank([], [])["p"])
+    with pytest.raises(ValueError, match="aligned"):
+        signed_rank([1.0, 0.5, 0.2], [0.1])
+
+
+def test_over_seeds_refuses_unaligned_seeds_and_gives_no_p_for_nan():
+    assert over_seeds([0.7, float("nan"), 0.69], [0.65, 0.7, 0.66])["p"] is None  # was 0.0: "certain"
+    with pytest.raises(ValueError, match="one score per seed"):
+        over_seeds([0.7, 0.8, 0.9], [0.6])
+
+
+def test_recipe_pairs_seed_series_by_seed_number(bench, tmp_path):
+    import json
+
+    recipe = bench("recipe")
+    for name, right in {"x-a-seed0": 10, "x-a-seed1": 12, "x-a-seed2": 14, "x-b-seed1": 12, "x-b-seed2": 14}.items():
+        d = tmp_path / name
+        d.mkdir()
+        rows = [json.dumps({"id": i, "score": float(i < right)}) for i in range(20)]
+        (d / "predictions.jsonl").write_text("\n".join(rows) + "\n")
+        (d / "metrics.json").write_text("{}")
+    a, b = recipe.seed_runs(tmp_path, "x", "a"), recipe.seed_runs(tmp_path, "x", "b")
+    r = recipe.paired_over_seeds(a, b)  # b's seeds 1 and 2 are a's seeds 1 and 2, answer for answer
+    assert r["paired_seeds"] == [1, 2] and r["unpaired"] == {"a": [0], "b": []}
+    assert r["scores_a"] == r["scores_b"] == [0.6, 0.7] and r["p"] == 1.0
+    with pytest.raises(ValueError, match="no seed in common"):
+        recipe.paired_over_seeds(a[:1], b)
+    # a deterministic reference row's one run stands for every seed
+    assert recipe.paired_over_seeds(a, b[:1], seedless_b=True)["paired_seeds"] == [0, 1, 2]

@@ -363,9 +363,59 @@ def test_report_pairs_seeds_and_says_whether_a_row_can_decide(tmp_path):
     # one seed of each: G-Retriever seed 0 alone against GraphToken's one run; the paper's difference 0.0008 would
     # need far more questions, and one seed cannot decide a claim about trained models
     gt = row["G-Retriever beats GraphToken"]
-    assert gt.seeds == 3  # GraphToken's one run is paired with each G-Retriever seed
+    assert gt.seeds == 1 and gt.n == n  # a trained run's one seed is not repeated as three (it was: seeds 3)
+    assert "left out: g_retriever seeds [1, 2]" in gt.evidence
     assert gt.paper_diff == pytest.approx(0.8516 - 0.8508) and gt.n_power > 100_000
     assert gt.verdict == "not significant" and gt.decides == "no"
     md = "\n".join(__import__("gr_core.report.claims", fromlist=["claims_markdown"]).claims_markdown(c))
     assert (md.index("### Rows that decide") < md.index("G-Retriever beats the majority class")
             < md.index("### Sanity rows"))
+
+
+def test_one_trained_seed_against_three_is_one_seed_and_cannot_decide(tmp_path):
+    # GraphToken finished one seed: repeated against each G-Retriever seed it passed the three-seed gate
+    _write(tmp_path, "03_training/table3.csv", pd.DataFrame({
+        "dataset": ["explagraphs"] * 2, "method": ["g_retriever", "graph_token"], "ours_mean": [0.75, 0.6]}))
+    for k in range(3):
+        _run(tmp_path, f"explagraphs-g_retriever-seed{k}", [1] * 300 + [0] * 100)
+    _run(tmp_path, "explagraphs-graph_token-seed0", [1] * 240 + [0] * 160)
+    gt = claims(load_tables(tmp_path), tmp_path).iloc[0]
+    assert (gt.verdict, gt.seeds, gt.decides) == ("reproduced", 1, "no") and gt.test == "exact McNemar"
+    _run(tmp_path, "explagraphs-graph_token-seed1", [1] * 240 + [0] * 160)
+    two = claims(load_tables(tmp_path), tmp_path).iloc[0]
+    assert two.seeds == 2 and "left out: g_retriever seeds [2]" in two.evidence
+
+
+def test_the_f1_verdict_takes_the_signed_rank_tests_direction(tmp_path):
+    # 5 questions where the LLM's F1 beats the GNN's by 0.9, 40 where it trails by 0.1: mean +0.011, yet Wilcoxon
+    # (p ~ 2e-4) finds the LLM behind: contradicted, not reproduced
+    f1 = [0.9] * 5 + [0.0] * 40
+    gnn_f1 = [0.0] * 5 + [0.1] * 40
+    preds = [{"dataset": "webqsp", "retriever": r, "index": i, "hit": 1.0, "hit1": 1.0, "f1": f if r == "gnn" else 0.0,
+              "gnn_h1": 1.0, "gnn_f1": g} for r in ("none", "gnn") for i, (f, g) in enumerate(zip(f1, gnn_f1))]
+    (tmp_path / "04_gnn_rag").mkdir()
+    write_records(pd.DataFrame(preds), tmp_path / "04_gnn_rag" / "predictions.jsonl.gz")
+    row = claims({}, tmp_path).set_index("claim").loc["GNN-RAG beats its GNN alone (F1; Table 2)"]
+    assert row.score_a > row.score_b and row.p < 1e-3
+    assert row.verdict == "contradicted" and "rank-biserial -0.58" in row.evidence
+
+
+def test_the_hallucination_claim_is_a_paired_test_on_each_response(tmp_path):
+    def study(valid_a, valid_b):
+        _write(tmp_path, "05_hallucination/table5_all_levels.csv", pd.DataFrame({
+            "dataset": ["clevr"] * 2, "system": ["graph_token", "g_retriever"], "level": ["normalized"] * 2,
+            "citing_%": [50.0, 50.0], "fully_valid_%": [100 * np.mean(valid_b), 100 * np.mean(valid_a)]}))
+        rows = [{"dataset": "clevr", "system": s, "index": i, "fully_valid_normalized": bool(v)}
+                for s, flags in (("g_retriever", valid_a), ("graph_token", valid_b)) for i, v in enumerate(flags)]
+        pd.DataFrame(rows).to_json(tmp_path / "05_hallucination" / "responses.jsonl", orient="records", lines=True)
+        return claims(load_tables(tmp_path), tmp_path).query("claim.str.startswith('Hallucination')").iloc[0]
+
+    # 10.1% against 10.0% of 1,000: one question apart (was "reproduced" on the bare inequality)
+    close = study([1] * 101 + [0] * 899, [1] * 100 + [0] * 900)
+    assert (close.verdict, close.n, close.p, close.test) == ("not significant", 1000, 1.0, "exact McNemar")
+    apart = study([1] * 30 + [0] * 70, [1] * 5 + [0] * 95)  # 25 discordant, all for G-Retriever
+    assert apart.verdict == "reproduced" and apart.p == pytest.approx(2 / 2 ** 25, rel=1e-3)
+    assert apart.seeds == 1 and apart.decides == "no"  # two trained models of one seed each
+    (tmp_path / "05_hallucination" / "responses.jsonl").unlink()  # no per-response records: never a bare inequality
+    bare = claims(load_tables(tmp_path), tmp_path).query("claim.str.startswith('Hallucination')").iloc[0]
+    assert bare.verdict == "not testable here" and "no per-response records" in bare.evidence

@@ -103,6 +103,23 @@ def test_a_run_writes_its_directory_and_a_finished_run_is_reused(tiny_llm_dir, e
     assert all(torch.equal(mine[k], theirs[k]) for k in theirs if k.startswith(("gnn.", "projector.")))
     with pytest.raises(ValueError, match=f"reads {dim}-d text embeddings"):
         load_answerer(str(tmp_path / "r"), "kg", str(tiny_llm_dir), "cpu", 64, dim + 1)
+    # what the run read is recorded; a finished run made from other inputs is refused by name, not reused
+    assert set(metrics["inputs"]) == {"data", "encoder", "llm"} and str(tiny_llm_dir) in metrics["inputs"]["llm"]
+    done = tmp_path / "r" / "metrics.json"
+    changed = json.loads(done.read_text()) | {"inputs": metrics["inputs"] | {"data": "an older release"}}
+    done.write_text(json.dumps(changed))
+    from gr_core.runs import RunConflictError
+
+    with pytest.raises(RunConflictError, match="made from other inputs \\(data: an older release -> "):
+        run(cfg, tmp_path / "r", ds=explagraphs)
+    # force reruns it from its first epoch (not on from its last checkpoint); a training that has not finished
+    # (no metrics.json) is no answerer
+    epochs = []
+    forced = run(cfg, tmp_path / "r", ds=explagraphs, force=True, on_epoch_end=lambda e, row: epochs.append(e))
+    assert epochs == [0] and forced["inputs"] == metrics["inputs"]
+    done.unlink()
+    with pytest.raises(FileNotFoundError, match="metrics.json of the same config"):
+        load_answerer(str(tmp_path / "r"), "kg", str(tiny_llm_dir), "cpu", 64, dim)
 
 
 @pytest.mark.data

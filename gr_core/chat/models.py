@@ -11,43 +11,51 @@ from ..g_retriever.model import GraphLLM, method_config
 from ..g_retriever.run_config import RunConfig
 from ..g_retriever.train import load_run_model
 from ..paths import OUTPUTS_ENV, repo_root
-from ..runs import config_hash
+from ..runs import config_hash, read_json
 from .config import CHECKPOINT_PRESETS, KIND_DATASETS
 
 
 def find_checkpoint(kind: str, outputs: str | Path | None = None, llm_model: str | None = None,
                     presets=CHECKPOINT_PRESETS) -> Path | None:
     """The run directory of a trained G-Retriever for ``kind`` (``outputs/<preset>/runs/<dataset>-g_retriever-seed*``),
-    best preset first, then dataset order of :data:`KIND_DATASETS`; only runs whose ``ckpt/best.pt`` carries the
-    hash of their ``config.json`` (and, when ``llm_model`` is given, were trained on that LLM)."""
+    best preset first, then dataset order of :data:`KIND_DATASETS`; only finished runs whose ``metrics.json`` and
+    ``ckpt/best.pt`` carry the hash of their ``config.json`` (a killed or running training has a ``best.pt`` from its
+    first epoch on) and, when ``llm_model`` is given, that were trained on that LLM."""
     root = Path(outputs or os.environ.get(OUTPUTS_ENV) or repo_root() / "outputs")
     for preset in presets:
         for dataset in KIND_DATASETS[kind]:
             for run_dir in sorted((root / preset / "runs").glob(f"{dataset}-g_retriever-seed*")):
-                cfg_path, best = run_dir / "config.json", run_dir / "ckpt" / "best.pt"
-                if not (cfg_path.is_file() and best.is_file()):
+                if not _finished(run_dir):
                     continue
-                cfg = RunConfig.read(cfg_path)
+                cfg = RunConfig.read(run_dir)
                 if llm_model and cfg.model.llm.model != llm_model:
                     continue
-                state = torch.load(best, map_location="cpu", weights_only=False)
+                state = torch.load(run_dir / "ckpt" / "best.pt", map_location="cpu", weights_only=False)
                 if state.get("config_hash") == config_hash(cfg.to_dict()):
                     return run_dir
     return None
+
+
+def _finished(run_dir: Path) -> bool:
+    """``run_dir`` holds a training that finished: its config, its best checkpoint and metrics of that config."""
+    files = [run_dir / f for f in ("config.json", "metrics.json", "ckpt/best.pt")]
+    return all(f.is_file() for f in files) and \
+        read_json(files[1]).get("config_hash") == config_hash(RunConfig.read(run_dir).to_dict())
 
 
 def run_directory(model: str) -> Path | None:
     """The training run directory ``model`` names (None for ``auto`` and ``zero_shot``).
 
     Raises:
-        FileNotFoundError: ``model`` is neither, nor a finished run (``config.json`` and ``ckpt/best.pt``).
+        FileNotFoundError: ``model`` is neither, nor a finished run (``config.json``, ``ckpt/best.pt`` and the
+        ``metrics.json`` written when it finished, of the same config).
     """
     if model in ("auto", "zero_shot"):
         return None
     run_dir = Path(model)
-    if not (run_dir / "config.json").is_file() or not (run_dir / "ckpt" / "best.pt").is_file():
+    if not _finished(run_dir):
         raise FileNotFoundError(f"model={model!r} is not 'auto', 'zero_shot' or a training run directory that "
-                                f"finished (config.json and ckpt/best.pt)")
+                                f"finished (config.json, ckpt/best.pt and metrics.json of the same config)")
     return run_dir
 
 

@@ -39,7 +39,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from ..config import LLMConfig, resolve_device
 from ..evaluate import task_report, task_scores
-from ..graphqa import DatasetConfig, load_dataset
+from ..graphqa import DatasetConfig, data_inputs, load_dataset
+from ..llm import weights_identity
 from ..precision import dtype_name, legacy_dtype, precision_record, recorded_dtype, resolve_dtype, run_precision
 from ..runs import (atomic_write_bytes, check_run_identity, config_hash, environment_record, progress, read_json,
                     seed_everything, write_json)
@@ -112,8 +113,9 @@ def evaluate_validation(model: GraphLLM, examples: list[Example], batch_size: in
 
 
 def fit(model: GraphLLM, train: list[Example], val: list[Example], cfg: TrainConfig, seed: int, ckpt_dir: Path,
-        cfg_hash: str, dist: Dist = Dist(), on_epoch_end=None) -> list[dict]:
-    """Train the trainable parts of ``model``; resume from ``ckpt_dir/last.pt`` when it matches ``cfg_hash``.
+        cfg_hash: str, dist: Dist = Dist(), on_epoch_end=None, inputs: dict | None = None) -> list[dict]:
+    """Train the trainable parts of ``model``; resume from ``ckpt_dir/last.pt`` when it matches ``cfg_hash`` and
+    ``inputs`` (:func:`run_inputs`; a checkpoint saved before inputs were recorded matches any).
 
     Returns:
         the per-epoch history; the parameters of the epoch chosen on validation (``cfg.select_on``) are loaded
@@ -137,17 +139,20 @@ def fit(model: GraphLLM, train: list[Example], val: list[Example], cfg: TrainCon
     if last.is_file():
         state = torch.load(last, map_location="cpu", weights_only=False)
         trained_in = state.get("llm_dtype") or legacy_dtype(model.cfg.llm.dtype, model.device.type)
-        if state.get("config_hash") == cfg_hash and trained_in != dtype:
+        same = state.get("config_hash") == cfg_hash and state.get("inputs", inputs) == inputs
+        if same and trained_in != dtype:
             # "auto" means another dtype on this machine: the epochs left would train in another precision
             if dist.main:
                 print(f"note: {last} was trained with the LLM in {trained_in}, this machine runs it in {dtype}: "
                       "training starts over instead of resuming", flush=True)
-        elif state.get("config_hash") == cfg_hash:
+        elif same:
             model.load_trainable_state(state["model"])
             optimizer.load_state_dict(state["optimizer"])
             history, best_val, best_epoch = state["history"], state["best_val"], state["best_epoch"]
             start_epoch = state["epoch"] + 1
             torch.set_rng_state(state["torch_rng"])
+            if state.get("cuda_rng") is not None and model.device.type == "cuda":  # GPU dropout goes on as unstopped
+                torch.cuda.set_rng_state(state["cuda_rng"])
             random.setstate(state["py_rng"])
             np.random.set_state(state["np_rng"])
     step = start_epoch * steps_per_epoch
@@ -186,18 +191,22 @@ def fit(model: GraphLLM, train: list[Example], val: list[Example], cfg: TrainCon
         if key < best_val:
             best_val, best_epoch = key, epoch
             if dist.main:
-                _save(best, {"config_hash": cfg_hash, "llm_dtype": dtype, "epoch": epoch,
+                _save(best, {"config_hash": cfg_hash, "inputs": inputs, "llm_dtype": dtype, "epoch": epoch,
                              "model": model.trainable_state()})
         if dist.main:
-            _save(last, {"config_hash": cfg_hash, "llm_dtype": dtype, "epoch": epoch, "model": model.trainable_state(),
+            _save(last, {"config_hash": cfg_hash, "inputs": inputs, "llm_dtype": dtype, "epoch": epoch,
+                         "model": model.trainable_state(), "cuda_rng": torch.cuda.get_rng_state()
+                         if model.device.type == "cuda" else None,
                          "optimizer": optimizer.state_dict(), "history": history, "best_val": best_val,
                          "best_epoch": best_epoch, "torch_rng": torch.get_rng_state(), "py_rng": random.getstate(),
                          "np_rng": np.random.get_state()})
         dist.barrier()
         if on_epoch_end is not None:
             on_epoch_end(epoch, row)
-    if best.is_file():
-        model.load_trainable_state(torch.load(best, map_location="cpu", weights_only=False)["model"])
+    if best.is_file() and best_epoch >= 0:  # a best.pt left by another configuration is never loaded
+        state = torch.load(best, map_location="cpu", weights_only=False)
+        if state.get("config_hash") == cfg_hash and state.get("inputs", inputs) == inputs:
+            model.load_trainable_state(state["model"])
     return history
 
 
@@ -229,11 +238,20 @@ def predict_timed(model: GraphLLM, examples: list[Example], batch_size: int, des
 
 
 # ---------------------------------------------------------------------- one run
+def run_inputs(cfg: RunConfig, ds=None) -> dict:
+    """What a run reads besides its settings, recorded in its ``metrics.json`` and checkpoints and checked when it is
+    reused (:func:`~gr_core.runs.check_run_identity`): ``ds``'s raw data and sentence encoder
+    (:func:`~gr_core.graphqa.data_inputs`; default: the dataset's) and the LLM's weights, the same on every machine."""
+    return data_inputs(DatasetConfig(cfg.dataset) if ds is None else getattr(ds, "config", None)) | \
+        {"llm": weights_identity(cfg.model.llm.model)}
+
+
 def run(cfg: RunConfig, run_dir: str | Path, ds=None, force: bool = False, on_epoch_end=None) -> dict:
     """Train (when there is anything to train) and evaluate one configuration; write its run directory.
 
-    A finished run whose ``metrics.json`` carries the same config hash is returned as is (``force`` reruns); a finished
-    run of another configuration in ``run_dir`` raises :class:`~gr_core.runs.RunConflictError` unless ``force``.
+    A finished run whose ``metrics.json`` carries the same config hash is returned as is (``force`` reruns it from its
+    first epoch); a finished run of another configuration, or made from other :func:`run_inputs`, in ``run_dir``
+    raises :class:`~gr_core.runs.RunConflictError` unless ``force``.
 
     Returns:
         the metrics dict written to ``metrics.json``.
@@ -241,7 +259,8 @@ def run(cfg: RunConfig, run_dir: str | Path, ds=None, force: bool = False, on_ep
     run_dir = Path(run_dir)
     cfg_hash = config_hash(cfg.to_dict())
     done = run_dir / "metrics.json"
-    if not force and check_run_identity(run_dir, cfg.to_dict(), cfg_hash):
+    inputs = run_inputs(cfg, ds)
+    if not force and check_run_identity(run_dir, cfg.to_dict(), cfg_hash, inputs):
         return precision_of_reuse(read_json(done), cfg.model.llm, run_dir)
     dist = init_distributed()
     model_cfg = cfg.model
@@ -252,8 +271,12 @@ def run(cfg: RunConfig, run_dir: str | Path, ds=None, force: bool = False, on_ep
         ds = load_dataset(DatasetConfig(cfg.dataset, hops=cfg.hops))
     if dist.main:
         done.unlink(missing_ok=True)  # a rerun interrupted later must not leave the old run's metrics as "finished"
+        if force:  # its checkpoints too: a forced rerun trains anew, not on from the last epoch it had
+            for name in ("last.pt", "best.pt"):
+                (run_dir / "ckpt" / name).unlink(missing_ok=True)
         write_json(run_dir / "config.json", {"name": cfg.name, "config_hash": cfg_hash, **cfg.to_dict()})
         write_json(run_dir / "env.json", environment_record())
+    dist.barrier()  # no process reads a checkpoint before a forced rerun has removed it
     t_build = time.perf_counter()
     idx = split_indices(ds, cfg)
     model = GraphLLM(model_cfg, in_dim=int(ds.text_emb.shape[1]),
@@ -265,7 +288,7 @@ def run(cfg: RunConfig, run_dir: str | Path, ds=None, force: bool = False, on_ep
     history = []
     if trained:
         history = fit(model, examples["train"], examples["val"], cfg.train, cfg.seed, run_dir / "ckpt", cfg_hash,
-                      dist, on_epoch_end)
+                      dist, on_epoch_end, inputs)
         if dist.main:
             write_json(run_dir / "history.json", history)
     metrics: dict = {}
@@ -282,7 +305,7 @@ def run(cfg: RunConfig, run_dir: str | Path, ds=None, force: bool = False, on_ep
         if "precision" in report:  # the KGQA answers' precision score; "precision" is the run's precision record
             report["answer_precision"] = report.pop("precision")
         metrics = {"name": cfg.name, "dataset": cfg.dataset, "method": cfg.method, "seed": cfg.seed,
-                   "config_hash": cfg_hash, **report, "num_train": len(examples.get("train", [])),
+                   "config_hash": cfg_hash, "inputs": inputs, **report, "num_train": len(examples.get("train", [])),
                    "num_val": len(examples.get("val", [])), "num_test": len(test), "epochs_run": len(history),
                    "best_epoch": int(np.argmin([cfg.train.selection_key(h) for h in history])) if history else None,
                    "train_seconds": round(sum(h["train_seconds"] for h in history), 2),
@@ -335,11 +358,12 @@ def trained_model(cfg: RunConfig, run_dir: str | Path, ds=None) -> GraphLLM:
     if cfg.model.trainable and cfg.train.num_epochs > 0:  # inference-only: the untouched model, no run needed
         best = run_dir / "ckpt" / "best.pt"
         state = torch.load(best, map_location="cpu", weights_only=False) if best.is_file() else None
-        cfg_hash = config_hash(cfg.to_dict())
-        finished = check_run_identity(run_dir, cfg.to_dict(), cfg_hash)  # refuses another configuration's run
-        if state is None or state.get("config_hash") != cfg_hash or not finished:
+        cfg_hash, inputs = config_hash(cfg.to_dict()), run_inputs(cfg, ds)
+        finished = check_run_identity(run_dir, cfg.to_dict(), cfg_hash, inputs)  # refuses another run's directory
+        stale = state is None or state.get("config_hash") != cfg_hash or state.get("inputs", inputs) != inputs
+        if stale or not finished:
             # trains, finishes an interrupted training, or retrains a finished run whose weights are missing
-            run(cfg, run_dir, ds=ds, force=finished and (state is None or state.get("config_hash") != cfg_hash))
+            run(cfg, run_dir, ds=ds, force=finished and stale)
             state = torch.load(best, map_location="cpu", weights_only=False)
     return load_run_model(run_dir, int(ds.text_emb.shape[1]), cfg=cfg, state=state)
 

@@ -13,6 +13,7 @@ from ..config import LLMConfig, llm_identity
 from ..evaluate import answer_matches, normalize
 from ..g_retriever.model import Example, GraphLLM, LoRAConfig, ModelConfig
 from ..g_retriever.train import TrainConfig, fit, predict_timed
+from ..llm import weights_identity
 from ..prompts import ROG_PLANNING_PROMPT, gnn_rag_parts
 from ..runs import config_hash, progress, seed_everything, write_json
 from .evidence import GNNRAGConfig, format_relation_path, parse_relation_path, relation_sequences
@@ -118,8 +119,9 @@ def train_lora_llm(train_ex: list[Example], val_ex: list[Example], run_dir: str 
     model.tokenize(train_ex)
     model.tokenize(val_ex)
     run_dir = Path(run_dir)
-    key = {"model": model_key(cfg), "train": asdict(train), "seed": seed, "train_data": _digest(train_ex),
-           "val_data": _digest(val_ex), "num_train": len(train_ex), "num_val": len(val_ex)}
+    key = {"model": model_key(cfg), "weights": weights_identity(llm.model), "train": asdict(train), "seed": seed,
+           "train_data": _digest(train_ex), "val_data": _digest(val_ex), "num_train": len(train_ex),
+           "num_val": len(val_ex)}
     history = fit(model, train_ex, val_ex, train, seed, run_dir / "ckpt", config_hash(key))
     write_json(run_dir / "config.json", {**key, "config_hash": config_hash(key)})
     write_json(run_dir / "history.json", history)

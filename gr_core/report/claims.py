@@ -8,9 +8,10 @@ or notebook 04's ``predictions.jsonl.gz``: exact McNemar on right / wrong, both 
 (``reproduced`` / ``partly`` / ``not reproduced``); ``not testable here`` says which numbers are missing.
 
 Seeds: where both systems were trained with several seeds (``<dataset>-<method>-seed<k>``), seed k is paired with
-seed k and the test is a paired bootstrap over seeds and questions (:func:`gr_core.stats.compare_seeds`; the
-per-seed McNemar tables combined by Cochran-Mantel-Haenszel beside it); a system with one run (a reference row, an
-untrained one) is paired with every seed of the other.
+seed k on the seeds both have (``seeds`` counts them; the evidence names any left without a partner) and the test is
+a paired bootstrap over seeds and questions (:func:`gr_core.stats.compare_seeds`; the per-seed McNemar tables
+combined by Cochran-Mantel-Haenszel beside it); only a run that no seed changes (:data:`SEEDLESS`) is paired with
+every seed of the other.
 
 Power: each comparison carries the paper's difference (``paper_diff``; for this project's reference rows a stated
 5 points) and ``n_power``, the questions that detect it at 80% power given the discordance measured here
@@ -28,7 +29,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..published import PAPER_COLUMN, PAPER_GNN_ONLY, PAPER_GNN_RAG, PAPER_TABLE3, PAPER_TABLE6, PAPER_TABLE10
+from ..published import (PAPER_COLUMN, PAPER_GNN_ONLY, PAPER_GNN_RAG, PAPER_TABLE3, PAPER_TABLE5, PAPER_TABLE6,
+                         PAPER_TABLE10)
 from ..runs import seed_run_dirs
 from ..stats import compare, compare_seeds, mcnemar_n_for_power, signed_rank, verdict
 from .markdown import markdown_table
@@ -72,6 +74,10 @@ def _verdict(flags: list[bool]) -> str:
 MIN_SEEDS = 3  # a claim about trained models decides only over this many seeds (the paper: 4 seeds, mean +- std)
 WHOLE_GRAPH_DATASETS = ("explagraphs",)  # gr_core.g_retriever.retrieval: whole_graph=True (GR's "k = 0")
 REFERENCE_EFFECT = 0.05  # the difference this project's reference-row claims are powered for (no paper number)
+# runs no seed changes, run once for every seed: the deterministic reference rows (gr_core.studies.graph_baselines) and
+# the untrained inference-only rows (greedy; gr_core.g_retriever.experiments.run_plan). The GNN-only classifier trains
+# per seed: not one of them, and neither is a trained system that finished one seed
+SEEDLESS = ("majority", "negation_parity", "question_only", "zero_shot", "zero_cot", "cot_bag", "kaping")
 
 
 def decide(claim: Claim, discordance: float | None, trained: bool) -> Claim:
@@ -94,7 +100,7 @@ def paired_claim(paper: str, claim: str, dataset: str, runs_dir: Path, run_a: st
     ``not testable here``.
 
     ``run_a`` / ``run_b`` name seed 0 (``...-seed0``): every seed both systems have is used (seed k with seed k; a
-    system with one seed is paired with each of the other's), tested by :func:`gr_core.stats.compare_seeds`. With one
+    :data:`SEEDLESS` run is paired with each of the other's), tested by :func:`gr_core.stats.compare_seeds`. With one
     seed each this is the exact McNemar test. ``paper_diff`` (the paper's ``a - b`` on the dataset's scale) gives the
     power columns (:func:`decide`, a claim about trained models).
     """
@@ -112,17 +118,25 @@ def paired_claim(paper: str, claim: str, dataset: str, runs_dir: Path, run_a: st
         return decide(Claim(paper, claim, "not testable here", why, source, dataset, label_a, label_b,
                             paper_diff=paper_diff), None, True)
 
+    def seedless(stem: str, found: list[int]) -> bool:
+        return len(found) == 1 and stem.split("-", 1)[-1] in SEEDLESS
+
     (stem_a, seeds_a), (stem_b, seeds_b) = seeds(run_a), seeds(run_b)
+    unpaired = ""
     if stem_a == run_a or stem_b == run_b:  # a run that is not a seed series: compare the two directories
         names = [(run_a, run_b)]
-    else:
+    elif seedless(stem_b, seeds_b):
+        names = [(f"{stem_a}-seed{k}", f"{stem_b}-seed{seeds_b[0]}") for k in seeds_a]
+    elif seedless(stem_a, seeds_a):
+        names = [(f"{stem_a}-seed{seeds_a[0]}", f"{stem_b}-seed{k}") for k in seeds_b]
+    else:  # trained on both sides: seed k with seed k only; repeating one run would count it as several seeds
         common = sorted(set(seeds_a) & set(seeds_b))
-        if len(seeds_b) == 1 and len(seeds_a) > 1:
-            names = [(f"{stem_a}-seed{k}", f"{stem_b}-seed{seeds_b[0]}") for k in seeds_a]
-        elif len(seeds_a) == 1 and len(seeds_b) > 1:
-            names = [(f"{stem_a}-seed{seeds_a[0]}", f"{stem_b}-seed{k}") for k in seeds_b]
-        else:
-            names = [(f"{stem_a}-seed{k}", f"{stem_b}-seed{k}") for k in (common or [0])]
+        if not common:
+            return untestable(f"no seed in common ({label_a} seeds {seeds_a}, {label_b} seeds {seeds_b})")
+        names = [(f"{stem_a}-seed{k}", f"{stem_b}-seed{k}") for k in common]
+        left = [f"{lab} seeds {sorted(set(s) - set(common))}" for lab, s in ((label_a, seeds_a), (label_b, seeds_b))
+                if set(s) - set(common)]
+        unpaired = f"; seeds without a partner, left out: {', '.join(left)}" if left else ""
     try:
         pairs = [(run_question_scores(runs_dir, x), run_question_scores(runs_dir, y)) for x, y in names]
     except FileNotFoundError as err:
@@ -140,10 +154,10 @@ def paired_claim(paper: str, claim: str, dataset: str, runs_dir: Path, run_a: st
     spread = ""
     if r["seeds"] > 1:
         per = lambda xs: " / ".join(f"{x * scale:.4g}" for x in xs)  # noqa: E731
-        spread = (f" (mean of {r['seeds']} seeds: {label_a} {per(r['scores_a'])}, {label_b} {per(r['scores_b'])};"
-                  f" CMH p = {r['p_cmh']:.3g})")
+        spread = (f" (mean of {r['seeds']} seeds: {label_a} {per(r['scores_a'])}, {label_b} {per(r['scores_b'])}"
+                  + (f"; CMH p = {r['p_cmh']:.3g}" if "p_cmh" in r else "") + ")")  # no CMH on graded scores
     ev = (f"{label_a} {a:.4g} vs {label_b} {b:.4g} on the same {r['n']} questions{spread}, p = {r['p']:.3g} "
-          f"({r['test']})")
+          f"({r['test']}){unpaired}")
     discordance = (r["a_only"] + r["b_only"]) / (r["n"] * r["seeds"]) if "a_only" in r else None
     c = Claim(paper, claim, v, ev, source, dataset, label_a, label_b, round(a, 4), round(b, 4), r["n"],
               float(f"{r['p']:.4g}"), r["test"], seeds=r["seeds"], paper_diff=paper_diff)
@@ -254,15 +268,21 @@ def _timed_alone(timed: dict) -> str:
     return "timed alone, both sides in one process (python bench/retrieval_epoch.py): " + "; ".join(parts)
 
 
-def _hallucination_claim(t: dict, root: Path | None = None) -> Claim:
+def _hallucination_claims(t: dict, root: Path | None = None) -> list[Claim]:
+    """Per dataset, G-Retriever against GraphToken on each response's fully-valid flag (normalized level), paired by
+    question index in notebook 05's per-response records (``responses.jsonl``): exact McNemar with n and p. Two
+    trained models of one seed each: the row decides only over :data:`MIN_SEEDS` seeds."""
     df = t.get("05_hallucination/table5_all_levels")
-    src = "05_hallucination/table5_all_levels.csv"
+    src = "05_hallucination/responses.jsonl"
     claim = "Hallucination drops: more valid citations than graph prompt tuning (Table 5)"
+    table = "05_hallucination/table5_all_levels.csv"  # the source of the rows with nothing to pair
     if df is None:
-        return Claim("G-Retriever", claim, "not testable here", _not_run(root, "notebook 05"), src)
-    sub = df[df.level == "normalized"]
-    flags, ev, silent = [], [], []
-    for d, g in sub.groupby("dataset", sort=False):
+        return [Claim("G-Retriever", claim, "not testable here", _not_run(root, "notebook 05"), table)]
+    path = None if root is None else Path(root) / src
+    resp = pd.read_json(path, lines=True) if path is not None and path.is_file() else None
+    paper_pct = PAPER_TABLE5["g_retriever"]["fully_valid_%"] - PAPER_TABLE5["graph_token"]["fully_valid_%"]
+    out, silent = [], []
+    for d, g in df[df.level == "normalized"].groupby("dataset", sort=False):
         rows = {r["system"]: r for r in g.to_dict("records")}
         if "g_retriever" not in rows or "graph_token" not in rows:
             continue
@@ -270,14 +290,31 @@ def _hallucination_claim(t: dict, root: Path | None = None) -> Claim:
         if min(a["citing_%"], b["citing_%"]) < 5:
             silent.append(f"{d}: citing G-Retriever {a['citing_%']:.0f}% / GraphToken {b['citing_%']:.0f}%")
             continue
-        flags.append(a["fully_valid_%"] > b["fully_valid_%"])
-        ev.append(f"{d}: fully valid {a['fully_valid_%']:.1f}% vs {b['fully_valid_%']:.1f}%")
-    if not flags and silent:
-        return Claim("G-Retriever", claim, "not testable here",
-                     "on no dataset do both systems cite (each must list nodes or edges in at least 5% of its "
-                     "responses): " + "; ".join(silent) + citing_evidence(t.get("05_hallucination/citing_rates")),
-                     src)
-    return Claim("G-Retriever", claim, _verdict(flags), "; ".join(ev + silent) or "no dataset has both systems", src)
+        scale = metric_scale(d)  # the Claim columns' scale (decide's power needs it); the evidence says percent
+        c = Claim("G-Retriever", claim, "not testable here", f"{d}: fully valid {a['fully_valid_%']:.1f}% vs "
+                  f"{b['fully_valid_%']:.1f}%, no per-response records to pair (rerun notebook 05)", src, d,
+                  "g_retriever", "graph_token", paper_diff=round(paper_pct / 100 * scale, 4), seeds=1)
+        # each response's flag by question index; a question answered twice by one system cannot be paired
+        fa, fb = ([] if resp is None else resp[(resp.dataset == d) & (resp.system == s)].set_index("index")
+                  ["fully_valid_normalized"].astype(float) for s in ("g_retriever", "graph_token"))
+        common = [] if resp is None or fa.index.duplicated().any() or fb.index.duplicated().any() else \
+            fa.index.intersection(fb.index)
+        if not len(common):
+            out.append(decide(c, None, True))
+            continue
+        r = compare(fa.loc[common].to_numpy(), fb.loc[common].to_numpy())
+        c.verdict, c.n, c.p, c.test = verdict(r["diff"], r["p"]), r["n"], float(f"{r['p']:.4g}"), r["test"]
+        c.score_a, c.score_b = round(r["score_a"] * scale, 4), round(r["score_b"] * scale, 4)
+        c.evidence = (f"{d}: fully valid {100 * r['score_a']:.1f}% vs {100 * r['score_b']:.1f}% of the same {r['n']} "
+                      f"questions (G-Retriever alone {r['a_only']}, GraphToken alone {r['b_only']}), p = "
+                      f"{r['p']:.3g} ({r['test']})")
+        out.append(decide(c, (r["a_only"] + r["b_only"]) / r["n"], True))
+    if silent:
+        out.append(Claim("G-Retriever", claim, "not testable here",
+                         f"on {'these datasets' if out else 'no dataset'} do both systems cite (each must list nodes "
+                         "or edges in at least 5% of its responses): " + "; ".join(silent)
+                         + citing_evidence(t.get("05_hallucination/citing_rates")), table))
+    return out or [Claim("G-Retriever", claim, "not testable here", "no dataset has both systems", table)]
 
 
 def citing_evidence(df: pd.DataFrame | None) -> str:
@@ -384,10 +421,13 @@ def _gnn_rag_claims(t: dict, root: Path | None) -> list[Claim]:
             a_, b_ = pa.loc[common, col].to_numpy(), pb.loc[common].to_numpy()
             r = signed_rank(a_, b_) if col == "f1" else compare(a_, b_)
             sa, sb = 100 * r["score_a"], 100 * r["score_b"]
-            c = Claim("GNN-RAG", claim, verdict(r["diff"], r["p"]),
+            # the direction is the test's own: Wilcoxon's rank sums, which a few large gains in the mean can outvote
+            direction = r["rank_biserial"] if col == "f1" else r["diff"]
+            rb = f"; rank-biserial {direction:+.2f}, > 0 when {a} is ahead by the test" if col == "f1" else ""
+            c = Claim("GNN-RAG", claim, verdict(direction, r["p"]),
                       f"{a} {sa:.4g} vs {b or 'the GNN alone'} {sb:.4g} on the same {r['n']} questions, p = "
-                      f"{r['p']:.3g} ({r['test']})", src, d, a, b or "gnn alone", round(sa, 4), round(sb, 4), r["n"],
-                      float(f"{r['p']:.4g}"), r["test"], seeds=1, paper_diff=round(diff, 4))
+                      f"{r['p']:.3g} ({r['test']}{rb})", src, d, a, b or "gnn alone", round(sa, 4), round(sb, 4),
+                      r["n"], float(f"{r['p']:.4g}"), r["test"], seeds=1, paper_diff=round(diff, 4))
             # one reasoner and one generator compared with and without their evidence (or without the LLM): a claim
             # about the method on fixed models, not about a training run, so one seed can decide it
             if col == "f1":
@@ -405,7 +445,7 @@ def claims(tables: dict[str, pd.DataFrame], root: str | Path | None = None) -> p
     without it every comparison is ``not testable here`` (verdicts: the module docstring).
     """
     root = None if root is None else Path(root)
-    rows = _table3_claims(tables, root) + _efficiency_claims(tables, root) + [_hallucination_claim(tables, root)] + \
+    rows = _table3_claims(tables, root) + _efficiency_claims(tables, root) + _hallucination_claims(tables, root) + \
         _ablation_claims(tables, root) + _gnn_rag_claims(tables, root)
     for r in rows:  # not run: cannot decide; a threshold on a measurement (tokens, minutes, citations): no test
         if not r.decides:

@@ -17,11 +17,11 @@ from ..gnn_rag.model import SWITCH_NAMES, ReasonerConfig
 from ..gnn_rag.training import (ReasonerTrainConfig, load_reasoner, node_probabilities,
                                 reasoner_meta, reasoner_dataset, save_reasoner, score_questions, summarize_scores,
                                 train_reasoner)
-from ..graphqa import DatasetConfig, cache_key, load_dataset
+from ..graphqa import DatasetConfig, cache_key, data_inputs, load_dataset
 from ..paths import repo_relative
 from ..published import PAPER_GNN_ONLY
 from ..runs import (config_hash, environment_record, frame_value, read_keyed,
-                    value_frame, write_json, write_keyed, write_records)
+                    value_frame, write_csv, write_json, write_keyed, write_records)
 from ..stats import compare, verdict, wilson_interval
 from .gnn_rag_llm import retriever_table, run_gnn_rag
 
@@ -68,10 +68,11 @@ def run_reasoner(dataset: str, hops: int = 2, max_train: int | None = None, max_
     """
     ds = load_dataset(DatasetConfig(dataset, hops=hops))
     key = reasoner_identity(ds.config, cfg, tcfg, max_train, max_val)
+    inputs = data_inputs(ds.config)  # the encoder's version too (reasoners saved before it are taken as they are)
     saved = reasoner_meta(save_path) if save_path and Path(save_path).is_file() else {}
     test_idx = list(ds.split["test"])[:max_test or None]
     test = reasoner_dataset(ds, test_idx, f"{dataset} test graphs")
-    if saved.get("key_hash") == config_hash(key):
+    if saved.get("key_hash") == config_hash(key) and saved.get("inputs", inputs) == inputs:
         model = load_reasoner(save_path).to(resolve_device(tcfg.device))
         history, seconds, num_train = saved["history"], saved["train_seconds"], saved["num_train"]
         print(f"{dataset} ({hops} hops): reasoner reloaded from {save_path} (trained in {seconds:.0f} s)", flush=True)
@@ -84,7 +85,8 @@ def run_reasoner(dataset: str, hops: int = 2, max_train: int | None = None, max_
         seconds, num_train = round(time.perf_counter() - t0, 2), len(train)
         if save_path:
             save_reasoner(model, save_path, {"dataset": dataset, "hops": hops, "key_hash": config_hash(key),
-                                             "identity": key, "history": history, "train_seconds": seconds,
+                                             "identity": key, "inputs": inputs, "history": history,
+                                             "train_seconds": seconds,
                                              "num_train": num_train})
     scores = score_questions(model, test)
     metrics = summarize_scores(scores) | {"train_seconds": seconds, "num_train": num_train,
@@ -303,16 +305,17 @@ def reasoner_test_run(key: str, out_dir, max_train: int | None = None, max_val: 
                "epochs_run": len(result["history"]), "history": result["history"],
                **_provenance("test", key, out_dir.parent, max_train, max_val, max_test, cfg, tcfg)}
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_json(out_dir / "metrics.json", metrics)
+    (out_dir / "metrics.json").unlink(missing_ok=True)  # an earlier run's metrics never describe this run's files
     by_type = scores.groupby("qtype").agg(n=("h1", "size"), h1=("h1", "mean"), f1=("f1", "mean"),
                                           candidates=("candidates", "mean")).reset_index()
     by_type[["h1", "f1"]] *= 100
-    by_type.round(2).to_csv(out_dir / "by_type.csv", index=False)
+    write_csv(by_type.round(2), out_dir / "by_type.csv")
     bins = pd.cut(scores.candidates, [-1, 0, 1, 2, 5, 10, 50, 200, 10**6], right=True)  # (-1, 0]: no candidate
     by_size = scores.groupby(bins, observed=True).agg(n=("h1", "size"), h1=("h1", "mean")).reset_index()
     by_size["h1"] *= 100
-    by_size.astype({"candidates": str}).round(2).to_csv(out_dir / "by_candidates.csv", index=False)
+    write_csv(by_size.astype({"candidates": str}).round(2), out_dir / "by_candidates.csv")
     save_reasoner(result["model"], out_dir / f"{key}.pt")
+    write_json(out_dir / "metrics.json", metrics)  # last: the files beside it are this run's
     print(f"{key}: test H@1 {metrics['h1']:.2f} [{low * 100:.1f}, {high * 100:.1f}] F1 {metrics['f1']:.2f} "
           f"n {len(scores)}, {metrics['epochs_run']} epochs, {metrics['train_seconds']:.0f} s", flush=True)
     return metrics
@@ -387,8 +390,8 @@ def llm_half_run(reasoners: dict[str, str], out_dir, max_test: int = 100) -> dic
                            "verdict": verdict(r["diff"], r["p"])})
     out_dir.mkdir(parents=True, exist_ok=True)
     table, paired = retriever_table(rows), pd.DataFrame(paired)
-    table.to_csv(out_dir / "retrievers.csv", index=False)
-    paired.to_csv(out_dir / "paired.csv", index=False)
+    write_csv(table, out_dir / "retrievers.csv")
+    write_csv(paired, out_dir / "paired.csv")
     write_records(rows, out_dir / "predictions.jsonl.gz")
     write_json(out_dir / "metrics.json", {
         "reasoners": reasoners, "retrievers": table.to_dict("records"), "paired": paired.to_dict("records"),
@@ -458,8 +461,8 @@ def main(argv: list[str] | None = None) -> int:
         def save(table, by_type):
             args.out.mkdir(parents=True, exist_ok=True)
             print(table.to_string(), flush=True)
-            table.to_csv(args.out / "reasoner_changes.csv", index=False)
-            by_type.to_csv(args.out / "reasoner_changes_by_type.csv", index=False)
+            write_csv(table, args.out / "reasoner_changes.csv")
+            write_csv(by_type, args.out / "reasoner_changes_by_type.csv")
             write_json(args.out / "reasoner_changes.json", {"settings": {**vars(args), "out": str(args.out),
                        "reasoner": asdict(cfg), "train": asdict(tcfg)}, "env": environment_record()})
 

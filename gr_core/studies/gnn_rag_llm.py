@@ -21,7 +21,7 @@ from ..gnn_rag.generation import (answer_examples, answer_kind, fit_lines, gener
                                   name_index, rag_example, train_lora_llm, training_examples)
 from ..gnn_rag.reasoning_paths import select_candidates
 from ..graphqa import cache_key
-from ..llm import load_tokenizer
+from ..llm import load_tokenizer, weights_identity
 from ..published import PAPER_COLUMN, PAPER_GNN_RAG, PAPER_HOPS_F1
 from ..report.results import GROUNDED
 from ..runs import config_hash, frame_value, progress, read_keyed, value_frame, write_keyed
@@ -155,7 +155,8 @@ def run_gnn_rag(results: dict, run_dir: str | Path, llm: LLMConfig = LLMConfig()
             indices, probs = r["test_indices"][:n], r["probs"][:n]
             # a key's answers are kept as they finish (keyed by everything they depend on, the reasoner's node
             # probabilities included), so a stopped notebook resumes after the last finished key
-            ident = {"rows": 2, "llm": llm_identity(asdict(llm)), "train": asdict(train),
+            ident = {"rows": 2, "llm": llm_identity(asdict(llm)), "weights": weights_identity(llm.model),
+                     "train": asdict(train),
                      "rog_train": asdict(rog_train or train),
                      "cfg": asdict(cfg), "max_train": max_train, "max_val": max_val, "seed": seed,
                      "retrievers": list(retrievers), "data": [cache_key(d.config) for d in dss],

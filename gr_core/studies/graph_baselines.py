@@ -29,7 +29,7 @@ from torch_geometric.loader import DataLoader
 from ..evaluate import task_report, task_scores
 from ..g_retriever.examples import split_indices
 from ..g_retriever.graph_encoder import GNNConfig, GraphEncoder
-from ..graphqa import DatasetConfig, load_dataset
+from ..graphqa import DatasetConfig, data_inputs, load_dataset
 from ..runs import atomic_write_bytes, config_hash, environment_record, read_json, seed_everything, write_json
 
 BASELINES = ("majority", "negation_parity", "gnn_classifier")
@@ -126,6 +126,7 @@ def run_graph_baselines(ds, runs_dir: str | Path, max_train: int | None = None, 
         raise ValueError(f"{ds.name}: the graph baselines need one stored graph per question (a classification set)")
 
     split = split_indices(ds, max_train=max_train, max_val=max_val, max_test=max_test)
+    inputs = data_inputs(getattr(ds, "config", None))  # what the runs read besides their settings
     out = []
     for method in methods:
         config = {"dataset": ds.name, "method": method, "seed": seed, "max_train": max_train, "max_val": max_val,
@@ -133,9 +134,11 @@ def run_graph_baselines(ds, runs_dir: str | Path, max_train: int | None = None, 
         h = config_hash(config)
         run_dir = Path(runs_dir) / f"{ds.name}-{method}-seed{seed}"
         done = run_dir / "metrics.json"
-        if done.is_file() and read_json(done).get("config_hash") == h:
-            out.append(read_json(done))
+        if done.is_file() and (found := read_json(done)).get("config_hash") == h and \
+                found.get("inputs", inputs) == inputs:  # runs recorded before their inputs are taken as they are
+            out.append(found)
             continue
+        done.unlink(missing_ok=True)  # new predictions are never left beside an earlier run's metrics
         extra: dict = {}
         if method == "majority":
             label = Counter(ds.records[i].answers[0].strip().lower() for i in split["train"]).most_common(1)[0][0]
@@ -153,6 +156,7 @@ def run_graph_baselines(ds, runs_dir: str | Path, max_train: int | None = None, 
         write_json(run_dir / "env.json", environment_record())
         atomic_write_bytes(run_dir / "predictions.jsonl", ("\n".join(lines) + "\n").encode())
         metrics = {"name": run_dir.name, "dataset": ds.name, "method": method, "seed": seed, "config_hash": h,
+                   "inputs": inputs,
                    **task_report(ds.name, preds, answers), "num_train": len(split["train"]),
                    "num_val": len(split["val"]), "num_test": len(split["test"]), **extra}
         write_json(done, metrics)
