@@ -281,7 +281,7 @@ def compare_seeds(a, b, binary: bool = True) -> dict:
     else:
         boot = seed_bootstrap(a, b)
         out = {"score_a": float(a.mean()), "score_b": float(b.mean()), "n": int(a.shape[1]), "diff": boot["diff"],
-               "p": boot["p"], "test": f"paired bootstrap over seeds and questions, {seeds} seeds (sign-flip floor)",
+               "p": boot["p"], "test": f"paired bootstrap over seeds and questions, {seeds} seeds, sign-flip floor",
                "ci_low": boot["ci_low"], "ci_high": boot["ci_high"]}
     per_a, per_b = a.mean(axis=1), b.mean(axis=1)
     if seeds > 1:
