@@ -202,17 +202,18 @@ def _responses(cfg, ds, indices: list[int], runs_dir, max_new_tokens: int, batch
                request: str = "paper", loaded: dict | None = None) -> list[str]:
     """The responses of ``cfg``'s run to ``request``, read from :func:`response_cache` or generated and cached;
     ``loaded`` keeps the trained model for the next request (the model is loaded only where a response is missing)."""
-    from ..g_retriever.train import trained_model  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.g_retriever.train; this module stays torch-free
+    from ..g_retriever.train import run_inputs, trained_model  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.g_retriever.train; this module stays torch-free
 
-    cached = response_cache(cfg, ds, indices, max_new_tokens, batch_size, seed, request)
-    if cached.is_file():
-        return read_json(cached)["responses"]
+    cached, inputs = response_cache(cfg, ds, indices, max_new_tokens, batch_size, seed, request), run_inputs(cfg, ds)
+    # the run's inputs (data, encoder, LLM weights) are checked beside the key; responses cached before them are kept
+    if cached.is_file() and (found := read_json(cached)).get("inputs", inputs) == inputs:
+        return found["responses"]
     loaded = {} if loaded is None else loaded
     if "model" not in loaded:
         loaded["model"] = trained_model(cfg, Path(runs_dir) / cfg.name, ds)
     seed_everything(seed)
     responses = cite_responses(loaded["model"], ds, indices, max_new_tokens, batch_size, request)
-    write_json(cached, {"run": cfg.name, "request": request, "responses": responses})
+    write_json(cached, {"run": cfg.name, "request": request, "inputs": inputs, "responses": responses})
     return responses
 
 
