@@ -202,6 +202,21 @@ def test_switches_add_only_their_own_parameters_and_old_saved_reasoners_load_as_
     torch.save(blob, path)
     assert load_reasoner(path).cfg == ReasonerConfig(entity_dim=8, **FIRST, mask_topic=False)
     assert ReasonerConfig() == ReasonerConfig(**{s: True for s in SWITCHES})  # ReaRev as released by default
+    # a file from elsewhere is read with weights_only: a pickle that would run code is refused, never run
+    torch.save(blob | {"meta": _RunsCode(tmp_path / "ran")}, path)
+    with pytest.raises(ValueError, match="is not a saved GNN-RAG reasoner"):
+        load_reasoner(path)
+    assert not (tmp_path / "ran").exists()
+
+
+class _RunsCode:
+    """Unpickled, it would create the file ``path``."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return type(self.path).touch, (self.path,)
 
 
 def test_questions_without_an_answer_in_their_graph_are_masked_from_the_loss():

@@ -30,7 +30,7 @@ def find_checkpoint(kind: str, outputs: str | Path | None = None, llm_model: str
                 cfg = RunConfig.read(run_dir)
                 if llm_model and cfg.model.llm.model != llm_model:
                     continue
-                state = torch.load(run_dir / "ckpt" / "best.pt", map_location="cpu", weights_only=False)
+                state = torch.load(run_dir / "ckpt" / "best.pt", map_location="cpu", weights_only=True)
                 if state.get("config_hash") == config_hash(cfg.to_dict()):
                     return run_dir
     return None
@@ -69,7 +69,7 @@ def load_answerer(model: str, kind: str, llm_model: str, device: str, max_txt_le
         why = f" (no trained {kind} checkpoint in outputs/{{{presets}}}/runs)" if model == "auto" else ""
         return GraphLLM(cfg).eval(), f"zero-shot {llm_model}{why}", None
     cfg = RunConfig.read(run_dir)
-    state = torch.load(run_dir / "ckpt" / "best.pt", map_location="cpu", weights_only=False)  # read once
+    state = torch.load(run_dir / "ckpt" / "best.pt", map_location="cpu", weights_only=True)  # read once
     if cfg.model.gnn is not None and in_dim != checkpoint_in_dim(state["model"], run_dir):
         raise ValueError(f"{run_dir}: its graph encoder reads {checkpoint_in_dim(state['model'], run_dir)}-d text "
                          f"embeddings; this graph is indexed with {in_dim}-d ones (a different sentence encoder)")

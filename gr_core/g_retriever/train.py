@@ -204,7 +204,7 @@ def fit(model: GraphLLM, train: list[Example], val: list[Example], cfg: TrainCon
         if on_epoch_end is not None:
             on_epoch_end(epoch, row)
     if best.is_file() and best_epoch >= 0:  # a best.pt left by another configuration is never loaded
-        state = torch.load(best, map_location="cpu", weights_only=False)
+        state = torch.load(best, map_location="cpu", weights_only=True)
         if state.get("config_hash") == cfg_hash and state.get("inputs", inputs) == inputs:
             model.load_trainable_state(state["model"])
     return history
@@ -357,14 +357,14 @@ def trained_model(cfg: RunConfig, run_dir: str | Path, ds=None) -> GraphLLM:
     state = None
     if cfg.model.trainable and cfg.train.num_epochs > 0:  # inference-only: the untouched model, no run needed
         best = run_dir / "ckpt" / "best.pt"
-        state = torch.load(best, map_location="cpu", weights_only=False) if best.is_file() else None
+        state = torch.load(best, map_location="cpu", weights_only=True) if best.is_file() else None
         cfg_hash, inputs = config_hash(cfg.to_dict()), run_inputs(cfg, ds)
         finished = check_run_identity(run_dir, cfg.to_dict(), cfg_hash, inputs)  # refuses another run's directory
         stale = state is None or state.get("config_hash") != cfg_hash or state.get("inputs", inputs) != inputs
         if stale or not finished:
             # trains, finishes an interrupted training, or retrains a finished run whose weights are missing
             run(cfg, run_dir, ds=ds, force=finished and stale)
-            state = torch.load(best, map_location="cpu", weights_only=False)
+            state = torch.load(best, map_location="cpu", weights_only=True)
     return load_run_model(run_dir, int(ds.text_emb.shape[1]), cfg=cfg, state=state)
 
 
@@ -383,7 +383,7 @@ def load_run_model(run_dir: str | Path, in_dim: int, cfg: RunConfig | None = Non
     model = GraphLLM(model_cfg, in_dim=in_dim,
                      soft_prompt_init=SOFT_PROMPT_INIT.get(cfg.dataset, DEFAULT_SOFT_PROMPT_INIT))
     if state is None and cfg.model.trainable and cfg.train.num_epochs > 0:
-        state = torch.load(Path(run_dir) / "ckpt" / "best.pt", map_location="cpu", weights_only=False)
+        state = torch.load(Path(run_dir) / "ckpt" / "best.pt", map_location="cpu", weights_only=True)
     if state is not None:
         model.load_trainable_state(state["model"])
     return model.eval()
