@@ -45,7 +45,8 @@ def answer_matches(prediction: str, gold: str) -> bool:
 def kgqa_scores(prediction: str | list[str], answers: list[str]) -> dict[str, float]:
     """Per-question scores, exactly as GNN-RAG's evaluator, plus strict variants.
 
-    The prediction is split into lines (a string) or taken as given (a list).
+    The prediction is stripped and split into lines (a string; as the reference, so a trailing newline is not an
+    empty answer) or taken as given (a list).
 
     Returns:
         ``hit`` (a gold anywhere), ``hit1`` (a gold in the first line), ``acc`` = ``recall`` (golds found / golds),
@@ -53,7 +54,7 @@ def kgqa_scores(prediction: str | list[str], answers: list[str]) -> dict[str, fl
         strict: ``exact_hit`` (some line equals some gold after normalization), ``precision_bounded``
         (lines matching a gold / lines) and ``f1_bounded``.
     """
-    lines = prediction.split("\n") if isinstance(prediction, str) else list(prediction)
+    lines = prediction.strip().split("\n") if isinstance(prediction, str) else list(prediction)
     # each text normalized once (the references normalize inside every comparison: the same matches)
     golds = [normalize(a) for a in answers]
     norm_lines = [normalize(line) for line in lines]

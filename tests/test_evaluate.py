@@ -50,6 +50,8 @@ def test_match_is_a_normalized_substring_as_in_the_references():
     assert not answer_matches("Paris", "London")
     s = kgqa_scores("london\nparis", ["Paris"])
     assert (s["hit"], s["hit1"], s["exact_hit"], s["precision"], s["f1"]) == (1.0, 0.0, 1.0, 0.5, pytest.approx(2 / 3))
+    s = kgqa_scores("\nParis\n", ["Paris"])  # stripped first, as the reference: no empty lines at its ends
+    assert (s["hit1"], s["precision"], s["f1"]) == (1.0, 1.0, 1.0)
 
 
 def test_explagraphs_accuracy_uses_the_first_stance_word():
