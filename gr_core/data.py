@@ -25,6 +25,19 @@ class GraphFormatError(ValueError):
     """A raw graph record is malformed; the message names the file, line and field."""
 
 
+def not_utf8(path: str | Path) -> GraphFormatError:
+    """The error for ``path`` when it is not UTF-8 text, naming the line of its first bad byte (a text reader decodes
+    in blocks, so the line it stopped at is not where the byte is)."""
+    data = Path(path).read_bytes()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        return GraphFormatError(f"{path}:{line}: byte {data[err.start]:#04x} is not UTF-8 text ({err.reason}); "
+                                "re-save the file as UTF-8")
+    return GraphFormatError(f"{path}: not UTF-8 text")
+
+
 @dataclass
 class TextualGraph:
     """One question over one textual graph.
@@ -102,6 +115,8 @@ def parse_explagraphs_graph(text: str, where: str = "") -> list[tuple[str, str, 
         triples.append((parts[0], parts[1], parts[2]))
     if not triples:
         raise GraphFormatError(f"{where}: field 'graph': no '(head; relation; tail)' triple in {text[:80]!r}")
+    if rest := _TRIPLE.sub("", text).strip():  # a triple cut short is not silently one edge fewer
+        raise GraphFormatError(f"{where}: field 'graph': text outside '(head; relation; tail)': {rest[:40]!r}")
     return triples
 
 
@@ -118,13 +133,27 @@ def load_explagraphs(path: str | Path | None = None) -> list[TextualGraph]:
         missing = {"arg1", "arg2", "label", "graph"} - set(reader.fieldnames or [])
         if missing:
             raise GraphFormatError(f"{path}:1: header lacks column(s) {sorted(missing)}")
-        for i, row in enumerate(reader):
+        for i, row in enumerate(utf8_rows(reader, path)):
             where = f"{path}:{i + 2}"
+            if None in row.values() or None in row:  # a row cut short, or one with a column too many
+                fields = sum(v is not None for k, v in row.items() if k is not None) + len(row.get(None) or [])
+                raise GraphFormatError(f"{where}: {fields} tab-separated fields, the header has "
+                                       f"{len(reader.fieldnames)}")
+            if row["label"] not in ("support", "counter"):
+                raise GraphFormatError(f"{where}: field 'label' is {row['label']!r}, expected support or counter")
             graph = graph_from_triples(parse_explagraphs_graph(row["graph"], where), lowercase=True,
                                        question=explagraphs_question(row["arg1"], row["arg2"]), answers=[row["label"]],
                                        graph_id=str(i))
             graphs.append(graph)
     return graphs
+
+
+def utf8_rows(rows, path):
+    """``rows`` (lines or parsed rows of the text file ``path``), a decoding error raised as :func:`not_utf8`'s."""
+    try:
+        yield from rows
+    except UnicodeDecodeError:
+        raise not_utf8(path) from None
 
 
 def load_split(dataset: str) -> dict[str, list[int]]:
@@ -142,6 +171,15 @@ def load_split(dataset: str) -> dict[str, list[int]]:
             split[name] = [int(x) for x in lines]
         except ValueError as err:
             raise GraphFormatError(f"{path}: {err}") from None
+        seen = {}
+        for k, x in enumerate(split[name], 1):
+            if x < 0 or x in seen:
+                raise GraphFormatError(f"{path}: index {k} ({x}) is " + ("negative" if x < 0 else
+                                       f"repeated (first as index {seen[x]})"))
+            seen[x] = k
+    for a, b in (("train", "val"), ("train", "test"), ("val", "test")):
+        if both := sorted(set(split[a]) & set(split[b]))[:3]:  # a question in two splits would leak test into training
+            raise GraphFormatError(f"{dataset} split: row(s) {both} in both {a} and {b}")
     return split
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .data import EDGE_COLUMNS, GraphFormatError, TextualGraph, graph_from_triples, load_explagraphs
+from .data import (EDGE_COLUMNS, GraphFormatError, TextualGraph, graph_from_triples, load_explagraphs, not_utf8,
+                   utf8_rows)
 from .kg import KnowledgeGraph
 from .paths import GQA_FILES, data_file  # GQA_FILES: the official files, image id -> scene, question id -> question
 
@@ -45,17 +46,48 @@ def graphqa_split(n: int, seed: int = 42) -> dict[str, list[int]]:
     return {"train": train.tolist(), "val": val.tolist(), "test": test.tolist()}
 
 
-def _read_jsonl(path: Path) -> list[dict]:
+def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
+    """``(line number, object)`` of each non-blank line of a JSON-lines file."""
     rows = []
     with open(path, encoding="utf-8") as fh:
-        for i, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as err:
-                raise GraphFormatError(f"{path}:{i}: not valid JSON ({err.msg})") from None
+        try:
+            for i, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    rows.append((i, json.loads(line)))
+                except json.JSONDecodeError as err:
+                    raise GraphFormatError(f"{path}:{i}: not valid JSON ({err.msg})") from None
+        except UnicodeDecodeError:
+            raise not_utf8(path) from None
+    if not rows:
+        raise GraphFormatError(f"{path}: no records")
     return rows
+
+
+def _read_json(path: Path):
+    """A whole JSON file, its errors naming the file, line and column."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise not_utf8(path) from None
+    except json.JSONDecodeError as err:
+        raise GraphFormatError(f"{path}:{err.lineno}:{err.colno}: not valid JSON ({err.msg})") from None
+
+
+def _field(obj, key: str, where: str, kind="text"):
+    """``obj[key]``, checked: ``"text"`` a non-empty string, ``"texts"`` a list of strings, else an instance of
+    ``kind``; a :class:`GraphFormatError` naming ``where`` and the field otherwise."""
+    value = obj.get(key) if isinstance(obj, dict) else None
+    if kind == "text":
+        ok, expected = isinstance(value, str) and value.strip() != "", "a non-empty string"
+    elif kind == "texts":
+        ok, expected = isinstance(value, list) and all(isinstance(x, str) for x in value), "a list of strings"
+    else:
+        ok, expected = isinstance(value, kind), f"a {kind.__name__}"
+    if not ok:
+        raise GraphFormatError(f"{where}: field {key!r} is {repr(value)[:60]}, expected {expected}")
+    return value
 
 
 def _checked_triples(row: dict, path: Path, line: int) -> list[tuple[str, str, str]]:
@@ -86,13 +118,15 @@ def build_webqsp(file: str = "minigraphs.jsonl"):
     like the nodes (GR code lowercases the label).
     """
     path = data_file("webqsp", file)
-    records, graphs, empty = [], [], 0
-    for line, row in enumerate(_read_jsonl(path), 1):
-        for key in ("id", "question", "answer", "q_entity"):
-            if key not in row:
-                raise GraphFormatError(f"{path}:{line}: missing field {key!r}")
-        rec = QARecord(row["question"], [a.lower() for a in row["answer"]], row["id"],
-                       [e.lower() for e in row["q_entity"]])
+    records, graphs, empty, first = [], [], 0, {}
+    for line, row in _read_jsonl(path):
+        where = f"{path}:{line}"
+        qid, question = _field(row, "id", where), _field(row, "question", where)
+        if qid in first:  # a question's graph is cached by its id: a repeated id would read the first one's graph
+            raise GraphFormatError(f"{where}: field 'id' {qid!r} repeats line {first[qid]}")
+        first[qid] = line
+        rec = QARecord(question, [a.lower() for a in _field(row, "answer", where, "texts")], qid,
+                       [e.lower() for e in _field(row, "q_entity", where, "texts")])
         graph = graph_from_triples([(h.lower(), r, t.lower()) for h, r, t in _checked_triples(row, path, line)],
                                    lowercase=False, question=rec.question, answers=rec.answers, graph_id=rec.graph_id,
                                    q_entities=rec.q_entities)
@@ -114,7 +148,7 @@ def load_metaqa_kb(path: Path | None = None) -> KnowledgeGraph:
     rels: dict[str, int] = {}
     heads, relations, tails = [], [], []
     with open(path, encoding="utf-8") as fh:
-        for i, line in enumerate(fh, 1):
+        for i, line in enumerate(utf8_rows(fh, path), 1):
             parts = line.rstrip("\n").split("|")
             if len(parts) != 3 or not all(parts):
                 raise GraphFormatError(f"{path}:{i}: expected 'subject|relation|object', got {line.rstrip()!r}")
@@ -140,9 +174,13 @@ def read_metaqa_questions(path: Path, kg: KnowledgeGraph, on_unknown: str = "rai
     """
     qtype_path = path.with_name(path.stem + "_qtype.txt")
     qtypes = qtype_path.read_text(encoding="utf-8").splitlines() if qtype_path.exists() else None
+    lines = path.read_text(encoding="utf-8").splitlines() if qtypes is not None else []
+    if qtypes is not None and len(qtypes) != len(lines):  # line-aligned: a shift would give every question another type
+        raise GraphFormatError(f"{qtype_path}: {len(qtypes)} lines, {path.name} {len(lines)}; the two must be "
+                               "line-aligned")
     records, skipped, unknown_answers = [], 0, 0
     with open(path, encoding="utf-8") as fh:
-        for i, line in enumerate(fh, 1):
+        for i, line in enumerate(utf8_rows(fh, path), 1):
             parts = line.rstrip("\n").split("\t")
             if len(parts) != 2:
                 raise GraphFormatError(f"{path}:{i}: expected 'question<TAB>answers', got {line.rstrip()!r}")
@@ -156,12 +194,16 @@ def read_metaqa_questions(path: Path, kg: KnowledgeGraph, on_unknown: str = "rai
                     continue
                 raise GraphFormatError(f"{path}:{i}: topic entity [{topic.group(1)}] is not in the knowledge base")
             answer_list = answers.split("|")
+            if not all(answer_list):
+                raise GraphFormatError(f"{path}:{i}: field 'answers' has an empty answer: {answers!r}")
             unknown_answers += sum(a not in kg.entity_id for a in answer_list)
             extra = {"line": i}
             if qtypes is not None:
                 extra["qtype"] = qtypes[i - 1]
             records.append(QARecord(TOPIC_BRACKETS.sub(r"\1", question), answer_list,
                                     f"{path.parent.name}/{path.stem}:{i}", [topic.group(1)], extra))
+    if not records and not skipped:
+        raise GraphFormatError(f"{path}: no questions")
     return records, {"unknown_topic_skipped": skipped, "answers_not_in_kb": unknown_answers}
 
 
@@ -208,6 +250,7 @@ def gqa_scene_graph(scene: dict, where: str) -> TextualGraph:
             raise GraphFormatError(f"{where}: object {oid} lacks field(s) {sorted(missing)}")
         nodes.append((node_of[oid], gqa_node_text(obj)))
         for rel in obj.get("relations", []):
+            _field(rel, "name", f"{where}: object {oid} relation")
             if rel.get("object") not in node_of:
                 raise GraphFormatError(f"{where}: object {oid} relation {rel.get('name')!r} points to unknown object "
                                        f"{rel.get('object')!r}")
@@ -231,11 +274,20 @@ def build_gqa(folder: str = "gqa_micro", seed: int = 42):
     """GQA scene graphs (``train_sceneGraphs.json``) + ``questions.csv``, in the reference formats."""
     scenes_path = data_file("scene_graphs", folder, "train_sceneGraphs.json")
     questions_path = data_file("scene_graphs", folder, "questions.csv")
-    scenes = json.loads(scenes_path.read_text(encoding="utf-8"))
+    scenes = _read_json(scenes_path)
     cache: dict[str, TextualGraph] = {}
-    records, graphs = [], []
+    records, graphs, first = [], [], {}
     with open(questions_path, newline="", encoding="utf-8") as fh:
-        for i, row in enumerate(csv.DictReader(fh), 2):
+        reader = csv.DictReader(fh)
+        if missing := {"q_id", "image_id", "question", "answer", "full_answer"} - set(reader.fieldnames or []):
+            raise GraphFormatError(f"{questions_path}:1: header lacks column(s) {sorted(missing)}")
+        for i, row in enumerate(utf8_rows(reader, questions_path), 2):
+            if None in row.values() or None in row:
+                raise GraphFormatError(f"{questions_path}:{i}: not the header's {len(reader.fieldnames)} columns")
+            if row["q_id"] in first:
+                raise GraphFormatError(f"{questions_path}:{i}: field 'q_id' {row['q_id']!r} repeats line "
+                                       f"{first[row['q_id']]}")
+            first[row["q_id"]] = i
             image = row.get("image_id")
             if image not in scenes:
                 raise GraphFormatError(f"{questions_path}:{i}: field 'image_id' {image!r} has no scene graph in "
@@ -247,6 +299,8 @@ def build_gqa(folder: str = "gqa_micro", seed: int = 42):
             base = cache[image]
             graphs.append(TextualGraph(base.nodes, base.edges, rec.question, rec.answers, image))
             records.append(rec)
+    if not records:
+        raise GraphFormatError(f"{questions_path}: no questions")
     return records, graphs, None, {"split": _split_by_image([r.graph_id for r in records], seed), "scenes": len(cache)}
 
 
@@ -307,8 +361,11 @@ CLEVR_RELATIONS = {"left": "to the left of", "right": "to the right of", "front"
 def clevr_scene_graph(scene: dict, where: str) -> TextualGraph:
     """A CLEVR scene in the GQA text format: ``name: cube; attribute: large, brown, rubber; (x,y): (119, 131)``
     (pixel coordinates of the object's centre), and one edge ``j -[to the left of]-> i`` per relationship."""
+    objects, relationships = _field(scene, "objects", where, list), _field(scene, "relationships", where, dict)
+    if unknown := set(relationships) - set(CLEVR_RELATIONS):
+        raise GraphFormatError(f"{where}: field 'relationships' has unknown key(s) {sorted(unknown)}")
     nodes = []
-    for i, obj in enumerate(scene.get("objects", [])):
+    for i, obj in enumerate(objects):
         try:
             x, y = obj["pixel_coords"][:2]
             nodes.append((i, f"name: {obj['shape']}; attribute: {obj['size']}, {obj['color']}, {obj['material']}; "
@@ -317,7 +374,10 @@ def clevr_scene_graph(scene: dict, where: str) -> TextualGraph:
             raise GraphFormatError(f"{where}: object {i}: missing or bad field ({err})") from None
     edges = []
     for rel, text in CLEVR_RELATIONS.items():
-        for i, others in enumerate(scene.get("relationships", {}).get(rel, [])):
+        for i, others in enumerate(relationships.get(rel, [])):
+            if i >= len(objects) or not all(isinstance(j, int) and 0 <= j < len(objects) for j in others):
+                raise GraphFormatError(f"{where}: relationships {rel!r}[{i}] = {others!r} names no object of "
+                                       f"{len(objects)}")
             edges.extend((j, text, i) for j in others)
     return TextualGraph(nodes=pd.DataFrame(nodes, columns=["node_id", "node_attr"]),
                         edges=pd.DataFrame(edges, columns=EDGE_COLUMNS).astype({"src": np.int64, "dst": np.int64}))
@@ -340,15 +400,23 @@ def build_clevr(val_fraction: float = 0.2, seed: int = 42):
     scenes = {}
     for name in ("CLEVR_train_scenes_1000.json", "CLEVR_val_scenes_500.json"):
         path = data_file("scene_graphs", "clevr", name)
-        for s in json.loads(path.read_text(encoding="utf-8"))["scenes"]:
-            scenes[s["image_filename"]] = (s, f"{path}: {s['image_filename']}")
+        for k, s in enumerate(_field(_read_json(path), "scenes", str(path), list)):
+            image = _field(s, "image_filename", f"{path}: scene {k}")
+            if image in scenes:
+                raise GraphFormatError(f"{path}: scene {k}: image_filename {image!r} repeats a scene")
+            scenes[image] = (s, f"{path}: {image}")
     graphs_by_image: dict[str, TextualGraph] = {}
     records, graphs, part, dropped = [], [], [], 0
     for path in (data_file("scene_graphs", "clevr", "questions", name) for name in CLEVR_QUESTIONS):
-        for q in json.loads(path.read_text(encoding="utf-8"))["questions"]:
-            if len(q["image_filenames"]) != len(q["answers"]):
-                raise GraphFormatError(f"{path}: question {q.get('question_index')}: image_filenames and answers "
-                                       "differ in length")
+        for k, q in enumerate(_field(_read_json(path), "questions", str(path), list)):
+            where = f"{path}: question {k}"
+            for key, kind in (("question", "text"), ("template_filename", "text"), ("image_filenames", "texts"),
+                              ("answers", list)):
+                _field(q, key, where, kind)
+            if q.get("split") not in ("train", "val"):
+                raise GraphFormatError(f"{where}: field 'split' is {q.get('split')!r}, expected train or val")
+            if len(q["image_filenames"]) != len(q["answers"]) or None in q["answers"]:
+                raise GraphFormatError(f"{where}: image_filenames and answers differ in length, or an answer is null")
             for image, answer in zip(q["image_filenames"], q["answers"]):
                 if image not in scenes:
                     dropped += 1

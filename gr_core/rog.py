@@ -274,7 +274,12 @@ def build_rog(name: str, max_questions: int | None = None, batch_size: int = 64)
             left = None if max_questions is None else max_questions - (len(packer.records) - start)
             if left == 0:
                 break  # the rest of this split is never opened
-            with pq.ParquetFile(path) as pf:
+            try:
+                pf = pq.ParquetFile(path)
+            except (pa.ArrowInvalid, OSError) as err:  # a truncated or empty download: Arrow's message names no file
+                raise GraphFormatError(f"{path}: not a readable parquet file ({err}); fetch it again with "
+                                       "./gr data --fetch DIR --papers") from None
+            with pf:
                 _check_schema(path, pf.schema_arrow)
                 row = 0
                 for batch in pf.iter_batches(batch_size=min(batch_size, left or batch_size), columns=list(COLUMNS)):

@@ -59,14 +59,25 @@ def test_webqsp_bad_rows_are_named_by_file_and_line(tmp_path, monkeypatch):
     monkeypatch.setenv("GR_DATA_DIR", str(tmp_path))
     (tmp_path / "webqsp").mkdir()
     good = {"id": "q", "question": "?", "answer": ["A"], "q_entity": ["E"], "graph": [["E", "r", "A"]]}
-    _write_jsonl(tmp_path / "webqsp" / "minigraphs.jsonl", [good, {**good, "graph": [["E", "r"]]}])
+    _write_jsonl(tmp_path / "webqsp" / "minigraphs.jsonl", [good, {**good, "id": "q2", "graph": [["E", "r"]]}])
     with pytest.raises(GraphFormatError, match=r"minigraphs.jsonl:2: field 'graph', triple 0"):
         D.build_webqsp()
     (tmp_path / "webqsp" / "minigraphs.jsonl").write_text(json.dumps(good) + "\n{not json\n")
     with pytest.raises(GraphFormatError, match=r"minigraphs.jsonl:2: not valid JSON"):
         D.build_webqsp()
     _write_jsonl(tmp_path / "webqsp" / "minigraphs.jsonl", [{k: v for k, v in good.items() if k != "q_entity"}])
-    with pytest.raises(GraphFormatError, match=r"minigraphs.jsonl:1: missing field 'q_entity'"):
+    with pytest.raises(GraphFormatError, match=r"minigraphs.jsonl:1: field 'q_entity' is None, expected a list"):
+        D.build_webqsp()
+    # a string where a list belongs (it would read as one answer per letter), a repeated id (its graph would be the
+    # first one's), a bad byte, and a blank line, which the line numbers count
+    bad = [({**good, "id": "q2", "answer": "A"}, r":2: field 'answer' is 'A', expected a list of strings"),
+           (good, r":2: field 'id' 'q' repeats line 1")]
+    for row, message in bad:
+        _write_jsonl(tmp_path / "webqsp" / "minigraphs.jsonl", [good, row])
+        with pytest.raises(GraphFormatError, match=message):
+            D.build_webqsp()
+    (tmp_path / "webqsp" / "minigraphs.jsonl").write_bytes(json.dumps(good).encode() + b"\n\n{\"id\": \"\xff\"}\n")
+    with pytest.raises(GraphFormatError, match=r"minigraphs.jsonl:3: byte 0xff is not UTF-8 text"):
         D.build_webqsp()
 
 
@@ -151,6 +162,36 @@ def test_metaqa_malformed_lines_are_named(tmp_path, metaqa_kb):
     qa.write_text("no topic here\tX\n")
     with pytest.raises(GraphFormatError, match=r"qa.txt:1: field 'question' has no \[topic entity\]"):
         D.read_metaqa_questions(qa, metaqa_kb)
+    qa.write_text("who directed [Forrest Gump]\tRobert Zemeckis|\n")
+    with pytest.raises(GraphFormatError, match=r"qa.txt:1: field 'answers' has an empty answer"):
+        D.read_metaqa_questions(qa, metaqa_kb)
+    qa.write_text("who directed [Forrest Gump]\tRobert Zemeckis\n" * 2)
+    (tmp_path / "qa_qtype.txt").write_text("movie_to_director\n")  # a type file one line short: every type shifted
+    with pytest.raises(GraphFormatError, match=r"qa_qtype.txt: 1 lines, qa.txt 2; the two must be line-aligned"):
+        D.read_metaqa_questions(qa, metaqa_kb)
+
+
+@pytest.mark.data
+def test_explagraphs_rows_and_split_files_are_checked(tmp_path, monkeypatch):
+    from gr_core.data import load_explagraphs, load_split
+
+    tsv = tmp_path / "train_dev.tsv"
+    head = "arg1\targ2\tlabel\tgraph\n"
+    for row, message in (("a\tb\tsuport\t(x; r; y)", r":2: field 'label' is 'suport'"),
+                         ("a\tb\tsupport\t(x; r; y)(money; cre", r":2: field 'graph': text outside"),
+                         ("a\tb\tsupport", r":2: 3 tab-separated fields, the header has 4")):
+        tsv.write_text(head + row + "\n")
+        with pytest.raises(GraphFormatError, match=message):
+            load_explagraphs(tsv)
+    monkeypatch.setenv("GR_DATA_DIR", str(tmp_path))
+    (tmp_path / "explagraphs" / "split").mkdir(parents=True)
+    for name, rows in (("train", "0 1 1"), ("val", "2"), ("test", "3")):
+        (tmp_path / "explagraphs" / "split" / f"{name}_indices.txt").write_text(rows)
+    with pytest.raises(GraphFormatError, match=r"train_indices.txt: index 3 \(1\) is repeated \(first as index 2\)"):
+        load_split("explagraphs")
+    (tmp_path / "explagraphs" / "split" / "train_indices.txt").write_text("0 1 3")
+    with pytest.raises(GraphFormatError, match=r"row\(s\) \[3\] in both train and test"):
+        load_split("explagraphs")
 
 
 @pytest.mark.data
@@ -169,6 +210,16 @@ def test_gqa_node_text_matches_the_reference_format():
     obj = {"name": "zebra", "x": 10, "y": 88, "w": 234, "h": 189, "attributes": ["black", "white"]}
     assert D.gqa_node_text(obj) == "name: zebra; attribute: black, white; (x,y,w,h): (10, 88, 234, 189)"
     assert D.gqa_node_text({**obj, "attributes": []}) == "name: zebra; (x,y,w,h): (10, 88, 234, 189)"
+
+
+def test_clevr_relationships_name_objects_of_their_scene():
+    scene = {"objects": [{"shape": "cube", "size": "large", "color": "red", "material": "rubber",
+                          "pixel_coords": [1, 2, 3]}]}
+    assert len(D.clevr_scene_graph({**scene, "relationships": {"left": [[]]}}, "s").edges) == 0
+    with pytest.raises(GraphFormatError, match=r"s: relationships 'left'\[0\] = \[9\] names no object of 1"):
+        D.clevr_scene_graph({**scene, "relationships": {"left": [[9]]}}, "s")
+    with pytest.raises(GraphFormatError, match=r"unknown key\(s\) \['lefft'\]"):
+        D.clevr_scene_graph({**scene, "relationships": {"lefft": [[]]}}, "s")
 
 
 def test_gqa_relation_to_a_missing_object_is_named():
