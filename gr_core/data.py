@@ -156,10 +156,11 @@ def utf8_rows(rows, path):
         raise not_utf8(path) from None
 
 
-def load_split(dataset: str) -> dict[str, list[int]]:
+def load_split(dataset: str, rows: int | None = None) -> dict[str, list[int]]:
     """The reference split of ``dataset`` (``explagraphs``): ``{"train": [...], "val": [...], "test": [...]}``.
 
-    ExplaGraphs: the GR code's 6:2:2 split (1,659 / 553 / 554), read from the shared data.
+    ExplaGraphs: the GR code's 6:2:2 split (1,659 / 553 / 554), read from the shared data; each index in one split
+    only, and with ``rows`` (the TSV's), every row in one.
     """
     if dataset != "explagraphs":
         raise ValueError(f"no stored split for dataset {dataset!r}")
@@ -180,6 +181,10 @@ def load_split(dataset: str) -> dict[str, list[int]]:
     for a, b in (("train", "val"), ("train", "test"), ("val", "test")):
         if both := sorted(set(split[a]) & set(split[b]))[:3]:  # a question in two splits would leak test into training
             raise GraphFormatError(f"{dataset} split: row(s) {both} in both {a} and {b}")
+    covered = sorted(i for v in split.values() for i in v)
+    if rows is not None and covered != list(range(rows)):  # a row added or lost would shift the labels against it
+        raise GraphFormatError(f"{dataset} split: {len(covered)} indices up to {max(covered, default=-1)}, for "
+                               f"{rows} rows, each in one split")
     return split
 
 

@@ -78,8 +78,8 @@ def native_bf16(device: str) -> bool:
     """Whether ``device`` runs bf16 matrix products natively (see the module docstring)."""
     import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
 
-    if device.startswith("cuda"):
-        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    if device.startswith("cuda"):  # bf16 units from compute capability 8 (Ampere); a T4 or V100 would emulate them
+        return torch.cuda.is_available() and torch.cuda.get_device_capability(torch.device(device))[0] >= 8
     if device == "cpu":
         return cpu_info().native_bf16
     return False  # other backends (mps ...): not measured here, fp32 is the safe choice

@@ -45,6 +45,9 @@ def test_a_training_batch_of_one_node_is_normalized_with_running_statistics():
     assert all(p.grad is not None for p in enc.norms[0].parameters())
     assert all(torch.equal(n.running_mean, s) for n, s in zip(enc.norms, stats))
     assert torch.allclose(out, enc.eval()(*args))
+    # the same under DDP, whose SyncBatchNorm is no BatchNorm1d (and would fail on one row too)
+    sync = torch.nn.SyncBatchNorm.convert_sync_batchnorm(enc).train()
+    assert isinstance(sync.norms[0], torch.nn.SyncBatchNorm) and torch.allclose(sync(*args), out)
 
 
 def test_gt_encoder_uses_edge_features_and_gat_does_not():

@@ -48,11 +48,11 @@ def test_auto_follows_gr_dtype_and_refuses_an_unknown_one(cpu, monkeypatch):
         resolve_dtype("auto", "cpu")
 
 
-@pytest.mark.parametrize("has_bf16", [True, False])
-def test_cuda_resolves_by_the_gpus_bf16_support_and_other_devices_stay_fp32(cpu, monkeypatch, has_bf16):
+@pytest.mark.parametrize("major, has_bf16", [(9, True), (8, True), (7, False)])  # H100, A100; a V100 or T4 emulates it
+def test_cuda_resolves_by_the_gpus_bf16_units_and_other_devices_stay_fp32(cpu, monkeypatch, major, has_bf16):
     cpu(NO_BF16)  # the CPU does not matter on CUDA
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: has_bf16)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (major, 0))
     assert resolve_dtype("auto", "cuda") == (torch.bfloat16 if has_bf16 else torch.float32)
     assert resolve_dtype("auto", "cuda:1") == resolve_dtype("auto", "cuda")
     assert resolve_dtype("auto", "mps") == torch.float32

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -47,7 +48,12 @@ def init_distributed() -> Dist:
     if world == 1 and not (os.environ.get("GR_DDP") == "1" and "MASTER_ADDR" in os.environ):
         return Dist()
 
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if not dist.is_initialized():
-        # CPU tensors (all_sum's scalars) go through gloo on a GPU machine too: NCCL reduces only CUDA tensors
-        dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
-    return Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")), ddp=True)
+        if torch.cuda.is_available():  # "cuda" (the encoder, the random state) is then this rank's GPU, not GPU 0
+            torch.cuda.set_device(local_rank)
+        # CPU tensors (all_sum's scalars) go through gloo on a GPU machine too: NCCL reduces only CUDA tensors; the
+        # other ranks wait at a barrier while rank 0 answers the test split, which takes a 7B more than gloo's 30 min
+        dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo",
+                                timeout=timedelta(hours=12))
+    return Dist(dist.get_rank(), dist.get_world_size(), local_rank, ddp=True)

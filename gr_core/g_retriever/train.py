@@ -151,8 +151,8 @@ def fit(model: GraphLLM, train: list[Example], val: list[Example], cfg: TrainCon
             history, best_val, best_epoch = state["history"], state["best_val"], state["best_epoch"]
             start_epoch = state["epoch"] + 1
             torch.set_rng_state(state["torch_rng"])
-            if state.get("cuda_rng") is not None and model.device.type == "cuda":  # GPU dropout goes on as unstopped
-                torch.cuda.set_rng_state(state["cuda_rng"])
+            if state.get("cuda_rng") is not None and model.device.type == "cuda" and not dist.ddp:
+                torch.cuda.set_rng_state(state["cuda_rng"], model.device)  # GPU dropout goes on as if never stopped
             random.setstate(state["py_rng"])
             np.random.set_state(state["np_rng"])
     step = start_epoch * steps_per_epoch
@@ -177,6 +177,8 @@ def fit(model: GraphLLM, train: list[Example], val: list[Example], cfg: TrainCon
             step += 1
             tokens += batch.num_tokens
             loss_total, loss_count = loss_total + s, loss_count + n
+        if model.device.type == "cuda":
+            torch.cuda.synchronize(model.device)  # the last step's kernels belong to this epoch's time
         train_seconds = time.perf_counter() - t0
         loss_total, loss_count, tokens = dist.all_sum(loss_total, loss_count, float(tokens))
         t1 = time.perf_counter()
@@ -195,7 +197,7 @@ def fit(model: GraphLLM, train: list[Example], val: list[Example], cfg: TrainCon
                              "model": model.trainable_state()})
         if dist.main:
             _save(last, {"config_hash": cfg_hash, "inputs": inputs, "llm_dtype": dtype, "epoch": epoch,
-                         "model": model.trainable_state(), "cuda_rng": torch.cuda.get_rng_state()
+                         "model": model.trainable_state(), "cuda_rng": torch.cuda.get_rng_state(model.device)
                          if model.device.type == "cuda" else None,
                          "optimizer": optimizer.state_dict(), "history": history, "best_val": best_val,
                          "best_epoch": best_epoch, "torch_rng": torch.get_rng_state(), "py_rng": random.getstate(),

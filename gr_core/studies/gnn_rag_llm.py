@@ -21,7 +21,7 @@ from ..gnn_rag.generation import (answer_examples, answer_kind, fit_lines, gener
                                   name_index, rag_example, train_lora_llm, training_examples)
 from ..gnn_rag.reasoning_paths import select_candidates
 from ..graphqa import cache_key
-from ..llm import load_tokenizer, weights_identity
+from ..llm import load_tokenizer, release_memory, weights_identity
 from ..published import PAPER_COLUMN, PAPER_GNN_RAG, PAPER_HOPS_F1
 from ..report.results import GROUNDED
 from ..runs import config_hash, frame_value, progress, read_keyed, value_frame, write_keyed
@@ -135,49 +135,62 @@ def run_gnn_rag(results: dict, run_dir: str | Path, llm: LLMConfig = LLMConfig()
         ev = [train_evidence[k] for k in keys] if train_evidence else None
         tr_ans, tr_rel, tr_counts = training_examples(dss, max_train, "train", tokenizer, cfg, ev)
         va_ans, va_rel, va_counts = training_examples(dss, max_val, "val", tokenizer, cfg, ev)
+        build_seconds = time.perf_counter() - t0
         max_txt = cfg.evidence_tokens + 64  # instruction + "Reasoning Paths:" on top of the line budget
+        tests, done = {}, {}
+        for key in keys:
+            r = results[key]
+            n = len(r["test_indices"][:max_test or None])
+            tests[key] = (r["test_indices"][:n], r["probs"][:n])
+            # a key's answers are kept as they finish (keyed by everything they depend on, the reasoner's node
+            # probabilities included), so a stopped notebook resumes after the last finished key
+            ident = {"rows": 2, "llm": llm_identity(asdict(llm)), "weights": weights_identity(llm.model),
+                     "train": asdict(train), "rog_train": asdict(rog_train or train), "cfg": asdict(cfg),
+                     "max_train": max_train, "max_val": max_val, "seed": seed, "retrievers": list(retrievers),
+                     "data": [cache_key(d.config) for d in dss], "indices": [int(i) for i in tests[key][0]],
+                     "probs": _digest(tests[key][1]),
+                     "train_evidence": config_hash(train_evidence) if train_evidence else None}
+            done[key] = (ident, read_keyed(run_dir / f"{key}-answers.json", ident))
+        rel_info, path_seconds = {}, {}
+        if needs_rog:  # the relation-path generator first, its paths for every key, then freed: one LLM at a time
+            t0 = time.perf_counter()
+            rog, rog_hist = train_lora_llm(tr_rel, va_rel, run_dir / f"{family}-relation-generator", llm,
+                                           rog_train or train, max_txt, seed)
+            rel_info = {"relation_generator": {"history": rog_hist, "train_examples": len(tr_rel),
+                                               "val_examples": len(va_rel),
+                                               "seconds": round(time.perf_counter() - t0, 1)}}
+            for key in keys:
+                finished = done[key][1]
+                if finished is not None:
+                    if finished["relation_paths"] is not None:
+                        rel_paths_out[key] = finished["relation_paths"]
+                        path_seconds[key] = finished["relation_path_seconds"]
+                    continue
+                t0 = time.perf_counter()
+                indices = tests[key][0]
+                paths = generate_relation_paths(rog, [results[key]["ds"].records[i].question for i in indices],
+                                                cfg.rog_beams, train.eval_batch_size, desc=f"{key} relation paths")
+                path_seconds[key] = round(time.perf_counter() - t0, 2)
+                rel_paths_out[key] = {"indices": [int(i) for i in indices], "paths": paths}
+            del rog
+            release_memory()
+        t0 = time.perf_counter()
         generator, gen_hist = train_lora_llm(tr_ans, va_ans, run_dir / f"{family}-answer-generator", llm, train,
                                              max_txt, seed)
         info = {"answer_generator": {"history": gen_hist, "train_examples": len(tr_ans), "val_examples": len(va_ans),
                                      "train_counts": tr_counts, "val_counts": va_counts,
-                                     "seconds": round(time.perf_counter() - t0, 1)}}
-        rog = None
-        if needs_rog:
-            t0 = time.perf_counter()
-            rog, rog_hist = train_lora_llm(tr_rel, va_rel, run_dir / f"{family}-relation-generator", llm,
-                                           rog_train or train, max_txt, seed)
-            info["relation_generator"] = {"history": rog_hist, "train_examples": len(tr_rel),
-                                          "val_examples": len(va_rel), "seconds": round(time.perf_counter() - t0, 1)}
+                                     "seconds": round(build_seconds + time.perf_counter() - t0, 1)}} | rel_info
+        if path_seconds:
+            info["relation_path_seconds"] = path_seconds
         training[family] = info
         for key in keys:
-            r = results[key]
-            ds, n = r["ds"], len(r["test_indices"][:max_test or None])
-            indices, probs = r["test_indices"][:n], r["probs"][:n]
-            # a key's answers are kept as they finish (keyed by everything they depend on, the reasoner's node
-            # probabilities included), so a stopped notebook resumes after the last finished key
-            ident = {"rows": 2, "llm": llm_identity(asdict(llm)), "weights": weights_identity(llm.model),
-                     "train": asdict(train),
-                     "rog_train": asdict(rog_train or train),
-                     "cfg": asdict(cfg), "max_train": max_train, "max_val": max_val, "seed": seed,
-                     "retrievers": list(retrievers), "data": [cache_key(d.config) for d in dss],
-                     "indices": [int(i) for i in indices], "probs": _digest(probs),
-                     "train_evidence": config_hash(train_evidence) if train_evidence else None}
-            done = read_keyed(run_dir / f"{key}-answers.json", ident)
-            if done is not None:
+            r, (ident, finished) = results[key], done[key]
+            if finished is not None:
                 print(f"{key}: answers reloaded from {run_dir / f'{key}-answers.json'}", flush=True)
-                frames.append(value_frame(done))
-                if done["relation_paths"] is not None:
-                    rel_paths_out[key] = done["relation_paths"]
-                    info.setdefault("relation_path_seconds", {})[key] = done["relation_path_seconds"]
+                frames.append(value_frame(finished))
                 continue
-            rel_paths = None
-            if rog is not None:
-                t0 = time.perf_counter()
-                rel_paths = generate_relation_paths(rog, [ds.records[i].question for i in indices], cfg.rog_beams,
-                                                    train.eval_batch_size, desc=f"{key} relation paths")
-                info.setdefault("relation_path_seconds", {})[key] = round(time.perf_counter() - t0, 2)
-                rel_paths_out[key] = {"indices": [int(i) for i in indices], "paths": rel_paths}
-            frame = answer_with_evidence(key, ds, indices, probs, generator, rel_paths, retrievers, cfg,
+            rel_paths = rel_paths_out[key]["paths"] if key in rel_paths_out else None
+            frame = answer_with_evidence(key, r["ds"], *tests[key], generator, rel_paths, retrievers, cfg,
                                          train.eval_batch_size)
             if "scores" in r:  # the GNN alone on the same questions (run_reasoner), for the paired claim
                 alone = {int(i): sc for i, sc in zip(r["test_indices"], r["scores"])}
@@ -185,9 +198,9 @@ def run_gnn_rag(results: dict, run_dir: str | Path, llm: LLMConfig = LLMConfig()
                 frame["gnn_f1"] = [alone[i]["f1"] for i in frame["index"]]
             frames.append(frame)
             write_keyed(run_dir / f"{key}-answers.json", ident, frame_value(frames[-1]) | {
-                "relation_paths": rel_paths_out.get(key),
-                "relation_path_seconds": info.get("relation_path_seconds", {}).get(key)})
-        del generator, rog
+                "relation_paths": rel_paths_out.get(key), "relation_path_seconds": path_seconds.get(key)})
+        del generator
+        release_memory()
     return {"rows": pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(), "training": training,
             "relation_paths": rel_paths_out}
 
