@@ -311,9 +311,10 @@ def test_the_results_summary_names_the_dtype_and_cpu_of_the_speed_benchmarks(tmp
     assert list(bf16.ours) == ["1.93x", "1.83x", "1.81x"] and bf16.target.iloc[0] == "2.5x on an AMX CPU"
 
 
-def test_packed_gqa_decodes_as_eager_does_and_leaves_prefill_and_training_to_eager(tmp_path):
+def test_packed_gqa_decodes_as_eager_does_and_leaves_prefill_and_training_to_eager(tmp_path, monkeypatch):
     """gr_core.llm.packed_gqa_attention: a decode step's logits equal eager attention's (fp32, 4 query heads on 2
-    key/value heads, a left-padded row), and a multi-position forward (prefill, training) is eager's own."""
+    key/value heads, a left-padded row), a multi-position forward (prefill) is eager's own, and training from
+    ``SDPA_TRAINING_FROM`` positions on is SDPA's, with eager's loss and gradients."""
     import copy
 
     from conftest import save_tiny_llama
@@ -338,3 +339,16 @@ def test_packed_gqa_decodes_as_eager_does_and_leaves_prefill_and_training_to_eag
     assert torch.allclose(packed, eager, atol=1e-5, rtol=1e-5)
     assert torch.equal(packed_prefill, prefill.logits)  # eager's own code at more than one position
     assert not torch.equal(packed, model(input_ids=step).logits)  # the step did read the cache
+    # training batches from SDPA_TRAINING_FROM positions on take SDPA's kernel: the same loss and gradients as eager
+    import gr_core.llm as llm_module
+
+    model.train().requires_grad_(True)
+    labels = ids.clone()
+    labels[0, :7] = -100  # as a GraphLLM's: no label read from a padding position (the two kernels differ there only)
+    grads = {}
+    for name, threshold in (("eager", 10**9), ("sdpa", 8)):
+        monkeypatch.setattr(llm_module, "SDPA_TRAINING_FROM", threshold)
+        model.zero_grad()
+        model(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
+        grads[name] = torch.cat([p.grad.flatten() for p in model.parameters()])
+    assert torch.allclose(grads["sdpa"], grads["eager"], atol=1e-5, rtol=1e-4)

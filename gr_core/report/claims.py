@@ -241,18 +241,25 @@ def _efficiency_claims(t: dict, root: Path | None = None) -> list[Claim]:
                                                 "alone"] if ev else [_not_run(root, "notebook 06's runs with and "
                                                                              "without retrieval")]
     out.append(Claim("G-Retriever", "Retrieval shortens training epochs (Table 4: -29% / -67%)", verdict_,
-                     "; ".join(how + ev), "../bench/retrieval_epoch.json" if timed else "06_efficiency/table4.csv"))
+                     "; ".join(how + ev),
+                     f"../bench/{_retrieval_epoch_file(root).name}" if timed else "06_efficiency/table4.csv"))
     return out
 
 
+def _retrieval_epoch_file(root: Path | None) -> Path | None:
+    """This preset's ``outputs/bench/retrieval_epoch[-<preset>].json`` (``python bench/retrieval_epoch.py --preset
+    P``; ``root`` is ``outputs/<preset>``): the file that timed its configurations, if any."""
+    for name in ([] if root is None else [f"retrieval_epoch-{root.name}.json", "retrieval_epoch.json"]):
+        path = root.parent / "bench" / name
+        if path.is_file() and json.loads(path.read_text()).get("preset") == root.name:
+            return path
+    return None
+
+
 def _retrieval_epoch_bench(root: Path | None) -> dict:
-    """Dataset -> its entry of ``outputs/bench/retrieval_epoch.json`` (``python bench/retrieval_epoch.py``), when that
-    file timed this preset's configurations (``root`` is ``outputs/<preset>``); else {}."""
-    path = None if root is None else root.parent / "bench" / "retrieval_epoch.json"
-    if path is None or not path.is_file():
-        return {}
-    data = json.loads(path.read_text())
-    return (data.get("datasets") or {}) if data.get("preset") == root.name else {}
+    """Dataset -> its entry of :func:`_retrieval_epoch_file`; {} where this preset was not timed."""
+    path = _retrieval_epoch_file(root)
+    return (json.loads(path.read_text()).get("datasets") or {}) if path else {}
 
 
 def _timed_alone(timed: dict) -> str:
