@@ -1,6 +1,6 @@
 """Does retrieval shorten training? G-Retriever's training steps with the PCST subgraph against the whole graph.
 
-    python bench/retrieval_epoch.py  ->  outputs/bench/retrieval_epoch.json
+    python bench/retrieval_epoch.py  ->  outputs/bench/retrieval_epoch.json  (--preset P: retrieval_epoch-P.json)
 
 GR Table 4 reports minutes per training epoch with and without retrieval (WebQSP 18.7 -> 6.2, SceneGraphs 123.1 ->
 86.8). Notebook 06 reads the same figure from its training runs' ``seconds_per_epoch``, but the preset's runs were
@@ -99,7 +99,8 @@ def main() -> None:
         print(f"{dataset}: retrieval changes the epoch's training time by {-r['epoch_reduction_%']:+.1f}% and its "
               f"real tokens by {-r['token_reduction_%']:+.1f}%{paper_txt}", flush=True)
     result["summary"] = {d: r["epoch_reduction_%"] for d, r in result["datasets"].items()}
-    print("wrote", write_result("retrieval_epoch", result), "on", machine()["cpu_model"])
+    name = "retrieval_epoch" if args.preset == "cpu" else f"retrieval_epoch-{args.preset}"  # one file per preset
+    print("wrote", write_result(name, result), "on", machine()["cpu_model"])
 
 
 if __name__ == "__main__":
