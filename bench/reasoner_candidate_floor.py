@@ -2,10 +2,10 @@
 candidate sets on test.
 
 Ours never takes a node below ``(1 - eps) / N``, N the question's graph size; GNN-RAG's ``gnn/evaluate.py`` uses
-``(1 - eps) / max_local_entity``, the largest graph of the dataset, a lower floor. Notebook 04's quick reasoner
-(976 training questions, 5 epochs, lr 2e-3, validation 50) is trained once per seed and its test candidates are
-selected both ways: F1, candidate hit and size per seed, and a paired test of F1 over seeds and questions
-(:func:`gr_core.stats.compare_seeds`, graded scores). H@1 does not depend on the floor.
+``(1 - eps) / max_local_entity``, the largest graph of the dataset (here: of the questions read), a lower floor.
+Notebook 04's quick reasoner (976 training questions, 5 epochs, lr 2e-3, validation 50) is trained once per seed and
+its test candidates are selected both ways: F1, candidate hit and size per seed, and a paired test of F1 over seeds
+and questions (:func:`gr_core.stats.compare_seeds`, graded scores). H@1 does not depend on the floor.
 
     python bench/reasoner_candidate_floor.py --keys webqsp metaqa-2hop --seeds 0 1 2 --max-test 500
 

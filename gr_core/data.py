@@ -7,6 +7,7 @@ graph's own ids and survive retrieval unchanged (GR code keeps them in the promp
 from __future__ import annotations
 
 import csv
+import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,24 +129,37 @@ def load_explagraphs(path: str | Path | None = None) -> list[TextualGraph]:
     """
     path = Path(path) if path else data_file("explagraphs", "train_dev.tsv")
     graphs = []
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh, delimiter="\t")
-        missing = {"arg1", "arg2", "label", "graph"} - set(reader.fieldnames or [])
-        if missing:
-            raise GraphFormatError(f"{path}:1: header lacks column(s) {sorted(missing)}")
-        for i, row in enumerate(utf8_rows(reader, path)):
-            where = f"{path}:{i + 2}"
-            if None in row.values() or None in row:  # a row cut short, or one with a column too many
-                fields = sum(v is not None for k, v in row.items() if k is not None) + len(row.get(None) or [])
-                raise GraphFormatError(f"{where}: {fields} tab-separated fields, the header has "
-                                       f"{len(reader.fieldnames)}")
-            if row["label"] not in ("support", "counter"):
-                raise GraphFormatError(f"{where}: field 'label' is {row['label']!r}, expected support or counter")
-            graph = graph_from_triples(parse_explagraphs_graph(row["graph"], where), lowercase=True,
-                                       question=explagraphs_question(row["arg1"], row["arg2"]), answers=[row["label"]],
-                                       graph_id=str(i))
-            graphs.append(graph)
+    reader = csv.DictReader(io.StringIO(utf8_text(path)), delimiter="\t")
+    missing = {"arg1", "arg2", "label", "graph"} - set(reader.fieldnames or [])
+    if missing:
+        raise GraphFormatError(f"{path}:1: header lacks column(s) {sorted(missing)}")
+    for i, row in enumerate(reader):
+        where = f"{path}:{i + 2}"
+        if None in row.values() or None in row:  # a row cut short, or one with a column too many
+            fields = sum(v is not None for k, v in row.items() if k is not None) + len(row.get(None) or [])
+            raise GraphFormatError(f"{where}: {fields} tab-separated fields, the header has "
+                                   f"{len(reader.fieldnames)}")
+        if row["label"] not in ("support", "counter"):
+            raise GraphFormatError(f"{where}: field 'label' is {row['label']!r}, expected support or counter")
+        graph = graph_from_triples(parse_explagraphs_graph(row["graph"], where), lowercase=True,
+                                   question=explagraphs_question(row["arg1"], row["arg2"]), answers=[row["label"]],
+                                   graph_id=str(i))
+        graphs.append(graph)
     return graphs
+
+
+def utf8_text(path: str | Path) -> str:
+    """The text of ``path`` (universal newlines), or :func:`not_utf8`'s error."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise not_utf8(path) from None
+
+
+def text_lines(text: str) -> list[str]:
+    """``text``'s lines as a file reader gives them, split on newlines only (``str.splitlines`` also splits on form
+    feeds and Unicode line separators, which a name may hold), without the last one's newline."""
+    return text.removesuffix("\n").split("\n") if text else []
 
 
 def utf8_rows(rows, path):

@@ -8,6 +8,7 @@ demand), ``notes`` the documented handling counts. Errors name the file, line an
 from __future__ import annotations
 
 import csv
+import io
 import json
 import re
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .data import (EDGE_COLUMNS, GraphFormatError, TextualGraph, graph_from_triples, load_explagraphs, not_utf8,
-                   utf8_rows)
+                   text_lines, utf8_rows, utf8_text)
 from .kg import KnowledgeGraph
 from .paths import GQA_FILES, data_file  # GQA_FILES: the official files, image id -> scene, question id -> question
 
@@ -173,35 +174,34 @@ def read_metaqa_questions(path: Path, kg: KnowledgeGraph, on_unknown: str = "rai
     KB are kept as strings and counted.
     """
     qtype_path = path.with_name(path.stem + "_qtype.txt")
-    qtypes = qtype_path.read_text(encoding="utf-8").splitlines() if qtype_path.exists() else None
-    lines = path.read_text(encoding="utf-8").splitlines() if qtypes is not None else []
+    qtypes = text_lines(utf8_text(qtype_path)) if qtype_path.exists() else None
+    lines = text_lines(utf8_text(path))
     if qtypes is not None and len(qtypes) != len(lines):  # line-aligned: a shift would give every question another type
         raise GraphFormatError(f"{qtype_path}: {len(qtypes)} lines, {path.name} {len(lines)}; the two must be "
                                "line-aligned")
     records, skipped, unknown_answers = [], 0, 0
-    with open(path, encoding="utf-8") as fh:
-        for i, line in enumerate(utf8_rows(fh, path), 1):
-            parts = line.rstrip("\n").split("\t")
-            if len(parts) != 2:
-                raise GraphFormatError(f"{path}:{i}: expected 'question<TAB>answers', got {line.rstrip()!r}")
-            question, answers = parts
-            topic = TOPIC_BRACKETS.search(question)
-            if topic is None:
-                raise GraphFormatError(f"{path}:{i}: field 'question' has no [topic entity]: {question!r}")
-            if topic.group(1) not in kg.entity_id:
-                if on_unknown == "skip":
-                    skipped += 1
-                    continue
-                raise GraphFormatError(f"{path}:{i}: topic entity [{topic.group(1)}] is not in the knowledge base")
-            answer_list = answers.split("|")
-            if not all(answer_list):
-                raise GraphFormatError(f"{path}:{i}: field 'answers' has an empty answer: {answers!r}")
-            unknown_answers += sum(a not in kg.entity_id for a in answer_list)
-            extra = {"line": i}
-            if qtypes is not None:
-                extra["qtype"] = qtypes[i - 1]
-            records.append(QARecord(TOPIC_BRACKETS.sub(r"\1", question), answer_list,
-                                    f"{path.parent.name}/{path.stem}:{i}", [topic.group(1)], extra))
+    for i, line in enumerate(lines, 1):
+        parts = line.split("\t")
+        if len(parts) != 2:
+            raise GraphFormatError(f"{path}:{i}: expected 'question<TAB>answers', got {line.rstrip()!r}")
+        question, answers = parts
+        topic = TOPIC_BRACKETS.search(question)
+        if topic is None:
+            raise GraphFormatError(f"{path}:{i}: field 'question' has no [topic entity]: {question!r}")
+        if topic.group(1) not in kg.entity_id:
+            if on_unknown == "skip":
+                skipped += 1
+                continue
+            raise GraphFormatError(f"{path}:{i}: topic entity [{topic.group(1)}] is not in the knowledge base")
+        answer_list = answers.split("|")
+        if not all(answer_list):
+            raise GraphFormatError(f"{path}:{i}: field 'answers' has an empty answer: {answers!r}")
+        unknown_answers += sum(a not in kg.entity_id for a in answer_list)
+        extra = {"line": i}
+        if qtypes is not None:
+            extra["qtype"] = qtypes[i - 1]
+        records.append(QARecord(TOPIC_BRACKETS.sub(r"\1", question), answer_list,
+                                f"{path.parent.name}/{path.stem}:{i}", [topic.group(1)], extra))
     if not records and not skipped:
         raise GraphFormatError(f"{path}: no questions")
     return records, {"unknown_topic_skipped": skipped, "answers_not_in_kb": unknown_answers}
@@ -277,28 +277,27 @@ def build_gqa(folder: str = "gqa_micro", seed: int = 42):
     scenes = _read_json(scenes_path)
     cache: dict[str, TextualGraph] = {}
     records, graphs, first = [], [], {}
-    with open(questions_path, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        if missing := {"q_id", "image_id", "question", "answer", "full_answer"} - set(reader.fieldnames or []):
-            raise GraphFormatError(f"{questions_path}:1: header lacks column(s) {sorted(missing)}")
-        for i, row in enumerate(utf8_rows(reader, questions_path), 2):
-            if None in row.values() or None in row:
-                raise GraphFormatError(f"{questions_path}:{i}: not the header's {len(reader.fieldnames)} columns")
-            if row["q_id"] in first:
-                raise GraphFormatError(f"{questions_path}:{i}: field 'q_id' {row['q_id']!r} repeats line "
-                                       f"{first[row['q_id']]}")
-            first[row["q_id"]] = i
-            image = row.get("image_id")
-            if image not in scenes:
-                raise GraphFormatError(f"{questions_path}:{i}: field 'image_id' {image!r} has no scene graph in "
-                                       f"{scenes_path.name}")
-            if image not in cache:
-                cache[image] = gqa_scene_graph(scenes[image], f"{scenes_path}: image {image}")
-            rec = QARecord(row["question"], [row["answer"]], image,
-                           extra={"q_id": row["q_id"], "full_answer": row["full_answer"]})
-            base = cache[image]
-            graphs.append(TextualGraph(base.nodes, base.edges, rec.question, rec.answers, image))
-            records.append(rec)
+    reader = csv.DictReader(io.StringIO(utf8_text(questions_path)))
+    if missing := {"q_id", "image_id", "question", "answer", "full_answer"} - set(reader.fieldnames or []):
+        raise GraphFormatError(f"{questions_path}:1: header lacks column(s) {sorted(missing)}")
+    for i, row in enumerate(reader, 2):
+        if None in row.values() or None in row:
+            raise GraphFormatError(f"{questions_path}:{i}: not the header's {len(reader.fieldnames)} columns")
+        if row["q_id"] in first:
+            raise GraphFormatError(f"{questions_path}:{i}: field 'q_id' {row['q_id']!r} repeats line "
+                                   f"{first[row['q_id']]}")
+        first[row["q_id"]] = i
+        image = row.get("image_id")
+        if image not in scenes:
+            raise GraphFormatError(f"{questions_path}:{i}: field 'image_id' {image!r} has no scene graph in "
+                                   f"{scenes_path.name}")
+        if image not in cache:
+            cache[image] = gqa_scene_graph(scenes[image], f"{scenes_path}: image {image}")
+        rec = QARecord(row["question"], [row["answer"]], image,
+                       extra={"q_id": row["q_id"], "full_answer": row["full_answer"]})
+        base = cache[image]
+        graphs.append(TextualGraph(base.nodes, base.edges, rec.question, rec.answers, image))
+        records.append(rec)
     if not records:
         raise GraphFormatError(f"{questions_path}: no questions")
     return records, graphs, None, {"split": _split_by_image([r.graph_id for r in records], seed), "scenes": len(cache)}

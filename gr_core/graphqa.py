@@ -390,11 +390,11 @@ def build_dataset(cfg: DatasetConfig, store: EmbeddingStore | None = None) -> Gr
 
 def data_inputs(cfg: DatasetConfig | None) -> dict:
     """What results made from dataset ``cfg`` depend on besides their settings, the same on every machine: its raw
-    files' checksums with the builders' format (:data:`FORMAT_VERSION`) and its sentence encoder's identity;
-    nothing for a dataset not built from raw files (None)."""
+    files' checksums (not :data:`FORMAT_VERSION`, which a cache layout change bumps too: code changes are not keyed)
+    and its sentence encoder's identity; nothing for a dataset not built from raw files (None)."""
     if cfg is None:
         return {}
-    return {"data": config_hash({"raw": raw_checksums(cfg.name), "format": FORMAT_VERSION}),
+    return {"data": config_hash({"raw": raw_checksums(cfg.name)}),
             "encoder": encoder_identity(TextEncoderConfig(model=cfg.encoder))}
 
 

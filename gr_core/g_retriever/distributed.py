@@ -50,8 +50,8 @@ def init_distributed() -> Dist:
 
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if not dist.is_initialized():
-        if torch.cuda.is_available():  # "cuda" (the encoder, the random state) is then this rank's GPU, not GPU 0
-            torch.cuda.set_device(local_rank)
+        if local_rank < torch.cuda.device_count():  # "cuda" (the encoder, the random state): this rank's GPU, not
+            torch.cuda.set_device(local_rank)           # GPU 0 (CPU processes beyond the GPUs keep none)
         # CPU tensors (all_sum's scalars) go through gloo on a GPU machine too: NCCL reduces only CUDA tensors; the
         # other ranks wait at a barrier while rank 0 answers the test split, which takes a 7B more than gloo's 30 min
         dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo",

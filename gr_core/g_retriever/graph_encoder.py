@@ -61,13 +61,16 @@ def batch_norm(norm: nn.Module, x: torch.Tensor) -> torch.Tensor:
     running ones as in evaluation (PyG's ``BatchNorm(allow_single_element=True)``) instead of failing.
 
     Args:
-        norm: the layer (a batch norm, ``SyncBatchNorm`` under DDP too, gets the rule; any other is called as it is).
+        norm: the layer (a batch norm gets the rule, a ``SyncBatchNorm`` only in a process group of one: with several,
+            a rank's one row still joins the others' statistics; any other layer is called as it is).
         x: ``(rows, features)``: nodes, or a batch's graph tokens.
 
     Returns:
         ``(rows, features)``.
     """
-    if not (norm.training and x.size(0) == 1 and isinstance(norm, nn.modules.batchnorm._BatchNorm)):
+    synced = isinstance(norm, nn.SyncBatchNorm) and torch.distributed.is_initialized() and \
+        torch.distributed.get_world_size() > 1  # every rank must join its statistics' gather, whatever it holds
+    if synced or not (norm.training and x.size(0) == 1 and isinstance(norm, nn.modules.batchnorm._BatchNorm)):
         return norm(x)
     return nn.functional.batch_norm(x, norm.running_mean, norm.running_var, norm.weight, norm.bias, False, 0.0,
                                     norm.eps)

@@ -316,9 +316,9 @@ def _hallucination_claims(t: dict, root: Path | None = None) -> list[Claim]:
                       f"{r['p']:.3g} ({r['test']})")
         out.append(decide(c, (r["a_only"] + r["b_only"]) / r["n"], True))
     if silent:
+        where = "on these datasets the two systems do not both cite" if out else "on no dataset do both systems cite"
         out.append(Claim("G-Retriever", claim, "not testable here",
-                         f"on {'these datasets' if out else 'no dataset'} do both systems cite (each must list nodes "
-                         "or edges in at least 5% of its responses): " + "; ".join(silent)
+                         f"{where} (each must list nodes or edges in 5% of its responses): " + "; ".join(silent)
                          + citing_evidence(t.get("05_hallucination/citing_rates")), table))
     return out or [Claim("G-Retriever", claim, "not testable here", "no dataset has both systems", table)]
 
@@ -498,4 +498,3 @@ def to_markdown(tables: dict[str, pd.DataFrame], claim_table: pd.DataFrame, pres
     if missing:
         lines += ["## Not found", "", "These tables were not written for this preset: " + ", ".join(missing), ""]
     return "\n".join(lines)
-
