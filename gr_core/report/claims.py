@@ -318,7 +318,7 @@ def _hallucination_claims(t: dict, root: Path | None = None) -> list[Claim]:
     if silent:
         where = "on these datasets the two systems do not both cite" if out else "on no dataset do both systems cite"
         out.append(Claim("G-Retriever", claim, "not testable here",
-                         f"{where} (each must list nodes or edges in 5% of its responses): " + "; ".join(silent)
+                         f"{where} (each must list nodes or edges in >= 5% of its responses): " + "; ".join(silent)
                          + citing_evidence(t.get("05_hallucination/citing_rates")), table))
     return out or [Claim("G-Retriever", claim, "not testable here", "no dataset has both systems", table)]
 
