@@ -13,33 +13,25 @@ Writes ``outputs/bench/reasoner_candidate_floor.json``.
 """
 from __future__ import annotations
 
-import argparse
 import json
 from unittest import mock
 
 import numpy as np
 from common import write_result
+from reasoner_relation_text import quick_reasoner_args, quick_reasoner_splits
 
 import gr_core.gnn_rag.training as training
 from gr_core.gnn_rag import ReasonerConfig, ReasonerTrainConfig, reasoner_dataset, score_questions, train_reasoner
 from gr_core.gnn_rag.reasoning_paths import select_candidates
-from gr_core.graphqa import DatasetConfig, load_dataset
 from gr_core.runs import seed_everything
 from gr_core.stats import compare_seeds
-from gr_core.studies.gnn_rag import dataset_key
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--keys", nargs="+", default=["webqsp", "metaqa-2hop"])
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--max-test", type=int, default=500)
-    args = parser.parse_args()
+    args = quick_reasoner_args(__doc__)
     rows = {}
     for key in args.keys:
-        name, hops = dataset_key(key)
-        ds = load_dataset(DatasetConfig(name, hops=hops))
-        splits = {s: list(ds.split[s])[:limit] for s, limit in (("train", 976), ("val", 50), ("test", args.max_test))}
+        ds, splits = quick_reasoner_splits(key, args.max_test)
         data = {s: reasoner_dataset(ds, idx) for s, idx in splits.items()}
         largest = max(int(d.num_nodes) for part in data.values() for d in part)  # GNN-RAG's max_local_entity
 

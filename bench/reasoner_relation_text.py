@@ -49,19 +49,30 @@ def as_gnn_rag_words(ds, indices: list[int], data: list, store: EmbeddingStore) 
     return data
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def quick_reasoner_args(doc: str) -> argparse.Namespace:
+    """The command line of the benches that train notebook 04's quick reasoner: ``--keys``, ``--seeds``,
+    ``--max-test``."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keys", nargs="+", default=["webqsp", "metaqa-2hop"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--max-test", type=int, default=500)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def quick_reasoner_splits(key: str, max_test: int) -> tuple:
+    """``(dataset, splits)`` of a dataset key: notebook 04's quick sizes (976 training, 50 validation questions)."""
+    name, hops = dataset_key(key)
+    ds = load_dataset(DatasetConfig(name, hops=hops))
+    return ds, {s: list(ds.split[s])[:limit] for s, limit in (("train", 976), ("val", 50), ("test", max_test))}
+
+
+def main() -> int:
+    args = quick_reasoner_args(__doc__)
     cfg = ReasonerConfig()
     rows = {}
     for key in args.keys:
-        name, hops = dataset_key(key)
-        ds = load_dataset(DatasetConfig(name, hops=hops))
+        ds, splits = quick_reasoner_splits(key, args.max_test)
         store = EmbeddingStore.shared(TextEncoderConfig(model=ds.config.encoder))
-        splits = {s: list(ds.split[s])[:limit] for s, limit in (("train", 976), ("val", 50), ("test", args.max_test))}
         written = {s: reasoner_dataset(ds, idx) for s, idx in splits.items()}
         words = {s: as_gnn_rag_words(ds, idx, reasoner_dataset(ds, idx), store) for s, idx in splits.items()}
         h1 = {"as written": [], "GNN-RAG's words": []}
