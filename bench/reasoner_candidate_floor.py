@@ -13,6 +13,7 @@ Writes ``outputs/bench/reasoner_candidate_floor.json``.
 """
 from __future__ import annotations
 
+import argparse
 import json
 from unittest import mock
 
@@ -28,7 +29,8 @@ from gr_core.stats import compare_seeds
 
 
 def main() -> int:
-    args = quick_reasoner_args(__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    args = quick_reasoner_args(parser).parse_args()
     rows = {}
     for key in args.keys:
         ds, splits = quick_reasoner_splits(key, args.max_test)

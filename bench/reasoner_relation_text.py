@@ -49,14 +49,13 @@ def as_gnn_rag_words(ds, indices: list[int], data: list, store: EmbeddingStore) 
     return data
 
 
-def quick_reasoner_args(doc: str) -> argparse.Namespace:
-    """The command line of the benches that train notebook 04's quick reasoner: ``--keys``, ``--seeds``,
+def quick_reasoner_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``parser`` with the options of the benches that train notebook 04's quick reasoner: ``--keys``, ``--seeds``,
     ``--max-test``."""
-    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keys", nargs="+", default=["webqsp", "metaqa-2hop"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--max-test", type=int, default=500)
-    return parser.parse_args()
+    return parser
 
 
 def quick_reasoner_splits(key: str, max_test: int) -> tuple:
@@ -67,7 +66,8 @@ def quick_reasoner_splits(key: str, max_test: int) -> tuple:
 
 
 def main() -> int:
-    args = quick_reasoner_args(__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    args = quick_reasoner_args(parser).parse_args()
     cfg = ReasonerConfig()
     rows = {}
     for key in args.keys:
