@@ -29,6 +29,9 @@ def outputs(tmp_path):
 def test_a_run_is_estimated_from_the_measured_run_scaled_to_the_target(outputs):
     measured = measured_runs(outputs)
     assert len(measured) == 1 and measured.iloc[0].tokens_per_example == 160.0 and measured.iloc[0].train_tps == 160.0
+    from gr_core.speeds import PROFILE_NAMES
+
+    assert tuple(profiles(outputs)) == PROFILE_NAMES  # the command lines' --profile choices are the profiles there are
     bf16 = profiles(outputs)["cpu-bf16"]
     r = estimate_run("explagraphs", "g_retriever", 3, 2, (1659, 553, 554), True, measured, bf16)
     # per seed: training 1659 x 160 x 2 tokens at 160 x 2 tokens/s = 1659 s; validation 2 x 553 x 0.2 / 2 = 110.6 s;

@@ -25,22 +25,23 @@ def find_checkpoint(kind: str, outputs: str | Path | None = None, llm_model: str
     for preset in presets:
         for dataset in KIND_DATASETS[kind]:
             for run_dir in sorted((root / preset / "runs").glob(f"{dataset}-g_retriever-seed*")):
-                if not _finished(run_dir):
-                    continue
-                cfg = RunConfig.read(run_dir)
-                if llm_model and cfg.model.llm.model != llm_model:
+                finished = _finished(run_dir)
+                if finished is None or (llm_model and finished[0].model.llm.model != llm_model):
                     continue
                 state = torch.load(run_dir / "ckpt" / "best.pt", map_location="cpu", weights_only=True)
-                if state.get("config_hash") == config_hash(cfg.to_dict()):
+                if state.get("config_hash") == finished[1]:
                     return run_dir
     return None
 
 
-def _finished(run_dir: Path) -> bool:
-    """``run_dir`` holds a training that finished: its config, its best checkpoint and metrics of that config."""
-    files = [run_dir / f for f in ("config.json", "metrics.json", "ckpt/best.pt")]
-    return all(f.is_file() for f in files) and \
-        read_json(files[1]).get("config_hash") == config_hash(RunConfig.read(run_dir).to_dict())
+def _finished(run_dir: Path) -> tuple[RunConfig, str] | None:
+    """``(its RunConfig, config hash)`` where ``run_dir`` holds a training that finished (its config, its best
+    checkpoint and metrics of that config), else None."""
+    if not all((run_dir / f).is_file() for f in ("config.json", "metrics.json", "ckpt/best.pt")):
+        return None
+    cfg = RunConfig.read(run_dir)
+    cfg_hash = config_hash(cfg.to_dict())
+    return (cfg, cfg_hash) if read_json(run_dir / "metrics.json").get("config_hash") == cfg_hash else None
 
 
 def run_directory(model: str) -> Path | None:
@@ -53,7 +54,7 @@ def run_directory(model: str) -> Path | None:
     if model in ("auto", "zero_shot"):
         return None
     run_dir = Path(model)
-    if not _finished(run_dir):
+    if _finished(run_dir) is None:
         raise FileNotFoundError(f"model={model!r} is not 'auto', 'zero_shot' or a training run directory that "
                                 f"finished (config.json, ckpt/best.pt and metrics.json of the same config)")
     return run_dir
