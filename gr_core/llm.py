@@ -328,9 +328,9 @@ def quantization_config(cfg: LLMConfig, dtype):
 
 
 # Training positions from which SDPA's bf16 CPU kernel beats eager attention (forward and backward of 8 SmolLM2-135M
-# examples, 2 cores: eager 12% faster at 237 positions, SDPA 4% at 326 and 2x at 551, where eager's (B, H, T, T) fp32
-# softmax and its casts dominate; docs/precision.md)
-SDPA_TRAINING_FROM = 320
+# examples, 2 cores, bench/attention_training.py: eager 10% faster at 225 and 332 positions, SDPA 1.2x at 424 and 1.5x
+# at 594, where eager's (B, H, T, T) fp32 softmax and its casts dominate; docs/precision.md)
+SDPA_TRAINING_FROM = 384
 
 
 def packed_gqa_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
