@@ -119,12 +119,13 @@ def _sizes(params: dict, dataset: str) -> tuple[int, int, int]:
 
 
 def with_progress(row: dict, runs_dir: Path, seeds: list[int], hashes: list[str | None], estimate,
-                  llm_dtype: str | None = None) -> dict:
+                  llm_dtype: str | None = None, inputs: dict | None = None) -> dict:
     """``row`` (all its seeds) with what is already in ``runs_dir`` taken off: finished seeds cost nothing, an
     interrupted one only its epochs left (``estimate(epochs)``: the estimated seconds of one seed; one trained in
-    another LLM dtype than ``llm_dtype`` starts over, as training does), and one in another configuration's way all
-    of its time (its directory must be cleared first)."""
-    states = [seed_progress(runs_dir / f"{row['name']}-seed{k}", h, llm_dtype) for k, h in zip(seeds, hashes)]
+    another LLM dtype than ``llm_dtype`` starts over, as training does), and one in another configuration's way
+    (or made from other ``inputs``: data, encoder, LLM weights) all of its time (its directory must be cleared
+    first)."""
+    states = [seed_progress(runs_dir / f"{row['name']}-seed{k}", h, llm_dtype, inputs) for k, h in zip(seeds, hashes)]
     done = sum(s == "done" for s, _ in states)
     conflicts = [f"seed{k}" for k, (s, _) in zip(seeds, states) if s == "conflict"]
     partial = [(k, e) for k, (s, e) in zip(seeds, states) if s == "partial"]
@@ -132,7 +133,8 @@ def with_progress(row: dict, runs_dir: Path, seeds: list[int], hashes: list[str 
         return {**row, "done": ""}
     note = [f"{done}/{len(seeds)} seeds done"] if done else []
     note += [f"seed{k} resumes after epoch {e}" for k, e in partial]
-    note += [f"{', '.join(conflicts)}: another configuration's finished run is in the way"] if conflicts else []
+    note += [f"{', '.join(conflicts)}: a finished run of another configuration or other inputs is in the way"
+             ] if conflicts else []
     seconds = row["seconds"]
     if done == len(seeds):
         seconds = 0  # nothing left to train, measured speed or not
@@ -151,6 +153,7 @@ def training_rows(preset: str, measured: pd.DataFrame, profile: Profile, root: P
     ``--only``) leaving 03 out, 07 plans the runs it shares with 03 itself, as it would train them."""
     from .g_retriever.experiments import preset_run_config  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.g_retriever; this module stays torch-free
     from .g_retriever.model import method_config  # noqa: PLC0415 deferred: as above
+    from .g_retriever.train import run_inputs  # noqa: PLC0415 deferred: as above
 
     runs_dir = (Path(root) / preset if root is not None else outputs_root(preset)) / "runs"
     rows = []
@@ -168,8 +171,12 @@ def training_rows(preset: str, measured: pd.DataFrame, profile: Profile, root: P
         hashes = [None if c is None else config_hash(c.to_dict()) for c in cfgs]
         dtype = None if cfgs[0] is None else dtype_name(resolve_dtype(cfgs[0].model.llm.dtype,
                                                                        resolve_device(cfgs[0].model.llm.device)))
+        try:  # what run() checks a finished run against besides its config (data or a model absent: not checked)
+            inputs = None if cfgs[0] is None else run_inputs(cfgs[0])
+        except OSError:
+            inputs = None
         rows.append({"notebook": notebook, **with_progress(row, runs_dir, seeds, hashes, lambda e: estimate_run(
-            dataset, method, 1, e, sizes, trained, measured, profile, name=name, llm=llm)["seconds"], dtype)})
+            dataset, method, 1, e, sizes, trained, measured, profile, name=name, llm=llm)["seconds"], dtype, inputs)})
 
     seen = set()
     p3 = notebook_parameters(preset, "03_training", overrides)

@@ -297,20 +297,24 @@ def check_run_identity(run_dir: str | Path, cfg_dict: dict, cfg_hash: str, input
         "name (RunConfig.variant), or pass force=True to overwrite it.")
 
 
-def seed_progress(run_dir: str | Path, expected_hash: str | None = None, llm_dtype: str | None = None
-                  ) -> tuple[str, int]:
+def seed_progress(run_dir: str | Path, expected_hash: str | None = None, llm_dtype: str | None = None,
+                  inputs: dict | None = None) -> tuple[str, int]:
     """How far one seed's run directory is: ``("done" | "conflict" | "partial" | "new", epochs trained)``.
 
     ``done``: ``metrics.json`` exists (written last) and its config hash is ``expected_hash`` (or none is expected);
-    ``conflict``: it holds a finished run of another configuration (the suite stops there with a RunConflictError);
+    ``conflict``: it holds a finished run of another configuration, or of this one made from other ``inputs`` where
+    the run recorded them (the suite stops there with a RunConflictError, as :func:`check_run_identity` decides);
     ``partial``: an interrupted training whose ``ckpt/last.pt`` matches, which the suite resumes after its last epoch
     (unless it was trained with the LLM in another dtype than ``llm_dtype``: training then starts over, "new").
     """
     run_dir = Path(run_dir)
     metrics = run_dir / "metrics.json"
     if metrics.is_file():
-        found = read_json(metrics).get("config_hash")
-        return ("done" if expected_hash is None or found == expected_hash else "conflict"), 0
+        finished = read_json(metrics)
+        recorded = finished.get("inputs") or {}
+        same = expected_hash is None or finished.get("config_hash") == expected_hash
+        same = same and (inputs is None or all(recorded[k] == inputs.get(k) for k in recorded))
+        return ("done" if same else "conflict"), 0
     last = run_dir / "ckpt" / "last.pt"
     if last.is_file():
         import torch  # noqa: PLC0415 deferred: ~1.5 s at start-up, only when a checkpoint exists; gr_core.runs stays torch-free

@@ -147,13 +147,18 @@ def test_finished_seeds_cost_nothing_and_an_interrupted_one_only_its_epochs_left
     torch.save({"config_hash": "h4", "epoch": 1, "llm_dtype": "float32"}, _ckpt(runs / "x-g_retriever-seed4"))
     assert seed_progress(runs / "x-g_retriever-seed4", "h4", "float32") == ("partial", 2)
     assert seed_progress(runs / "x-g_retriever-seed4", "h4", "bfloat16") == ("new", 0)  # fit starts over in bf16
+    # a finished run made from other data is refused by run() (check_run_identity), so not "done" here either
+    _write(runs / "x-g_retriever-seed9" / "metrics.json", {"config_hash": "h5", "inputs": {"data": "a", "llm": "m"}})
+    assert seed_progress(runs / "x-g_retriever-seed9", "h5", inputs={"data": "a", "llm": "m"}) == ("done", 0)
+    assert seed_progress(runs / "x-g_retriever-seed9", "h5", inputs={"data": "b", "llm": "m"}) == ("conflict", 0)
+    assert seed_progress(runs / "x-g_retriever-seed0", "h0", inputs={"data": "b"}) == ("done", 0)  # recorded none
 
     row = {"name": "x-g_retriever", "seconds": 400, "epochs": 3}  # 4 seeds of 100 s, 30 s an epoch + 10 s answers
     out = with_progress(row, runs, [0, 1, 2, 3], ["h0", "h1", "h2", "h3"], lambda epochs: 30 * epochs + 10)
     # seed 0 done, seed 1 in the way (trained again once cleared), seed 2: 2 epochs left, seed 3: a whole seed
     assert out["seconds"] == 100 + 100 + (30 * 2 + 10)
     assert out["done"] == ("1/4 seeds done; seed2 resumes after epoch 1; "
-                           "seed1: another configuration's finished run is in the way")
+                           "seed1: a finished run of another configuration or other inputs is in the way")
     assert with_progress(row, runs, [5], ["h5"], lambda e: 0) == {**row, "done": ""}  # nothing there yet
     unmeasured = {**row, "seconds": None}  # every seed finished: nothing left, measured speed or not
     assert with_progress(unmeasured, runs, [0], ["h0"], lambda e: None)["seconds"] == 0
