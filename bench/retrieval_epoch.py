@@ -4,17 +4,18 @@
 
 GR Table 4 reports minutes per training epoch with and without retrieval (WebQSP 18.7 -> 6.2, SceneGraphs 123.1 ->
 86.8). Notebook 06 reads the same figure from its training runs' ``seconds_per_epoch``, but the preset's runs were
-trained when and beside what their lanes allowed (the `cpu` preset trains two runs at a time, one thread each), so
-two runs' epochs are not a controlled comparison. This bench times both sides in one process, one after the other,
-on an otherwise idle machine: the runs' own configurations (``preset_run_config(PRESET, dataset, method, 0,
-"06_efficiency")``: ``g_retriever`` on the PCST subgraph, ``gr_wo_retrieval`` on the whole graph, its text cut to
-``max_txt_len`` tokens as in the paper's code), the same training questions, batches made as ``fit`` makes them
+trained when and beside whatever else ran (the `cpu` preset's were trained two at a time, one thread each:
+docs/notebooks.md), so two runs' epochs are not a controlled comparison. This bench times both sides in one process,
+one after the other, on an otherwise idle machine: the runs' own configurations (``preset_run_config(PRESET, dataset,
+method, 0, "06_efficiency")``: ``g_retriever`` on the PCST subgraph, ``gr_wo_retrieval`` on the whole graph, its text
+cut to ``max_txt_len`` tokens as in the paper's code), the same training questions, batches made as ``fit`` makes them
 (:func:`~gr_core.g_retriever.examples.length_batches`, seed 0: the first epoch's batches), each step's forward,
 backward, gradient clipping and AdamW step timed as ``fit`` takes them (collating a batch and the learning-rate
 schedule are left out of the timer: both are negligible and the same on both sides). The whole epoch is timed, after
 one warm-up step on its first batch: the two sides' batches hold different questions (they are bucketed by their own
 lengths), so only the sum over the epoch compares like with like. Reported per side: the epoch's seconds and real
-(non-pad) tokens, seconds per 1,000 tokens, and the steps' median and spread. There is no peer: PyG's port has no
+(non-pad) tokens, seconds per 1,000 tokens, each step's seconds and their median and spread; notebook 08 decides the
+claim from the steps (`gr_core.stats.total_reduction`, at least 8 a side). There is no peer: PyG's port has no
 whole-graph G-Retriever to time against.
 """
 from common import machine, mean_loss, summarize, train_step_seconds, write_result  # noqa: I001
@@ -63,7 +64,8 @@ def time_side(ds, dataset: str, method: str, preset: str, steps: int = 0) -> dic
             "max_txt_len": cfg.model.max_txt_len, "train_questions": len(examples), "steps_per_epoch": len(batches),
             "timed_steps": len(seconds), "seconds": round(sum(seconds), 2), "real_tokens": sum(tokens),
             "seconds_per_1k_tokens": round(1000 * sum(seconds) / sum(tokens), 4),
-            "seconds_per_step": summarize(seconds), "mean_prompt_tokens": round(statistics.mean(lengths), 1),
+            "seconds_per_step": summarize(seconds), "step_seconds": [round(x, 4) for x in seconds],
+            "mean_prompt_tokens": round(statistics.mean(lengths), 1),
             "min_per_epoch": round(sum(seconds) / 60 * len(batches) / len(seconds), 3),
             "llm_dtype": str(model.llm_dtype).removeprefix("torch.")}
 

@@ -83,12 +83,16 @@ def test_the_families_table_and_the_results_summary_read_the_chat_files(families
     before = _rows([1, 0, 0, 0])
     write_json(tmp_path / "chat" / "metaqa_test.json", {
         "family": "metaqa", "split": "test", "records": [hit_record(k, v) for k, v in rows.items()],
-        "pairs": [paired("default", rows["default"], "default (before: abc)", before)],
+        "pairs": [paired("train_reasoner", rows["train_reasoner"], "default", rows["default"]),
+                  paired("default", rows["default"], "default (before: abc)", before),
+                  paired("default", rows["default"], "train_reasoner (before: abc)", rows["default"]),  # not shown
+                  paired("default", rows["default"], "default (before: def)", rows["default"])],
         "decisions": {"metaqa": {"served": "paths"}}})
     table = families_table(tmp_path / "chat")
     assert table.iloc[0].to_dict() == {"family": "metaqa", "split": "test", "n": 4, "default": "50.0 [15.0, 85.0]",
                                        "train_reasoner": "75.0 [30.1, 95.4]", "served": "paths", "turn s": 0.25,
-                                       "default before": "25.0 (p 1)"}
+                                       "train_reasoner vs default, p": 1.0,
+                                       "default before": "25.0 at abc (p 1); 50.0 at def (p 1)"}
     summary = benchmarks(tmp_path)
     assert summary.file.tolist() == ["bench/chat/metaqa_test.json"]
     assert summary.ours[0] == "50% [15, 85] / 75% [30.1, 95.4]" and "version before: 25%" in summary.target[0]

@@ -167,7 +167,7 @@ def test_a_metaqa_entity_spec_opens_its_two_hop_neighbourhood_and_an_unknown_nam
         load_graph("metaqa:forrest gump")
 
 
-def test_index_keeps_names_and_links_written_entities(movie_index):
+def test_index_keeps_names_and_links_written_entities(movie_index, tmp_path, monkeypatch):
     idx = movie_index
     assert idx.num_nodes == 16 and idx.num_edges == len(MOVIES)
     assert idx.node_emb.shape == (16, 384) and np.allclose(np.linalg.norm(idx.node_emb, axis=1), 1, atol=1e-5)
@@ -208,6 +208,12 @@ def test_index_keeps_names_and_links_written_entities(movie_index):
     assert [maasai.kg.entities[r] for r in find_names(maasai, "which country borders Kenya")] == ["Kenya"]
     again = ChatIndex.build(graph_from_triple_list(MOVIES))
     assert again.cached and again.digest == idx.digest
+    # one fact's relation changed: another graph, indexed anew (the cache is keyed by the graph's content)
+    monkeypatch.setenv("GR_CACHE_DIR", str(tmp_path))
+    assert ChatIndex.build(graph_from_triple_list(MOVIES)).cached is False  # an empty cache: built
+    edited = ChatIndex.build(graph_from_triple_list(MOVIES[:-1] + [("Up", "written_by", "Pete Docter")]))
+    assert not edited.cached and edited.digest != idx.digest and "written_by" in edited.kg.relations
+    assert ChatIndex.build(graph_from_triple_list(MOVIES)).cached  # the unedited one is still found
 
 
 def test_the_question_is_read_with_its_entities_written_it():

@@ -68,7 +68,7 @@ def _toy_question(rng, n=8, dim=16):
                 q_masked=torch.from_numpy(q).view(1, -1), num_nodes=n)
 
 
-def test_rearev_distribution_is_normalized_per_graph_and_starts_at_the_seeds():
+def test_rearev_distribution_sums_to_one_per_graph():
     from torch_geometric.data import Batch
 
     rng = np.random.default_rng(0)

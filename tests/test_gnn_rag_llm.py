@@ -282,6 +282,11 @@ def test_collect_evidence_requires_probabilities_for_gnn_retrievers_and_rejects_
         collect_evidence(ds, 0, None, None, ("gnn",))
     assert collect_evidence(ds, 0, None, [("location.country.capital",)], ("none", "rog", "pcst"))["rog"].lines == \
         ["jamaica -> location.country.capital -> kingston"]
+    # GNN-RAG+RA: RoG's lines first, then the GNN's not among them (the evidence budget cuts from the end)
+    ev = collect_evidence(ds, 0, np.array([0.01, 0.04, 0.05, 0.9]), [("location.country.capital",)],
+                          ("gnn", "rog", "gnn+rog"))
+    assert ev["rog"].lines and [x for x in ev["gnn"].lines if x not in ev["rog"].lines]  # each brings its own
+    assert ev["gnn+rog"].lines == ev["rog"].lines + [x for x in ev["gnn"].lines if x not in ev["rog"].lines]
     with pytest.raises(ValueError, match="unknown retrievers"):
         answer_with_evidence("webqsp", ds, [0], None, generator[0], None, ("bm25",))
 

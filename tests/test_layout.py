@@ -55,15 +55,15 @@ def _layer(name: str) -> str:
     return parts[1] if len(parts) > 1 else "gr_core"
 
 
-def test_no_import_circles():
-    """Tarjan's strongly connected components of the import graph are all single modules."""
+def find_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components of an import graph that hold more than one module, each sorted."""
     index, low, stack, on_stack, circles = {}, {}, [], set(), []
 
     def visit(v):
         index[v] = low[v] = len(index)
         stack.append(v)
         on_stack.add(v)
-        for w in GRAPH[v]:
+        for w in graph[v]:
             if w not in index:
                 visit(w)
                 low[v] = min(low[v], low[w])
@@ -80,9 +80,14 @@ def test_no_import_circles():
             if len(component) > 1:
                 circles.append(sorted(component))
 
-    for v in sorted(GRAPH):
+    for v in sorted(graph):
         if v not in index:
             visit(v)
+    return circles
+
+
+def test_no_import_circles():
+    circles = find_circles(GRAPH)
     assert not circles, f"import circles: {circles}"
 
 
@@ -98,18 +103,56 @@ def test_the_circle_check_finds_a_circle(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", pkg)
     monkeypatch.setattr(sys.modules[__name__], "MODULES", {module_name(p): p for p in pkg.rglob("*.py")})
     assert imports_of("gr_core.a") == {"gr_core.b"} and imports_of("gr_core.b") == {"gr_core.a", "gr_core.c"}
+    graph = {n: imports_of(n) for n in MODULES}
+    assert find_circles(graph) == [["gr_core.a", "gr_core.b"]]
+    graph["gr_core.b"].discard("gr_core.a")
+    assert find_circles(graph) == []
+
+
+RUNNER = ("suite", "plan", "speeds")
+# plumbing's one use of a method (docs/architecture.md): a dataset's default retrieval
+RETRIEVAL = {"gr_core.g_retriever", "gr_core.g_retriever.retrieval", "gr_core.g_retriever.textualize"}
 
 
 @pytest.mark.parametrize("name", sorted(n for n in MODULES if not n.endswith("__main__")))
 def test_layers_import_only_downwards(name):
-    """The methods never import a study, the report, the chat or the runner; the shared plumbing imports none of
-    those either (a ``__main__`` is an entry point and may)."""
-    layer = _layer(name)
-    upward = {t for t in GRAPH[name] if _layer(t) in ABOVE_METHODS}
-    if layer in METHODS or layer not in (*METHODS, *ABOVE_METHODS):
+    """docs/architecture.md's table: the methods never import a study, the report, the chat or the runner; the
+    plumbing imports no method except graphqa's retrieval, which imports only plumbing; the report reads files, so it
+    imports plumbing only; studies use the report's table builders only; G-Retriever never imports GNN-RAG; nothing
+    imports the runner (a ``__main__`` is an entry point and may import anything)."""
+    layer, targets = _layer(name), GRAPH[name]
+    plumbing = layer not in (*METHODS, *ABOVE_METHODS)
+    upward = {t for t in targets if _layer(t) in ABOVE_METHODS}
+    if layer in METHODS or plumbing:
         assert not upward, f"{name} ({layer}) imports {sorted(upward)}"
-    if layer in ("chat",):
-        assert not {t for t in GRAPH[name] if _layer(t) in ("studies", "report", "suite", "plan", "speeds")}
+    if plumbing:
+        allowed = RETRIEVAL if name == "gr_core.graphqa" else set()
+        assert not {t for t in targets if _layer(t) in METHODS} - allowed, f"{name} (plumbing) imports a method"
+    if name in RETRIEVAL - {"gr_core.g_retriever"}:
+        beyond = {t for t in targets if _layer(t) in (*METHODS, *ABOVE_METHODS)} - RETRIEVAL
+        assert not beyond, f"{name} imports beyond plumbing: {sorted(beyond)}"
+    if layer == "report":
+        assert not {t for t in targets if _layer(t) in (*METHODS, "chat", "studies", *RUNNER)}, name
+    if layer == "studies":
+        assert not {t for t in targets if _layer(t) == "report"} - {"gr_core.report", "gr_core.report.results"}, name
+    if layer == "g_retriever":
+        assert not {t for t in targets if _layer(t) == "gnn_rag"}, name
+    if layer == "chat":
+        assert not {t for t in targets if _layer(t) in ("studies", "report", *RUNNER)}, name
+    if layer not in RUNNER:
+        assert not {t for t in targets if _layer(t) in RUNNER}, f"{name} imports the runner"
+
+
+def test_the_layer_rules_catch_an_upward_import(monkeypatch):
+    """Each rule above fails a module that breaks it (the graph edited, one import added at a time)."""
+    for name, target in (("gr_core.kg", "gr_core.gnn_rag.model"), ("gr_core.report.claims", "gr_core.studies.gnn_rag"),
+                         ("gr_core.g_retriever.retrieval", "gr_core.g_retriever.model"),
+                         ("gr_core.studies.gnn_rag", "gr_core.report.claims"),
+                         ("gr_core.g_retriever.train", "gr_core.gnn_rag.model"), ("gr_core.llm", "gr_core.plan")):
+        monkeypatch.setitem(GRAPH, name, GRAPH[name] | {target})
+        with pytest.raises(AssertionError):
+            test_layers_import_only_downwards(name)
+        monkeypatch.setitem(GRAPH, name, GRAPH[name] - {target})
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))

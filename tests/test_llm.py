@@ -105,7 +105,7 @@ def test_any_hf_path_is_passed_through_and_bad_configs_are_rejected():
         LLMConfig(dtype="fp8")
 
 
-def test_a_gguf_file_is_dequantized_into_the_cache_and_a_missing_one_is_named(tmp_path, monkeypatch):
+def test_a_gguf_file_is_routed_to_its_cached_build_and_a_missing_one_is_named(tmp_path, monkeypatch):
     from gr_core import llm as L
 
     built = []

@@ -162,7 +162,7 @@ def test_loss_on_label_logits_only_equals_the_full_hf_loss(tiny_llm_dir):
     assert torch.allclose(loss_sum / n, full.loss, atol=1e-5)
 
 
-def test_left_padding_changes_neither_loss_nor_answer(tiny_llm_dir):
+def test_left_padding_does_not_change_a_rows_loss(tiny_llm_dir):  # its answer: the next test
     model = _model(tiny_llm_dir)
     model.eval()
     short, long = model.tokenize([_example(1), _example(8, seed=1)])
@@ -284,3 +284,17 @@ def test_each_graphs_token_lands_in_its_own_example(tiny_llm_dir):
         (pos,) = batch.slot_mask[b].nonzero().flatten().tolist()
         assert torch.equal(embeds[b, pos], soft[b, 0])
     assert not torch.allclose(soft[0], soft[1])  # the graphs differ, so do their tokens
+
+
+def test_a_model_without_a_chat_template_gets_bos_and_the_gr_codes_inst_markers(tiny_llm_dir):
+    """A base model (Gemma's GGUF, a Llama-2 checkpoint): the prompt is BOS + the text, and training wraps the user
+    content in the GR code's [INST] ... [/INST] as plain text (the optional Gemma test runs the model itself)."""
+    from gr_core.llm import PromptTemplate, chat_prompt, load_tokenizer
+
+    tok = load_tokenizer(LLMConfig(model=tiny_llm_dir))
+    assert tok.chat_template and "<|im_start|>" in chat_prompt(tok, "x")  # the tiny model's own template first
+    tok.chat_template = None
+    assert chat_prompt(tok, "The capital of France is") == (tok.bos_token or "") + "The capital of France is"
+    t = PromptTemplate.from_tokenizer(tok)
+    assert tok.decode(t.prefix) == (tok.bos_token or "") + "[INST]" and tok.decode(t.suffix) == "[/INST]"
+    assert t.eos_id == tok.eos_token_id

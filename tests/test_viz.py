@@ -17,6 +17,8 @@ def test_pyvis_page_loads_nothing_remote():
 def test_pyvis_page_highlights_the_requested_nodes_and_edges():
     page = graph_html(_graph(), highlight_nodes=[0], highlight_edges=[1])
     assert page.count('"color": "#d62728"') == 2
+    assert '{"color": "#d62728", "id": 0, "label": "a"' in page  # node 0, "a"
+    assert '"color": "#d62728", "from": 1, "label": "r2"' in page  # edge 1: b -r2-> c
 
 
 def test_png_twin_is_byte_stable(tmp_path):

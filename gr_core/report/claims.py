@@ -32,9 +32,8 @@ import pandas as pd
 from ..published import (PAPER_COLUMN, PAPER_GNN_ONLY, PAPER_GNN_RAG, PAPER_TABLE3, PAPER_TABLE5, PAPER_TABLE6,
                          PAPER_TABLE10)
 from ..runs import seed_run_dirs
-from ..stats import compare, compare_seeds, mcnemar_n_for_power, signed_rank, verdict
-from .markdown import markdown_table
-from .results import GROUNDED, SOURCES, metric_scale, run_question_scores
+from ..stats import compare, compare_seeds, mcnemar_n_for_power, signed_rank, total_reduction, verdict
+from .results import GROUNDED, metric_scale, run_question_scores
 
 
 @dataclass
@@ -72,6 +71,7 @@ def _verdict(flags: list[bool]) -> str:
 
 
 MIN_SEEDS = 3  # a claim about trained models decides only over this many seeds (the paper: 4 seeds, mean +- std)
+MIN_TIMED_STEPS = 8  # an epoch-time claim decides only over this many timed steps a side (bench/retrieval_epoch.py)
 WHOLE_GRAPH_DATASETS = ("explagraphs",)  # gr_core.g_retriever.retrieval: whole_graph=True (GR's "k = 0")
 REFERENCE_EFFECT = 0.05  # the difference this project's reference-row claims are powered for (no paper number)
 # runs no seed changes, run once for every seed: the deterministic reference rows (gr_core.studies.graph_baselines) and
@@ -236,10 +236,15 @@ def _efficiency_claims(t: dict, root: Path | None = None) -> list[Claim]:
           if pd.notna(d.get("min_epoch_before")) and pd.notna(d.get("min_epoch_after"))]
     ev = ([f"the runs' own epochs (not a controlled comparison): {'; '.join(ev)}"] if ev else [])
     preset = root.name if root is not None else "PRESET"
-    verdict_ = _verdict([r["epoch_reduction_%"] > 0 for r in timed.values()]) if timed else "not testable here"
-    how = [_timed_alone(timed)] if timed else [f"python bench/retrieval_epoch.py --preset {preset} times both sides "
-                                                "alone"] if ev else [_not_run(root, "notebook 06's runs with and "
-                                                                             "without retrieval")]
+    tests = {d: total_reduction(r["sides"]["gr_wo_retrieval"].get("step_seconds", []),
+                                r["sides"]["g_retriever"].get("step_seconds", [])) for d, r in timed.items()}
+    few = [f"{d}: {min(t['n_before'], t['n_after'])} timed steps a side, {MIN_TIMED_STEPS} decide"
+           for d, t in tests.items() if min(t["n_before"], t["n_after"]) < MIN_TIMED_STEPS]
+    verdicts = [verdict(t["reduction_%"], t["p"]) for t in tests.values()]
+    verdict_ = ("not testable here" if not timed or few else verdicts[0] if len(set(verdicts)) == 1 else "partly")
+    how = [_timed_alone(timed, tests)] + few if timed else [
+        f"python bench/retrieval_epoch.py --preset {preset} times both sides alone"] if ev else [
+        _not_run(root, "notebook 06's runs with and without retrieval")]
     out.append(Claim("G-Retriever", "Retrieval shortens training epochs (Table 4: -29% / -67%)", verdict_,
                      "; ".join(how + ev),
                      f"../bench/{_retrieval_epoch_file(root).name}" if timed else "06_efficiency/table4.csv"))
@@ -262,15 +267,17 @@ def _retrieval_epoch_bench(root: Path | None) -> dict:
     return (json.loads(path.read_text()).get("datasets") or {}) if path else {}
 
 
-def _timed_alone(timed: dict) -> str:
-    """The bench's figures as evidence: an epoch's training seconds without -> with retrieval, per dataset."""
+def _timed_alone(timed: dict, tests: dict) -> str:
+    """The bench's figures as evidence: an epoch's training seconds without -> with retrieval, per dataset, with the
+    reduction's 95% interval and p over the timed steps (:func:`~gr_core.stats.total_reduction`)."""
     parts = []
     for d, r in timed.items():
-        before, after = r["sides"]["gr_wo_retrieval"], r["sides"]["g_retriever"]
+        before, after, t = r["sides"]["gr_wo_retrieval"], r["sides"]["g_retriever"], tests[d]
         paper = "" if r.get("paper_reduction_%") is None else f"; paper's epoch {-r['paper_reduction_%']:+.1f}%"
+        test = "" if t["p"] != t["p"] else f", 95% CI [{-t['ci_high']:+.1f}, {-t['ci_low']:+.1f}], p {t['p']:.2g}"
         parts.append(f"{d}: {before['seconds']:.0f} -> {after['seconds']:.0f} s of training steps for the epoch "
-                     f"({-r['epoch_reduction_%']:+.1f}%; real tokens {-r['token_reduction_%']:+.1f}%{paper}; LLM in "
-                     f"{after.get('llm_dtype', '?')})")
+                     f"({-r['epoch_reduction_%']:+.1f}%{test}; real tokens {-r['token_reduction_%']:+.1f}%{paper}; "
+                     f"LLM in {after.get('llm_dtype', '?')})")
     return "timed alone, both sides in one process (python bench/retrieval_epoch.py): " + "; ".join(parts)
 
 
@@ -459,42 +466,3 @@ def claims(tables: dict[str, pd.DataFrame], root: str | Path | None = None) -> p
     cols = ["paper", "claim", "dataset", "verdict", "decides", "system_a", "system_b", "score_a", "score_b", "n",
             "seeds", "paper_diff", "n_power", "p", "test", "evidence", "source"]
     return pd.DataFrame([r.__dict__ for r in rows])[cols]
-
-
-def claims_markdown(claim_table: pd.DataFrame) -> list[str]:
-    """The claims as Markdown lines: the rows that can decide (``decides == "yes"``) apart from the sanity rows."""
-    if "decides" not in claim_table:
-        return [markdown_table(claim_table), ""]
-    deciding = claim_table[claim_table.decides == "yes"]
-    measured = claim_table[claim_table.decides == "measurement"]
-    sanity = claim_table[~claim_table.decides.isin(["yes", "measurement"])]
-    return ["### Rows that decide", "",
-            f"Significant, or not significant with at least `n_power` questions (the paper's difference `paper_diff` "
-            f"detected at 80% power); claims about trained models over at least {MIN_SEEDS} seeds.", "",
-            markdown_table(deciding) if len(deciding) else "(none)", "",
-            "### Measurements", "",
-            "Claims about a measured quantity (tokens, minutes per epoch, citation rates) judged by the paper's "
-            "threshold, not by a paired test.", "",
-            markdown_table(measured) if len(measured) else "(none)", "",
-            "### Sanity rows", "",
-            "Too few questions or seeds to decide, or not run here (the evidence says why): they show that the "
-            "machinery works, not whether the paper's claim holds.", "",
-            markdown_table(sanity) if len(sanity) else "(none)", ""]
-
-
-def to_markdown(tables: dict[str, pd.DataFrame], claim_table: pd.DataFrame, preset: str) -> str:
-    """The report as Markdown: the claims first, then every table found, each under its title and file."""
-    lines = [f"# Results report: preset `{preset}`", "",
-             "Every number below is read from a file under `outputs/{preset}/` written by a notebook run; "
-             "the file is named under each table.".format(preset=preset), "", "## Claims of the papers", ""]
-    lines += claims_markdown(claim_table)
-    for nb, stems in SOURCES.items():
-        for stem, title in stems.items():
-            key = f"{nb}/{stem}"
-            if key in tables:
-                lines += [f"## {title}", "", f"`outputs/{preset}/{key}.csv`", "",
-                          markdown_table(tables[key]), ""]
-    missing = [f"{nb}/{s}.csv" for nb, stems in SOURCES.items() for s in stems if f"{nb}/{s}" not in tables]
-    if missing:
-        lines += ["## Not found", "", "These tables were not written for this preset: " + ", ".join(missing), ""]
-    return "\n".join(lines)

@@ -16,7 +16,7 @@ import pandas as pd
 from ..precision import recorded_dtype, run_precision
 from ..published import PAPER_COLUMN, PAPER_TABLE3, PAPER_TABLE6, PAPER_TABLE7, PAPER_TABLE8, PAPER_TABLE10
 from ..runs import read_json
-from ..stats import compare, wilson_interval
+from ..stats import compare, seed_bootstrap, wilson_interval
 
 METRIC_NAME = {"explagraphs": "accuracy", "clevr": "accuracy (substring)", "gqa_micro": "accuracy (substring)",
                "gqa": "accuracy (substring)", "webqsp": "Hit (%)", "webqsp_full": "Hit (%)", "metaqa": "Hit (%)",
@@ -116,9 +116,10 @@ def paired(runs_dir: str | Path, name_a: str, name_b: str, binary: bool = True) 
 def table3(runs: pd.DataFrame, runs_dir: str | Path | None = None, reference: str = "zero_shot") -> pd.DataFrame:
     """Long Table 3: per (dataset, method), our mean ± std over seeds next to the paper's value.
 
-    With ``runs_dir`` each row also gets the Wilson 95% interval of the first seed's score over its ``n_test``
-    questions (``ci_low``, ``ci_high``, on the score's scale) and ``p_vs_zero_shot``, the exact McNemar p-value of
-    that run against the ``reference`` method's run on the same questions (NaN when the question sets differ).
+    Each row gets the 95% interval of the mean over seeds (``ci_low``, ``ci_high``, on the score's scale,
+    :func:`seeds_interval`: one seed's Wilson interval; several seeds' needs ``runs_dir``), and with ``runs_dir``
+    ``p_vs_zero_shot``, the exact McNemar p-value of the first seed's run against the ``reference`` method's run of
+    that seed on the same questions (NaN when the question sets differ).
 
     Columns: dataset, setting, method, metric, seeds, n_test, ours_mean, ours_std, ours, ci_low, ci_high,
     per_seed (each seed's score), lowest_ci_low (the lowest of the seeds' interval lower ends), valid_answers
@@ -134,7 +135,7 @@ def table3(runs: pd.DataFrame, runs_dir: str | Path | None = None, reference: st
         mean, std = float(scores.mean()), float(scores.std(ddof=1)) if len(scores) > 1 else float("nan")
         digits = 2 if metric_scale(dataset) == 100 else 4
         n = int(g["num_test"].iloc[0])
-        low, high = score_interval(dataset, float(scores[0]), n)
+        low, high = seeds_interval(dataset, runs_dir, list(g["name"]), list(scores), n)
         lows = [score_interval(dataset, float(x), n)[0] for x in scores]
         per_seed = " / ".join(f"{x:.{2 if digits == 2 else 3}f}" for x in scores)
         col = PAPER_COLUMN.get(dataset)
@@ -235,6 +236,28 @@ def score_interval(dataset: str | None, score: float | None, n: int | None) -> t
     return round(low * scale, 4), round(high * scale, 4)
 
 
+def seeds_interval(dataset: str | None, runs_dir: str | Path | None, names: list[str], scores: list[float],
+                   n: int | None) -> tuple[float | None, float | None]:
+    """The 95% interval of a system's mean score over its seeds' runs ``names`` (``scores`` their scores, in order):
+    one seed's Wilson interval (:func:`score_interval`); for several, the two-level bootstrap over seeds and
+    questions of their per-question scores (:func:`~gr_core.stats.seed_bootstrap`: a question's seeds resampled
+    together), on the score's scale; ``(None, None)`` where those are not at hand or the seeds' questions differ."""
+    if len(names) <= 1:
+        return score_interval(dataset, scores[0] if scores else None, n)
+    if runs_dir is None or dataset not in METRIC_NAME:
+        return None, None
+    try:
+        per = [run_question_scores(runs_dir, name) for name in names]
+    except FileNotFoundError:
+        return None, None
+    if any(list(p.index) != list(per[0].index) for p in per):
+        return None, None
+    m = np.vstack([p.to_numpy() for p in per])  # (S, N)
+    boot = seed_bootstrap(m, np.zeros_like(m))  # the mean of m, resampled
+    scale = metric_scale(dataset)
+    return round(boot["ci_low"] * scale, 4), round(boot["ci_high"] * scale, 4)
+
+
 def by_name(runs: pd.DataFrame) -> dict[str, dict]:
     """Run metrics keyed by run name."""
     return {r["name"]: r for r in runs.to_dict("records")}
@@ -248,9 +271,12 @@ def _seed_runs(runs: pd.DataFrame, dataset: str, method: str, seed: int | None) 
     return sorted(found, key=lambda r: r["seed"])
 
 
-def table6(runs: pd.DataFrame, dataset: str = "webqsp", seed: int | None = None) -> pd.DataFrame:
+def table6(runs: pd.DataFrame, dataset: str = "webqsp", seed: int | None = None,
+           runs_dir: str | Path | None = None) -> pd.DataFrame:
     """GR Table 6: each ablation's score (mean over the seeds run, or ``seed`` alone) and its relative drop from the
-    full model's, ours beside the paper's; ``seeds``, ``ours_std`` and the first seed's 95% interval."""
+    full model's, ours beside the paper's WebQSP Hit@1 (``paper``, ``paper_drop_%``: GR Table 6 is on WebQSP only,
+    whatever ``dataset`` is); ``seeds``, ``ours_std`` and the 95% interval of the mean (:func:`seeds_interval`;
+    several seeds' needs ``runs_dir``)."""
     full = _seed_runs(runs, dataset, "g_retriever", seed)
     full_mean = float(np.mean([float(r["score"]) for r in full])) if full else None
     rows = []
@@ -261,11 +287,11 @@ def table6(runs: pd.DataFrame, dataset: str = "webqsp", seed: int | None = None)
         drop = None if ours is None or not full_mean else 100 * (full_mean - ours) / full_mean
         paper = PAPER_TABLE6[method]
         n = mine[0]["num_test"] if mine else None
-        low, high = score_interval(dataset, scores[0] if scores else None, n)
+        low, high = seeds_interval(dataset, runs_dir, [r["name"] for r in mine], scores, n)
         rows.append({"dataset": dataset, "method": method, "ablation": label, "ours": ours, "seeds": len(scores),
                      "ours_std": round(float(np.std(scores, ddof=1)), 4) if len(scores) > 1 else None,
                      "ours_drop_%": None if drop is None else round(drop, 2), "n_test": n,
-                     "ci_low": low, "ci_high": high, "paper": paper,
+                     "ci_low": low, "ci_high": high, "paper_dataset": "webqsp", "paper": paper,
                      "paper_drop_%": round(100 * (70.49 - paper) / 70.49, 2)})
     return pd.DataFrame(rows)
 
@@ -346,7 +372,8 @@ def table8(runs_dir: str | Path, rows: list[tuple[str, str | None]], dataset: st
 def families_table(folder):
     """One row per family file of ``bench/chat_families.py`` in ``folder`` (``outputs/bench/chat``): the default's and
     ``train_reasoner``'s Hit with their 95% intervals, what the decision served, the turn's median seconds and, where
-    the file holds an earlier commit's answers to the same questions, its Hit and the pair's p."""
+    the file holds earlier commits' answers to the same questions, each commit's Hit of the same answer mode and the
+    pair's exact McNemar p; ``train_reasoner vs default, p`` pairs the two on the same questions."""
     rows = []
     for path in sorted(Path(folder).glob("*.json")):
         d = read_json(path)
@@ -358,7 +385,11 @@ def families_table(folder):
                "train_reasoner": cell(rec.get("train_reasoner")), "served": " / ".join(served),
                "turn s": rec["default"]["turn_median_s"]}
         for p in d["pairs"]:
-            if p["a"] in ("default", "train_reasoner") and "(before" in p["b"]:
-                row[f"{p['a']} before"] = f"{100 * p['score_b']:.1f} (p {p['p']:.2g})"
+            if p["a"] == "train_reasoner" and p["b"] == "default":
+                row["train_reasoner vs default, p"] = float(f"{p['p']:.2g}")
+            if p["b"].startswith(f"{p['a']} (before: "):  # the same answer mode at an earlier commit
+                commit = p["b"].split("before: ", 1)[1].rstrip(")")
+                before = f"{100 * p['score_b']:.1f} at {commit} (p {p['p']:.2g})"
+                row[f"{p['a']} before"] = "; ".join(filter(None, (row.get(f"{p['a']} before"), before)))
         rows.append(row)
     return pd.DataFrame(rows)

@@ -1,7 +1,7 @@
-"""``RESULTS.md``: the headline numbers, the papers' claims and the speed benchmarks, generated from ``outputs/``.
-
-Notebook 08 writes it beside the full report (:mod:`gr_core.report.claims`) so that no number in the README is copied by
-hand: each row names the file it was read from.
+"""The report in Markdown: ``report.md`` (:func:`to_markdown`: the claims of :mod:`gr_core.report.claims`, then every
+table) and ``RESULTS.md`` (:func:`results_markdown`: the headline numbers, the claims and the speed benchmarks), both
+generated from ``outputs/`` by notebook 08, so that no number in the README is copied by hand: each row names the file
+it was read from.
 """
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import pandas as pd
 
 from ..published import DATASET_SOURCE, PAPER_COLUMN
 from ..stats import wilson_interval
-from .claims import claims_markdown
+from .claims import MIN_SEEDS
 from .markdown import markdown_table
+from .results import SOURCES
 
 
 def _num(v, digits: int = 4) -> str:
@@ -189,3 +190,42 @@ def results_markdown(tables: dict[str, pd.DataFrame], claim_table: pd.DataFrame,
         *claims_markdown(claim_table[cols])]
         + (["## Speed benchmarks (`outputs/bench/`, the same machine for ours and the peer)", "",
             markdown_table(bench.assign(file=["../" + f for f in bench.file])), ""] if len(bench) else []))
+
+
+def claims_markdown(claim_table: pd.DataFrame) -> list[str]:
+    """The claims as Markdown lines: the rows that can decide (``decides == "yes"``) apart from the sanity rows."""
+    if "decides" not in claim_table:
+        return [markdown_table(claim_table), ""]
+    deciding = claim_table[claim_table.decides == "yes"]
+    measured = claim_table[claim_table.decides == "measurement"]
+    sanity = claim_table[~claim_table.decides.isin(["yes", "measurement"])]
+    return ["### Rows that decide", "",
+            f"Significant, or not significant with at least `n_power` questions (the paper's difference `paper_diff` "
+            f"detected at 80% power); claims about trained models over at least {MIN_SEEDS} seeds.", "",
+            markdown_table(deciding) if len(deciding) else "(none)", "",
+            "### Measurements", "",
+            "Claims about a measured quantity (tokens, minutes per epoch, citation rates) judged by the paper's "
+            "threshold, not by a paired test.", "",
+            markdown_table(measured) if len(measured) else "(none)", "",
+            "### Sanity rows", "",
+            "Too few questions or seeds to decide, or not run here (the evidence says why): they show that the "
+            "machinery works, not whether the paper's claim holds.", "",
+            markdown_table(sanity) if len(sanity) else "(none)", ""]
+
+
+def to_markdown(tables: dict[str, pd.DataFrame], claim_table: pd.DataFrame, preset: str) -> str:
+    """The report as Markdown: the claims first, then every table found, each under its title and file."""
+    lines = [f"# Results report: preset `{preset}`", "",
+             "Every number below is read from a file under `outputs/{preset}/` written by a notebook run; "
+             "the file is named under each table.".format(preset=preset), "", "## Claims of the papers", ""]
+    lines += claims_markdown(claim_table)
+    for nb, stems in SOURCES.items():
+        for stem, title in stems.items():
+            key = f"{nb}/{stem}"
+            if key in tables:
+                lines += [f"## {title}", "", f"`outputs/{preset}/{key}.csv`", "",
+                          markdown_table(tables[key]), ""]
+    missing = [f"{nb}/{s}.csv" for nb, stems in SOURCES.items() for s in stems if f"{nb}/{s}" not in tables]
+    if missing:
+        lines += ["## Not found", "", "These tables were not written for this preset: " + ", ".join(missing), ""]
+    return "\n".join(lines)
