@@ -65,3 +65,10 @@ def test_summary_reports_reductions_and_the_answer_rate():
                           "answer_in_subgraph": True, "seconds": 0.001}])
     out = summarize_retrievers(rows).iloc[0]
     assert out["node_reduction_%"] == 80 and out["token_reduction_%"] == 90 and out["answer_in_subgraph"] == 100
+    assert (out["answer_ci_low"], out["answer_ci_high"]) == (20.65, 100.0)  # Wilson 95% for 1 of 1
+    # paired on the same questions against PCST: KAPING misses 6 answers PCST finds, finds none it misses
+    both = pd.DataFrame([{**rows.iloc[0].to_dict(), "question": q, "retriever": r, "answer_in_subgraph": hit}
+                         for q in range(10) for r, hit in (("pcst", True), ("kaping", q >= 6))])
+    table = summarize_retrievers(both).set_index("retriever")
+    assert table.loc["kaping", "answer_p_vs_pcst"] == 2 * 0.5 ** 6 and np.isnan(table.loc["pcst", "answer_p_vs_pcst"])
+    assert table.loc["kaping", "answer_in_subgraph"] == 40

@@ -114,6 +114,11 @@ def test_held_out_generated_questions_asked_through_the_chat_score_as_in_trainin
         hits.append(float(bool(first) and first[0] in q["answers"]))
     served = 100 * float(np.mean(hits))
     assert len(hits) >= 30 and abs(served - meta["val_h1"]) <= 10, (served, meta["val_h1"])
+    from gr_core.chat.graph_reasoner import training_record
+
+    record = training_record(chat.trained_reasoner)  # what notebook 09 prints: the score with its n and interval
+    low, high = record["held_out_h1_ci"]
+    assert record["num_val"] == meta["num_val"] and low <= record["held_out_h1"] <= high and high - low > 5
 
 
 def test_a_trained_reasoner_is_served_only_where_it_beats_the_path_ranker_on_its_held_out_questions(trained):

@@ -24,6 +24,7 @@ from ..gnn_rag import (ReasonerTrainConfig, named_beyond, node_probabilities, re
 from ..gnn_rag.model import ReasonerConfig
 from ..paths import cache_root
 from ..runs import config_hash, progress
+from ..stats import wilson_interval
 from ..text_encoder import EmbeddingStore, encoder_identity
 from .config import ChatConfig
 from .generate import (GenerationConfig, generate_questions, generation_summary, graph_phrase_twins, relation_phrases,
@@ -217,12 +218,16 @@ def train_graph_reasoner(indexes: ChatIndex | list[ChatIndex], cfg: GraphReasone
 
 
 def training_record(path) -> dict:
-    """What a saved generated-question reasoner's ``meta`` says about its training (the run that trained it)."""
+    """What a saved generated-question reasoner's ``meta`` says about its training (the run that trained it): counts,
+    forms, seconds, and its held-out H@1 (%, the epoch kept) with a Wilson 95% interval over its ``num_val``
+    questions."""
     meta = reasoner_meta(path)
     gen = meta.get("generated", {})
-    return {"num_generated": gen.get("generated"), "num_train": meta.get("num_train"), "num_val": meta.get("num_val"),
+    h1, n = meta.get("val_h1"), meta.get("num_val")
+    ci = [round(100 * b, 1) for b in wilson_interval(h1 / 100 * n, n)] if h1 is not None and n else None
+    return {"num_generated": gen.get("generated"), "num_train": meta.get("num_train"), "num_val": n,
             "by_hops": gen.get("by_hops"), "by_form": gen.get("by_form"),
-            "answers_outside_scope": gen.get("answers_outside_scope"), "held_out_h1": meta.get("val_h1"),
+            "answers_outside_scope": gen.get("answers_outside_scope"), "held_out_h1": h1, "held_out_h1_ci": ci,
             "epochs_run": len(meta.get("history", [])), "build_seconds": meta.get("build_seconds"),
             "train_seconds": meta.get("train_seconds")}
 

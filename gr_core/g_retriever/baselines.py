@@ -6,6 +6,9 @@
 - **k-hop**: the plain k-hop neighbourhood of the question entities (the most similar node when
   the graph has none), the retrieval of KGQA pipelines before learned retrievers.
 - **none**: the whole graph; the prompt builder truncates it to the LLM's budget (GR: 512 tokens).
+
+:func:`zero_shot_whole_graphs` asks the frozen LLM about whole textualized graphs (GR Table 3's zero-shot row), as
+notebook 00 does on ExplaGraphs.
 """
 from __future__ import annotations
 
@@ -14,9 +17,14 @@ from typing import Callable
 import numpy as np
 
 from ..data import TextualGraph, question_nodes
+from ..evaluate import explagraphs_correct
 from ..graphqa import GraphQADataset
+from ..llm import chat_prompt, count_tokens, generate_batched
+from ..prompts import graph_prompt
+from ..stats import wilson_interval
 from ..text_encoder import EmbeddingStore
 from .retrieval import RetrievedSubgraph, similarities
+from .textualize import textualize
 
 
 def triple_texts(graph: TextualGraph) -> list[str]:
@@ -82,3 +90,23 @@ def kaping_retriever(k: int = 10, store: EmbeddingStore | None = None) -> Retrie
         emb, _ = store.encode(triple_texts(graph), desc="encode triples") if graph.num_edges else (None, 0)
         return retrieve_kaping(graph, emb, ds.question_emb[i], k)
     return run
+
+
+def zero_shot_whole_graphs(model, tokenizer, graphs: list[TextualGraph], max_new_tokens: int = 32,
+                           batch_size: int = 8) -> dict:
+    """The frozen LLM answering each of ``graphs`` (ExplaGraphs records: ``question``, ``answers``) from its whole
+    textualized graph, greedy: each answer and whether it is the gold stance, the accuracy with its Wilson 95% interval
+    over the ``n`` questions, and the prompts' token counts.
+
+    Returns:
+        ``{"answers", "correct", "n", "accuracy", "ci_low", "ci_high", "mean_prompt_tokens", "max_prompt_tokens"}``.
+    """
+    prompts = [chat_prompt(tokenizer, graph_prompt(textualize(g), g.question)) for g in graphs]
+    answers = generate_batched(model, tokenizer, prompts, max_new_tokens, batch_size, desc="zero-shot")
+    correct = [bool(explagraphs_correct(a, g.answers[0])) for a, g in zip(answers, graphs)]
+    tokens = count_tokens(tokenizer, prompts)
+    n = len(graphs)
+    low, high = wilson_interval(sum(correct), n) if n else (float("nan"), float("nan"))
+    return {"answers": answers, "correct": correct, "n": n, "accuracy": sum(correct) / n if n else float("nan"),
+            "ci_low": low, "ci_high": high, "mean_prompt_tokens": sum(tokens) / n if n else float("nan"),
+            "max_prompt_tokens": max(tokens, default=0)}

@@ -296,16 +296,22 @@ def table6(runs: pd.DataFrame, dataset: str = "webqsp", seed: int | None = None,
     return pd.DataFrame(rows)
 
 
-def table7(runs: pd.DataFrame, datasets=("webqsp", "explagraphs"), seed: int | None = None) -> pd.DataFrame:
+def table7(runs: pd.DataFrame, datasets=("webqsp", "explagraphs"), seed: int | None = None,
+           runs_dir: str | Path | None = None) -> pd.DataFrame:
     """GR Table 7: G-Retriever with a GCN, GAT or Graph Transformer encoder (mean over the seeds run), ours beside
-    the paper's."""
+    the paper's, with the test questions and the 95% interval of the mean (:func:`seeds_interval`; several seeds'
+    needs ``runs_dir``)."""
     rows = []
     for method, label in TABLE7_LABEL.items():
         rec = {"encoder": label, "method": method}
         for d in datasets:
-            scores = [float(r["score"]) for r in _seed_runs(runs, d, method, seed)]
+            mine = _seed_runs(runs, d, method, seed)
+            scores = [float(r["score"]) for r in mine]
+            n = mine[0]["num_test"] if mine else None
             rec[f"{d} ours"] = float(np.mean(scores)) if scores else None
             rec[f"{d} seeds"] = len(scores)
+            rec[f"{d} n_test"] = n
+            rec[f"{d} ci_low"], rec[f"{d} ci_high"] = seeds_interval(d, runs_dir, [r["name"] for r in mine], scores, n)
             rec[f"{d} paper"] = PAPER_TABLE7[method].get(d)
         rows.append(rec)
     return pd.DataFrame(rows)

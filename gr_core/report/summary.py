@@ -67,8 +67,9 @@ def headline(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
                 f"{_num(r['paper min_epoch_before'])} -> {_num(r['paper min_epoch_after'])}", "06_efficiency/table4")
     if (t := tables.get("02_retrieval/table4_table11")) is not None:
         for _, r in t[t.answer_in_subgraph.notna()].iterrows():  # defined where answers are nodes
+            ci = f" [{_num(r['answer_ci_low'])}, {_num(r['answer_ci_high'])}]" if "answer_ci_low" in r else ""
             add(f"Answer in the retrieved subgraph, {r['dataset']}, {r['retriever']} (%)",
-                _num(r["answer_in_subgraph"]), r["questions"], "–", "02_retrieval/table4_table11")
+                _num(r["answer_in_subgraph"]) + ci, r["questions"], "–", "02_retrieval/table4_table11")
     if (t := tables.get("04_gnn_rag/gnn_only")) is not None:
         for _, r in t.iterrows():
             low, high = wilson_interval(int(round(r["h1"] * r["n"] / 100)), int(r["n"]))

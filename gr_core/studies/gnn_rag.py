@@ -260,11 +260,14 @@ def reasoner_change_tables(keys: list[str], max_train: int | None = None, max_va
 
 
 def gnn_only_table(results: dict) -> "pd.DataFrame":
-    """One row per dataset of :func:`run_reasoner` results, beside the paper's GNN-only numbers."""
+    """One row per dataset of :func:`run_reasoner` results (H@1 with its Wilson 95% interval over ``n``), beside the
+    paper's GNN-only numbers."""
     rows = []
     for key, r in results.items():
-        paper = PAPER_GNN_ONLY.get(key, {})
-        rows.append({"dataset": key, **{k: round(v, 2) if isinstance(v, float) else v for k, v in r["metrics"].items()},
+        paper, m = PAPER_GNN_ONLY.get(key, {}), r["metrics"]
+        low, high = wilson_interval(m["h1"] / 100 * m["n"], m["n"]) if m.get("n") else (float("nan"),) * 2
+        rows.append({"dataset": key, **{k: round(v, 2) if isinstance(v, float) else v for k, v in m.items()},
+                     "h1_ci_low": round(100 * low, 2), "h1_ci_high": round(100 * high, 2),
                      "paper H@1": paper.get("h1"), "paper F1": paper.get("f1"),
                      "paper source": paper.get("source", "")})
     return pd.DataFrame(rows)
