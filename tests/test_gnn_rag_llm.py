@@ -18,6 +18,7 @@ from gr_core.evaluate import kgqa_scores, normalize
 from gr_core.gnn_rag.generation import (answer_examples, answer_kind, fit_lines, ground_reply, named_node, rag_example,
                                         train_lora_llm, training_examples)
 from gr_core.prompts import GNN_RAG_INSTRUCTION, gnn_rag_parts
+from gr_core.stats import wilson_interval
 from gr_core.studies.gnn_rag_llm import (against_gnn, answer_with_evidence, failure_table, hop_table, metrics_record,
                                          one_question, retriever_table, training_table, with_grounded)
 
@@ -268,6 +269,8 @@ def test_every_retriever_answers_and_bad_input_is_counted_not_raised(generator):
     gnn = table[table.retriever == "gnn"].iloc[0]
     assert gnn["questions"] == 4 and gnn["empty candidate sets"] == 1 and gnn["missing question entities"] == 1
     assert gnn["paper Hit"] == 85.7 and table.set_index("retriever").loc["rog", "LLM calls"] == 4
+    low, high = wilson_interval(gnn["Hit@1"] / 100 * 4, 4)  # Hit@1 over its 4 questions, in percent
+    assert (gnn["Hit@1 low"], gnn["Hit@1 high"]) == (round(100 * low, 1), round(100 * high, 1))
     hops = hop_table(rows)
     assert set(hops.hops) == {"1", "unreachable"} and (hops.questions > 0).all()
     metrics = metrics_record(rows)

@@ -18,6 +18,7 @@ from gr_core.report.results import k_sweep_table, load_tables, table6, table7
 from gr_core.runs import write_records
 from gr_core.report.summary import headline, results_markdown
 from gr_core.runs import config_hash
+from gr_core.report.results import score_interval
 from gr_core.studies.efficiency import cost_rows, cost_summary, scaling_fit, table4, table12
 
 
@@ -176,6 +177,9 @@ def test_scaling_slopes_and_tables_4_and_12():
     assert t12.loc["g_retriever", "min/epoch"] == 1.0 and t12.loc["g_retriever", "inference s/question"] == 0.5
     assert (t12.loc["g_retriever", "dtype"], t12.loc["g_retriever", "cpu"]) == ("bfloat16", "AMD EPYC")
     assert pd.isna(t12.loc["lora", "ours"]) and t12.loc["lora", "paper Hit@1"] == 66.03
+    g = runs.set_index("method").loc["g_retriever"]
+    assert (t12.loc["g_retriever", "ci_low"], t12.loc["g_retriever", "ci_high"]) == \
+        score_interval("webqsp", float(g["score"]), g["num_test"])  # Hit's Wilson interval, in percent
 
 
 # ---------------------------------------------------------------------- the report

@@ -27,7 +27,7 @@ from ..g_retriever.textualize import textualize
 from ..llm import count_tokens
 from ..precision import run_precision
 from ..published import PAPER_COLUMN, PAPER_TABLE4, PAPER_TABLE12
-from ..report.results import by_name
+from ..report.results import by_name, score_interval
 from ..runs import progress
 
 METHODS = ("whole graph", "pcst", "gnn paths")
@@ -231,19 +231,22 @@ def _ran_on(metrics: dict) -> tuple[str | None, str | None]:
 
 
 def table12(runs: pd.DataFrame, dataset: str = "webqsp", seed: int = 0) -> pd.DataFrame:
-    """GR Table 12: each configuration's score and time (minutes per training epoch, or inference minutes and
-    seconds per question for the inference-only rows), ours beside the paper's."""
+    """GR Table 12: each configuration's score (with its Wilson 95% interval over ``n_test``) and time (minutes per
+    training epoch, or inference minutes and seconds per question for the inference-only rows), ours beside the
+    paper's."""
     by = by_name(runs)
     out = []
     for method, label in TABLE12_LABEL.items():
         r = by.get(f"{dataset}-{method}-seed{seed}")
         paper_score, paper_time = PAPER_TABLE12[method]
-        rec = {"method": label, "name": method, "ours": None, "n_test": None, "dtype": None, "cpu": None,
-               "min/epoch": None,
+        rec = {"method": label, "name": method, "ours": None, "n_test": None, "ci_low": None, "ci_high": None,
+               "dtype": None, "cpu": None, "min/epoch": None,
                "inference s/question": None, "paper Hit@1": paper_score, "paper time": paper_time}
         if r is not None:
             dtype, cpu = _ran_on(r)
-            rec.update({"ours": r["score"], "n_test": r["num_test"], "dtype": dtype, "cpu": cpu,
+            low, high = score_interval(dataset, float(r["score"]), r["num_test"])
+            rec.update({"ours": r["score"], "n_test": r["num_test"], "ci_low": low, "ci_high": high, "dtype": dtype,
+                        "cpu": cpu,
                         "min/epoch": (None if r.get("seconds_per_epoch") is None
                                       else round(r["seconds_per_epoch"] / 60, 2)),
                         "inference s/question": round(r["inference_seconds"] / max(r["num_test"], 1), 3)})

@@ -25,7 +25,7 @@ from ..llm import load_tokenizer, release_memory, weights_identity
 from ..published import PAPER_COLUMN, PAPER_GNN_RAG, PAPER_HOPS_F1
 from ..report.results import GROUNDED
 from ..runs import config_hash, frame_value, progress, read_keyed, value_frame, write_keyed
-from ..stats import compare, signed_rank, verdict
+from ..stats import compare, signed_rank, verdict, wilson_interval
 
 
 def answer_with_evidence(key: str, ds, indices: list[int], probs: list[np.ndarray] | None, generator: GraphLLM,
@@ -287,15 +287,21 @@ def one_question(rows: "pd.DataFrame", dataset: str, position: int = 0) -> "pd.D
                                        "answers", "hit"]]
 
 
+def _hit1_interval(g: "pd.DataFrame") -> dict:
+    """Hit@1's Wilson 95% interval (%) over the questions of ``g``."""
+    low, high = wilson_interval(float(g.hit1.sum()), len(g)) if len(g) else (float("nan"),) * 2
+    return {"Hit@1 low": round(100 * low, 1), "Hit@1 high": round(100 * high, 1)}
+
+
 def retriever_table(rows: "pd.DataFrame") -> "pd.DataFrame":
-    """One row per (dataset, retriever): Hit, Hit@1, F1 (reference, unbounded precision) and bounded F1 in %,
-    answer coverage in %, median input tokens, LLM calls, mean evidence lines, the bad-input counts, and the
-    paper's numbers beside them."""
+    """One row per (dataset, retriever): Hit, Hit@1 (with its Wilson 95% interval), F1 (reference, unbounded
+    precision) and bounded F1 in %, answer coverage in %, median input tokens, LLM calls, mean evidence lines, the
+    bad-input counts, and the paper's numbers beside them."""
     out = []
     for (key, r), g in rows.groupby(["dataset", "retriever"], sort=False):
         paper = PAPER_GNN_RAG.get((key, r), {})  # none for the grounded rows: the papers have no such setting
         out.append({"dataset": key, "retriever": r, "questions": len(g), "Hit": round(100 * g.hit.mean(), 2),
-                    "Hit@1": round(100 * g.hit1.mean(), 2), "F1": round(100 * g.f1.mean(), 2),
+                    "Hit@1": round(100 * g.hit1.mean(), 2), **_hit1_interval(g), "F1": round(100 * g.f1.mean(), 2),
                     "F1 bounded": round(100 * g.f1_bounded.mean(), 2), "coverage %": round(100 * g.coverage.mean(), 1),
                     "median tokens": float(g.input_tokens.median()), "LLM calls": LLM_CALLS[r.split()[0]],
                     "mean lines": round(g.evidence_lines.mean(), 1), "lines over budget": int(g.lines_dropped.sum()),
@@ -309,16 +315,17 @@ def retriever_table(rows: "pd.DataFrame") -> "pd.DataFrame":
 
 
 def hop_table(rows: "pd.DataFrame") -> "pd.DataFrame":
-    """Hit / Hit@1 / F1 (%) and coverage by the shortest question-entity -> answer distance, per dataset and
-    retriever (``unreachable``: no gold answer reachable in the graph), with GNN-RAG Table 8's WebQSP F1."""
+    """Hit / Hit@1 (with its Wilson 95% interval) / F1 (%) and coverage by the shortest question-entity -> answer
+    distance, per dataset and retriever (``unreachable``: no gold answer reachable in the graph), with GNN-RAG Table
+    8's WebQSP F1."""
     df = rows.assign(hop=rows.hops.map(lambda h: "unreachable" if pd.isna(h) else str(int(h))))
     out = []
     for (key, hop, r), g in df.groupby(["dataset", "hop", "retriever"], sort=True):
         paper = PAPER_HOPS_F1.get((r, int(hop))) if PAPER_COLUMN.get(key) == "webqsp" and hop.isdigit() else None
         out.append({"dataset": key, "hops": hop, "retriever": r, "questions": len(g),
                     "Hit": round(100 * g.hit.mean(), 1), "Hit@1": round(100 * g.hit1.mean(), 1),
-                    "F1": round(100 * g.f1.mean(), 1), "coverage %": round(100 * g.coverage.mean(), 1),
-                    "paper F1": paper})
+                    **_hit1_interval(g), "F1": round(100 * g.f1.mean(), 1),
+                    "coverage %": round(100 * g.coverage.mean(), 1), "paper F1": paper})
     return pd.DataFrame(out)
 
 
