@@ -90,7 +90,8 @@ PAPER_TABLE7 = {"g_retriever_gcn": {"webqsp": 70.70, "explagraphs": 0.8394},
 # GR Table 8 (LLM size) and Table 10 (k of the top-k prizes), WebQSP Hit@1
 PAPER_TABLE8 = {"Llama-2-7b": 70.49, "Llama-2-13b": 75.58}
 PAPER_TABLE10 = {3: 69.77, 5: 70.63, 10: 72.48, 20: 70.39}
-# GR Table 11: WebQSP Hit@1 with PCST retrieval and with KAPING's top-k triples
+# GR Table 11: "retrieval accuracy" on WebQSP, PCST (G-Retriever) and KAPING's top-k triples; undefined there, its
+# PCST value is G-Retriever's end-task Hit@1 (Table 3): notebook 02 measures the answer in the retrieved subgraph
 PAPER_TABLE11 = {"pcst": 70.49, "kaping": 60.81}
 
 # ---------------------------------------------------------------------- GNN-RAG

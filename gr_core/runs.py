@@ -259,6 +259,12 @@ def _flat(d: dict, prefix: str = "") -> dict:
     return out
 
 
+def changed_inputs(recorded: dict, inputs: dict | None) -> list[str]:
+    """The inputs a finished run ``recorded`` that differ in ``inputs`` (none when either is absent: runs recorded
+    before inputs existed are taken as they are)."""
+    return sorted(k for k in recorded or {} if inputs is not None and recorded[k] != inputs.get(k))
+
+
 def check_run_identity(run_dir: str | Path, cfg_dict: dict, cfg_hash: str, inputs: dict | None = None) -> bool:
     """Whether ``run_dir`` holds a finished run of this configuration (True), or no finished run (False).
 
@@ -278,7 +284,7 @@ def check_run_identity(run_dir: str | Path, cfg_dict: dict, cfg_hash: str, input
     old_hash = finished.get("config_hash")
     if old_hash == cfg_hash:
         recorded = finished.get("inputs") or {}
-        changed = sorted(k for k in recorded if inputs is not None and recorded[k] != inputs.get(k))
+        changed = changed_inputs(recorded, inputs)
         if changed:
             raise RunConflictError(
                 f"{run_dir} holds a finished run of this configuration made from other inputs "
@@ -311,10 +317,8 @@ def seed_progress(run_dir: str | Path, expected_hash: str | None = None, llm_dty
     metrics = run_dir / "metrics.json"
     if metrics.is_file():
         finished = read_json(metrics)
-        recorded = finished.get("inputs") or {}
         same = expected_hash is None or finished.get("config_hash") == expected_hash
-        same = same and (inputs is None or all(recorded[k] == inputs.get(k) for k in recorded))
-        return ("done" if same else "conflict"), 0
+        return ("done" if same and not changed_inputs(finished.get("inputs"), inputs) else "conflict"), 0
     last = run_dir / "ckpt" / "last.pt"
     if last.is_file():
         import torch  # noqa: PLC0415 deferred: ~1.5 s at start-up, only when a checkpoint exists; gr_core.runs stays torch-free

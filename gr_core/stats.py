@@ -84,21 +84,26 @@ def total_reduction(before: Sequence[float], after: Sequence[float], num_samples
     """How much smaller ``after``'s total is than ``before``'s (in %: an epoch's step seconds with and without
     retrieval), with a 95% bootstrap interval and p of "no reduction". Each side's items are resampled with
     replacement on their own (the two sides batch the same questions differently: no pairs), so the interval covers
-    which batches an epoch holds, not only the clock's noise.
+    which batches an epoch holds, not only the clock's noise. With a handful of items a side the resamples repeat
+    few values and the interval means little: the caller sets a minimum (notebook 08: 8 a side).
 
     Returns:
-        ``{"reduction_%", "ci_low", "ci_high", "p", "n_before", "n_after"}`` (NaN with an empty side).
+        ``{"reduction_%", "ci_low", "ci_high", "p", "n_before", "n_after"}``; NaN but the counts with an empty side,
+        a non-finite or negative item, or a ``before`` total of 0.
     """
     b, a, nan = np.asarray(before, dtype=float), np.asarray(after, dtype=float), float("nan")
-    if not b.size or not a.size or b.sum() <= 0:
-        return {"reduction_%": nan, "ci_low": nan, "ci_high": nan, "p": nan, "n_before": b.size, "n_after": a.size}
+    out = {"reduction_%": nan, "ci_low": nan, "ci_high": nan, "p": nan, "n_before": int(b.size), "n_after": int(a.size)}
+    valid = b.size and a.size and np.isfinite(b).all() and np.isfinite(a).all() and (b >= 0).all() and (a >= 0).all()
+    if not valid or (b > 0).sum() == 0:
+        return out
     rng = np.random.default_rng(seed)
     totals_b = b[rng.integers(0, b.size, (num_samples, b.size))].sum(axis=1)
     totals_a = a[rng.integers(0, a.size, (num_samples, a.size))].sum(axis=1)
-    reductions = 100 * (1 - totals_a / totals_b)
+    keep = totals_b > 0  # a resample of only 0-second steps has no ratio
+    reductions = 100 * (1 - totals_a[keep] / totals_b[keep])
     low, high = np.quantile(reductions, [0.025, 0.975])
-    return {"reduction_%": float(100 * (1 - a.sum() / b.sum())), "ci_low": float(low), "ci_high": float(high),
-            "p": bootstrap_p(reductions), "n_before": int(b.size), "n_after": int(a.size)}
+    return {**out, "reduction_%": float(100 * (1 - a.sum() / b.sum())), "ci_low": float(low), "ci_high": float(high),
+            "p": bootstrap_p(reductions)}
 
 
 def signflip_p(d, num_samples: int = 10_000, seed: int = 0, exact_upto: int = 16) -> float:

@@ -72,3 +72,6 @@ def test_summary_reports_reductions_and_the_answer_rate():
     table = summarize_retrievers(both).set_index("retriever")
     assert table.loc["kaping", "answer_p_vs_pcst"] == 2 * 0.5 ** 6 and np.isnan(table.loc["pcst", "answer_p_vs_pcst"])
     assert table.loc["kaping", "answer_in_subgraph"] == 40
+    shuffled = summarize_retrievers(both.sample(frac=1, random_state=0)).set_index("retriever")  # aligned by question
+    assert shuffled.loc["kaping", "answer_p_vs_pcst"] == 2 * 0.5 ** 6
+    assert "answer_p_vs_pcst" not in summarize_retrievers(both[both.retriever == "kaping"])  # nothing to pair with

@@ -95,4 +95,4 @@ def test_the_families_table_and_the_results_summary_read_the_chat_files(families
                                        "default before": "25.0 at abc (p 1); 50.0 at def (p 1)"}
     summary = benchmarks(tmp_path)
     assert summary.file.tolist() == ["bench/chat/metaqa_test.json"]
-    assert summary.ours[0] == "50% [15, 85] / 75% [30.1, 95.4]" and "version before: 25%" in summary.target[0]
+    assert summary.ours[0] == "50% [15, 85] / 75% [30.1, 95.4]" and "version before: 50%" in summary.target[0]  # latest

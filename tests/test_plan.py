@@ -152,6 +152,10 @@ def test_finished_seeds_cost_nothing_and_an_interrupted_one_only_its_epochs_left
     assert seed_progress(runs / "x-g_retriever-seed9", "h5", inputs={"data": "a", "llm": "m"}) == ("done", 0)
     assert seed_progress(runs / "x-g_retriever-seed9", "h5", inputs={"data": "b", "llm": "m"}) == ("conflict", 0)
     assert seed_progress(runs / "x-g_retriever-seed0", "h0", inputs={"data": "b"}) == ("done", 0)  # recorded none
+    row9 = {"name": "x-g_retriever", "seconds": 100, "epochs": 3}  # the dry run passes the inputs through
+    assert with_progress(row9, runs, [9], ["h5"], lambda e: 0, inputs={"data": "a", "llm": "m"})["seconds"] == 0
+    assert "other inputs is in the way" in with_progress(row9, runs, [9], ["h5"], lambda e: 0,
+                                                         inputs={"data": "b", "llm": "m"})["done"]
 
     row = {"name": "x-g_retriever", "seconds": 400, "epochs": 3}  # 4 seeds of 100 s, 30 s an epoch + 10 s answers
     out = with_progress(row, runs, [0, 1, 2, 3], ["h0", "h1", "h2", "h3"], lambda epochs: 30 * epochs + 10)

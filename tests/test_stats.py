@@ -245,6 +245,23 @@ def test_over_seeds_refuses_unaligned_seeds_and_gives_no_p_for_nan():
         over_seeds([0.7, 0.8, 0.9], [0.6])
 
 
+def test_total_reduction_resamples_each_side_on_its_own_and_refuses_bad_steps():
+    from gr_core.stats import total_reduction
+
+    rng = np.random.default_rng(1)
+    before, after = list(8 + 2 * rng.standard_normal(16)), list(4 + 1 * rng.standard_normal(12))  # unequal counts
+    t = total_reduction(before, after)
+    assert t["reduction_%"] == pytest.approx(100 * (1 - sum(after) / sum(before)))  # totals, not means
+    assert t["ci_low"] < t["reduction_%"] < t["ci_high"] and t["p"] < 0.01 and (t["n_before"], t["n_after"]) == (16, 12)
+    same = total_reduction(before, before)  # the same steps on both sides: no reduction
+    assert same["ci_low"] < 0 < same["ci_high"] and same["p"] > 0.5
+    for bad in ([8.0, float("nan")], [8.0, -1.0], []):
+        out = total_reduction([8.0] * 4, bad)
+        assert np.isnan(out["reduction_%"]) and np.isnan(out["p"]) and out["n_after"] == len(bad)
+    assert np.isnan(total_reduction([0.0, 0.0], [1.0])["p"])  # a before total of 0: no ratio
+    assert not np.isnan(total_reduction([0.0, 5.0], [1.0, 1.0])["ci_low"])  # resamples of only the 0 are dropped
+
+
 def test_recipe_pairs_seed_series_by_seed_number(bench, tmp_path):
     import json
 

@@ -102,6 +102,13 @@ def test_a_mean_over_seeds_carries_its_own_interval_not_the_first_seeds(tmp_path
     runs = pd.DataFrame([_metrics(n, "g_retriever", s) for n, s in zip(names, scores)])
     t6 = table6(runs, runs_dir=tmp_path).set_index("method")
     assert (t6.loc["g_retriever", "ci_low"], t6.loc["g_retriever", "ci_high"]) == (low, high)
+    for seed in hits:  # every seed right on every question: still not certain, at least one seed's Wilson width
+        (tmp_path / f"webqsp-g_retriever-seed{seed}" / "predictions.jsonl").write_text(
+            "".join(json.dumps({"id": f"q{i}", "score": 1}) + "\n" for i in range(10)))
+    assert seeds_interval("webqsp", tmp_path, names, [100.0] * 3, 10) == score_interval("webqsp", 100.0, 10)
+    (tmp_path / names[0] / "predictions.jsonl").write_text(  # one question without a score
+        "".join(json.dumps({"id": f"q{i}", **({"score": 1} if i else {})}) + "\n" for i in range(10)))
+    assert seeds_interval("webqsp", tmp_path, names, scores, 10) == (None, None)
 
 
 def test_k_sweep_chooses_on_validation_loss(tmp_path):
@@ -289,6 +296,15 @@ def test_retrieval_shortens_epochs_is_decided_by_the_steps_timed_alone(tmp_path)
     bench("cpu", {"webqsp": ([8.0] * 2, [4.0] * 2, 66.8)})  # an epoch of two steps a side (quick's) decides nothing
     few = epoch_claim()
     assert few.verdict == "not testable here" and "webqsp: 2 timed steps a side, 8 decide" in few.evidence
+    # several datasets: any contradicted wins, all reproduced or some (partly); a short one is named, not counted
+    bench("cpu", {"webqsp": ([8.0] * 16, [16.0] * 16, 66.8), "clevr": (steps(16, 8.0), steps(16, 7.9), 29.5)})
+    assert epoch_claim().verdict == "contradicted"
+    bench("cpu", {"webqsp": ([8.0] * 16, [4.0] * 16, 66.8), "clevr": (steps(16, 8.0), steps(16, 7.9), 29.5)})
+    assert epoch_claim().verdict == "partly"
+    bench("cpu", {"webqsp": ([8.0] * 16, [4.0] * 16, 66.8), "clevr": ([8.0] * 2, [4.0] * 2, 29.5)})
+    mixed = epoch_claim()
+    assert (mixed.verdict, mixed.decides, mixed.dataset) == ("reproduced", "yes", "webqsp")
+    assert mixed.p == pytest.approx(0.0002, abs=1e-4) and "clevr: 2 timed steps a side" in mixed.evidence
     bench("quick", fast)  # another preset's configurations
     assert epoch_claim().source == "06_efficiency/table4.csv" and epoch_claim().verdict == "not testable here"
 
@@ -360,7 +376,8 @@ def test_headline_table6_over_seeds_gives_mean_and_std_and_names_the_papers_data
         "ours": [0.69, 30.0], "seeds": [3, 1], "ours_std": [0.0117, None], "n_test": [554, 100],
         "ci_low": [0.64, 21.0], "ci_high": [0.72, 40.0], "paper": [56.96, 56.96]}))
     rows = headline(load_tables(tmp_path)).to_dict("records")
-    assert rows[0]["ours"] == "0.69 ± 0.0117 over 3 seeds" and rows[0]["paper"] == "56.96 (WebQSP Hit)"
+    assert rows[0]["ours"] == "0.69 ± 0.0117 over 3 seeds, 95% CI [0.64, 0.72]"
+    assert rows[0]["paper"] == "56.96 (WebQSP Hit)"
     assert rows[1]["ours"] == "30 [21, 40]" and rows[1]["paper"] == "56.96"
 
 

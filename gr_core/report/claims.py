@@ -4,8 +4,10 @@ Nothing here trains or answers: tables are read from the CSV files the notebooks
 systems is a paired test on the per-question answers in their run directories (``runs/<name>/predictions.jsonl``)
 or notebook 04's ``predictions.jsonl.gz``: exact McNemar on right / wrong, both scores, n and p printed. A comparison is
 ``reproduced`` only when it goes the paper's way and p < 0.05, ``contradicted`` when significant the other way, and
-``not significant`` otherwise. Measurement claims (tokens cut, epochs shortened) keep a threshold verdict
-(``reproduced`` / ``partly`` / ``not reproduced``); ``not testable here`` says which numbers are missing.
+``not significant`` otherwise. Tokens cut keep the paper's threshold (``reproduced`` / ``partly`` / ``not
+reproduced``: a measurement); epochs shortened are a bootstrap over an epoch's timed steps, per dataset, combined as
+``contradicted`` if any is, ``reproduced`` if all are, ``partly`` if some are; ``not testable here`` says which
+numbers are missing.
 
 Seeds: where both systems were trained with several seeds (``<dataset>-<method>-seed<k>``), seed k is paired with
 seed k on the seeds both have (``seeds`` counts them; the evidence names any left without a partner) and the test is
@@ -238,16 +240,22 @@ def _efficiency_claims(t: dict, root: Path | None = None) -> list[Claim]:
     preset = root.name if root is not None else "PRESET"
     tests = {d: total_reduction(r["sides"]["gr_wo_retrieval"].get("step_seconds", []),
                                 r["sides"]["g_retriever"].get("step_seconds", [])) for d, r in timed.items()}
+    deciding = {d: t for d, t in tests.items() if min(t["n_before"], t["n_after"]) >= MIN_TIMED_STEPS and t["p"] >= 0}
     few = [f"{d}: {min(t['n_before'], t['n_after'])} timed steps a side, {MIN_TIMED_STEPS} decide"
-           for d, t in tests.items() if min(t["n_before"], t["n_after"]) < MIN_TIMED_STEPS]
-    verdicts = [verdict(t["reduction_%"], t["p"]) for t in tests.values()]
-    verdict_ = ("not testable here" if not timed or few else verdicts[0] if len(set(verdicts)) == 1 else "partly")
+           for d, t in tests.items() if d not in deciding]
+    verdicts = [verdict(t["reduction_%"], t["p"]) for t in deciding.values()]
+    verdict_ = ("not testable here" if not verdicts else "contradicted" if "contradicted" in verdicts else
+                "reproduced" if set(verdicts) == {"reproduced"} else "partly" if "reproduced" in verdicts else
+                "not significant")
     how = [_timed_alone(timed, tests)] + few if timed else [
         f"python bench/retrieval_epoch.py --preset {preset} times both sides alone"] if ev else [
         _not_run(root, "notebook 06's runs with and without retrieval")]
     out.append(Claim("G-Retriever", "Retrieval shortens training epochs (Table 4: -29% / -67%)", verdict_,
                      "; ".join(how + ev),
-                     f"../bench/{_retrieval_epoch_file(root).name}" if timed else "06_efficiency/table4.csv"))
+                     f"../bench/{_retrieval_epoch_file(root).name}" if timed else "06_efficiency/table4.csv",
+                     dataset=", ".join(deciding), p=max((t["p"] for t in deciding.values()), default=None),
+                     test="bootstrap over the epoch's timed steps, each side resampled" if deciding else "",
+                     decides="yes" if verdict_ in ("reproduced", "contradicted", "partly") else ""))
     return out
 
 

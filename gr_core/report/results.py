@@ -241,7 +241,8 @@ def seeds_interval(dataset: str | None, runs_dir: str | Path | None, names: list
     """The 95% interval of a system's mean score over its seeds' runs ``names`` (``scores`` their scores, in order):
     one seed's Wilson interval (:func:`score_interval`); for several, the two-level bootstrap over seeds and
     questions of their per-question scores (:func:`~gr_core.stats.seed_bootstrap`: a question's seeds resampled
-    together), on the score's scale; ``(None, None)`` where those are not at hand or the seeds' questions differ."""
+    together), widened for right / wrong scores to the Wilson interval of the mean rate over the questions, on the
+    score's scale; ``(None, None)`` where those are not at hand, not finite, or the seeds' questions differ."""
     if len(names) <= 1:
         return score_interval(dataset, scores[0] if scores else None, n)
     if runs_dir is None or dataset not in METRIC_NAME:
@@ -253,9 +254,15 @@ def seeds_interval(dataset: str | None, runs_dir: str | Path | None, names: list
     if any(list(p.index) != list(per[0].index) for p in per):
         return None, None
     m = np.vstack([p.to_numpy() for p in per])  # (S, N)
+    if not np.isfinite(m).all():
+        return None, None
     boot = seed_bootstrap(m, np.zeros_like(m))  # the mean of m, resampled
+    low, high = boot["ci_low"], boot["ci_high"]
+    if np.isin(m, (0.0, 1.0)).all():  # right / wrong: at least the Wilson interval of the mean rate over N questions
+        w_low, w_high = wilson_interval(float(m.mean()) * m.shape[1], m.shape[1])  # (a resample of all-right seeds
+        low, high = min(low, w_low), max(high, w_high)  # is all right: the bootstrap alone would read certainty)
     scale = metric_scale(dataset)
-    return round(boot["ci_low"] * scale, 4), round(boot["ci_high"] * scale, 4)
+    return round(low * scale, 4), round(high * scale, 4)
 
 
 def by_name(runs: pd.DataFrame) -> dict[str, dict]:

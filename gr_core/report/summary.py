@@ -31,6 +31,12 @@ def _interval(row, value: str) -> str:
     return _num(row[value])
 
 
+def _ci(row) -> str:
+    """``, 95% CI [low, high]`` where ``row`` has an interval, else nothing."""
+    return f", 95% CI [{_num(row['ci_low'])}, {_num(row['ci_high'])}]" if row.get("ci_low") == row.get("ci_low") \
+        and row.get("ci_low") is not None else ""
+
+
 def headline(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per headline number: what was measured, ours (with its 95% interval where the table has one), n,
     the paper's number and the file it comes from. Rows whose table was not written for this preset are left out.
@@ -47,9 +53,8 @@ def headline(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         for _, r in t.iterrows():
             detail = ", ".join(str(r[c]) for c in ("setting", "metric") if c in r and r[c] == r[c])
             ours = _interval(r, "ours" if "ours" in r else "ours_mean")
-            if r.get("seeds", 1) > 1 and "per_seed" in r:  # mean ± std; each seed, and the lowest interval end
-                ours = (f"{r['ours']} over {int(r['seeds'])} seeds ({r['per_seed']}; every seed's 95% interval above "
-                        f"{_num(r['lowest_ci_low'])})")
+            if r.get("seeds", 1) > 1 and "per_seed" in r:  # mean ± std, the mean's interval, each seed
+                ours = f"{r['ours']} over {int(r['seeds'])} seeds{_ci(r)} ({r['per_seed']})"
             add(f"GR Table 3, {r['dataset']}: {r['method']}" + (f" ({detail})" if detail else ""), ours,
                 r.get("n_test"), r.get("paper"), "03_training/table3")
     if (t := tables.get("01_datasets/table2")) is not None:
@@ -90,8 +95,8 @@ def headline(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
                 " / ".join(_num(r[c]) for c in t.columns if c.startswith("paper")), "05_hallucination/table5")
     if (t := tables.get("07_ablations/table6")) is not None:
         for _, r in t[t.ours.notna()].iterrows():
-            # over seeds, the mean ± std (the table's interval is the first seed's); the paper ablates on WebQSP only
-            ours = (f"{_num(r['ours'])} ± {_num(r['ours_std'])} over {int(r['seeds'])} seeds"
+            # over seeds, the mean ± std and the mean's 95% interval; the paper ablates on WebQSP only
+            ours = (f"{_num(r['ours'])} ± {_num(r['ours_std'])} over {int(r['seeds'])} seeds{_ci(r)}"
                     if r.get("seeds", 1) > 1 and r.get("ours_std") == r.get("ours_std") else _interval(r, "ours"))
             paper = _num(r["paper"]) + ("" if PAPER_COLUMN.get(r["dataset"]) == "webqsp" else " (WebQSP Hit)")
             add(f"GR Table 6, {r['dataset']}: {r['ablation']}", ours, r["n_test"], paper, "07_ablations/table6")
@@ -146,8 +151,8 @@ def benchmarks(bench_root: str | Path) -> pd.DataFrame:
         d = json.loads(path.read_text())
         rec = {r["label"]: r for r in d["records"]}
         cell = lambda r: f"{_num(r['hit'], 3)}% [{_num(r['ci_low'], 3)}, {_num(r['ci_high'], 3)}]"  # noqa: E731
-        # the default against the default of the version before (not its other systems, also paired there)
-        before = next((p for p in d["pairs"] if p["a"] == "default" and p["b"].startswith("default (before")), None)
+        # the default against the default of the latest version before (pairs are appended as versions come)
+        before = ([p for p in d["pairs"] if p["a"] == "default" and p["b"].startswith("default (before")] or [None])[-1]
         turn = rec["default"]["turn_median_s"]
         rows.append({"what": f"chat Hit on {rec['default']['n']} {d['family']} questions ({d['split'] or 'all'}), the "
                              f"default (relation paths) / train_reasoner; median turn {turn} s",
@@ -205,8 +210,8 @@ def claims_markdown(claim_table: pd.DataFrame) -> list[str]:
             f"detected at 80% power); claims about trained models over at least {MIN_SEEDS} seeds.", "",
             markdown_table(deciding) if len(deciding) else "(none)", "",
             "### Measurements", "",
-            "Claims about a measured quantity (tokens, minutes per epoch, citation rates) judged by the paper's "
-            "threshold, not by a paired test.", "",
+            "Claims about a measured quantity (tokens, citation rates) judged by the paper's threshold, not by a "
+            "paired test.", "",
             markdown_table(measured) if len(measured) else "(none)", "",
             "### Sanity rows", "",
             "Too few questions or seeds to decide, or not run here (the evidence says why): they show that the "

@@ -102,11 +102,14 @@ def summarize_retrievers(rows: pd.DataFrame, reference: str = "pcst") -> pd.Data
         ci = wilson_interval(hits.sum(), len(hits)) if len(hits) else (np.nan, np.nan)
         low.append(100 * ci[0])
         high.append(100 * ci[1])
-        ref = rows[(rows.dataset == dataset) & (rows.retriever == reference)].set_index("question").answer_in_subgraph
         mine = group.set_index("question").answer_in_subgraph
-        paired = name != reference and len(hits) and ref.notna().all() and list(ref.index) == list(mine.index)
+        ref = rows[(rows.dataset == dataset) & (rows.retriever == reference)].set_index("question")
+        ref = ref.answer_in_subgraph.reindex(mine.index)  # the same questions, in the same order
+        paired = name != reference and len(mine) and mine.notna().all() and ref.notna().all()
         p.append(mcnemar_exact(mine.astype(float), ref.astype(float))["p"] if paired else np.nan)
-    out["answer_ci_low"], out["answer_ci_high"], out[f"answer_p_vs_{reference}"] = low, high, p
+    out["answer_ci_low"], out["answer_ci_high"] = low, high
+    if (rows.retriever == reference).any():  # a sweep of one retriever's settings has none to pair with
+        out[f"answer_p_vs_{reference}"] = p
     return out.round({c: 2 for c in out.columns if c != f"answer_p_vs_{reference}"})
 
 
