@@ -1,5 +1,6 @@
 """GNN-RAG's LLM half: prompts, RoG relation paths and grounding, evidence unions, GNN prizes for PCST, the LoRA
 generators and the retriever evaluation with its bad-input counts (tiny random LLM, synthetic graphs)."""
+import json
 from types import SimpleNamespace
 
 import numpy as np
@@ -306,12 +307,14 @@ def test_a_stopped_llm_half_resumes_after_its_last_finished_key(tiny_llm_dir, tm
     kw = dict(llm=LLMConfig(model=tiny_llm_dir, max_new_tokens=4), train=TrainConfig(lr=1e-3, num_epochs=1,
               batch_size=2, eval_batch_size=4), retrievers=("none", "gnn"))
     first = llm_half.run_gnn_rag(results, tmp_path, **kw)
-    answered = []
-    real = llm_half.answer_with_evidence
+    answered, loaded = [], []
+    real, real_train = llm_half.answer_with_evidence, llm_half.train_lora_llm
     monkeypatch.setattr(llm_half, "answer_with_evidence", lambda *a, **k: answered.append(1) or real(*a, **k))
+    monkeypatch.setattr(llm_half, "train_lora_llm", lambda *a, **k: loaded.append(1) or real_train(*a, **k))
     again = llm_half.run_gnn_rag(results, tmp_path, **kw)
-    assert not answered  # the finished key is reloaded, not answered again
+    assert not answered and not loaded  # every key finished: reloaded, and no generator loaded to say so
     pd.testing.assert_frame_equal(again["rows"], first["rows"])
+    assert again["training"] == json.loads(json.dumps(first["training"]))  # as the record kept it
     other = {"webqsp": {**results["webqsp"], "probs": [p[::-1].copy() for p in probs]}}
     llm_half.run_gnn_rag(other, tmp_path, **kw)
     assert answered == [1]  # another reasoner's probabilities: answered again

@@ -118,6 +118,9 @@ def run_gnn_rag(results: dict, run_dir: str | Path, llm: LLMConfig = LLMConfig()
         train_evidence: dataset key -> {question index: evidence lines} for its training and validation questions
             (:func:`gr_core.studies.gnn_rag.crossfit_evidence`): the answer generator trains on these instead of the
             gold paths (beyond the paper; None: the paper's gold paths).
+    A key's answers are kept as they finish, with the generators' training record; a family whose every key is
+    answered loads no LLM (records written before that record existed load both generators, as they did).
+
     Returns:
         ``{"rows": per (question, retriever) DataFrame, "training": per family dict of histories and counts,
         "relation_paths": key -> {"indices", "paths"}: the generated relation paths of each test question}``.
@@ -151,6 +154,15 @@ def run_gnn_rag(results: dict, run_dir: str | Path, llm: LLMConfig = LLMConfig()
                      "probs": _digest(tests[key][1]),
                      "train_evidence": config_hash(train_evidence) if train_evidence else None}
             done[key] = (ident, read_keyed(run_dir / f"{key}-answers.json", ident))
+        finished = [done[key][1] for key in keys]
+        if all(f is not None and f.get("training") for f in finished):  # nothing left to answer: no LLM is loaded
+            training[family] = finished[0]["training"]
+            for key, f in zip(keys, finished):
+                print(f"{key}: answers reloaded from {run_dir / f'{key}-answers.json'}", flush=True)
+                frames.append(value_frame(f))
+                if f["relation_paths"] is not None:
+                    rel_paths_out[key] = f["relation_paths"]
+            continue
         rel_info, path_seconds = {}, {}
         if needs_rog:  # the relation-path generator first, its paths for every key, then freed: one LLM at a time
             t0 = time.perf_counter()
@@ -198,7 +210,8 @@ def run_gnn_rag(results: dict, run_dir: str | Path, llm: LLMConfig = LLMConfig()
                 frame["gnn_f1"] = [alone[i]["f1"] for i in frame["index"]]
             frames.append(frame)
             write_keyed(run_dir / f"{key}-answers.json", ident, frame_value(frames[-1]) | {
-                "relation_paths": rel_paths_out.get(key), "relation_path_seconds": path_seconds.get(key)})
+                "relation_paths": rel_paths_out.get(key), "relation_path_seconds": path_seconds.get(key),
+                "training": info})  # the generators' record, so a rerun with every key answered loads no LLM
         del generator
         release_memory()
     return {"rows": pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(), "training": training,
