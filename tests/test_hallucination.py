@@ -229,6 +229,16 @@ def test_label_template_and_loader(tmp_path):
         load_labels(path)
     path.write_text(json.dumps(good) + "\n")
     assert load_labels(path).key.tolist() == ["k"]
+    # notebook 05's step: a fresh sample to label, and the agreement where labels exist
+    from gr_core.studies.hallucination import check_against_labels
+
+    out = tmp_path / "out"
+    out.mkdir()
+    assert check_against_labels(rows, out, tmp_path / "absent.jsonl", k=2) is None
+    assert len((out / "to_label.jsonl").read_text().splitlines()) == 2 and not (out / "agreement.csv").exists()
+    path.write_text(json.dumps({**good, "key": rows.key[0]}) + "\n")
+    agree = check_against_labels(rows, out, path, k=2)
+    assert agree.matched.tolist() == [1, 1, 1] and (out / "agreement.csv").is_file()
 
 
 def test_an_echoed_textualized_graph_is_read_as_citations_and_hyphens_are_not_arrows():

@@ -190,6 +190,7 @@ def test_hallucination_notebook_checks_every_response_with_intervals(smoke_outpu
     for r in rows:
         assert r["response"] is not None and r["valid_nodes_fuzzy"] <= r["cited_nodes"]
         assert r["valid_nodes_exact"] <= r["valid_nodes_normalized"] <= r["valid_nodes_fuzzy"]
+        assert r["citing"] == (r["cited_nodes"] + r["cited_edges"] > 0)
     summary = json.loads((out / "summary.json").read_text())
     assert [t["metric"] for t in summary["table5"]] == ["Valid Nodes", "Valid Edges", "Fully Valid Graphs"]
     assert summary["table5"][2]["paper g_retriever"] == "62"

@@ -25,7 +25,7 @@ from ..paths import cache_root
 from ..precision import dtype_name, resolve_dtype
 from ..prompts import CITE_REQUESTS, cite_question
 from ..published import PAPER_TABLE5
-from ..runs import config_hash, read_json, seed_everything, write_json
+from ..runs import atomic_write_text, config_hash, read_json, seed_everything, write_json
 from ..stats import wilson_interval
 
 
@@ -49,8 +49,8 @@ def cite_responses(model, ds, indices: list[int], max_new_tokens: int = 128, bat
 
 
 def audit(ds, indices: list[int], responses: list[str], system: str, levels=LEVELS) -> pd.DataFrame:
-    """One row per response: its key, the checker's counts and verdicts (see :func:`check_response`) and whether
-    the answer is right by the dataset's metric (``correct``)."""
+    """One row per response: its key, the checker's counts and verdicts (see :func:`check_response`), whether it
+    cites any node or edge (``citing``) and whether the answer is right by the dataset's metric (``correct``)."""
     rows = []
     for i, text in zip(indices, responses):
         rec = ds.records[i]
@@ -60,7 +60,8 @@ def audit(ds, indices: list[int], responses: list[str], system: str, levels=LEVE
         # the question index makes the key unique (CLEVR asks several questions about one scene)
         rows.append({"key": f"{ds.name}/{system}/q{i}/{digest}", "dataset": ds.name, "system": system,
                      "index": int(i), "graph_id": str(rec.graph_id), "question": rec.question,
-                     "answers": list(rec.answers), "response": text, "correct": float(score["score"]), **row})
+                     "answers": list(rec.answers), "response": text, "correct": float(score["score"]), **row,
+                     "citing": row["cited_nodes"] + row["cited_edges"] > 0})
     return pd.DataFrame(rows)
 
 
@@ -285,6 +286,21 @@ def load_labels(path) -> pd.DataFrame:
             raise ValueError(f"{path}:{n}: more valid than cited citations")
         rows.append(rec)
     return pd.DataFrame(rows, columns=list(LABEL_FIELDS) + ["note"])
+
+
+def check_against_labels(rows: pd.DataFrame, out_dir, labels_path, seed: int = 0, k: int = 30):
+    """Notebook 05's hand-label check: writes a fresh sample of ``k`` responses to label (``to_label.jsonl``, half
+    of them citing: :func:`label_template`) and, where ``labels_path`` exists, the checker's :func:`agreement` with
+    those labels (``agreement.csv``), which it returns; None (and says so) where there are no labels."""
+    out_dir = Path(out_dir)
+    atomic_write_text(out_dir / "to_label.jsonl",
+                      "".join(json.dumps(r) + "\n" for r in label_template(rows, k=k, seed=seed)))
+    if not Path(labels_path).is_file():
+        print(f"no labels at {labels_path}: the checker's agreement is not measured for this preset")
+        return None
+    agree = agreement(rows, load_labels(labels_path))
+    agree.to_csv(out_dir / "agreement.csv", index=False)
+    return agree
 
 
 def first_citing_evidence(rows: pd.DataFrame, level: str = "normalized"):
