@@ -298,9 +298,15 @@ def test_retrieval_shortens_epochs_is_decided_by_the_steps_timed_alone(tmp_path)
     assert few.verdict == "not testable here" and "webqsp: 2 timed steps a side, 8 decide" in few.evidence
     # several datasets: any contradicted wins, all reproduced or some (partly); a short one is named, not counted
     bench("cpu", {"webqsp": ([8.0] * 16, [16.0] * 16, 66.8), "clevr": (steps(16, 8.0), steps(16, 7.9), 29.5)})
-    assert epoch_claim().verdict == "contradicted"
+    against = epoch_claim()  # the p and dataset of the datasets behind the verdict
+    assert (against.verdict, against.dataset, against.decides) == ("contradicted", "webqsp", "yes")
+    assert against.p == pytest.approx(0.0002, abs=1e-4)
     bench("cpu", {"webqsp": ([8.0] * 16, [4.0] * 16, 66.8), "clevr": (steps(16, 8.0), steps(16, 7.9), 29.5)})
-    assert epoch_claim().verdict == "partly"
+    assert (epoch_claim().verdict, epoch_claim().dataset) == ("partly", "webqsp")
+    bench("cpu", {"webqsp": (steps(16, 8.0), steps(16, 7.9), 66.8)})
+    assert (epoch_claim().verdict, epoch_claim().decides) == ("not significant", "no")
+    bench("cpu", {"webqsp": ([8.0] * 16, [4.0] * 16, 66.8), "clevr": ([8.0] * 16, [4.0] * 15 + [-1.0], 29.5)})
+    assert "clevr: unusable step times" in epoch_claim().evidence
     bench("cpu", {"webqsp": ([8.0] * 16, [4.0] * 16, 66.8), "clevr": ([8.0] * 2, [4.0] * 2, 29.5)})
     mixed = epoch_claim()
     assert (mixed.verdict, mixed.decides, mixed.dataset) == ("reproduced", "yes", "webqsp")

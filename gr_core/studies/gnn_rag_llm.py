@@ -156,7 +156,13 @@ def run_gnn_rag(results: dict, run_dir: str | Path, llm: LLMConfig = LLMConfig()
             done[key] = (ident, read_keyed(run_dir / f"{key}-answers.json", ident))
         finished = [done[key][1] for key in keys]
         if all(f is not None and f.get("training") for f in finished):  # nothing left to answer: no LLM is loaded
-            training[family] = finished[0]["training"]
+            # the generators as recorded (this run spent no seconds on them), each key's own relation-path time
+            training[family] = {name: ({**v, "seconds": 0.0} if isinstance(v, dict) and "history" in v else v)
+                                for name, v in finished[0]["training"].items() if name != "relation_path_seconds"}
+            times = {k: f["relation_path_seconds"] for k, f in zip(keys, finished)
+                     if f.get("relation_path_seconds") is not None}
+            if times:
+                training[family]["relation_path_seconds"] = times
             for key, f in zip(keys, finished):
                 print(f"{key}: answers reloaded from {run_dir / f'{key}-answers.json'}", flush=True)
                 frames.append(value_frame(f))
