@@ -321,6 +321,33 @@ def test_a_stopped_llm_half_resumes_after_its_last_finished_key(tiny_llm_dir, tm
     assert answered == [1]  # another reasoner's probabilities: answered again
 
 
+def test_a_family_answered_over_two_runs_reloads_without_an_llm_and_keeps_each_keys_path_time(tiny_llm_dir, tmp_path,
+                                                                                               monkeypatch):
+    import gr_core.studies.gnn_rag_llm as llm_half
+
+    ds = FakeKGQA()
+    ds.config = "fake"
+    monkeypatch.setattr(llm_half, "cache_key", lambda config: config)
+    probs = [np.array([0.01, 0.9, 0.05, 0.04]), np.array([0.01, 0.9, 0.05, 0.04]),
+             np.array([0.01, 0.01, 0.08, 0.9]), np.array([0.5, 0.5])]
+    key = lambda rows: {"ds": ds, "test_indices": rows, "probs": [probs[i] for i in rows]}  # noqa: E731
+    kw = dict(llm=LLMConfig(model=tiny_llm_dir, max_new_tokens=4), train=TrainConfig(lr=1e-3, num_epochs=1,
+              batch_size=2, eval_batch_size=4), retrievers=("none", "rog"))
+    llm_half.run_gnn_rag({"webqsp": key([0, 1])}, tmp_path, **kw)  # a stop after the first key
+    both = {"webqsp": key([0, 1]), "webqsp-b": key([2, 3])}  # one family: the same dataset name
+    full = llm_half.run_gnn_rag(both, tmp_path, **kw)
+    loaded = []
+    real = llm_half.train_lora_llm
+    monkeypatch.setattr(llm_half, "train_lora_llm", lambda *a, **k: loaded.append(1) or real(*a, **k))
+    again = llm_half.run_gnn_rag(both, tmp_path, **kw)
+    assert not loaded and set(again["relation_paths"]) == {"webqsp", "webqsp-b"}
+    pd.testing.assert_frame_equal(again["rows"], full["rows"])
+    records = {k: json.loads((tmp_path / f"{k}-answers.json").read_text()) for k in both}
+    times = again["training"]["webqsp"]["relation_path_seconds"]
+    assert times == {k: records[k]["value"]["relation_path_seconds"] for k in both}  # each key's own, as recorded
+    assert again["training"]["webqsp"]["relation_generator"]["seconds"] == 0.0
+
+
 def test_a_reply_line_names_the_longest_node_it_contains_and_the_first_line_is_classified():
     names = {normalize(n): n for n in ("Since Otar Left", "Otar", "New York City", "York")}
     assert named_node("since otar left.", names) == "Since Otar Left"
