@@ -253,6 +253,12 @@ def test_report_judges_claims_by_paired_tests(tmp_path):
     results = results_markdown(load_tables(tmp_path), c, "toy", tmp_path / "no-bench")
     assert "| GR Table 3, webqsp: g_retriever" in results and "do not edit by hand" in results
     assert "Speed benchmarks" not in results  # no bench files: no empty section
+    from gr_core.report.summary import write_report  # notebook 08's files, as the two functions above write them
+
+    report = write_report(load_tables(tmp_path), c, "toy", tmp_path)
+    assert report.read_text() == md and (tmp_path / "RESULTS.md").read_text().startswith("# Results: preset `toy`")
+    summary = json.loads((tmp_path / "08_report" / "summary.json").read_text())
+    assert len(summary["claims"]) == len(c) and "03_training/table3" in summary["tables"]
 
 
 def test_retrieval_shortens_epochs_is_decided_by_the_steps_timed_alone(tmp_path):

@@ -14,7 +14,7 @@ from ..published import DATASET_SOURCE, PAPER_COLUMN
 from ..stats import wilson_interval
 from .claims import MIN_SEEDS
 from .markdown import markdown_table
-from .results import SOURCES
+from .results import SOURCES, figures
 
 
 def _num(v, digits: int = 4) -> str:
@@ -235,3 +235,39 @@ def to_markdown(tables: dict[str, pd.DataFrame], claim_table: pd.DataFrame, pres
     if missing:
         lines += ["## Not found", "", "These tables were not written for this preset: " + ", ".join(missing), ""]
     return "\n".join(lines)
+
+
+def show_tables(tables: dict[str, pd.DataFrame], preset: str) -> None:
+    """Display every table found (notebook 08), in :data:`~gr_core.report.results.SOURCES` order, each under its
+    title and file."""
+    from IPython.display import Markdown, display  # noqa: PLC0415 deferred: only a notebook displays
+
+    for nb, stems in SOURCES.items():
+        for stem, title in stems.items():
+            if f"{nb}/{stem}" in tables:
+                display(Markdown(f"### {title}\n`outputs/{preset}/{nb}/{stem}.csv`"))
+                display(tables[f"{nb}/{stem}"])
+
+
+def show_figures(root: str | Path) -> None:
+    """Display every figure the notebooks wrote under ``root`` (``outputs/<preset>``), each under its file."""
+    from IPython.display import Image, Markdown, display  # noqa: PLC0415 deferred: only a notebook displays
+
+    for path in figures(root):
+        display(Markdown(f"`{path.relative_to(Path(root).parent)}`"))
+        display(Image(filename=str(path), width=720))
+
+
+def write_report(tables: dict[str, pd.DataFrame], claim_table: pd.DataFrame, preset: str, root: str | Path) -> Path:
+    """Write notebook 08's files under ``root`` (``outputs/<preset>``): ``08_report/report.md`` (:func:`to_markdown`),
+    ``RESULTS.md`` (:func:`results_markdown`, linked from the README) and ``08_report/summary.json`` (the claims, the
+    tables and figures found). Returns the report's path."""
+    from ..runs import atomic_write_text, write_json  # noqa: PLC0415 the writers, kept out of this module's imports
+
+    root = Path(root)
+    report = root / "08_report" / "report.md"
+    atomic_write_text(report, to_markdown(tables, claim_table, preset))
+    atomic_write_text(root / "RESULTS.md", results_markdown(tables, claim_table, preset, root.parent / "bench"))
+    write_json(root / "08_report" / "summary.json", {"claims": claim_table.to_dict("records"), "tables": sorted(tables),
+                                                     "figures": [str(p.relative_to(root)) for p in figures(root)]})
+    return report
