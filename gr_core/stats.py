@@ -47,6 +47,17 @@ def wilson_interval(successes: int | float, n: int, z: float = Z95) -> tuple[flo
     return (0.0 if successes <= 0 else max(0.0, centre - half)), (1.0 if successes >= n else min(1.0, centre + half))
 
 
+def percent_interval(successes: int | float, n: int, digits: int = 1) -> tuple[float, float]:
+    """:func:`wilson_interval` in percent, rounded to ``digits`` (how the KGQA tables print Hit): ``(nan, nan)`` when
+    ``n == 0``.
+
+    >>> percent_interval(5, 10)
+    (23.7, 76.3)
+    """
+    low, high = wilson_interval(successes, n)
+    return round(100 * low, digits), round(100 * high, digits)
+
+
 def mcnemar_exact(a: Sequence[float], b: Sequence[float]) -> dict:
     """Exact two-sided McNemar test of two systems' right (1) / wrong (0) answers to the same questions.
 

@@ -24,7 +24,7 @@ from ..gnn_rag import (ReasonerTrainConfig, named_beyond, node_probabilities, re
 from ..gnn_rag.model import ReasonerConfig
 from ..paths import cache_root
 from ..runs import config_hash, progress
-from ..stats import wilson_interval
+from ..stats import percent_interval
 from ..text_encoder import EmbeddingStore, encoder_identity
 from .config import ChatConfig
 from .generate import (GenerationConfig, generate_questions, generation_summary, graph_phrase_twins, relation_phrases,
@@ -224,7 +224,7 @@ def training_record(path) -> dict:
     meta = reasoner_meta(path)
     gen = meta.get("generated", {})
     h1, n = meta.get("val_h1"), meta.get("num_val")
-    ci = [round(100 * b, 1) for b in wilson_interval(h1 / 100 * n, n)] if h1 is not None and n else None
+    ci = list(percent_interval(h1 / 100 * n, n)) if h1 is not None and n else None
     return {"num_generated": gen.get("generated"), "num_train": meta.get("num_train"), "num_val": n,
             "by_hops": gen.get("by_hops"), "by_form": gen.get("by_form"),
             "answers_outside_scope": gen.get("answers_outside_scope"), "held_out_h1": h1, "held_out_h1_ci": ci,

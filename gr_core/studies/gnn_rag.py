@@ -22,7 +22,7 @@ from ..paths import repo_relative
 from ..published import PAPER_GNN_ONLY
 from ..runs import (config_hash, environment_record, frame_value, read_keyed,
                     value_frame, write_csv, write_json, write_keyed, write_records)
-from ..stats import compare, verdict, wilson_interval
+from ..stats import compare, percent_interval, verdict, wilson_interval
 from .gnn_rag_llm import retriever_table, run_gnn_rag
 
 
@@ -265,9 +265,9 @@ def gnn_only_table(results: dict) -> "pd.DataFrame":
     rows = []
     for key, r in results.items():
         paper, m = PAPER_GNN_ONLY.get(key, {}), r["metrics"]
-        low, high = wilson_interval(m["h1"] / 100 * m["n"], m["n"]) if m.get("n") else (float("nan"),) * 2
+        low, high = percent_interval(m["h1"] / 100 * m["n"], m.get("n") or 0, 2)
         rows.append({"dataset": key, **{k: round(v, 2) if isinstance(v, float) else v for k, v in m.items()},
-                     "h1_ci_low": round(100 * low, 2), "h1_ci_high": round(100 * high, 2),
+                     "h1_ci_low": low, "h1_ci_high": high,
                      "paper H@1": paper.get("h1"), "paper F1": paper.get("f1"),
                      "paper source": paper.get("source", "")})
     return pd.DataFrame(rows)
@@ -303,8 +303,7 @@ def reasoner_test_run(key: str, out_dir, max_train: int | None = None, max_val: 
     scores = pd.DataFrame(score_questions(result["model"], result["test_data"]))
     scores["qtype"] = [(ds.records[i].extra or {}).get("qtype", "all") for i in test_idx]
     hits = int(scores.h1.sum())
-    low, high = wilson_interval(hits, len(scores))
-    metrics = {"key": key, **result["metrics"], "h1_ci": [round(100 * low, 2), round(100 * high, 2)],
+    metrics = {"key": key, **result["metrics"], "h1_ci": list(percent_interval(hits, len(scores), 2)),
                "epochs_run": len(result["history"]), "history": result["history"],
                **_provenance("test", key, out_dir.parent, max_train, max_val, max_test, cfg, tcfg)}
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -319,7 +318,8 @@ def reasoner_test_run(key: str, out_dir, max_train: int | None = None, max_val: 
     write_csv(by_size.astype({"candidates": str}).round(2), out_dir / "by_candidates.csv")
     save_reasoner(result["model"], out_dir / f"{key}.pt")
     write_json(out_dir / "metrics.json", metrics)  # last: the files beside it are this run's
-    print(f"{key}: test H@1 {metrics['h1']:.2f} [{low * 100:.1f}, {high * 100:.1f}] F1 {metrics['f1']:.2f} "
+    low, high = metrics["h1_ci"]
+    print(f"{key}: test H@1 {metrics['h1']:.2f} [{low:.1f}, {high:.1f}] F1 {metrics['f1']:.2f} "
           f"n {len(scores)}, {metrics['epochs_run']} epochs, {metrics['train_seconds']:.0f} s", flush=True)
     return metrics
 
@@ -345,7 +345,7 @@ def paired_reasoners(key: str, reasoners: dict[str, str], out_file, max_test: in
     (a, hits_a), (b, hits_b) = h1.items()
     out = {"key": key, "n": len(idx),
            "h1": {label: round(100 * sum(v) / len(v), 2) for label, v in h1.items()},
-           "h1_ci": {label: [round(100 * x, 2) for x in wilson_interval(sum(v), len(v))] for label, v in h1.items()},
+           "h1_ci": {label: list(percent_interval(sum(v), len(v), 2)) for label, v in h1.items()},
            "mcnemar": compare(hits_a, hits_b), "reasoners": reasoners, "env": environment_record()}
     write_json(out_file, out)
     print(f"{key}, n {len(idx)}: {a} {out['h1'][a]} vs {b} {out['h1'][b]}, exact McNemar p "
@@ -386,9 +386,9 @@ def llm_half_run(reasoners: dict[str, str], out_dir, max_test: int = 100) -> dic
             a, b = by["gnn"][metric].to_numpy(), by["none"][metric].to_numpy()
             r = compare(a, b)
             paired.append({"dataset": key, "metric": metric, "n": r["n"], "gnn": round(100 * r["score_a"], 1),
-                           "gnn 95% CI": [round(100 * float(x), 1) for x in wilson_interval(a.sum(), len(a))],
+                           "gnn 95% CI": list(percent_interval(float(a.sum()), len(a))),
                            "none": round(100 * r["score_b"], 1),
-                           "none 95% CI": [round(100 * float(x), 1) for x in wilson_interval(b.sum(), len(b))],
+                           "none 95% CI": list(percent_interval(float(b.sum()), len(b))),
                            "gnn only": r["a_only"], "none only": r["b_only"], "p": r["p"],
                            "verdict": verdict(r["diff"], r["p"])})
     out_dir.mkdir(parents=True, exist_ok=True)

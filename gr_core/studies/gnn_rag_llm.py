@@ -25,7 +25,7 @@ from ..llm import load_tokenizer, release_memory, weights_identity
 from ..published import PAPER_COLUMN, PAPER_GNN_RAG, PAPER_HOPS_F1
 from ..report.results import GROUNDED
 from ..runs import config_hash, frame_value, progress, read_keyed, value_frame, write_keyed
-from ..stats import compare, signed_rank, verdict, wilson_interval
+from ..stats import compare, percent_interval, signed_rank, verdict
 
 
 def answer_with_evidence(key: str, ds, indices: list[int], probs: list[np.ndarray] | None, generator: GraphLLM,
@@ -308,8 +308,8 @@ def one_question(rows: "pd.DataFrame", dataset: str, position: int = 0) -> "pd.D
 
 def _hit1_interval(g: "pd.DataFrame") -> dict:
     """Hit@1's Wilson 95% interval (%) over the questions of ``g``."""
-    low, high = wilson_interval(float(g.hit1.sum()), len(g)) if len(g) else (float("nan"),) * 2
-    return {"Hit@1 low": round(100 * low, 1), "Hit@1 high": round(100 * high, 1)}
+    low, high = percent_interval(float(g.hit1.sum()), len(g))
+    return {"Hit@1 low": low, "Hit@1 high": high}
 
 
 def retriever_table(rows: "pd.DataFrame") -> "pd.DataFrame":

@@ -19,7 +19,7 @@ from ..llm import count_tokens
 from ..prompts import KGQA_DATASETS
 from ..published import PAPER_TABLE10
 from ..runs import progress
-from ..stats import mcnemar_exact, wilson_interval
+from ..stats import mcnemar_exact, percent_interval
 from ..text_encoder import EmbeddingStore
 
 
@@ -45,8 +45,8 @@ ROW_COLUMNS = ["dataset", "question", "retriever", "nodes_before", "edges_before
 
 def evaluate_retrievers(ds: GraphQADataset, indices: list[int], retrievers: dict[str, Retriever],
                         tokenizer=None) -> pd.DataFrame:
-    """One row per (question, retriever): sizes and tokens before/after, answer hit, seconds (of a second call: the
-    texts' vectors an index would hold, nodes, edges and KAPING's triples, are computed before the clock starts)."""
+    """One row per (question, retriever): sizes and tokens before/after, answer hit, seconds (the texts' vectors an
+    index would hold, nodes, edges and KAPING's triples, are computed before the clock starts)."""
     if not retrievers:
         return pd.DataFrame(columns=ROW_COLUMNS)
     rows = []
@@ -55,7 +55,8 @@ def evaluate_retrievers(ds: GraphQADataset, indices: list[int], retrievers: dict
         graph = ds.graph(i)
         before = count_tokens(tokenizer, [retrieve_none(graph).desc])[0] if tokenizer else None
         for name, fn in retrievers.items():
-            fn(ds, i, graph)  # untimed: fills what a retriever caches (KAPING's triple vectors), as prefetch does above
+            if hasattr(fn, "prepare"):  # what an index would hold (KAPING's triple vectors), as prefetch does above
+                fn.prepare(ds, i, graph)
             start = time.perf_counter()
             res = fn(ds, i, graph)
             seconds = time.perf_counter() - start
@@ -99,9 +100,9 @@ def summarize_retrievers(rows: pd.DataFrame, reference: str = "pcst") -> pd.Data
     low, high, p = [], [], []
     for (dataset, name), group in g:
         hits = group.answer_in_subgraph.dropna().astype(float)
-        ci = wilson_interval(hits.sum(), len(hits)) if len(hits) else (np.nan, np.nan)
-        low.append(100 * ci[0])
-        high.append(100 * ci[1])
+        ci = percent_interval(hits.sum(), len(hits), 2)
+        low.append(ci[0])
+        high.append(ci[1])
         mine = group.set_index("question").answer_in_subgraph
         ref = rows[(rows.dataset == dataset) & (rows.retriever == reference)].set_index("question")
         ref = ref.answer_in_subgraph.reindex(mine.index)  # the same questions, in the same order
