@@ -1,10 +1,10 @@
-"""Where SDPA beats eager attention in bf16 CPU training: the crossover behind ``gr_core.llm.SDPA_TRAINING_FROM``.
+"""Where SDPA beats eager attention in bf16 CPU training: the crossover behind ``gr_core.llm.SDPA_FROM``.
 
     python bench/attention_training.py  ->  outputs/bench/attention_training.json
 
 Quick's WebQSP G-Retriever configuration (notebook 03) on the first 976 training questions, sorted by length; a batch
 of 8 consecutive examples at each of several length quantiles runs forward and backward with eager attention
-(``SDPA_TRAINING_FROM`` above every width) and with SDPA (0), alternated over ``--rounds`` rounds after an untimed
+(``SDPA_FROM`` above every width) and with SDPA (0), alternated over ``--rounds`` rounds after an untimed
 one, in one process: the median seconds of each, their ratio, and both losses (the two kernels round bf16 sums
 differently). docs/precision.md 2 quotes it.
 """
@@ -23,7 +23,7 @@ from gr_core.g_retriever.model import DEFAULT_SOFT_PROMPT_INIT, SOFT_PROMPT_INIT
 from gr_core.graphqa import DatasetConfig, load_dataset
 from gr_core.runs import seed_everything
 
-KERNELS = {"eager": 10**9, "sdpa": 0}  # SDPA_TRAINING_FROM for each
+KERNELS = {"eager": 10**9, "sdpa": 0}  # SDPA_FROM for each
 
 
 def main() -> None:
@@ -31,7 +31,7 @@ def main() -> None:
     parser.add_argument("--quantiles", nargs="+", type=float, default=[0.5, 0.75, 0.9, 0.97, 1.0])
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
-    in_use = llm_module.SDPA_TRAINING_FROM
+    in_use = llm_module.SDPA_FROM
     ds = load_dataset(DatasetConfig("webqsp"))
     cfg = preset_run_config("quick", "webqsp", "g_retriever", 0, notebook="03_training")
     seed_everything(0)
@@ -49,7 +49,7 @@ def main() -> None:
         seconds, losses = {k: [] for k in KERNELS}, {}
         for r in range(args.rounds + 1):  # round 0 warms both kernels up at this width and is not timed
             for kernel, threshold in KERNELS.items():
-                llm_module.SDPA_TRAINING_FROM = threshold
+                llm_module.SDPA_FROM = threshold
                 for p in params:
                     p.grad = None
                 t0 = time.perf_counter()

@@ -327,10 +327,12 @@ def quantization_config(cfg: LLMConfig, dtype):
                               bnb_4bit_compute_dtype=dtype)
 
 
-# Training positions from which SDPA's bf16 CPU kernel beats eager attention (forward and backward of 8 SmolLM2-135M
-# examples, 2 cores, bench/attention_training.py: eager 10% faster at 225 and 332 positions, SDPA 1.2x at 424 and 1.5x
-# at 594, where eager's (B, H, T, T) fp32 softmax and its casts dominate; docs/precision.md)
-SDPA_TRAINING_FROM = 384
+# Positions from which SDPA's bf16 CPU kernel beats eager attention, where eager's (B, H, T, T) fp32 softmax and its
+# casts dominate: in training (forward and backward of 8 SmolLM2-135M examples, 2 cores, bench/attention_training.py:
+# eager 10% faster at 225 and 332 positions, SDPA 1.2x at 424 and 1.5x at 594) and in an inference prefill (16
+# prompts, bench/attention_prefill.py: SDPA 1.3-1.6x on WebQSP's 563-position batch, eager 5-13% faster on
+# ExplaGraphs' 140-219, within this machine's spread between); decode steps stay packed GQA's. docs/precision.md
+SDPA_FROM = 384
 
 
 def packed_gqa_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
@@ -338,15 +340,16 @@ def packed_gqa_attention(module, query, key, value, attention_mask, scaling, dro
     read as ``(B, H_kv, H / H_kv, D)``, so each key/value head ``(B, H_kv, T, D)`` serves its group of query heads
     without being copied ``H / H_kv`` times first (eager's ``repeat_kv``): the same products on fewer bytes.
 
-    Prefill and training are eager's code unchanged. On 2 bf16 CPU cores it answers 1.11x faster on WebQSP with the
-    same answers (6 of 6 alternated rounds, ``bench/decode_variants.py --ab``) and 1.08x on ExplaGraphs (5 of 6, not
-    significant; same answers); on an H200 it was slower, so only CPUs get it (docs/peers.md). Returns
-    ``(B, 1, H, D)`` and no weights, as transformers' attention functions do.
+    Wider forward passes (prefill, training) are eager's code unchanged, SDPA's from ``SDPA_FROM`` positions on. On
+    2 bf16 CPU cores the decode step answers 1.11x faster on WebQSP with the same answers (6 of 6 alternated rounds,
+    ``bench/decode_variants.py --ab``) and 1.08x on ExplaGraphs (5 of 6, not significant; same answers); on an H200
+    it was slower, so only CPUs get it (docs/peers.md). Returns ``(B, 1, H, D)`` and no weights, as transformers'
+    attention functions do.
     """
     import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
     from transformers.models.llama.modeling_llama import eager_attention_forward  # noqa: PLC0415 the same
 
-    if module.training and query.shape[2] >= SDPA_TRAINING_FROM:  # long training batches: SDPA's kernel
+    if query.shape[2] >= SDPA_FROM:  # a wide training batch or prefill: SDPA's kernel
         from transformers.integrations.sdpa_attention import sdpa_attention_forward  # noqa: PLC0415 the same
 
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, **kwargs)

@@ -311,10 +311,11 @@ def test_the_results_summary_names_the_dtype_and_cpu_of_the_speed_benchmarks(tmp
     assert list(bf16.ours) == ["1.93x", "1.83x", "1.81x"] and bf16.target.iloc[0] == "2.5x on an AMX CPU"
 
 
-def test_packed_gqa_decodes_as_eager_does_and_leaves_prefill_and_training_to_eager(tmp_path, monkeypatch):
+def test_packed_gqa_decodes_as_eager_does_and_hands_wide_batches_to_sdpa(tmp_path, monkeypatch):
     """gr_core.llm.packed_gqa_attention: a decode step's logits equal eager attention's (fp32, 4 query heads on 2
-    key/value heads, a left-padded row), a multi-position forward (prefill) is eager's own, and training from
-    ``SDPA_TRAINING_FROM`` positions on is SDPA's, with eager's loss and gradients."""
+    key/value heads, a left-padded row); a multi-position forward is eager's own below ``SDPA_FROM`` positions and
+    SDPA's from it on: a prefill with eager's logits at the real positions, training with eager's loss and
+    gradients."""
     import copy
 
     from conftest import save_tiny_llama
@@ -339,22 +340,30 @@ def test_packed_gqa_decodes_as_eager_does_and_leaves_prefill_and_training_to_eag
     assert torch.allclose(packed, eager, atol=1e-5, rtol=1e-5)
     assert torch.equal(packed_prefill, prefill.logits)  # eager's own code at more than one position
     assert not torch.equal(packed, model(input_ids=step).logits)  # the step did read the cache
-    # training batches from SDPA_TRAINING_FROM positions on take SDPA's kernel: the same loss and gradients as eager
     import gr_core.llm as llm_module
-
-    model.train().requires_grad_(True)
-    labels = ids.clone()
-    labels[0, :7] = -100  # as a GraphLLM's: no label read from a padding position (the two kernels differ there only)
     import transformers.integrations.sdpa_attention as sdpa_module
 
     calls = []
     sdpa = sdpa_module.sdpa_attention_forward
     monkeypatch.setattr(sdpa_module, "sdpa_attention_forward", lambda *a, **k: calls.append(1) or sdpa(*a, **k))
+    # a prefill from SDPA_FROM positions on takes SDPA's kernel (a decode step never does)
+    monkeypatch.setattr(llm_module, "SDPA_FROM", 8)
+    with torch.no_grad():
+        wide = model(input_ids=ids, attention_mask=mask).logits
+        model(input_ids=step, attention_mask=step_mask, past_key_values=copy.deepcopy(cache))
+    assert len(calls) == 2  # the prefill in each of the tiny model's 2 layers; not the step
+    real = mask.bool()
+    assert torch.allclose(wide[real], prefill.logits[real], atol=1e-4, rtol=1e-4)
+    # training batches from SDPA_FROM positions on take SDPA's kernel: the same loss and gradients as eager
+    calls.clear()
+    model.train().requires_grad_(True)
+    labels = ids.clone()
+    labels[0, :7] = -100  # as a GraphLLM's: no label read from a padding position (the two kernels differ there only)
     for dtype in (torch.float32, torch.bfloat16):  # bf16: the dtype the kernel choice is made in
         model.to(dtype)
         grads, losses = {}, {}
         for name, threshold in (("eager", 10**9), ("sdpa", 8)):
-            monkeypatch.setattr(llm_module, "SDPA_TRAINING_FROM", threshold)
+            monkeypatch.setattr(llm_module, "SDPA_FROM", threshold)
             model.zero_grad()
             loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
             loss.backward()
