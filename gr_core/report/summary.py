@@ -33,8 +33,7 @@ def _interval(row, value: str) -> str:
 
 def _ci(row) -> str:
     """``, 95% CI [low, high]`` where ``row`` has an interval, else nothing."""
-    return f", 95% CI [{_num(row['ci_low'])}, {_num(row['ci_high'])}]" if row.get("ci_low") == row.get("ci_low") \
-        and row.get("ci_low") is not None else ""
+    return f", 95% CI [{_num(row['ci_low'])}, {_num(row['ci_high'])}]" if pd.notna(row.get("ci_low")) else ""
 
 
 def headline(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:

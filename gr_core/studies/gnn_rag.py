@@ -265,7 +265,8 @@ def gnn_only_table(results: dict) -> "pd.DataFrame":
     rows = []
     for key, r in results.items():
         paper, m = PAPER_GNN_ONLY.get(key, {}), r["metrics"]
-        low, high = percent_interval(m["h1"] / 100 * m["n"], m.get("n") or 0, 2)
+        n = m.get("n") or 0
+        low, high = percent_interval(m["h1"] / 100 * n, n, 2)
         rows.append({"dataset": key, **{k: round(v, 2) if isinstance(v, float) else v for k, v in m.items()},
                      "h1_ci_low": low, "h1_ci_high": high,
                      "paper H@1": paper.get("h1"), "paper F1": paper.get("f1"),
