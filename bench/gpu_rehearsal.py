@@ -74,7 +74,7 @@ RUN_COMMAND = 'PYTHONUNBUFFERED=1 python3 bench/gpu_rehearsal.py --out "$OUT"'
 RUN_CARRY = [CARRY_REL]
 RUN_TIMEOUT_S = 590
 BUDGET_S = 540
-STEP_CAPS = {"env": 120, "throughput_gpu": 180, "decode_gpu": 150, "precision_gpu": 120, "pytest_gpu": 300,
+STEP_CAPS = {"env": 120, "throughput_gpu": 240, "decode_gpu": 150, "precision_gpu": 120, "pytest_gpu": 300,
              "notebooks": 360, "precision_cpu": 150}
 MIN_START_S = {"env": 30, "throughput_gpu": 60, "decode_gpu": 45, "precision_gpu": 45, "pytest_gpu": 45,
                "notebooks": 60, "precision_cpu": 75}
