@@ -327,36 +327,52 @@ def quantization_config(cfg: LLMConfig, dtype):
                               bnb_4bit_compute_dtype=dtype)
 
 
-# Positions from which SDPA's bf16 CPU kernel beats eager attention, where eager's (B, H, T, T) fp32 softmax and its
-# casts dominate: in training (forward and backward of 8 SmolLM2-135M examples, 2 cores, bench/attention_training.py:
-# eager 10% faster at 225 and 332 positions, SDPA 1.2x at 424 and 1.5x at 594) and in an inference prefill (16
-# prompts, bench/attention_prefill.py: SDPA 1.3-1.6x on WebQSP's 563-position batch, eager 5-13% faster on
-# ExplaGraphs' 140-219, within this machine's spread between); decode steps stay packed GQA's. docs/precision.md
+# Positions from which SDPA's bf16 CPU kernel beats eager attention in training, where eager's (B, H, T, T) fp32
+# softmax and its casts dominate (forward and backward of 8 SmolLM2-135M examples, 2 cores,
+# bench/attention_training.py: eager 10% faster at 225 and 332 positions, SDPA 1.2x at 424 and 1.5x at 594); SDPA
+# keeps no (T, T) tensor for the backward pass (eager in slices kept 9.2 GB at 8 x 591 positions against 4.9).
 SDPA_FROM = 384
+# A prefill's (no gradient) eager attention runs in batch slices whose fp32 scores (rows x H x T x T x 4 bytes) fit
+# this budget: they stay in the CPU's cache instead of streaming (B, H, T, T) through memory. Each row's products are
+# eager's own, so the logits are equal. 16 prompts, bench/attention_prefill.py: a prefill 0.97-1.13x SDPA's speed
+# on three families (1.05-1.13x on CLEVR), 1.2-1.7x eager's whole from 440 positions; whole generations 1.01-1.11x
+# the SDPA rule before it; 4 to 16 MiB within noise, 32 slower. docs/precision.md
+PREFILL_SLICE_BYTES = 8 * 2 ** 20
 
 
 def packed_gqa_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
-    """Llama's eager attention, except at one query position (a decode step in eval mode): ``query (B, H, 1, D)`` is
-    read as ``(B, H_kv, H / H_kv, D)``, so each key/value head ``(B, H_kv, T, D)`` serves its group of query heads
-    without being copied ``H / H_kv`` times first (eager's ``repeat_kv``): the same products on fewer bytes.
+    """Llama's eager attention, with three changes on a bf16 CPU (docs/precision.md 2):
 
-    Wider forward passes (prefill, training) are eager's code unchanged, SDPA's from ``SDPA_FROM`` positions on. On
-    2 bf16 CPU cores the decode step answers 1.11x faster on WebQSP with the same answers (6 of 6 alternated rounds,
-    ``bench/decode_variants.py --ab``) and 1.08x on ExplaGraphs (5 of 6, not significant; same answers); on an H200
-    it was slower, so only CPUs get it (docs/peers.md). Returns ``(B, 1, H, D)`` and no weights, as transformers'
-    attention functions do.
+    - a decode step (one query position, eval mode): ``query (B, H, 1, D)`` is read as ``(B, H_kv, H / H_kv, D)``, so
+      each key/value head ``(B, H_kv, T, D)`` serves its group of query heads without being copied ``H / H_kv``
+      times first (eager's ``repeat_kv``): the same products on fewer bytes (1.11x the answers/s on WebQSP, 6 of 6
+      alternated rounds, ``bench/decode_variants.py --ab``; slower on an H200, so only CPUs get it);
+    - a prefill (more positions, no gradient): eager's code over slices of the batch of ``PREFILL_SLICE_BYTES``
+      of scores each, the same logits;
+    - a training forward: eager's code, SDPA's from ``SDPA_FROM`` positions on.
+
+    Returns ``(B, T, H, D)`` and no weights, as transformers' attention functions do.
     """
     import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
     from transformers.models.llama.modeling_llama import eager_attention_forward  # noqa: PLC0415 the same
 
-    if query.shape[2] >= SDPA_FROM:  # a wide training batch or prefill: SDPA's kernel
+    b, h, t, d = query.shape
+    if t > 1 and not torch.is_grad_enabled():  # a prefill: nothing is kept for a backward pass
+        rows = max(1, PREFILL_SLICE_BYTES // (h * t * key.shape[2] * 4))
+        if rows >= b:
+            return eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout, **kwargs)
+        per_row = attention_mask is not None and attention_mask.shape[0] == b
+        return torch.cat([eager_attention_forward(
+            module, query[i:i + rows], key[i:i + rows], value[i:i + rows],
+            attention_mask[i:i + rows] if per_row else attention_mask, scaling, dropout, **kwargs)[0]
+            for i in range(0, b, rows)]), None
+    if t >= SDPA_FROM:  # a wide training batch: SDPA's kernel
         from transformers.integrations.sdpa_attention import sdpa_attention_forward  # noqa: PLC0415 the same
 
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
     group = getattr(module, "num_key_value_groups", 1)
-    if query.shape[2] != 1 or group == 1 or module.training:
+    if t != 1 or group == 1 or module.training:
         return eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout, **kwargs)
-    b, h, _, d = query.shape
     weights = torch.matmul(query.reshape(b, h // group, group, d), key.transpose(2, 3)) * scaling
     if attention_mask is not None:
         weights = weights + attention_mask  # (B, 1, 1, T) broadcasts over the heads and their groups

@@ -311,11 +311,11 @@ def test_the_results_summary_names_the_dtype_and_cpu_of_the_speed_benchmarks(tmp
     assert list(bf16.ours) == ["1.93x", "1.83x", "1.81x"] and bf16.target.iloc[0] == "2.5x on an AMX CPU"
 
 
-def test_packed_gqa_decodes_as_eager_does_and_hands_wide_batches_to_sdpa(tmp_path, monkeypatch):
+def test_packed_gqa_decodes_as_eager_does_slices_prefills_and_hands_wide_training_to_sdpa(tmp_path, monkeypatch):
     """gr_core.llm.packed_gqa_attention: a decode step's logits equal eager attention's (fp32, 4 query heads on 2
-    key/value heads, a left-padded row); a multi-position forward is eager's own below ``SDPA_FROM`` positions and
-    SDPA's from it on: a prefill with eager's logits at the real positions, training with eager's loss and
-    gradients."""
+    key/value heads, a left-padded row); a prefill is eager's own, in batch slices as small as one row with the
+    same logits, never SDPA; a training forward is eager's below ``SDPA_FROM`` positions and SDPA's from it on, with
+    eager's loss and gradients."""
     import copy
 
     from conftest import save_tiny_llama
@@ -342,18 +342,24 @@ def test_packed_gqa_decodes_as_eager_does_and_hands_wide_batches_to_sdpa(tmp_pat
     assert not torch.equal(packed, model(input_ids=step).logits)  # the step did read the cache
     import gr_core.llm as llm_module
     import transformers.integrations.sdpa_attention as sdpa_module
+    import transformers.models.llama.modeling_llama as llama_module
 
     calls = []
     sdpa = sdpa_module.sdpa_attention_forward
     monkeypatch.setattr(sdpa_module, "sdpa_attention_forward", lambda *a, **k: calls.append(1) or sdpa(*a, **k))
-    # a prefill from SDPA_FROM positions on takes SDPA's kernel (a decode step never does)
+    # a prefill in slices of one row (a budget below one row's scores) is eager's, neither SDPA nor another sum,
+    # however wide (SDPA_FROM is for training); a decode step is not sliced
     monkeypatch.setattr(llm_module, "SDPA_FROM", 8)
+    monkeypatch.setattr(llm_module, "PREFILL_SLICE_BYTES", 1)
+    sliced = []
+    eager_forward = llama_module.eager_attention_forward
+    monkeypatch.setattr(llama_module, "eager_attention_forward",
+                        lambda m, q, *a, **k: sliced.append(q.shape[0]) or eager_forward(m, q, *a, **k))
     with torch.no_grad():
         wide = model(input_ids=ids, attention_mask=mask).logits
         model(input_ids=step, attention_mask=step_mask, past_key_values=copy.deepcopy(cache))
-    assert len(calls) == 2  # the prefill in each of the tiny model's 2 layers; not the step
-    real = mask.bool()
-    assert torch.allclose(wide[real], prefill.logits[real], atol=1e-4, rtol=1e-4)
+    assert not calls and sliced == [1] * 3 * 2  # 3 one-row slices in each of the 2 layers; the step packed
+    assert torch.equal(wide, prefill.logits)
     # training batches from SDPA_FROM positions on take SDPA's kernel: the same loss and gradients as eager
     calls.clear()
     model.train().requires_grad_(True)
