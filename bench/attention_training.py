@@ -1,8 +1,10 @@
 """Where SDPA beats eager attention in bf16 CPU training: the crossover behind ``gr_core.llm.SDPA_FROM``.
 
-    python bench/attention_training.py  ->  outputs/bench/attention_training.json
+    python bench/attention_training.py                    ->  outputs/bench/attention_training.json
+    python bench/attention_training.py --dataset clevr    ->  outputs/bench/attention_training-clevr.json
 
-Quick's WebQSP G-Retriever configuration (notebook 03) on the first 976 training questions, sorted by length; a batch
+Quick's G-Retriever configuration (notebook 03) of ``--dataset`` (WebQSP, where the threshold was chosen; another
+family checks it) on its first 976 training questions, sorted by length; a batch
 of 8 consecutive examples at each of several length quantiles runs forward and backward with eager attention
 (``SDPA_FROM`` above every width) and with SDPA (0), alternated over ``--rounds`` rounds after an untimed
 one, in one process: the median seconds of each, their ratio, and both losses (the two kernels round bf16 sums
@@ -30,14 +32,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quantiles", nargs="+", type=float, default=[0.5, 0.75, 0.9, 0.97, 1.0])
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--dataset", default="webqsp")
     args = parser.parse_args()
     in_use = llm_module.SDPA_FROM
-    ds = load_dataset(DatasetConfig("webqsp"))
-    cfg = preset_run_config("quick", "webqsp", "g_retriever", 0, notebook="03_training")
+    ds = load_dataset(DatasetConfig(args.dataset))
+    cfg = preset_run_config("quick", args.dataset, "g_retriever", 0, notebook="03_training")
     seed_everything(0)
     model = GraphLLM(cfg.model, in_dim=int(ds.text_emb.shape[1]),
-                     soft_prompt_init=SOFT_PROMPT_INIT.get("webqsp", DEFAULT_SOFT_PROMPT_INIT))
-    examples = model.tokenize(build_examples(ds, list(ds.split["train"])[:976], cfg.model, desc="webqsp"))
+                     soft_prompt_init=SOFT_PROMPT_INIT.get(args.dataset, DEFAULT_SOFT_PROMPT_INIT))
+    examples = model.tokenize(build_examples(ds, list(ds.split["train"])[:976], cfg.model, desc=args.dataset))
     lengths = example_lengths(examples)
     order = sorted(range(len(examples)), key=lambda i: lengths[i])
     params = list(model.trainable_parameters().values())
@@ -62,7 +65,8 @@ def main() -> None:
         rows.append({"positions": int(batch.input_ids.shape[1]), "quantile": q, "eager_s": round(eager, 2),
                      "sdpa_s": round(sdpa, 2), "eager_over_sdpa": round(eager / sdpa, 3), "losses": losses})
         print(rows[-1], flush=True)
-    write_result("attention_training", {"batches": rows, "rounds": args.rounds, "batch_size": 8,
+    name = "attention_training" + ("" if args.dataset == "webqsp" else f"-{args.dataset}")
+    write_result(name, {"dataset": args.dataset, "batches": rows, "rounds": args.rounds, "batch_size": 8,
                                         "llm_dtype": str(model.llm_dtype), "sdpa_training_from": in_use})
 
 

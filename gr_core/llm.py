@@ -329,7 +329,8 @@ def quantization_config(cfg: LLMConfig, dtype):
 
 # Positions from which SDPA's bf16 CPU kernel beats eager attention in training, where eager's (B, H, T, T) fp32
 # softmax and its casts dominate (forward and backward of 8 SmolLM2-135M examples, 2 cores,
-# bench/attention_training.py: eager 10% faster at 225 and 332 positions, SDPA 1.2x at 424 and 1.5x at 594); SDPA
+# bench/attention_training.py: eager 10% faster at 225 and 332 positions, SDPA 1.2x at 424 and 1.5x at 594; on
+# CLEVR, not chosen on, eager 12% faster at 292, SDPA 1.08x at 443 and 1.5x at 565); SDPA
 # keeps no (T, T) tensor for the backward pass (eager in slices kept 9.2 GB at 8 x 591 positions against 4.9).
 SDPA_FROM = 384
 # A prefill's (no gradient) eager attention runs in batch slices whose fp32 scores (rows x H x T x T x 4 bytes) fit
