@@ -24,7 +24,7 @@ import statistics
 import time
 
 import torch
-from common import write_result
+from common import round_order, write_result
 from train_infer_throughput import EVAL_BATCH, MAX_NEW
 
 import gr_core.llm as llm_module
@@ -69,9 +69,8 @@ def alternate(model: GraphLLM, fn, chosen: dict, rounds: int) -> dict:
     """``fn()`` under each variant, alternated over ``rounds`` rounds after an untimed one: per variant its seconds
     and its last output."""
     seconds, outputs = {k: [] for k in chosen}, {}
-    names = list(chosen)
     for r in range(rounds + 1):
-        for name in (names if r % 2 == 0 else names[::-1]):
+        for name in round_order(chosen, r):
             implementation, llm_module.PREFILL_SLICE_BYTES, sdpa_prefill.start = chosen[name]
             model.llm.set_attn_implementation(implementation)
             t0 = time.perf_counter()
@@ -115,9 +114,7 @@ def study(dataset: str, questions: int, rounds: int, in_use: int) -> dict:
         return texts, torch.cat([first_logits(model, b) for b in batches])
 
     generation = alternate(model, answer_all, {k: every[k] for k in ("in use", "before")}, rounds)
-    eager = alternate(model, answer_all, {"eager": every["eager"]}, 0)["outputs"]["eager"]
-    model.llm.set_attn_implementation(every["in use"][0])
-    llm_module.PREFILL_SLICE_BYTES = in_use
+    eager = alternate(model, answer_all, {"eager": every["eager"]}, 0)["outputs"]["eager"]  # one untimed pass
     seconds = generation["seconds"]
     texts, logits = generation["outputs"]["in use"]
     before = generation["outputs"]["before"][0]

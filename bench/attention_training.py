@@ -6,8 +6,8 @@
 Quick's G-Retriever configuration (notebook 03) of ``--dataset`` (WebQSP, where the threshold was chosen; another
 family checks it) on its first 976 training questions, sorted by length; a batch
 of 8 consecutive examples at each of several length quantiles runs forward and backward with eager attention
-(``SDPA_FROM`` above every width) and with SDPA (0), alternated over ``--rounds`` rounds after an untimed
-one, in one process: the median seconds of each, their ratio, and both losses (the two kernels round bf16 sums
+(``SDPA_FROM`` above every width) and with SDPA (0), in turn (eager first) over ``--rounds`` rounds after an
+untimed one, in one process: the median seconds of each, their ratio, and both losses (the two kernels round bf16 sums
 differently). docs/precision.md 2 quotes it.
 """
 from __future__ import annotations

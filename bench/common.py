@@ -33,6 +33,13 @@ def timed(fn, *args, **kwargs):
     return out, time.perf_counter() - start
 
 
+def round_order(names, r: int) -> list:
+    """``names`` in round ``r``'s order of an alternated comparison (AB, BA, AB, ...): drift in the machine's speed
+    during a run falls on every variant alike."""
+    names = list(names)
+    return names if r % 2 == 0 else names[::-1]
+
+
 def summarize(seconds: list[float]) -> dict:
     """Median, 90th percentile (nearest rank) and minimum of ``seconds``, and their number."""
     if not seconds:

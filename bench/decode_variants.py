@@ -32,7 +32,7 @@ warm-up of each, ``--rounds`` rounds each generate the 48 answers once with both
 in one process; per round the seconds of each, and over the rounds the median ratio, the rounds won and a two-sided
 sign test's p, with how many answers differ.
 """
-from common import machine, slug, timed, write_result  # noqa: I001
+from common import machine, round_order, slug, timed, write_result  # noqa: I001
 
 import argparse
 import statistics
@@ -118,7 +118,7 @@ def alternate(model: GraphLLM, batches: list, options: dict, rounds: int) -> dic
     seconds: dict[str, list[float]] = {n: [] for n in names}
     answers: dict[str, list[str]] = {}
     for r in range(rounds):
-        for name in (names if r % 2 == 0 else names[::-1]):
+        for name in round_order(names, r):
             dt, answers[name] = one_pass(name)
             seconds[name].append(round(dt, 3))
         print(f"round {r + 1}: " + ", ".join(f"{n} {seconds[n][-1]:.2f} s" for n in names), flush=True)

@@ -29,7 +29,7 @@ import time
 import numpy as np
 import pandas as pd
 import torch
-from common import summarize, write_result  # noqa: I001
+from common import round_order, summarize, write_result  # noqa: I001
 from torch_geometric.data import Data
 from torch_geometric.llm.utils.backend_utils import retrieval_via_pcst
 
@@ -112,8 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for k, (name, g, x, e, q, texts) in enumerate(cases):
         runs = {}
-        order = ("peer", "ours", "per_row", "compat")
-        for which in order if k % 2 == 0 else order[::-1]:
+        for which in round_order(("peer", "ours", "per_row", "compat"), k):
             t0 = time.perf_counter()
             if which == "peer":
                 runs[which] = run_peer(g, x, e, q)
