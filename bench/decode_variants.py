@@ -21,6 +21,8 @@ length as ``predict`` batches them, greedy, ``MAX_NEW`` new tokens at most. Vari
   multiplies each key/value head with its group of query heads directly instead of copying the cache first;
 - ``SDPA decode``: the decode steps through SDPA (prefill stays eager, docs/precision.md 2);
 - ``SDPA``: SDPA for the prefill too (inference only: on CUDA its bf16 backward is what turned gradients NaN);
+- ``plain linears``: the linear layers through ``F.linear``, which reorders each bf16 weight for oneDNN on every
+  call (the default packs each once: ``gr_core.llm.prepack_linears``, on a CPU in bf16);
 - ``dynamic, again``: the default measured last, for the spread between a process's first and later passes.
 
 Per variant: the prefill (one new token), the whole generation, ms per decode step (their difference over the
@@ -46,7 +48,7 @@ from gr_core.g_retriever.examples import build_examples
 from gr_core.g_retriever.model import GraphLLM
 from gr_core.g_retriever.train import make_run_config
 from gr_core.graphqa import DatasetConfig, load_dataset
-from gr_core.llm import register_packed_gqa
+from gr_core.llm import prepack_linears, register_packed_gqa
 from gr_core.precision import dtype_name
 from train_infer_throughput import DATASET, EVAL_BATCH, GNN, INFER_EXAMPLES, MAX_NEW
 
@@ -73,6 +75,14 @@ def register_attention() -> str:
     return register_packed_gqa()
 
 
+def set_linears(model: GraphLLM, packed: bool) -> None:
+    """The LLM's linear layers packed once (what ``load_llm`` does on a bf16 CPU) or through ``F.linear``."""
+    for m in model.llm.modules():
+        m.__dict__.pop("forward", None)  # the class's own forward again
+    if packed and model.llm.dtype == torch.bfloat16 and model.device.type == "cpu":
+        prepack_linears(model.llm)
+
+
 def measure(model: GraphLLM, batches: list, **search) -> dict:
     """Warm-up, then the best of two for the prefill and for the whole generation, summed over ``batches``."""
     start = time.perf_counter()
@@ -96,20 +106,23 @@ def measure(model: GraphLLM, batches: list, **search) -> dict:
 
 def alternate(model: GraphLLM, batches: list, options: dict, rounds: int) -> dict:
     """``rounds`` alternating passes of the default (``"dynamic"``) and one variant over ``batches``; ``options``:
-    name -> (generate's options, attention implementation). Returns each pass's seconds and the answers."""
+    name -> (generate's options, attention implementation, linears packed). Returns each pass's seconds and the
+    answers."""
     from scipy.stats import binomtest  # noqa: PLC0415 only the A/B needs it
 
     default_attention = model.llm.config._attn_implementation
 
     def one_pass(name: str) -> tuple[float, list[str]]:
-        search, attention = options[name]
+        search, attention, packed = options[name]
         model.llm.config._attn_implementation = attention or default_attention
+        set_linears(model, packed)
         seconds, texts = 0.0, []
         for b in batches:
             ids, dt = timed(model.generate_ids, b, MAX_NEW, **search)
             seconds += dt
             texts += [t.strip() for t in model.tokenizer.batch_decode(ids, skip_special_tokens=True)]
         model.llm.config._attn_implementation = default_attention
+        set_linears(model, True)
         return seconds, texts
 
     names = list(options)
@@ -161,15 +174,17 @@ def main() -> None:
     compiled._compile_all_devices = True  # transformers compiles only on CUDA unless told (its default)
     packed = register_attention()
     default_attention = model.llm.config._attn_implementation
-    # name: (batch size, generate's options, attention implementation; None: the model's own)
+    # name: (batch size, generate's options, attention implementation (None: the model's own), linears packed)
     # the compiled variant last but one: its compilation is the slowest part (a capped run keeps the others)
-    variants = {"dynamic": (EVAL_BATCH, {}, None), "static": (EVAL_BATCH, {"cache_implementation": "static"}, None),
-                f"dynamic, batch {len(examples)}": (len(examples), {}, None),
-                "eager": (EVAL_BATCH, {}, "eager"), "packed GQA": (EVAL_BATCH, {}, packed),
-                "SDPA decode": (EVAL_BATCH, {}, "sdpa_decode"),
-                "SDPA": (EVAL_BATCH, {}, "sdpa"),
-                "static+compile": (EVAL_BATCH, {"cache_implementation": "static", "compile_config": compiled}, None),
-                "dynamic, again": (EVAL_BATCH, {}, None)}
+    variants = {"dynamic": (EVAL_BATCH, {}, None, True),
+                "static": (EVAL_BATCH, {"cache_implementation": "static"}, None, True),
+                f"dynamic, batch {len(examples)}": (len(examples), {}, None, True),
+                "eager": (EVAL_BATCH, {}, "eager", True), "packed GQA": (EVAL_BATCH, {}, packed, True),
+                "SDPA decode": (EVAL_BATCH, {}, "sdpa_decode", True),
+                "SDPA": (EVAL_BATCH, {}, "sdpa", True), "plain linears": (EVAL_BATCH, {}, None, False),
+                "static+compile": (EVAL_BATCH, {"cache_implementation": "static", "compile_config": compiled}, None,
+                                   True),
+                "dynamic, again": (EVAL_BATCH, {}, None, True)}
     if args.ab:
         if args.ab not in variants or variants[args.ab][0] != EVAL_BATCH:
             parser.error(f"--ab takes one of {[k for k, v in variants.items() if v[0] == EVAL_BATCH]}")
@@ -189,14 +204,16 @@ def main() -> None:
             parser.error(f"unknown variants {sorted(unknown)}; known: {list(variants)}")
         variants = {k: v for k, v in variants.items() if k in chosen}
     results = {}
-    for name, (size, search, attention) in variants.items():
+    for name, (size, search, attention, linears) in variants.items():
         model.llm.config._attn_implementation = attention or default_attention
+        set_linears(model, linears)
         try:
             results[name] = {"batch_size": size, **measure(model, batches(size), **search)}
         except Exception as error:  # noqa: BLE001 a variant this transformers cannot run is recorded, not fatal
             results[name] = {"batch_size": size, "error": f"{type(error).__name__}: {str(error)[:300]}"}
         print(name, {k: v for k, v in results[name].items() if k != "answers"}, flush=True)
     model.llm.config._attn_implementation = default_attention
+    set_linears(model, True)
     base = results["dynamic"]["answers"]
     for r in results.values():
         if "answers" in r:

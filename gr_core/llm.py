@@ -15,6 +15,8 @@ import importlib.util
 import shutil
 import tempfile
 import threading
+import types
+import weakref
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata
@@ -22,7 +24,7 @@ from pathlib import Path
 
 from .config import LLMConfig, resolve_device
 from .paths import cache_root
-from .precision import attention_implementation, resolve_dtype
+from .precision import attention_implementation, native_bf16, resolve_dtype
 from .runs import config_hash, file_stamp, folder_identity, progress, sha256_file, write_json
 
 # The embedded LLMs: name -> (package, how to install it). SmolLM2 is the default and always installed; Gemma 3 270M
@@ -292,6 +294,8 @@ def load_llm(cfg: LLMConfig | None = None):
         model.get_output_embeddings().register_forward_pre_hook(_contiguous_head_input)
     if attention == "eager" and device == "cpu" and model.config.model_type == "llama":
         model.set_attn_implementation(register_packed_gqa())  # eager, but decode steps without repeat_kv's copies
+    if device == "cpu" and dtype == torch.bfloat16 and quantized is None and native_bf16(device):
+        prepack_linears(model)
     if cfg.gradient_checkpointing:
         # active only in train mode (transformers checks module.training), so validation and generation run as
         # before; non-reentrant: the input of a frozen layer needs no requires_grad, and LoRA / the soft prompt
@@ -391,6 +395,39 @@ def register_packed_gqa() -> str:
     AttentionInterface.register("gr_packed_gqa", packed_gqa_attention)
     AttentionMaskInterface.register("gr_packed_gqa", eager_mask)
     return "gr_packed_gqa"
+
+
+# An inference call's linear layers read their weights in oneDNN's packed layout, made once per weight: torch's bf16
+# CPU ``linear`` reorders the (out, in) weight into that layout on every call, which is most of a decode step's
+# products (one or a few rows against the whole weight). The same kernel then runs, so the outputs are bit-equal; a
+# decode step's products 1.5x faster, a prefill's within noise (docs/precision.md). Packed copies live here, not
+# on the module: they are opaque oneDNN tensors, which ``copy.deepcopy`` and ``state_dict`` cannot carry.
+_PACKED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # nn.Linear -> (weight's identity, packed copy)
+
+
+def prepack_linears(model) -> int:
+    """Give each ``nn.Linear`` of ``model`` :func:`_prepacked_linear` as its forward; returns how many. A training
+    forward (gradients on) runs ``F.linear`` as before."""
+    import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
+
+    linears = [m for m in model.modules() if type(m) is torch.nn.Linear]
+    for m in linears:
+        m.forward = types.MethodType(_prepacked_linear, m)  # a bound method: deepcopy rebinds it to the copy
+    return len(linears)
+
+
+def _prepacked_linear(self, x):
+    """``nn.Linear.forward`` that, with gradients off, multiplies by the weight packed once for oneDNN; packed anew
+    when the weight changes (another tensor, or written in place)."""
+    import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
+
+    if torch.is_grad_enabled() or x.device.type != "cpu":  # training, or a model moved off the CPU
+        return torch.nn.functional.linear(x, self.weight, self.bias)
+    key = (self.weight.data_ptr(), self.weight._version)
+    held = _PACKED.get(self)
+    if held is None or held[0] != key:
+        held = _PACKED[self] = (key, torch.ops.mkldnn._reorder_linear_weight(self.weight.detach(), 16))
+    return torch.ops.mkldnn._linear_pointwise(x, held[1], self.bias, "none", [], "")
 
 
 def _contiguous_head_input(module, args):

@@ -380,3 +380,50 @@ def test_packed_gqa_decodes_as_eager_does_slices_prefills_and_hands_wide_trainin
             assert abs(losses["sdpa"] - losses["eager"]) < 0.02 * losses["eager"]
             assert torch.nn.functional.cosine_similarity(grads["sdpa"], grads["eager"], dim=0) > 0.99
     assert len(calls) == 2 * 2  # the SDPA runs took the kernel in each of the tiny model's 2 layers
+
+
+@pytest.mark.skipif(not torch.ops.mkldnn._is_mkldnn_bf16_supported(), reason="oneDNN has no bf16 kernels on this CPU")
+def test_prepacked_linears_give_f_linears_outputs_repack_a_changed_weight_and_leave_training_to_f_linear(
+        tmp_path, cpu):
+    """gr_core.llm.prepack_linears: with gradients off a bf16 model's logits and greedy answers are bit-equal to
+    ``F.linear``'s; a weight written in place is packed anew; a training forward runs ``F.linear`` (gradients reach
+    the weights); a deep copy computes with its own weights; ``load_llm`` packs on a CPU with bf16 units only."""
+    import copy
+
+    from conftest import save_tiny_llama
+    from gr_core.llm import _PACKED, load_llm, prepack_linears
+
+    path = save_tiny_llama(tmp_path, hidden=64, intermediate=128, heads=4, kv_heads=2)
+    cpu(NO_BF16)
+    model, _ = load_llm(LLMConfig(model=path, dtype="bfloat16"))  # forced bf16 on a CPU without its units: unpacked
+    assert not any("forward" in m.__dict__ for m in model.modules())
+    cpu(BF16_ONLY)
+    packed, _ = load_llm(LLMConfig(model=path, dtype="bfloat16"))
+    linears = [m for m in packed.modules() if type(m) is torch.nn.Linear]
+    assert len(linears) == 2 * 7 + 1 and all("forward" in m.__dict__ for m in linears)  # q k v o gate up down, head
+    torch.manual_seed(0)
+    ids = torch.randint(0, 1000, (3, 17))
+    mask = torch.ones_like(ids)
+    mask[0, :6] = 0
+
+    def outputs(net):
+        with torch.inference_mode():
+            logits = net(input_ids=ids, attention_mask=mask).logits
+            answers = net.generate(input_ids=ids, attention_mask=mask, max_new_tokens=6, do_sample=False)
+        return logits, answers
+
+    assert all(torch.equal(a, b) for a, b in zip(outputs(packed), outputs(model)))
+    assert len(_PACKED) >= len(linears)  # packed once each, then reused
+    head = packed.get_output_embeddings()
+    with torch.no_grad():
+        head.weight.mul_(2)  # in place: the packed copy is stale
+        model.get_output_embeddings().weight.mul_(2)
+    assert torch.equal(outputs(packed)[0], outputs(model)[0])
+    twin = copy.deepcopy(packed)
+    with torch.no_grad():
+        twin.get_output_embeddings().weight.zero_()
+    assert torch.equal(outputs(packed)[0], outputs(model)[0]) and not outputs(twin)[0].any()
+    packed.train().requires_grad_(True)
+    packed(input_ids=ids, attention_mask=mask, labels=ids).loss.backward()
+    assert all(m.weight.grad is not None and m.weight.grad.abs().sum() > 0 for m in linears)
+    assert prepack_linears(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())) == 1
