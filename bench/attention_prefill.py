@@ -1,4 +1,4 @@
-"""How a bf16 CPU prefill computes attention: eager in batch slices (``llm.PREFILL_SLICE_BYTES``) against eager
+"""How a bf16 CPU prefill computes attention: eager in batch slices (``kernels.PREFILL_SLICE_BYTES``) against eager
 whole and SDPA.
 
     python bench/attention_prefill.py  ->  outputs/bench/attention_prefill.json
@@ -27,7 +27,7 @@ import torch
 from common import round_order, write_result
 from train_infer_throughput import EVAL_BATCH, MAX_NEW
 
-import gr_core.llm as llm_module
+import gr_core.kernels as kernels
 from gr_core.g_retriever.examples import build_examples
 from gr_core.g_retriever.experiments import preset_run_config
 from gr_core.g_retriever.model import GraphLLM
@@ -46,11 +46,11 @@ def sdpa_prefill(module, query, key, value, attention_mask, scaling, dropout=0.0
         from transformers.integrations.sdpa_attention import sdpa_attention_forward  # noqa: PLC0415
 
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
-    return llm_module.packed_gqa_attention(module, query, key, value, attention_mask, scaling, dropout, **kwargs)
+    return kernels.packed_gqa_attention(module, query, key, value, attention_mask, scaling, dropout, **kwargs)
 
 
 def register_sdpa_prefill() -> None:
-    from transformers import AttentionInterface  # noqa: PLC0415 deferred as in gr_core.llm
+    from transformers import AttentionInterface  # noqa: PLC0415 deferred as in gr_core.kernels
     from transformers.masking_utils import AttentionMaskInterface, eager_mask  # noqa: PLC0415
 
     AttentionInterface.register(SDPA_NAME, sdpa_prefill)
@@ -59,10 +59,10 @@ def register_sdpa_prefill() -> None:
 
 def variants(in_use: int) -> dict:
     """name -> (attention implementation, slice bytes, SDPA's first prefill width)."""
-    packed = llm_module.register_packed_gqa()
+    packed = kernels.register_packed_gqa()
     return {"eager": (packed, WHOLE, 0), "sdpa": (SDPA_NAME, WHOLE, 2),
             **{f"slices {m} MiB": (packed, m * MIB, 0) for m in (4, 8, 16, 32) if m * MIB != in_use},
-            "in use": (packed, in_use, 0), "before": (SDPA_NAME, WHOLE, llm_module.SDPA_FROM)}
+            "in use": (packed, in_use, 0), "before": (SDPA_NAME, WHOLE, kernels.SDPA_FROM)}
 
 
 def alternate(model: GraphLLM, fn, chosen: dict, rounds: int) -> dict:
@@ -71,7 +71,7 @@ def alternate(model: GraphLLM, fn, chosen: dict, rounds: int) -> dict:
     seconds, outputs = {k: [] for k in chosen}, {}
     for r in range(rounds + 1):
         for name in round_order(chosen, r):
-            implementation, llm_module.PREFILL_SLICE_BYTES, sdpa_prefill.start = chosen[name]
+            implementation, kernels.PREFILL_SLICE_BYTES, sdpa_prefill.start = chosen[name]
             model.llm.set_attn_implementation(implementation)
             t0 = time.perf_counter()
             outputs[name] = fn()
@@ -135,11 +135,11 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
     args = parser.parse_args()
     register_sdpa_prefill()
-    in_use = llm_module.PREFILL_SLICE_BYTES
+    in_use = kernels.PREFILL_SLICE_BYTES
     results = {d: study(d, args.questions, args.rounds, in_use) for d in args.datasets}
     write_result("attention_prefill", {"datasets": results, "rounds": args.rounds, "batch_size": EVAL_BATCH,
                                        "max_new_tokens": MAX_NEW, "prefill_slice_bytes": in_use,
-                                       "sdpa_from_before": llm_module.SDPA_FROM})
+                                       "sdpa_from_before": kernels.SDPA_FROM})
 
 
 if __name__ == "__main__":

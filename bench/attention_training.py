@@ -1,4 +1,4 @@
-"""Where SDPA beats eager attention in bf16 CPU training: the crossover behind ``gr_core.llm.SDPA_FROM``.
+"""Where SDPA beats eager attention in bf16 CPU training: the crossover behind ``gr_core.kernels.SDPA_FROM``.
 
     python bench/attention_training.py                    ->  outputs/bench/attention_training.json
     python bench/attention_training.py --dataset clevr    ->  outputs/bench/attention_training-clevr.json
@@ -18,7 +18,7 @@ import time
 
 from common import mean_loss, write_result
 
-import gr_core.llm as llm_module
+import gr_core.kernels as kernels
 from gr_core.g_retriever.examples import build_examples, example_lengths
 from gr_core.g_retriever.experiments import preset_run_config
 from gr_core.g_retriever.model import DEFAULT_SOFT_PROMPT_INIT, SOFT_PROMPT_INIT, GraphLLM
@@ -34,7 +34,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--dataset", default="webqsp")
     args = parser.parse_args()
-    in_use = llm_module.SDPA_FROM
+    in_use = kernels.SDPA_FROM
     ds = load_dataset(DatasetConfig(args.dataset))
     cfg = preset_run_config("quick", args.dataset, "g_retriever", 0, notebook="03_training")
     seed_everything(0)
@@ -52,7 +52,7 @@ def main() -> None:
         seconds, losses = {k: [] for k in KERNELS}, {}
         for r in range(args.rounds + 1):  # round 0 warms both kernels up at this width and is not timed
             for kernel, threshold in KERNELS.items():
-                llm_module.SDPA_FROM = threshold
+                kernels.SDPA_FROM = threshold
                 for p in params:
                     p.grad = None
                 t0 = time.perf_counter()

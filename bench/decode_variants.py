@@ -17,12 +17,12 @@ length as ``predict`` batches them, greedy, ``MAX_NEW`` new tokens at most. Vari
 - ``static+compile``: the static cache with ``torch.compile`` of the forward pass (transformers' ``CompileConfig``);
 - ``dynamic, batch 48``: one batch of all the questions, against three batches of 16 (does width amortize the
   per-step overhead?);
-- ``packed GQA``: ``gr_core.llm.packed_gqa_attention``, eager attention whose decode step (one query position)
+- ``packed GQA``: ``gr_core.kernels.packed_gqa_attention``, eager attention whose decode step (one query position)
   multiplies each key/value head with its group of query heads directly instead of copying the cache first;
 - ``SDPA decode``: the decode steps through SDPA (prefill stays eager, docs/precision.md 2);
 - ``SDPA``: SDPA for the prefill too (inference only: on CUDA its bf16 backward is what turned gradients NaN);
 - ``plain linears``: the linear layers through ``F.linear``, which reorders each bf16 weight for oneDNN on every
-  call (the default packs each once: ``gr_core.llm.prepack_linears``, on a CPU in bf16);
+  call (the default packs each once: ``gr_core.kernels.prepack_linears``, on a CPU in bf16);
 - ``dynamic, again``: the default measured last, for the spread between a process's first and later passes.
 
 Per variant: the prefill (one new token), the whole generation, ms per decode step (their difference over the
@@ -48,7 +48,7 @@ from gr_core.g_retriever.examples import build_examples
 from gr_core.g_retriever.model import GraphLLM
 from gr_core.g_retriever.train import make_run_config
 from gr_core.graphqa import DatasetConfig, load_dataset
-from gr_core.llm import prepack_linears, register_packed_gqa
+from gr_core.kernels import prepack_linears, register_packed_gqa
 from gr_core.precision import dtype_name
 from train_infer_throughput import DATASET, EVAL_BATCH, GNN, INFER_EXAMPLES, MAX_NEW
 

@@ -50,7 +50,8 @@ from gr_core.g_retriever.graph_encoder import GNNConfig
 from gr_core.g_retriever.model import SOFT_PROMPT_INIT, GraphLLM
 from gr_core.g_retriever.train import TrainConfig, make_run_config, param_groups, predict
 from gr_core.graphqa import DatasetConfig, load_dataset
-from gr_core.llm import _contiguous_head_input, load_llm, load_tokenizer, model_path
+from gr_core.kernels import contiguous_head_input
+from gr_core.llm import load_llm, load_tokenizer, model_path
 from gr_core.paths import data_root
 from gr_core.precision import attention_implementation, cpu_info
 from gr_core.text_encoder import embedded_encoder_dir, load_text_encoder
@@ -103,7 +104,7 @@ def load_variant(name: str, model: str = LLMConfig.model):
         return load_llm(cfg)
     llm = AutoModelForCausalLM.from_pretrained(model_path(cfg), dtype=dtype, attn_implementation=attention)
     if contiguous:
-        llm.get_output_embeddings().register_forward_pre_hook(_contiguous_head_input)
+        llm.get_output_embeddings().register_forward_pre_hook(contiguous_head_input)
     llm.eval().requires_grad_(False)
     return llm, load_tokenizer(cfg)
 

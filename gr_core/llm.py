@@ -15,14 +15,13 @@ import importlib.util
 import shutil
 import tempfile
 import threading
-import types
-import weakref
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
 from .config import LLMConfig, resolve_device
+from .kernels import contiguous_head_input, prepack_linears, register_packed_gqa
 from .paths import cache_root
 from .precision import attention_implementation, native_bf16, resolve_dtype
 from .runs import config_hash, file_stamp, folder_identity, progress, sha256_file, write_json
@@ -267,7 +266,7 @@ def load_llm(cfg: LLMConfig | None = None):
     """Load the tokenizer and causal LM in eval mode with every weight frozen.
 
     The dtype and the attention kernel follow the hardware (:mod:`gr_core.precision`). In a reduced precision on CPU
-    the vocabulary projection gets a contiguous input (:func:`_contiguous_head_input`). ``cfg.quantization`` loads
+    the vocabulary projection gets a contiguous input (:func:`contiguous_head_input`). ``cfg.quantization`` loads
     the weights through bitsandbytes (:func:`quantization_config`); ``cfg.gradient_checkpointing`` recomputes each
     decoder layer in the backward pass of a training step instead of keeping its activations.
 
@@ -291,7 +290,7 @@ def load_llm(cfg: LLMConfig | None = None):
     else:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **kwargs).to(device)
     if device == "cpu" and dtype != torch.float32 and model.get_output_embeddings() is not None:
-        model.get_output_embeddings().register_forward_pre_hook(_contiguous_head_input)
+        model.get_output_embeddings().register_forward_pre_hook(contiguous_head_input)
     if attention == "eager" and device == "cpu" and model.config.model_type == "llama":
         model.set_attn_implementation(register_packed_gqa())  # eager, but decode steps without repeat_kv's copies
     if device == "cpu" and dtype == torch.bfloat16 and quantized is None and native_bf16(device):
@@ -329,116 +328,6 @@ def quantization_config(cfg: LLMConfig, dtype):
         return BitsAndBytesConfig(load_in_8bit=True)
     return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
                               bnb_4bit_compute_dtype=dtype)
-
-
-# Positions from which SDPA's bf16 CPU kernel beats eager attention in training, where eager's (B, H, T, T) fp32
-# softmax and its casts dominate (forward and backward of 8 SmolLM2-135M examples, 2 cores,
-# bench/attention_training.py: eager 10% faster at 225 and 332 positions, SDPA 1.2x at 424 and 1.5x at 594; on
-# CLEVR, not chosen on, eager 12% faster at 292, SDPA 1.08x at 443 and 1.5x at 565); SDPA
-# keeps no (T, T) tensor for the backward pass (eager in slices kept 9.2 GB at 8 x 591 positions against 4.9).
-SDPA_FROM = 384
-# A prefill's (no gradient) eager attention runs in batch slices whose fp32 scores (rows x H x T x T x 4 bytes) fit
-# this budget: they stay in the CPU's cache instead of streaming (B, H, T, T) through memory. Each row's products are
-# eager's own, so the logits are equal. 16 prompts, bench/attention_prefill.py: a prefill 0.97-1.13x SDPA's speed
-# on three families (1.05-1.13x on CLEVR), 1.2-1.7x eager's whole from 440 positions; whole generations 1.01-1.11x
-# the SDPA rule before it; 4 to 16 MiB within noise, 32 slower. docs/precision.md
-PREFILL_SLICE_BYTES = 8 * 2 ** 20
-
-
-def packed_gqa_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
-    """Llama's eager attention, with three changes on a bf16 CPU (docs/precision.md 2):
-
-    - a decode step (one query position, eval mode): ``query (B, H, 1, D)`` is read as ``(B, H_kv, H / H_kv, D)``, so
-      each key/value head ``(B, H_kv, T, D)`` serves its group of query heads without being copied ``H / H_kv``
-      times first (eager's ``repeat_kv``): the same products on fewer bytes (1.11x the answers/s on WebQSP, 6 of 6
-      alternated rounds, ``bench/decode_variants.py --ab``; slower on an H200, so only CPUs get it);
-    - a prefill (more positions, no gradient): eager's code over slices of the batch of ``PREFILL_SLICE_BYTES``
-      of scores each, the same logits;
-    - a training forward: eager's code, SDPA's from ``SDPA_FROM`` positions on.
-
-    Returns ``(B, T, H, D)`` and no weights, as transformers' attention functions do.
-    """
-    import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
-    from transformers.models.llama.modeling_llama import eager_attention_forward  # noqa: PLC0415 the same
-
-    b, h, t, d = query.shape
-    if t > 1 and not torch.is_grad_enabled():  # a prefill: nothing is kept for a backward pass
-        rows = max(1, PREFILL_SLICE_BYTES // (h * t * key.shape[2] * 4))
-        if rows >= b:
-            return eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout, **kwargs)
-        per_row = attention_mask is not None and attention_mask.shape[0] == b
-        return torch.cat([eager_attention_forward(
-            module, query[i:i + rows], key[i:i + rows], value[i:i + rows],
-            attention_mask[i:i + rows] if per_row else attention_mask, scaling, dropout, **kwargs)[0]
-            for i in range(0, b, rows)]), None
-    if t >= SDPA_FROM:  # a wide training batch: SDPA's kernel
-        from transformers.integrations.sdpa_attention import sdpa_attention_forward  # noqa: PLC0415 the same
-
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
-    group = getattr(module, "num_key_value_groups", 1)
-    if t != 1 or group == 1 or module.training:
-        return eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout, **kwargs)
-    weights = torch.matmul(query.reshape(b, h // group, group, d), key.transpose(2, 3)) * scaling
-    if attention_mask is not None:
-        weights = weights + attention_mask  # (B, 1, 1, T) broadcasts over the heads and their groups
-    weights = torch.nn.functional.softmax(weights, dim=-1, dtype=torch.float32).to(query.dtype)
-    return torch.matmul(weights, value).reshape(b, h, 1, d).transpose(1, 2).contiguous(), None
-
-
-@lru_cache(maxsize=None)
-def register_packed_gqa() -> str:
-    """Register :func:`packed_gqa_attention` with transformers (once) and return its name. Its mask is eager's
-    additive one: unregistered, transformers would pass the attention no mask at all."""
-    from transformers import AttentionInterface  # noqa: PLC0415 deferred: transformers + torch, ~2 s at start-up
-    from transformers.masking_utils import AttentionMaskInterface, eager_mask  # noqa: PLC0415 the same
-
-    AttentionInterface.register("gr_packed_gqa", packed_gqa_attention)
-    AttentionMaskInterface.register("gr_packed_gqa", eager_mask)
-    return "gr_packed_gqa"
-
-
-# An inference call's linear layers read their weights in oneDNN's packed layout, made once per weight: torch's bf16
-# CPU ``linear`` reorders the (out, in) weight into that layout on every call, which is most of a decode step's
-# products (one or a few rows against the whole weight). The same kernel then runs, so the outputs are bit-equal; a
-# decode step's products 1.5x faster, a prefill's within noise (docs/precision.md). Packed copies live here, not
-# on the module: they are opaque oneDNN tensors, which ``copy.deepcopy`` and ``state_dict`` cannot carry.
-_PACKED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # nn.Linear -> (weight's identity, packed copy)
-
-
-def prepack_linears(model) -> int:
-    """Give each ``nn.Linear`` of ``model`` :func:`_prepacked_linear` as its forward; returns how many. A training
-    forward (gradients on) runs ``F.linear`` as before."""
-    import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
-
-    linears = [m for m in model.modules() if type(m) is torch.nn.Linear]
-    for m in linears:
-        m.forward = types.MethodType(_prepacked_linear, m)  # a bound method: deepcopy rebinds it to the copy
-    return len(linears)
-
-
-def _prepacked_linear(self, x):
-    """``nn.Linear.forward`` that, with gradients off, multiplies by the weight packed once for oneDNN; packed anew
-    when the weight changes (another tensor, or written in place)."""
-    import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
-
-    if torch.is_grad_enabled() or x.device.type != "cpu":  # training, or a model moved off the CPU
-        return torch.nn.functional.linear(x, self.weight, self.bias)
-    key = (self.weight.data_ptr(), self.weight._version)
-    held = _PACKED.get(self)
-    if held is None or held[0] != key:
-        held = _PACKED[self] = (key, torch.ops.mkldnn._reorder_linear_weight(self.weight.detach(), 16))
-    return torch.ops.mkldnn._linear_pointwise(x, held[1], self.bias, "none", [], "")
-
-
-def _contiguous_head_input(module, args):
-    """Make the vocabulary projection's input contiguous before it runs.
-
-    transformers computes logits from a strided slice ``hidden[:, -k:, :]`` ``(B, k, d)``, which torch's ``matmul``
-    runs as ``bmm`` against the ``(d, V)`` weight expanded to ``(B, d, V)``: in bf16 on CPU the weight is copied B
-    times (a quarter of a training step, docs/precision.md). A contiguous input folds into one ``(B k, d) @ (d, V)``
-    product, the same values.
-    """
-    return (args[0].contiguous(), *args[1:])
 
 
 def chat_prompt(tokenizer, user_text: str, system: str | None = None) -> str:

@@ -110,9 +110,10 @@ def dtype_name(dtype) -> str:
 
 def attention_implementation(dtype, device: str, backward: bool = True) -> str | None:
     """The attention kernel of a model in ``dtype`` on ``device``: ``"eager"`` in a 16-bit dtype on CPU (where
-    :func:`gr_core.llm.load_llm` gives a Llama-family LLM eager's variant ``packed_gqa_attention``: prefills in batch
-    slices, wide training batches to SDPA), and on CUDA for a model that trains through its attention
-    (``backward``: the LLM, whose soft prompt's gradient passes through it); else None (transformers' default, SDPA).
+    :func:`gr_core.llm.load_llm` gives a Llama-family LLM eager's variant
+    :func:`gr_core.kernels.packed_gqa_attention`: prefills in batch slices, wide training batches to SDPA), and on
+    CUDA for a model that trains through its attention (``backward``: the LLM, whose soft prompt's gradient passes
+    through it); else None (transformers' default, SDPA).
 
     Why (docs/precision.md): on CPU, SDPA's bf16 backward pass with a padding mask is slow (eager: 0.7 s instead of
     1.05 s of a 5 s step; in fp32 the two are equal); on CUDA, SDPA in bf16 turned the graph encoder's gradient NaN

@@ -312,14 +312,15 @@ def test_the_results_summary_names_the_dtype_and_cpu_of_the_speed_benchmarks(tmp
 
 
 def test_packed_gqa_decodes_as_eager_does_slices_prefills_and_hands_wide_training_to_sdpa(tmp_path, monkeypatch):
-    """gr_core.llm.packed_gqa_attention: a decode step's logits equal eager attention's (fp32, 4 query heads on 2
+    """gr_core.kernels.packed_gqa_attention: a decode step's logits equal eager attention's (fp32, 4 query heads on 2
     key/value heads, a left-padded row); a prefill is eager's own, in batch slices as small as one row with the
     same logits, never SDPA; a training forward is eager's below ``SDPA_FROM`` positions and SDPA's from it on, with
     eager's loss and gradients."""
     import copy
 
     from conftest import save_tiny_llama
-    from gr_core.llm import load_llm, register_packed_gqa
+    from gr_core.kernels import register_packed_gqa
+    from gr_core.llm import load_llm
 
     path = save_tiny_llama(tmp_path, hidden=32, intermediate=64, heads=4, kv_heads=2)
     model, _ = load_llm(LLMConfig(model=path, dtype="float32"))
@@ -340,7 +341,7 @@ def test_packed_gqa_decodes_as_eager_does_slices_prefills_and_hands_wide_trainin
     assert torch.allclose(packed, eager, atol=1e-5, rtol=1e-5)
     assert torch.equal(packed_prefill, prefill.logits)  # eager's own code at more than one position
     assert not torch.equal(packed, model(input_ids=step).logits)  # the step did read the cache
-    import gr_core.llm as llm_module
+    import gr_core.kernels as kernels
     import transformers.integrations.sdpa_attention as sdpa_module
     import transformers.models.llama.modeling_llama as llama_module
 
@@ -349,8 +350,8 @@ def test_packed_gqa_decodes_as_eager_does_slices_prefills_and_hands_wide_trainin
     monkeypatch.setattr(sdpa_module, "sdpa_attention_forward", lambda *a, **k: calls.append(1) or sdpa(*a, **k))
     # a prefill in slices of one row (a budget below one row's scores) is eager's, neither SDPA nor another sum,
     # however wide (SDPA_FROM is for training); a decode step is not sliced
-    monkeypatch.setattr(llm_module, "SDPA_FROM", 8)
-    monkeypatch.setattr(llm_module, "PREFILL_SLICE_BYTES", 1)
+    monkeypatch.setattr(kernels, "SDPA_FROM", 8)
+    monkeypatch.setattr(kernels, "PREFILL_SLICE_BYTES", 1)
     sliced = []
     eager_forward = llama_module.eager_attention_forward
     monkeypatch.setattr(llama_module, "eager_attention_forward",
@@ -369,7 +370,7 @@ def test_packed_gqa_decodes_as_eager_does_slices_prefills_and_hands_wide_trainin
         model.to(dtype)
         grads, losses = {}, {}
         for name, threshold in (("eager", 10**9), ("sdpa", 8)):
-            monkeypatch.setattr(llm_module, "SDPA_FROM", threshold)
+            monkeypatch.setattr(kernels, "SDPA_FROM", threshold)
             model.zero_grad()
             loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
             loss.backward()
@@ -385,13 +386,14 @@ def test_packed_gqa_decodes_as_eager_does_slices_prefills_and_hands_wide_trainin
 @pytest.mark.skipif(not torch.ops.mkldnn._is_mkldnn_bf16_supported(), reason="oneDNN has no bf16 kernels on this CPU")
 def test_prepacked_linears_give_f_linears_outputs_repack_a_changed_weight_and_leave_training_to_f_linear(
         tmp_path, cpu):
-    """gr_core.llm.prepack_linears: with gradients off a bf16 model's logits and greedy answers are bit-equal to
+    """gr_core.kernels.prepack_linears: with gradients off a bf16 model's logits and greedy answers are bit-equal to
     ``F.linear``'s; a weight written in place is packed anew; a training forward runs ``F.linear`` (gradients reach
     the weights); a deep copy computes with its own weights; ``load_llm`` packs on a CPU with bf16 units only."""
     import copy
 
     from conftest import save_tiny_llama
-    from gr_core.llm import _PACKED, load_llm, prepack_linears
+    from gr_core.kernels import _PACKED, prepack_linears
+    from gr_core.llm import load_llm
 
     path = save_tiny_llama(tmp_path, hidden=64, intermediate=128, heads=4, kv_heads=2)
     cpu(NO_BF16)
