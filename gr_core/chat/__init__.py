@@ -4,23 +4,19 @@
 file of ``head, relation, tail`` triples up to a MetaQA-sized KB), indexes it once (:class:`ChatIndex`), and answers
 each turn in five steps, one module each:
 
-1. **link** (:mod:`~gr_core.chat.link`): the entity names written in the question (``[Name]`` forces one), a
-   follow-up's entities carried from the previous turn, and whether the question is about the graph at all;
-2. **scope** (:mod:`~gr_core.chat.scope`): the whole graph up to ``whole_graph_edges`` edges, else the linked
-   entities' neighbourhood; the one rule for PCST, for the reasoner and for training it;
-3. **candidates**: on a knowledge graph, the relation path from the question's entities whose relations the
-   question's words name (:mod:`~gr_core.chat.paths`: no model, the default), or GNN-RAG's reasoner
-   (:mod:`~gr_core.chat.graph_reasoner`: given, or trained on questions generated from the graph,
-   :mod:`~gr_core.chat.generate`, and served only where it beats the path ranker on its held-out questions), or
-   G-Retriever's top-k prizes + PCST for the LLM;
-4. **answer** (:mod:`~gr_core.chat.answer`): the candidates themselves, or the LLM (a trained G-Retriever checkpoint
-   from ``outputs/`` for this kind of graph, else zero-shot) scoring the evidence's node names or writing its answer
-   (scene and explanation graphs, whose answers are no node);
+1. **link** (:mod:`~gr_core.chat.link`): the entities the question names or a follow-up carries, and whether the
+   question is about the graph at all;
+2. **scope** (:mod:`~gr_core.chat.scope`): the whole graph, or the linked entities' neighbourhood in a larger one;
+3. **candidates**: on a knowledge graph the relation path the question's words name (:mod:`~gr_core.chat.paths`, no
+   model: the default), or GNN-RAG's reasoner (:mod:`~gr_core.chat.graph_reasoner`, given or trained on questions
+   generated from the graph: :mod:`~gr_core.chat.generate`), or G-Retriever's top-k prizes + PCST for the LLM;
+4. **answer** (:mod:`~gr_core.chat.answer`): the candidates themselves, or the LLM (:mod:`~gr_core.chat.models`)
+   scoring the evidence's node names or writing its answer;
 5. **check** (:mod:`~gr_core.chat.check`): the answer's nodes and citations looked up in the searched graph.
 
 A turn is a :class:`Turn` (:mod:`~gr_core.chat.turns`: its views and JSON); :mod:`~gr_core.chat.graphs` reads graph
-files (bad input raises :class:`~gr_core.data.GraphFormatError` naming file, line and field); ``python -m
-gr_core.chat`` is the command line (:mod:`~gr_core.chat.cli`). How it works and what it scores: docs/chat.md.
+files; ``python -m gr_core.chat`` is the command line (:mod:`~gr_core.chat.cli`). How it works and what it scores:
+docs/chat.md.
 """
 from .config import ANSWER_MODES, CHECKPOINT_PRESETS, KIND_DATASETS, KINDS, ChatConfig
 from .conversation import GraphChat

@@ -45,14 +45,14 @@ class Candidate:
                 "tokens": self.tokens}
 
 
-def candidate_names(node_ids, names, exclude=(), unnamed: bool = False) -> list[Candidate]:
+def candidate_names(node_ids, names, exclude=()) -> list[Candidate]:
     """Distinct non-empty names of the evidence nodes, in evidence order, without the nodes in ``exclude`` (the
-    question's own entities) and, unless ``unnamed``, those whose name is an identifier (:func:`~gr_core.kg.
-    is_identifier`: a Freebase mid names no answer). Two nodes with the same name are one candidate (the answer cannot
-    tell them apart). Where nothing is left, the identifier-named nodes come back first (an identifier is still a
-    better answer than none), then the excluded named ones (a question may ask about its own entity), then all."""
+    question's own entities) and those whose name is an identifier (:func:`~gr_core.kg.is_identifier`: a Freebase
+    mid names no answer). Two nodes with the same name are one candidate (the answer cannot tell them apart). Where
+    nothing is left, the identifier-named nodes come back first (an identifier is still a better answer than none),
+    then the excluded named ones (a question may ask about its own entity), then all."""
     skip = {int(n) for n in exclude}
-    for with_unnamed, drop in ((unnamed, skip), (True, skip), (unnamed, set()), (True, set())):
+    for with_unnamed, drop in ((False, skip), (True, skip), (False, set()), (True, set())):
         by_name: dict[str, Candidate] = {}
         for nid, name in zip(node_ids, names):
             text = str(name).strip()
@@ -64,27 +64,14 @@ def candidate_names(node_ids, names, exclude=(), unnamed: bool = False) -> list[
     return []
 
 
-def _prompt_cache(net, batch):
-    """One forward over the prompt: ``(past_key_values, log p(first reply token) (V,), prompt length)``."""
-    embeds = net.embed(batch)
-    out = net.llm(inputs_embeds=embeds, attention_mask=batch.attention_mask,
-                  position_ids=net.position_ids(batch.attention_mask), use_cache=True, logits_to_keep=1)
-    first = torch.log_softmax(out.logits[0, -1].float(), -1)
-    return out.past_key_values, first, int(batch.attention_mask.shape[1])
-
-
 def score_names(net, batch, names: list[str], chunk: int = 64, max_name_tokens: int = 24,
                 packed: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Log-likelihood of each name as the whole reply to a one-example prompt batch.
-
-    The prompt is read once; then each chunk of candidates is packed into one sequence after it, every name
-    attending to the prompt (through its KV cache) and to its own earlier tokens only (a 4-D attention mask), with
-    positions that restart after the prompt for each name: exactly the log-likelihoods of separate forwards, at the
-    cost of one short one, and without copying the cache per candidate.
+    """Log-likelihood of each name as the whole reply to a one-example prompt batch: the prompt read once, each chunk
+    of names packed after it, each attending to the prompt's KV cache and to its own earlier tokens only, its positions
+    restarting after the prompt: exactly the log-likelihoods of separate forwards, at the cost of one short one.
 
     Args:
-        net: a :class:`~gr_core.g_retriever.model.GraphLLM` (zero-shot or trained; the graph token is part of the
-            prompt).
+        net: a :class:`~gr_core.g_retriever.model.GraphLLM` (zero-shot or trained; its graph token is in the prompt).
         batch: the collated prompt of one example, without label.
         names: the candidate answers.
         chunk: candidates packed per forward.
@@ -100,13 +87,11 @@ def score_names(net, batch, names: list[str], chunk: int = 64, max_name_tokens: 
     """
     if batch.input_ids.shape[0] != 1:
         raise ValueError("score_names scores the candidates of one prompt at a time")
-    tok = net.tokenizer
-    eos = net.template.eos_id
     ids, lengths = [], []
     for name in names:
-        full = tok(name, add_special_tokens=False)["input_ids"]
+        full = net.tokenizer(name, add_special_tokens=False)["input_ids"]
         cut = full[:max_name_tokens]
-        ids.append(cut + ([eos] if len(full) <= max_name_tokens else []))
+        ids.append(cut + ([net.template.eos_id] if len(full) <= max_name_tokens else []))
         lengths.append(len(cut))
     scores = np.zeros(len(names), np.float64)
     lengths = np.array(lengths, np.int64)
@@ -116,13 +101,16 @@ def score_names(net, batch, names: list[str], chunk: int = 64, max_name_tokens: 
         raise ValueError("score_names: a candidate name has no token (max_name_tokens must be >= 1)")
     dtype = next(net.llm.parameters()).dtype
     with torch.inference_mode():
-        cache, first, P = _prompt_cache(net, batch)
+        out = net.llm(inputs_embeds=net.embed(batch), attention_mask=batch.attention_mask,
+                      position_ids=net.position_ids(batch.attention_mask), use_cache=True, logits_to_keep=1)
+        cache, P = out.past_key_values, int(batch.attention_mask.shape[1])  # the prompt, read once
+        first = torch.log_softmax(out.logits[0, -1].float(), -1)  # (V,) log p(the reply's first token)
+        scores[:] = [float(first[t[0]]) for t in ids]
         if packed is None:
             packed = ("flash" not in str(getattr(net.llm.config, "_attn_implementation", ""))
                       and not any(getattr(cache, "is_sliding", None) or ()))
         if not packed:
             for c, t in enumerate(ids):
-                scores[c] = float(first[t[0]])
                 if len(t) > 1:
                     out = net.llm(input_ids=torch.tensor([t[:-1]], device=net.device),
                                   past_key_values=copy.deepcopy(cache), use_cache=True,
@@ -132,35 +120,26 @@ def score_names(net, batch, names: list[str], chunk: int = 64, max_name_tokens: 
             return scores, lengths
         for start in range(0, len(ids), chunk):
             part = ids[start:start + chunk]
-            for c, t in enumerate(part):
-                scores[start + c] = float(first[t[0]])
             # every token but each name's last is fed: position t predicts token t + 1 of the same name
-            feed = [t[:-1] for t in part]
-            Q = sum(len(f) for f in feed)
+            sizes = [len(t) - 1 for t in part]
+            Q = sum(sizes)
             if Q == 0:
                 continue
-            inp = torch.tensor([x for f in feed for x in f], dtype=torch.long, device=net.device).unsqueeze(0)
-            pos = torch.tensor([P + k for f in feed for k in range(len(f))], device=net.device).unsqueeze(0)
-            allowed = torch.zeros(Q, P + Q, dtype=torch.bool)
-            allowed[:, :P] = True
-            at = 0
-            for f in feed:
-                n = len(f)
-                allowed[at:at + n, P + at:P + at + n] = torch.ones(n, n, dtype=torch.bool).tril()
-                at += n
+            inp = torch.tensor([x for t in part for x in t[:-1]], dtype=torch.long, device=net.device).unsqueeze(0)
+            pos = torch.tensor([P + k for n in sizes for k in range(n)], device=net.device).unsqueeze(0)
+            # each name sees the whole prompt and its own earlier tokens: a causal block per name
+            own = torch.block_diag(*[torch.ones(n, n, dtype=torch.bool).tril() for n in sizes])
+            allowed = torch.cat([torch.ones(Q, P, dtype=torch.bool), own], dim=1)
             mask = torch.zeros(1, 1, Q, P + Q, dtype=dtype)
             mask.masked_fill_(~allowed, torch.finfo(dtype).min)
             out = net.llm(input_ids=inp, attention_mask=mask.to(net.device), position_ids=pos, past_key_values=cache,
                           use_cache=True)
             cache.crop(-Q)  # the packed names were appended to the prompt's cache: cut them off again
             logp = torch.log_softmax(out.logits[0].float(), -1)  # (Q, V)
-            at = 0
-            for c, (t, f) in enumerate(zip(part, feed)):
-                n = len(f)
-                if n:
+            for c, (t, rows) in enumerate(zip(part, logp.split(sizes))):
+                if len(t) > 1:
                     targets = torch.tensor(t[1:], device=logp.device)
-                    scores[start + c] += float(logp[at:at + n].gather(-1, targets.unsqueeze(-1)).double().sum())
-                at += n
+                    scores[start + c] += float(rows.gather(-1, targets.unsqueeze(-1)).double().sum())
     return scores, lengths
 
 

@@ -34,9 +34,8 @@ def check_turn(index: ChatIndex, turn, asked: list[int], answer_nodes: list[int]
     check = check_response(turn.answer, scope, index=matcher)
     turn.citations = check["citations"]
     turn.fully_valid = check["fully_valid_normalized"] if turn.citations else None
-    ev = turn.evidence
-    nodes, edge_rows = CitationMatcher(TextualGraph(ev.nodes[NODE_COLUMNS], ev.edges[EDGE_COLUMNS])).evidence(
-        parse_citations(turn.answer))
+    evidence = TextualGraph(turn.evidence.nodes[NODE_COLUMNS], turn.evidence.edges[EDGE_COLUMNS])
+    nodes, edge_rows = CitationMatcher(evidence).evidence(parse_citations(turn.answer))
     turn.cited_nodes, turn.cited_edges = sorted(nodes), sorted(edge_rows)
     turn.answer_nodes = (list(dict.fromkeys(answer_nodes)) if answer_nodes is not None
                          else named_nodes(index, turn.answer, asked, scope, matcher))

@@ -35,16 +35,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--independent", action="store_true", help="answer each question on its own (no history)")
     parser.add_argument("--json", help="also write the turns to this JSON file")
     args = parser.parse_args(argv)
-    graph = args.triples or (",".join(args.csv) if args.csv else args.graph)
+    graph = args.graph
     try:
         if args.triples:
             graph = graph_from_triple_list(read_triples(args.triples))
         elif args.csv:
             graph = read_graph_csv(*args.csv)
-        overrides = {"kind": args.kind} if args.kind else {}
         chat = GraphChat(graph, model=args.model, llm_model=args.llm, reasoner=args.reasoner, cite=args.cite,
                          max_new_tokens=args.max_new_tokens, train_reasoner=args.train_reasoner,
-                         answer_mode=args.answer_mode, **overrides)
+                         answer_mode=args.answer_mode, kind=args.kind)
     except (GraphFormatError, OSError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -54,8 +53,7 @@ def main(argv: list[str] | None = None) -> int:
              if chat.decision else ""), flush=True)
     turns = chat.ask_many(args.questions, conversation=not args.independent)
     for turn in turns:
-        print()
-        print(turn)
+        print(f"\n{turn}")
         print(f"[{turn.status}; {turn.mode or '-'} answer; model: {turn.model or '-'}; "
               f"{turn.timings.get('total', 0) * 1000:.0f} ms]")
     if args.json:

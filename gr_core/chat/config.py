@@ -18,9 +18,8 @@ KIND_RETRIEVAL = {"kg": DATASET_RETRIEVAL["metaqa"], "scene": DATASET_RETRIEVAL[
 # Relation similarity below which a KG question asks nothing the graph relates (MetaQA against off-topic questions,
 # CHANGELOG.md); scene graphs' relations (left of, behind) and ExplaGraphs' (causes) are rarely named: not used.
 KIND_RELATION_THRESHOLD = {"kg": 0.18, "scene": 0.0, "explanation": 0.0}
-# answer_mode: "paths" (the relation path the question's words name: no model), "reasoner" (GNN-RAG's reasoner),
-# "ranked" (the LLM scores the evidence's node names), "free" (the LLM writes the answer); "auto" serves the kind's
-# default, or on a KG a reasoner given, or trained and chosen on its held-out questions (GraphChat.decide)
+# answer_mode: "paths" (the relation path the question's words name: no model), "reasoner" (GNN-RAG's), "ranked"
+# (the LLM scores the evidence's node names), "free" (the LLM writes); "auto": the kind's default or a served reasoner
 ANSWER_MODES = ("auto", "paths", "reasoner", "ranked", "free")
 KIND_ANSWER_MODE = {"kg": "paths", "scene": "free", "explanation": "free"}
 # How the LLM reads the evidence: KG facts as "head | relation | tail" lines, the others the paper's CSV tables
@@ -38,8 +37,7 @@ class ChatConfig:
         answer_mode: one of :data:`ANSWER_MODES`.
         retrieval: PCST's settings for the LLM modes (None: the kind's).
         whole_graph_edges: a graph of at most this many edges is searched whole, a larger one in ``scope`` around the
-            linked entities (:func:`~gr_core.chat.scope.search_scope`: PCST and the reasoner search it, and a reasoner
-            trained here was trained on it).
+            linked entities (:func:`~gr_core.chat.scope.search_scope`).
         scope: the neighbourhood a turn searches in a larger graph (:class:`~gr_core.kg.NeighbourhoodConfig`).
         path_hops: the longest relation path the path ranker follows.
         link_k: the most similar nodes that seed the scope when the question names no entity.

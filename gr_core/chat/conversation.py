@@ -28,8 +28,7 @@ from .answer import Candidate, candidate_names, choose, rank_candidates, relatio
 from .check import check_turn
 from .config import KIND_ANSWER_MODE, KIND_RELATION_THRESHOLD, KIND_TEMPLATE, ChatConfig
 from .generate import graph_phrase_twins, relation_phrases
-from .graph_reasoner import (GraphReasonerConfig, TooFewQuestions, read_for, reasoner_candidates,
-                             train_graph_reasoner)
+from .graph_reasoner import GraphReasonerConfig, TooFewQuestions, read_for, reasoner_candidates, train_graph_reasoner
 from .graphs import graph_from_triple_list, load_graph
 from .index import KIND_PROTOTYPES, ChatIndex, WordVectors, answer_kinds
 from .link import Link, about, asked_phrase, link_question, most_similar, unknown_brackets
@@ -212,8 +211,7 @@ class GraphChat:
             if not turn.answer_nodes and turn.status == "answered" and not turn.note:
                 turn.note = "the answer names no node of the graph (it may not be grounded in it)"
             self.history.append(turn)
-        unknown = unknown_brackets(index, question)
-        if unknown:  # a bracketed name forces an entity: say so when it names none
+        if unknown := unknown_brackets(index, question):  # a bracketed name forces an entity: say so when it names none
             named = ", ".join(f"[{span}]" for span in unknown)
             turn.note = f"no node is named {named}" + (f"; {turn.note}" if turn.note else "")
         turn.timings["total"] = time.perf_counter() - t0
@@ -387,10 +385,9 @@ class GraphChat:
             pos = {int(n): k for k, n in enumerate(ev.nodes.node_id.tolist())}
             kb_edges = ev.edges.kb_edge.to_numpy() if "kb_edge" in ev.edges else np.zeros(0, np.int64)
             ei = np.array([[pos[int(s)] for s in ev.edges.src], [pos[int(d)] for d in ev.edges.dst]], np.int64)
-            data = Data(x=torch.from_numpy(np.ascontiguousarray(self.index.node_emb[rows])),
-                        edge_index=torch.from_numpy(ei).view(2, -1), num_nodes=len(rows),
-                        edge_attr=torch.from_numpy(np.ascontiguousarray(
-                            self.index.rel_emb[self.index.kg.rels[kb_edges]])))
+            rel = self.index.rel_emb[self.index.kg.rels[kb_edges]]  # (E, dim); fancy indexing: contiguous copies
+            data = Data(x=torch.from_numpy(self.index.node_emb[rows]), edge_index=torch.from_numpy(ei).view(2, -1),
+                        num_nodes=len(rows), edge_attr=torch.from_numpy(rel))
         ex = Example(uid="chat", question=self.prompt_question(turn.question, turn.follow_up), desc=turn.desc,
                      label="", answers=[], data=data)
         return net.collate(net.tokenize([ex]), with_label=False).to(net.device)
@@ -440,7 +437,6 @@ def decide(chats: list[GraphChat], meta: dict) -> dict:
     n = len(hits["paths"])
     test = mcnemar_exact(hits["reasoner"], hits["paths"])
     better = n > 0 and sum(hits["reasoner"]) > sum(hits["paths"]) and test["p"] < DECISION_ALPHA
-    return {"n": n, "paths_hit": round(100 * sum(hits["paths"]) / n, 2) if n else None,
-            "reasoner_hit": round(100 * sum(hits["reasoner"]) / n, 2) if n else None,
-            "reasoner_only": test["a_only"], "paths_only": test["b_only"], "p": test["p"],
-            "served": "reasoner" if better else "paths"}
+    rate = {mode: round(100 * sum(h) / n, 2) if n else None for mode, h in hits.items()}
+    return {"n": n, "paths_hit": rate["paths"], "reasoner_hit": rate["reasoner"], "reasoner_only": test["a_only"],
+            "paths_only": test["b_only"], "p": test["p"], "served": "reasoner" if better else "paths"}

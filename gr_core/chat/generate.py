@@ -1,8 +1,7 @@
 """Questions generated from a graph's own facts, for a graph that comes without questions.
 
-A user's graph has no training questions. SynthKGQA (Cattaneo et al., 2025) shows that questions generated from a
-KG's own facts train retrievers that transfer to real questions; this module generates them with exact answers, in
-the forms users write them:
+SynthKGQA (Cattaneo et al., 2025) shows that questions generated from a KG's own facts train retrievers that transfer
+to real questions; this module generates them with exact answers, in the forms users write them:
 
 - **chains** of 1 to ``max_hops`` hops walked from a **topic** (a named entity with 1 to ``max_topic_degree`` facts), in
   either direction at each hop (one of the node's distinct ``(relation, direction)`` pairs drawn uniformly, then one
@@ -72,9 +71,7 @@ class GenerationConfig:
         num_questions: questions in all, chains split evenly over 1..``max_hops`` hops, two-entity questions
             ``two_entity`` of them (fewer when the graph does not hold that many distinct ones).
         max_hops: longest chain; 2, the hops the chat's scope searches around a large graph's entities.
-        max_answers, max_topic_degree, max_frontier: see the module docstring.
-        two_entity: the share of two-entity questions.
-        seed: the generator's seed.
+        max_answers, max_topic_degree, max_frontier: see the module docstring; seed: the generator's seed.
     """
 
     num_questions: int = 8000
@@ -151,8 +148,7 @@ def relation_phrases(kg: KnowledgeGraph) -> list[str]:
     return kg.derived("phrases", lambda: [relation_phrase(r) for r in kg.relations])
 
 
-def chain_text(path: tuple[Hop, ...], relations: list[str], rng: np.random.Generator, topic: str = "it",
-               frames: dict = FRAMES) -> str:
+def chain_text(path: tuple[Hop, ...], relations: list[str], rng: np.random.Generator, topic: str, frames: dict) -> str:
     """The question of a relation path from ``topic``, each hop in a frame drawn from ``frames``."""
     inner, i = "\0", 0  # the topic written in last, so that its name is never read as a frame
     while i < len(path):
@@ -195,17 +191,17 @@ def walk(kg: KnowledgeGraph, node: int, hops: int, rng: np.random.Generator) -> 
     return tuple(path)
 
 
-def narrowed(kg: KnowledgeGraph, answers: np.ndarray, topic: int, rng: np.random.Generator, named_only: np.ndarray
+def narrowed(kg: KnowledgeGraph, answers: np.ndarray, topic: int, rng: np.random.Generator
              ) -> tuple[Hop, int, np.ndarray] | None:
-    """A fact of one of ``answers`` with a second entity that holds for some of them but not all: ``(the hop from the
-    second entity to the answers, its row, the answers it keeps)``, or None."""
+    """A fact of one of ``answers`` with a second named entity that holds for some of them but not all: ``(the hop
+    from the second entity to the answers, its row, the answers it keeps)``, or None."""
     y = int(answers[rng.integers(len(answers))])
     start, end = kg.indptr[y], kg.indptr[y + 1]
     if start == end:
         return None
     k = int(rng.integers(start, end))
     edge, other = int(kg.nbr_edge[k]), int(kg.nbr[k])
-    if other == topic or other in answers or not named_only[other]:
+    if other == topic or other in answers or not kg.named[other]:
         return None
     hop = Hop(int(kg.rels[edge]), inverse=bool(kg.heads[edge] == y))  # from the second entity to y
     kept = np.intersect1d(answers, kg.follow(np.array([other]), hop.relation, hop.inverse))
@@ -237,10 +233,10 @@ def generate_questions(kg: KnowledgeGraph, cfg: GenerationConfig = GenerationCon
     if len(topics) == 0:
         return []
     rng = np.random.default_rng(cfg.seed)
+    frames = HELD_OUT_FRAMES if held_out else FRAMES
     two = int(round(cfg.two_entity * cfg.num_questions))
-    chains = cfg.num_questions - two
-    wanted = [("chain", h, chains // cfg.max_hops + (h <= chains % cfg.max_hops)) for h in range(1, cfg.max_hops + 1)]
-    wanted += [("two", h, two // cfg.max_hops + (h <= two % cfg.max_hops)) for h in range(1, cfg.max_hops + 1)]
+    wanted = [(form, h, n // cfg.max_hops + (h <= n % cfg.max_hops))
+              for form, n in (("chain", cfg.num_questions - two), ("two", two)) for h in range(1, cfg.max_hops + 1)]
     seen: set = set()
     out: list[GeneratedQuestion] = []
     for form, hops, count in wanted:
@@ -268,15 +264,13 @@ def generate_questions(kg: KnowledgeGraph, cfg: GenerationConfig = GenerationCon
             answers = answers[kg.named[answers]]  # the chat never answers an identifier (a mediator): none asked for
             if len(answers) == 0 or len(answers) > cfg.max_answers:
                 continue
-            name = kg.entities[topic]
             state = rng.bit_generator.state  # the same frames with the name and with "it"
-            frames = HELD_OUT_FRAMES if held_out else FRAMES
-            text = chain_text(path, kg.relations, rng, name, frames)
+            text = chain_text(path, kg.relations, rng, kg.entities[topic], frames)
             rng.bit_generator.state = state
             masked = chain_text(path, kg.relations, rng, "it", frames)
             topics_of = (topic,)
             if form == "two":
-                second = narrowed(kg, answers, topic, rng, kg.named) if kind == "chain" else None
+                second = narrowed(kg, answers, topic, rng) if kind == "chain" else None
                 if second is None:
                     continue
                 hop, other, answers = second
@@ -293,8 +287,7 @@ def generate_questions(kg: KnowledgeGraph, cfg: GenerationConfig = GenerationCon
 
 def generation_summary(questions: list[GeneratedQuestion]) -> dict:
     """Counts per hop and form, the mean number of answers, the relations covered."""
-    by_hop = Counter(str(q.hops) for q in questions)
-    return {"n": len(questions), "by_hops": dict(sorted(by_hop.items())),
+    return {"n": len(questions), "by_hops": dict(sorted(Counter(str(q.hops) for q in questions).items())),
             "by_form": dict(Counter(q.form for q in questions)),
             "relations_covered": len({h.relation for q in questions for h in q.path}),
             "mean_answers": float(np.mean([len(q.answers) for q in questions])) if questions else 0.0}

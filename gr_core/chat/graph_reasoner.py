@@ -2,13 +2,10 @@
 on the same scope, and kept only where it answers its own held-out questions better than the path ranker.
 
 :func:`train_graph_reasoner` generates the questions (:mod:`.generate`), builds each one's input on the scope a turn
-would search for its entities (:func:`~gr_core.chat.scope.search_scope`: the same rule and caps, so training and
-serving see the same graphs), trains ReaRev with the existing code (:func:`gr_core.gnn_rag.train_reasoner`, the epoch
-kept by H@1 on held-out generated questions) and saves it under ``.cache/chat/reasoners/`` keyed by the graphs'
-content hashes and every setting. A further ``DECISION_QUESTIONS`` generated questions, held out
-(:func:`generated_dataset`), are saved with it: the chat asks them through its own turn, once with the reasoner and
-once with the path ranker, and serves the reasoner only when it answers them better
-(:func:`gr_core.chat.conversation.decide`). :func:`reasoner_candidates` is the reasoner's answer step on a turn's scope.
+would search for its entities (:func:`~gr_core.chat.scope.search_scope`: training and serving see the same graphs),
+trains ReaRev with the existing code (:func:`gr_core.gnn_rag.train_reasoner`) and caches it under
+``.cache/chat/reasoners/``, with held-out questions (:func:`generated_dataset`) on which the chat serves it only where
+it beats the path ranker (:func:`gr_core.chat.conversation.decide`). :func:`reasoner_candidates` is its answer step.
 """
 from __future__ import annotations
 
@@ -79,15 +76,6 @@ class GraphReasonerConfig:
             raise ValueError("GraphReasonerConfig: 0 < val_fraction < 1 and num_epochs >= 1 required")
 
 
-def reasoner_cache_path(indexes: list[ChatIndex], cfg: GraphReasonerConfig, scope: dict, encoder: str
-                        ) -> tuple[Path, str, dict]:
-    """Where the reasoner of these graphs, settings and scope rule is saved: ``(path, key, identity)``."""
-    identity = {"graphs": [ix.digest for ix in indexes], "config": asdict(cfg), "scope": scope, "encoder": encoder,
-                "format": FORMAT_VERSION, "link": link_rules()}  # its questions are linked as a turn links them
-    key = config_hash(identity)
-    return cache_root() / "chat" / "reasoners" / f"{key}.pt", key, identity
-
-
 def read_for(index: ChatIndex, vectors: WordVectors, masked: str, reasoner: ReasonerConfig):
     """How ``reasoner`` reads the masked question on ``index``'s graph: ``(text it encodes, reading or None)``."""
     if not (reasoner.relation_match or reasoner.relation_words_only):
@@ -155,8 +143,7 @@ def generated_dataset(indexes: list[ChatIndex], cfg: GraphReasonerConfig, scope:
 
 
 def train_graph_reasoner(indexes: ChatIndex | list[ChatIndex], cfg: GraphReasonerConfig = GraphReasonerConfig(),
-                         scope: dict | None = None, encoder: str | None = None, force: bool = False,
-                         verbose: bool = True) -> Path:
+                         scope: dict | None = None, encoder: str | None = None, verbose: bool = True) -> Path:
     """Train (or load from the cache) a reasoner on questions generated from ``indexes``' graphs.
 
     Args:
@@ -165,7 +152,6 @@ def train_graph_reasoner(indexes: ChatIndex | list[ChatIndex], cfg: GraphReasone
             and the nodes that seed it when a question links none; default: :class:`~gr_core.chat.ChatConfig`'s): each
             question is trained on the graph a turn asking it would search.
         encoder: the sentence encoder the indexes were built with (default: the embedded MiniLM).
-        force: train again even when the cache holds this reasoner.
     Returns:
         the saved reasoner's path; its ``meta`` records the relations, the generation counts, the history, the
         held-out H@1 and its questions (each with its graph), the seconds and the decision questions.
@@ -176,9 +162,13 @@ def train_graph_reasoner(indexes: ChatIndex | list[ChatIndex], cfg: GraphReasone
     default = ChatConfig()
     scope = scope or {"whole_graph_edges": default.whole_graph_edges, "scope": default.scope, "link_k": default.link_k}
     enc = TextEncoderConfig(model=encoder or EMBEDDED_TEXT_ENCODER)
-    rule = {**scope, "scope": asdict(scope["scope"])}
-    path, key, identity = reasoner_cache_path(indexes, cfg, rule, encoder_identity(enc))
-    if path.is_file() and not force:
+    # saved keyed by the graphs, the settings, the scope rule and the encoder; its questions are linked as a turn links
+    identity = {"graphs": [ix.digest for ix in indexes], "config": asdict(cfg),
+                "scope": {**scope, "scope": asdict(scope["scope"])}, "encoder": encoder_identity(enc),
+                "format": FORMAT_VERSION, "link": link_rules()}
+    key = config_hash(identity)
+    path = cache_root() / "chat" / "reasoners" / f"{key}.pt"
+    if path.is_file():
         if verbose:
             print(f"graph reasoner: reusing {path} (same graph and settings)", flush=True)
         return path
@@ -218,9 +208,8 @@ def train_graph_reasoner(indexes: ChatIndex | list[ChatIndex], cfg: GraphReasone
 
 
 def training_record(path) -> dict:
-    """What a saved generated-question reasoner's ``meta`` says about its training (the run that trained it): counts,
-    forms, seconds, and its held-out H@1 (%, the epoch kept) with a Wilson 95% interval over its ``num_val``
-    questions."""
+    """What a saved generated-question reasoner's ``meta`` says about its training: counts, forms, seconds, and its
+    held-out H@1 (%, the epoch kept) with a Wilson 95% interval over its ``num_val`` questions."""
     meta = reasoner_meta(path)
     gen = meta.get("generated", {})
     h1, n = meta.get("val_h1"), meta.get("num_val")

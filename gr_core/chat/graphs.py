@@ -1,7 +1,5 @@
-"""Reading user graphs for the chat: triples files, GraphQA CSV pairs, benchmark graphs by spec; writing triples.
-
-Every reader raises :class:`~gr_core.data.GraphFormatError` naming the file, line and field of bad input.
-"""
+"""Reading user graphs for the chat (triples files, GraphQA CSV pairs, benchmark graphs by spec), writing triples;
+every reader raises :class:`~gr_core.data.GraphFormatError` naming the file, line and field of bad input."""
 from __future__ import annotations
 
 import csv
@@ -61,12 +59,9 @@ def _fields(raw: str, delimiter: str) -> list[str]:
     """A line's stripped fields: CSV quoting with commas; with tabs or ``|`` a field written whole in double quotes
     (a spreadsheet's TSV export) loses them; empty fields after the third (a trailing tab) are dropped."""
     if delimiter == ",":
-        fields = next(csv.reader([raw], delimiter=",", skipinitialspace=True), [])
+        fields = [f.strip() for f in next(csv.reader([raw], delimiter=",", skipinitialspace=True), [])]
     else:
-        fields = raw.split(delimiter)
-    fields = [f.strip() for f in fields]
-    if delimiter != ",":
-        fields = [_unquoted(f) for f in fields]
+        fields = [_unquoted(f.strip()) for f in raw.split(delimiter)]
     while len(fields) > 3 and not fields[-1]:
         fields.pop()
     return fields

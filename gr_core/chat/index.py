@@ -87,10 +87,8 @@ def scene_name(text: str) -> str:
 
 def _digest(graph: TextualGraph) -> str:
     h = hashlib.sha256()
-    for col in NODE_COLUMNS:
-        h.update("\x1f".join(map(str, graph.nodes[col].tolist())).encode())
-    for col in EDGE_COLUMNS:
-        h.update("\x1f".join(map(str, graph.edges[col].tolist())).encode())
+    for values in [graph.nodes[c] for c in NODE_COLUMNS] + [graph.edges[c] for c in EDGE_COLUMNS]:
+        h.update("\x1f".join(map(str, values.tolist())).encode())
     return h.hexdigest()
 
 
@@ -100,9 +98,8 @@ class ChatIndex:
 
     Shapes:
         ``node_emb``: ``(num_nodes, dim)`` float32, L2-normalized; ``rel_emb``: ``(num_relations, dim)``;
-        ``phrase_emb``: each relation phrase's vector (:func:`~gr_core.chat.generate.relation_phrase`: what the path
-        ranker reads), ``{phrase: (dim,)}``;
-        ``node_ids``: ``(num_nodes,)`` the graph's own node ids (shown in the prompt and the evidence).
+        ``phrase_emb``: ``{phrase: (dim,)}``, each :func:`~gr_core.chat.generate.relation_phrase`'s vector (read by the
+        path ranker); ``node_ids``: ``(num_nodes,)`` the graph's own node ids (shown in the prompt and the evidence).
     """
 
     kg: KnowledgeGraph
@@ -153,21 +150,17 @@ class ChatIndex:
         if np.isnan(heads.astype(float)).any() or np.isnan(tails.astype(float)).any():
             raise GraphFormatError("an edge names a node id that is not in the node table")
         kg = KnowledgeGraph(texts, rel_names.tolist(), heads.astype(np.int64), rel_ids, tails.astype(np.int64))
-        store = EmbeddingStore(enc)
         phrases = [relation_phrase(r) for r in rel_names.tolist()]
         distinct = list(dict.fromkeys(texts + rel_names.tolist() + phrases))
-        emb, _ = store.encode(distinct, desc="index graph")
+        emb, _ = EmbeddingStore(enc).encode(distinct, desc="index graph")
         row = {t: k for k, t in enumerate(distinct)}
         node_emb = emb[[row[t] for t in texts]]
-        rel_emb = (emb[[row[t] for t in rel_names.tolist()]] if len(rel_names)
-                   else np.zeros((0, emb.shape[1]), np.float32))
+        rel_emb = emb[[row[t] for t in rel_names.tolist()]]  # (R, dim); (0, dim) for a graph without edges
         names: dict[str, list[int]] = {}
-        longest = 1
         for k, t in enumerate(texts):
-            name = name_key(scene_name(t))
-            if len(name) >= 2:
+            if len(name := name_key(scene_name(t))) >= 2:
                 names.setdefault(name, []).append(k)
-                longest = max(longest, len(name.split()))
+        longest = max((len(name.split()) for name in names), default=1)
         index = cls(kg, node_ids, node_emb.astype(np.float32), rel_emb.astype(np.float32),
                     {p: emb[row[p]].astype(np.float32) for p in phrases}, names, min(longest, 12), digest)
         atomic_write_bytes(path, pickle.dumps(index, protocol=pickle.HIGHEST_PROTOCOL))

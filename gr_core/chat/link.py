@@ -1,10 +1,9 @@
 """Step 1, **link**: the entities a question names, once per turn, and whether the question is about the graph.
 
-:func:`link_question` finds the node names written in the question (``[Name]`` forces one; else the longest word
-n-grams equal to a node name, :func:`find_names`; else a name written in part, :func:`partial_match`), carries the
-previous turn's entities into a follow-up, writes the named entities as "it" (:func:`masked`: what the path ranker
-and the reasoner read) and records which rule took the question as about the graph (:func:`about`; "" when none
-does, and the chat answers "not in the graph" without a model).
+:func:`link_question` finds the node names written in the question (:func:`find_names`; else a name written in part,
+:func:`partial_match`), carries the previous turn's entities into a follow-up, writes the named entities as "it"
+(:func:`masked`: what the path ranker and the reasoner read) and records which rule took the question as about the
+graph (:func:`about`; "" when none does, and the chat answers "not in the graph" without a model).
 """
 from __future__ import annotations
 
@@ -16,8 +15,7 @@ import numpy as np
 
 from ..datasets import TOPIC_BRACKETS as BRACKET
 from ..gnn_rag.training import TOPIC_WORD, topic_masked
-from .index import (FUNCTION_WORDS, STOP_WORDS, WORD, ChatIndex, joined_spans, scene_name, word_key,
-                    word_spans)
+from .index import FUNCTION_WORDS, STOP_WORDS, WORD, ChatIndex, joined_spans, scene_name, word_key, word_spans
 
 # A follow-up question: a leading "and" / "what about", or a pronoun that points back at the last turn
 FOLLOW_UP = re.compile(r"^\s*(and|also|what about|how about)\b|\b(it|its|they|them|their|he|him|his|she|her|that|"
@@ -151,10 +149,7 @@ def written_names(index: ChatIndex, question: str, uncased: bool = True) -> tupl
     """:func:`find_names`'s rows, and the one-word names of a question without capitals that a longer name kept out
     ("which player plays in fc barcelona and is born in rosario": "rosario"): a second entity the question may name,
     or a word that is also some node's name ("who plays in fc barcelona as a forward")."""
-    found: list[int] = []
-    for span in BRACKET.findall(question):
-        found += _bracketed(index, span)
-    if found:
+    if found := [r for span in BRACKET.findall(question) for r in _bracketed(index, span)]:
         return list(dict.fromkeys(found)), []
     words = WORD.findall(BRACKET.sub(r"\1", question))
     low = [word_key(w) for w in words]

@@ -45,12 +45,8 @@ def _finished(run_dir: Path) -> tuple[RunConfig, str] | None:
 
 
 def run_directory(model: str) -> Path | None:
-    """The training run directory ``model`` names (None for ``auto`` and ``zero_shot``).
-
-    Raises:
-        FileNotFoundError: ``model`` is neither, nor a finished run (``config.json``, ``ckpt/best.pt`` and the
-        ``metrics.json`` written when it finished, of the same config).
-    """
+    """The training run directory ``model`` names (None for ``auto`` and ``zero_shot``); FileNotFoundError where it
+    is neither, nor a finished run (:func:`_finished`)."""
     if model in ("auto", "zero_shot"):
         return None
     run_dir = Path(model)
@@ -71,8 +67,8 @@ def load_answerer(model: str, kind: str, llm_model: str, device: str, max_txt_le
         return GraphLLM(cfg).eval(), f"zero-shot {llm_model}{why}", None
     cfg = RunConfig.read(run_dir)
     state = torch.load(run_dir / "ckpt" / "best.pt", map_location="cpu", weights_only=True)  # read once
-    if cfg.model.gnn is not None and in_dim != checkpoint_in_dim(state["model"], run_dir):
-        raise ValueError(f"{run_dir}: its graph encoder reads {checkpoint_in_dim(state['model'], run_dir)}-d text "
+    if cfg.model.gnn is not None and in_dim != (trained := checkpoint_in_dim(state["model"], run_dir)):
+        raise ValueError(f"{run_dir}: its graph encoder reads {trained}-d text "
                          f"embeddings; this graph is indexed with {in_dim}-d ones (a different sentence encoder)")
     net = load_run_model(run_dir, in_dim, cfg=cfg, state=state, device=device)
     return net, f"trained {cfg.method} ({run_dir.parent.parent.name}/{run_dir.name})", run_dir

@@ -1,30 +1,22 @@
-"""Step 3, **candidates** from relation paths: the answer that needs no training.
+"""Step 3, **candidates** from relation paths: the answer that needs no training. docs/chat.md ("The relation paths")
+gives the whole reading with examples, and where each weight was chosen.
 
-Every relation path of 1 to ``max_hops`` hops from the question's entity is followed as a set (``directed_by``
-reversed, then ``starred_actors``: the actors of the entity's director's films); the path that the question's words
-name best gives the answer (the nodes it reaches). A path is read in **units**: one per hop, except that a hop into a
-node named by an identifier (a Freebase mediator, ``m.0abc``) and the hop out of it are one fact, and a hop followed
-back over the same relation (or its twin, the same facts stored under another name:
-:meth:`~gr_core.kg.KnowledgeGraph.twin_relations`) is a *back* unit ("the films of the same director").
-
-The question, its named entities written "it" (:func:`~gr_core.chat.link.masked`), is read as mentions (content
-words, neighbours joined: :func:`read_words`); a mention's **fit** to a relation is how well it picks that relation out
-among those the paths from the entities can follow (:func:`relations_in_reach`; its cosine to the relation's words,
-or a shared stem, less its best cosine to any other of them: :func:`lexical_similarity`, :func:`margins`; or so for
-the mean of its words, or of two mentions joined by a bare "of": "place of death"). Each unit takes one mention
-(the best pairs first), a back unit a word of sameness ("same", "co-starred", "share") or the second of a mention
-written twice ("the spouse of the spouse of X"). A path scores:
+Every relation path of 1 to ``max_hops`` hops from the question's entity is followed as a set; the path the question's
+words name best gives the answer (the nodes it reaches). A path is read in **units**: one per hop, but a hop into an
+identifier-named node (a Freebase mediator, ``m.0abc``) and the hop out of it are one *fact*, and a hop followed back
+over the same relation or its twin (:meth:`~gr_core.kg.KnowledgeGraph.twin_relations`) is a *back* unit ("the films of
+the same director"). The masked question is read as mentions (:func:`read_words`), each with a **fit** to each relation
+in reach (:func:`relations_in_reach`, :func:`lexical_similarity`, :func:`margins`). Each unit takes one mention (the
+best pairs first), a back unit a word of sameness or a mention written twice. A path scores:
 
     sum over its units of (fit of its word - TAU)  -  UNEXPLAINED * sum over the question's words it leaves unnamed of
     max(0, their best fit)  -  HOP * (units - 1)  +  ORDER (units read outward)  +  KIND (answers of the asked kind)
 
-so a path goes on only where a word names its next relation. ORDER: the units' words lie ever farther from the
-entity towards the question word. KIND: the question asks for a person (who), a place (where) or a date (when) and the
-answers are of that kind; TYPE: their mean cosine to the words asking the answer's kind ("what language"). Among the
-paths of as many units as the best one, SEMANTIC times the whole question's cosine to its closest unit is added
-(:meth:`Words.similarity`). Two named entities are answered where their ``PAIR_TOP`` best paths meet (:func:`pairs`),
-against the best single path less ENTITY; a path of two or more units back to the entity alone answers the entity (a
-cycle). docs/chat.md ("The relation paths") gives the whole reading with examples, and where each weight was chosen.
+so a path goes on only where a word names its next relation. TYPE adds the answers' mean cosine to the words asking
+the answer's kind ("what language"); among the paths of as many units as the best one, SEMANTIC times the whole
+question's cosine to its closest unit (:meth:`Words.similarity`). Two named entities are answered where their
+``PAIR_TOP`` best paths meet (:func:`pairs`), against the best single path less ENTITY; a path of two or more units
+back to the entity alone answers the entity (a cycle).
 """
 from __future__ import annotations
 
@@ -68,8 +60,7 @@ def rules() -> tuple:
     """The score's weights and the reading's switches as they are now, read at the call (``bench/chat_rules.py`` sets
     them): what a cached decision of the chat is keyed by."""
     return (TAU, UNEXPLAINED, SAME_FIT, ORDER, HOP, KIND, LEXICAL, ENTITY, MENTIONS, CYCLES, TWIN_STEPS, TYPE,
-            FACT_CYCLES, PAIR_TOP, IN_REACH, tuple(sorted(KIND_FRAMES)), SEMANTIC, JOINT,
-            tuple(sorted(KIND_ONLY)))
+            FACT_CYCLES, PAIR_TOP, IN_REACH, tuple(sorted(KIND_FRAMES)), SEMANTIC, JOINT, tuple(sorted(KIND_ONLY)))
 
 TOKEN = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?")
 # words that ask for "the same <relation>" (co-starred, directed together, also wrote, share the writer)

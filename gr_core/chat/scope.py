@@ -1,10 +1,8 @@
-"""Step 2, **scope**: the part of the graph a turn searches, and the reasoner's view of it.
-
-:func:`search_scope` is the one rule: a graph of at most ``ChatConfig.whole_graph_edges`` edges is searched whole (as
-G-Retriever's PCST searches each question's whole graph), a larger one in the linked entities' neighbourhood
-(``ChatConfig.scope``; GNN-RAG's question subgraphs). PCST, the reasoner and the reasoner's training on generated
-questions (:mod:`~gr_core.chat.graph_reasoner`) all search it, so a reasoner serves on the graphs it was trained on.
-:func:`question_graph` is the reasoner's input on a scope; :func:`read_question` how it reads the question's words.
+"""Step 2, **scope**: the part of the graph a turn searches (:func:`search_scope`: the whole graph, as G-Retriever's
+PCST searches each question's graph, or in a larger one the linked entities' neighbourhood, GNN-RAG's question
+subgraphs), and the reasoner's input on it (:func:`question_graph`; :func:`read_question`, how it reads the words).
+PCST, the reasoner and its training on generated questions (:mod:`~gr_core.chat.graph_reasoner`) all search it, so a
+reasoner serves on the graphs it was trained on.
 """
 from __future__ import annotations
 
@@ -78,7 +76,8 @@ def scope_tensors(index: ChatIndex, nodes: np.ndarray, edges: np.ndarray) -> dic
 def question_graph(index: ChatIndex, nodes: np.ndarray, edges: np.ndarray, seeds: np.ndarray, q: np.ndarray,
                    q_masked: np.ndarray | None = None, answers: np.ndarray | None = None, shared: dict | None = None,
                    reading: QuestionReading | None = None) -> QuestionGraph:
-    """The reasoner's input for one question on a scope of ``index``'s graph.
+    """The reasoner's input for one question on a scope of ``index``'s graph: a :class:`~gr_core.gnn_rag.QuestionGraph`
+    over ``N`` nodes.
 
     Args:
         nodes, edges: node rows ``(N,)`` and edge rows ``(E,)`` (:func:`search_scope`).
@@ -86,8 +85,6 @@ def question_graph(index: ChatIndex, nodes: np.ndarray, edges: np.ndarray, seeds
         q, q_masked: the question's sentence vector ``(dim,)`` as asked and with its entities masked (None: absent).
         shared: :func:`scope_tensors` of ``(nodes, edges)`` when already built.
         reading: :func:`read_question` for a reasoner with ``relation_match``.
-    Returns:
-        a :class:`~gr_core.gnn_rag.QuestionGraph` over ``N`` nodes.
     """
     shared = shared if shared is not None else scope_tensors(index, nodes, edges)
     seed = torch.zeros(len(nodes), dtype=torch.bool)

@@ -18,9 +18,8 @@ class Turn:
     """One question and its answer, with the evidence behind it.
 
     Attributes:
-        status: ``answered``; ``empty_question`` (nothing asked, no model call); ``unrelated`` (the graph holds
-            nothing close to the question: no model call); ``no_edges`` (a graph without edges: the evidence is the
-            most similar nodes).
+        status: ``answered``; ``empty_question`` or ``unrelated`` (nothing asked, or nothing in the graph close to it:
+            no model call); ``no_edges`` (a graph without edges: the evidence is the most similar nodes).
         evidence: the retrieved subgraph (the graph's own node ids); ``desc`` its text as the LLM read it (cut).
         linked: node ids of the entities linked in the question (and carried from the previous turn).
         answer_nodes: node ids of the searched graph the answer names (a part matched at the checker's ``normalized``
@@ -28,16 +27,14 @@ class Turn:
         citations: each parsed citation with its verdict per match level (see :mod:`gr_core.studies.hallucination`).
         cited_nodes, cited_edges: node ids and evidence edge rows the valid citations point at (for highlighting).
         paths: the relation paths behind a ``paths`` answer, or GNN-RAG's reasoning paths.
-        reasoner_seeds: node ids the path ranker or the reasoner started from (a follow-up's choice between the
-            previous turn's start and its answers).
+        reasoner_seeds: node ids the path ranker or the reasoner started from (a follow-up's: the previous turn's
+            start or its answers).
         mode: how the answer was made (:data:`~gr_core.chat.config.ANSWER_MODES`).
-        decision: a trained reasoner's choice against the path ranker on its held-out questions
-            (:meth:`GraphChat.decide`), None without one.
+        decision: a trained reasoner's choice against the path ranker (:meth:`GraphChat.decide`), None without one.
         candidates: the answer candidates, best first (``paths``: the score of the best path reaching each;
             ``ranked``: LLM log-likelihood plus the relation prior, with its parts ``loglik`` and ``relation_fit``;
             ``reasoner``: the reasoner's probability), as :meth:`~gr_core.chat.answer.Candidate.to_dict` records.
-        about: the first rule that took the question as about the graph (:func:`~gr_core.chat.link.about`):
-            ``follow-up``, ``named``, ``similar``, ``in part``, ``hub``; "" when refused.
+        about: the first rule that took the question as about the graph (:func:`~gr_core.chat.link.about`), or "".
         timings: seconds per step (``link``, ``paths``, ``scope``, ``gnn``/``pcst``, ``answer``, ``total``).
     """
 
@@ -147,10 +144,9 @@ def turns_table(turns: list[Turn]) -> pd.DataFrame:
     rows = []
     for t in turns:
         ev_ids = set(t.evidence.nodes.node_id.tolist()) if t.evidence is not None else set()
+        size = (t.evidence.num_nodes, t.evidence.num_edges) if t.evidence is not None else (0, 0)
         rows.append({"question": t.question, "status": t.status, "mode": t.mode, "answer": t.answer,
-                     "follow_up": t.follow_up,
-                     "evidence nodes": t.evidence.num_nodes if t.evidence is not None else 0,
-                     "evidence edges": t.evidence.num_edges if t.evidence is not None else 0,
+                     "follow_up": t.follow_up, "evidence nodes": size[0], "evidence edges": size[1],
                      "answer in evidence": bool(set(t.answer_nodes) & ev_ids),
                      "citations valid": f"{sum(bool(c.get('normalized')) for c in t.citations)}/{len(t.citations)}",
                      # the steps between linking and answering that this turn took
