@@ -66,12 +66,6 @@ class Claim:
     decides: str = ""
 
 
-def _verdict(flags: list[bool]) -> str:
-    if not flags:
-        return "not testable here"
-    return "reproduced" if all(flags) else ("partly" if any(flags) else "not reproduced")
-
-
 MIN_SEEDS = 3  # a claim about trained models decides only over this many seeds (the paper: 4 seeds, mean +- std)
 MIN_TIMED_STEPS = 8  # an epoch-time claim decides only over this many timed steps a side (bench/retrieval_epoch.py)
 WHOLE_GRAPH_DATASETS = ("explagraphs",)  # gr_core.g_retriever.retrieval: whole_graph=True (GR's "k = 0")
@@ -82,13 +76,12 @@ REFERENCE_EFFECT = 0.05  # the difference this project's reference-row claims ar
 SEEDLESS = ("majority", "negation_parity", "question_only", "zero_shot", "zero_cot", "cot_bag", "kaping")
 
 
-def decide(claim: Claim, discordance: float | None, trained: bool) -> Claim:
-    """Fill ``n_power`` and ``decides`` from the claim's ``paper_diff``, ``n``, ``seeds`` and verdict."""
+def decide(claim: Claim, discordance: float | None, trained: bool = True) -> Claim:
+    """Fill ``n_power`` and ``decides`` from the claim's ``paper_diff``, ``n``, ``seeds`` and verdict; without the
+    numbers the power needs, :func:`claims` fills ``decides`` from the verdict alone."""
     if claim.paper_diff is None or claim.n is None or discordance is None:
-        claim.decides = "no" if claim.verdict == "not testable here" else ""
         return claim
-    delta = claim.paper_diff / metric_scale(claim.dataset)
-    claim.n_power = mcnemar_n_for_power(delta, discordance)
+    claim.n_power = mcnemar_n_for_power(claim.paper_diff / metric_scale(claim.dataset), discordance)
     seeds_ok = not trained or (claim.seeds or 1) >= MIN_SEEDS
     significant = claim.verdict in ("reproduced", "contradicted")
     powered = claim.n_power is not None and claim.n >= claim.n_power
@@ -98,14 +91,10 @@ def decide(claim: Claim, discordance: float | None, trained: bool) -> Claim:
 
 def paired_claim(paper: str, claim: str, dataset: str, runs_dir: Path, run_a: str, run_b: str, source: str,
                  label_a: str | None = None, label_b: str | None = None, paper_diff: float | None = None) -> Claim:
-    """Run ``run_a`` against ``run_b`` on the same test questions; runs scored on different questions are
-    ``not testable here``.
-
-    ``run_a`` / ``run_b`` name seed 0 (``...-seed0``): every seed both systems have is used (seed k with seed k; a
-    :data:`SEEDLESS` run is paired with each of the other's), tested by :func:`gr_core.stats.compare_seeds`. With one
-    seed each this is the exact McNemar test. ``paper_diff`` (the paper's ``a - b`` on the dataset's scale) gives the
-    power columns (:func:`decide`, a claim about trained models).
-    """
+    """Run ``run_a`` against ``run_b`` on the same test questions by :func:`gr_core.stats.compare_seeds` (with one
+    seed each the exact McNemar test); a seed series is named by seed 0 (``...-seed0``) and its seeds are paired as
+    the module docstring says (Seeds). Runs scored on different questions are ``not testable here``. ``paper_diff``
+    (the paper's ``a - b`` on the dataset's scale) gives the power columns (:func:`decide`, trained models)."""
     label_a, label_b = label_a or run_a, label_b or run_b
     scale = metric_scale(dataset)
 
@@ -117,8 +106,7 @@ def paired_claim(paper: str, claim: str, dataset: str, runs_dir: Path, run_a: st
         return stem, [k for k, _ in found] or [0]
 
     def untestable(why: str) -> Claim:
-        return decide(Claim(paper, claim, "not testable here", why, source, dataset, label_a, label_b,
-                            paper_diff=paper_diff), None, True)
+        return Claim(paper, claim, "not testable here", why, source, dataset, label_a, label_b, paper_diff=paper_diff)
 
     def seedless(stem: str, found: list[int]) -> bool:
         return len(found) == 1 and stem.split("-", 1)[-1] in SEEDLESS
@@ -127,10 +115,8 @@ def paired_claim(paper: str, claim: str, dataset: str, runs_dir: Path, run_a: st
     unpaired = ""
     if stem_a == run_a or stem_b == run_b:  # a run that is not a seed series: compare the two directories
         names = [(run_a, run_b)]
-    elif seedless(stem_b, seeds_b):
-        names = [(f"{stem_a}-seed{k}", f"{stem_b}-seed{seeds_b[0]}") for k in seeds_a]
-    elif seedless(stem_a, seeds_a):
-        names = [(f"{stem_a}-seed{seeds_a[0]}", f"{stem_b}-seed{k}") for k in seeds_b]
+    elif seedless(stem_a, seeds_a) or seedless(stem_b, seeds_b):  # its one run paired with each seed of the other
+        names = [(f"{stem_a}-seed{i}", f"{stem_b}-seed{k}") for i in seeds_a for k in seeds_b]
     else:  # trained on both sides: seed k with seed k only; repeating one run would count it as several seeds
         common = sorted(set(seeds_a) & set(seeds_b))
         if not common:
@@ -152,7 +138,6 @@ def paired_claim(paper: str, claim: str, dataset: str, runs_dir: Path, run_a: st
         return untestable("no paired answers")
     r = compare_seeds(a_m, b_m)
     a, b = r["score_a"] * scale, r["score_b"] * scale
-    v = verdict(r["diff"], r["p"])
     spread = ""
     if r["seeds"] > 1:
         per = lambda xs: " / ".join(f"{x * scale:.4g}" for x in xs)  # noqa: E731
@@ -161,9 +146,8 @@ def paired_claim(paper: str, claim: str, dataset: str, runs_dir: Path, run_a: st
     ev = (f"{label_a} {a:.4g} vs {label_b} {b:.4g} on the same {r['n']} questions{spread}, p = {r['p']:.3g} "
           f"({r['test']}){unpaired}")
     discordance = (r["a_only"] + r["b_only"]) / (r["n"] * r["seeds"]) if "a_only" in r else None
-    c = Claim(paper, claim, v, ev, source, dataset, label_a, label_b, round(a, 4), round(b, 4), r["n"],
-              float(f"{r['p']:.4g}"), r["test"], seeds=r["seeds"], paper_diff=paper_diff)
-    return decide(c, discordance, True)
+    return decide(Claim(paper, claim, verdict(r["diff"], r["p"]), ev, source, dataset, label_a, label_b, round(a, 4),
+                        round(b, 4), r["n"], float(f"{r['p']:.4g}"), r["test"], r["seeds"], paper_diff), discordance)
 
 
 def paper_difference(dataset: str, a: str, b: str) -> float | None:
@@ -177,13 +161,13 @@ def paper_difference(dataset: str, a: str, b: str) -> float | None:
     return round(PAPER_TABLE3[a][col][0] - PAPER_TABLE3[b][col][0], 4)
 
 
-def _runs_dir(root: Path | None) -> Path | None:
-    return None if root is None else Path(root) / "runs"
+def _runs(root: Path | None) -> Path | None:
+    return None if root is None else root / "runs"
 
 
 def _not_run(root: Path | None, what: str) -> str:
     """Why ``what`` has no result: it is not part of this preset, or (the resumable cpu preset) not reached yet."""
-    if root is not None and Path(root).name == "cpu":
+    if root is not None and root.name == "cpu":
         return (f"{what}: not run yet (the cpu preset runs it and resumes where it stopped: `./gr suite --preset cpu` "
                 "continues, `--dry-run` lists what is left)")
     return f"{what}: not run in this preset (the cpu preset runs it)"
@@ -206,17 +190,15 @@ def _table3_claims(t: dict, root: Path | None) -> list[Claim]:
     for claim, a, b in pairs:
         paper = "G-Retriever" if "reference row" not in claim else "this project"
         both = [d for d in sorted(df.dataset.unique()) if (d, a) in rows and (d, b) in rows]
-        out += [paired_claim(paper, claim, d, _runs_dir(root), f"{d}-{a}-seed0", f"{d}-{b}-seed0", src, a, b,
+        out += [paired_claim(paper, claim, d, _runs(root), f"{d}-{a}-seed0", f"{d}-{b}-seed0", src, a, b,
                              paper_difference(d, a, b)) for d in both]
         if not both and paper == "G-Retriever":
             out.append(Claim(paper, claim, "not testable here", _not_run(root, f"{a} beside {b} on one dataset"), src))
     return out
 
 
-def _efficiency_claims(t: dict, root: Path | None = None) -> list[Claim]:
-    out = []
-    t4 = t.get("06_efficiency/table4")
-    ret = t.get("02_retrieval/table4_table11")
+def _efficiency_claims(t: dict, root: Path | None) -> list[Claim]:
+    t4, ret = t.get("06_efficiency/table4"), t.get("02_retrieval/table4_table11")
     flags, ev = [], []
     if t4 is not None:
         for r in t4.to_dict("records"):
@@ -227,23 +209,24 @@ def _efficiency_claims(t: dict, root: Path | None = None) -> list[Claim]:
         for r in ret[ret.retriever == "pcst"].to_dict("records"):
             flags.append(r["token_reduction_%"] >= 80)
             ev.append(f"{r['dataset']}: -{r['token_reduction_%']:.1f}% (notebook 02)")
-    out.append(Claim("G-Retriever", "Retrieval cuts prompt tokens by 80-99% (Table 4)", _verdict(flags),
-                     "; ".join(ev) or _not_run(root, "notebooks 02 and 06"),
-                     "06_efficiency/table4.csv" if t4 is not None else "02_retrieval/table4_table11.csv"))
+    verdict_ = ("not testable here" if not flags else "reproduced" if all(flags) else "partly" if any(flags) else
+                "not reproduced")
+    tokens = Claim("G-Retriever", "Retrieval cuts prompt tokens by 80-99% (Table 4)", verdict_,
+                   "; ".join(ev) or _not_run(root, "notebooks 02 and 06"),
+                   "06_efficiency/table4.csv" if t4 is not None else "02_retrieval/table4_table11.csv")
     # only both sides timed alone in one process decide (bench/retrieval_epoch.py for this preset): the runs' own
     # epochs were trained when and beside what the preset's lanes allowed
-    timed = _retrieval_epoch_bench(root)
+    bench, timed = _retrieval_epoch_bench(root)
     ev = [f"{d['row']}: {d['min_epoch_before']} -> {d['min_epoch_after']} min/epoch"
           for d in (t4.to_dict("records") if t4 is not None else [])
           if pd.notna(d.get("min_epoch_before")) and pd.notna(d.get("min_epoch_after"))]
     ev = ([f"the runs' own epochs (not a controlled comparison): {'; '.join(ev)}"] if ev else [])
-    preset = root.name if root is not None else "PRESET"
     tests = {d: total_reduction(r["sides"]["gr_wo_retrieval"].get("step_seconds", []),
                                 r["sides"]["g_retriever"].get("step_seconds", [])) for d, r in timed.items()}
-    deciding = {d: t for d, t in tests.items() if min(t["n_before"], t["n_after"]) >= MIN_TIMED_STEPS and t["p"] >= 0}
-    few = [f"{d}: " + (f"{min(t['n_before'], t['n_after'])} timed steps a side, {MIN_TIMED_STEPS} decide"
-                       if min(t["n_before"], t["n_after"]) < MIN_TIMED_STEPS else "unusable step times")
-           for d, t in tests.items() if d not in deciding]
+    steps = {d: min(t["n_before"], t["n_after"]) for d, t in tests.items()}
+    deciding = {d: t for d, t in tests.items() if steps[d] >= MIN_TIMED_STEPS and t["p"] >= 0}
+    few = [f"{d}: " + (f"{steps[d]} timed steps a side, {MIN_TIMED_STEPS} decide" if steps[d] < MIN_TIMED_STEPS
+                       else "unusable step times") for d in tests if d not in deciding]
     verdicts = {d: verdict(t["reduction_%"], t["p"]) for d, t in deciding.items()}
     found = set(verdicts.values())
     verdict_ = ("not testable here" if not found else "contradicted" if "contradicted" in found else
@@ -251,32 +234,26 @@ def _efficiency_claims(t: dict, root: Path | None = None) -> list[Claim]:
     # the datasets behind the verdict (for "partly": those reproduced) and the largest of their p
     behind = [d for d, v in verdicts.items() if v == {"partly": "reproduced"}.get(verdict_, verdict_)] or \
         list(verdicts)
+    preset = root.name if root is not None else "PRESET"
     how = [_timed_alone(timed, tests)] + few if timed else [
         f"python bench/retrieval_epoch.py --preset {preset} times both sides alone"] if ev else [
         _not_run(root, "notebook 06's runs with and without retrieval")]
-    out.append(Claim("G-Retriever", "Retrieval shortens training epochs (Table 4: -29% / -67%)", verdict_,
-                     "; ".join(how + ev),
-                     f"../bench/{_retrieval_epoch_file(root).name}" if timed else "06_efficiency/table4.csv",
-                     dataset=", ".join(behind), p=max((deciding[d]["p"] for d in behind), default=None),
-                     test="bootstrap over the epoch's timed steps, each side resampled" if deciding else "",
-                     decides="yes" if verdict_ in ("reproduced", "contradicted", "partly") else "no"))
-    return out
+    return [tokens, Claim("G-Retriever", "Retrieval shortens training epochs (Table 4: -29% / -67%)", verdict_,
+                          "; ".join(how + ev), f"../bench/{bench.name}" if timed else "06_efficiency/table4.csv",
+                          dataset=", ".join(behind), p=max((deciding[d]["p"] for d in behind), default=None),
+                          test="bootstrap over the epoch's timed steps, each side resampled" if deciding else "",
+                          decides="yes" if verdict_ in ("reproduced", "contradicted", "partly") else "no")]
 
 
-def _retrieval_epoch_file(root: Path | None) -> Path | None:
+def _retrieval_epoch_bench(root: Path | None) -> tuple[Path | None, dict]:
     """This preset's ``outputs/bench/retrieval_epoch[-<preset>].json`` (``python bench/retrieval_epoch.py --preset
-    P``; ``root`` is ``outputs/<preset>``): the file that timed its configurations, if any."""
+    P``; ``root`` is ``outputs/<preset>``), the file that timed its configurations, and its entry per dataset;
+    ``(None, {})`` where this preset was not timed."""
     for name in ([] if root is None else [f"retrieval_epoch-{root.name}.json", "retrieval_epoch.json"]):
         path = root.parent / "bench" / name
-        if path.is_file() and json.loads(path.read_text()).get("preset") == root.name:
-            return path
-    return None
-
-
-def _retrieval_epoch_bench(root: Path | None) -> dict:
-    """Dataset -> its entry of :func:`_retrieval_epoch_file`; {} where this preset was not timed."""
-    path = _retrieval_epoch_file(root)
-    return (json.loads(path.read_text()).get("datasets") or {}) if path else {}
+        if path.is_file() and (d := json.loads(path.read_text())).get("preset") == root.name:
+            return path, d.get("datasets") or {}
+    return None, {}
 
 
 def _timed_alone(timed: dict, tests: dict) -> str:
@@ -293,7 +270,7 @@ def _timed_alone(timed: dict, tests: dict) -> str:
     return "timed alone, both sides in one process (python bench/retrieval_epoch.py): " + "; ".join(parts)
 
 
-def _hallucination_claims(t: dict, root: Path | None = None) -> list[Claim]:
+def _hallucination_claims(t: dict, root: Path | None) -> list[Claim]:
     """Per dataset, G-Retriever against GraphToken on each response's fully-valid flag (normalized level), paired by
     question index in notebook 05's per-response records (``responses.jsonl``): exact McNemar with n and p. Two
     trained models of one seed each: the row decides only over :data:`MIN_SEEDS` seeds."""
@@ -303,8 +280,7 @@ def _hallucination_claims(t: dict, root: Path | None = None) -> list[Claim]:
     table = "05_hallucination/table5_all_levels.csv"  # the source of the rows with nothing to pair
     if df is None:
         return [Claim("G-Retriever", claim, "not testable here", _not_run(root, "notebook 05"), table)]
-    path = None if root is None else Path(root) / src
-    resp = pd.read_json(path, lines=True) if path is not None and path.is_file() else None
+    resp = pd.read_json(root / src, lines=True) if root is not None and (root / src).is_file() else None
     paper_pct = PAPER_TABLE5["g_retriever"]["fully_valid_%"] - PAPER_TABLE5["graph_token"]["fully_valid_%"]
     out, silent = [], []
     for d, g in df[df.level == "normalized"].groupby("dataset", sort=False):
@@ -325,7 +301,7 @@ def _hallucination_claims(t: dict, root: Path | None = None) -> list[Claim]:
         common = [] if resp is None or fa.index.duplicated().any() or fb.index.duplicated().any() else \
             fa.index.intersection(fb.index)
         if not len(common):
-            out.append(decide(c, None, True))
+            out.append(c)
             continue
         r = compare(fa.loc[common].to_numpy(), fb.loc[common].to_numpy())
         c.verdict, c.n, c.p, c.test = verdict(r["diff"], r["p"]), r["n"], float(f"{r['p']:.4g}"), r["test"]
@@ -333,7 +309,7 @@ def _hallucination_claims(t: dict, root: Path | None = None) -> list[Claim]:
         c.evidence = (f"{d}: fully valid {100 * r['score_a']:.1f}% vs {100 * r['score_b']:.1f}% of the same {r['n']} "
                       f"questions (G-Retriever alone {r['a_only']}, GraphToken alone {r['b_only']}), p = "
                       f"{r['p']:.3g} ({r['test']})")
-        out.append(decide(c, (r["a_only"] + r["b_only"]) / r["n"], True))
+        out.append(decide(c, (r["a_only"] + r["b_only"]) / r["n"]))
     if silent:
         where = "on these datasets the two systems do not both cite" if out else "on no dataset do both systems cite"
         out.append(Claim("G-Retriever", claim, "not testable here",
@@ -379,23 +355,23 @@ def _ablation_claims(t: dict, root: Path | None) -> list[Claim]:
     for r in df[df.method != "g_retriever"].itertuples():
         # the paper's WebQSP difference (Hit@1 points) is the effect powered for on every dataset (it ablates on
         # WebQSP only); on ExplaGraphs the same number of points on the accuracy scale
-        diff = PAPER_TABLE6["g_retriever"] - PAPER_TABLE6[r.method] if r.method in PAPER_TABLE6 else None
-        diff = None if diff is None else round(diff * metric_scale(d) / 100, 4)
+        diff = (round((PAPER_TABLE6["g_retriever"] - PAPER_TABLE6[r.method]) * metric_scale(d) / 100, 4)
+                if r.method in PAPER_TABLE6 else None)
         if pd.isna(r.ours):
             why = (f"{r.ablation}: does not apply on {d} (its graphs are used whole: nothing is retrieved)"
                    if r.method == "gr_wo_retrieval" and d in WHOLE_GRAPH_DATASETS
                    else _not_run(root, r.ablation))
-            out.append(decide(Claim("G-Retriever", f"{claim}: {r.ablation}", "not testable here", why,
-                                    src, d, "g_retriever", r.method, paper_diff=diff), None, True))
+            out.append(Claim("G-Retriever", f"{claim}: {r.ablation}", "not testable here", why, src, d, "g_retriever",
+                             r.method, paper_diff=diff))
             continue
-        out.append(paired_claim("G-Retriever", f"{claim}: {r.ablation}", d, _runs_dir(root), f"{d}-g_retriever-seed0",
+        out.append(paired_claim("G-Retriever", f"{claim}: {r.ablation}", d, _runs(root), f"{d}-g_retriever-seed0",
                                 f"{d}-{r.method}-seed0", src, "g_retriever", r.method, diff))
     t10 = t.get("07_ablations/table10")
     if t10 is not None and len(t10) > 1:
         big, small = t10.loc[t10.k.idxmax()], t10.loc[t10.k.idxmin()]
         k_dataset = str(big["name"]).split("-", 1)[0]  # the k sweep's own dataset (the runs' names start with it)
         c = paired_claim("G-Retriever", "A larger k than the default helps (Table 10: k = 10 beats k = 3)",
-                         k_dataset, _runs_dir(root), big["name"], small["name"], "07_ablations/table10.csv",
+                         k_dataset, _runs(root), big["name"], small["name"], "07_ablations/table10.csv",
                          f"k={big.k:g}", f"k={small.k:g}",
                          round((PAPER_TABLE10[10] - PAPER_TABLE10[3]) * metric_scale(k_dataset) / 100, 4))
         if "chosen" in t10 and t10.chosen.any():
@@ -424,10 +400,9 @@ def _gnn_rag_claims(t: dict, root: Path | None) -> list[Claim]:
                        web[r]["Hit@1"] - alone["h1"]),
                       (f"{name}{what} beats its GNN alone (F1; Table 2)", r + suffix, "", "f1",
                        web[r]["F1"] - alone["f1"])]
-    path = None if root is None else Path(root) / src
-    if path is None or not path.is_file():
+    if root is None or not (root / src).is_file():
         return [Claim("GNN-RAG", c, "not testable here", _not_run(root, "notebook 04"), src) for c, *_ in specs[:2]]
-    preds = pd.read_json(path, lines=True)
+    preds = pd.read_json(root / src, lines=True)
     out = []
     for claim, a, b, col, diff in specs:
         if not (preds.retriever == a).any():  # a retriever this preset does not run
@@ -453,22 +428,18 @@ def _gnn_rag_claims(t: dict, root: Path | None) -> list[Claim]:
                       f"{a} {sa:.4g} vs {b or 'the GNN alone'} {sb:.4g} on the same {r['n']} questions, p = "
                       f"{r['p']:.3g} ({r['test']}{rb})", src, d, a, b or "gnn alone", round(sa, 4), round(sb, 4),
                       r["n"], float(f"{r['p']:.4g}"), r["test"], seeds=1, paper_diff=round(diff, 4))
+            if col == "f1":  # no power formula for the signed-rank test: decides only when significant
+                c.decides = "yes" if c.verdict in ("reproduced", "contradicted") else "no"
             # one reasoner and one generator compared with and without their evidence (or without the LLM): a claim
             # about the method on fixed models, not about a training run, so one seed can decide it
-            if col == "f1":
-                c.decides = "yes" if c.verdict in ("reproduced", "contradicted") else "no"
-                out.append(c)
-            else:
-                out.append(decide(c, (r["a_only"] + r["b_only"]) / r["n"], trained=False))
+            out.append(c if col == "f1" else decide(c, (r["a_only"] + r["b_only"]) / r["n"], trained=False))
     return out
 
 
 def claims(tables: dict[str, pd.DataFrame], root: str | Path | None = None) -> pd.DataFrame:
-    """One row per paper claim and dataset: the verdict, both scores, n, the paired p-value, and the file.
-
-    ``root`` (``outputs/<preset>``) gives the run directories and per-question predictions the paired tests need;
-    without it every comparison is ``not testable here`` (verdicts: the module docstring).
-    """
+    """One row per paper claim and dataset: the verdict (the module docstring), both scores, n, the paired p-value,
+    and the file. ``root`` (``outputs/<preset>``) gives the run directories and per-question predictions the paired
+    tests need; without it every comparison is ``not testable here``."""
     root = None if root is None else Path(root)
     rows = _table3_claims(tables, root) + _efficiency_claims(tables, root) + _hallucination_claims(tables, root) + \
         _ablation_claims(tables, root) + _gnn_rag_claims(tables, root)

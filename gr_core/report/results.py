@@ -23,6 +23,7 @@ METRIC_NAME = {"explagraphs": "accuracy", "clevr": "accuracy (substring)", "gqa_
                "rog_webqsp": "Hit (%)", "rog_cwq": "Hit (%)"}
 METHOD_ORDER = ["majority", "negation_parity", "gnn_classifier", "question_only", "zero_shot", "zero_cot", "cot_bag",
                 "kaping", "prompt_tuning", "graph_token", "g_retriever", "lora", "g_retriever_lora"]
+RANK = {m: i for i, m in enumerate(METHOD_ORDER)}
 NO_LLM = METHOD_ORDER[:3]  # the reference rows of gr_core.studies.graph_baselines
 GROUNDED = " grounded"  # the suffix of a grounded row's retriever name in notebook 04's tables: "gnn grounded"
 SETTING = {m: "no LLM (reference)" for m in NO_LLM} | \
@@ -50,14 +51,14 @@ SOURCES = {
                      "table10": "GR Table 10: k chosen on validation", "table11_k": "GR Table 11 for each k",
                      "table8": "GR Table 8: LLM size"},
 }
+TITLES = {f"{nb}/{stem}": title for nb, stems in SOURCES.items() for stem, title in stems.items()}  # in that order
 FIGURES = {"03_training": ["learning_curves"], "05_hallucination": ["table5"], "06_efficiency": ["scaling"],
            "04_gnn_rag": ["evidence"], "02_retrieval": ["fig_retrieved_subgraph"]}
 
 
 def load_tables(root: str | Path) -> dict[str, pd.DataFrame]:
     """Every table of :data:`SOURCES` found under ``root`` (``outputs/<preset>``), keyed ``notebook/stem``."""
-    return {f"{nb}/{stem}": pd.read_csv(path) for nb, stems in SOURCES.items() for stem in stems
-            if (path := Path(root) / nb / f"{stem}.csv").is_file()}
+    return {key: pd.read_csv(path) for key in TITLES if (path := Path(root) / f"{key}.csv").is_file()}
 
 
 def figures(root: str | Path) -> list[Path]:
@@ -91,40 +92,40 @@ def _fmt(mean: float, std: float | None, digits: int) -> str:
     return f"{mean:.{digits}f}" if std is None or np.isnan(std) else f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
+def _predictions(runs_dir: str | Path, name: str) -> list[dict]:
+    """One run's ``predictions.jsonl``: a dict per test question, in file order."""
+    with open(Path(runs_dir) / name / "predictions.jsonl", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
 def run_question_scores(runs_dir: str | Path, name: str, key: str = "score") -> pd.Series:
     """One run's per-question ``key`` (from ``predictions.jsonl``), indexed by question id in file order."""
-    with open(Path(runs_dir) / name / "predictions.jsonl", encoding="utf-8") as fh:
-        rows = [json.loads(line) for line in fh if line.strip()]
+    rows = _predictions(runs_dir, name)
     return pd.Series([float(r.get(key, float("nan"))) for r in rows], index=[str(r["id"]) for r in rows], name=name)
 
 
-def paired(runs_dir: str | Path, name_a: str, name_b: str, binary: bool = True) -> dict:
-    """Run ``name_a`` against ``name_b`` on the same test questions (:func:`gr_core.stats.compare`).
-
-    Runs scored on different question sets are never compared: the result then has ``p = nan`` and a ``note``.
-    """
+def paired(runs_dir: str | Path, name_a: str, name_b: str) -> dict:
+    """Run ``name_a`` against ``name_b`` on the same test questions (:func:`gr_core.stats.compare`); runs scored on
+    different question sets are never compared: the result then has ``p = nan`` and a ``note``."""
+    nan = float("nan")
     try:
         a, b = run_question_scores(runs_dir, name_a), run_question_scores(runs_dir, name_b)
     except FileNotFoundError as err:
-        return {"n": 0, "p": float("nan"), "diff": float("nan"), "note": f"missing predictions: {err.filename}"}
+        return {"n": 0, "p": nan, "diff": nan, "note": f"missing predictions: {err.filename}"}
     if list(a.index) != list(b.index):
-        return {"n": 0, "p": float("nan"), "diff": float("nan"),
-                "note": f"different test questions ({len(a)} vs {len(b)}): not compared"}
-    return compare(a.to_numpy(), b.to_numpy(), binary=binary)
+        return {"n": 0, "p": nan, "diff": nan, "note": f"different test questions ({len(a)} vs {len(b)}): not compared"}
+    return compare(a.to_numpy(), b.to_numpy())
 
 
 def table3(runs: pd.DataFrame, runs_dir: str | Path | None = None, reference: str = "zero_shot") -> pd.DataFrame:
     """Long Table 3: per (dataset, method), our mean ± std over seeds next to the paper's value.
 
-    Each row gets the 95% interval of the mean over seeds (``ci_low``, ``ci_high``, on the score's scale,
-    :func:`seeds_interval`: one seed's Wilson interval; several seeds' needs ``runs_dir``), and with ``runs_dir``
-    ``p_vs_zero_shot``, the exact McNemar p-value of the first seed's run against the ``reference`` method's run of
-    that seed on the same questions (NaN when the question sets differ).
-
-    Columns: dataset, setting, method, metric, seeds, n_test, ours_mean, ours_std, ours, ci_low, ci_high,
+    Columns: dataset, setting, method, metric, seeds, dtype, n_test, ours_mean, ours_std, ours, ci_low, ci_high (the
+    95% interval of the mean on the score's scale, :func:`seeds_interval`: several seeds' needs ``runs_dir``),
     per_seed (each seed's score), lowest_ci_low (the lowest of the seeds' interval lower ends), valid_answers
-    (ExplaGraphs: share of answers that are exactly a label), p_vs_zero_shot, paper_mean, paper_std, paper (the
-    paper's column: SceneGraphs for CLEVR/GQA; none for MetaQA).
+    (ExplaGraphs: share of answers that are exactly a label), p_vs_zero_shot (with ``runs_dir``: exact McNemar of the
+    first seed's run against the ``reference`` method's of that seed, NaN on different questions), paper_mean,
+    paper_std, paper (the paper's column: SceneGraphs for CLEVR/GQA; none for MetaQA).
     """
     if runs.empty:
         return pd.DataFrame()
@@ -137,7 +138,7 @@ def table3(runs: pd.DataFrame, runs_dir: str | Path | None = None, reference: st
         n = int(g["num_test"].iloc[0])
         low, high = seeds_interval(dataset, runs_dir, list(g["name"]), list(scores), n)
         lows = [score_interval(dataset, float(x), n)[0] for x in scores]
-        per_seed = " / ".join(f"{x:.{2 if digits == 2 else 3}f}" for x in scores)
+        per_seed = " / ".join(f"{x:.{min(digits, 3)}f}" for x in scores)
         col = PAPER_COLUMN.get(dataset)
         p_mean, p_std = PAPER_TABLE3.get(method, {}).get(col, (None, None)) if col else (None, None)
         p_ref = float("nan")
@@ -158,7 +159,7 @@ def table3(runs: pd.DataFrame, runs_dir: str | Path | None = None, reference: st
                      "paper_mean": p_mean, "paper_std": p_std,
                      "paper": "" if p_mean is None else _fmt(p_mean, p_std, digits)})
     out = pd.DataFrame(rows)
-    out["_m"] = out.method.map({m: i for i, m in enumerate(METHOD_ORDER)}).fillna(99)
+    out["_m"] = out.method.map(RANK).fillna(99)
     return out.sort_values(["dataset", "_m"]).drop(columns="_m").reset_index(drop=True)
 
 
@@ -168,8 +169,7 @@ def table3_wide(long: pd.DataFrame) -> pd.DataFrame:
         return long
     long = long.assign(cell=[f"{o}  |  {p or '–'}" for o, p in zip(long.ours, long.paper)])
     wide = long.pivot(index="method", columns="dataset", values="cell")
-    order = [m for m in METHOD_ORDER if m in wide.index] + [m for m in wide.index if m not in METHOD_ORDER]
-    wide = wide.loc[order]
+    wide = wide.loc[sorted(wide.index, key=lambda m: RANK.get(m, 99))]  # stable: unknown methods last, as pivoted
     wide.insert(0, "setting", [SETTING.get(m, "") for m in wide.index])
     return wide.fillna("")
 
@@ -197,26 +197,17 @@ def confusion(runs_dir: str | Path, name: str, labels=("support", "counter")) ->
     under ``other`` (the first label named in the answer decides, as the ExplaGraphs metric does)."""
     pattern = re.compile("|".join(map(re.escape, labels)), re.IGNORECASE)
     table = pd.DataFrame(0, index=list(labels), columns=[*labels, "other"])
-    with open(Path(runs_dir) / name / "predictions.jsonl", encoding="utf-8") as fh:
-        for line in fh:
-            r = json.loads(line)
-            m = pattern.search(r["prediction"])
-            gold = r["answers"][0].strip().lower()
-            table.loc[gold, m.group(0).lower() if m else "other"] += 1
+    for r in _predictions(runs_dir, name):
+        m = pattern.search(r["prediction"])
+        table.loc[r["answers"][0].strip().lower(), m.group(0).lower() if m else "other"] += 1
     table.index.name, table.columns.name = "gold", "answered"
     return table
 
 
 def sample_predictions(runs_dir: str | Path, names, k: int = 2) -> pd.DataFrame:
     """The first ``k`` test answers of each run, with gold answers and per-question score."""
-    rows = []
-    for name in names:
-        with open(Path(runs_dir) / name / "predictions.jsonl", encoding="utf-8") as fh:
-            for line in list(fh)[:k]:
-                p = json.loads(line)
-                rows.append({"run": name, "prediction": p["prediction"][:80], "gold": "|".join(p["answers"])[:60],
-                             "score": p["score"]})
-    return pd.DataFrame(rows)
+    return pd.DataFrame([{"run": name, "prediction": p["prediction"][:80], "gold": "|".join(p["answers"])[:60],
+                          "score": p["score"]} for name in names for p in _predictions(runs_dir, name)[:k]])
 
 
 # ---------------------------------------------------------------------- ablations (GR Tables 6, 7, 8, 10)
@@ -278,47 +269,46 @@ def _seed_runs(runs: pd.DataFrame, dataset: str, method: str, seed: int | None) 
     return sorted(found, key=lambda r: r["seed"])
 
 
+def _over_seeds(runs: pd.DataFrame, dataset: str, method: str, seed: int | None, runs_dir: str | Path | None) -> dict:
+    """``method``'s :func:`_seed_runs` on ``dataset``: ``ours`` (the mean score, None without runs), ``seeds``,
+    ``ours_std``, ``n_test`` and the mean's 95% interval (:func:`seeds_interval`: several seeds' needs ``runs_dir``)."""
+    mine = _seed_runs(runs, dataset, method, seed)
+    scores = [float(r["score"]) for r in mine]
+    n = mine[0]["num_test"] if mine else None
+    low, high = seeds_interval(dataset, runs_dir, [r["name"] for r in mine], scores, n)
+    return {"ours": float(np.mean(scores)) if scores else None, "seeds": len(scores),
+            "ours_std": round(float(np.std(scores, ddof=1)), 4) if len(scores) > 1 else None,
+            "n_test": n, "ci_low": low, "ci_high": high}
+
+
 def table6(runs: pd.DataFrame, dataset: str = "webqsp", seed: int | None = None,
            runs_dir: str | Path | None = None) -> pd.DataFrame:
     """GR Table 6: each ablation's score (mean over the seeds run, or ``seed`` alone) and its relative drop from the
     full model's, ours beside the paper's WebQSP Hit@1 (``paper``, ``paper_drop_%``: GR Table 6 is on WebQSP only,
-    whatever ``dataset`` is); ``seeds``, ``ours_std`` and the 95% interval of the mean (:func:`seeds_interval`;
-    several seeds' needs ``runs_dir``)."""
-    full = _seed_runs(runs, dataset, "g_retriever", seed)
-    full_mean = float(np.mean([float(r["score"]) for r in full])) if full else None
+    whatever ``dataset`` is); ``seeds``, ``ours_std``, ``n_test`` and the mean's 95% interval (:func:`_over_seeds`)."""
+    ours = {m: _over_seeds(runs, dataset, m, seed, runs_dir) for m in TABLE6_LABEL}
+    full, paper_full = ours["g_retriever"]["ours"], PAPER_TABLE6["g_retriever"]
     rows = []
     for method, label in TABLE6_LABEL.items():
-        mine = _seed_runs(runs, dataset, method, seed)
-        scores = [float(r["score"]) for r in mine]
-        ours = float(np.mean(scores)) if scores else None
-        drop = None if ours is None or not full_mean else 100 * (full_mean - ours) / full_mean
-        paper = PAPER_TABLE6[method]
-        n = mine[0]["num_test"] if mine else None
-        low, high = seeds_interval(dataset, runs_dir, [r["name"] for r in mine], scores, n)
-        rows.append({"dataset": dataset, "method": method, "ablation": label, "ours": ours, "seeds": len(scores),
-                     "ours_std": round(float(np.std(scores, ddof=1)), 4) if len(scores) > 1 else None,
-                     "ours_drop_%": None if drop is None else round(drop, 2), "n_test": n,
-                     "ci_low": low, "ci_high": high, "paper_dataset": "webqsp", "paper": paper,
-                     "paper_drop_%": round(100 * (70.49 - paper) / 70.49, 2)})
+        s, paper = ours[method], PAPER_TABLE6[method]
+        drop = None if s["ours"] is None or not full else round(100 * (full - s["ours"]) / full, 2)
+        rows.append({"dataset": dataset, "method": method, "ablation": label, "ours": s["ours"], "seeds": s["seeds"],
+                     "ours_std": s["ours_std"], "ours_drop_%": drop, "n_test": s["n_test"], "ci_low": s["ci_low"],
+                     "ci_high": s["ci_high"], "paper_dataset": "webqsp", "paper": paper,
+                     "paper_drop_%": round(100 * (paper_full - paper) / paper_full, 2)})
     return pd.DataFrame(rows)
 
 
 def table7(runs: pd.DataFrame, datasets=("webqsp", "explagraphs"), seed: int | None = None,
            runs_dir: str | Path | None = None) -> pd.DataFrame:
     """GR Table 7: G-Retriever with a GCN, GAT or Graph Transformer encoder (mean over the seeds run), ours beside
-    the paper's, with the test questions and the 95% interval of the mean (:func:`seeds_interval`; several seeds'
-    needs ``runs_dir``)."""
+    the paper's, with the test questions and the 95% interval of the mean (:func:`_over_seeds`)."""
     rows = []
     for method, label in TABLE7_LABEL.items():
         rec = {"encoder": label, "method": method}
         for d in datasets:
-            mine = _seed_runs(runs, d, method, seed)
-            scores = [float(r["score"]) for r in mine]
-            n = mine[0]["num_test"] if mine else None
-            rec[f"{d} ours"] = float(np.mean(scores)) if scores else None
-            rec[f"{d} seeds"] = len(scores)
-            rec[f"{d} n_test"] = n
-            rec[f"{d} ci_low"], rec[f"{d} ci_high"] = seeds_interval(d, runs_dir, [r["name"] for r in mine], scores, n)
+            s = _over_seeds(runs, d, method, seed, runs_dir)
+            rec |= {f"{d} {k}": s[k] for k in ("ours", "seeds", "n_test", "ci_low", "ci_high")}
             rec[f"{d} paper"] = PAPER_TABLE7[method].get(d)
         rows.append(rec)
     return pd.DataFrame(rows)
@@ -347,36 +337,28 @@ def k_sweep_table(runs_dir: str | Path, names: list[str]) -> pd.DataFrame:
 
 
 def table8(runs_dir: str | Path, rows: list[tuple[str, str | None]], dataset: str) -> pd.DataFrame:
-    """GR Table 8 (LLM size): G-Retriever with each LLM on the same test questions, the first row the reference.
-
-    Args:
-        rows: ``(llm, run name or None)`` in order; None when that LLM could not run (its ``note`` says why).
-    Returns:
-        one row per LLM: ``score`` with ``n_test`` and its Wilson interval, and against the first LLM's run on the
-        same questions ``diff`` and ``p_vs_first`` (exact McNemar for accuracy / Hit; runs on different questions
-        are not compared).
-    """
+    """GR Table 8 (LLM size): G-Retriever with each LLM of ``rows`` (``(llm, run name or None)`` in order; None when
+    that LLM could not run, its ``note`` says why), one row each: ``score`` with ``n_test`` and its Wilson interval,
+    and against the first LLM's run on the same questions ``diff`` and ``p_vs_first`` (exact McNemar for accuracy /
+    Hit; runs on different questions are not compared)."""
     out, first = [], None
     for llm, name in rows:
         rec = {"dataset": dataset, "llm": llm, "run": name, "score": None, "n_test": None, "ci_low": None,
                "ci_high": None, "diff": None, "p_vs_first": None, "note": ""}
-        metrics = Path(runs_dir) / name / "metrics.json" if name else None
-        if metrics is None or not metrics.is_file():
+        out.append(rec)  # filled in below
+        if not (name and (Path(runs_dir) / name / "metrics.json").is_file()):
             rec["note"] = "not run" if name is None else f"no finished run {name}"
-        else:
-            m = read_json(metrics)
-            rec["score"], rec["n_test"] = float(m["score"]), int(m["num_test"])
-            rec["ci_low"], rec["ci_high"] = score_interval(dataset, rec["score"], rec["n_test"])
-            if first is None:
-                first = name
-            else:
-                pair = paired(runs_dir, name, first)
-                if pair.get("note"):
-                    rec["note"] = pair["note"]
-                else:
-                    rec["diff"] = round(pair["diff"] * metric_scale(dataset), 4)
-                    rec["p_vs_first"] = float(f"{pair['p']:.4g}")
-        out.append(rec)
+            continue
+        m = read_json(Path(runs_dir) / name / "metrics.json")
+        rec["score"], rec["n_test"] = float(m["score"]), int(m["num_test"])
+        rec["ci_low"], rec["ci_high"] = score_interval(dataset, rec["score"], rec["n_test"])
+        if first is None:
+            first = name
+            continue
+        pair = paired(runs_dir, name, first)
+        rec["note"] = pair.get("note", "")
+        if not rec["note"]:
+            rec["diff"], rec["p_vs_first"] = round(pair["diff"] * metric_scale(dataset), 4), float(f"{pair['p']:.4g}")
     table = pd.DataFrame(out)
     table.attrs["paper"] = PAPER_TABLE8
     return table

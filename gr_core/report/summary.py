@@ -14,7 +14,7 @@ from ..published import DATASET_SOURCE, PAPER_COLUMN
 from ..stats import wilson_interval
 from .claims import MIN_SEEDS
 from .markdown import markdown_table
-from .results import SOURCES, figures
+from .results import TITLES, figures
 
 
 def _num(v, digits: int = 4) -> str:
@@ -25,80 +25,70 @@ def _num(v, digits: int = 4) -> str:
     return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.{digits}g}"
 
 
-def _interval(row, value: str) -> str:
-    if "ci_low" in row and row["ci_low"] == row["ci_low"]:
-        return f"{_num(row[value])} [{_num(row['ci_low'])}, {_num(row['ci_high'])}]"
-    return _num(row[value])
+def _nums(row, cols) -> str:
+    """``row``'s ``cols`` as ``a / b / c``."""
+    return " / ".join(_num(row.get(c)) for c in cols)
 
 
-def _ci(row) -> str:
-    """``, 95% CI [low, high]`` where ``row`` has an interval, else nothing."""
-    return f", 95% CI [{_num(row['ci_low'])}, {_num(row['ci_high'])}]" if pd.notna(row.get("ci_low")) else ""
+def _ci(row, prefix: str = "") -> str:
+    """``prefix [low, high]`` where ``row`` has a 95% interval, else nothing."""
+    return f"{prefix} [{_num(row['ci_low'])}, {_num(row['ci_high'])}]" if pd.notna(row.get("ci_low")) else ""
 
 
 def headline(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """One row per headline number: what was measured, ours (with its 95% interval where the table has one), n,
-    the paper's number and the file it comes from. Rows whose table was not written for this preset are left out.
-
-    Returns:
-        columns ``what``, ``ours``, ``n``, ``paper``, ``file``.
-    """
+    """One row per headline number: ``what`` was measured, ``ours`` (with its 95% interval where the table has one),
+    ``n``, the ``paper``'s number and the ``file`` it comes from; tables not written for this preset are left out."""
     rows = []
 
     def add(what, ours, n, paper, key):
         rows.append({"what": what, "ours": ours, "n": _num(n), "paper": _num(paper), "file": f"{key}.csv"})
 
-    if (t := tables.get("03_training/table3")) is not None:
-        for _, r in t.iterrows():
-            detail = ", ".join(str(r[c]) for c in ("setting", "metric") if c in r and r[c] == r[c])
-            ours = _interval(r, "ours" if "ours" in r else "ours_mean")
-            if r.get("seeds", 1) > 1 and "per_seed" in r:  # mean ± std, the mean's interval, each seed
-                ours = f"{r['ours']} over {int(r['seeds'])} seeds{_ci(r)} ({r['per_seed']})"
-            add(f"GR Table 3, {r['dataset']}: {r['method']}" + (f" ({detail})" if detail else ""), ours,
-                r.get("n_test"), r.get("paper"), "03_training/table3")
-    if (t := tables.get("01_datasets/table2")) is not None:
-        for _, r in t[t.dataset == "webqsp_full"].iterrows():
-            add("WebQSP complete graphs: mean nodes / edges / tokens (GR Tables 2, 4)",
-                " / ".join(_num(r[c]) for c in ("mean nodes", "mean edges", "mean tokens")), r["questions"],
-                " / ".join(_num(r[c]) for c in ("paper nodes", "paper edges", "paper tokens")), "01_datasets/table2")
-    if (t := tables.get("06_efficiency/table4")) is not None:
-        for _, r in t.iterrows():
-            add(f"Retrieval before -> after on {r['sizes from']}: tokens; minutes per epoch as the runs trained, under "
-                "whatever load they had (GR Table 4; timed alone: the benchmarks below)",
-                f"{_num(r['tokens_before'])} -> {_num(r['tokens_after'])} (-{_num(r['token_reduction_%'])}%); "
-                f"{_num(r['min_epoch_before'])} -> {_num(r['min_epoch_after'])}", "–",
-                f"{_num(r['paper tokens_before'])} -> {_num(r['paper tokens_after'])}; "
-                f"{_num(r['paper min_epoch_before'])} -> {_num(r['paper min_epoch_after'])}", "06_efficiency/table4")
-    if (t := tables.get("02_retrieval/table4_table11")) is not None:
-        for _, r in t[t.answer_in_subgraph.notna()].iterrows():  # defined where answers are nodes
-            ci = f" [{_num(r['answer_ci_low'])}, {_num(r['answer_ci_high'])}]" if "answer_ci_low" in r else ""
-            add(f"Answer in the retrieved subgraph, {r['dataset']}, {r['retriever']} (%)",
-                _num(r["answer_in_subgraph"]) + ci, r["questions"], "–", "02_retrieval/table4_table11")
-    if (t := tables.get("04_gnn_rag/gnn_only")) is not None:
-        for _, r in t.iterrows():
-            low, high = wilson_interval(int(round(r["h1"] * r["n"] / 100)), int(r["n"]))
-            add(f"GNN reasoner alone, {r['dataset']}: H@1 / F1 ({int(r['num_train'])} training questions, "
-                f"{_num(r['train_seconds'])} s)", f"{_num(r['h1'])} [{_num(100 * low)}, {_num(100 * high)}] / "
-                f"{_num(r['f1'])}", r["n"],
-                f"{_num(r.get('paper H@1'))} / {_num(r.get('paper F1'))}", "04_gnn_rag/gnn_only")
-    if (t := tables.get("04_gnn_rag/retrievers")) is not None:
-        for _, r in t.iterrows():
-            add(f"GNN-RAG LLM, {r['dataset']}, retriever {r['retriever']}: Hit / Hit@1 / F1",
-                f"{_num(r['Hit'])} / {_num(r['Hit@1'])} / {_num(r['F1'])}", r["questions"],
-                f"{_num(r.get('paper Hit'))} / {_num(r.get('paper Hit@1'))} / {_num(r.get('paper F1'))}",
-                "04_gnn_rag/retrievers")
-    if (t := tables.get("05_hallucination/table5")) is not None:
-        for _, r in t[t.metric == "Fully Valid Graphs"].iterrows():
-            ours = [c for c in t.columns if c != "metric" and not c.startswith("paper")]
-            add("Fully Valid Graphs, % (GR Table 5): " + " / ".join(ours), " / ".join(_num(r[c]) for c in ours), "–",
-                " / ".join(_num(r[c]) for c in t.columns if c.startswith("paper")), "05_hallucination/table5")
-    if (t := tables.get("07_ablations/table6")) is not None:
-        for _, r in t[t.ours.notna()].iterrows():
-            # over seeds, the mean ± std and the mean's 95% interval; the paper ablates on WebQSP only
-            ours = (f"{_num(r['ours'])} ± {_num(r['ours_std'])} over {int(r['seeds'])} seeds{_ci(r)}"
-                    if r.get("seeds", 1) > 1 and r.get("ours_std") == r.get("ours_std") else _interval(r, "ours"))
-            paper = _num(r["paper"]) + ("" if PAPER_COLUMN.get(r["dataset"]) == "webqsp" else " (WebQSP Hit)")
-            add(f"GR Table 6, {r['dataset']}: {r['ablation']}", ours, r["n_test"], paper, "07_ablations/table6")
+    def each(key, where=None):
+        """The rows of table ``key`` (those ``where`` selects), none where it was not written."""
+        t = tables.get(key)
+        return [] if t is None else [r for _, r in (t if where is None else t[where(t)]).iterrows()]
+
+    for r in each("03_training/table3"):
+        detail = ", ".join(str(r[c]) for c in ("setting", "metric") if c in r and r[c] == r[c])
+        ours = _num(r["ours" if "ours" in r else "ours_mean"]) + _ci(r)
+        if r.get("seeds", 1) > 1 and "per_seed" in r:  # mean ± std, the mean's interval, each seed
+            ours = f"{r['ours']} over {int(r['seeds'])} seeds{_ci(r, ', 95% CI')} ({r['per_seed']})"
+        add(f"GR Table 3, {r['dataset']}: {r['method']}" + (f" ({detail})" if detail else ""), ours,
+            r.get("n_test"), r.get("paper"), "03_training/table3")
+    for r in each("01_datasets/table2", lambda t: t.dataset == "webqsp_full"):
+        add("WebQSP complete graphs: mean nodes / edges / tokens (GR Tables 2, 4)",
+            _nums(r, ("mean nodes", "mean edges", "mean tokens")), r["questions"],
+            _nums(r, ("paper nodes", "paper edges", "paper tokens")), "01_datasets/table2")
+    for r in each("06_efficiency/table4"):
+        add(f"Retrieval before -> after on {r['sizes from']}: tokens; minutes per epoch as the runs trained, under "
+            "whatever load they had (GR Table 4; timed alone: the benchmarks below)",
+            f"{_num(r['tokens_before'])} -> {_num(r['tokens_after'])} (-{_num(r['token_reduction_%'])}%); "
+            f"{_num(r['min_epoch_before'])} -> {_num(r['min_epoch_after'])}", "–",
+            f"{_num(r['paper tokens_before'])} -> {_num(r['paper tokens_after'])}; "
+            f"{_num(r['paper min_epoch_before'])} -> {_num(r['paper min_epoch_after'])}", "06_efficiency/table4")
+    for r in each("02_retrieval/table4_table11", lambda t: t.answer_in_subgraph.notna()):  # where answers are nodes
+        ci = f" [{_num(r['answer_ci_low'])}, {_num(r['answer_ci_high'])}]" if "answer_ci_low" in r else ""
+        add(f"Answer in the retrieved subgraph, {r['dataset']}, {r['retriever']} (%)",
+            _num(r["answer_in_subgraph"]) + ci, r["questions"], "–", "02_retrieval/table4_table11")
+    for r in each("04_gnn_rag/gnn_only"):
+        low, high = wilson_interval(int(round(r["h1"] * r["n"] / 100)), int(r["n"]))
+        add(f"GNN reasoner alone, {r['dataset']}: H@1 / F1 ({int(r['num_train'])} training questions, "
+            f"{_num(r['train_seconds'])} s)", f"{_num(r['h1'])} [{_num(100 * low)}, {_num(100 * high)}] / "
+            f"{_num(r['f1'])}", r["n"], _nums(r, ("paper H@1", "paper F1")), "04_gnn_rag/gnn_only")
+    for r in each("04_gnn_rag/retrievers"):
+        add(f"GNN-RAG LLM, {r['dataset']}, retriever {r['retriever']}: Hit / Hit@1 / F1",
+            _nums(r, ("Hit", "Hit@1", "F1")), r["questions"], _nums(r, ("paper Hit", "paper Hit@1", "paper F1")),
+            "04_gnn_rag/retrievers")
+    for r in each("05_hallucination/table5", lambda t: t.metric == "Fully Valid Graphs"):
+        ours = [c for c in r.index if c != "metric" and not c.startswith("paper")]
+        add("Fully Valid Graphs, % (GR Table 5): " + " / ".join(ours), _nums(r, ours), "–",
+            _nums(r, [c for c in r.index if c.startswith("paper")]), "05_hallucination/table5")
+    for r in each("07_ablations/table6", lambda t: t.ours.notna()):
+        # over seeds, the mean ± std and the mean's 95% interval; the paper ablates on WebQSP only
+        ours = (f"{_num(r['ours'])} ± {_num(r['ours_std'])} over {int(r['seeds'])} seeds{_ci(r, ', 95% CI')}"
+                if r.get("seeds", 1) > 1 and r.get("ours_std") == r.get("ours_std") else _num(r["ours"]) + _ci(r))
+        paper = _num(r["paper"]) + ("" if PAPER_COLUMN.get(r["dataset"]) == "webqsp" else " (WebQSP Hit)")
+        add(f"GR Table 6, {r['dataset']}: {r['ablation']}", ours, r["n_test"], paper, "07_ablations/table6")
     return pd.DataFrame(rows, columns=["what", "ours", "n", "paper", "file"])
 
 
@@ -116,11 +106,11 @@ def benchmarks(bench_root: str | Path) -> pd.DataFrame:
         rows += [{"what": f"training tokens/s, ours vs PyG GRetriever (same LLM in {dtype}, GNN, data, batch)",
                   "ours": f"{_num(d['ours_train_tokens_per_s'])} vs {_num(d['peer_train_tokens_per_s'])} "
                           f"({_num(d['train_speedup'])}x; MFU {_num(100 * d['mfu'], 3)}% of the {dtype} peak)",
-                  "target": f"{_num(targets.get('train_speedup', 1.5))}x"},
+                  "target": f"{_num(targets.get('train_speedup', 1.5))}x", "file": "bench/train_infer_throughput.json"},
                  {"what": f"answers/s at equal token budget, ours vs PyG GRetriever ({dtype})",
                   "ours": f"{_num(d['infer_speedup'])}x ({_num(d['infer_speedup_vs_peer_default'])}x vs PyG's "
-                          "default 128 new tokens)", "target": f"{_num(targets.get('infer_speedup', 3.0))}x"}]
-        rows[-2]["file"] = rows[-1]["file"] = "bench/train_infer_throughput.json"
+                          "default 128 new tokens)", "target": f"{_num(targets.get('infer_speedup', 3.0))}x",
+                  "file": "bench/train_infer_throughput.json"}]
     if (d := read("precision")) is not None:
         cpu, speedups, targets = d["cpu"], d["speedups_bf16_vs_fp32"], d.get("targets_on_amx", {})
         where = (f"{cpu['cpu_model']}, {'AMX' if cpu['amx'] else 'no AMX'}, "
@@ -165,10 +155,8 @@ def benchmarks(bench_root: str | Path) -> pd.DataFrame:
 def data_sources(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """``dataset, source``: every dataset a table names (``metaqa-2hop`` as ``metaqa``) and where its questions and
     graphs come from, so that no row of an offline stand-in reads as the paper's data (docs/data.md)."""
-    names = set()
-    for t in tables.values():
-        if isinstance(t, pd.DataFrame) and "dataset" in t:
-            names |= {str(d).split("-")[0] for d in t["dataset"].dropna().unique()}
+    names = {str(d).split("-")[0] for t in tables.values() if isinstance(t, pd.DataFrame) and "dataset" in t
+             for d in t["dataset"].dropna().unique()}
     return pd.DataFrame([{"dataset": n, "source": DATASET_SOURCE[n]} for n in sorted(names & set(DATASET_SOURCE))],
                         columns=["dataset", "source"])
 
@@ -201,21 +189,19 @@ def claims_markdown(claim_table: pd.DataFrame) -> list[str]:
     """The claims as Markdown lines: the rows that can decide (``decides == "yes"``) apart from the sanity rows."""
     if "decides" not in claim_table:
         return [markdown_table(claim_table), ""]
-    deciding = claim_table[claim_table.decides == "yes"]
-    measured = claim_table[claim_table.decides == "measurement"]
-    sanity = claim_table[~claim_table.decides.isin(["yes", "measurement"])]
-    return ["### Rows that decide", "",
-            f"Significant, or not significant with at least `n_power` questions (the paper's difference `paper_diff` "
-            f"detected at 80% power); claims about trained models over at least {MIN_SEEDS} seeds.", "",
-            markdown_table(deciding) if len(deciding) else "(none)", "",
-            "### Measurements", "",
-            "Claims about a measured quantity (tokens, citation rates) judged by the paper's threshold, not by a "
-            "paired test.", "",
-            markdown_table(measured) if len(measured) else "(none)", "",
-            "### Sanity rows", "",
-            "Too few questions or seeds to decide, or not run here (the evidence says why): they show that the "
-            "machinery works, not whether the paper's claim holds.", "",
-            markdown_table(sanity) if len(sanity) else "(none)", ""]
+    decides = claim_table.decides
+    lines = []
+    for title, text, part in (
+            ("Rows that decide", "Significant, or not significant with at least `n_power` questions (the paper's "
+             f"difference `paper_diff` detected at 80% power); claims about trained models over at least {MIN_SEEDS} "
+             "seeds.", decides == "yes"),
+            ("Measurements", "Claims about a measured quantity (tokens, citation rates) judged by the paper's "
+             "threshold, not by a paired test.", decides == "measurement"),
+            ("Sanity rows", "Too few questions or seeds to decide, or not run here (the evidence says why): they show "
+             "that the machinery works, not whether the paper's claim holds.", ~decides.isin(["yes", "measurement"]))):
+        rows = claim_table[part]
+        lines += [f"### {title}", "", text, "", markdown_table(rows) if len(rows) else "(none)", ""]
+    return lines
 
 
 def to_markdown(tables: dict[str, pd.DataFrame], claim_table: pd.DataFrame, preset: str) -> str:
@@ -224,13 +210,10 @@ def to_markdown(tables: dict[str, pd.DataFrame], claim_table: pd.DataFrame, pres
              "Every number below is read from a file under `outputs/{preset}/` written by a notebook run; "
              "the file is named under each table.".format(preset=preset), "", "## Claims of the papers", ""]
     lines += claims_markdown(claim_table)
-    for nb, stems in SOURCES.items():
-        for stem, title in stems.items():
-            key = f"{nb}/{stem}"
-            if key in tables:
-                lines += [f"## {title}", "", f"`outputs/{preset}/{key}.csv`", "",
-                          markdown_table(tables[key]), ""]
-    missing = [f"{nb}/{s}.csv" for nb, stems in SOURCES.items() for s in stems if f"{nb}/{s}" not in tables]
+    for key, title in TITLES.items():
+        if key in tables:
+            lines += [f"## {title}", "", f"`outputs/{preset}/{key}.csv`", "", markdown_table(tables[key]), ""]
+    missing = [f"{key}.csv" for key in TITLES if key not in tables]
     if missing:
         lines += ["## Not found", "", "These tables were not written for this preset: " + ", ".join(missing), ""]
     return "\n".join(lines)
@@ -241,11 +224,10 @@ def show_tables(tables: dict[str, pd.DataFrame], preset: str) -> None:
     title and file."""
     from IPython.display import Markdown, display  # noqa: PLC0415 deferred: only a notebook displays
 
-    for nb, stems in SOURCES.items():
-        for stem, title in stems.items():
-            if f"{nb}/{stem}" in tables:
-                display(Markdown(f"### {title}\n`outputs/{preset}/{nb}/{stem}.csv`"))
-                display(tables[f"{nb}/{stem}"])
+    for key, title in TITLES.items():
+        if key in tables:
+            display(Markdown(f"### {title}\n`outputs/{preset}/{key}.csv`"))
+            display(tables[key])
 
 
 def show_figures(root: str | Path) -> None:
