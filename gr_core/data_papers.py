@@ -1,24 +1,17 @@
-"""The papers' own datasets, fetched from their public hosts into the data folder and checked there.
+"""The papers' own datasets, fetched from their public hosts into the data folder and checked there (docs/data.md).
 
-G-Retriever and GNN-RAG use RoG's WebQSP and CWQ splits, each question with its 2-hop Freebase graph (the Hugging Face
-dataset repos ``rmanluo/RoG-webqsp`` and ``rmanluo/RoG-cwq``, parquet shards), and GQA's scene graphs with its
-balanced questions (Stanford's zips). The offline suite runs on stand-ins when they are absent (:data:`PAPERS`).
-Layout under the data folder ``DIR``::
+G-Retriever and GNN-RAG use RoG's WebQSP and CWQ splits with 2-hop Freebase graphs (the Hugging Face dataset repos
+``rmanluo/RoG-webqsp`` and ``rmanluo/RoG-cwq``, parquet shards) and GQA's scene graphs and balanced questions
+(Stanford's zips); the offline suite runs on stand-ins when they are absent (:data:`PAPERS`). Layout under ``DIR``::
 
     rog/webqsp/data/<shard>.parquet   rog/cwq/data/<shard>.parquet    the hub repos' data/ folders, names as there
     gqa/{train,val}_sceneGraphs.json  gqa/{train,val}_balanced_questions.json    extracted from GQA's zips
-    <folder>/fetched.json             source, revision, and each file's URL, size and sha256
+    <folder>/fetched.json             source, revision (pinned on the first fetch), each file's URL, size and sha256
 
-The hub's file list comes from its API at a revision pinned on the first fetch (recorded in ``fetched.json``, so a
-second fetch gets the same files); its sha256 is the hub's LFS oid where there is one, else the digest recorded on the
-first fetch. GQA's zips are downloaded whole (resumable), their size and sha256 recorded, the named members extracted
-through ``.part`` files, and the zips deleted (the questions zip is about 1.4 GB and holds much more than the
-balanced files). Hosts can be pointed elsewhere: ``GR_HF_ENDPOINT`` (else ``HF_ENDPOINT``, as huggingface_hub reads
-it) and ``GR_GQA_URL``.
+Hosts: ``GR_HF_ENDPOINT`` (else ``HF_ENDPOINT``, as huggingface_hub reads it) and ``GR_GQA_URL``.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import zipfile
@@ -26,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
-from .download import CHUNK, FetchError, fetch_to, get_json, is_url, remote_size
+from .download import FetchError, fetch_to, file_state, get_json, join, remote_size
 from .paths import GQA_FILES, PAPERS_DATA
 from .runs import read_json, sha256_file, write_json
 
@@ -64,26 +57,11 @@ class UnknownDatasetError(ValueError):
     """A name given to ``--papers`` is none of :data:`PAPERS`."""
 
 
-def resolve_names(names: list[str] | None) -> list[str]:
-    """The datasets named (all of them when none is), checked against :data:`PAPERS`."""
-    unknown = [n for n in names or () if n not in PAPERS]
-    if unknown:
-        raise UnknownDatasetError(f"unknown dataset(s) {', '.join(map(repr, unknown))} for --papers; the papers' "
-                                  f"datasets are {', '.join(PAPERS)} (none named: all of them)")
-    return list(dict.fromkeys(names)) if names else list(PAPERS)
-
-
 def hf_endpoint() -> str:
     return (os.environ.get("GR_HF_ENDPOINT") or os.environ.get("HF_ENDPOINT") or HF_ENDPOINT).rstrip("/")
 
 
-def gqa_url() -> str:
-    return (os.environ.get("GR_GQA_URL") or GQA_URL).rstrip("/")
-
-
-def human(n: int | None) -> str:
-    if n is None:
-        return "?"
+def human(n: int) -> str:
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if n >= scale:
             return f"{n / scale:.1f} {unit}"
@@ -101,24 +79,23 @@ def hub_revision(repo: str, timeout: float) -> str:
     return sha
 
 
-def hub_files(repo: str, revision: str, timeout: float, folder: str = "data") -> list[dict]:
-    """The files under ``folder`` of a hub dataset at ``revision``, following the listing's pages.
+def hub_files(repo: str, revision: str, timeout: float) -> list[dict]:
+    """The files under ``data/`` of a hub dataset at ``revision``, following the listing's pages.
 
     Returns:
         ``{"path", "size", "sha256"}`` per file; sha256 is the LFS oid (a sha256 of the content), None for a file
         stored in git itself (its ``oid`` is a git blob hash, not comparable with a sha256).
     """
-    url: str | None = f"{hf_endpoint()}/api/datasets/{repo}/tree/{revision}/{folder}"
+    url: str | None = f"{hf_endpoint()}/api/datasets/{repo}/tree/{revision}/data"
     out = []
     while url:
         doc, nxt = get_json(url, timeout)
         if not isinstance(doc, list):
             raise FetchError(f"{url}: expected the hub's JSON list of files, got {type(doc).__name__}")
         for e in doc:
-            if e.get("type") != "file":
-                continue
-            lfs = e.get("lfs") or {}
-            out.append({"path": e["path"], "size": int(lfs.get("size", e["size"])), "sha256": lfs.get("oid")})
+            if e.get("type") == "file":
+                lfs = e.get("lfs") or {}
+                out.append({"path": e["path"], "size": int(lfs.get("size", e["size"])), "sha256": lfs.get("oid")})
         url = nxt
     return out
 
@@ -147,66 +124,48 @@ def _hub_record(paper: Paper, old: dict, timeout: float) -> dict:
     else ``main``'s commit now and its listing."""
     endpoint = hf_endpoint()
     if old.get("revision") and old.get("files"):
-        rev = old["revision"]
-        listing = [{"path": rel, "size": e.get("size"), "sha256": e.get("sha256")} for rel, e in old["files"].items()]
+        rev, listing = old["revision"], old["files"]
     else:
         rev = hub_revision(paper.repo, timeout)
-        listing = hub_files(paper.repo, rev, timeout)
+        listing = {e["path"]: e for e in hub_files(paper.repo, rev, timeout)}
     if not listing:
         raise FetchError(f"{paper.repo} @ {rev}: the hub lists no files under data/")
-    files = {e["path"]: {"url": f"{endpoint}/datasets/{paper.repo}/resolve/{rev}/{e['path']}", "size": e["size"],
-                         "sha256": e["sha256"]}  # None for a file stored in git: recorded when it is fetched
-             for e in listing}
+    files = {rel: {"url": f"{endpoint}/datasets/{paper.repo}/resolve/{rev}/{rel}", "size": e.get("size"),
+                   "sha256": e.get("sha256")}  # None for a file stored in git: recorded when it is fetched
+             for rel, e in listing.items()}
     return {"dataset": paper.name, "source": f"{endpoint}/datasets/{paper.repo}", "revision": rev, "files": files}
 
 
 def _gqa_record(paper: Paper, old: dict) -> dict:
-    base, old_zips, old_files = gqa_url(), old.get("archives", {}), old.get("files", {})
+    base = (os.environ.get("GR_GQA_URL") or GQA_URL).rstrip("/")
     archives, files = {}, {}
     for name, members in paper.archives:
-        prev = old_zips.get(name, {})
+        prev = old.get("archives", {}).get(name, {})
         archives[name] = {"url": f"{base}/{name}", "size": prev.get("size"), "sha256": prev.get("sha256")}
         for m in members:
-            p = old_files.get(m, {})
+            p = old.get("files", {}).get(m, {})
             files[m] = {"url": f"{base}/{name}", "archive": name, "size": p.get("size"), "sha256": p.get("sha256")}
     return {"dataset": paper.name, "source": base, "revision": None, "archives": archives, "files": files}
 
 
 def _mirror_record(paper: Paper, source: str, timeout: float) -> dict:
     """The file list of a copy of a data folder: its ``<folder>/fetched.json``, each file read from the copy."""
-    def where(rel: str) -> str:
-        return f"{source.rstrip('/')}/{paper.folder}/{rel}" if is_url(source) else str(Path(source, paper.folder, rel))
-
+    base = join(source, paper.folder)
+    record = join(base, RECORD)
     try:
-        doc, _ = get_json(where(RECORD), timeout)
+        doc, _ = get_json(record, timeout)
     except FetchError as err:
         raise FetchError(f"{paper.name}: the copy {source} has no readable {paper.folder}/{RECORD} ({err}); a copy "
                          "made by ./gr data --fetch DIR --papers has one") from err
     if not isinstance(doc, dict) or not isinstance(doc.get("files"), dict):
-        raise FetchError(f"{paper.name}: {where(RECORD)} has no 'files' object")
+        raise FetchError(f"{paper.name}: {record} has no 'files' object")
     for rel in doc["files"]:  # each is written under DIR/<folder>/rel: never outside it
         if PurePosixPath(rel).is_absolute() or ".." in PurePosixPath(rel).parts:
-            raise FetchError(f"{paper.name}: {where(RECORD)} names the file {rel!r}, outside its folder; refused")
-    files = {rel: {"url": where(rel), "size": e.get("size"), "sha256": e.get("sha256")}
+            raise FetchError(f"{paper.name}: {record} names the file {rel!r}, outside its folder; refused")
+    files = {rel: {"url": join(base, rel), "size": e.get("size"), "sha256": e.get("sha256")}
              for rel, e in doc["files"].items()}
     return {"dataset": paper.name, "source": doc.get("source"), "revision": doc.get("revision"), "via": source,
             "files": files}
-
-
-def file_state(path: Path, size: int | None, sha256: str | None) -> tuple[str, str]:
-    """``(kind, detail)``: kind ``ok`` (size and sha256 match), ``missing``, ``unverified`` (no sha256 to compare
-    with) or ``corrupt`` (detail says how)."""
-    if not path.is_file():
-        return "missing", "not found"
-    got = path.stat().st_size
-    if size is not None and got != size:
-        return "corrupt", f"{got:,} bytes, expected {size:,}"
-    if sha256 is None:
-        return "unverified", "no sha256 recorded"
-    digest = sha256_file(path)
-    if digest != sha256:
-        return "corrupt", f"sha256 {digest[:12]}..., expected {sha256[:12]}..."
-    return "ok", ""
 
 
 @dataclass
@@ -224,11 +183,13 @@ class Plan:
     def from_zips(self) -> bool:
         return "archives" in self.record
 
+    def pending_in(self, archive: str) -> list[str]:
+        return [m for m in self.pending if self.record["files"][m]["archive"] == archive]
+
     def transfers(self) -> dict[str, int]:
         """Name -> bytes still to move (a ``.part`` left by a cut transfer counts as moved)."""
         if self.from_zips:
-            sizes = {n: a["size"] or 0 for n, a in self.record["archives"].items()
-                     if any(self.record["files"][m]["archive"] == n for m in self.pending)}
+            sizes = {n: a["size"] or 0 for n, a in self.record["archives"].items() if self.pending_in(n)}
         else:
             sizes = {rel: self.record["files"][rel]["size"] or 0 for rel in self.pending}
         parts = {n: self.folder / (n + ".part") for n in sizes}
@@ -240,19 +201,15 @@ def plan_paper(paper: Paper, root: Path, source: str | None, timeout: float) -> 
     plan = Plan(paper, root / paper.folder)
     try:
         old = read_record(plan.folder) or {}
-        if source is not None:
-            plan.record = _mirror_record(paper, source, timeout)
-        elif paper.repo:
-            plan.record = _hub_record(paper, old, timeout)
-        else:
-            plan.record = _gqa_record(paper, old)
+        plan.record = (_mirror_record(paper, source, timeout) if source is not None
+                       else _hub_record(paper, old, timeout) if paper.repo else _gqa_record(paper, old))
         for rel, e in plan.record["files"].items():
             if file_state(plan.folder / rel, e["size"], e["sha256"])[0] == "ok":
                 plan.already += 1
             else:
                 plan.pending.append(rel)
         for name, arch in plan.record.get("archives", {}).items():
-            if arch["size"] is None and any(plan.record["files"][m]["archive"] == name for m in plan.pending):
+            if arch["size"] is None and plan.pending_in(name):
                 arch["size"] = remote_size(arch["url"], timeout)  # a HEAD: announced, no byte of it moves yet
     except FetchError as err:
         plan.error = str(err)
@@ -312,15 +269,11 @@ def extract_member(archive: Path, member: str, dest: Path, sha256: str | None, l
             infos = [i for i in zf.infolist() if PurePosixPath(i.filename).name == member and not i.is_dir()
                      and not i.filename.startswith("__MACOSX/")]
             if not infos:
-                names = [i.filename for i in zf.infolist()][:8]
-                raise FetchError(f"{label}: {archive.name} holds no {member} (it holds {names}...); the host's "
-                                 "archive changed: tell the maintainers (docs/data.md)")
-            digest, size = hashlib.sha256(), 0
+                raise FetchError(f"{label}: {archive.name} holds no {member} (it holds {zf.namelist()[:8]}...); the "
+                                 "host's archive changed: tell the maintainers (docs/data.md)")
             with zf.open(infos[0]) as src, open(part, "wb") as out:
-                while block := src.read(CHUNK):
-                    out.write(block)
-                    digest.update(block)
-                    size += len(block)
+                shutil.copyfileobj(src, out)
+            digest = sha256_file(part)
     except (zipfile.BadZipFile, EOFError) as err:
         part.unlink(missing_ok=True)
         archive.unlink(missing_ok=True)
@@ -330,26 +283,26 @@ def extract_member(archive: Path, member: str, dest: Path, sha256: str | None, l
         part.unlink(missing_ok=True)
         raise FetchError(f"{label}: extracting {member} from {archive.name} failed ({err}); the zip is kept: free "
                          "the space or fix the folder, then run the same command again") from err
-    if sha256 is not None and digest.hexdigest() != sha256:
+    if sha256 is not None and digest != sha256:
         part.unlink()
         archive.unlink(missing_ok=True)  # its member disagrees with the record: a rerun must not reuse it
-        raise FetchError(f"{label}: extracted sha256 {digest.hexdigest()[:12]}..., fetched.json says "
+        raise FetchError(f"{label}: extracted sha256 {digest[:12]}..., fetched.json says "
                          f"{sha256[:12]}...; rejected and the zip deleted (if the host's file changed on purpose, "
                          f"delete {archive.parent / RECORD} to record it anew)")
     os.replace(part, dest)
-    return size, digest.hexdigest()
+    return dest.stat().st_size, digest
 
 
 def _fetch_archive(plan: Plan, name: str, report: PapersReport, timeout: float, show: bool) -> None:
-    rec, folder = plan.record, plan.folder
-    arch, zpath = rec["archives"][name], plan.folder / name
-    members = [m for m in plan.pending if rec["files"][m]["archive"] == name]
+    """Download a GQA zip, extract its pending members, delete it (the 1.4 GB questions zip holds much more)."""
+    arch, zpath = plan.record["archives"][name], plan.folder / name
+    members = plan.pending_in(name)
     try:
         # a verified zip is only ever under its name (fetch_to), kept when an extraction failed: reuse it
         if not (zpath.is_file() and zpath.stat().st_size == arch["size"]):
             arch["sha256"] = fetch_to(arch["url"], zpath, arch["size"], arch["sha256"],
                                       f"{plan.paper.folder}/{name}", timeout, show)
-            write_json(folder / RECORD, rec)
+            write_json(plan.folder / RECORD, plan.record)
     except FetchError as err:
         report.failed.update({f"{plan.paper.folder}/{m}": str(err) for m in members})
         return
@@ -357,12 +310,12 @@ def _fetch_archive(plan: Plan, name: str, report: PapersReport, timeout: float, 
     for m in members:
         label = f"{plan.paper.folder}/{m}"
         try:
-            size, sha = extract_member(zpath, m, folder / m, rec["files"][m]["sha256"], label)
+            size, sha = extract_member(zpath, m, plan.folder / m, plan.record["files"][m]["sha256"], label)
         except FetchError as err:
             report.failed[label] = str(err)
             continue
-        rec["files"][m].update(size=size, sha256=sha)
-        write_json(folder / RECORD, rec)
+        plan.record["files"][m].update(size=size, sha256=sha)
+        write_json(plan.folder / RECORD, plan.record)
         report.fetched.append(label)
         done += 1
     if done == len(members):
@@ -403,10 +356,12 @@ def fetch_papers(root: str | Path, names: list[str] | None = None, source: str |
     Raises:
         UnknownDatasetError: a name is none of :data:`PAPERS`.
     """
-    names = resolve_names(names)
+    if unknown := [n for n in names or () if n not in PAPERS]:
+        raise UnknownDatasetError(f"unknown dataset(s) {', '.join(map(repr, unknown))} for --papers; the papers' "
+                                  f"datasets are {', '.join(PAPERS)} (none named: all of them)")
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
-    plans = [plan_paper(PAPERS[n], root, source, timeout) for n in names]
+    plans = [plan_paper(PAPERS[n], root, source, timeout) for n in (list(dict.fromkeys(names)) if names else PAPERS)]
     out(format_plan(plans, root))
     report = PapersReport(root)
     for plan in plans:
@@ -440,7 +395,7 @@ def paper_status(paper: Paper, root: Path) -> PaperStatus:
     except FetchError as err:
         return PaperStatus(paper, "corrupt", problems=[str(err)])
     if rec is None:
-        found = [p for p in (folder / "data").glob("*.parquet")] if paper.repo else \
+        found = list((folder / "data").glob("*.parquet")) if paper.repo else \
             [folder / m for _, ms in paper.archives for m in ms if (folder / m).is_file()]
         return PaperStatus(paper, "unrecorded" if found else "absent", len(found), sum(p.stat().st_size for p in found))
     st = PaperStatus(paper, "complete", listed=len(rec["files"]))
@@ -451,14 +406,10 @@ def paper_status(paper: Paper, root: Path) -> PaperStatus:
         st.files += 1
         st.size += (folder / rel).stat().st_size
         st.verified += kind == "ok"
-        if kind == "corrupt":
+        if kind in ("size", "sha256"):
             st.problems.append(f"{paper.folder}/{rel}: {detail} (fetched.json); {fix}")
     st.state = "corrupt" if st.problems else "complete" if st.verified == st.listed else "incomplete"
     return st
-
-
-def check_papers(root: str | Path) -> list[PaperStatus]:
-    return [paper_status(p, Path(root)) for p in PAPERS.values()]
 
 
 def format_status(statuses: list[PaperStatus], root: Path) -> str:

@@ -3,39 +3,26 @@
 ``data_manifest.json`` (beside this module) lists each raw file under the data folder (``../shared/data`` or
 ``$GR_DATA_DIR``, :func:`gr_core.paths.data_root`): its dataset, size, sha256, licence, the public source it came
 from and, where a byte-identical public copy exists, the URL of that copy (a GitHub raw URL pinned to a commit).
-Some files were derived by the data's curators (a KB decoded from an id-encoded release, mini-graphs parsed from
-published predictions); they have no download of their own, and the manifest says how they were made.
-
-Command line (``./gr data ...`` runs ``python -m gr_core.data_sources ...``)::
-
-    ./gr data                      # the same as --check on the data folder
-    ./gr data --check [DIR]        # verify DIR against the manifest; exit 1 naming each missing or corrupt file
-    ./gr data --fetch DIR          # download what is missing or corrupt from the public sources, verify, keep
-                                   # only verified files; rerun to resume an interrupted download
-    ./gr data --fetch DIR --from SOURCE  # the same from a copy of a data folder (a local folder or an http(s) URL)
-    ./gr data --list               # the manifest as a table, then the papers' datasets
-    ./gr data --fetch DIR --papers [NAME ...]  # the papers' own datasets (RoG-webqsp, RoG-cwq, GQA) from their
-                                   # public hosts: sizes printed first (gr_core.data_papers); --check lists them
-
-A download goes to ``<file>.part`` (resumed with an HTTP ``Range`` request when the transfer was cut) and is moved
-to its name only after its size and sha256 match the manifest; a complete response with the wrong size or hash is
-deleted, so a data folder never holds an unverified file under a manifest name.
+Files derived by the data's curators have none, and the manifest says how they were made. ``./gr data`` (:func:`main`;
+docs/data.md) checks a folder against it and fetches what is missing or corrupt.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import data_papers
-from .download import FetchError, fetch_to, is_url
+from .download import FetchError, fetch_to, file_state, is_url, join
 from .paths import DataNotFoundError, data_root
-from .runs import progress, sha256_file
+from .runs import progress
 
 MANIFEST = Path(__file__).with_name("data_manifest.json")
 FIELDS = ("path", "dataset", "size", "sha256", "licence", "url", "source", "used_by")
+A_COPY = "a complete copy of the data folder (a folder or an http(s) URL)"
 
 
 class ManifestError(ValueError):
@@ -44,26 +31,16 @@ class ManifestError(ValueError):
 
 @dataclass(frozen=True)
 class RawFile:
-    """One raw file of the data folder.
+    """One raw file of the data folder."""
 
-    Attributes:
-        path: relative to the data folder, ``/``-separated (``metaqa/kb.txt``).
-        dataset: the dataset folder it belongs to.
-        size: bytes; sha256: hex digest of the bytes.
-        licence: the licence it is distributed under (the licence files sit beside the data).
-        url: a byte-identical public copy, pinned to a commit; None when the file was derived (see ``source``).
-        source: provenance in words: ``owner/repo @ commit path``, or how the file was derived from such sources.
-        used_by: what reads it (dataset builders by name, ``metrics check``, ``tests``, ``licence``).
-    """
-
-    path: str
-    dataset: str
-    size: int
-    sha256: str
-    licence: str
-    url: str | None
-    source: str
-    used_by: tuple[str, ...] = ()
+    path: str  # relative to the data folder, ``/``-separated (``metaqa/kb.txt``)
+    dataset: str  # the dataset folder it belongs to
+    size: int  # bytes
+    sha256: str  # hex digest of the bytes
+    licence: str  # the licence it is distributed under (the licence files sit beside the data)
+    url: str | None  # a byte-identical public copy, pinned to a commit; None when the file was derived (see source)
+    source: str  # provenance in words: ``owner/repo @ commit path``, or how the file was derived from such sources
+    used_by: tuple[str, ...] = ()  # what reads it (dataset builders by name, ``metrics check``, ``tests``, ``licence``)
 
 
 def load_manifest(path: str | Path | None = None) -> list[RawFile]:
@@ -85,13 +62,12 @@ def load_manifest(path: str | Path | None = None) -> list[RawFile]:
         where = f"{path}: files[{i}]" + (f" ({e.get('path')})" if isinstance(e, dict) and e.get("path") else "")
         if not isinstance(e, dict):
             raise ManifestError(f"{where}: expected an object")
-        missing = [f for f in FIELDS if f not in e]
-        if missing:
+        if missing := [f for f in FIELDS if f not in e]:
             raise ManifestError(f"{where}: missing field(s) {', '.join(missing)}")
         if not isinstance(e["size"], int) or e["size"] < 0:
             raise ManifestError(f"{where}: field 'size' must be a non-negative integer, got {e['size']!r}")
         sha = e["sha256"]
-        if not (isinstance(sha, str) and len(sha) == 64 and all(c in "0123456789abcdef" for c in sha)):
+        if not (isinstance(sha, str) and re.fullmatch("[0-9a-f]{64}", sha)):
             raise ManifestError(f"{where}: field 'sha256' must be 64 lower-case hex digits, got {sha!r}")
         rel = e["path"]
         if not isinstance(rel, str) or not rel or rel.startswith("/") or ".." in rel.split("/"):
@@ -120,27 +96,17 @@ class Problem:
         return f"{self.kind:8s} {self.path}: {self.detail}. {self.remedy}"
 
 
-def _remedy(f: RawFile, root: Path) -> str:
-    if f.url:
-        return f"Fix: ./gr data --fetch {root} (downloads {f.url})"
-    return (f"It has no public download of its own ({f.source}); fix: ./gr data --fetch {root} --from SOURCE, "
-            "where SOURCE is a complete copy of the data folder (a folder or an http(s) URL)")
-
-
 def check_file(f: RawFile, root: Path) -> Problem | None:
     """``None`` when ``root / f.path`` has the manifest's size and sha256, else the :class:`Problem`."""
-    p = root / f.path
-    if not p.is_file():
-        return Problem(f.path, "missing", f"not found under {root}", _remedy(f, root))
-    size = p.stat().st_size
-    if size != f.size:
-        return Problem(f.path, "size", f"{size:,} bytes, expected {f.size:,} (truncated or a different version)",
-                       _remedy(f, root))
-    digest = sha256_file(p)
-    if digest != f.sha256:
-        return Problem(f.path, "sha256", f"sha256 {digest[:12]}..., expected {f.sha256[:12]}... (corrupt or "
-                       "a different version)", _remedy(f, root))
-    return None
+    kind, detail = file_state(root / f.path, f.size, f.sha256)
+    if kind == "ok":
+        return None
+    cause = {"missing": f"under {root}", "size": "(truncated or a different version)",
+             "sha256": "(corrupt or a different version)"}[kind]
+    remedy = (f"Fix: ./gr data --fetch {root} (downloads {f.url})" if f.url else
+              f"It has no public download of its own ({f.source}); fix: ./gr data --fetch {root} --from SOURCE, "
+              f"where SOURCE is {A_COPY}")
+    return Problem(f.path, kind, f"{detail} {cause}", remedy)
 
 
 def check(root: str | Path | None = None, files: list[RawFile] | None = None) -> list[Problem]:
@@ -169,38 +135,10 @@ class FetchReport:
         return not self.failed
 
 
-def _source_of(f: RawFile, source: str | None) -> str | None:
-    """The URL or local path to read ``f`` from: ``source`` + its path when a copy is given, else its own URL."""
-    if source is None:
-        return f.url
-    if source.startswith(("http://", "https://")):
-        return source.rstrip("/") + "/" + f.path
-    return str(Path(source) / f.path)
-
-
-def fetch_file(f: RawFile, root: Path, source: str | None = None, timeout: float = 60.0,
-               show: bool = True) -> None:
-    """Download (or copy) one file into ``root``, verify it, and move it to its name.
-
-    Raises:
-        FetchError: no source, an HTTP error, an interrupted transfer (the ``.part`` stays for a resume), or a
-            complete transfer with the wrong size or hash (nothing stays).
-    """
-    origin = _source_of(f, source)
-    if origin is None:
-        raise FetchError(f"{f.path}: no public download of this exact file ({f.source}); pass --from SOURCE, a "
-                         "complete copy of the data folder (a folder or an http(s) URL)")
-    if not is_url(origin) and not Path(origin).is_file():
-        raise FetchError(f"{f.path}: not found in the copy {source} (looked for {origin})")
-    fetch_to(origin, root / f.path, f.size, f.sha256, f.path, timeout, show)
-
-
 def fetch(root: str | Path, source: str | None = None, files: list[RawFile] | None = None,
           timeout: float = 60.0, show: bool = True) -> FetchReport:
-    """Make ``root`` match the manifest: verify what is there, fetch what is missing or differs.
-
-    A file that fails is reported and the others go on; nothing unverified is left under a manifest name.
-    """
+    """Make ``root`` match the manifest: verify what is there, fetch what is missing or differs. A file that fails is
+    reported and the others go on; nothing unverified is left under a manifest name."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     files = load_manifest() if files is None else files
@@ -209,43 +147,27 @@ def fetch(root: str | Path, source: str | None = None, files: list[RawFile] | No
         if check_file(f, root) is None:
             report.already.append(f.path)
             continue
-        try:
-            fetch_file(f, root, source, timeout, show)
-            report.fetched.append(f.path)
-        except FetchError as err:
-            report.failed[f.path] = str(err)
+        origin = f.url if source is None else join(source, f.path)  # a copy of the folder holds it under its path
+        if origin is None:
+            report.failed[f.path] = (f"{f.path}: no public download of this exact file ({f.source}); pass --from "
+                                     f"SOURCE, {A_COPY}")
+        elif not is_url(origin) and not Path(origin).is_file():
+            report.failed[f.path] = f"{f.path}: not found in the copy {source} (looked for {origin})"
+        else:
+            try:
+                fetch_to(origin, root / f.path, f.size, f.sha256, f.path, timeout, show)
+                report.fetched.append(f.path)
+            except FetchError as err:
+                report.failed[f.path] = str(err)
     return report
 
 
 # ---------------------------------------------------------------------- command line
-def _fetch_papers(args: argparse.Namespace) -> int:
-    """``--fetch DIR --papers [NAME ...]``: the papers' datasets (:mod:`gr_core.data_papers`), not the manifest."""
-    try:
-        report = data_papers.fetch_papers(args.fetch, args.papers, args.source, args.timeout)
-    except data_papers.UnknownDatasetError as err:
-        print(f"gr data: {err}", file=sys.stderr)
-        return 2
-    print(f"gr data: {report.root}: the papers' datasets: {len(report.fetched)} files fetched, {report.already} "
-          f"already verified, {len(report.failed)} failed")
-    for why in report.failed.values():
-        print(f"  {why}")
+def _report(report: FetchReport | data_papers.PapersReport, counts: str) -> int:
+    """Print what a fetch did, then each failure with its fix; exit 1 when a file failed."""
+    failures = (f"  {why}" for why in report.failed.values())
+    print(f"gr data: {report.root}: {counts}, {len(report.failed)} failed", *failures, sep="\n")
     return 0 if report.ok else 1
-
-
-def _check(root: Path, files: list[RawFile]) -> int:
-    """The manifest's check, then the papers' datasets' table; exit 1 for a manifest problem or a corrupt file of
-    the papers' data (their absence is not an error: the suite runs the offline stand-ins)."""
-    total = sum(f.size for f in files)
-    problems = check(root, files)
-    if not problems:
-        print(f"gr data: {root}: all {len(files)} files match the manifest ({total / 1e6:.1f} MB, sha256 checked)")
-    else:
-        print(f"gr data: {root}: {len(problems)} of {len(files)} files missing or corrupt:")
-        for p in problems:
-            print(f"  {p}")
-    statuses = data_papers.check_papers(root)
-    print(data_papers.format_status(statuses, root))
-    return 1 if problems or any(s.state == "corrupt" for s in statuses) else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -267,8 +189,14 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--from needs --fetch DIR")
     if args.papers is not None and args.fetch is None:
         ap.error("--papers needs --fetch DIR (--check and --list show the papers' datasets without it)")
-    if args.papers is not None:
-        return _fetch_papers(args)
+    if args.papers is not None:  # the papers' datasets (gr_core.data_papers), not the manifest
+        try:
+            report = data_papers.fetch_papers(args.fetch, args.papers, args.source, args.timeout)
+        except data_papers.UnknownDatasetError as err:
+            print(f"gr data: {err}", file=sys.stderr)
+            return 2
+        return _report(report, f"the papers' datasets: {len(report.fetched)} files fetched, {report.already} "
+                       "already verified")
     try:
         files = load_manifest(args.manifest)
     except (OSError, ManifestError) as err:
@@ -276,19 +204,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     total = sum(f.size for f in files)
     if args.list:
-        print(f"{'path':62s} {'size':>11s}  {'licence':28s} source")
-        for f in files:
-            print(f"{f.path:62s} {f.size:>11,d}  {f.licence[:28]:28s} {f.url or f.source}")
+        print(f"{'path':62s} {'size':>11s}  {'licence':28s} source",
+              *(f"{f.path:62s} {f.size:>11,d}  {f.licence[:28]:28s} {f.url or f.source}" for f in files), sep="\n")
         print(f"{len(files)} files, {total / 1e6:.1f} MB; {sum(f.url is None for f in files)} derived (no download)")
         print(data_papers.format_catalogue())
         return 0
     if args.fetch is not None:
         report = fetch(args.fetch, args.source, files, args.timeout)
-        print(f"gr data: {report.root}: {len(report.fetched)} fetched, {len(report.already)} already verified, "
-              f"{len(report.failed)} failed")
-        for why in report.failed.values():
-            print(f"  {why}")
-        return 0 if report.ok else 1
+        return _report(report, f"{len(report.fetched)} fetched, {len(report.already)} already verified")
     try:
         root = Path(args.check) if args.check else data_root()
     except DataNotFoundError as err:
@@ -297,7 +220,16 @@ def main(argv: list[str] | None = None) -> int:
     if not root.is_dir():  # one line, as for a GR_DATA_DIR that does not exist
         print(f"gr data: {root}: no such folder; ./gr data --fetch {root} downloads the data into it", file=sys.stderr)
         return 1
-    return _check(root, files)
+    # exit 1 for a manifest problem or a corrupt file of the papers' data; their absence is fine (offline stand-ins)
+    problems = check(root, files)
+    if problems:
+        print(f"gr data: {root}: {len(problems)} of {len(files)} files missing or corrupt:",
+              *(f"  {p}" for p in problems), sep="\n")
+    else:
+        print(f"gr data: {root}: all {len(files)} files match the manifest ({total / 1e6:.1f} MB, sha256 checked)")
+    statuses = [data_papers.paper_status(p, root) for p in data_papers.PAPERS.values()]
+    print(data_papers.format_status(statuses, root))
+    return 1 if problems or any(s.state == "corrupt" for s in statuses) else 0
 
 
 if __name__ == "__main__":

@@ -1,9 +1,7 @@
 """Verified, resumable transfers for ``./gr data``: one file from an http(s) URL or a local copy into a data folder.
 
-A transfer is written to ``<file>.part``; a cut HTTP transfer keeps its part and the next call resumes it with a
-``Range`` request. The part is moved to the file's name only after its size (and sha256, where one is known) match,
-so a data folder never holds an unverified file under a final name. Used by the manifest
-(:mod:`gr_core.data_sources`) and by the papers' datasets (:mod:`gr_core.data_papers`).
+A transfer goes to ``<file>.part`` (a cut one is resumed by the next call with a ``Range`` request) and gets the file's
+name only once its size and sha256 match, so a data folder never holds an unverified file under a final name.
 """
 from __future__ import annotations
 
@@ -30,14 +28,78 @@ def is_url(origin: str) -> bool:
     return origin.startswith(("http://", "https://"))
 
 
-def verify_and_place(part: Path, dest: Path, size: int, sha256: str | None, label: str, origin: str) -> str:
-    """Move ``part`` to ``dest`` when its size (and sha256, unless None) match; else delete it and raise.
+def join(base: str, *parts: str) -> str:
+    """``parts`` (``/``-separated) under ``base``: a URL or a local folder."""
+    return "/".join([base.rstrip("/"), *parts]) if is_url(base) else str(Path(base, *parts))
+
+
+def file_state(path: Path, size: int | None, sha256: str | None) -> tuple[str, str]:
+    """``(kind, detail)``: kind ``ok`` (size and sha256 match), ``missing``, ``unverified`` (no sha256 to compare
+    with), or ``size`` or ``sha256`` when that differs (detail says how)."""
+    if not path.is_file():
+        return "missing", "not found"
+    if size is not None and (got := path.stat().st_size) != size:
+        return "size", f"{got:,} bytes, expected {size:,}"
+    if sha256 is None:
+        return "unverified", "no sha256 recorded"
+    if (digest := sha256_file(path)) != sha256:
+        return "sha256", f"sha256 {digest[:12]}..., expected {sha256[:12]}..."
+    return "ok", ""
+
+
+def download(url: str, part: Path, size: int, label: str, timeout: float, show: bool) -> None:
+    """Append ``url``'s bytes to ``part``, resuming from its current size with a ``Range`` request."""
+    have = part.stat().st_size if part.exists() else 0
+    if have >= size:  # a complete or oversized leftover: verify it as it is, or start again
+        if have == size:
+            return
+        part.unlink()
+        have = 0
+    req = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
+    if have:
+        req.add_header("Range", f"bytes={have}-")  # urllib keeps it across redirects (the hub redirects to a CDN)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            if have and resp.status != 206:  # the server ignored the range: start over
+                have = 0
+            announced = resp.headers.get("Content-Length")
+            received = 0
+            bar = progress(total=size, initial=have, unit="B", unit_scale=True, desc=label, disable=not show,
+                           leave=False)
+            with bar, open(part, "ab" if have else "wb") as fh:
+                while block := resp.read(CHUNK):
+                    fh.write(block)
+                    received += len(block)
+                    bar.update(len(block))
+            # http.client returns b"" when the connection closes early instead of raising: compare with the header
+            if announced is not None and received < int(announced):
+                raise ConnectionError(f"connection closed after {received:,} of {int(announced):,} announced bytes")
+    except urllib.error.HTTPError as err:
+        raise FetchError(f"{label}: {url} answered HTTP {err.code} {err.reason}") from err
+    except (http.client.IncompleteRead, OSError) as err:  # OSError: also ConnectionError, TimeoutError, URLError
+        got = part.stat().st_size if part.exists() else 0
+        raise FetchError(f"{label}: transfer from {url} cut after {got:,} of {size:,} bytes ({err}); the part "
+                         f"is kept as {part.name}: run the same command again to resume") from err
+
+
+def fetch_to(origin: str, dest: Path, size: int, sha256: str | None, label: str, timeout: float, show: bool) -> str:
+    """Download (or copy) ``origin`` into ``dest`` through ``dest.part``, verify it, and move it to its name.
 
     Returns:
-        the part's sha256 (to record when none was known).
+        the file's sha256 (to record when none was known).
+    Raises:
+        FetchError: an HTTP error, an interrupted transfer (the ``.part`` stays for a resume), a local copy that is
+            missing, or a complete transfer with the wrong size or hash (nothing stays).
     """
-    got = part.stat().st_size
-    if got != size:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(dest.name + ".part")
+    if is_url(origin):
+        download(origin, part, size, label, timeout, show)
+    elif Path(origin).is_file():
+        shutil.copyfile(origin, part)
+    else:
+        raise FetchError(f"{label}: not found in the copy (looked for {origin})")
+    if (got := part.stat().st_size) != size:
         part.unlink()
         raise FetchError(f"{label}: {origin} gave {got:,} bytes, expected {size:,}; rejected, nothing kept "
                          "(the source is truncated or a different version)")
@@ -50,65 +112,17 @@ def verify_and_place(part: Path, dest: Path, size: int, sha256: str | None, labe
     return digest
 
 
-def download(url: str, part: Path, size: int, label: str, timeout: float, show: bool) -> None:
-    """Append ``url``'s bytes to ``part``, resuming from its current size with a ``Range`` request."""
-    have = part.stat().st_size if part.exists() else 0
-    if have >= size:  # a complete or oversized leftover: verify it as it is, or start again
-        if have == size:
-            return
-        part.unlink()
-        have = 0
-    headers = {"User-Agent": USER_AGENT}
-    if have:
-        headers["Range"] = f"bytes={have}-"  # urllib keeps it across redirects (the hub redirects to a CDN)
-    req = urllib.request.Request(url, headers=headers)
+def _request(url: str, timeout: float, method: str = "GET", **headers: str) -> tuple[bytes, Any]:
+    """The body (empty for a ``HEAD``) and the headers of ``url``'s answer; a FetchError when the host answers an
+    HTTP error or is unreachable."""
+    req = urllib.request.Request(url, method=method, headers={"User-Agent": USER_AGENT, **headers})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
-            if have and resp.status != 206:  # the server ignored the range: start over
-                have = 0
-            mode = "ab" if have else "wb"
-            announced = resp.headers.get("Content-Length")
-            received = 0
-            bar = progress(total=size, initial=have, unit="B", unit_scale=True, desc=label, disable=not show,
-                           leave=False)
-            try:
-                with open(part, mode) as fh:
-                    while block := resp.read(CHUNK):
-                        fh.write(block)
-                        received += len(block)
-                        bar.update(len(block))
-            finally:
-                bar.close()
-            # http.client returns b"" when the connection closes early instead of raising: compare with the header
-            if announced is not None and received < int(announced):
-                raise ConnectionError(f"connection closed after {received:,} of {int(announced):,} announced bytes")
+            return resp.read(), resp.headers
     except urllib.error.HTTPError as err:
-        raise FetchError(f"{label}: {url} answered HTTP {err.code} {err.reason}") from err
-    except (http.client.IncompleteRead, ConnectionError, TimeoutError, urllib.error.URLError, OSError) as err:
-        got = part.stat().st_size if part.exists() else 0
-        raise FetchError(f"{label}: transfer from {url} cut after {got:,} of {size:,} bytes ({err}); the part "
-                         f"is kept as {part.name}: run the same command again to resume") from err
-
-
-def fetch_to(origin: str, dest: Path, size: int, sha256: str | None, label: str, timeout: float = 60.0,
-             show: bool = True) -> str:
-    """Download (or copy) ``origin`` into ``dest`` through ``dest.part``, verify it, and move it to its name.
-
-    Returns:
-        the file's sha256.
-    Raises:
-        FetchError: an HTTP error, an interrupted transfer (the ``.part`` stays for a resume), a local copy that is
-            missing, or a complete transfer with the wrong size or hash (nothing stays).
-    """
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    part = dest.with_name(dest.name + ".part")
-    if is_url(origin):
-        download(origin, part, size, label, timeout, show)
-    else:
-        if not Path(origin).is_file():
-            raise FetchError(f"{label}: not found in the copy (looked for {origin})")
-        shutil.copyfile(origin, part)
-    return verify_and_place(part, dest, size, sha256, label, origin)
+        raise FetchError(f"{url} answered HTTP {err.code} {err.reason}") from err
+    except (http.client.HTTPException, OSError) as err:  # URLError is an OSError
+        raise FetchError(f"{url}: unreachable ({err}); is the network up, or pass --from SOURCE") from err
 
 
 def get_json(url: str, timeout: float) -> tuple[Any, str | None]:
@@ -123,20 +137,13 @@ def get_json(url: str, timeout: float) -> tuple[Any, str | None]:
             return json.loads(Path(url).read_text(encoding="utf-8")), None
         except (OSError, ValueError) as err:
             raise FetchError(f"{url}: cannot read it as JSON ({err})") from err
-    req = urllib.request.Request(url, headers={"User-Agent": USER_AGENT, "Accept": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            body, link = resp.read(), resp.headers.get("Link", "")
-    except urllib.error.HTTPError as err:
-        raise FetchError(f"{url} answered HTTP {err.code} {err.reason}") from err
-    except (http.client.HTTPException, urllib.error.URLError, OSError) as err:
-        raise FetchError(f"{url}: unreachable ({err}); is the network up, or pass --from SOURCE") from err
+    body, headers = _request(url, timeout, Accept="application/json")
     try:
         doc = json.loads(body)
     except ValueError as err:
         raise FetchError(f"{url}: not JSON ({err})") from err
-    nxt = next((p.split(";")[0].strip().strip("<>") for p in link.split(",") if 'rel="next"' in p), None)
-    return doc, nxt
+    links = headers.get("Link", "").split(",")
+    return doc, next((p.split(";")[0].strip().strip("<>") for p in links if 'rel="next"' in p), None)
 
 
 def remote_size(url: str, timeout: float) -> int:
@@ -149,14 +156,7 @@ def remote_size(url: str, timeout: float) -> int:
         if not Path(url).is_file():
             raise FetchError(f"{url}: not found")
         return Path(url).stat().st_size
-    req = urllib.request.Request(url, method="HEAD", headers={"User-Agent": USER_AGENT})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            length = resp.headers.get("Content-Length")
-    except urllib.error.HTTPError as err:
-        raise FetchError(f"{url} answered HTTP {err.code} {err.reason}") from err
-    except (http.client.HTTPException, urllib.error.URLError, OSError) as err:
-        raise FetchError(f"{url}: unreachable ({err}); is the network up, or pass --from SOURCE") from err
+    length = _request(url, timeout, "HEAD")[1].get("Content-Length")
     if length is None:
         raise FetchError(f"{url}: the host announced no size, so the download could not be verified")
     return int(length)
