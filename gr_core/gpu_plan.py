@@ -11,26 +11,20 @@ run"); every term is a count of bytes, 1 GB = 1e9 bytes:
   embeddings, norms and output projection stay in the dtype (bitsandbytes leaves them);
 - **trained parameters**: LoRA, graph encoder and projector, all fp32 (peft keeps the adapters in fp32 under a bf16
   LLM), so 16 bytes each: the weight (its own master copy), its gradient and AdamW's two moments;
-- **LLM activations**: what autograd keeps for the backward pass, per token and decoder layer
-  (:func:`layer_activation_bytes`, checked against torch's saved tensors of a 2-layer Llama in
-  ``tests/test_gpu_plan.py``) x layers x the batch's padded tokens (batch x the widest example: the prompt
-  allowance, the graph tokens, ``max_txt_len`` and the label); with gradient checkpointing only each layer's input
-  (``d`` values per token), plus the working set of the backward pass (one layer's activations; two with
-  checkpointing: the recomputed layer and its gradients);
+- **LLM activations**: what autograd keeps for the backward pass (:func:`layer_activation_bytes`, checked against
+  torch's saved tensors of a 2-layer Llama in ``tests/test_gpu_plan.py``) for the batch's padded tokens, and the
+  backward pass's working set; with gradient checkpointing each layer's input only (:func:`llm_activation_bytes`);
 - **logits**: ``B x (max_new_tokens + 1)`` rows of the vocabulary (``GraphLLM.forward`` keeps only the label's);
 - **graph encoder activations**: per node and edge, from PyG's saved tensors (:func:`gnn_activation_bytes`), for
   a batch of whole WebQSP 2-hop graphs (GR Table 2 means: the configurations without retrieval).
 
 The total is set against the card less :data:`RESERVE` (CUDA context, allocator fragmentation, kernel workspaces).
 
-Time per epoch = tokens x FLOPs per token / a measured FLOP rate. FLOPs per token of a training step through frozen
-weights: forward ``2 N`` + backward ``2 N`` (input gradients only; LoRA's weight gradients are negligible) = ``4 N``
-with ``N`` the decoder layers' parameters, plus ``4 V d`` per logit row; checkpointing runs the forward pass twice
-(``+2 N``) (:func:`train_flops_per_token`). The rate (:func:`gr_core.plan.epoch_lines`) is the embedded
-SmolLM2-135M's (the same Llama architecture) measured by ``bench/train_infer_throughput.py``, as FLOP/s
-(:func:`gr_core.speeds.llm_training_rates`): its rate on the H100 is a launch-bound small model's (an upper bound on
-the 7B's time); the MFU it reaches when compute-bound (on the CPU) of the H100's measured GEMM peak gives the
-expected time, the peak itself the lower bound.
+Time per epoch = tokens x FLOPs per token (:func:`train_flops_per_token`: ``4 N`` + ``4 V d`` per logit row) / a
+measured FLOP rate (:func:`gr_core.plan.epoch_lines`): the embedded SmolLM2-135M's (the same Llama architecture)
+from ``bench/train_infer_throughput.py`` (:func:`gr_core.speeds.llm_training_rates`). Its H100 rate is a launch-bound
+small model's (an upper bound on the 7B's time); the MFU it reaches when compute-bound (on the CPU) of the H100's
+measured GEMM peak gives the expected time, the peak itself the lower bound.
 """
 from __future__ import annotations
 
@@ -92,11 +86,6 @@ class Shapes:
         return self.layer_params + self.hidden + self.vocab * self.hidden * (1 if self.tied else 2)
 
 
-def _shapes(name: str, hidden: int, layers: int, heads: int, kv: int, ff: int, vocab: int, tied: bool,
-            source: str) -> Shapes:
-    return Shapes(name, hidden, layers, heads, kv, ff, vocab, tied, 0, source)
-
-
 # Published config.json values of well-known models that are not here (a local model's own config.json wins).
 _LLAMA2 = "config.json of {} on huggingface.co (Touvron et al. 2023, Llama 2, Table 1)"
 _LLAMA3 = "config.json of {} on huggingface.co (Meta Llama 3 model card)"
@@ -116,7 +105,7 @@ for _ids, _args, _src in (
         (("HuggingFaceTB/SmolLM2-1.7B", "HuggingFaceTB/SmolLM2-1.7B-Instruct"),
          (2048, 24, 32, 32, 8192, 49152, True), _SMOL)):
     for _id in _ids:
-        PUBLISHED[_id.lower()] = _shapes(_id, *_args, _src.format(_ids[0]))
+        PUBLISHED[_id.lower()] = Shapes(_id, *_args, source=_src.format(_ids[0]))
 
 
 def shapes_from_config(config: dict, name: str, source: str) -> Shapes:
@@ -134,8 +123,7 @@ def llm_shapes(model: str) -> Shapes | None:
     in the Hugging Face cache, else :data:`PUBLISHED`; None when neither knows it."""
     folder = Path(model).expanduser()
     if not model.startswith("embedded:") and (folder / "config.json").is_file():
-        return shapes_from_config(json.loads((folder / "config.json").read_text()), model,
-                                  f"{folder / 'config.json'}")
+        return shapes_from_config(json.loads((folder / "config.json").read_text()), model, str(folder / "config.json"))
     if model.lower() in PUBLISHED:
         return PUBLISHED[model.lower()]
     if "/" in model and not folder.exists():
@@ -176,17 +164,14 @@ class Step:
 def step_from_run_config(cfg) -> Step:
     """The :class:`Step` of a :class:`~gr_core.g_retriever.run_config.RunConfig`: its batch, its token budget
     (:data:`PROMPT_TOKENS` + graph tokens + ``max_txt_len`` + label + EOS), its LoRA and graph encoder."""
-    m = cfg.model
+    m, gnn = cfg.model, cfg.model.gnn
     label = m.llm.max_new_tokens + 1  # the label is cut to max_new_tokens, then EOS
-    graph_tokens = m.num_graph_tokens if m.gnn is not None else 0
-    gnn = m.gnn
+    graph_tokens = m.num_graph_tokens if gnn is not None else 0
+    encoder = (gnn.kind, gnn.hidden, gnn.num_layers, gnn.heads) if gnn else (None, 0, 0, 0)
     return Step(cfg.train.batch_size, PROMPT_TOKENS + graph_tokens + m.max_txt_len + label, label,
-                m.lora.r if m.lora else None, tuple(m.lora.targets) if m.lora else (),
-                gnn.kind if gnn else None, gnn.hidden if gnn else 0, gnn.num_layers if gnn else 0,
-                gnn.heads if gnn else 0, m.num_graph_tokens)
+                m.lora.r if m.lora else None, tuple(m.lora.targets) if m.lora else (), *encoder, m.num_graph_tokens)
 
 
-# ---------------------------------------------------------------------- parameters
 def lora_params(s: Shapes, r: int | None, targets: tuple[str, ...]) -> int:
     """LoRA's ``A (r x in)`` and ``B (out x r)`` on each target of every layer."""
     shapes = s.linears()
@@ -221,7 +206,6 @@ def trained_params(s: Shapes, step: Step) -> dict[str, int]:
             "projector": projector_params(step.gnn_hidden if step.gnn_kind else 0, s.hidden, step.graph_tokens)}
 
 
-# ---------------------------------------------------------------------- memory
 def weight_bytes(s: Shapes, dtype_bytes: int = 2, quantization: str | None = None) -> float:
     """The LLM's weights: the decoder layers' linears at :data:`QUANT_BITS` when quantized, the rest in the dtype."""
     linear = s.layers * sum(i * o for i, o in s.linears().values())
@@ -260,8 +244,8 @@ def llm_kept_bytes(s: Shapes, step: Step, checkpointing: bool = False, dtype_byt
 
 
 def llm_activation_bytes(s: Shapes, step: Step, checkpointing: bool = False, dtype_bytes: int = 2) -> float:
-    """The LLM's activations at the peak of a step: :func:`llm_kept_bytes` plus the backward pass's working set,
-    one layer's activations (their gradients), two with checkpointing (the layer recomputed, then its gradients)."""
+    """The LLM's activations at the peak of a step: :func:`llm_kept_bytes` plus the backward pass's working set, one
+    layer's activations, two with checkpointing (the layer recomputed, then its gradients)."""
     layer = layer_activation_bytes(s, step.seq_len, step.lora_r, step.lora_targets, dtype_bytes)
     working = step.batch_size * step.seq_len * layer * (2 if checkpointing else 1)
     return llm_kept_bytes(s, step, checkpointing, dtype_bytes) + working
@@ -272,8 +256,7 @@ def logit_bytes(s: Shapes, step: Step, dtype_bytes: int = 2) -> float:
     return step.batch_size * step.label_rows * s.vocab * (dtype_bytes + 2 * FP32)
 
 
-def gnn_activation_bytes(kind: str | None, nodes: float, edges: float, hidden: int, layers: int,
-                         heads: int) -> float:
+def gnn_activation_bytes(kind: str | None, nodes: float, edges: float, hidden: int, layers: int, heads: int) -> float:
     """Bytes the graph encoder keeps for a batch of ``nodes`` and ``edges`` (fp32), from PyG's saved tensors
     (``tests/test_gpu_plan.py`` checks it): per layer, ``gt`` three ``(E, hidden)`` messages and three ``(E, heads)``
     attention tensors, ``gat`` ``(E + N, heads x hidden)`` messages over its self-looped edges and
@@ -330,13 +313,12 @@ def kv_cache_bytes(s: Shapes, batch: int, tokens: int, dtype_bytes: int = 2) -> 
     return 2 * s.layers * s.kv_heads * s.hd * dtype_bytes * batch * tokens
 
 
-# ---------------------------------------------------------------------- time
 def train_flops_per_token(s: Shapes, logit_rows_per_token: float, checkpointing: bool = False) -> float:
-    """FLOPs of one trained token through frozen weights: ``4 N`` (forward 2N, backward 2N for the input gradients)
-    + ``4 V d`` per logit row, ``+2 N`` with checkpointing (the layers' forward pass again). Attention's ``T^2`` term
-    is left out, as the bench counts it (1% of a 7B's FLOPs at 600 tokens, more of the 135M's: conservative)."""
-    n = s.layer_params
-    return (6 if checkpointing else 4) * n + 4 * s.vocab * s.hidden * logit_rows_per_token
+    """FLOPs of one trained token through frozen weights: ``4 N`` with ``N`` the decoder layers' parameters (forward
+    2N, backward 2N for the input gradients only; LoRA's weight gradients are negligible) + ``4 V d`` per logit row,
+    ``+2 N`` with checkpointing (the layers' forward pass again). Attention's ``T^2`` term is left out, as the bench
+    counts it (1% of a 7B's FLOPs at 600 tokens, more of the 135M's: conservative)."""
+    return (6 if checkpointing else 4) * s.layer_params + 4 * s.vocab * s.hidden * logit_rows_per_token
 
 
 def budget_bytes(memory_gb: float) -> float:
@@ -355,24 +337,22 @@ def loading_options(s: Shapes, step: Step, configured: tuple[str | None, bool] =
 def fix(options: list[Memory], memory_gb: float) -> str:
     """What to run: the preset as it is when its step fits, else the first option that fits (as ``-p`` flags)."""
     budget = budget_bytes(memory_gb)
+    preset = f"as the preset sets it ({options[0].label}): {options[0].total / GB:.1f} GB"
     if options[0].total <= budget:
-        return f"as the preset sets it ({options[0].label}): {options[0].total / GB:.1f} GB, fits"
+        return f"{preset}, fits"
     for m in options[1:]:
         if m.total <= budget:
             flags = " ".join(f for f in ("-p gradient_checkpointing=true" if m.checkpointing else "",
                                          f"-p quantization={m.quantization}" if m.quantization else "") if f)
-            return (f"as the preset sets it ({options[0].label}): {options[0].total / GB:.1f} GB, does not fit; "
-                    f"{flags} fits ({m.total / GB:.1f} GB)")
+            return f"{preset}, does not fit; {flags} fits ({m.total / GB:.1f} GB)"
     return (f"does not fit with any option (4bit + ckpt: {options[-1].total / GB:.1f} GB): lower batch_size or "
             "max_txt_len")
 
 
-# ---------------------------------------------------------------------- the printed plan
 def duration(seconds: float) -> str:
-    if seconds < 10:
-        return f"{seconds:.1f} s"
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min" if seconds < 7200 \
-        else f"{seconds / 3600:.1f} h"
+    if seconds < 120:
+        return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
 def describe_lines(s: Shapes, step: Step) -> list[str]:
@@ -401,13 +381,13 @@ def memory_lines(s: Shapes, step: Step, configured: tuple[str | None, bool], mem
     width = max(len(k) for k in options[0].terms) + 2
     lines = ["  " + "GB (1e9 bytes)".ljust(width) + "".join(f"{m.label + (' *' if i == 0 else ''):>14}"
                                                            for i, m in enumerate(options))]
-    for term in options[0].terms:
-        lines.append("    " + term.ljust(width - 2) + "".join(f"{m.terms[term] / GB:14.2f}" for m in options))
-    lines.append("    " + "total".ljust(width - 2) + "".join(f"{m.total / GB:14.1f}" for m in options))
-    lines.append("    " + f"fits {budget / GB:.1f} GB ({memory_gb:.0f} less {RESERVE:.0%})?".ljust(width - 2)
-                 + "".join(f"{'fits' if m.total <= budget else 'does not fit':>14}" for m in options))
-    lines.append(f"  * {fix(options, memory_gb)}")
-    lines.append(f"  answering: weights {options[0].terms['LLM weights'] / GB:.1f} GB + KV cache "
-                 f"{kv_cache_bytes(s, eval_batch, step.seq_len, dtype_bytes) / GB:.1f} GB (eval batch {eval_batch} x "
-                 f"{step.seq_len} tokens)")
-    return lines
+    lines += ["    " + t.ljust(width - 2) + "".join(f"{m.terms[t] / GB:14.2f}" for m in options)
+              for t in options[0].terms]
+    return lines + [
+        "    " + "total".ljust(width - 2) + "".join(f"{m.total / GB:14.1f}" for m in options),
+        "    " + f"fits {budget / GB:.1f} GB ({memory_gb:.0f} less {RESERVE:.0%})?".ljust(width - 2)
+        + "".join(f"{'fits' if m.total <= budget else 'does not fit':>14}" for m in options),
+        f"  * {fix(options, memory_gb)}",
+        f"  answering: weights {options[0].terms['LLM weights'] / GB:.1f} GB + KV cache "
+        f"{kv_cache_bytes(s, eval_batch, step.seq_len, dtype_bytes) / GB:.1f} GB (eval batch {eval_batch} x "
+        f"{step.seq_len} tokens)"]

@@ -1,31 +1,26 @@
 """A preset's plan before it runs: every notebook, every training run, and its estimated time (``--dry-run``).
 
 ``./gr suite --preset full --dry-run`` (or ``python -m gr_core.plan --preset full``) lists what the suite would
-train and answer, with an estimate per run built from **measured** throughputs, never from a model of the hardware:
+train and answer, each run estimated from **measured** throughputs (:mod:`gr_core.speeds`), never from a model of the
+hardware: its questions per split (the preset's limits on :data:`SPLIT_SIZES`) x tokens per training example (tokens
+of an epoch / training questions) of a committed run of the same dataset and method (``outputs/*/runs/*/history.json``),
+over that run's training tokens/s and validation and answering seconds per question (``metrics.json``) on the CPU and
+dtype it records, scaled to ``--profile`` by measured ratios (e.g. bf16 on an AVX512-BF16 CPU:
+``outputs/bench/precision.json``; a GPU profile needs a throughput measured on the GPU and says so when there is none).
 
-- the size of the work: training / validation / test questions per run (the preset's limits on the datasets' split
-  sizes, :data:`SPLIT_SIZES`) and tokens per training example, measured on committed runs of the same dataset and
-  method (``outputs/*/runs/*/history.json``: tokens of an epoch / training questions);
-- the speed: a committed run's own training tokens/s, validation seconds per question and answering seconds per
-  question (``metrics.json``, ``history.json``), on the CPU and dtype it records;
-- the target machine: ``--profile`` scales those speeds by measured ratios, e.g. bf16 on an AVX512-BF16 CPU from
-  ``outputs/bench/precision.json``; a GPU profile needs a throughput measured on the GPU and says so when there is none.
-
-Reasoner training (GNN-RAG, notebooks 04, 06, 09) is estimated from measured seconds per training question and
-epoch (``outputs/studies/*/metrics.json`` on CPU, ``outputs/gpu/reasoner_sweep.jsonl`` on an H100). Work that is
-neither (datasets, retrieval, reports) is the notebook's last measured time in ``outputs/<preset>/suite.json`` minus
-its runs, when that file exists. Every row names its basis; an estimate is a plan, the suite's own timer is the
-measurement (``suite.json``). The speeds are read by :mod:`gr_core.speeds`.
-
-A preset is resumable, so the plan is of what is **left**: a seed whose run directory in ``outputs/<preset>/runs``
-holds the finished run of the notebook's configuration costs nothing, and an interrupted one only its epochs left
-(:func:`with_progress`; the row says ``{2/3 seeds done; seed2 resumes after epoch 1}``).
+Reasoner training (GNN-RAG, notebooks 04, 06, 09): measured seconds per training question and epoch
+(``outputs/studies/*/metrics.json`` on CPU, ``outputs/gpu/reasoner_sweep.jsonl`` on an H100). Other work (datasets,
+retrieval, reports): the notebook's last time in ``outputs/<preset>/suite.json`` minus its runs, when that file
+exists. Every row names its basis; the suite's own timer is the measurement. A preset is resumable, so the plan is of
+what is **left** in ``outputs/<preset>/runs`` (:func:`with_progress`; the row says ``{2/3 seeds done; seed2 resumes
+after epoch 1}``).
 """
 from __future__ import annotations
 
 import argparse
 import math
 import os
+from itertools import product
 from pathlib import Path
 
 import pandas as pd
@@ -83,34 +78,32 @@ def estimate_run(dataset: str, method: str, seeds: int, epochs: int, sizes: tupl
     n_train, n_val, n_test = sizes
     row = {"name": name or f"{dataset}-{method}", "dataset": dataset, "method": method, "seeds": seeds,
            "epochs": epochs if trained else 0, "train": n_train if trained else 0, "val": n_val if trained else 0,
-           "test": n_test}
-
+           "test": n_test, "tokens": None}
     why = unavailable(llm)
     if why:
-        return {**row, "tokens": None, "seconds": 0, "basis": f"skipped by the notebook: {why}"}
+        return {**row, "seconds": 0, "basis": f"skipped by the notebook: {why}"}
     measured = measured[measured.llm == llm] if len(measured) else measured
     factor = profile.lora if method in LORA_METHODS else profile.train
     seconds, basis = 0.0, []
     if trained:
         ref = _reference(measured, dataset, method, "tokens_per_example")
         if ref is None:
-            return {**row, "tokens": None, "seconds": None, "basis": "no measured run"}
+            return {**row, "seconds": None, "basis": "no measured run"}
         tokens = n_train * ref.tokens_per_example * epochs
+        row["tokens"] = round(tokens * seeds)
         if factor is None:
-            return {**row, "tokens": round(tokens * seeds), "seconds": None,
-                    "basis": f"no {profile.name} throughput; tokens from {Path(ref.run).name}"}
+            return {**row, "seconds": None, "basis": f"no {profile.name} throughput; tokens from {Path(ref.run).name}"}
         seconds += tokens / (ref.train_tps * factor)
         if n_val and not math.isnan(ref.get("val_s", math.nan)):
             seconds += epochs * n_val * ref.val_s / factor
-        row["tokens"] = round(tokens * seeds)
         basis.append(f"{Path(ref.run).parent.parent.name}/{Path(ref.run).name}")
     ans = _reference(measured, dataset, method, "answer_s")
     if ans is None or profile.answer is None:
-        return {**row, "tokens": row.get("tokens"), "seconds": None, "basis": "no measured answers"}
+        return {**row, "seconds": None, "basis": "no measured answers"}
     seconds += n_test * ans.answer_s / profile.answer
     if not basis or Path(ans.run).name not in basis[0]:
         basis.append(f"answers: {Path(ans.run).parent.parent.name}/{Path(ans.run).name}")
-    return {**row, "tokens": row.get("tokens"), "seconds": round(seconds * seeds), "basis": "; ".join(basis)}
+    return {**row, "seconds": round(seconds * seeds), "basis": "; ".join(basis)}
 
 
 def _sizes(params: dict, dataset: str) -> tuple[int, int, int]:
@@ -120,21 +113,20 @@ def _sizes(params: dict, dataset: str) -> tuple[int, int, int]:
 
 def with_progress(row: dict, runs_dir: Path, seeds: list[int], hashes: list[str | None], estimate,
                   llm_dtype: str | None = None, inputs: dict | None = None) -> dict:
-    """``row`` (all its seeds) with what is already in ``runs_dir`` taken off: finished seeds cost nothing, an
-    interrupted one only its epochs left (``estimate(epochs)``: the estimated seconds of one seed; one trained in
-    another LLM dtype than ``llm_dtype`` starts over, as training does), and one in another configuration's way
-    (or made from other ``inputs``: data, encoder, LLM weights) all of its time (its directory must be cleared
-    first)."""
+    """``row`` (all its seeds) less what ``runs_dir`` holds: a finished seed costs nothing, an interrupted one its
+    epochs left (``estimate(epochs)``: one seed's seconds; one trained in another LLM dtype than ``llm_dtype`` starts
+    over, as training does), one in another configuration's way (or made from other ``inputs``: data, encoder, LLM
+    weights) all its time (its directory must be cleared first)."""
     states = [seed_progress(runs_dir / f"{row['name']}-seed{k}", h, llm_dtype, inputs) for k, h in zip(seeds, hashes)]
     done = sum(s == "done" for s, _ in states)
     conflicts = [f"seed{k}" for k, (s, _) in zip(seeds, states) if s == "conflict"]
     partial = [(k, e) for k, (s, e) in zip(seeds, states) if s == "partial"]
-    if not done and not conflicts and not partial:
-        return {**row, "done": ""}
     note = [f"{done}/{len(seeds)} seeds done"] if done else []
     note += [f"seed{k} resumes after epoch {e}" for k, e in partial]
     note += [f"{', '.join(conflicts)}: a finished run of another configuration or other inputs is in the way"
              ] if conflicts else []
+    if not note:  # nothing there yet
+        return {**row, "done": ""}
     seconds = row["seconds"]
     if done == len(seeds):
         seconds = 0  # nothing left to train, measured speed or not
@@ -158,13 +150,19 @@ def training_rows(preset: str, measured: pd.DataFrame, profile: Profile, root: P
     runs_dir = (Path(root) / preset if root is not None else outputs_root(preset)) / "runs"
     rows = []
 
-    def add(notebook: str, dataset: str, method: str, n_seeds: int, epochs: int, sizes, trained: bool,
-            base_seed: int, name: str | None = None, llm: str = EMBEDDED_LLM, hashed: bool = True) -> None:
+    def add(notebook: str, p: dict, params: dict, dataset: str, method: str, name: str | None = None,
+            llm: str = EMBEDDED_LLM) -> None:
+        # a method of the notebook's plan trains its seeds (``p``; an untrained one runs once:
+        # gr_core.g_retriever.experiments.run_plan), a sweep's run (``name``) one seed; ``params``: the run's own
+        sweep = name is not None
+        trained = sweep or (method_config(method).trainable and params.get("num_epochs", 0) > 0)
+        n_seeds = int(p.get("num_seeds", 1)) if trained and not sweep else 1
+        epochs, sizes, first = params.get("num_epochs", 0), _sizes(params, dataset), int(p.get("seed", 0))
         row = estimate_run(dataset, method, n_seeds, epochs, sizes, trained, measured, profile, name=name, llm=llm)
-        seeds = list(range(base_seed, base_seed + n_seeds))
+        seeds = list(range(first, first + n_seeds))
         # the configuration each seed's run directory must hold (the notebook's own; None: not checked, e.g. a sweep)
         try:
-            cfgs = [preset_run_config(preset, dataset, method, k, notebook, overrides) if hashed else None
+            cfgs = [None if sweep else preset_run_config(preset, dataset, method, k, notebook, overrides)
                     for k in seeds]
         except OSError:  # gr_wo_projector reads the LLM's width from its config: a hub id not downloaded here
             cfgs = [None] * len(seeds)
@@ -180,41 +178,29 @@ def training_rows(preset: str, measured: pd.DataFrame, profile: Profile, root: P
 
     seen = set()
     p3 = notebook_parameters(preset, "03_training", overrides)
-    seeds = int(p3.get("num_seeds", 1))
-    per = p3.get("per_dataset") or {}
+    per3 = p3.get("per_dataset") or {}
     with_03 = not only or any("03_training".startswith(o) for o in only)
     for dataset, methods in (p3.get("plan") or {}).items() if with_03 else ():
         for method in methods:
-            params = {**p3, **(per.get(dataset) or {}), **(per.get(f"{dataset}/{method}") or {})}
-            trained = method_config(method).trainable and params.get("num_epochs", 0) > 0
-            # untrained rows run once (gr_core.g_retriever.experiments.run_plan)
-            add("03_training", dataset, method, seeds if trained else 1, params.get("num_epochs", 0),
-                _sizes(params, dataset), trained, int(p3.get("seed", 0)))
+            add("03_training", p3, {**p3, **(per3.get(dataset) or {}), **(per3.get(f"{dataset}/{method}") or {})},
+                dataset, method)
             seen.add((dataset, method))
     p7 = notebook_parameters(preset, "07_ablations", overrides)
     per7 = p7.get("per_dataset") or {}
-    seeds7 = int(p7.get("num_seeds", 1))
     wanted = [(p7.get("ablation_dataset", "webqsp"), m) for m in p7.get("ablations", [])]
     wanted += [(d, m) for d in p7.get("encoder_datasets", []) for m in p7.get("encoders", [])]
     for dataset, method in wanted:
-        if (dataset, method) in seen:
-            continue
-        seen.add((dataset, method))
-        params = {**p7, **(per7.get(dataset) or {})}
-        trained = method_config(method).trainable and params.get("num_epochs", 0) > 0
-        add("07_ablations", dataset, method, seeds7 if trained else 1, params.get("num_epochs", 0),
-            _sizes(params, dataset), trained, int(p7.get("seed", 0)))
-    for k in p7.get("k_grid", []):
-        for ce in p7.get("ce_grid", []):
-            dataset = p7.get("k_dataset") or p7.get("ablation_dataset", "webqsp")
-            add("07_ablations", dataset, "g_retriever", 1, p7.get("num_epochs", 0), _sizes(p7, dataset), True,
-                int(p7.get("seed", 0)), name=f"{dataset}-g_retriever-k{k}-ce{ce}", hashed=False)
+        if (dataset, method) not in seen:
+            seen.add((dataset, method))
+            add("07_ablations", p7, {**p7, **(per7.get(dataset) or {})}, dataset, method)
+    dataset = p7.get("k_dataset") or p7.get("ablation_dataset", "webqsp")
+    for k, ce in product(p7.get("k_grid", []), p7.get("ce_grid", [])):
+        add("07_ablations", p7, p7, dataset, "g_retriever", name=f"{dataset}-g_retriever-k{k}-ce{ce}")
     dataset = p7.get("llm_size_dataset") or p7.get("ablation_dataset", "webqsp")
-    params = {**p7, **(per7.get(dataset) or {})}
     for llm in p7.get("llm_sizes", []):  # GR Table 8: G-Retriever with another LLM (notebook 03's run is the first)
         variant = "llm-" + llm.replace("/", "_").replace(":", "_")
-        add("07_ablations", dataset, "g_retriever", 1, params.get("num_epochs", 0), _sizes(params, dataset), True,
-            int(p7.get("seed", 0)), name=f"{dataset}-g_retriever-{variant}", llm=llm, hashed=False)
+        add("07_ablations", p7, {**p7, **(per7.get(dataset) or {})}, dataset, "g_retriever",
+            name=f"{dataset}-g_retriever-{variant}", llm=llm)
     return rows
 
 
@@ -222,62 +208,53 @@ def gnn_rag_rows(preset: str, profile: Profile, root: Path | None = None, overri
     """Notebook 04: the reasoner per dataset key (training questions x epochs x measured seconds per question), the
     two LoRA fine-tunes per dataset family, and the answers (questions x retrievers x measured seconds per answer)."""
     from .studies.gnn_rag import dataset_keys  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.studies.gnn_rag; this module stays torch-free
+    from .gnn_rag.evidence import RETRIEVERS  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.gnn_rag.evidence; this module stays torch-free
 
     base = Path(root) if root is not None else outputs_root("bench").parent
     p = notebook_parameters(preset, "04_gnn_rag", overrides)
     by_key = p.get("by_key") or {}
     keys = dataset_keys(p.get("datasets", []), p.get("metaqa_hops", []))
-    rows = []
+    retrievers = list(p.get("retrievers", RETRIEVERS))  # the notebook's default: every retriever
+    rog = any("rog" in r for r in retrievers)
+    measured, rows = gnn_rag_measured(base), []
     for key, _, _ in keys:
         own = {**p, **(by_key.get(key) or {})}
-        n = min(SPLIT_SIZES[key][0], own.get("max_train") or SPLIT_SIZES[key][0])
+        n, epochs = _sizes(own, key)[0], int(own.get("num_epochs", 1))
         per = profile.reasoner_seconds_per_question.get(key)
-        epochs = int(own.get("num_epochs", 1))
         rows.append({"notebook": "04_gnn_rag", "name": f"{key}-reasoner", "dataset": key, "method": "GNN reasoner",
                      "seeds": 1, "epochs": epochs, "train": n, "val": own.get("max_val") or SPLIT_SIZES[key][1],
                      "test": own.get("max_test") or SPLIT_SIZES[key][2], "tokens": None,
                      "seconds": None if per is None else round(n * epochs * per),
                      "basis": "measured s per question and epoch" if per is not None else "no measured reasoner"})
-    measured = gnn_rag_measured(base)
-    from .gnn_rag.evidence import RETRIEVERS  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.gnn_rag.evidence; this module stays torch-free
-
-    retrievers = list(p.get("retrievers", RETRIEVERS))  # the notebook's default: every retriever
-    families: dict[str, list[str]] = {}
-    for key, name, _ in keys:
-        families.setdefault(name, []).append(key)
+    families = {family: [k for k, f, _ in keys if f == family] for _, family, _ in keys}
     for family, fkeys in families.items():
         n = (p.get("llm_max_train") or SPLIT_SIZES[fkeys[0]][0]) * len(fkeys)
         parts = [("answer_generator", p.get("llm_epochs", 1))]
-        if any("rog" in r for r in retrievers):
+        if rog:
             parts.append(("relation_generator", p.get("rog_epochs", 1)))
         for part, epochs in parts:
             m = measured["training"].get((family, part))
             sec = (None if m is None or profile.lora is None
-                   else n * epochs * m["tokens_per_example"] / (m["tps"] * profile.lora))
+                   else round(n * epochs * m["tokens_per_example"] / (m["tps"] * profile.lora)))
             rows.append({"notebook": "04_gnn_rag", "name": f"{family}-{part}", "dataset": family, "method": part,
                          "seeds": 1, "epochs": epochs, "train": n, "val": 0, "test": 0, "tokens": None,
-                         "seconds": None if sec is None else round(sec),
-                         "basis": m["basis"] if m else "no measured fine-tune"})
+                         "seconds": sec, "basis": m["basis"] if m else "no measured fine-tune"})
+    # the RoG beams generated once per question: the bench's (batched as the notebook batches; in fp32, as the rest)
+    bench, bench_paths = (bench_json(base / "bench" / "relation_paths.json") if rog else {}), None
+    if bench.get("seconds_per_question"):
+        speedup = bench_json(base / "bench" / "precision.json").get("speedups_bf16_vs_fp32", {}).get("answers")
+        factor = (speedup or math.nan) if bench.get("dtype") == "bfloat16" else 1.0
+        bench_paths = (bench["questions"], bench["seconds_per_question"] * factor,
+                       f"bench/relation_paths.json: {bench['seconds_per_question']:.3f} s in {bench.get('dtype')}")
     for key, name, _ in keys:
         n = min(SPLIT_SIZES[key][2], p.get("llm_max_test") or SPLIT_SIZES[key][2])
-        secs, missing = 0.0, []
-        for r in retrievers:
-            per = measured["answers"].get((key, r), measured["answers"].get((name, r)))
-            if per is None:
-                missing.append(r)
-            else:
-                secs += n * per / (profile.answer or math.nan)
+        each = [(r, measured["answers"].get((key, r), measured["answers"].get((name, r)))) for r in retrievers]
+        missing = [r for r, s in each if s is None]
+        secs = sum((n * s / (profile.answer or math.nan) for _, s in each if s is not None), 0.0)
         basis = "s / answer of the largest measured run per retriever" + (f" (none for {missing})" if missing else "")
-        if any("rog" in r for r in retrievers):  # the RoG beams generated once per question
-            known = measured["paths"].get(key) or next((v for k, v in measured["paths"].items()
-                                                        if k.split("-")[0] == name), None)
-            bench = bench_json(base / "bench" / "relation_paths.json")
-            if bench.get("seconds_per_question"):  # batched as the notebook batches; to fp32 seconds, as the rest
-                speedup = bench_json(base / "bench" / "precision.json").get("speedups_bf16_vs_fp32", {}).get("answers")
-                factor = (speedup or math.nan) if bench.get("dtype") == "bfloat16" else 1.0
-                per = bench["seconds_per_question"] * factor
-                known = (bench["questions"], per,
-                         f"bench/relation_paths.json: {bench['seconds_per_question']:.3f} s in {bench.get('dtype')}")
+        if rog:
+            known = bench_paths or measured["paths"].get(key) or next(
+                (v for k, v in measured["paths"].items() if k.split("-")[0] == name), None)
             if known is None:
                 missing.append("relation paths")
             else:
@@ -302,7 +279,6 @@ def plan(preset: str, profile: str = "cpu-bf16", root: Path | None = None, overr
     base = Path(root) if root else outputs_root("bench").parent
     suite = bench_json(base / preset / "suite.json")
     last = {n.get("notebook"): n.get("seconds") for n in suite.get("notebooks", []) if isinstance(n, dict)}
-
     rows = []
     chosen = find_notebooks(Path(__file__).resolve().parent.parent / "notebooks", only)
     if len(runs):
@@ -311,12 +287,10 @@ def plan(preset: str, profile: str = "cpu-bf16", root: Path | None = None, overr
         mine = runs[runs.notebook == nb.stem] if len(runs) else runs
         known = mine.seconds.dropna().sum() if len(mine) else 0.0
         unknown = int(mine.seconds.isna().sum()) if len(mine) else 0
-        measured = last.get(nb.name)
-        other = None
-        if measured is not None:  # the notebook's last time minus what its committed runs took
-            took = (_gnn_rag_seconds(base / preset / "04_gnn_rag") if nb.stem == "04_gnn_rag"
-                    else _runs_seconds(base / preset / "runs", mine))
-            other = max(0.0, measured - took)
+        measured = last.get(nb.name)  # the notebook's last time, less what its committed runs took
+        other = None if measured is None else max(0.0, measured - (
+            _gnn_rag_seconds(base / preset / "04_gnn_rag") if nb.stem == "04_gnn_rag"
+            else _runs_seconds(base / preset / "runs", mine)))
         rows.append({"notebook": nb.stem, "runs": len(mine), "runs_seconds": round(known), "runs_unknown": unknown,
                      "other_seconds": None if other is None else round(other), "last_measured_seconds": measured,
                      "estimate_seconds": round(known + (other or 0.0))})
@@ -340,7 +314,7 @@ def _runs_seconds(runs_dir: Path, planned: pd.DataFrame) -> float:
     """Seconds the committed runs of ``planned`` took (training, validation, answers, building): the part of a
     notebook's measured time that the run estimates replace."""
     total = 0.0
-    for r in planned.itertuples() if len(planned) else []:
+    for r in planned.itertuples():
         for k in range(int(r.seeds)):
             name = f"{r.name}-seed{k}"
             # a run the preset has since moved to a study folder (its configuration changed) still took its time
@@ -368,14 +342,14 @@ def render(preset: str, profile: str = "cpu-bf16", root: Path | None = None, ove
         lines.append(f"  data: MISSING, every notebook reads it: {str(err).splitlines()[0]}")
     lines += [f"  data: {note}" for note in papers_data_notes(preset)] + [""]
     for nb in notebooks.itertuples():
-        other = ("other work not measured" if nb.other_seconds is None or nb.other_seconds != nb.other_seconds
+        other = ("other work not measured" if pd.isna(nb.other_seconds)
                  else f"other work {nb.other_seconds / 60:.1f} min (last measured {nb.last_measured_seconds / 60:.1f} "
                       "min in all)")
         lines.append(f"{nb.notebook}: about {nb.estimate_seconds / 60:.1f} min = {nb.runs} runs "
                      f"{nb.runs_seconds / 60:.1f} min" + (f" (+{nb.runs_unknown} unknown)" if nb.runs_unknown else "")
                      + f" + {other}")
         for r in runs[runs.notebook == nb.notebook].itertuples() if len(runs) else []:
-            t = "unknown" if r.seconds is None or r.seconds != r.seconds else f"{r.seconds / 60:6.1f} min"
+            t = "unknown" if pd.isna(r.seconds) else f"{r.seconds / 60:6.1f} min"
             lines.append(f"    {r.name:44s} seeds {r.seeds} epochs {r.epochs:>2} "
                          f"train {r.train:>6} test {r.test:>6}  {t}   [{r.basis}]"
                          + (f" {{{r.done}}}" if isinstance(getattr(r, "done", ""), str) and r.done else ""))

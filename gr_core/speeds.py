@@ -19,11 +19,8 @@ LORA_METHODS = ("lora", "g_retriever_lora")
 
 @dataclass(frozen=True)
 class Profile:
-    """Where the plan is estimated for: speed factors on top of the committed runs' measured speeds.
-
-    ``train`` / ``lora`` / ``answer`` multiply tokens/s of frozen-LLM training, LoRA training and answering of a run
-    measured in fp32 on CPU; None means no measurement exists for this target (the row's time is then unknown).
-    """
+    """Where the plan is estimated for: ``train`` / ``lora`` / ``answer`` multiply the tokens/s of frozen-LLM training,
+    LoRA training and answering of a committed run measured in fp32 on CPU (None: not measured for this target)."""
 
     name: str
     description: str
@@ -51,6 +48,7 @@ def profiles(root: Path | None = None) -> dict[str, Profile]:
     root = Path(root) if root is not None else outputs_root("bench").parent
     prec = bench_json(root / "bench" / "precision.json").get("speedups_bf16_vs_fp32", {})
     cpu_reasoner = _reasoner_cpu(root)
+    fp32 = bench_json(root / "bench" / "train_infer_throughput-float32.json")  # the committed runs' CPU, in fp32
     out = {
         "cpu-fp32": Profile("cpu-fp32", "2 CPU cores, LLM in fp32 (the committed runs' own speeds)", 1.0, 1.0, 1.0,
                             cpu_reasoner, "committed runs (outputs/*/runs)"),
@@ -60,28 +58,26 @@ def profiles(root: Path | None = None) -> dict[str, Profile]:
     }
     # a CPU without AVX512 (the committed runs' CPU has it): the same throughput bench in fp32 on such a CPU against
     # the committed runs' CPU; the reasoner has no timing there, so it takes the LLM training ratio (both fp32 GEMMs)
-    avx2, avx512 = (bench_json(root / "bench" / "train_infer_throughput-float32-avx2.json"),
-                    bench_json(root / "bench" / "train_infer_throughput-float32.json"))
+    avx2 = bench_json(root / "bench" / "train_infer_throughput-float32-avx2.json")
     ratio = answers = None
-    if all(b.get("ours_train_tokens_per_s") and b.get("ours_infer_answers_per_s") for b in (avx2, avx512)):
-        ratio = avx2["ours_train_tokens_per_s"] / avx512["ours_train_tokens_per_s"]
-        answers = avx2["ours_infer_answers_per_s"] / avx512["ours_infer_answers_per_s"]
+    if all(b.get("ours_train_tokens_per_s") and b.get("ours_infer_answers_per_s") for b in (avx2, fp32)):
+        ratio = avx2["ours_train_tokens_per_s"] / fp32["ours_train_tokens_per_s"]
+        answers = avx2["ours_infer_answers_per_s"] / fp32["ours_infer_answers_per_s"]
     out["cpu-avx2"] = Profile(
         "cpu-avx2", "2 CPU cores with AVX2 only (no AVX512, no bf16 units), LLM in fp32", ratio, ratio, answers,
         {k: v / ratio for k, v in cpu_reasoner.items()} if ratio else {},
         "committed fp32 runs x the fp32 throughput ratio of outputs/bench/train_infer_throughput-float32-avx2.json "
         "over train_infer_throughput-float32.json (LoRA and the reasoner: the frozen-LLM training ratio; neither is "
         "timed on such a CPU)")
-    gpu = _reasoner_gpu(root)
     # the LLM on the GPU: bench/train_infer_throughput.py run there (its JSON copied to outputs/gpu/) against the same
     # bench in fp32 on the CPU; the two measure the same WebQSP batches
-    on_gpu, on_cpu = (bench_json(root / "gpu" / "train_infer_throughput.json"),
-                      bench_json(root / "bench" / "train_infer_throughput-float32.json"))
+    on_gpu = bench_json(root / "gpu" / "train_infer_throughput.json")
     train = answer = None
-    if on_gpu.get("ours_train_tokens_per_s") and on_cpu.get("ours_train_tokens_per_s"):
-        train = on_gpu["ours_train_tokens_per_s"] / on_cpu["ours_train_tokens_per_s"]
-        answer = on_gpu["ours_infer_answers_per_s"] / on_cpu["ours_infer_answers_per_s"]
-    out["h100"] = Profile("h100", "one NVIDIA H100 80GB (the full preset's target)", train, train, answer, gpu,
+    if on_gpu.get("ours_train_tokens_per_s") and fp32.get("ours_train_tokens_per_s"):
+        train = on_gpu["ours_train_tokens_per_s"] / fp32["ours_train_tokens_per_s"]
+        answer = on_gpu["ours_infer_answers_per_s"] / fp32["ours_infer_answers_per_s"]
+    out["h100"] = Profile("h100", "one NVIDIA H100 80GB (the full preset's target)", train, train, answer,
+                          _reasoner_gpu(root),
                           "reasoner: outputs/gpu/reasoner_sweep.jsonl; LLM: outputs/gpu/train_infer_throughput.json "
                           "over outputs/bench/train_infer_throughput-float32.json" + (
                               "" if train else " (no LLM throughput measured on a GPU yet: those rows are unknown; "
@@ -110,7 +106,6 @@ class TrainingRate:
     mfu: float
     dtype: str
     source: str
-    tokens_per_example: float  # real tokens of a WebQSP training example, SmolLM2's tokenizer (the bench's batches)
 
 
 def training_rate(path: Path) -> TrainingRate | None:
@@ -122,8 +117,7 @@ def training_rate(path: Path) -> TrainingRate | None:
     peak = float((b.get("gemm_peak_gflops_by_dtype") or {}).get(b.get("dtype")) or b["best_dtype_peak_gflops"]) * 1e9
     where = machine.get("gpu") or f"{machine.get('cpu_count', '?')} cores of {machine.get('cpu_model', 'a CPU')}"
     return TrainingRate(where, float(b["ours_train_tokens_per_s"]), b["mfu"] * peak, peak, float(b["mfu"]),
-                        str(b.get("dtype")), f"outputs/{path.parent.name}/{path.name}",
-                        float(b.get("ours_tokens_per_batch") or 0) / max(int(b.get("batch_size") or 1), 1))
+                        str(b.get("dtype")), f"outputs/{path.parent.name}/{path.name}")
 
 
 def llm_training_rates(root: Path | None = None) -> dict[str, TrainingRate]:
@@ -174,13 +168,12 @@ def measured_runs(root: Path | None = None) -> pd.DataFrame:
         m = bench_json(mpath)
         if not m.get("num_test") or m.get("inference_seconds") is None:  # reference rows (majority ...) answer no LLM
             continue
-        dtype = run_precision(m).get("dtype", "float32")  # older runs: no record, fp32
-        hist = bench_json(mpath.parent / "history.json") if (mpath.parent / "history.json").is_file() else []
+        hist = bench_json(mpath.parent / "history.json")  # {} when there is none
         llm = ((bench_json(mpath.parent / "config.json").get("model") or {}).get("llm") or {}).get("model")
-        row = {"dataset": m.get("dataset"), "method": m.get("method"), "dtype": dtype, "run": str(mpath.parent),
-               "llm": llm,
-               "answer_s": m["inference_seconds"] / m["num_test"], "num_train": m.get("num_train") or 0,
-               "prompt_tokens": m.get("mean_prompt_tokens")}
+        row = {"dataset": m.get("dataset"), "method": m.get("method"),
+               "dtype": run_precision(m).get("dtype", "float32"),  # older runs: no record, fp32
+               "run": str(mpath.parent), "llm": llm, "answer_s": m["inference_seconds"] / m["num_test"],
+               "num_train": m.get("num_train") or 0}
         if hist and m.get("num_train"):
             row["tokens_per_example"] = hist[0]["train_tokens"] / m["num_train"]
             row["train_tps"] = sum(h["train_tokens"] for h in hist) / max(sum(h["train_seconds"] for h in hist), 1e-9)
