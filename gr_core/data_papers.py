@@ -12,6 +12,7 @@ Hosts: ``GR_HF_ENDPOINT`` (else ``HF_ENDPOINT``, as huggingface_hub reads it) an
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import zipfile
@@ -19,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
-from .download import FetchError, fetch_to, file_state, get_json, join, remote_size
+from .download import CHUNK, FetchError, fetch_to, file_state, get_json, join, remote_size
 from .paths import GQA_FILES, PAPERS_DATA
-from .runs import read_json, sha256_file, write_json
+from .runs import read_json, write_json
 
 HF_ENDPOINT = "https://huggingface.co"
 GQA_URL = "https://downloads.cs.stanford.edu/nlp/data/gqa"
@@ -271,9 +272,12 @@ def extract_member(archive: Path, member: str, dest: Path, sha256: str | None, l
             if not infos:
                 raise FetchError(f"{label}: {archive.name} holds no {member} (it holds {zf.namelist()[:8]}...); the "
                                  "host's archive changed: tell the maintainers (docs/data.md)")
+            sha = hashlib.sha256()  # hashed as it is written: the member (GQA's questions, ~1 GB) is read once
             with zf.open(infos[0]) as src, open(part, "wb") as out:
-                shutil.copyfileobj(src, out)
-            digest = sha256_file(part)
+                while block := src.read(CHUNK):
+                    out.write(block)
+                    sha.update(block)
+            digest = sha.hexdigest()
     except (zipfile.BadZipFile, EOFError) as err:
         part.unlink(missing_ok=True)
         archive.unlink(missing_ok=True)
