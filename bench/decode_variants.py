@@ -5,6 +5,7 @@
     python bench/decode_variants.py --variants "static;packed GQA"   (a subset, ";"-separated; "dynamic" always runs)
     python bench/decode_variants.py --ab "packed GQA" --rounds 6     ->  outputs/bench/decode_ab-packed_GQA.json
     python bench/decode_variants.py --ab eager --dataset explagraphs ->  outputs/bench/decode_ab-eager-explagraphs.json
+    python bench/decode_variants.py --ab "padded prefill" --dtype float32 ->  .../decode_ab-padded_prefill-float32.json
 
 Same model (the quick preset's G-Retriever on the embedded SmolLM2-135M-Instruct, untrained adapters, the dtype
 ``"auto"`` resolves to), the same WebQSP test questions as ``bench/train_infer_throughput.py``, sorted by prompt
@@ -23,6 +24,8 @@ length as ``predict`` batches them, greedy, ``MAX_NEW`` new tokens at most. Vari
 - ``SDPA``: SDPA for the prefill too (inference only: on CUDA its bf16 backward is what turned gradients NaN);
 - ``plain linears``: the linear layers through ``F.linear``, which reorders each bf16 weight for oneDNN on every
   call (the default packs each once: ``gr_core.kernels.prepack_linears``, on a CPU in bf16);
+- ``padded prefill``: one prefill over the whole left-padded batch (the default, on CPU, encodes the prompts in
+  groups of near length first: ``gr_core.kernels.grouped_prefill``);
 - ``dynamic, again``: the default measured last, for the spread between a process's first and later passes.
 
 Per variant: the prefill (one new token), the whole generation, ms per decode step (their difference over the
@@ -43,6 +46,7 @@ from pathlib import Path
 
 import torch
 
+from gr_core import kernels
 from gr_core.config import LLMConfig
 from gr_core.g_retriever.examples import build_examples
 from gr_core.g_retriever.model import GraphLLM
@@ -51,6 +55,8 @@ from gr_core.graphqa import DatasetConfig, load_dataset
 from gr_core.kernels import prepack_linears, register_packed_gqa
 from gr_core.precision import dtype_name
 from train_infer_throughput import DATASET, EVAL_BATCH, GNN, INFER_EXAMPLES, MAX_NEW
+
+DEFAULT_GROUP_COST = kernels.PREFILL_GROUP_COST
 
 
 def sdpa_decode(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
@@ -75,8 +81,10 @@ def register_attention() -> str:
     return register_packed_gqa()
 
 
-def set_linears(model: GraphLLM, packed: bool) -> None:
-    """The LLM's linear layers packed once (what ``load_llm`` does on a bf16 CPU) or through ``F.linear``."""
+def set_linears(model: GraphLLM, packed: bool, grouped: bool = True) -> None:
+    """The LLM's linear layers packed once (what ``load_llm`` does on a bf16 CPU) or through ``F.linear``; the
+    prefill grouped by length (the default) or over the padded batch."""
+    kernels.PREFILL_GROUP_COST = DEFAULT_GROUP_COST if grouped else float("inf")
     for m in model.llm.modules():
         m.__dict__.pop("forward", None)  # the class's own forward again
     if packed and model.llm.dtype == torch.bfloat16 and model.device.type == "cpu":
@@ -106,16 +114,16 @@ def measure(model: GraphLLM, batches: list, **search) -> dict:
 
 def alternate(model: GraphLLM, batches: list, options: dict, rounds: int) -> dict:
     """``rounds`` alternating passes of the default (``"dynamic"``) and one variant over ``batches``; ``options``:
-    name -> (generate's options, attention implementation, linears packed). Returns each pass's seconds and the
-    answers."""
+    name -> (generate's options, attention implementation, linears packed, prefill grouped). Returns each pass's
+    seconds and the answers."""
     from scipy.stats import binomtest  # noqa: PLC0415 only the A/B needs it
 
     default_attention = model.llm.config._attn_implementation
 
     def one_pass(name: str) -> tuple[float, list[str]]:
-        search, attention, packed = options[name]
+        search, attention, packed, grouped = options[name]
         model.llm.config._attn_implementation = attention or default_attention
-        set_linears(model, packed)
+        set_linears(model, packed, grouped)
         seconds, texts = 0.0, []
         for b in batches:
             ids, dt = timed(model.generate_ids, b, MAX_NEW, **search)
@@ -151,6 +159,8 @@ def main() -> None:
     parser.add_argument("--variants", default=None, help="';'-separated variant names (default: all)")
     parser.add_argument("--dataset", default=DATASET, help=f"a GraphQA dataset (default {DATASET}: the "
                         "throughput bench's; another family checks a choice made on it)")
+    parser.add_argument("--dtype", default="auto", help="the LLM's dtype (default auto: what this machine resolves; "
+                        "another names the result file)")
     parser.add_argument("--ab", default=None, help="one variant against the default, in alternating rounds")
     parser.add_argument("--rounds", type=int, default=6, help="rounds of --ab (default 6: p 0.03 if all are won)")
     args = parser.parse_args()
@@ -158,9 +168,10 @@ def main() -> None:
     ds = load_dataset(DatasetConfig(args.dataset))
     # result names: the default dataset and LLM add nothing, others name themselves
     suffix = "".join(f"-{slug(x)}" for x in (args.dataset if args.dataset != DATASET else None,
-                                              Path(args.llm).name if args.llm else None) if x)
+                                              Path(args.llm).name if args.llm else None,
+                                              args.dtype if args.dtype != "auto" else None) if x)
     cfg = make_run_config(args.dataset, "g_retriever", gnn=GNN,
-                          llm=LLMConfig(**({"model": args.llm} if args.llm else {})))
+                          llm=LLMConfig(dtype=args.dtype, **({"model": args.llm} if args.llm else {})))
     model = GraphLLM(cfg.model, in_dim=int(ds.text_emb.shape[1])).eval()
     examples = model.tokenize(build_examples(ds, ds.split["test"][:INFER_EXAMPLES], cfg.model))
     examples.sort(key=lambda e: e.num_prompt_tokens)  # as predict batches them
@@ -174,17 +185,19 @@ def main() -> None:
     compiled._compile_all_devices = True  # transformers compiles only on CUDA unless told (its default)
     packed = register_attention()
     default_attention = model.llm.config._attn_implementation
-    # name: (batch size, generate's options, attention implementation (None: the model's own), linears packed)
+    # name: (batch size, generate's options, attention implementation (None: the model's own), linears packed,
+    # prefill grouped)
     # the compiled variant last but one: its compilation is the slowest part (a capped run keeps the others)
-    variants = {"dynamic": (EVAL_BATCH, {}, None, True),
-                "static": (EVAL_BATCH, {"cache_implementation": "static"}, None, True),
-                f"dynamic, batch {len(examples)}": (len(examples), {}, None, True),
-                "eager": (EVAL_BATCH, {}, "eager", True), "packed GQA": (EVAL_BATCH, {}, packed, True),
-                "SDPA decode": (EVAL_BATCH, {}, "sdpa_decode", True),
-                "SDPA": (EVAL_BATCH, {}, "sdpa", True), "plain linears": (EVAL_BATCH, {}, None, False),
+    variants = {"dynamic": (EVAL_BATCH, {}, None, True, True),
+                "static": (EVAL_BATCH, {"cache_implementation": "static"}, None, True, True),
+                f"dynamic, batch {len(examples)}": (len(examples), {}, None, True, True),
+                "eager": (EVAL_BATCH, {}, "eager", True, True), "packed GQA": (EVAL_BATCH, {}, packed, True, True),
+                "SDPA decode": (EVAL_BATCH, {}, "sdpa_decode", True, True),
+                "SDPA": (EVAL_BATCH, {}, "sdpa", True, True), "plain linears": (EVAL_BATCH, {}, None, False, True),
+                "padded prefill": (EVAL_BATCH, {}, None, True, False),
                 "static+compile": (EVAL_BATCH, {"cache_implementation": "static", "compile_config": compiled}, None,
-                                   True),
-                "dynamic, again": (EVAL_BATCH, {}, None, True)}
+                                   True, True),
+                "dynamic, again": (EVAL_BATCH, {}, None, True, True)}
     if args.ab:
         if args.ab not in variants or variants[args.ab][0] != EVAL_BATCH:
             parser.error(f"--ab takes one of {[k for k, v in variants.items() if v[0] == EVAL_BATCH]}")
@@ -204,9 +217,9 @@ def main() -> None:
             parser.error(f"unknown variants {sorted(unknown)}; known: {list(variants)}")
         variants = {k: v for k, v in variants.items() if k in chosen}
     results = {}
-    for name, (size, search, attention, linears) in variants.items():
+    for name, (size, search, attention, linears, grouped) in variants.items():
         model.llm.config._attn_implementation = attention or default_attention
-        set_linears(model, linears)
+        set_linears(model, linears, grouped)
         try:
             results[name] = {"batch_size": size, **measure(model, batches(size), **search)}
         except Exception as error:  # noqa: BLE001 a variant this transformers cannot run is recorded, not fatal

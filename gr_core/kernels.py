@@ -6,7 +6,10 @@ dtype gets which: its code and docs/precision.md); on CUDA nothing here runs.
   prefill as eager in batch slices of :data:`PREFILL_SLICE_BYTES`, a training forward as eager below
   :data:`SDPA_FROM` positions and SDPA's from it;
 - :func:`prepack_linears`: ``nn.Linear`` forwards that, with gradients off, multiply by a oneDNN-packed weight;
-- :func:`contiguous_head_input`: the vocabulary projection's input made contiguous (one product, not ``bmm``).
+- :func:`contiguous_head_input`: the vocabulary projection's input made contiguous (one product, not ``bmm``);
+- :func:`grouped_prefill`: a left-padded batch's prompts encoded in groups of near length, so a greedy generation
+  does not run its prefill over the whole batch's padding (CPU only: :meth:`GraphLLM.generate_ids
+  <gr_core.g_retriever.model.GraphLLM.generate_ids>`, :func:`gr_core.llm.generate_text`).
 """
 from __future__ import annotations
 
@@ -122,3 +125,76 @@ def contiguous_head_input(module, args):
     product, the same values.
     """
     return (args[0].contiguous(), *args[1:])
+
+
+# What a separate prefill forward costs, in padded positions, when :func:`length_groups` splits a batch: on WebQSP's
+# first 192 validation prompts (53-534 tokens, batches of 16; bench/grouped_prefill.py) costs of 0 to 512 prefilled
+# them in 56.4-58.5 s, within noise of each other, against 61.6 s for one group a batch; 128 keeps 1-3 forwards a
+# batch there. ``inf`` turns grouping off (bench/decode_variants.py's "padded prefill"). docs/precision.md
+PREFILL_GROUP_COST = 128
+
+
+def length_groups(lengths: list[int], cost: float | None = None) -> list[list[int]]:
+    """Split rows into groups that minimize (positions each group pads its rows to) + ``cost`` per group.
+
+    Args:
+        lengths: each row's number of real tokens.
+        cost: a group's fixed cost in positions (default :data:`PREFILL_GROUP_COST`).
+    Returns:
+        row indices per group, shortest rows first (an exact partition of consecutive lengths, O(B^2)).
+    """
+    cost = PREFILL_GROUP_COST if cost is None else cost
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    best, cut = [0.0] + [float("inf")] * len(order), [0] * (len(order) + 1)
+    for end in range(1, len(order) + 1):  # best[end]: the cheapest split of the ``end`` shortest rows
+        for start in range(end):
+            c = best[start] + (end - start) * lengths[order[end - 1]] + cost
+            if c < best[end]:
+                best[end], cut[end] = c, start
+    groups, end = [], len(order)
+    while end:
+        groups.append(order[cut[end]:end])
+        end = cut[end]
+    return groups[::-1]
+
+
+def grouped_prefill(llm, attention_mask, **inputs):
+    """Encode all but the last position of a left-padded batch in :func:`length_groups`, for ``llm.generate``.
+
+    Each group runs over its own longest row only, so the positions a batch pads its short prompts to are not
+    computed; the group's keys and values are written right-aligned into one cache of the batch's width (the
+    padding's entries zero, masked as before). ``generate`` given this cache computes only the last position.
+    Rows see different padding than in the whole batch, so their bf16 values may differ in the last bit (as they do
+    between batch compositions today); docs/precision.md counts the answers this changes.
+
+    Args:
+        llm: a causal LM (transformers, or peft around one).
+        attention_mask: ``(B, T)``, 1 on real tokens, left-padded.
+        inputs: ``inputs_embeds (B, T, d)`` or ``input_ids (B, T)``.
+    Returns:
+        a ``DynamicCache`` of ``T - 1`` positions, or None when the batch is one group (nothing to save).
+    """
+    import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
+    from transformers import DynamicCache  # noqa: PLC0415 deferred: transformers + torch, ~2 s at start-up
+
+    (name, x), = inputs.items()
+    b, t = attention_mask.shape
+    lengths = attention_mask.sum(1).tolist()
+    groups = length_groups(lengths) if min(lengths) > 1 else []  # a one-token row leaves nothing to encode
+    if len(groups) < 2:
+        return None
+    keys_values = None  # per layer [keys, values], each (B, H_kv, T - 1, D)
+    for rows in groups:
+        width = max(lengths[i] for i in rows)
+        index = torch.tensor(rows, device=x.device)
+        mask = attention_mask[index, t - width:t - 1]
+        out = llm(**{name: x[index, t - width:t - 1]}, attention_mask=mask, use_cache=True, logits_to_keep=1,
+                  position_ids=(mask.cumsum(-1) - 1).clamp(min=0))
+        layers = out.past_key_values.layers
+        if keys_values is None:
+            keys_values = [[kv.new_zeros((b, kv.shape[1], t - 1, kv.shape[3])) for kv in (layer.keys, layer.values)]
+                           for layer in layers]
+        for (keys, values), layer in zip(keys_values, layers):
+            keys[index, :, t - width:] = layer.keys
+            values[index, :, t - width:] = layer.values
+    return DynamicCache(ddp_cache_data=[tuple(kv) for kv in keys_values], config=llm.config)

@@ -21,7 +21,7 @@ from importlib import metadata
 from pathlib import Path
 
 from .config import LLMConfig, resolve_device
-from .kernels import contiguous_head_input, prepack_linears, register_packed_gqa
+from .kernels import contiguous_head_input, grouped_prefill, prepack_linears, register_packed_gqa
 from .paths import cache_root
 from .precision import attention_implementation, native_bf16, resolve_dtype
 from .runs import config_hash, file_stamp, folder_identity, progress, sha256_file, write_json
@@ -351,8 +351,11 @@ def generate_text(model, tokenizer, prompts: list[str], max_new_tokens: int = 32
     tokenizer.padding_side = "left"
     batch = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
     with torch.inference_mode():
+        cache = grouped_prefill(model, batch["attention_mask"], input_ids=batch["input_ids"]) \
+            if model.device.type == "cpu" else None  # the prompts encoded without the batch's padding
+        prefilled = {"past_key_values": cache} if cache is not None else {}
         out = model.generate(**batch, max_new_tokens=max_new_tokens, do_sample=False,
-                             pad_token_id=tokenizer.pad_token_id)
+                             pad_token_id=tokenizer.pad_token_id, **prefilled)
     new_tokens = out[:, batch["input_ids"].shape[1]:]  # (B, <= max_new_tokens)
     return [t.strip() for t in tokenizer.batch_decode(new_tokens, skip_special_tokens=True)]
 

@@ -197,6 +197,66 @@ def test_batched_generation_with_soft_tokens_matches_one_by_one_on_the_real_llm(
     assert [t.strip() for t in model.tokenizer.batch_decode(ids, skip_special_tokens=True)] == together
 
 
+def test_length_groups_are_the_cheapest_split_of_the_sorted_rows():
+    """kernels.length_groups: an exact minimum of padded positions + cost per group over consecutive runs of the
+    length-sorted rows (checked against every such split), all rows once; cost 0 splits at every distinct length,
+    an infinite cost keeps one group."""
+    import itertools
+    import random
+
+    from gr_core.kernels import length_groups
+
+    rng = random.Random(0)
+    for _ in range(30):
+        lengths = [rng.randint(2, 600) for _ in range(rng.randint(1, 7))]
+        cost = rng.choice([0, 16, 128, 512])
+        s = sorted(lengths)
+
+        def price(groups):
+            return sum(len(g) * max(lengths[i] for i in g) + cost for g in groups)
+
+        brute = min(sum(len(s[a:b]) * s[b - 1] + cost for a, b in zip((0, *cuts), (*cuts, len(s))))
+                    for k in range(len(s)) for cuts in itertools.combinations(range(1, len(s)), k))
+        groups = length_groups(lengths, cost)
+        assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
+        assert price(groups) == brute
+    assert len(length_groups([5, 9, 9, 30], 0)) == 3 and len(length_groups([5, 9, 9, 30], float("inf"))) == 1
+
+
+def test_greedy_answers_from_a_grouped_prefill_equal_the_padded_batchs(tiny_llm_dir, monkeypatch):
+    """kernels.grouped_prefill, through GraphLLM.generate_ids and llm.generate_text: prompts of very different
+    lengths encoded in separate groups give the first step's scores of one padded prefill (fp32) and the same greedy
+    tokens; a batch of one group (or one row) takes the plain path."""
+    from gr_core import kernels
+    from gr_core.llm import generate_text
+
+    model = _model(tiny_llm_dir).eval()
+    batch = model.collate(model.tokenize([_example(n, seed=n) for n in (1, 2, 40, 41, 90)]), with_label=False)
+    lengths = batch.attention_mask.sum(1).tolist()
+
+    def first_scores_and_ids(cost):
+        monkeypatch.setattr(kernels, "PREFILL_GROUP_COST", cost)
+        out = model.generate_ids(batch, 6, output_scores=True, return_dict_in_generate=True)  # search: plain path
+        with torch.inference_mode():
+            cache = kernels.grouped_prefill(model.llm, batch.attention_mask, inputs_embeds=model.embed(batch))
+            scores = model.llm.generate(inputs_embeds=model.embed(batch), attention_mask=batch.attention_mask,
+                                        past_key_values=cache, max_new_tokens=1, do_sample=False, output_scores=True,
+                                        return_dict_in_generate=True, pad_token_id=model.template.pad_id).scores[0]
+        return out.scores[0], scores, model.generate_ids(batch, 6), cache
+
+    padded, padded_again, padded_ids, none = first_scores_and_ids(float("inf"))
+    assert none is None and torch.equal(padded, padded_again)
+    assert len(kernels.length_groups(lengths, 0)) == 5
+    _, grouped, grouped_ids, cache = first_scores_and_ids(0)
+    assert cache.get_seq_length() == batch.input_ids.shape[1]  # T - 1 prefilled, then generate's last position
+    assert torch.allclose(grouped, padded, atol=1e-5) and torch.equal(grouped_ids, padded_ids)
+    prompts = ["Hi", "Name three colours of the rainbow, then three more, then explain why the sky is blue."]
+    monkeypatch.setattr(kernels, "PREFILL_GROUP_COST", float("inf"))
+    plain = generate_text(model.llm, model.tokenizer, prompts, 5)
+    monkeypatch.setattr(kernels, "PREFILL_GROUP_COST", 0)
+    assert generate_text(model.llm, model.tokenizer, prompts, 5) == plain and any(plain)
+
+
 def test_prompt_tuning_vectors_start_as_the_init_text_embeddings(tiny_llm_dir):
     torch.manual_seed(0)
     model = GraphLLM(method_config("prompt_tuning", llm=LLMConfig(model=tiny_llm_dir)), in_dim=8,

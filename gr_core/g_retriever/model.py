@@ -35,6 +35,7 @@ from torch_geometric.data import Batch as PyGBatch
 
 from ..config import LLMConfig, check_choice
 from ..dropout import use_uniform_dropout
+from ..kernels import grouped_prefill
 from ..llm import PromptTemplate, hidden_size, load_llm
 from .graph_encoder import GNNConfig, GraphEncoder, batch_norm
 from .retrieval import DATASET_RETRIEVAL
@@ -427,14 +428,19 @@ class GraphLLM(nn.Module):
 
     @torch.inference_mode()
     def generate_ids(self, batch: Batch, max_new_tokens: int | None = None, **search) -> torch.Tensor:
-        """``llm.generate`` from ``inputs_embeds`` (KV cache, no sampling, stops at EOS).
+        """``llm.generate`` from ``inputs_embeds`` (KV cache, no sampling, stops at EOS; greedy on CPU, the prompts
+        encoded in groups of near length first: :func:`~gr_core.kernels.grouped_prefill`).
 
         Returns:
             ``(B * num_return_sequences, W)`` new token ids, EOS-padded after each row's end; ``W`` is the number
             of steps the batch ran (it stops when every row has ended, or at ``max_new_tokens``).
         """
+        embeds = self.embed(batch)
+        if not search and embeds.device.type == "cpu":  # greedy on CPU: the prompts encoded without the batch's padding
+            cache = grouped_prefill(self.llm, batch.attention_mask, inputs_embeds=embeds)
+            search = {"past_key_values": cache} if cache is not None else {}
         # transformers >= 5 returns only the new tokens when generating from inputs_embeds (docs/environment.md)
-        return self.llm.generate(inputs_embeds=self.embed(batch), attention_mask=batch.attention_mask,
+        return self.llm.generate(inputs_embeds=embeds, attention_mask=batch.attention_mask,
                                  max_new_tokens=max_new_tokens or self.cfg.llm.max_new_tokens, do_sample=False,
                                  eos_token_id=self.template.eos_id, pad_token_id=self.template.pad_id, **search)
 
