@@ -186,17 +186,17 @@ def main() -> None:
     packed = register_attention()
     default_attention = model.llm.config._attn_implementation
     # name: (batch size, generate's options, attention implementation (None: the model's own), linears packed,
-    # prefill grouped)
+    # prefill grouped; a static cache cannot take a prefilled dynamic one, so those prefill the padded batch)
     # the compiled variant last but one: its compilation is the slowest part (a capped run keeps the others)
     variants = {"dynamic": (EVAL_BATCH, {}, None, True, True),
-                "static": (EVAL_BATCH, {"cache_implementation": "static"}, None, True, True),
+                "static": (EVAL_BATCH, {"cache_implementation": "static"}, None, True, False),
                 f"dynamic, batch {len(examples)}": (len(examples), {}, None, True, True),
                 "eager": (EVAL_BATCH, {}, "eager", True, True), "packed GQA": (EVAL_BATCH, {}, packed, True, True),
                 "SDPA decode": (EVAL_BATCH, {}, "sdpa_decode", True, True),
                 "SDPA": (EVAL_BATCH, {}, "sdpa", True, True), "plain linears": (EVAL_BATCH, {}, None, False, True),
                 "padded prefill": (EVAL_BATCH, {}, None, True, False),
                 "static+compile": (EVAL_BATCH, {"cache_implementation": "static", "compile_config": compiled}, None,
-                                   True, True),
+                                   True, False),
                 "dynamic, again": (EVAL_BATCH, {}, None, True, True)}
     if args.ab:
         if args.ab not in variants or variants[args.ab][0] != EVAL_BATCH:

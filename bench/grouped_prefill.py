@@ -9,10 +9,11 @@ tokens, and the question: answers a trained model's quality would not hide), in 
 Questions: the first ``--questions`` of each family's validation split, answered by ``predict`` (length-sorted batches
 of 16, greedy, 32 new tokens at most), in three passes after a warm-up: ``padded`` (one prefill over the whole
 batch, grouping off), ``grouped`` (the default), and ``padded, batch 8`` (how many answers a batch's composition
-alone changes: the yardstick for the grouped pass's changes). Per family: each pass's seconds, answers changed
-against ``padded``, each pass's score (the family's Table 3 metric) and the paired exact McNemar test against
-``padded``. On the first family also the prefill alone (one new token) for each group cost in ``--costs``: how the
-default :data:`~gr_core.kernels.PREFILL_GROUP_COST` was chosen.
+alone changes: the yardstick for the grouped pass's changes), one pass each in this order (their noise is not
+measured: ``bench/decode_variants.py --ab "padded prefill"`` alternates). Per family: each pass's seconds, answers
+changed against ``padded``, each pass's score (the family's Table 3 metric) and the paired exact McNemar test against
+``padded``. On the first family also the prefill alone (one new token) for each group cost in ``--costs``, the best of
+two fixed-order passes: how the default :data:`~gr_core.kernels.PREFILL_GROUP_COST` was chosen.
 """
 from common import machine, timed, write_result  # noqa: I001
 
@@ -50,7 +51,7 @@ def family(name: str, questions: int, llm: LLMConfig, costs: list[float]) -> dic
     index = list(ds.split[split])[:questions]
     examples = model.tokenize(build_examples(ds, index, cfg.model))
     lengths = [e.num_prompt_tokens for e in examples]
-    with_cost(kernels.PREFILL_GROUP_COST, predict, model, examples[:BATCH], BATCH)  # warm-up
+    predict(model, examples[:BATCH], BATCH)  # warm-up
     passes = {"padded": (float("inf"), BATCH), "grouped": (kernels.PREFILL_GROUP_COST, BATCH),
               "padded, batch 8": (float("inf"), 8)}
     result, answers = {}, {}
@@ -63,7 +64,7 @@ def family(name: str, questions: int, llm: LLMConfig, costs: list[float]) -> dic
     base = result["padded"].pop("scores")
     for r in list(result.values())[1:]:
         test = compare(r.pop("scores"), base)
-        r["vs_padded"] = {k: test[k] for k in ("a_only", "b_only", "p")}
+        r["vs_padded"] = {k: test[k] for k in ("a_only", "b_only", "p")}  # a_only: right in this pass only
     out = {"dtype": dtype_name(model.llm_dtype), "split": split, "questions": len(examples),
            "prompt_tokens": [min(lengths), max(lengths)],
            "speedup": round(result["padded"]["seconds"] / result["grouped"]["seconds"], 3), "passes": result}

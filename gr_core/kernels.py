@@ -129,8 +129,8 @@ def contiguous_head_input(module, args):
 
 # What a separate prefill forward costs, in padded positions, when :func:`length_groups` splits a batch: on WebQSP's
 # first 192 validation prompts (53-534 tokens, batches of 16; bench/grouped_prefill.py) costs of 0 to 512 prefilled
-# them in 56.4-58.5 s, within noise of each other, against 61.6 s for one group a batch; 128 keeps 1-3 forwards a
-# batch there. ``inf`` turns grouping off (bench/decode_variants.py's "padded prefill"). docs/precision.md
+# them in 56.4-58.5 s against 61.6 s for one group a batch (the best of two fixed-order passes); 128 keeps 1-3
+# forwards a batch there. ``inf`` turns grouping off (bench/decode_variants.py's "padded prefill"). docs/precision.md
 PREFILL_GROUP_COST = 128
 
 
@@ -165,23 +165,30 @@ def grouped_prefill(llm, attention_mask, **inputs):
     computed; the group's keys and values are written right-aligned into one cache of the batch's width (the
     padding's entries zero, masked as before). ``generate`` given this cache computes only the last position.
     Rows see different padding than in the whole batch, so their bf16 values may differ in the last bit (as they do
-    between batch compositions today); docs/precision.md counts the answers this changes.
+    between batch compositions today); docs/precision.md counts the answers this changes. Only for caches of plain
+    full-attention layers (a sliding-window layer keeps only its window: Gemma 3, Mistral) and a greedy, single-
+    sequence generation config (one whose ``cache_implementation`` or beams would clash with a given cache).
 
     Args:
         llm: a causal LM (transformers, or peft around one).
         attention_mask: ``(B, T)``, 1 on real tokens, left-padded.
         inputs: ``inputs_embeds (B, T, d)`` or ``input_ids (B, T)``.
     Returns:
-        a ``DynamicCache`` of ``T - 1`` positions, or None when the batch is one group (nothing to save).
+        a ``DynamicCache`` of ``T - 1`` positions, or None (the plain path) when the batch is one group, a row is one
+        token long, or the model or its generation config is one of those above.
     """
     import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
     from transformers import DynamicCache  # noqa: PLC0415 deferred: transformers + torch, ~2 s at start-up
+    from transformers.cache_utils import DynamicLayer  # noqa: PLC0415 the same
 
     (name, x), = inputs.items()
     b, t = attention_mask.shape
     lengths = attention_mask.sum(1).tolist()
     groups = length_groups(lengths) if min(lengths) > 1 else []  # a one-token row leaves nothing to encode
-    if len(groups) < 2:
+    gen = llm.generation_config
+    if len(groups) < 2 or gen.cache_implementation is not None or (gen.num_beams or 1) > 1 \
+            or (gen.num_return_sequences or 1) > 1 \
+            or any(type(layer) is not DynamicLayer for layer in DynamicCache(config=llm.config).layers):
         return None
     keys_values = None  # per layer [keys, values], each (B, H_kv, T - 1, D)
     for rows in groups:

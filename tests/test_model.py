@@ -223,38 +223,57 @@ def test_length_groups_are_the_cheapest_split_of_the_sorted_rows():
     assert len(length_groups([5, 9, 9, 30], 0)) == 3 and len(length_groups([5, 9, 9, 30], float("inf"))) == 1
 
 
-def test_greedy_answers_from_a_grouped_prefill_equal_the_padded_batchs(tiny_llm_dir, monkeypatch):
+def test_greedy_answers_from_a_grouped_prefill_equal_the_padded_batchs(tiny_llm_dir, monkeypatch, tmp_path):
     """kernels.grouped_prefill, through GraphLLM.generate_ids and llm.generate_text: prompts of very different
-    lengths encoded in separate groups give the first step's scores of one padded prefill (fp32) and the same greedy
-    tokens; a batch of one group (or one row) takes the plain path."""
+    lengths encoded in separate groups (one row each, and groups that pad rows inside them) give the first step's
+    scores of one padded prefill (fp32) and the same greedy tokens; one group, a one-token row, a model with
+    sliding-window layers or a generation config with beams take the plain path."""
+    from transformers import AutoTokenizer, Gemma3ForCausalLM, Gemma3TextConfig
+
     from gr_core import kernels
     from gr_core.llm import generate_text
 
     model = _model(tiny_llm_dir).eval()
     batch = model.collate(model.tokenize([_example(n, seed=n) for n in (1, 2, 40, 41, 90)]), with_label=False)
     lengths = batch.attention_mask.sum(1).tolist()
+    mixed = next(c for c in (8, 16, 32, 64) if 1 < len(kernels.length_groups(lengths, c)) < len(lengths))
 
     def first_scores_and_ids(cost):
         monkeypatch.setattr(kernels, "PREFILL_GROUP_COST", cost)
-        out = model.generate_ids(batch, 6, output_scores=True, return_dict_in_generate=True)  # search: plain path
         with torch.inference_mode():
             cache = kernels.grouped_prefill(model.llm, batch.attention_mask, inputs_embeds=model.embed(batch))
             scores = model.llm.generate(inputs_embeds=model.embed(batch), attention_mask=batch.attention_mask,
                                         past_key_values=cache, max_new_tokens=1, do_sample=False, output_scores=True,
                                         return_dict_in_generate=True, pad_token_id=model.template.pad_id).scores[0]
-        return out.scores[0], scores, model.generate_ids(batch, 6), cache
+        return scores, model.generate_ids(batch, 6), cache
 
-    padded, padded_again, padded_ids, none = first_scores_and_ids(float("inf"))
-    assert none is None and torch.equal(padded, padded_again)
-    assert len(kernels.length_groups(lengths, 0)) == 5
-    _, grouped, grouped_ids, cache = first_scores_and_ids(0)
-    assert cache.get_seq_length() == batch.input_ids.shape[1]  # T - 1 prefilled, then generate's last position
-    assert torch.allclose(grouped, padded, atol=1e-5) and torch.equal(grouped_ids, padded_ids)
-    prompts = ["Hi", "Name three colours of the rainbow, then three more, then explain why the sky is blue."]
+    padded, padded_ids, none = first_scores_and_ids(float("inf"))
+    assert none is None
+    for cost in (0, mixed):  # five one-row groups; groups with padding inside them
+        grouped, grouped_ids, cache = first_scores_and_ids(cost)
+        assert cache.get_seq_length() == batch.input_ids.shape[1]  # T - 1 prefilled, then generate's last position
+        assert torch.allclose(grouped, padded, atol=1e-5) and torch.equal(grouped_ids, padded_ids)
+    assert kernels.grouped_prefill(model.llm, batch.attention_mask[:1], inputs_embeds=model.embed(batch)[:1]) is None
+    monkeypatch.setattr(model.llm.generation_config, "num_beams", 2)
+    assert kernels.grouped_prefill(model.llm, batch.attention_mask, inputs_embeds=model.embed(batch)) is None
+    monkeypatch.setattr(model.llm.generation_config, "num_beams", 1)
+    prompts = ["Hi there, friend", "Name three colours of the rainbow, then three more, then say why the sky is blue."]
+    model.tokenizer.padding_side = "left"  # as generate_text pads
+    encoded = model.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+    monkeypatch.setattr(kernels, "PREFILL_GROUP_COST", 0)
+    assert kernels.grouped_prefill(model.llm, encoded["attention_mask"], input_ids=encoded["input_ids"]) is not None
     monkeypatch.setattr(kernels, "PREFILL_GROUP_COST", float("inf"))
     plain = generate_text(model.llm, model.tokenizer, prompts, 5)
     monkeypatch.setattr(kernels, "PREFILL_GROUP_COST", 0)
-    assert generate_text(model.llm, model.tokenizer, prompts, 5) == plain and any(plain)
+    assert generate_text(model.llm, model.tokenizer, prompts, 5) == plain
+    tok = AutoTokenizer.from_pretrained(tiny_llm_dir)
+    torch.manual_seed(0)
+    gemma = Gemma3ForCausalLM(Gemma3TextConfig(
+        vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=1, head_dim=16, sliding_window=8, layer_types=["sliding_attention", "full_attention"],
+        pad_token_id=tok.pad_token_id)).eval()
+    assert kernels.grouped_prefill(gemma, encoded["attention_mask"], input_ids=encoded["input_ids"]) is None
+    assert len(generate_text(gemma, tok, prompts, 3)) == 2
 
 
 def test_prompt_tuning_vectors_start_as_the_init_text_embeddings(tiny_llm_dir):
