@@ -81,7 +81,7 @@ def register_attention() -> str:
     return register_packed_gqa()
 
 
-def set_linears(model: GraphLLM, packed: bool, grouped: bool = True) -> None:
+def set_kernels(model: GraphLLM, packed: bool, grouped: bool = True) -> None:
     """The LLM's linear layers packed once (what ``load_llm`` does on a bf16 CPU) or through ``F.linear``; the
     prefill grouped by length (the default) or over the padded batch."""
     kernels.PREFILL_GROUP_COST = DEFAULT_GROUP_COST if grouped else float("inf")
@@ -123,14 +123,14 @@ def alternate(model: GraphLLM, batches: list, options: dict, rounds: int) -> dic
     def one_pass(name: str) -> tuple[float, list[str]]:
         search, attention, packed, grouped = options[name]
         model.llm.config._attn_implementation = attention or default_attention
-        set_linears(model, packed, grouped)
+        set_kernels(model, packed, grouped)
         seconds, texts = 0.0, []
         for b in batches:
             ids, dt = timed(model.generate_ids, b, MAX_NEW, **search)
             seconds += dt
             texts += [t.strip() for t in model.tokenizer.batch_decode(ids, skip_special_tokens=True)]
         model.llm.config._attn_implementation = default_attention
-        set_linears(model, True)
+        set_kernels(model, True)
         return seconds, texts
 
     names = list(options)
@@ -219,14 +219,14 @@ def main() -> None:
     results = {}
     for name, (size, search, attention, linears, grouped) in variants.items():
         model.llm.config._attn_implementation = attention or default_attention
-        set_linears(model, linears, grouped)
+        set_kernels(model, linears, grouped)
         try:
             results[name] = {"batch_size": size, **measure(model, batches(size), **search)}
         except Exception as error:  # noqa: BLE001 a variant this transformers cannot run is recorded, not fatal
             results[name] = {"batch_size": size, "error": f"{type(error).__name__}: {str(error)[:300]}"}
         print(name, {k: v for k, v in results[name].items() if k != "answers"}, flush=True)
     model.llm.config._attn_implementation = default_attention
-    set_linears(model, True)
+    set_kernels(model, True)
     base = results["dynamic"]["answers"]
     for r in results.values():
         if "answers" in r:

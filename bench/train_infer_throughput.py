@@ -44,7 +44,7 @@ import torch
 from gr_core.config import LLMConfig, resolve_device
 from gr_core.g_retriever.graph_encoder import GNNConfig
 from gr_core.graphqa import DatasetConfig, load_dataset
-from gr_core.kernels import length_groups
+from gr_core.kernels import prefill_groups
 from gr_core.llm import embedded_llm_dir
 from gr_core.g_retriever.model import GraphLLM
 from gr_core.precision import cpu_info, dtype_name, resolve_dtype
@@ -257,10 +257,10 @@ def main() -> None:
     split_batch = ours.collate(test_ex[:EVAL_BATCH], with_label=False).to(ours.device)
     prefill_s = min(timed(ours.generate_ids, split_batch, 1)[1] for _ in range(2))
     generated, full_s = timed(ours.generate_ids, split_batch, MAX_NEW)
-    # the positions the prefill computes: the padded batch's, or on CPU its length groups' (kernels.grouped_prefill)
+    # the positions the prefill computes: its length groups' (kernels.grouped_prefill), or the padded batch's
     lengths = split_batch.attention_mask.sum(1).tolist()
-    groups = length_groups(lengths) if ours.device.type == "cpu" else [range(len(lengths))]
-    prefill_positions = sum(len(g) * max(lengths[i] for i in g) for g in groups) if len(groups) > 1 \
+    groups = prefill_groups(ours.llm, split_batch.attention_mask)
+    prefill_positions = sum(len(g) * max(lengths[i] for i in g) for g in groups) if groups \
         else split_batch.input_ids.numel()
     prefill_gflops = 2 * (n_ne * prefill_positions + vocab_macs * EVAL_BATCH) / 1e9
     decode = decode_record(ours, split_batch, prefill_s, full_s, int(generated.shape[1]), dtype)

@@ -158,6 +158,31 @@ def length_groups(lengths: list[int], cost: float | None = None) -> list[list[in
     return groups[::-1]
 
 
+def left_padded_positions(attention_mask):
+    """Positions ``(B, T)`` that start at 0 on each row's first real token, so left padding changes nothing."""
+    return (attention_mask.cumsum(-1) - 1).clamp(min=0)
+
+
+def prefill_groups(llm, attention_mask) -> list[list[int]] | None:
+    """The :func:`length_groups` :func:`grouped_prefill` would prefill a left-padded batch in, or None where it keeps
+    the plain path: off the CPU (measured on CPU only; a GPU's steps are launch-bound, docs/peers.md), one group, a
+    one-token row, a model with other than full-attention cache layers, a generation config with beams or its own
+    cache type."""
+    from transformers import DynamicCache  # noqa: PLC0415 deferred: transformers + torch, ~2 s at start-up
+    from transformers.cache_utils import DynamicLayer  # noqa: PLC0415 the same
+
+    if attention_mask.device.type != "cpu":
+        return None
+    lengths = attention_mask.sum(1).tolist()
+    groups = length_groups(lengths) if min(lengths) > 1 else []  # a one-token row leaves nothing to encode
+    gen = llm.generation_config
+    if len(groups) < 2 or gen.cache_implementation is not None or (gen.num_beams or 1) > 1 \
+            or (gen.num_return_sequences or 1) > 1 \
+            or any(type(layer) is not DynamicLayer for layer in DynamicCache(config=llm.config).layers):
+        return None
+    return groups
+
+
 def grouped_prefill(llm, attention_mask, **inputs):
     """Encode all but the last position of a left-padded batch in :func:`length_groups`, for ``llm.generate``.
 
@@ -174,29 +199,24 @@ def grouped_prefill(llm, attention_mask, **inputs):
         attention_mask: ``(B, T)``, 1 on real tokens, left-padded.
         inputs: ``inputs_embeds (B, T, d)`` or ``input_ids (B, T)``.
     Returns:
-        a ``DynamicCache`` of ``T - 1`` positions, or None (the plain path) when the batch is one group, a row is one
-        token long, or the model or its generation config is one of those above.
+        a ``DynamicCache`` of ``T - 1`` positions, or None (the plain path) where :func:`prefill_groups` is.
     """
     import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
     from transformers import DynamicCache  # noqa: PLC0415 deferred: transformers + torch, ~2 s at start-up
-    from transformers.cache_utils import DynamicLayer  # noqa: PLC0415 the same
 
     (name, x), = inputs.items()
+    groups = prefill_groups(llm, attention_mask)
+    if groups is None:
+        return None
     b, t = attention_mask.shape
     lengths = attention_mask.sum(1).tolist()
-    groups = length_groups(lengths) if min(lengths) > 1 else []  # a one-token row leaves nothing to encode
-    gen = llm.generation_config
-    if len(groups) < 2 or gen.cache_implementation is not None or (gen.num_beams or 1) > 1 \
-            or (gen.num_return_sequences or 1) > 1 \
-            or any(type(layer) is not DynamicLayer for layer in DynamicCache(config=llm.config).layers):
-        return None
     keys_values = None  # per layer [keys, values], each (B, H_kv, T - 1, D)
     for rows in groups:
         width = max(lengths[i] for i in rows)
         index = torch.tensor(rows, device=x.device)
         mask = attention_mask[index, t - width:t - 1]
         out = llm(**{name: x[index, t - width:t - 1]}, attention_mask=mask, use_cache=True, logits_to_keep=1,
-                  position_ids=(mask.cumsum(-1) - 1).clamp(min=0))
+                  position_ids=left_padded_positions(mask))
         layers = out.past_key_values.layers
         if keys_values is None:
             keys_values = [[kv.new_zeros((b, kv.shape[1], t - 1, kv.shape[3])) for kv in (layer.keys, layer.values)]

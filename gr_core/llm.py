@@ -351,8 +351,7 @@ def generate_text(model, tokenizer, prompts: list[str], max_new_tokens: int = 32
     tokenizer.padding_side = "left"
     batch = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
     with torch.inference_mode():
-        cache = grouped_prefill(model, batch["attention_mask"], input_ids=batch["input_ids"]) \
-            if model.device.type == "cpu" else None  # the prompts encoded without the batch's padding
+        cache = grouped_prefill(model, batch["attention_mask"], input_ids=batch["input_ids"])  # CPU: without padding
         prefilled = {"past_key_values": cache} if cache is not None else {}
         out = model.generate(**batch, max_new_tokens=max_new_tokens, do_sample=False,
                              pad_token_id=tokenizer.pad_token_id, **prefilled)

@@ -35,7 +35,7 @@ from torch_geometric.data import Batch as PyGBatch
 
 from ..config import LLMConfig, check_choice
 from ..dropout import use_uniform_dropout
-from ..kernels import grouped_prefill
+from ..kernels import grouped_prefill, left_padded_positions
 from ..llm import PromptTemplate, hidden_size, load_llm
 from .graph_encoder import GNNConfig, GraphEncoder, batch_norm
 from .retrieval import DATASET_RETRIEVAL
@@ -396,10 +396,7 @@ class GraphLLM(nn.Module):
             embeds = embeds.masked_scatter(batch.slot_mask.unsqueeze(-1), soft.to(embeds.dtype).reshape(-1))
         return embeds
 
-    @staticmethod
-    def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
-        """Positions that start at 0 on each row's first real token, so left padding changes nothing."""
-        return (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    position_ids = staticmethod(left_padded_positions)
 
     # ------------------------------------------------------------------ training and inference
     def forward(self, batch: Batch, with_match: bool = False):
@@ -436,7 +433,7 @@ class GraphLLM(nn.Module):
             of steps the batch ran (it stops when every row has ended, or at ``max_new_tokens``).
         """
         embeds = self.embed(batch)
-        if not search and embeds.device.type == "cpu":  # greedy on CPU: the prompts encoded without the batch's padding
+        if not search:  # greedy: on CPU the prompts encoded without the batch's padding
             cache = grouped_prefill(self.llm, batch.attention_mask, inputs_embeds=embeds)
             search = {"past_key_values": cache} if cache is not None else {}
         # transformers >= 5 returns only the new tokens when generating from inputs_embeds (docs/environment.md)

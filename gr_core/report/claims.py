@@ -146,8 +146,9 @@ def paired_claim(paper: str, claim: str, dataset: str, runs_dir: Path, run_a: st
     ev = (f"{label_a} {a:.4g} vs {label_b} {b:.4g} on the same {r['n']} questions{spread}, p = {r['p']:.3g} "
           f"({r['test']}){unpaired}")
     discordance = (r["a_only"] + r["b_only"]) / (r["n"] * r["seeds"]) if "a_only" in r else None
-    return decide(Claim(paper, claim, verdict(r["diff"], r["p"]), ev, source, dataset, label_a, label_b, round(a, 4),
-                        round(b, 4), r["n"], float(f"{r['p']:.4g}"), r["test"], r["seeds"], paper_diff), discordance)
+    return decide(Claim(paper, claim, verdict(r["diff"], r["p"]), ev, source, dataset, label_a, label_b,
+                        score_a=round(a, 4), score_b=round(b, 4), n=r["n"], p=float(f"{r['p']:.4g}"), test=r["test"],
+                        seeds=r["seeds"], paper_diff=paper_diff), discordance)
 
 
 def paper_difference(dataset: str, a: str, b: str) -> float | None:

@@ -6,6 +6,7 @@ SceneGraphs and MetaQA has no G-Retriever number (the paper does not use it).
 """
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
@@ -92,10 +93,10 @@ def _fmt(mean: float, std: float | None, digits: int) -> str:
     return f"{mean:.{digits}f}" if std is None or np.isnan(std) else f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
-def _predictions(runs_dir: str | Path, name: str) -> list[dict]:
-    """One run's ``predictions.jsonl``: a dict per test question, in file order."""
+def _predictions(runs_dir: str | Path, name: str, limit: int | None = None) -> list[dict]:
+    """One run's ``predictions.jsonl``: a dict per test question, in file order (the first ``limit`` only)."""
     with open(Path(runs_dir) / name / "predictions.jsonl", encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+        return [json.loads(line) for line in itertools.islice((x for x in fh if x.strip()), limit)]
 
 
 def run_question_scores(runs_dir: str | Path, name: str, key: str = "score") -> pd.Series:
@@ -207,7 +208,7 @@ def confusion(runs_dir: str | Path, name: str, labels=("support", "counter")) ->
 def sample_predictions(runs_dir: str | Path, names, k: int = 2) -> pd.DataFrame:
     """The first ``k`` test answers of each run, with gold answers and per-question score."""
     return pd.DataFrame([{"run": name, "prediction": p["prediction"][:80], "gold": "|".join(p["answers"])[:60],
-                          "score": p["score"]} for name in names for p in _predictions(runs_dir, name)[:k]])
+                          "score": p["score"]} for name in names for p in _predictions(runs_dir, name, k)])
 
 
 # ---------------------------------------------------------------------- ablations (GR Tables 6, 7, 8, 10)
