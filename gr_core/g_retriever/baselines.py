@@ -1,14 +1,11 @@
 """Retrieval baselines on the same interface as PCST (GR paper App. B.2, Table 3 and Table 11).
 
-- **KAPING** [Baek et al. 2023]: the top-k triples by similarity of the verbalized triple
-  ``(head, relation, tail)`` to the question, prepended to the question zero-shot (the paper's
-  k is unspecified; KAPING's own default is 10).
-- **k-hop**: the plain k-hop neighbourhood of the question entities (the most similar node when
-  the graph has none), the retrieval of KGQA pipelines before learned retrievers.
-- **none**: the whole graph; the prompt builder truncates it to the LLM's budget (GR: 512 tokens).
+- **KAPING** [Baek et al. 2023]: the top-k triples ``(head, relation, tail)`` most similar to the question (the
+  paper's k is unspecified; KAPING's own default is 10).
+- **k-hop**: the k-hop neighbourhood of the question entities (the most similar node when the graph has none).
+- **none**: the whole graph, cut to the LLM's budget by the prompt builder (GR: 512 tokens).
 
-:func:`zero_shot_whole_graphs` asks the frozen LLM about whole textualized graphs (GR Table 3's zero-shot row), as
-notebook 00 does on ExplaGraphs.
+:func:`zero_shot_whole_graphs`: the frozen LLM on whole textualized graphs (GR Table 3's zero-shot row, notebook 00).
 """
 from __future__ import annotations
 
@@ -40,13 +37,6 @@ def _subgraph(graph: TextualGraph, node_rows, edge_rows) -> RetrievedSubgraph:
     return RetrievedSubgraph(graph, np.asarray(node_rows, np.int64), np.asarray(edge_rows, np.int64), z, z, 0.0)
 
 
-def _from_edges(graph: TextualGraph, edge_rows: np.ndarray) -> RetrievedSubgraph:
-    row_of = {int(v): i for i, v in enumerate(graph.nodes.node_id.to_numpy())}
-    ends = {row_of[int(v)] for v in graph.edges.src.to_numpy()[edge_rows]} | \
-           {row_of[int(v)] for v in graph.edges.dst.to_numpy()[edge_rows]}
-    return _subgraph(graph, sorted(ends), edge_rows)
-
-
 def retrieve_kaping(graph: TextualGraph, triple_emb: np.ndarray, query: np.ndarray, k: int = 10) -> RetrievedSubgraph:
     """The ``k`` triples most similar to the question, with their endpoints (most similar first).
 
@@ -55,7 +45,9 @@ def retrieve_kaping(graph: TextualGraph, triple_emb: np.ndarray, query: np.ndarr
     """
     if graph.num_edges == 0:
         return _subgraph(graph, np.arange(graph.num_nodes), [])
-    return _from_edges(graph, np.argsort(-similarities(query, triple_emb), kind="stable")[:k])
+    edge_rows = np.argsort(-similarities(query, triple_emb), kind="stable")[:k]
+    ends = np.concatenate([graph.edges.src.to_numpy()[edge_rows], graph.edges.dst.to_numpy()[edge_rows]])
+    return _subgraph(graph, np.flatnonzero(np.isin(graph.nodes.node_id.to_numpy(), ends)), edge_rows)
 
 
 def retrieve_khop(graph: TextualGraph, hops: int = 1, x: np.ndarray | None = None,

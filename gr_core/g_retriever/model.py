@@ -1,28 +1,17 @@
 """The soft-prompted LLM (GR paper §5.4, Eq. 9-12; GR code ``src/model/graph_llm.py``; docs/method.md §1.3-1.5).
 
-One class, :class:`GraphLLM`, whose parts are passed in by :class:`ModelConfig`; it stays whole because
-the token stream below is built, batched and decoded in one place:
-
-- a frozen causal LM (the embedded SmolLM2-135M-Instruct or any Hugging Face model);
-- optionally a graph encoder (:mod:`gr_core.g_retriever.graph_encoder`) and a projector to the LLM's width, giving
-  ``num_graph_tokens`` soft tokens per graph;
-- optionally ``num_soft_tokens`` trainable prompt vectors (prompt tuning);
-- optionally LoRA adapters (peft);
-- optionally the textualized subgraph (cut to ``max_txt_len`` tokens) in the prompt.
-
-Every Table 3 setting is a :class:`ModelConfig` (see :data:`METHODS` and :func:`method_config`).
-
-The token stream of one example (tokenized piecewise with ``add_special_tokens=False``, as the GR code)::
+:class:`GraphLLM` is a frozen causal LM with the parts a :class:`ModelConfig` chooses (every Table 3 method is one:
+:data:`METHODS`): a graph encoder and projector giving ``num_graph_tokens`` soft tokens per graph, ``num_soft_tokens``
+trainable prompt vectors, LoRA adapters, the textualized subgraph. One example's tokens (tokenized piecewise with
+``add_special_tokens=False``, as the GR code)::
 
     [chat prefix up to the user content] [soft tokens] [desc[:max_txt_len]] [question] [chat suffix]
         | [label[:32]] [EOS]
 
-With a chat model the prefix/suffix come from the tokenizer's own template (SmolLM2:
-``<|im_start|>system ... <|im_end|>\\n<|im_start|>user\\n`` and ``<|im_end|>\\n<|im_start|>assistant\\n``), so the
-soft tokens sit at the start of the user turn, where the GR code puts its graph token after ``[INST]``,
-and the label ends with the model's real EOS id (SmolLM2: ``<|im_end|>``). A model without a chat
-template gets the GR code's Llama-2 markers ``<s>[INST]`` ... ``[/INST]`` and ``</s>``. Both are
-documented deviations (docs/method.md §1.4) and fix PyG's ``[/s]`` label and misplaced soft token (docs/peers.md 2-3).
+Prefix and suffix are the tokenizer's chat template (the GR code puts its graph token after ``[INST]``) and EOS the
+model's own (SmolLM2: ``<|im_end|>``); a model without a template gets the GR code's ``<s>[INST]`` ... ``[/INST]`` and
+``</s>``. Documented deviations (docs/method.md §1.4) that fix PyG's ``[/s]`` label and misplaced soft token
+(docs/peers.md 2-3).
 """
 from __future__ import annotations
 
@@ -310,12 +299,11 @@ class GraphLLM(nn.Module):
 
     def trainable_state(self) -> dict[str, torch.Tensor]:
         """What a checkpoint stores: trainable parameters plus the GNN's buffers (BatchNorm statistics)."""
-        state = {n: p.detach().cpu().clone() for n, p in self.trainable_parameters().items()}
-        if self.gnn is not None:
-            state.update({f"gnn.{n}": b.detach().cpu().clone() for n, b in self.gnn.named_buffers()})
-        if hasattr(self, "token_bn"):
-            state.update({f"token_bn.{n}": b.detach().cpu().clone() for n, b in self.token_bn.named_buffers()})
-        return state
+        state = dict(self.trainable_parameters())
+        for part in ("gnn", "token_bn"):
+            if getattr(self, part, None) is not None:
+                state.update({f"{part}.{n}": b for n, b in getattr(self, part).named_buffers()})
+        return {n: t.detach().cpu().clone() for n, t in state.items()}
 
     def load_trainable_state(self, state: dict[str, torch.Tensor]) -> None:
         missing = set(self.trainable_state()) - set(state)
@@ -441,18 +429,15 @@ class GraphLLM(nn.Module):
                                  max_new_tokens=max_new_tokens or self.cfg.llm.max_new_tokens, do_sample=False,
                                  eos_token_id=self.template.eos_id, pad_token_id=self.template.pad_id, **search)
 
-    def _decode(self, batch: Batch, max_new_tokens: int | None, **search) -> list[str]:
-        """:meth:`generate_ids`, decoded and stripped."""
+    def generate(self, batch: Batch, max_new_tokens: int | None = None, **search) -> list[str]:
+        """Batched greedy decoding (or ``search``, as :meth:`generate_ids`): one answer per example, special tokens
+        removed, whitespace stripped."""
         out = self.generate_ids(batch, max_new_tokens, **search)
         return [t.strip() for t in self.tokenizer.batch_decode(out, skip_special_tokens=True)]
 
-    def generate(self, batch: Batch, max_new_tokens: int | None = None) -> list[str]:
-        """Batched greedy decoding: one answer per example (special tokens removed, whitespace stripped)."""
-        return self._decode(batch, max_new_tokens)
-
     def generate_beams(self, batch: Batch, num_beams: int = 3, max_new_tokens: int | None = None) -> list[list[str]]:
         """Beam search (RoG's relation-path decoding, k beams): per example, ``num_beams`` strings, best first."""
-        texts = self._decode(batch, max_new_tokens, num_beams=num_beams, num_return_sequences=num_beams,
+        texts = self.generate(batch, max_new_tokens, num_beams=num_beams, num_return_sequences=num_beams,
                              early_stopping=True)
         return [texts[k:k + num_beams] for k in range(0, len(texts), num_beams)]
 

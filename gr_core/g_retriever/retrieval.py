@@ -1,24 +1,17 @@
-"""Subgraph retrieval (GR paper §5.2-5.3; GR code ``src/dataset/utils/retrieval.py``).
+"""Subgraph retrieval (GR paper §5.2-5.3; GR code ``src/dataset/utils/retrieval.py``; docs/method.md §1.1).
 
-Cosine top-k prizes for nodes (rank prizes k..1, Eq. 6) and edges (tie groups share their rank
-value, docs/method.md §1.1), the virtual-node construction that lets ``pcst_fast`` take edge prizes,
-the solver call (unrooted, one cluster, GW pruning) and the mapping back to a subgraph that keeps
-the graph's own node ids. Every per-node and per-edge step is vectorized (numpy); the only Python
-loops run k_e times (finding the k_e largest distinct similarities, and their float32 prize
-recurrence, reproduced step by step as the reference computes it), never over edges.
+Cosine top-k prizes for nodes (Eq. 6) and edges (tie groups share their rank value), the virtual-node construction
+that lets ``pcst_fast`` take edge prizes, the solver (unrooted, one cluster, GW pruning) and the subgraph, with the
+graph's own node ids. Vectorized: the only Python loops run k_e times, never over edges. Two prize rules:
+``"official"`` (the GR code since 07cbdb9) and ``"pyg"`` (torch_geometric's ``retrieval_via_pcst``: docs/peers.md 4).
 
-Two prize rules: ``"official"`` (the GR code since commit 07cbdb9: each tie group is capped by the
-previous group's value, then decayed by (1 - c)) and ``"pyg"`` (torch_geometric's
-``retrieval_via_pcst``, which caps at "previous - c" as well: docs/peers.md 4), so that we can show
-identical subgraphs to PyG in its own setting and the official behaviour by default.
-
-``pcst_fast==1.0.10`` returns silently wrong vertex ids under numpy 2 (fraenkel-lab/pcst_fast#16);
-the maintained fork ``pcst-fast2`` ships the same ``pcst_fast`` module and is correct. Both own
-the same compiled file, so which one you get depends on install order. :func:`solve_pcst`
-therefore checks the solver on a known instance at first use and refuses to run a broken one.
+``pcst_fast==1.0.10`` returns wrong vertex ids under numpy 2 (fraenkel-lab/pcst_fast#16); the fork ``pcst-fast2``
+ships the same module and is correct, and which one is installed depends on install order, so :func:`solve_pcst`
+checks the solver on a known instance at first use.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -31,14 +24,6 @@ from ..config import check_choice
 from ..data import EDGE_COLUMNS, NODE_COLUMNS, TextualGraph
 from .textualize import _table, column_rows
 
-# A 3-node path 0-1-2 with prizes (0, 5, 6) and edge costs (3, 4): the optimum keeps nodes 1, 2
-# and edge 1 (net 5 + 6 - 4 = 7). The broken build returns repeated ids such as [1, 1].
-KNOWN_EDGES = np.array([[0, 1], [1, 2]], dtype=np.int64)
-KNOWN_PRIZES = np.array([0.0, 5.0, 6.0])
-KNOWN_COSTS = np.array([3.0, 4.0])
-KNOWN_VERTICES = [1, 2]
-KNOWN_EDGE_IDS = [1]
-
 _solver_checked = False
 
 
@@ -46,38 +31,30 @@ class PCSTSolverError(RuntimeError):
     """The installed ``pcst_fast`` gives wrong answers."""
 
 
-def _installed_dists() -> str:
-    found = []
-    for name in ("pcst-fast", "pcst-fast2"):
-        try:
-            found.append(f"{name}=={metadata.version(name)}")
-        except metadata.PackageNotFoundError:
-            pass
-    return ", ".join(found) or "neither pcst-fast nor pcst-fast2"
-
-
 def check_pcst_solver(solver=None) -> None:
-    """Run the solver on a known instance; raise :class:`PCSTSolverError` if its answer is wrong.
-
-    Args:
-        solver: a callable with ``pcst_fast.pcst_fast``'s signature (default: the installed one).
-    """
-    if solver is None:
-        solver = pcst_fast.pcst_fast
-    vertices, edges = solver(KNOWN_EDGES, KNOWN_PRIZES, KNOWN_COSTS, -1, 1, "gw", 0)
+    """Raise :class:`PCSTSolverError` if ``solver`` (``pcst_fast.pcst_fast``'s signature; default: the installed one)
+    is wrong on a known instance: the path 0-1-2 with prizes (0, 5, 6) and edge costs (3, 4), whose optimum keeps
+    nodes 1, 2 and edge 1 (the broken build returns repeated ids such as [1, 1])."""
+    solver = solver or pcst_fast.pcst_fast
+    vertices, edges = solver(np.array([[0, 1], [1, 2]], np.int64), np.array([0.0, 5.0, 6.0]), np.array([3.0, 4.0]),
+                             -1, 1, "gw", 0)
     got_v, got_e = sorted(np.asarray(vertices).tolist()), sorted(np.asarray(edges).tolist())
-    if got_v != KNOWN_VERTICES or got_e != KNOWN_EDGE_IDS:
+    if got_v != [1, 2] or got_e != [1]:
+        installed = []
+        for name in ("pcst-fast", "pcst-fast2"):
+            with contextlib.suppress(metadata.PackageNotFoundError):
+                installed.append(f"{name}=={metadata.version(name)}")
         raise PCSTSolverError(
             f"pcst_fast is broken: on the known instance (path 0-1-2, prizes [0, 5, 6], costs [3, 4]) it returned "
-            f"vertices {got_v} and edges {got_e}, expected {KNOWN_VERTICES} and {KNOWN_EDGE_IDS}. "
+            f"vertices {got_v} and edges {got_e}, expected [1, 2] and [1]. "
             f"This is the pcst_fast==1.0.10 + numpy>=2 bug (fraenkel-lab/pcst_fast#16): installed are "
-            f"{_installed_dists()} with numpy {np.__version__}. Fix: `pip uninstall -y pcst-fast pcst-fast2 && "
-            f"pip install pcst-fast2` (both ship the same pcst_fast module; never install pcst-fast)."
+            f"{', '.join(installed) or 'neither pcst-fast nor pcst-fast2'} with numpy {np.__version__}. Fix: "
+            f"`pip uninstall -y pcst-fast pcst-fast2 && pip install pcst-fast2` (both ship the same pcst_fast module; "
+            f"never install pcst-fast)."
         )
 
 
-def solve_pcst(edges: np.ndarray, prizes: np.ndarray, costs: np.ndarray, root: int = -1,
-               num_clusters: int = 1, pruning: str = "gw") -> tuple[np.ndarray, np.ndarray]:
+def solve_pcst(edges: np.ndarray, prizes: np.ndarray, costs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Prize-Collecting Steiner Tree via ``pcst_fast`` (GR code: unrooted, 1 cluster, GW pruning).
 
     Args:
@@ -90,12 +67,12 @@ def solve_pcst(edges: np.ndarray, prizes: np.ndarray, costs: np.ndarray, root: i
     global _solver_checked
 
     if not _solver_checked:
-        check_pcst_solver(pcst_fast.pcst_fast)
+        check_pcst_solver()
         _solver_checked = True
     vertices, edge_ids = pcst_fast.pcst_fast(np.ascontiguousarray(edges, dtype=np.int64),
                                              np.ascontiguousarray(prizes, dtype=np.float64),
                                              np.ascontiguousarray(costs, dtype=np.float64),
-                                             root, num_clusters, pruning, 0)
+                                             -1, 1, "gw", 0)
     return np.asarray(vertices, dtype=np.int64), np.asarray(edge_ids, dtype=np.int64)
 
 
@@ -187,12 +164,10 @@ def text_similarities(query, table, node_rows: np.ndarray, edge_rows: np.ndarray
                       ) -> tuple[np.ndarray, np.ndarray]:
     """Similarities of one query to a graph's node and edge texts, each distinct text scored once, then gathered.
 
-    A graph repeats its texts (a full WebQSP graph: ~4,000 edges over a few hundred relations), so this reads a
-    third of the rows that per-edge embeddings would, and identical texts tie exactly: one tie group of edge prizes,
-    as under the references' per-row cosine (a per-row mat-vec can split such a group by rounding). When the graph
-    uses half of the table or more (a dataset of one graph), the whole table is scored in place: copying the rows out
-    first costs more than the mat-vec (a 1,500 x 1,024 table: 2.4 ms against 0.16 ms). The two paths can round a
-    similarity differently in the last bit (a mat-vec's blocking depends on its row count); ties stay exact in both.
+    A graph repeats its texts (a full WebQSP graph: ~4,000 edges over a few hundred relations), and identical texts
+    then tie exactly, one tie group of edge prizes as under the references' per-row cosine. A graph using half of the
+    table or more has the whole table scored in place (cheaper than copying its rows out); the two paths can round a
+    similarity differently in the last bit (a mat-vec's blocking depends on its row count), ties stay exact in both.
 
     Shapes:
         query: ``(dim,)``; table: ``(num_texts, dim)``, an array or a :class:`~gr_core.graphqa.LazyEmbeddings`;
@@ -268,8 +243,8 @@ class RetrievedSubgraph:
         edge_rows: rows of its edge table kept, in the reference order (solver's real edges, then virtual).
         node_prizes, edge_prizes: the prizes given to every input node / edge.
         edge_cost: C_e after the clamp.
-        id_columns: the source's ``node_id``, ``src`` and ``dst`` columns as arrays, when the caller has read them
-            (:func:`retrieve_subgraph` has): :attr:`desc` takes them from here instead of reading pandas again.
+        id_columns: the source's ``node_id``, ``src`` and ``dst`` columns as arrays, when read already (then
+            :attr:`desc` takes them from here).
     """
 
     source: object
@@ -337,8 +312,7 @@ def retrieve_subgraph(graph, x: np.ndarray | None, edge_attr: np.ndarray | None,
     if cfg.top_k_edges > 0:  # GR code: "reduce the cost of the edges so that at least one edge is chosen"
         cost = min(cost, float(e_prizes.max()) * (1 - cfg.decay / 2))
     cost32 = np.float32(cost)
-    # Node ids -> row positions (ids are kept for the text, rows index x and the solver).
-    # each column read once (a pandas column access costs ~20 us, as much as the rest of this block)
+    # node ids -> row positions (ids are kept for the text, rows index x and the solver); each column read once
     columns = {"node_id": graph.nodes["node_id"].to_numpy(), "src": graph.edges["src"].to_numpy(),
                "dst": graph.edges["dst"].to_numpy()}
     ids, src, dst = columns["node_id"], columns["src"], columns["dst"]

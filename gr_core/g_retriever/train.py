@@ -1,10 +1,8 @@
 """Training and evaluation of one configuration: a run (GR code ``train.py``, ``inference.py``; docs/method.md §1.5).
 
-A run's examples are built by :mod:`~gr_core.g_retriever.examples`, its processes joined by
-:mod:`~gr_core.g_retriever.distributed`, and the notebooks' runs planned by :mod:`~gr_core.g_retriever.experiments`.
-
-``run(cfg, run_dir)`` builds the examples, trains when the configuration has trainable parts, reloads
-the best checkpoint, generates on the test split and writes the run directory::
+``run(cfg, run_dir)`` builds the examples (:mod:`~gr_core.g_retriever.examples`), trains when the configuration has
+trainable parts (GR code's optimization: :class:`~gr_core.g_retriever.run_config.TrainConfig`), reloads the checkpoint
+chosen on validation, generates on the test split and writes the run directory::
 
     run_dir/config.json        the RunConfig and its hash
     run_dir/env.json           package versions, machine, git commit
@@ -13,15 +11,9 @@ the best checkpoint, generates on the test split and writes the run directory::
     run_dir/metrics.json       the metrics and timings (written last: its presence means the run finished)
     run_dir/ckpt/{last,best}.pt  trainable parameters (+ optimizer state in last.pt); git-ignored
 
-Optimization follows the GR code: AdamW (lr 1e-5, weight decay 0.05, betas (0.9, 0.95)), grad-norm clip
-0.1, one linear warm-up epoch then half-cycle cosine to 5e-6 (updated every step here, every 2 steps in the
-GR code), early stopping on validation loss with patience 2 and the best checkpoint reloaded for test
-(``select_on="val_match"`` chooses on validation greedy accuracy instead, from the same forward pass).
-
-Data parallel: the same entry point runs under ``torchrun`` (PyTorch DDP; gloo on CPU, NCCL on GPU). Every
-process walks the same seeded batch order and takes a strided shard of each global batch; the loss is
-normalized by the global label-token count, so N processes follow the same trajectory as one process on
-the same global batch. Only rank 0 writes files and generates.
+Under ``torchrun`` (:mod:`~gr_core.g_retriever.distributed`) every process walks the same seeded batch order and takes
+a strided shard of each global batch; the loss is normalized by the global label-token count, so N processes follow
+one process's trajectory. Only rank 0 writes files and generates.
 """
 from __future__ import annotations
 
@@ -84,14 +76,6 @@ def _save(path: Path, obj) -> None:
     buf = io.BytesIO()
     torch.save(obj, buf)
     atomic_write_bytes(path, buf.getvalue())
-
-
-def _loss(model, module, batch, dist: Dist) -> tuple[torch.Tensor, float, float]:
-    """``(loss to backpropagate, local loss sum, local label tokens)``; normalized by the global token count."""
-    loss_sum, n = module(batch)
-    _, global_n = dist.all_sum(0.0, float(n))
-    # DDP averages gradients over processes, so scale by world size to get d(sum / global_n)
-    return loss_sum * dist.world / max(global_n, 1.0), float(loss_sum.detach()), float(n)
 
 
 def evaluate_validation(model: GraphLLM, examples: list[Example], batch_size: int, dist: Dist) -> tuple[float, float]:
@@ -170,13 +154,15 @@ def fit(model: GraphLLM, train: list[Example], val: list[Example], cfg: TrainCon
                 g["lr"] = lr_at(step, steps_per_epoch, cfg) * g["lr_scale"]
             batch = model.collate([train[i] for i in shard], with_label=True).to(model.device)
             optimizer.zero_grad(set_to_none=True)
-            loss, s, n = _loss(model, module, batch, dist)
-            loss.backward()
+            loss_sum, n = module(batch)
+            _, global_n = dist.all_sum(0.0, float(n))
+            # DDP averages gradients over processes, so scale by world size to get d(sum / global_n)
+            (loss_sum * dist.world / max(global_n, 1.0)).backward()
             torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
             optimizer.step()
             step += 1
             tokens += batch.num_tokens
-            loss_total, loss_count = loss_total + s, loss_count + n
+            loss_total, loss_count = loss_total + float(loss_sum.detach()), loss_count + float(n)
         if model.device.type == "cuda":
             torch.cuda.synchronize(model.device)  # the last step's kernels belong to this epoch's time
         train_seconds = time.perf_counter() - t0
@@ -192,12 +178,12 @@ def fit(model: GraphLLM, train: list[Example], val: list[Example], cfg: TrainCon
         key = cfg.selection_key(row)
         if key < best_val:
             best_val, best_epoch = key, epoch
-            if dist.main:
-                _save(best, {"config_hash": cfg_hash, "inputs": inputs, "llm_dtype": dtype, "epoch": epoch,
-                             "model": model.trainable_state()})
         if dist.main:
-            _save(last, {"config_hash": cfg_hash, "inputs": inputs, "llm_dtype": dtype, "epoch": epoch,
-                         "model": model.trainable_state(), "cuda_rng": torch.cuda.get_rng_state(model.device)
+            ckpt = {"config_hash": cfg_hash, "inputs": inputs, "llm_dtype": dtype, "epoch": epoch,
+                    "model": model.trainable_state()}
+            if best_epoch == epoch:
+                _save(best, ckpt)
+            _save(last, {**ckpt, "cuda_rng": torch.cuda.get_rng_state(model.device)
                          if model.device.type == "cuda" else None,
                          "optimizer": optimizer.state_dict(), "history": history, "best_val": best_val,
                          "best_epoch": best_epoch, "torch_rng": torch.get_rng_state(), "py_rng": random.getstate(),
