@@ -10,7 +10,6 @@ import torch
 import torch.distributed as dist
 
 
-# ---------------------------------------------------------------------- distributed helpers
 @dataclass
 class Dist:
     """This process's place in data-parallel training. ``ddp``: a process group was joined and the model is wrapped

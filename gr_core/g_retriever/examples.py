@@ -17,7 +17,6 @@ from .model import Example, ModelConfig
 from .run_config import RunConfig
 
 
-# ---------------------------------------------------------------------- examples
 def split_indices(ds, cfg: RunConfig | None = None, max_train: int | None = None, max_val: int | None = None,
                   max_test: int | None = None) -> dict[str, list[int]]:
     """The train/val/test question indices of a run (its ``max_*``, or the given ones): the first N of each split."""

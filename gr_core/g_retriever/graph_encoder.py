@@ -1,14 +1,7 @@
 """Graph encoders (GR paper §5.4 Eq. 9, App. B.1; GR code ``src/model/gnn.py``; docs/method.md §1.3).
 
-``h_g = mean_pool(GNN(S*))``: a stack of PyG convolutions over the retrieved subgraph's node
-embeddings, mean-pooled into one vector per graph. Three encoders, as in Table 7:
-
-- ``gt`` (default, the official code's): ``TransformerConv`` with ``heads`` concatenated heads and
-  ``edge_dim`` so relation embeddings are used;
-- ``gat``: ``GATConv`` with heads averaged and **no** ``edge_dim`` (the official code ignores edges);
-- ``gcn``: ``GCNConv`` (no edge features).
-
-Between layers: norm -> ReLU -> dropout; nothing after the last layer (GR code).
+``h_g = mean_pool(GNN(S*))``: PyG convolutions over the retrieved subgraph's node embeddings, mean-pooled into one
+vector per graph; between layers norm -> ReLU -> dropout, nothing after the last (GR code).
 """
 from __future__ import annotations
 
@@ -29,7 +22,9 @@ class GNNConfig:
     """One graph encoder.
 
     Attributes:
-        kind: ``gt`` | ``gat`` | ``gcn`` (GR paper Table 7; the code default is ``gt``).
+        kind: GR Table 7's encoders: ``gt`` (the code's default), ``TransformerConv`` with ``heads`` concatenated
+            heads and relation embeddings as ``edge_dim``; ``gat``, ``GATConv`` with heads averaged and **no**
+            edge features (as the GR code); ``gcn``, ``GCNConv``.
         hidden: hidden and output width (paper: 1024, the width of all-roberta-large-v1; on CPU we scale it
             to the 384-d MiniLM input, see the presets). Input width is read from the data, never typed in.
         num_layers: paper: 4.
@@ -57,17 +52,9 @@ class GNNConfig:
 
 
 def batch_norm(norm: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """``norm(x)``, except that a training batch of one row, which has no batch statistics, is normalized with the
-    running ones as in evaluation (PyG's ``BatchNorm(allow_single_element=True)``) instead of failing.
-
-    Args:
-        norm: the layer (a batch norm gets the rule, a ``SyncBatchNorm`` only in a process group of one: with several,
-            a rank's one row still joins the others' statistics; any other layer is called as it is).
-        x: ``(rows, features)``: nodes, or a batch's graph tokens.
-
-    Returns:
-        ``(rows, features)``.
-    """
+    """``norm(x)`` for ``x (rows, features)``, except that a batch norm training on one row, which has no batch
+    statistics, uses the running ones (PyG's ``BatchNorm(allow_single_element=True)``) instead of failing; a
+    ``SyncBatchNorm`` in a group of several processes does not (the rank's row joins the others' statistics)."""
     synced = isinstance(norm, nn.SyncBatchNorm) and torch.distributed.is_initialized() and \
         torch.distributed.get_world_size() > 1  # every rank must join its statistics' gather, whatever it holds
     if synced or not (norm.training and x.size(0) == 1 and isinstance(norm, nn.modules.batchnorm._BatchNorm)):

@@ -39,10 +39,8 @@ LORA_DROPOUT_MASKS = ("uniform16", "bernoulli")
 class LoRAConfig:
     """LoRA adapters (GR paper App. B.1; GR code ``src/model/graph_llm.py``).
 
-    ``dropout_masks``: ``"bernoulli"`` (default) is peft's own ``nn.Dropout``, as the GR code trains; ``"uniform16"``
-    draws the masks from 16-bit integers (:class:`gr_core.dropout.UniformDropout`: the same rate and expectation,
-    another random stream, a faster step on CPU: docs/precision.md). The default is left out of the configuration
-    hash (:meth:`gr_core.g_retriever.run_config.RunConfig.to_dict`).
+    ``dropout_masks``: ``"bernoulli"``, peft's ``nn.Dropout`` as the GR code trains, or ``"uniform16"``, masks from
+    16-bit integers (:class:`gr_core.dropout.UniformDropout`: the same rate, another random stream, a faster CPU step).
     """
 
     r: int = 8

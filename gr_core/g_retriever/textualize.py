@@ -1,12 +1,8 @@
 """Textualization (GR paper Table 9; GR code ``retrieval.py``): a graph as two CSV tables.
 
-``desc = nodes.to_csv(index=False) + "\\n" + edges.to_csv(index=False)``: the node table
-``node_id,node_attr``, a blank line (pandas ends each table with a newline), then the edge
-table ``src,edge_attr,dst``. Fields containing commas, quotes or newlines are quoted. Node ids
-are the graph's own ids, not re-indexed after retrieval.
-
-We call the standard library's ``csv`` writer, which pandas uses, directly with pandas' dialect (minimal quoting,
-``"`` doubled, ``\\n`` line ends): the same bytes (tested) at a fraction of the cost for small subgraphs.
+``desc = nodes.to_csv(index=False) + "\\n" + edges.to_csv(index=False)``: the node table ``node_id,node_attr``, a blank
+line, the edge table ``src,edge_attr,dst``, with the graph's own node ids. Written by the ``csv`` module, which pandas
+uses, in pandas' dialect: the same bytes (tested) at a fraction of the cost for small subgraphs.
 """
 from __future__ import annotations
 
@@ -31,8 +27,8 @@ def _table(header: list[str], columns: list) -> str:
 def column_rows(frame, name: str, rows: np.ndarray) -> list:
     """``frame[name]`` at the positions ``rows``, as Python values.
 
-    An Arrow-backed string column (pandas' default ``str``) is taken through Arrow: ``to_numpy`` would first turn all
-    of its rows into Python strings, 10x the time of a retrieved subgraph's few rows (docs/peers.md).
+    An Arrow-backed string column (pandas' default ``str``) is taken through Arrow: ``to_numpy`` would turn all of its
+    rows into Python strings first (docs/peers.md).
     """
     values = frame[name].array
     if isinstance(values, pd.arrays.ArrowStringArray):
