@@ -217,11 +217,10 @@ def predict_timed(model: GraphLLM, examples: list[Example], batch_size: int, des
         t0 = time.perf_counter()
         idx = order[start:start + batch_size]
         batch = model.collate([examples[i] for i in idx], with_label=False).to(model.device)
-        for i, a in zip(idx, model.generate(batch, max_new_tokens)):
-            answers[i] = a
+        texts = model.generate(batch, max_new_tokens)
         share = (time.perf_counter() - t0) / len(idx)
-        for i in idx:
-            seconds[i] = share
+        for i, text in zip(idx, texts):
+            answers[i], seconds[i] = text, share
     return answers, seconds
 
 
