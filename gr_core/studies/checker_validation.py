@@ -1,28 +1,20 @@
 """The citation checker measured against citations whose truth is known by construction (GR paper §6.4, Table 5).
 
-The paper hand-checks 100 responses per system; this project's checker (:mod:`gr_core.citations`) does it
-automatically, so its precision and recall must be measured, not assumed. Responses written by a model have no
-ground truth, so here each citation is *made* from a real graph of the dataset, either true (a node or edge that
-exists, possibly written with surface noise a reader would accept) or false by a controlled corruption:
+The paper hand-checks responses; this project's checker (:mod:`gr_core.citations`) is automatic, so its precision
+and recall are measured here (docs/method.md). Each citation is made from a real graph of the dataset, either true or
+false by a controlled corruption:
 
 true cases
-    ``node``: a node's name as written in the graph; ``node, noisy``: the same with another case, a leading article
-    and a plural ``s``; ``edge``: ``head -> relation -> tail`` of an existing edge; ``edge, short relation``: the
-    same with a Freebase relation cut to its last segment (``people.person.nationality`` -> ``nationality``).
+    ``node`` (a node's name), ``node, noisy`` (another case, a leading article, a plural ``s``), ``edge``
+    (``head -> relation -> tail``), ``edge, short relation`` (a Freebase relation cut to its last segment).
 false cases
-    ``renamed node``: a node name from another graph of the dataset that no node of this graph has;
-    ``partial name``: the first word of a multi-word name when no node is called that;
-    ``invented edge``: two nodes of the graph joined by a relation of the graph, in neither direction an edge;
-    ``reversed edge``: an existing edge written tail -> relation -> head, when the graph has no such edge;
-    ``renamed endpoint``: an existing edge with its head replaced by a name from another graph.
+    ``renamed node`` (a name from another graph, no node's here), ``partial name`` (the first word of a multi-word
+    name, no node's), ``invented edge`` (two nodes and a relation of the graph, no edge either way), ``reversed
+    edge`` (tail -> relation -> head, no such edge), ``renamed endpoint`` (an edge's head renamed from another graph).
 
-Each case is one response (``Nodes:`` / ``Edges:`` followed by a bullet, the form the parser reads), so a parse
-failure counts as the checker judging the citation invalid. Scene-graph objects are cited the way a reader would
-name them (``large red cube``: attributes, then the name), which the ``exact`` level never accepts (it compares with
-the node's text or bare name), so CLEVR's exact column says nothing about the checker. A false case is never a true
-citation in disguise: names are compared by their normalized tokens (a renamed node's new name is no node's name
-at that level; a reversed or invented edge is no edge between any two nodes of those names). By design the fuzzy
-level accepts partial names and reversed edges, so its precision is expected to drop: the table says by how much.
+Each case is one response, so a parse failure counts as the checker judging the citation invalid. Scene-graph objects
+are cited as a reader names them (``large red cube``), which the ``exact`` level never accepts. A false case is never
+a true citation in disguise: names are compared by their normalized tokens.
 """
 from __future__ import annotations
 
@@ -58,9 +50,9 @@ def _noisy(name: str) -> str:
     return "The " + " ".join(words[:-1] + [plural]).upper()
 
 
-def constructed_cases(graph, other_names: list[str], rng: np.random.Generator, per_case: int = 1) -> list[dict]:
-    """Up to ``per_case`` citations of every case for one graph (a case is skipped where the graph cannot give it,
-    e.g. no reversible edge). ``other_names``: node names of other graphs, for renamings.
+def constructed_cases(graph, other_names: list[str], rng: np.random.Generator) -> list[dict]:
+    """One citation of every case the graph can give (e.g. no reversed edge where none is reversible).
+    ``other_names``: node names of other graphs, for renamings.
 
     Returns:
         dicts with ``case``, ``truth`` (True: the citation names something in the graph), ``kind`` and ``response``.
@@ -81,41 +73,39 @@ def constructed_cases(graph, other_names: list[str], rng: np.random.Generator, p
 
     node_ids = [i for i, n in names.items() if n]
     pairs_named = {(a, b) for a, _, b in named}
-    for _ in range(per_case):
-        if node_ids:
-            n = names[node_ids[rng.integers(len(node_ids))]]
-            add("node", True, "node", n)
-            add("node, noisy", True, "node", _noisy(n))
+    if node_ids:
+        n = names[node_ids[rng.integers(len(node_ids))]]
+        add("node", True, "node", n)
+        add("node, noisy", True, "node", _noisy(n))
+    if foreign:
+        add("renamed node", False, "node", foreign[rng.integers(len(foreign))])
+    multi = [names[i] for i in node_ids if len(names[i].split()) > 1 and tokens(names[i].split()[0]) not in own]
+    if multi:
+        add("partial name", False, "node", multi[rng.integers(len(multi))].split()[0])
+    if edges and node_ids:
+        s, r, d = edges[rng.integers(len(edges))]
+        add("edge", True, "edge", f"{names[s]} -> {r} -> {names[d]}")
+        short = r.split(".")[-1] if "." in r else r.upper()
+        add("edge, short relation", True, "edge", f"{names[s]} -> {short} -> {names[d]}")
+        reversible = [(s, r, d) for s, r, d in edges
+                      if (tokens(names[d]), r, tokens(names[s])) not in named and tokens(names[s]) != tokens(names[d])]
+        if reversible:
+            s, r, d = reversible[rng.integers(len(reversible))]
+            add("reversed edge", False, "edge", f"{names[d]} -> {r} -> {names[s]}")
         if foreign:
-            add("renamed node", False, "node", foreign[rng.integers(len(foreign))])
-        multi = [names[i] for i in node_ids if len(names[i].split()) > 1 and tokens(names[i].split()[0]) not in own]
-        if multi:
-            add("partial name", False, "node", multi[rng.integers(len(multi))].split()[0])
-        if edges and node_ids:
-            s, r, d = edges[rng.integers(len(edges))]
-            add("edge", True, "edge", f"{names[s]} -> {r} -> {names[d]}")
-            short = r.split(".")[-1] if "." in r else r.upper()
-            add("edge, short relation", True, "edge", f"{names[s]} -> {short} -> {names[d]}")
-            reversible = [(s, r, d) for s, r, d in edges
-                          if (tokens(names[d]), r, tokens(names[s])) not in named
-                          and tokens(names[s]) != tokens(names[d])]
-            if reversible:
-                s, r, d = reversible[rng.integers(len(reversible))]
-                add("reversed edge", False, "edge", f"{names[d]} -> {r} -> {names[s]}")
-            if foreign:
-                add("renamed endpoint", False, "edge", f"{foreign[rng.integers(len(foreign))]} -> {r} -> {names[d]}")
-            relations = sorted({r for _, r, _ in edges})
-            for _attempt in range(20):  # an invented pair: both nodes exist, the edge does not (either way)
-                a, b = (node_ids[k] for k in rng.integers(len(node_ids), size=2))
-                r = relations[rng.integers(len(relations))]
-                ta, tb = tokens(names[a]), tokens(names[b])
-                if ta != tb and (ta, tb) not in pairs_named and (tb, ta) not in pairs_named:
-                    add("invented edge", False, "edge", f"{names[a]} -> {r} -> {names[b]}")
-                    break
+            add("renamed endpoint", False, "edge", f"{foreign[rng.integers(len(foreign))]} -> {r} -> {names[d]}")
+        relations = sorted({r for _, r, _ in edges})
+        for _attempt in range(20):  # an invented pair: both nodes exist, the edge does not (either way)
+            a, b = (node_ids[k] for k in rng.integers(len(node_ids), size=2))
+            r = relations[rng.integers(len(relations))]
+            ta, tb = tokens(names[a]), tokens(names[b])
+            if ta != tb and (ta, tb) not in pairs_named and (tb, ta) not in pairs_named:
+                add("invented edge", False, "edge", f"{names[a]} -> {r} -> {names[b]}")
+                break
     return out
 
 
-def judge(graph, cases: list[dict], levels=LEVELS) -> list[dict]:
+def judge(graph, cases: list[dict]) -> list[dict]:
     """Each case with the checker's verdict per level (``parsed``: the parser found exactly one citation of the
     case's kind; a case not parsed is judged invalid at every level)."""
     matcher = CitationMatcher(graph)
@@ -123,47 +113,38 @@ def judge(graph, cases: list[dict], levels=LEVELS) -> list[dict]:
     for c in cases:
         cites = [x for x in parse_citations(c["response"]) if x.kind == c["kind"]]
         parsed = len(cites) == 1
-        rows.append({**c, "parsed": parsed, **{lv: parsed and matcher.valid(cites[0], lv) for lv in levels}})
+        rows.append({**c, "parsed": parsed, **{lv: parsed and matcher.valid(cites[0], lv) for lv in LEVELS}})
     return rows
 
 
-def validate_checker(ds, indices: list[int], seed: int = 0, per_case: int = 1, levels=LEVELS,
-                     max_graphs: int | None = None) -> pd.DataFrame:
-    """Constructed citations on the graphs of ``ds`` at ``indices`` (one question per distinct graph, the first
-    ``max_graphs`` of them), judged by the checker: one row per citation
-    (``dataset``, ``index``, ``case``, ``truth``, ``kind``, ``response``, ``parsed``, one bool column per level)."""
-    rng = np.random.default_rng(seed)
-    first: dict[str, int] = {}  # one question per graph: CLEVR asks about ten questions of each scene
-    for i in indices:
-        if max_graphs and len(first) == max_graphs:
-            break
-        first.setdefault(str(ds.records[i].graph_id), i)
-    graphs = {i: ds.graph(i) for i in first.values()}
-    pool = sorted({cited_name(str(t)) for g in graphs.values() for t in g.nodes.node_attr})
+def validate_on_datasets(names: list[str], graphs: int = 100, seed: int = 0) -> pd.DataFrame:
+    """Constructed citations on the first ``graphs`` distinct test graphs (0: all) of each dataset in ``names``,
+    judged by the checker: one row per citation (``dataset``, ``index``, ``case``, ``truth``, ``kind``,
+    ``response``, ``parsed``, one bool column per level)."""
+    from ..graphqa import load_dataset  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.graphqa; this module stays torch-free
+
     rows = []
-    for i, g in graphs.items():
-        for r in judge(g, constructed_cases(g, pool, rng, per_case), levels):
-            rows.append({"dataset": ds.name, "index": int(i), **r})
+    for name in names:
+        ds = load_dataset(name)
+        rng = np.random.default_rng(seed)
+        first: dict[str, int] = {}  # one question per graph: CLEVR asks about ten questions of each scene
+        for i in ds.split["test"]:
+            if graphs and len(first) == graphs:
+                break
+            first.setdefault(str(ds.records[i].graph_id), i)
+        found = {i: ds.graph(i) for i in first.values()}
+        pool = sorted({cited_name(str(t)) for g in found.values() for t in g.nodes.node_attr})
+        for i, g in found.items():
+            rows += [{"dataset": ds.name, "index": int(i), **r} for r in judge(g, constructed_cases(g, pool, rng))]
     return pd.DataFrame(rows)
 
 
-def validate_on_datasets(names: list[str], graphs: int = 100, seed: int = 0) -> pd.DataFrame:
-    """:func:`validate_checker` on the first ``graphs`` distinct test graphs of each dataset in ``names``."""
-    from ..graphqa import load_dataset  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.graphqa; this module stays torch-free
-
-    frames = []
-    for name in names:
-        ds = load_dataset(name)
-        frames.append(validate_checker(ds, list(ds.split["test"]), seed=seed, max_graphs=graphs or None))
-    return pd.concat(frames, ignore_index=True)
-
-
-def checker_scores(rows: pd.DataFrame, levels=LEVELS) -> pd.DataFrame:
+def checker_scores(rows: pd.DataFrame) -> pd.DataFrame:
     """Per dataset and level: precision (of citations judged valid, the share truly valid) and recall (of truly
     valid citations, the share judged valid), in percent, with their counts and 95% Wilson intervals."""
     out = []
     for dataset, g in rows.groupby("dataset", sort=False):
-        for lv in levels:
+        for lv in LEVELS:
             said = g[g[lv]]
             true = g[g.truth]
             tp = int((said.truth).sum())
@@ -177,11 +158,11 @@ def checker_scores(rows: pd.DataFrame, levels=LEVELS) -> pd.DataFrame:
     return pd.DataFrame(out).round(2)
 
 
-def acceptance_by_case(rows: pd.DataFrame, levels=LEVELS) -> pd.DataFrame:
+def acceptance_by_case(rows: pd.DataFrame) -> pd.DataFrame:
     """Per dataset and case: n, the share parsed, and the share judged valid at each level (percent). True cases
     should be accepted (recall), false ones rejected."""
     table = rows.groupby(["dataset", "case"], sort=False).agg(
-        truth=("truth", "first"), n=("truth", "size"), parsed=("parsed", "mean"), **{lv: (lv, "mean") for lv in levels})
-    for col in ["parsed", *levels]:
+        truth=("truth", "first"), n=("truth", "size"), parsed=("parsed", "mean"), **{lv: (lv, "mean") for lv in LEVELS})
+    for col in ["parsed", *LEVELS]:
         table[col] = (100 * table[col]).round(1)
     return table.reset_index()

@@ -1,19 +1,10 @@
 """Efficiency: what each way of putting a graph into the prompt costs, and how it scales (GR Tables 4 and 12).
 
-Three ways, timed per question on the same graphs:
-
-``whole graph``
-    textualize every node and edge (G-Retriever's "before retrieval"; the inference-only baselines).
-``pcst``
-    G-Retriever's top-k prizes + Prize-Collecting Steiner Tree, then textualize the subgraph.
-``gnn paths``
-    GNN-RAG: the reasoner's node probabilities, the 0.95 candidate rule, shortest paths from the question entities,
-    verbalized.
-
-Tokens are counted with the LLM's tokenizer on what each method produces, before any prompt budget (GNN-RAG cuts
-its paths to a token budget, G-Retriever its text to 512 tokens); seconds exclude loading the question's graph
-(common to all three). The GNN's cost depends on how sure the reasoner is: an unsure one spreads the 0.95 mass
-over many candidates and so writes many paths.
+Three ways, timed per question on the same graphs: ``whole graph`` (every node and edge textualized: G-Retriever's
+"before retrieval"), ``pcst`` (G-Retriever's top-k prizes + PCST, then the subgraph textualized) and ``gnn paths``
+(GNN-RAG: the reasoner's node probabilities, the 0.95 candidates, shortest paths from the question entities,
+verbalized). Tokens are counted with the LLM's tokenizer on what each method produces, before any prompt budget;
+seconds exclude loading the question's graph (common to all three).
 """
 from __future__ import annotations
 
@@ -78,11 +69,8 @@ def cost_rows(ds, indices: list[int], key: str, tokenizer, reasoner=None) -> pd.
 
 def scaling_study(sets: list[str], tokenizer, questions: int | None = None, reasoner_train: int | None = None,
                   reasoner_epochs: int = 4, seed: int = 0) -> pd.DataFrame:
-    """:func:`cost_rows` over graph sets named like ``metaqa-2hop``, ``webqsp_full``, ``clevr``.
-
-    One GNN reasoner is trained per KGQA dataset (``reasoner_train`` questions, ``reasoner_epochs``; the complete
-    WebQSP graphs use WebQSP's); other graph sets get no ``gnn paths`` rows.
-    """
+    """:func:`cost_rows` over graph sets named like ``metaqa-2hop``, ``webqsp_full``, ``clevr``, with one GNN
+    reasoner per KGQA dataset (``webqsp_full`` uses WebQSP's); other graph sets get no ``gnn paths`` rows."""
     from ..gnn_rag import ReasonerTrainConfig  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.gnn_rag; this module stays torch-free
     from ..graphqa import DatasetConfig, load_dataset  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.graphqa; this module stays torch-free
     from .gnn_rag import run_reasoner  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.studies.gnn_rag; this module stays torch-free
@@ -105,14 +93,13 @@ def scaling_study(sets: list[str], tokenizer, questions: int | None = None, reas
 
 
 def table12_dataset(table4_rows: dict) -> str:
-    """Table 12's dataset: the training runs of Table 4's WebQSP row (``rog_webqsp`` in the full preset where it is
-    fetched), else the offline ``webqsp``."""
+    """Table 12's dataset: the training runs of Table 4's WebQSP row, else ``webqsp``."""
     return (table4_rows.get("webqsp") or (None, "webqsp"))[1]
 
 
 def runs_plan(table4_rows: dict, table12_methods: list[str]) -> dict[str, list[str]]:
-    """The training runs Tables 4 and 12 read: with / without retrieval per Table 4 row, Table 12's on WebQSP
-    (:func:`table12_dataset`)."""
+    """The training runs Tables 4 and 12 read: with / without retrieval per Table 4 row, Table 12's methods on
+    :func:`table12_dataset`."""
     plan: dict[str, list[str]] = {}
     for _, dataset in table4_rows.values():
         plan.setdefault(dataset, []).extend(m for m in ("g_retriever", "gr_wo_retrieval") if m not in plan[dataset])
@@ -147,8 +134,7 @@ def scaling_fit(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def plot_scaling(rows: pd.DataFrame):
-    """Prompt tokens and milliseconds against graph size (nodes), log-log, one colour per method, one marker per
-    graph set."""
+    """Prompt tokens and milliseconds against graph size, log-log, a colour per method, a marker per graph set."""
     import matplotlib.pyplot as plt  # noqa: PLC0415 deferred: matplotlib (~0.6 s at start-up), only for figures
 
     markers = dict(zip(rows.key.unique(), "osD^vP*X"))
@@ -191,36 +177,35 @@ def table4(summary: pd.DataFrame, runs: pd.DataFrame, rows: dict[str, tuple[str,
         after = by.get(f"{dataset}-g_retriever-seed0", {})
         rec = {"row": label, "sizes from": key, "epochs from": dataset,
                "tokens_before": s.loc["whole graph", "mean_tokens"], "nodes_before": s.loc["whole graph", "nodes"],
-               "min_epoch_before": (None if before.get("seconds_per_epoch") is None
-                                    else round(before["seconds_per_epoch"] / 60, 2)),
+               "min_epoch_before": _minutes(before),
                "tokens_after": s.loc["pcst", "mean_tokens"], "nodes_after": s.loc["pcst", "nodes_after"],
-               "min_epoch_after": (None if after.get("seconds_per_epoch") is None
-                                   else round(after["seconds_per_epoch"] / 60, 2))}
+               "min_epoch_after": _minutes(after)}
         rec["token_reduction_%"] = round(100 * (1 - rec["tokens_after"] / rec["tokens_before"]), 1)
         rec["node_reduction_%"] = round(100 * (1 - rec["nodes_after"] / rec["nodes_before"]), 1)
         # the two epochs' times are compared: name the precision and CPU each ran on, and compare only like with like
-        rec["dtype_before"], rec["cpu_before"] = _ran_on(before)
-        rec["dtype_after"], rec["cpu_after"] = _ran_on(after)
-        alike = None not in (rec["dtype_before"], rec["cpu_before"]) and \
-            (rec["dtype_before"], rec["cpu_before"]) == (rec["dtype_after"], rec["cpu_after"])
-        if rec["min_epoch_before"] and rec["min_epoch_after"] and alike:
+        ran_before, ran_after = _ran_on(before), _ran_on(after)
+        rec["dtype_before"], rec["cpu_before"] = ran_before
+        rec["dtype_after"], rec["cpu_after"] = ran_after
+        if rec["min_epoch_before"] and rec["min_epoch_after"] and None not in ran_before and ran_before == ran_after:
             rec["epoch_reduction_%"] = round(100 * (1 - rec["min_epoch_after"] / rec["min_epoch_before"]), 1)
-        paper = paper_table4(dataset)
-        rec.update({f"paper {k}": v for k, v in paper.items()})
+        rec.update({f"paper {k}": v for k, v in paper_table4(dataset).items()})
         out.append(rec)
     return pd.DataFrame(out)
 
 
 def paper_table4(dataset: str) -> dict:
-    """GR Table 4's row for ``dataset`` (its paper column: RoG-webqsp is WebQSP's, CLEVR and GQA SceneGraphs'), or
-    {}."""
+    """GR Table 4's row for ``dataset`` (RoG-webqsp is WebQSP's, CLEVR and GQA SceneGraphs'), or {}."""
     return PAPER_TABLE4.get(PAPER_COLUMN.get(dataset) or dataset, {})
 
 
+def _minutes(metrics: dict) -> float | None:
+    """A run's minutes per training epoch (None where it has none)."""
+    return None if metrics.get("seconds_per_epoch") is None else round(metrics["seconds_per_epoch"] / 60, 2)
+
+
 def _ran_on(metrics: dict) -> tuple[str | None, str | None]:
-    """``(LLM dtype, CPU model)`` a run was timed on: the columns :func:`~gr_core.report.results.collect_runs` adds,
-    else the run's own precision record (the rows :func:`~gr_core.g_retriever.experiments.run_plan` returns are
-    ``metrics.json`` as written); ``None`` where neither says."""
+    """``(LLM dtype, CPU model)`` a run was timed on: :func:`~gr_core.report.results.collect_runs`' columns, else the
+    run's own precision record; ``None`` where neither says."""
     record = run_precision(metrics)
 
     def known(key: str) -> str | None:  # NaN (a column absent for this row) and "not recorded" are unknown
@@ -231,9 +216,8 @@ def _ran_on(metrics: dict) -> tuple[str | None, str | None]:
 
 
 def table12(runs: pd.DataFrame, dataset: str = "webqsp", seed: int = 0) -> pd.DataFrame:
-    """GR Table 12: each configuration's score (with its Wilson 95% interval over ``n_test``) and time (minutes per
-    training epoch, or inference minutes and seconds per question for the inference-only rows), ours beside the
-    paper's."""
+    """GR Table 12: each configuration's score (with its Wilson 95% interval) and time (minutes per training epoch,
+    inference seconds per question), ours beside the paper's."""
     by = by_name(runs)
     out = []
     for method, label in TABLE12_LABEL.items():
@@ -247,8 +231,7 @@ def table12(runs: pd.DataFrame, dataset: str = "webqsp", seed: int = 0) -> pd.Da
             low, high = score_interval(dataset, float(r["score"]), r["num_test"])
             rec.update({"ours": r["score"], "n_test": r["num_test"], "ci_low": low, "ci_high": high, "dtype": dtype,
                         "cpu": cpu,
-                        "min/epoch": (None if r.get("seconds_per_epoch") is None
-                                      else round(r["seconds_per_epoch"] / 60, 2)),
+                        "min/epoch": _minutes(r),
                         "inference s/question": round(r["inference_seconds"] / max(r["num_test"], 1), 3)})
         out.append(rec)
     return pd.DataFrame(out)

@@ -34,8 +34,7 @@ def dataset_keys(datasets: list[str], metaqa_hops: list[int]) -> list[tuple[str,
 
 
 def dataset_key(key: str) -> tuple[str, int]:
-    """``(dataset name, hops)`` of a dataset key (``webqsp``, ``metaqa-1hop`` ... ``metaqa-3hop``); ValueError names
-    the known keys."""
+    """``(dataset name, hops)`` of a dataset key (``webqsp``, ``metaqa-1hop`` ...); ValueError names the known keys."""
     names = ["webqsp", "rog_webqsp", "rog_cwq", "metaqa"]
     known = {k: (name, hops) for k, name, hops in dataset_keys(names, [1, 2, 3])}
     if key not in known:
@@ -45,9 +44,8 @@ def dataset_key(key: str) -> tuple[str, int]:
 
 def reasoner_identity(data: DatasetConfig, cfg: ReasonerConfig, tcfg: ReasonerTrainConfig, max_train: int | None,
                       max_val: int | None) -> dict:
-    """What a trained reasoner depends on, as the key its saved results are kept under: the data (its cache key),
-    the reasoner and training settings (the device aside: a reasoner trained on GPU serves a CPU rerun) and the
-    training / validation question caps (None and 0 both mean the whole split)."""
+    """The key a trained reasoner's saved results are kept under: the data's cache key, the settings (the device
+    aside: a reasoner trained on GPU serves a CPU rerun) and the question caps (None and 0: the whole split)."""
     return {"data": cache_key(data), "cfg": asdict(cfg), "train": asdict(replace(tcfg, device="")),
             "max_train": max_train or 0, "max_val": max_val or 0}
 
@@ -57,14 +55,12 @@ def run_reasoner(dataset: str, hops: int = 2, max_train: int | None = None, max_
                  tcfg: ReasonerTrainConfig = ReasonerTrainConfig(), on_epoch=None, save_path=None) -> dict:
     """Train the reasoner on one KGQA dataset and score it on test (``on_epoch``: see :func:`train_reasoner`).
 
-    ``save_path``: the trained reasoner is written there (for ``GraphChat(reasoner=...)``) with the key of the data
-    and settings that made it, and a later call with the same key loads it instead of training again (so a stopped
-    notebook resumes after its last finished reasoner).
+    ``save_path``: the trained reasoner is written there with its :func:`reasoner_identity`, and a later call with
+    the same key loads it instead of training again (a stopped notebook resumes after its last finished reasoner).
 
     Returns:
         ``{"ds", "model", "history", "metrics", "test_indices", "probs", "test_data", "scores"}``; ``scores``: per
-        test question :func:`score_questions` (the GNN alone, paired with the LLM half's answers); metrics their
-        :func:`summarize_scores` plus ``train_seconds``.
+        test question :func:`score_questions`; metrics their :func:`summarize_scores` plus ``train_seconds``.
     """
     ds = load_dataset(DatasetConfig(dataset, hops=hops))
     key = reasoner_identity(ds.config, cfg, tcfg, max_train, max_val)
@@ -86,8 +82,7 @@ def run_reasoner(dataset: str, hops: int = 2, max_train: int | None = None, max_
         if save_path:
             save_reasoner(model, save_path, {"dataset": dataset, "hops": hops, "key_hash": config_hash(key),
                                              "identity": key, "inputs": inputs, "history": history,
-                                             "train_seconds": seconds,
-                                             "num_train": num_train})
+                                             "train_seconds": seconds, "num_train": num_train})
     scores = score_questions(model, test)
     metrics = summarize_scores(scores) | {"train_seconds": seconds, "num_train": num_train,
                                           "missing_seed": sum(d.missing_seed for d in test)}
@@ -98,15 +93,9 @@ def run_reasoner(dataset: str, hops: int = 2, max_train: int | None = None, max_
 def run_reasoners(datasets: list[str], metaqa_hops: list[int], max_train: int | None, max_val: int | None,
                   max_test: int | None, cfg: ReasonerConfig, tcfg: ReasonerTrainConfig,
                   by_key: dict | None = None, save_dir=None) -> dict:
-    """:func:`run_reasoner` for every dataset key (:func:`dataset_keys`), each in turn; with ``save_dir``, each
-    reasoner is saved as ``save_dir/<key>.pt`` as soon as it is trained and reloaded when its key is unchanged.
-
-    Args:
-        by_key: dataset key -> its own ``max_train`` / ``max_val`` / ``max_test`` / ``num_epochs`` on top of the
-            shared ones (the quick preset trains MetaQA-3hop's reasoner on its whole split, the others on 976).
-    Returns:
-        dataset key -> :func:`run_reasoner`'s result.
-    """
+    """:func:`run_reasoner` for every dataset key (:func:`dataset_keys`): dataset key -> its result; with
+    ``save_dir``, each reasoner is saved as ``save_dir/<key>.pt`` (and reloaded while its key is unchanged).
+    ``by_key``: dataset key -> its own ``max_train`` / ``max_val`` / ``max_test`` / ``num_epochs``."""
     by_key = by_key or {}
     known = {key for key, _, _ in dataset_keys(datasets, metaqa_hops)}
     unknown = sorted(set(by_key) - known)
@@ -127,11 +116,9 @@ def run_reasoners(datasets: list[str], metaqa_hops: list[int], max_train: int | 
 
 def crossfit_evidence(ds, indices: list[int], val_indices: list[int], cfg: ReasonerConfig,
                       tcfg: ReasonerTrainConfig, rag: GNNRAGConfig = GNNRAGConfig(), folds: int = 2) -> dict:
-    """GNN-RAG's evidence for questions the reasoner did not train on (beyond the paper: the answer generator can
-    then train on evidence like the evidence it serves, not on gold paths; :func:`~gr_core.gnn_rag.generation.
-    training_examples`). ``indices`` are split into ``folds`` by position; a reasoner trained on the other folds
-    (validation on ``val_indices``) gives each fold's node probabilities, and the first fold's reasoner those of
-    ``val_indices``.
+    """GNN-RAG's evidence for questions the reasoner did not train on (beyond the paper: the answer generator then
+    trains on evidence like the evidence it serves). ``indices`` are split into ``folds`` by position; a reasoner
+    trained on the other folds gives each fold's node probabilities, the first fold's also those of ``val_indices``.
 
     Returns:
         question index -> the verbalized paths to its 0.95 candidates (:func:`~gr_core.gnn_rag.evidence.gnn_evidence`).
@@ -156,11 +143,9 @@ def generator_evidence(source: str, results: dict, llm_max_train: int | None, ll
                        cfg: ReasonerConfig, tcfg: ReasonerTrainConfig, by_key: dict | None = None,
                        rag: GNNRAGConfig = GNNRAGConfig()) -> dict | None:
     """What the answer generator reads in training (notebook 04's ``llm_train_evidence``): ``"gold"``, the gold paths
-    (GNN-RAG; returns None), or ``"gnn"``, :func:`crossfit_evidence` for every key of :func:`run_reasoners`'
-    ``results``: two reasoners with the key's settings (``by_key``'s epochs), each trained on half of the first
-    max(``CROSSFIT_QUESTIONS``, ``llm_max_train``) training questions, give the generator's training and validation
-    questions their evidence. Returns dataset key -> {question index: evidence lines}, :func:`~gr_core.studies.
-    gnn_rag_llm.run_gnn_rag`'s ``train_evidence``."""
+    (GNN-RAG; returns None), or ``"gnn"``: per key of ``results``, :func:`crossfit_evidence` over the first
+    max(``CROSSFIT_QUESTIONS``, ``llm_max_train``) training questions with the key's epochs, as dataset key ->
+    {question index: evidence lines} (:func:`~gr_core.studies.gnn_rag_llm.run_gnn_rag`'s ``train_evidence``)."""
     check_choice("04_gnn_rag", "llm_train_evidence", source, ("gold", "gnn"))
     if source == "gold":
         return None
@@ -175,9 +160,8 @@ def generator_evidence(source: str, results: dict, llm_max_train: int | None, ll
     return out
 
 
-# Notebook 04's change table: each switch of :class:`ReasonerConfig` that brings the reasoner to ReaRev as released,
-# then our one deviation (the topic's name masked in the question vector), applied on top of the ones before it
-# (cumulative), so each row's difference to the row above is that change alone.
+# Notebook 04's change table: each switch of :class:`ReasonerConfig` toward ReaRev as released, then our one deviation,
+# cumulative: each row's difference to the row above is that change alone.
 REASONER_CHANGES: list[tuple[str, dict]] = [
     ("first version", {name: False for name in SWITCH_NAMES} | {"mask_topic": False}),
     ("+ seeds masked in every layer's softmax", {"mask_seeds": True}),
@@ -195,9 +179,9 @@ def reasoner_change_table(dataset: str, hops: int = 2, max_train: int | None = N
     """Train the reasoner once per cumulative change and score each on **validation** (the test split is not read).
 
     Returns:
-        ``(table, by_type)``: per change, validation H@1 / F1 (percent), its 95% Wilson interval, the difference to
-        the row above, mean candidate-set size and training seconds; and per change and question type (MetaQA's
-        ``qtype``; one type ``"all"`` elsewhere) the validation H@1.
+        ``(table, by_type)``: per change, validation H@1 / F1 (%) with H@1's 95% Wilson interval, the difference to
+        the row above, mean candidate-set size and training seconds; per change and question type (MetaQA's
+        ``qtype``, else ``"all"``) the validation H@1.
     """
     ds = load_dataset(DatasetConfig(dataset, hops=hops))
     val_idx = list(ds.split["val"])[:max_val or None]
@@ -231,10 +215,9 @@ def reasoner_change_tables(keys: list[str], max_train: int | None = None, max_va
                            cfg: ReasonerConfig = ReasonerConfig(), tcfg: ReasonerTrainConfig = ReasonerTrainConfig(),
                            first_and_last: tuple[str, ...] = (), on_key=None,
                            cache_dir=None) -> tuple["pd.DataFrame", "pd.DataFrame"]:
-    """:func:`reasoner_change_table` for each dataset key of :func:`dataset_keys` (``webqsp``, ``metaqa-2hop`` ...),
-    concatenated with a ``dataset`` column; keys in ``first_and_last`` train only the first version and all switches.
-    ``on_key(table, by_type)`` is called after each key with the tables so far (to save partial results);
-    ``cache_dir``: each key's tables are kept there (``<key>.json``, keyed by its data and settings) and reused."""
+    """:func:`reasoner_change_table` per dataset key, concatenated with a ``dataset`` column; keys in
+    ``first_and_last`` train only the first version and all switches. ``on_key(table, by_type)`` is called after each
+    key with the tables so far; ``cache_dir``: each key's tables are kept there (``<key>.json``) and reused."""
     resolved = {key: dataset_key(key) for key in keys}  # every key checked before the first training
     every = {field: True for _, change in REASONER_CHANGES for field in change}
     tables, types = {}, {}
@@ -260,8 +243,7 @@ def reasoner_change_tables(keys: list[str], max_train: int | None = None, max_va
 
 
 def gnn_only_table(results: dict) -> "pd.DataFrame":
-    """One row per dataset of :func:`run_reasoner` results (H@1 with its Wilson 95% interval over ``n``), beside the
-    paper's GNN-only numbers."""
+    """One row per dataset of :func:`run_reasoner` results (H@1 with its Wilson 95% interval), beside the paper's."""
     rows = []
     for key, r in results.items():
         paper, m = PAPER_GNN_ONLY.get(key, {}), r["metrics"]
@@ -290,10 +272,9 @@ def _provenance(study: str, keys: str, out, max_train, max_val, max_test, cfg: R
 def reasoner_test_run(key: str, out_dir, max_train: int | None = None, max_val: int | None = None,
                       max_test: int | None = None, cfg: ReasonerConfig = ReasonerConfig(),
                       tcfg: ReasonerTrainConfig = ReasonerTrainConfig()) -> dict:
-    """Train the reasoner on one dataset key (``metaqa-3hop``, ``webqsp``) and score it on test; write ``out_dir``:
-    ``metrics.json`` (H@1 with its 95% Wilson interval, F1, n, training seconds and epochs, the history, settings and
-    environment), ``by_type.csv`` (test H@1 per MetaQA question type) and ``by_candidates.csv`` (H@1 by the size
-    of the 0.95 candidate set, to show where the errors are)."""
+    """Train the reasoner on one dataset key and score it on test; write ``out_dir``: ``metrics.json`` (H@1 with its
+    95% Wilson interval, F1, n, training seconds, the history, settings and environment), ``by_type.csv`` (H@1 per
+    MetaQA question type), ``by_candidates.csv`` (H@1 by the size of the 0.95 candidate set) and the reasoner."""
     out_dir = Path(out_dir)
     def show(row):  # a long run reports each epoch as it ends
         print(f"{key} epoch {row['epoch']}: train loss {row['train_loss']:.3f}, validation H@1 {row['val_h1']:.1f}, "
@@ -334,10 +315,8 @@ def key_test_graphs(key: str, max_test: int | None = None) -> tuple:
 
 
 def paired_reasoners(key: str, reasoners: dict[str, str], out_file, max_test: int | None = None) -> dict:
-    """Two saved reasoners scored on the same test questions of ``key``: H@1 of each with its 95% interval and the
-    exact McNemar test on the questions they disagree on; written to ``out_file`` (JSON) with the environment.
-
-    ``reasoners``: ``{label: path of a saved reasoner}``, two of them, the first the one claimed better."""
+    """Two saved reasoners (``{label: path}``, the first the one claimed better) scored on the same test questions of
+    ``key``: H@1 of each with its 95% interval and the exact McNemar test, written to ``out_file`` (JSON)."""
     if len(reasoners) != 2:
         raise ValueError(f"paired_reasoners compares two reasoners, got {len(reasoners)}: {sorted(reasoners)}")
     _, idx, test = key_test_graphs(key, max_test)
@@ -360,12 +339,9 @@ LLM_HALF_SETTINGS = {"llm_max_train": 96, "llm_max_val": 24, "llm_epochs": 2, "l
 
 
 def llm_half_run(reasoners: dict[str, str], out_dir, max_test: int = 100) -> dict:
-    """GNN-RAG's LLM half (:func:`gr_core.studies.gnn_rag_llm.run_gnn_rag`, retrievers ``none`` and ``gnn``) on saved
-    reasoners: per dataset key the first ``max_test`` test questions answered by the untuned LLM without evidence and
-    by the LoRA answer generator over the reasoner's paths (:data:`LLM_HALF_SETTINGS`),
-    with Hit / Hit@1 / F1 and the exact McNemar test of ``gnn`` against ``none`` on Hit and on Hit@1.
-
-    ``reasoners``: ``{dataset key: saved reasoner}``. Writes ``out_dir``: ``retrievers.csv``, ``predictions.jsonl.gz``,
+    """GNN-RAG's LLM half (retrievers ``none`` and ``gnn``, :data:`LLM_HALF_SETTINGS`) on saved reasoners
+    (``{dataset key: path}``), the first ``max_test`` test questions of each key, with the exact McNemar test of
+    ``gnn`` against ``none`` on Hit and on Hit@1. Writes ``out_dir``: ``retrievers.csv``, ``predictions.jsonl.gz``,
     ``paired.csv`` and ``metrics.json`` (settings, LoRA histories, environment)."""
     out_dir = Path(out_dir)
     results = {}

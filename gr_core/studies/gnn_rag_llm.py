@@ -36,10 +36,9 @@ def answer_with_evidence(key: str, ds, indices: list[int], probs: list[np.ndarra
 
     Columns: ``dataset, retriever, index, question, prediction, answers, hops`` (shortest question-entity ->
     answer distance), the :func:`~gr_core.evaluate.kgqa_scores` fields, ``coverage`` (a gold answer is an entity of
-    the evidence the LLM sees), ``input_tokens`` (the whole prompt, chat template included), ``evidence_lines``,
-    ``lines_dropped`` (over the token budget), ``missing_seed``, ``no_path``, ``empty_candidates``, ``ungrounded``,
-    ``answer_seconds`` (the question's share of its batch's seconds: every retriever's prompts are answered in one
-    length-sorted pass, the no-retrieval ones apart, with the LoRA adapters off).
+    the evidence shown), ``input_tokens`` (chat template included), ``evidence_lines``, ``lines_dropped`` (over the
+    token budget), the bad-input counts, the grounded reply and ``answer_seconds`` (the question's share of its
+    batch's seconds).
     """
     unknown = set(retrievers) - set(RETRIEVERS)
     if unknown:
@@ -94,7 +93,7 @@ def answer_with_evidence(key: str, ds, indices: list[int], probs: list[np.ndarra
 
 # ---------------------------------------------------------------------- the whole LLM half
 def _digest(arrays) -> str | None:
-    """A digest of the reasoner's node probabilities (one array per question; None for none)."""
+    """A digest of the reasoner's node probabilities (one array per question), or None."""
     if arrays is None:
         return None
     h = hashlib.sha256()
@@ -111,19 +110,17 @@ def run_gnn_rag(results: dict, run_dir: str | Path, llm: LLMConfig = LLMConfig()
     question of every ``results`` entry (from :func:`gr_core.studies.gnn_rag.run_reasoner`) with every retriever.
 
     Args:
-        results: dataset key (``webqsp``, ``metaqa-2hop`` ...) -> reasoner result; keys with the same dataset name
-            share one generator trained on all their training questions.
+        results: dataset key -> reasoner result; keys of one dataset name share one generator.
         max_train, max_val: questions per dataset key for the LLM fine-tunes; max_test: test questions answered.
-        train, rog_train: optimization of the answer generator and of the relation-path generator (default: same).
-        train_evidence: dataset key -> {question index: evidence lines} for its training and validation questions
-            (:func:`gr_core.studies.gnn_rag.crossfit_evidence`): the answer generator trains on these instead of the
-            gold paths (beyond the paper; None: the paper's gold paths).
+        train, rog_train: optimization of the answer and relation-path generators (default: the same).
+        train_evidence: dataset key -> {question index: evidence lines} the answer generator trains on instead of
+            the gold paths (:func:`gr_core.studies.gnn_rag.crossfit_evidence`; None: the paper's gold paths).
     A key's answers are kept as they finish, with the generators' training record; a family whose every key is
-    answered loads no LLM (records written before that record existed load both generators, as they did).
+    answered loads no LLM.
 
     Returns:
         ``{"rows": per (question, retriever) DataFrame, "training": per family dict of histories and counts,
-        "relation_paths": key -> {"indices", "paths"}: the generated relation paths of each test question}``.
+        "relation_paths": key -> {"indices", "paths"}}``.
     """
     run_dir = Path(run_dir)
     families: dict[str, list[str]] = {}
@@ -226,10 +223,8 @@ def run_gnn_rag(results: dict, run_dir: str | Path, llm: LLMConfig = LLMConfig()
 
 # ---------------------------------------------------------------------- grounded answers and why the LLM loses
 def with_grounded(rows: "pd.DataFrame", retrievers: tuple[str, ...] = ("gnn", "gnn+rog")) -> "pd.DataFrame":
-    """``rows`` plus one row per question of each of ``retrievers`` answered by the grounded rule (beyond the
-    papers; :func:`~gr_core.gnn_rag.generation.ground_reply`): the reply kept to the evidence nodes it names, or the
-    GNN's top candidate where it names none (``grounded_fallback``). The free-text rows are kept as they are; the
-    grounded ones are named ``"<retriever> grounded"`` and cost no LLM call more."""
+    """``rows`` plus, named ``"<retriever> grounded"``, each of ``retrievers``' rows answered by the grounded rule
+    (beyond the papers; :func:`~gr_core.gnn_rag.generation.ground_reply`), which costs no LLM call more."""
     if "grounded" not in rows:
         return rows
     extra = rows[rows.retriever.isin(retrievers)].copy()
@@ -244,11 +239,10 @@ def with_grounded(rows: "pd.DataFrame", retrievers: tuple[str, ...] = ("gnn", "g
 
 
 def failure_table(rows: "pd.DataFrame") -> "pd.DataFrame":
-    """Why the LLM half loses to its GNN: per dataset and free-text retriever, the questions where a gold answer is
-    among the GNN's candidates and the reply's first line is not gold, split by what that line is
-    (:func:`~gr_core.gnn_rag.generation.answer_kind`), in % of those questions; ``gold later`` is the share whose gold
-    appears on a later line (what Hit@1's first-line rule costs), and ``GNN right`` the share the GNN's own top
-    candidate answers."""
+    """Why the LLM half loses to its GNN: per dataset and free-text retriever, the questions with a gold answer among
+    the GNN's candidates and a first reply line not gold, split (%) by what that line is
+    (:func:`~gr_core.gnn_rag.generation.answer_kind`); ``gold later``: gold on a later line; ``GNN right``: the
+    GNN's own top candidate answers."""
     out = []
     base = rows[~rows.retriever.str.endswith(GROUNDED) & (rows.retriever != "none")]
     for (key, r), g in base.groupby(["dataset", "retriever"], sort=False):
@@ -287,8 +281,8 @@ def against_gnn(rows: "pd.DataFrame") -> "pd.DataFrame":
 # ---------------------------------------------------------------------- tables
 def training_table(training: dict) -> "pd.DataFrame":
     """One row per LoRA fine-tune of :func:`run_gnn_rag`'s ``training``: examples, epochs, final val loss, the
-    epochs' own training and validation seconds (from the history, so a run resumed after its last epoch still
-    states what training cost), and ``seconds`` this run spent (loading a finished checkpoint: seconds)."""
+    epochs' own seconds (from the history: a resumed run still states what training cost), and the seconds this run
+    spent."""
     return pd.DataFrame([{"family": family, "model": name, "train examples": v["train_examples"],
                           "val examples": v["val_examples"], "epochs": len(v["history"]),
                           "final val loss": round(v["history"][-1]["val_loss"], 3) if v["history"] else None,
@@ -306,21 +300,20 @@ def one_question(rows: "pd.DataFrame", dataset: str, position: int = 0) -> "pd.D
                                        "answers", "hit"]]
 
 
-def _hit1_interval(g: "pd.DataFrame") -> dict:
-    """Hit@1's Wilson 95% interval (%) over the questions of ``g``."""
+def _hits(g: "pd.DataFrame", digits: int) -> dict:
+    """Hit, Hit@1 with its Wilson 95% interval, and F1 over the questions of ``g``, in %."""
     low, high = percent_interval(float(g.hit1.sum()), len(g))
-    return {"Hit@1 low": low, "Hit@1 high": high}
+    return {"Hit": round(100 * g.hit.mean(), digits), "Hit@1": round(100 * g.hit1.mean(), digits), "Hit@1 low": low,
+            "Hit@1 high": high, "F1": round(100 * g.f1.mean(), digits)}
 
 
 def retriever_table(rows: "pd.DataFrame") -> "pd.DataFrame":
-    """One row per (dataset, retriever): Hit, Hit@1 (with its Wilson 95% interval), F1 (reference, unbounded
-    precision) and bounded F1 in %, answer coverage in %, median input tokens, LLM calls, mean evidence lines, the
-    bad-input counts, and the paper's numbers beside them."""
+    """One row per (dataset, retriever): Hit, Hit@1 (with its Wilson 95% interval), F1 and bounded F1, coverage (%),
+    median input tokens, LLM calls, mean evidence lines, the bad-input counts, and the paper's numbers beside them."""
     out = []
     for (key, r), g in rows.groupby(["dataset", "retriever"], sort=False):
         paper = PAPER_GNN_RAG.get((key, r), {})  # none for the grounded rows: the papers have no such setting
-        out.append({"dataset": key, "retriever": r, "questions": len(g), "Hit": round(100 * g.hit.mean(), 2),
-                    "Hit@1": round(100 * g.hit1.mean(), 2), **_hit1_interval(g), "F1": round(100 * g.f1.mean(), 2),
+        out.append({"dataset": key, "retriever": r, "questions": len(g), **_hits(g, 2),
                     "F1 bounded": round(100 * g.f1_bounded.mean(), 2), "coverage %": round(100 * g.coverage.mean(), 1),
                     "median tokens": float(g.input_tokens.median()), "LLM calls": LLM_CALLS[r.split()[0]],
                     "mean lines": round(g.evidence_lines.mean(), 1), "lines over budget": int(g.lines_dropped.sum()),
@@ -334,23 +327,19 @@ def retriever_table(rows: "pd.DataFrame") -> "pd.DataFrame":
 
 
 def hop_table(rows: "pd.DataFrame") -> "pd.DataFrame":
-    """Hit / Hit@1 (with its Wilson 95% interval) / F1 (%) and coverage by the shortest question-entity -> answer
-    distance, per dataset and retriever (``unreachable``: no gold answer reachable in the graph), with GNN-RAG Table
-    8's WebQSP F1."""
+    """Hit / Hit@1 (with its Wilson 95% interval) / F1 and coverage (%) by the question-entity -> answer distance
+    (``unreachable``: no gold answer reachable), per dataset and retriever, with GNN-RAG Table 8's WebQSP F1."""
     df = rows.assign(hop=rows.hops.map(lambda h: "unreachable" if pd.isna(h) else str(int(h))))
     out = []
     for (key, hop, r), g in df.groupby(["dataset", "hop", "retriever"], sort=True):
         paper = PAPER_HOPS_F1.get((r, int(hop))) if PAPER_COLUMN.get(key) == "webqsp" and hop.isdigit() else None
-        out.append({"dataset": key, "hops": hop, "retriever": r, "questions": len(g),
-                    "Hit": round(100 * g.hit.mean(), 1), "Hit@1": round(100 * g.hit1.mean(), 1),
-                    **_hit1_interval(g), "F1": round(100 * g.f1.mean(), 1),
+        out.append({"dataset": key, "hops": hop, "retriever": r, "questions": len(g), **_hits(g, 1),
                     "coverage %": round(100 * g.coverage.mean(), 1), "paper F1": paper})
     return pd.DataFrame(out)
 
 
 def metrics_record(rows: "pd.DataFrame", gnn_only: "pd.DataFrame | None" = None) -> dict:
-    """``metrics.json``: per dataset, per retriever Hit / Hit@1 / F1 / coverage / median tokens (and the GNN-only
-    H@1 / F1 when given)."""
+    """``metrics.json``: per dataset and retriever :func:`retriever_table`'s headline numbers (and the GNN alone's)."""
     table = retriever_table(rows)
     out: dict = {}
     for rec in table.to_dict("records"):

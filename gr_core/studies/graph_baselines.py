@@ -1,17 +1,13 @@
-"""What the graph alone is worth: reference rows for a classification dataset that need no LLM.
-
-Table 3 compares LLM configurations with each other; these rows say what an LLM row must beat to show that it
-learned anything (the paper has none of them, so they are this project's own):
+"""What the graph alone is worth: reference rows for a classification dataset that need no LLM (this project's own:
+what a Table 3 row must beat to show that it learned anything).
 
 - ``majority``: the training split's most frequent label for every test question;
-- ``negation_parity`` (ExplaGraphs): ``counter`` when the explanation graph holds an odd number of negated
-  relations (``not ...``, ``is not a``, ``antonym of``), else ``support``; a one-line rule, no training;
-- ``gnn_classifier``: the same graph encoder G-Retriever uses (:class:`~gr_core.g_retriever.graph_encoder.GraphEncoder`,
-  mean-pooled) with a linear head, trained as a plain classifier on the same node / edge embeddings; the epoch is chosen
-  on validation accuracy.
+- ``negation_parity`` (ExplaGraphs): ``counter`` when the graph holds an odd number of negated relations, else
+  ``support``; no training;
+- ``gnn_classifier``: G-Retriever's graph encoder (mean-pooled) with a linear head, trained as a plain classifier on
+  the same node / edge embeddings; the epoch is chosen on validation accuracy.
 
-Each is written as a run directory (``config.json``, ``predictions.jsonl``, ``metrics.json``) beside the LLM
-runs, so Table 3, the intervals and the paired tests treat it like any other row.
+Each is written as a run directory beside the LLM runs, so Table 3 and the paired tests treat it like any other row.
 """
 from __future__ import annotations
 
@@ -63,11 +59,8 @@ class GraphClassifierConfig:
 
 
 def train_graph_classifier(ds, split: dict[str, list[int]], cfg: GraphClassifierConfig, seed: int = 0) -> dict:
-    """Train the GNN-only classifier; keep the epoch with the best validation accuracy.
-
-    Returns:
-        ``{"labels", "test_pred" (label per test question), "val_acc" per epoch, "best_epoch", "train_seconds"}``.
-    """
+    """Train the GNN-only classifier, keeping the epoch with the best validation accuracy: ``{"labels", "test_pred"
+    (label per test question), "val_acc" per epoch, "best_epoch", "train_seconds"}``."""
     seed_everything(seed)
     labels = sorted({ds.records[i].answers[0].strip().lower() for i in split["train"]})
     data = {}
@@ -115,10 +108,8 @@ def run_graph_baselines(ds, runs_dir: str | Path, max_train: int | None = None, 
                         max_test: int | None = None, seed: int = 0,
                         cfg: GraphClassifierConfig = GraphClassifierConfig(), methods=BASELINES) -> list[dict]:
     """Write one run directory per reference baseline (``<dataset>-<baseline>-seed<seed>``); return their metrics.
-
-    Each split is cut to its first ``max_*`` questions (None: whole), as the LLM runs cut them, so every
-    comparison is paired on the same test questions. A finished run with the same config hash is reused.
-    """
+    Each split is cut to its first ``max_*`` questions (None: whole), as the LLM runs cut them. A finished run with
+    the same config hash is reused."""
     unknown = sorted(set(methods) - set(BASELINES))
     if unknown:
         raise ValueError(f"unknown graph baseline(s) {unknown}; choose from {BASELINES}")
@@ -166,16 +157,9 @@ def run_graph_baselines(ds, runs_dir: str | Path, max_train: int | None = None, 
 
 def reference_runs(by_dataset: dict[str, dict], runs_dir: str | Path, methods=BASELINES,
                    seeds: list[int] | None = None) -> list[dict]:
-    """The reference rows for every classification dataset of a plan (ExplaGraphs), on the LLM runs' own splits.
-
-    Args:
-        by_dataset: dataset -> run settings (:func:`gr_core.g_retriever.experiments.dataset_settings`); their ``max_*``
-            cut the splits.
-        seeds: the GNN-only classifier trains once per seed (it is compared with each seed of the LLM runs); the
-            deterministic rows (majority, negation parity) run with the first. None: ``[0]``.
-    Returns:
-        the reference runs' metrics (empty when no dataset of the plan has one graph and one label per question).
-    """
+    """The reference runs' metrics for every classification dataset of a plan (ExplaGraphs), on the LLM runs' own
+    splits (``by_dataset``: dataset -> run settings, whose ``max_*`` cut them). The GNN-only classifier trains once
+    per seed of ``seeds`` (None: ``[0]``); the deterministic rows run with the first."""
     seeds = list(seeds) if seeds else [0]
     out = []
     for name in [d for d in by_dataset if d in CLASSIFICATION_DATASETS]:

@@ -1,10 +1,8 @@
-"""The hallucination study, automated (GR paper §6.4, App. F, Table 5): each system is asked to answer and cite the
-nodes and edges behind its answer; :mod:`gr_core.citations` parses and checks the citations at three match levels,
-and this module runs the study, summarises it with confidence intervals, and compares the checker with labels.
+"""The hallucination study, automated (GR paper §6.4, App. F, Table 5): each system answers and cites the nodes and
+edges behind its answer; :mod:`gr_core.citations` checks the citations at three match levels (docs/method.md).
 
 Metrics (Table 5): ``valid_nodes`` / ``valid_edges`` = valid / cited, pooled over responses; ``fully_valid`` =
-responses with at least one citation, all valid, over *all* responses (a response that cites nothing is not a valid
-graph), with ``fully_valid_citing`` over citing responses only.
+responses citing something, all of it valid, over *all* responses; ``fully_valid_citing`` over citing ones only.
 """
 from __future__ import annotations
 
@@ -31,12 +29,9 @@ from ..stats import wilson_interval
 
 def cite_responses(model, ds, indices: list[int], max_new_tokens: int = 128, batch_size: int = 16,
                    request: str = "paper") -> list[str]:
-    """Each question's response to the citation request (``request``: a key of :data:`~gr_core.prompts.CITE_REQUESTS`;
-    ``"paper"`` is the paper's wording).
-
-    The model sees what it saw in training (its soft tokens and/or the textualized graph of its
-    ``graph_source``); only the question gains the request. Greedy, up to ``max_new_tokens``.
-    """
+    """Each question's greedy response to the citation request (``request``: a key of
+    :data:`~gr_core.prompts.CITE_REQUESTS`; ``"paper"`` is the paper's wording). The model sees what it saw in
+    training; only the question gains the request."""
     from ..g_retriever.examples import build_examples  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.g_retriever.examples; this module stays torch-free
     from ..g_retriever.train import predict  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.g_retriever.train; this module stays torch-free
 
@@ -48,13 +43,13 @@ def cite_responses(model, ds, indices: list[int], max_new_tokens: int = 128, bat
     return answers
 
 
-def audit(ds, indices: list[int], responses: list[str], system: str, levels=LEVELS) -> pd.DataFrame:
+def audit(ds, indices: list[int], responses: list[str], system: str) -> pd.DataFrame:
     """One row per response: its key, the checker's counts and verdicts (see :func:`check_response`), whether it
     cites any node or edge (``citing``) and whether the answer is right by the dataset's metric (``correct``)."""
     rows = []
     for i, text in zip(indices, responses):
         rec = ds.records[i]
-        row = check_response(text, ds.graph(i), levels)
+        row = check_response(text, ds.graph(i))
         score = task_scores(ds.name, text, list(rec.answers))
         digest = hashlib.sha256(text.encode()).hexdigest()[:12]
         # the question index makes the key unique (CLEVR asks several questions about one scene)
@@ -68,10 +63,8 @@ def audit(ds, indices: list[int], responses: list[str], system: str, levels=LEVE
 # ---------------------------------------------------------------------- summaries with confidence intervals
 def ratio_ci(num: np.ndarray, den: np.ndarray, seed: int = 0, n_boot: int = 2000,
              conf: float = 0.95) -> tuple[float, float, float]:
-    """A pooled ratio sum(num) / sum(den) and its percentile bootstrap interval, resampling responses.
-
-    Citations cluster in responses, so responses (not citations) are resampled.
-    """
+    """A pooled ratio sum(num) / sum(den) and its percentile bootstrap interval, resampling responses (citations
+    cluster in responses)."""
     num, den = np.asarray(num, float), np.asarray(den, float)
     if den.sum() == 0:
         return float("nan"), float("nan"), float("nan")
@@ -83,39 +76,32 @@ def ratio_ci(num: np.ndarray, den: np.ndarray, seed: int = 0, n_boot: int = 2000
     return float(num.sum() / den.sum()), float(lo), float(hi)
 
 
-def summarize(rows: pd.DataFrame, by=("dataset", "system"), levels=LEVELS, seed: int = 0) -> pd.DataFrame:
-    """Table 5 per group and match level: Valid Nodes, Valid Edges, Fully Valid Graphs (%), each with a 95% CI.
-
-    ``rows`` has one row per response with the columns of :func:`check_response` (and ``correct``, optional).
-    """
+def summarize(rows: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
+    """Table 5 per (dataset, system) and match level: Valid Nodes, Valid Edges, Fully Valid Graphs (%), each with a
+    95% CI, from one row per response with the columns of :func:`check_response` (and ``correct``, optional)."""
     out = []
-    for key, g in rows.groupby(list(by), sort=False):
-        key = key if isinstance(key, tuple) else (key,)
-        n = len(g)
-        citing = int(((g.cited_nodes + g.cited_edges) > 0).sum())
-        for lv in levels:
+    for (dataset, system), g in rows.groupby(["dataset", "system"], sort=False):
+        n, citing = len(g), int(((g.cited_nodes + g.cited_edges) > 0).sum())
+        for lv in LEVELS:
             vn, vn_lo, vn_hi = ratio_ci(g[f"valid_nodes_{lv}"], g.cited_nodes, seed)
             ve, ve_lo, ve_hi = ratio_ci(g[f"valid_edges_{lv}"], g.cited_edges, seed)
             fv = int(g[f"fully_valid_{lv}"].sum())
             fv_lo, fv_hi = wilson_interval(fv, n)
             fc_lo, fc_hi = wilson_interval(fv, citing)
-            rec = dict(zip(by, key))
-            rec.update({"level": lv, "responses": n, "citing_%": 100 * citing / n if n else float("nan"),
-                        "cited_nodes": int(g.cited_nodes.sum()), "cited_edges": int(g.cited_edges.sum()),
-                        "valid_nodes_%": 100 * vn, "valid_nodes_ci": (100 * vn_lo, 100 * vn_hi),
-                        "valid_edges_%": 100 * ve, "valid_edges_ci": (100 * ve_lo, 100 * ve_hi),
-                        "fully_valid_%": 100 * fv / n if n else float("nan"),
-                        "fully_valid_ci": (100 * fv_lo, 100 * fv_hi),
-                        "fully_valid_citing_%": 100 * fv / citing if citing else float("nan"),
-                        "fully_valid_citing_ci": (100 * fc_lo, 100 * fc_hi)})
+            rec = {"dataset": dataset, "system": system, "level": lv, "responses": n, "citing_%": 100 * citing / n,
+                   "cited_nodes": int(g.cited_nodes.sum()), "cited_edges": int(g.cited_edges.sum()),
+                   "valid_nodes_%": 100 * vn, "valid_nodes_ci": (100 * vn_lo, 100 * vn_hi),
+                   "valid_edges_%": 100 * ve, "valid_edges_ci": (100 * ve_lo, 100 * ve_hi),
+                   "fully_valid_%": 100 * fv / n, "fully_valid_ci": (100 * fv_lo, 100 * fv_hi),
+                   "fully_valid_citing_%": 100 * fv / citing if citing else float("nan"),
+                   "fully_valid_citing_ci": (100 * fc_lo, 100 * fc_hi)}
             if "correct" in g:
                 rec["correct_%"] = 100 * float(g.correct.mean())
             out.append(rec)
     return pd.DataFrame(out)
 
 
-# GR paper Table 1, verbatim: the prompt-tuned baseline and G-Retriever on "What kind of animal is in
-# the bushes?"
+# GR paper Table 1, verbatim: the prompt-tuned baseline and G-Retriever on "What kind of animal is in the bushes?"
 TABLE1_RESPONSES = {
     "graph prompt tuning": "The animal in the bushes is a deer. Nodes: * Deer (node 1) * Bushes (node 2) Edges: * Deer "
                            "→ Bushes (edge 1) * Deer → Grass (edge 2) * Bushes → Grass (edge 3)",
@@ -152,21 +138,17 @@ def table5(summary: pd.DataFrame, level: str = "normalized") -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------- the checker against a human
-def agreement(rows: pd.DataFrame, labels: pd.DataFrame, levels=LEVELS) -> pd.DataFrame:
-    """The checker's agreement with hand labels, per match level.
-
-    ``labels`` has one row per hand-checked response: ``key`` (as in ``rows``), the human's ``cited_nodes``,
-    ``valid_nodes``, ``cited_edges``, ``valid_edges`` and ``fully_valid``. Reports how many labelled responses
-    were found, the fully-valid verdict's accuracy and Cohen's kappa, and the mean absolute difference in cited
-    and valid counts (which measures the parser as well as the matcher).
-    """
+def agreement(rows: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
+    """The checker's agreement with hand labels (one row per response: ``key`` as in ``rows`` and the human's
+    :data:`LABEL_FIELDS`), per match level: responses matched, the fully-valid verdict's accuracy and Cohen's kappa,
+    and the mean absolute difference in cited and valid counts (the parser's errors as well as the matcher's)."""
     human = labels[["key", "cited_nodes", "valid_nodes", "cited_edges", "valid_edges", "fully_valid"]]
     merged = human.rename(columns=lambda c: c if c == "key" else f"{c}_human").merge(rows, on="key")
     out = []
     h, n = merged.fully_valid_human.astype(bool).to_numpy(), len(merged)
     cited = merged.cited_nodes_human + merged.cited_edges_human - merged.cited_nodes - merged.cited_edges
     valid = merged.valid_nodes_human + merged.valid_edges_human
-    for lv in levels:
+    for lv in LEVELS:
         m = merged[f"fully_valid_{lv}"].astype(bool).to_numpy()
         po = float((h == m).mean()) if n else float("nan")
         pe = float(h.mean() * m.mean() + (1 - h.mean()) * (1 - m.mean())) if n else float("nan")
@@ -181,9 +163,8 @@ def agreement(rows: pd.DataFrame, labels: pd.DataFrame, levels=LEVELS) -> pd.Dat
 # ---------------------------------------------------------------------- the study, end to end
 def response_cache(cfg, ds, indices: list[int], max_new_tokens: int, batch_size: int, seed: int,
                    request: str = "paper"):
-    """Where :func:`run_study` caches one run's responses: keyed by everything that makes them (the run's config
-    hash, which fixes its checkpoint; the questions; the budget; the request; batch and seed), so re-checking with a
-    new parser or new hand labels does not regenerate them."""
+    """Where :func:`run_study` caches one run's responses, keyed by everything that makes them (the run's config
+    hash, the questions, the budget, the request, batch and seed): a new parser or new labels regenerate none."""
     spec = {"run": config_hash(cfg.to_dict()), "questions": [str(ds.records[i].graph_id) for i in indices],
             "max_new_tokens": max_new_tokens, "request": CITE_REQUESTS[request], "batch_size": batch_size, "seed": seed}
     dtype = dtype_name(resolve_dtype(cfg.model.llm.dtype, resolve_device(cfg.model.llm.device)))
@@ -202,7 +183,7 @@ def _test_indices(ds, questions: dict | int | None) -> list[int]:
 def _responses(cfg, ds, indices: list[int], runs_dir, max_new_tokens: int, batch_size: int, seed: int,
                request: str = "paper", loaded: dict | None = None) -> list[str]:
     """The responses of ``cfg``'s run to ``request``, read from :func:`response_cache` or generated and cached;
-    ``loaded`` keeps the trained model for the next request (the model is loaded only where a response is missing)."""
+    ``loaded`` keeps the trained model, loaded only where a response is missing, for the next request."""
     from ..g_retriever.train import run_inputs, trained_model  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.g_retriever.train; this module stays torch-free
 
     cached, inputs = response_cache(cfg, ds, indices, max_new_tokens, batch_size, seed, request), run_inputs(cfg, ds)
@@ -222,16 +203,11 @@ def run_study(datasets: list[str], systems: list[str], runs_dir, settings: dict,
               max_new_tokens: int = 128, batch_size: int = 16, seed: int = 0) -> pd.DataFrame:
     """Every (dataset, system): the trained run (reused, or trained with ``settings``), its responses to the
     citation request on the first ``questions`` test questions (a dict per dataset; None or 0: all), and the
-    checker's verdicts.
+    checker's verdicts: one row per response (:func:`audit`).
 
     Args:
-        systems: Table 3 method names; the paper's pair is ``graph_token`` (its "LLM w/ graph prompt tuning")
-            and ``g_retriever``.
-        settings: :func:`gr_core.g_retriever.run_config.make_run_config` keywords; equal to notebook 03's, so its runs
-            are reused.
-    Returns:
-        one row per response (:func:`audit`), datasets and systems in the order given. Responses are cached under
-        ``.cache/hallucination/``, keyed by the run's config hash, the questions, the budget and the request.
+        systems: Table 3 method names; the paper's pair is ``graph_token`` and ``g_retriever``.
+        settings: :func:`gr_core.g_retriever.run_config.make_run_config` keywords (notebook 03's: its runs are reused).
     """
     from ..g_retriever.train import make_run_config  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.g_retriever.train; this module stays torch-free
     from ..graphqa import DatasetConfig, load_dataset  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.graphqa; this module stays torch-free
@@ -251,10 +227,8 @@ LABEL_FIELDS = ("key", "cited_nodes", "valid_nodes", "cited_edges", "valid_edges
 
 
 def label_template(rows: pd.DataFrame, k: int = 30, seed: int = 0) -> list[dict]:
-    """A sample of responses to check by hand, half of them citing something (when there are enough).
-
-    Each record carries the response, the question's graph id and empty fields for the human's counts.
-    """
+    """A sample of ``k`` responses to check by hand, half of them citing something (when there are enough), each
+    with empty fields for the human's counts."""
     rng = np.random.default_rng(seed)
     citing = rows[(rows.cited_nodes + rows.cited_edges) > 0]
     rest = rows.drop(citing.index)
@@ -332,8 +306,7 @@ def examples(rows: pd.DataFrame, k: int = 2, level: str = "normalized") -> pd.Da
 
 
 # ---------------------------------------------------------------------- which models cite at all
-# the textualized graph's CSV headers (gr_core.textualize), and the format request's placeholders: a response
-# holding one copied the prompt (its graph, or the request's template) instead of choosing evidence
+# the textualized graph's CSV headers and the format request's placeholders
 ECHO_MARKS = ("node_id,node_attr", "src,edge_attr,dst", "<node>", "<source>", "<relation>", "<target>")
 
 
@@ -349,15 +322,14 @@ def citing_rates(datasets: list[str], llms: list[str], systems: list[str], reque
                  seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Which (LLM, system, request) cites at all: Table 5 needs systems that list evidence, and a small model may not.
 
-    Each LLM of ``llms`` (any :class:`~gr_core.config.LLMConfig` model; one not installed gets a row saying why)
-    answers zero-shot (the frozen LLM with the textualized graph), and each trained system of ``systems`` (Table 3
-    method names: notebook 03's runs with the LLM of ``settings``, reused or trained) answers, the first ``questions``
-    test questions of each dataset under each citation request of ``requests``.
+    Each LLM of ``llms`` answers zero-shot (one not installed gets a row saying why), and each trained system of
+    ``systems`` (notebook 03's runs with the LLM of ``settings``) answers, the first ``questions`` test questions of
+    each dataset under each citation request of ``requests``.
 
     Returns:
         ``(rows, table)``: one row per response (:func:`audit` plus ``llm``, ``request``, ``echo``), and per (dataset,
-        llm, system, request) the responses, the share citing anything (95% Wilson), the share that copy the prompt's
-        graph (:func:`is_echo`), fully valid (normalized level) and correct, in percent.
+        llm, system, request) the responses and the shares (%) citing anything (95% Wilson), copying the prompt
+        (:func:`is_echo`), fully valid (normalized level) and correct.
     """
     from ..g_retriever.train import make_run_config  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up); this module stays torch-free
     from ..graphqa import DatasetConfig, load_dataset  # noqa: PLC0415 deferred: as above

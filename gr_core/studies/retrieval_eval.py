@@ -1,8 +1,6 @@
-"""Retrieval quality and cost on real data (GR paper Tables 4, 10, 11).
-
-Every retriever maps ``(dataset, question index, graph)`` to a :class:`RetrievedSubgraph`; the
-study records, per question, the graph's size and tokens before and after retrieval, whether a
-gold answer is a node of the retrieved subgraph (Table 11's "retrieval accuracy"), and the time.
+"""Retrieval quality and cost on real data (GR paper Tables 4, 10, 11): per question and retriever, the graph's size
+and tokens before and after retrieval, whether a gold answer is a node of the subgraph (Table 11's "retrieval
+accuracy"), and the time.
 """
 from __future__ import annotations
 
@@ -20,23 +18,12 @@ from ..prompts import KGQA_DATASETS
 from ..published import PAPER_TABLE10
 from ..runs import progress
 from ..stats import mcnemar_exact, percent_interval
-from ..text_encoder import EmbeddingStore
 
 
 def answer_in(graph: TextualGraph, answers: list[str]) -> bool:
-    """Whether a gold answer is exactly the text of a node of ``graph`` (exact, as
-    :func:`gr_core.data.question_nodes` explains: MetaQA's ``Drama`` is not its tag ``drama``)."""
+    """Whether a gold answer is exactly a node's text in ``graph`` (MetaQA's ``Drama`` is not its tag ``drama``)."""
     names = set(graph.nodes.node_attr.astype(str))
     return any(a in names for a in answers)
-
-
-def standard_retrievers(ds: GraphQADataset, store: EmbeddingStore | None = None, kaping_k: int = 10,
-                        hops: int = 1) -> dict[str, Retriever]:
-    """PCST (the dataset's default config), KAPING top-k triples, k-hop neighbourhood, no retrieval."""
-    return {"pcst": lambda d, i, g: retrieve(d, i, graph=g),
-            f"kaping_top{kaping_k}": kaping_retriever(kaping_k, store),
-            f"{hops}hop": lambda d, i, g: retrieve_khop(g, hops, d.embeddings(i, g)[0], d.question_emb[i]),
-            "none": lambda d, i, g: retrieve_none(g)}
 
 
 ROW_COLUMNS = ["dataset", "question", "retriever", "nodes_before", "edges_before", "tokens_before", "nodes_after",
@@ -73,13 +60,16 @@ def evaluate_retrievers(ds: GraphQADataset, indices: list[int], retrievers: dict
 
 
 def evaluate_datasets(names: list[str], questions: int = 0, tokenizer=None, kaping_k: int = 10) -> pd.DataFrame:
-    """:func:`evaluate_retrievers` with :func:`standard_retrievers` over the first ``questions`` test questions
-    (0: all) of each named dataset, one table."""
+    """:func:`evaluate_retrievers` over the first ``questions`` test questions (0: all) of each named dataset, one
+    table: PCST (the dataset's default config), KAPING top-k triples, the 1-hop neighbourhood, no retrieval."""
     rows = []
     for name in names:
         ds = load_dataset(name)
-        test = ds.split["test"][: questions or None]
-        rows.append(evaluate_retrievers(ds, test, standard_retrievers(ds, kaping_k=kaping_k), tokenizer))
+        retrievers = {"pcst": lambda d, i, g: retrieve(d, i, graph=g),
+                      f"kaping_top{kaping_k}": kaping_retriever(kaping_k),  # after the dataset: its store
+                      "1hop": lambda d, i, g: retrieve_khop(g, 1, d.embeddings(i, g)[0], d.question_emb[i]),
+                      "none": lambda d, i, g: retrieve_none(g)}
+        rows.append(evaluate_retrievers(ds, ds.split["test"][: questions or None], retrievers, tokenizer))
     return pd.concat(rows, ignore_index=True)
 
 
@@ -117,8 +107,7 @@ def summarize_retrievers(rows: pd.DataFrame, reference: str = "pcst") -> pd.Data
 def k_sweep(ds: GraphQADataset, indices: list[int], ks=(3, 5, 10, 20), tokenizer=None,
             edge_costs=None) -> pd.DataFrame:
     """Table 10 analogue: k applied to nodes *and* edges (the paper does not say which), C_e the dataset default or
-    each of ``edge_costs``; reports retrieval (answer in subgraph, size, tokens), not the end task. An empty ``ks``
-    gives an empty table with the columns (a preset that sweeps nothing)."""
+    each of ``edge_costs``; retrieval only (answer in subgraph, size, tokens). An empty ``ks``: no rows."""
     base_cost = DATASET_RETRIEVAL[ds.name].edge_cost if len(ks) and not edge_costs else None
     grid = {(f"k={k}" if not edge_costs else f"k={k}, C_e={ce}"): (k, ce)
             for k in ks for ce in (edge_costs or [base_cost])}
@@ -155,21 +144,16 @@ def explain_retrieval(ds: GraphQADataset, i: int, res: RetrievedSubgraph, top: i
 
 
 def context_view(res: RetrievedSubgraph, max_nodes: int = 60) -> tuple[TextualGraph, list[int], list[int]]:
-    """The retrieved subgraph inside its neighbourhood, for drawing: the subgraph's nodes plus their
-    neighbours up to ``max_nodes``. Returns ``(view, highlighted node ids, highlighted edge rows of view)``."""
+    """The retrieved subgraph inside its neighbourhood, for drawing: the subgraph's nodes plus their neighbours up to
+    ``max_nodes``. Returns ``(view, highlighted node ids, highlighted edge rows of view)``."""
     graph = res.source
     ids = graph.nodes.node_id.to_numpy()
     chosen = [int(v) for v in ids[res.node_rows]]
-    keep = list(dict.fromkeys(chosen))
     src, dst = graph.edges.src.to_numpy(), graph.edges.dst.to_numpy()
     touching = np.isin(src, chosen) | np.isin(dst, chosen)
-    for v in np.concatenate([src[touching], dst[touching]]).tolist():
-        if len(keep) >= max(max_nodes, len(chosen)):
-            break
-        if v not in keep:
-            keep.append(int(v))
-    view = induced_subgraph(graph, keep)
-    kept_pairs = set(zip(graph.edges.iloc[res.edge_rows].src, graph.edges.iloc[res.edge_rows].edge_attr,
-                         graph.edges.iloc[res.edge_rows].dst))
+    neighbours = np.concatenate([src[touching], dst[touching]]).astype(int).tolist()
+    view = induced_subgraph(graph, list(dict.fromkeys(chosen + neighbours))[:max(max_nodes, len(chosen))])
+    kept = graph.edges.iloc[res.edge_rows]
+    kept_pairs = set(zip(kept.src, kept.edge_attr, kept.dst))
     hl_edges = [k for k, t in enumerate(zip(view.edges.src, view.edges.edge_attr, view.edges.dst)) if t in kept_pairs]
     return view, chosen, hl_edges
