@@ -120,10 +120,8 @@ def gnn_prizes(graph, probs: np.ndarray, top_k: int, cfg: GNNRAGConfig = GNNRAGC
     cands = select_candidates(probs, seed_pos, cfg.eps)
     top = cfg.prize_scale * max(top_k, 1)
     prizes = np.zeros(len(probs), np.float32)
-    if cands:
-        pmax = max(p for _, p in cands)
-        for c, p in cands:
-            prizes[c] = top * p / pmax
+    for c, p in cands:
+        prizes[c] = top * p / cands[0][1]  # the most probable first
     prizes[list(seed_pos)] = top
     return prizes
 

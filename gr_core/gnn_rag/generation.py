@@ -143,14 +143,9 @@ def answer_examples(model: GraphLLM, examples: list[Example], batch_size: int, a
 
 # ---------------------------------------------------------------------- grounded answers (beyond the papers)
 def named_node(line: str, names: dict[str, str]) -> str | None:
-    """The node a reply line names: the node whose normalized name equals the normalized line, else the longest
-    node name the line contains (word-bounded); None when it names none. ``names``: normalized name -> name."""
-    text = normalize(line)
-    if not text:
-        return None
-    if text in names:
-        return names[text]
-    padded = f" {text} "
+    """The node a reply line names: the longest normalized node name the normalized line contains (word-bounded; the
+    whole line included), None when it names none. ``names``: normalized name -> name."""
+    padded = f" {normalize(line)} "
     inside = [n for n in names if n and f" {n} " in padded]
     return names[max(inside, key=len)] if inside else None
 

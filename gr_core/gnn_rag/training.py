@@ -3,13 +3,12 @@ saved reasoners (GNN-RAG paper §4.1; GNN-RAG code ``gnn/train_model.py``, ``gnn
 from __future__ import annotations
 
 import copy
-import dataclasses
 import io
 import re
 import time
 from collections.abc import Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 import torch
@@ -199,8 +198,7 @@ def score_questions(model: ReaRev, data_list: list, eps: float = 0.95) -> list[d
     for p, d in zip(node_probabilities(model, data_list), data_list):
         seeds = set(np.flatnonzero(d.seed.numpy()).tolist())
         gold = set(np.flatnonzero(d.answer.numpy()).tolist())
-        masked = p.copy()
-        masked[list(seeds)] = -1
+        masked = np.where(d.seed.numpy(), -1, p)
         cands = {c for c, _ in select_candidates(p, seeds, eps)}
         tp, answers = len(cands & gold), int(getattr(d, "num_answers", len(gold)))
         prec, rec = (tp / len(cands) if cands else 0.0), (min(tp, answers) / answers if answers else 0.0)
@@ -250,11 +248,7 @@ def reasoner_meta(path) -> dict:
 
 
 def load_reasoner(path) -> ReaRev:
-    """A reasoner saved by :func:`save_reasoner`, in eval mode.
-
-    Raises:
-        ValueError: ``path`` is not such a file (another pickle, a text file, a truncated save).
-    """
+    """A reasoner saved by :func:`save_reasoner`, in eval mode; ValueError for any other file (a truncated save)."""
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
         blob["config"], blob["text_dim"], blob["state"]
@@ -262,7 +256,7 @@ def load_reasoner(path) -> ReaRev:
         raise ValueError(f"{path} is not a saved GNN-RAG reasoner ({err})") from None
     # a file written before the switches (or mask_topic) describes the first version: those missing are off
     config = {name: False for name in SWITCH_NAMES} | {"mask_topic": False} | blob["config"]
-    known = {f.name for f in dataclasses.fields(ReasonerConfig)}  # a setting since removed was off where saved
+    known = {f.name for f in fields(ReasonerConfig)}  # a setting since removed was off where saved
     model = ReaRev(int(blob["text_dim"]), ReasonerConfig(**{k: v for k, v in config.items() if k in known}))
     model.load_state_dict(blob["state"])
     return model.eval()
