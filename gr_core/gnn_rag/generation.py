@@ -1,8 +1,6 @@
 """GNN-RAG's LLM (GNN-RAG paper §4.2, App. B; docs/method.md §3.3): the answer generator, one LoRA fine-tune per
-dataset family trained on gold paths (paths from the question entities to the gold answers, GNN-RAG's recipe) that
-answers every retriever's prompt (GNN-RAG prompt A), and the RoG-style relation-path generator (beam search) whose
-paths :func:`~gr_core.gnn_rag.evidence.ground_relation_paths` follows in the graph.
-"""
+dataset family on gold paths that answers every retriever's prompt (GNN-RAG prompt A), and the RoG-style relation-path
+generator (beam search) whose paths :func:`~gr_core.gnn_rag.evidence.ground_relation_paths` follows in the graph."""
 from __future__ import annotations
 
 import hashlib

@@ -198,14 +198,14 @@ def evidence_view(ds, i: int, probs: np.ndarray, eps: float = 0.95, max_candidat
     GNN-RAG's lines, view graph, highlighted node ids, highlighted edge rows of the view)``; the view is induced by
     the question entities, the top candidates and the nodes on our paths to them."""
     g = ds.graph(i)
-    ids = g.nodes.node_id.to_numpy()
-    names = dict(zip(g.nodes.node_id.tolist(), g.nodes.node_attr.tolist()))
+    ids = g.nodes.node_id.tolist()
+    names = dict(zip(ids, g.nodes.node_attr.tolist()))
     seeds, seed_pos = seed_positions(g)
-    cands = select_candidates(probs, seed_pos, eps)
+    cands = [(ids[c], p) for c, p in select_candidates(probs, seed_pos, eps)]  # (node id, probability)
     gold = set(ds.records[i].answers)
-    table = pd.DataFrame([{"node": names[int(ids[c])], "probability": round(p, 4),
-                           "gold answer": names[int(ids[c])] in gold} for c, p in cands])
-    top = [int(ids[c]) for c, _ in cands[:max_candidates]]
+    table = pd.DataFrame([{"node": names[n], "probability": round(p, 4), "gold answer": names[n] in gold}
+                          for n, p in cands])
+    top = [n for n, _ in cands[:max_candidates]]
     ours = reasoning_paths(g, seeds, top).lines
     ref = reference_paths(g, seeds, top)
     on_path = {n for line in ours for n in _path_names(line)}
