@@ -183,12 +183,11 @@ class _Packer:
         """Add ``batch`` (rows ``row0..`` of shard ``path``); errors name the file, row and field."""
         cols = {c: batch.column(c).to_pylist() for c in ("id", "question", "answer", "q_entity")}
         for r in range(batch.num_rows):
-            for key in ("id", "question", "answer", "q_entity"):
-                value = cols[key][r]
-                ok = (isinstance(value, str) if key in ("id", "question")
-                      else isinstance(value, list) and all(isinstance(x, str) for x in value))
-                if not ok:
-                    kind = "a string" if key in ("id", "question") else "a list of strings"
+            for key, values in cols.items():
+                value, text = values[r], key in ("id", "question")
+                if not (isinstance(value, str) if text else
+                        isinstance(value, list) and all(isinstance(x, str) for x in value)):
+                    kind = "a string" if text else "a list of strings"
                     raise GraphFormatError(f"{path}: row {row0 + r}: field {key!r} is {value!r}, expected {kind}")
             self.records.append(QARecord(cols["question"][r], [a.lower() for a in cols["answer"][r]], cols["id"][r],
                                          [e.lower() for e in cols["q_entity"][r]]))
