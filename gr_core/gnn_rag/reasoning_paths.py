@@ -138,18 +138,15 @@ def reference_paths(graph, seeds: list[int], targets: list[int]) -> list[str]:
     g = nx.Graph()
     for s, r, d in zip(graph.edges.src.tolist(), graph.edges.edge_attr.tolist(), graph.edges.dst.tolist()):
         g.add_edge(names[s], names[d], relation=str(r).strip())
-    lines, seen = [], set()
+    lines: dict[str, None] = {}  # deduplicated, in order
     for t in targets:
         for s in seeds:
             a, b = names.get(s), names.get(t)
             if a is None or b is None or a == b or a not in g or b not in g or not nx.has_path(g, a, b):
                 continue
             for nodes in nx.all_shortest_paths(g, a, b):
-                line = nodes[0] + "".join(f" -> {g[u][v]['relation']} -> {v}" for u, v in zip(nodes, nodes[1:]))
-                if line not in seen:
-                    seen.add(line)
-                    lines.append(line)
-    return lines
+                lines[nodes[0] + "".join(f" -> {g[u][v]['relation']} -> {v}" for u, v in zip(nodes, nodes[1:]))] = None
+    return list(lines)
 
 
 def _hops(line: str) -> list[tuple[str, str, str, str]]:
