@@ -12,6 +12,7 @@ before tail, repeated triples kept as multi-edges).
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,11 +38,7 @@ FETCH_HINT = "./gr data --fetch {root} --papers"
 # ---------------------------------------------------------------- the shards
 def shard_folder(name: str) -> Path:
     """The folder of ``name``'s shards (``webqsp`` or ``cwq``): ``<data folder>/rog/<name>/data``, else a hub cache
-    snapshot.
-
-    Raises:
-        DataNotFoundError: naming both places looked in and the command that downloads the shards.
-    """
+    snapshot; a DataNotFoundError names both places and the command that downloads them."""
     try:
         root = data_root()
     except DataNotFoundError:
@@ -59,12 +56,8 @@ def shard_folder(name: str) -> Path:
 
 
 def find_shards(name: str) -> dict[str, list[Path]]:
-    """``{"train": [...], "val": [...], "test": [...]}``: each split's shards in order, checked complete.
-
-    Raises:
-        DataNotFoundError: a split has no shard, or misses one of its ``-of-NNNNN`` (an unfinished download).
-        GraphFormatError: a ``.parquet`` file whose name does not say its split.
-    """
+    """``{"train": [...], "val": [...], "test": [...]}``: each split's shards in order, checked complete (else a
+    DataNotFoundError: an unfinished download); a ``.parquet`` file not named as a shard is a GraphFormatError."""
     folder = shard_folder(name)
     found: dict[str, dict[int, Path]] = {s: {} for s in SPLITS.values()}
     totals: dict[str, set[int]] = {s: set() for s in SPLITS.values()}
@@ -190,12 +183,11 @@ class _Packer:
         """Add ``batch`` (rows ``row0..`` of shard ``path``); errors name the file, row and field."""
         cols = {c: batch.column(c).to_pylist() for c in ("id", "question", "answer", "q_entity")}
         for r in range(batch.num_rows):
-            for key in ("id", "question", "answer", "q_entity"):
-                value = cols[key][r]
-                ok = (isinstance(value, str) if key in ("id", "question")
-                      else isinstance(value, list) and all(isinstance(x, str) for x in value))
-                if not ok:
-                    kind = "a string" if key in ("id", "question") else "a list of strings"
+            for key, values in cols.items():
+                value, text = values[r], key in ("id", "question")
+                if not (isinstance(value, str) if text else
+                        isinstance(value, list) and all(isinstance(x, str) for x in value)):
+                    kind = "a string" if text else "a list of strings"
                     raise GraphFormatError(f"{path}: row {row0 + r}: field {key!r} is {value!r}, expected {kind}")
             self.records.append(QARecord(cols["question"][r], [a.lower() for a in cols["answer"][r]], cols["id"][r],
                                          [e.lower() for e in cols["q_entity"][r]]))
@@ -257,37 +249,32 @@ def _check_schema(path: Path, schema: pa.Schema) -> None:
 def build_rog(name: str, max_questions: int | None = None, batch_size: int = 64):
     """RoG-``name`` (``webqsp`` or ``cwq``) from its shards, streamed: ``(records, graphs, None, notes)``.
 
-    Peak memory is one record batch (``batch_size`` rows, decoded a row group at a time) plus the packed arrays and
-    the text table; no shard is held as Python objects. ``max_questions`` keeps the first N rows of each split and
-    stops reading that split there. Splits are RoG's, from the shard names (``validation`` -> ``val``).
-
-    Returns:
-        records: :class:`QARecord` per question (answers and topic entities lowercased, like the nodes).
-        graphs: :class:`PackedGraphs`, one graph per record.
-        notes: ``split`` (indices per split), ``shards`` (files per split), ``empty_graphs``, ``folder``.
+    Peak memory is one record batch of ``batch_size`` rows plus the packed arrays and the text table.
+    ``max_questions`` keeps the first N rows of each split and reads no further. Returns a :class:`QARecord` per
+    question (answers and topic entities lowercased, like the nodes), their :class:`PackedGraphs`, and notes:
+    ``split`` (indices per split, RoG's), ``shards`` (files per split), ``empty_graphs``, ``folder``.
     """
     shards = find_shards(name)
     packer, split = _Packer(), {}
     for part, paths in shards.items():
         start = len(packer.records)
         for path in paths:
-            left = None if max_questions is None else max_questions - (len(packer.records) - start)
+            left = sys.maxsize if max_questions is None else max_questions - (len(packer.records) - start)
             if left == 0:
                 break  # the rest of this split is never opened
             try:
                 pf = pq.ParquetFile(path)
             except (pa.ArrowInvalid, OSError) as err:  # a truncated or empty download: Arrow's message names no file
                 raise GraphFormatError(f"{path}: not a readable parquet file ({err}); fetch it again with "
-                                       "./gr data --fetch DIR --papers") from None
+                                       f"{FETCH_HINT.format(root='DIR')}") from None
             with pf:
                 _check_schema(path, pf.schema_arrow)
                 row = 0
-                for batch in pf.iter_batches(batch_size=min(batch_size, left or batch_size), columns=list(COLUMNS)):
-                    if left is not None:
-                        batch = batch.slice(0, left - row)
+                for batch in pf.iter_batches(batch_size=min(batch_size, left), columns=list(COLUMNS)):
+                    batch = batch.slice(0, left - row)
                     packer.add(batch, path, row)
                     row += batch.num_rows
-                    if left is not None and row >= left:
+                    if row >= left:
                         break
         split[part] = list(range(start, len(packer.records)))
     graphs = packer.packed()

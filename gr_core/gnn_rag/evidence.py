@@ -32,26 +32,18 @@ SEP = " <SEP> "  # RoG writes <PATH> r1 <SEP> r2 </PATH> with added special toke
 
 @dataclass(frozen=True)
 class GNNRAGConfig:
-    """Retrieval and prompt settings of the LLM half.
+    """Retrieval and prompt settings of the LLM half."""
 
-    Attributes:
-        eps: cumulative probability of the GNN candidate set (GNN-RAG App. C: 0.95).
-        max_lines_per_pair: path lines per (question entity, candidate) pair (relation combinations are capped).
-        evidence_tokens: evidence lines kept whole, in order, up to this many tokens (GNN-RAG: 4096 - 100 with
-            LLaMA-2, over budget shuffled unseeded; we keep the retriever's order and bound it for CPU).
-        rog_beams: relation paths per question (RoG / GNN-RAG: beam search, k = 3).
-        rog_max_lines: grounded lines per relation path and question entity (bounds hub explosions).
-        rog_paths_per_question: distinct gold relation paths per question used to train the RoG generator.
-        prize_scale: GNN prizes = ``prize_scale * top_k_nodes * p / p_max`` on the candidates, the same on the
-            question entities (beyond the papers; 1.0 puts them on the scale of the text top-k prizes).
-    """
-
-    eps: float = 0.95  # GNN-RAG App. C
-    max_lines_per_pair: int = 8
+    eps: float = 0.95  # cumulative probability of the GNN candidate set (GNN-RAG App. C)
+    max_lines_per_pair: int = 8  # path lines per (question entity, candidate): relation combinations capped
+    # evidence lines kept whole, in order, up to this many tokens (GNN-RAG: 4096 - 100 with LLaMA-2, over budget
+    # shuffled unseeded; we keep the retriever's order and bound it for CPU)
     evidence_tokens: int = 384
-    rog_beams: int = 3  # RoG / GNN-RAG
-    rog_max_lines: int = 20
-    rog_paths_per_question: int = 3
+    rog_beams: int = 3  # relation paths per question (RoG / GNN-RAG: beam search, k = 3)
+    rog_max_lines: int = 20  # grounded lines per relation path and question entity (bounds hub explosions)
+    rog_paths_per_question: int = 3  # distinct gold relation paths per question the RoG generator trains on
+    # GNN prizes = prize_scale * top_k_nodes * p / p_max on the candidates, the same on the question entities
+    # (beyond the papers; 1.0 puts them on the scale of the text top-k prizes)
     prize_scale: float = 1.0
 
     def __post_init__(self) -> None:
@@ -83,7 +75,6 @@ class Evidence:
                         self.empty_candidates or other.empty_candidates, self.ungrounded or other.ungrounded)
 
 
-# ---------------------------------------------------------------------- retrievers
 def answer_hops(graph, seeds: list[int], targets: list[int]) -> int | None:
     """Shortest undirected distance from any question entity to any gold answer (None: unreachable)."""
     if not seeds or not targets:
@@ -122,18 +113,15 @@ def pcst_evidence(ds, i: int, graph, extra_node_prizes: np.ndarray | None = None
 def gnn_prizes(graph, probs: np.ndarray, top_k: int, cfg: GNNRAGConfig = GNNRAGConfig()) -> np.ndarray:
     """Node prizes ``(N,)`` from the GNN: candidates get ``scale * top_k * p / p_max``, question entities the max.
 
-    Candidates come from the same 0.95 rule as GNN-RAG, so a confident GNN puts one large prize on its answer and
-    PCST must connect it to the question entities: the path the GNN found, plus whatever text-prized facts are
-    cheap to attach.
+    A confident GNN puts one large prize on its answer, which PCST must connect to the question entities: the path
+    the GNN found, plus whatever text-prized facts are cheap to attach.
     """
     _, seed_pos = seed_positions(graph)
     cands = select_candidates(probs, seed_pos, cfg.eps)
     top = cfg.prize_scale * max(top_k, 1)
     prizes = np.zeros(len(probs), np.float32)
-    if cands:
-        pmax = max(p for _, p in cands)
-        for c, p in cands:
-            prizes[c] = top * p / pmax
+    for c, p in cands:
+        prizes[c] = top * p / cands[0][1]  # the most probable first
     prizes[list(seed_pos)] = top
     return prizes
 
@@ -147,7 +135,6 @@ def gnn_prize_evidence(ds, i: int, graph, probs: np.ndarray, cfg: GNNRAGConfig =
     return ev
 
 
-# ---------------------------------------------------------------------- RoG-style relation paths
 def relation_sequences(lines: list[str]) -> list[tuple[str, ...]]:
     """The relation sequence of each verbalized path (direction dropped, as RoG's relation paths), deduplicated."""
     return list(dict.fromkeys(tuple(r for _, _, r, _ in _hops(line)) for line in lines if _hops(line)))
@@ -164,11 +151,9 @@ def parse_relation_path(text: str) -> tuple[str, ...]:
 
 def ground_relation_paths(graph, seeds: list[int], relation_paths: list[tuple[str, ...]], max_lines: int = 20
                           ) -> list[str]:
-    """Follow each relation path from each question entity (RoG's BFS along the exact relation sequence).
-
-    A relation may be followed either way (RoG walks an undirected graph); the lines keep each fact's direction.
-    At most ``max_lines`` lines per (relation path, question entity); cycles are not followed.
-    """
+    """Follow each relation path from each question entity (RoG's BFS along the exact relation sequence), a relation
+    either way (RoG's graph is undirected) with each fact's direction written, without cycles, at most ``max_lines``
+    lines per (relation path, question entity)."""
     names = dict(zip(graph.nodes.node_id.tolist(), graph.nodes.node_attr.tolist()))
     adj: dict[tuple[int, str], list[tuple[int, str]]] = {}
     for s, r, d in zip(graph.edges.src.tolist(), graph.edges.edge_attr.tolist(), graph.edges.dst.tolist()):
@@ -192,12 +177,10 @@ def ground_relation_paths(graph, seeds: list[int], relation_paths: list[tuple[st
     return list(dict.fromkeys(lines))
 
 
-# ---------------------------------------------------------------------- one dataset, every retriever
 def collect_evidence(ds, i: int, probs: np.ndarray | None, relation_paths: list[tuple[str, ...]] | None,
                      retrievers: tuple[str, ...] = RETRIEVERS, cfg: GNNRAGConfig = GNNRAGConfig(),
                      graph=None) -> dict[str, Evidence]:
-    """Every requested retriever's evidence for question ``i`` (each base retriever computed once; ``graph``:
-    the question's graph when the caller already has it)."""
+    """Every requested retriever's evidence for question ``i``, each base retriever computed once."""
     g = graph if graph is not None else ds.graph(i)
     seeds, _ = seed_positions(g)
     base: dict[str, Evidence] = {"none": Evidence()}

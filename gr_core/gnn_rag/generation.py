@@ -1,8 +1,6 @@
 """GNN-RAG's LLM (GNN-RAG paper §4.2, App. B; docs/method.md §3.3): the answer generator, one LoRA fine-tune per
-dataset family trained on gold paths (paths from the question entities to the gold answers, GNN-RAG's recipe) that
-answers every retriever's prompt (GNN-RAG prompt A), and the RoG-style relation-path generator (beam search) whose
-paths :func:`~gr_core.gnn_rag.evidence.ground_relation_paths` follows in the graph.
-"""
+dataset family on gold paths that answers every retriever's prompt (GNN-RAG prompt A), and the RoG-style relation-path
+generator (beam search) whose paths :func:`~gr_core.gnn_rag.evidence.ground_relation_paths` follows in the graph."""
 from __future__ import annotations
 
 import hashlib
@@ -20,13 +18,12 @@ from .evidence import GNNRAGConfig, format_relation_path, parse_relation_path, r
 from .reasoning_paths import gold_ids, reasoning_paths, seed_positions
 
 
-def rog_example(uid: str, question: str, label: str = "", answers: list[str] | None = None) -> Example:
+def rog_example(uid: str, question: str, label: str = "") -> Example:
     """RoG's planning prompt for one question (label: one relation path)."""
     return Example(uid=uid, question=ROG_PLANNING_PROMPT.format(question=question.strip()), desc="", label=label,
-                   answers=list(answers or []))
+                   answers=[])
 
 
-# ---------------------------------------------------------------------- prompts and training data
 def fit_lines(lines: list[str], budget: int, tokenizer) -> tuple[list[str], int]:
     """Keep whole lines, in order, while their tokens (each with its newline) fit ``budget``; ``(kept, dropped)``."""
     if not lines:
@@ -46,34 +43,28 @@ def rag_example(uid: str, question: str, lines: list[str] | None, answers: list[
     return Example(uid=uid, question=q, desc=desc, label="\n".join(answers), answers=list(answers))
 
 
-def gold_path_lines(ds, i: int, cfg: GNNRAGConfig = GNNRAGConfig()) -> list[str]:
-    """Verbalized shortest paths from the question entities to the gold answers (GNN-RAG's training input)."""
-    g = ds.graph(i)
-    seeds, _ = seed_positions(g)
-    return reasoning_paths(g, seeds, gold_ids(g, ds.records[i].answers, seeds), cfg.max_lines_per_pair).lines
-
-
 def training_examples(datasets: list, max_questions: int | None, split: str, tokenizer,
                       cfg: GNNRAGConfig = GNNRAGConfig(), evidence: list[dict] | None = None
                       ) -> tuple[list[Example], list[Example], dict]:
-    """Answer-generator and relation-generator examples from the gold paths of ``split``.
+    """Answer-generator and relation-generator examples from the gold paths of ``split`` (the verbalized shortest
+    paths from the question entities to the gold answers, GNN-RAG's training input).
 
-    ``evidence`` (beyond the paper; one dict per dataset, question index -> evidence lines): the answer generator
-    reads these lines instead of the gold paths, e.g. the paths to a held-out reasoner's candidates
-    (:func:`gr_core.studies.gnn_rag.crossfit_evidence`), so it trains on evidence like the evidence it answers from;
-    the relation-path examples still come from the gold paths.
+    ``evidence`` (beyond the paper; per dataset, question index -> lines, e.g. the paths to a held-out reasoner's
+    candidates, :func:`gr_core.studies.gnn_rag.crossfit_evidence`): the answer generator reads these instead of the
+    gold paths, to train on evidence like the evidence it answers from.
 
     Returns:
-        ``(answer examples, relation-path examples, counts)``; questions without any gold path are left out of
-        both (GNN-RAG and RoG train only on questions whose answer is reachable) and counted, and with
-        ``evidence`` so are the answer examples whose kept lines name no gold answer.
+        ``(answer examples, relation-path examples, counts)``; questions without a gold path are left out of both
+        (GNN-RAG and RoG train only on reachable answers) and counted, and with ``evidence`` so are the answer
+        examples whose kept lines name no gold answer.
     """
     answer_ex, rel_ex, skipped, unseen, total = [], [], 0, 0, 0
     for d, ds in enumerate(datasets):
         for i in progress(list(ds.split.get(split, []))[:max_questions or None], desc=f"{ds.name} {split} gold paths"):
-            rec = ds.records[i]
+            rec, g = ds.records[i], ds.graph(i)
             total += 1
-            lines = gold_path_lines(ds, i, cfg)
+            seeds, _ = seed_positions(g)
+            lines = reasoning_paths(g, seeds, gold_ids(g, rec.answers, seeds), cfg.max_lines_per_pair).lines
             if not lines:
                 skipped += 1
                 continue
@@ -108,11 +99,8 @@ def model_key(cfg: ModelConfig) -> dict:
 def train_lora_llm(train_ex: list[Example], val_ex: list[Example], run_dir: str | Path, llm: LLMConfig = LLMConfig(),
                    train: TrainConfig = TrainConfig(), max_txt_len: int = 512, seed: int = 0,
                    lora: LoRAConfig = LoRAConfig()) -> tuple[GraphLLM, list[dict]]:
-    """LoRA fine-tune of the LLM on text-only examples (no graph encoder), checkpointed in ``run_dir/ckpt``.
-
-    The checkpoint is keyed by the model and training config and a digest of the examples, so a rerun on the same
-    data resumes (or, when finished, just reloads the best epoch).
-    """
+    """LoRA fine-tune of the LLM on text-only examples (no graph encoder), checkpointed in ``run_dir/ckpt`` under a
+    key of the configs and the examples' digest: a rerun on the same data resumes, or reloads the best epoch."""
     cfg = ModelConfig(llm=llm, lora=lora, graph_source="none", max_txt_len=max_txt_len)
     seed_everything(seed)
     model = GraphLLM(cfg)
@@ -153,14 +141,9 @@ def answer_examples(model: GraphLLM, examples: list[Example], batch_size: int, a
 
 # ---------------------------------------------------------------------- grounded answers (beyond the papers)
 def named_node(line: str, names: dict[str, str]) -> str | None:
-    """The node a reply line names: the node whose normalized name equals the normalized line, else the longest
-    node name the line contains (word-bounded); None when it names none. ``names``: normalized name -> name."""
-    text = normalize(line)
-    if not text:
-        return None
-    if text in names:
-        return names[text]
-    padded = f" {text} "
+    """The node a reply line names: the longest normalized node name the normalized line contains (word-bounded; the
+    whole line included), None when it names none. ``names``: normalized name -> name."""
+    padded = f" {normalize(line)} "
     inside = [n for n in names if n and f" {n} " in padded]
     return names[max(inside, key=len)] if inside else None
 
@@ -171,11 +154,9 @@ def name_index(names) -> dict[str, str]:
 
 
 def answer_kind(reply: str, gold: list[str], candidates, evidence, graph_names) -> str:
-    """What the reply's first line is (Hit@1's rule reads only it): ``gold``, ``another candidate`` (a GNN
-    candidate that is not gold), ``evidence node`` (named in the evidence, not a candidate: a question entity, a
-    node on the way), ``outside the evidence`` (a node of the question's graph the evidence does not show), ``no
-    node`` (text that names no node) or ``empty``. Each name group is a list or its :func:`name_index` (a
-    question's graph names indexed once serve all its retrievers' rows)."""
+    """What the reply's first line (all Hit@1 reads) is: ``gold``, ``another candidate`` (of the GNN), ``evidence
+    node`` (not a candidate), ``outside the evidence`` (a node of the question's graph), ``no node`` or ``empty``.
+    Each name group is a list or its :func:`name_index`."""
     first = next((x for x in reply.split("\n") if x.strip()), "")
     if not first:
         return "empty"
@@ -189,9 +170,8 @@ def answer_kind(reply: str, gold: list[str], candidates, evidence, graph_names) 
 
 
 def ground_reply(reply: str, evidence: list[str], fallback: str | None) -> tuple[str, bool]:
-    """The reply restricted to nodes of the evidence: each line replaced by the evidence node it names
-    (:func:`named_node`), lines naming none dropped, repeats dropped; a reply naming no evidence node becomes
-    ``fallback`` (the GNN's top candidate). Returns ``(grounded reply, fell back)``."""
+    """The reply's lines replaced by the evidence nodes they name (:func:`named_node`; none or repeats dropped), or
+    ``fallback`` (the GNN's top candidate) where it names none. Returns ``(grounded reply, fell back)``."""
     names = name_index(evidence)
     kept = list(dict.fromkeys(n for n in (named_node(x, names) for x in reply.split("\n")) if n is not None))
     if kept:

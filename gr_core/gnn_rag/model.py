@@ -1,7 +1,5 @@
-"""The GNN-RAG reasoner (ReaRev, its layers summed per relation): its configuration and the network.
-
-Shapes and the deviations from ReaRev as released are in :class:`ReaRev` and docs/method.md §3.1.
-"""
+"""The GNN-RAG reasoner (GNN-RAG §4.1; ReaRev, its layers summed per relation): its configuration and the network;
+the deviations from ReaRev as released are in docs/method.md §3.1."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,31 +21,22 @@ class ReasonerConfig:
     num_gnn: int = 3  # --num_gnn 3
     dropout: float = 0.2  # linear dropout
     label_smooth: float = 0.0  # parsing.py has 0.1 but it is unused with the KL loss the scripts select
-    # ReaRev as released (cmavro/GNN-RAG ``gnn/``), on by default. These five and ``mask_topic`` off reproduce this
-    # module's first version, which notebook 04's change table measures each change against (:data:`REASONER_CHANGES`);
-    # a reasoner saved before the switches existed loads with them off (:func:`load_reasoner`).
-    mask_seeds: bool = True  # question entities out of every layer's softmax (dataset_load.py: seeds are padding
-    #                           in candidate_entities; reasongnn.py adds VERY_NEG_NUMBER to padding)
-    self_loops: bool = True  # one self-loop fact per entity (parsing.py --use_self_loop True; _build_fact_mat)
-    keep_states: bool = True  # node states carried from one iteration to the next (rearev.py resets only the
-    #                            distribution to the seeds)
-    split_directions: bool = True  # forward and inverse messages apart for each instruction, a relation linear per
-    #                                 layer, dropout before scoring (reasongnn.py reason_layer / reason_layer_inv)
-    fusion_reform: bool = True  # each instruction updated by its own gated Fusion with the seeds' states
-    #                              (query_update.py QueryReform; the first version: one shared ReLU layer)
-    # Deviation (docs/method.md §3.1): instructions come from the question's sentence vector with its topic entity's
-    # name replaced by "it" (``q_masked``): ReaRev's attention over tokens can look past the name, one sentence vector
-    # cannot. A reasoner saved before this field reads q_emb.
+    # ReaRev as released (cmavro/GNN-RAG ``gnn/``); all five off is this module's first version, the baseline of
+    # notebook 04's change table, and how a reasoner saved before the switches loads (:func:`load_reasoner`)
+    mask_seeds: bool = True  # seeds out of every layer's softmax (reasongnn.py: seeds are padding, VERY_NEG_NUMBER)
+    self_loops: bool = True  # one self-loop fact per entity (parsing.py --use_self_loop True)
+    keep_states: bool = True  # node states carried across iterations (rearev.py resets only the distribution)
+    split_directions: bool = True  # forward and inverse messages apart, a relation linear per layer, dropout before
+    #                                 scoring (reasongnn.py reason_layer / reason_layer_inv)
+    fusion_reform: bool = True  # a gated Fusion per instruction (query_update.py QueryReform), not one ReLU layer
+    # Deviation: instructions from the question's sentence vector with its topic's name replaced by "it"
+    # (``q_masked``), which one sentence vector cannot look past as ReaRev's token attention can
     mask_topic: bool = True
-    # Our addition, off by default (docs/chat.md, "A reasoner for a graph without questions"): each relation's vector
-    # gains a learned direction times how well the question's words name it (``rel_match``), the instructions a learned
-    # term of how many relations its words name and whether it asks for "the same" (``q_steps``), so that a reasoner
-    # trained on generated questions follows the relations a question names.
+    # Ours, for the chat's reasoner trained on generated questions (docs/chat.md): relation vectors move along a
+    # learned direction by how well the question names them (``rel_match``), instructions gain a term of ``q_steps``
     relation_match: bool = False
-    relation_words_only: bool = False  # q_masked made of the question's function words and the words that name a
-    #                                     relation only (the chat builds it, gr_core.chat.scope.read_question)
-    twin_relations: bool = False  # a word's fit to a relation is not lowered by the relation's twins (the same facts
-    #                               stored under another name, KnowledgeGraph.twin_relations: Freebase's inverses)
+    relation_words_only: bool = False  # q_masked of function words and relation-naming words (chat.scope.read_question)
+    twin_relations: bool = False  # a word's fit to a relation not lowered by its twins (KnowledgeGraph.twin_relations)
 
     def __post_init__(self) -> None:
         if min(self.entity_dim, self.num_ins, self.num_iter, self.num_gnn) < 1:
@@ -63,13 +52,11 @@ SWITCH_NAMES = ("mask_seeds", "self_loops", "keep_states", "split_directions", "
 class RelationHops:
     """One batch's fact structure for :meth:`ReaRev.forward`, built once and used by every layer.
 
-    A fact's message depends on the fact only through its relation and its head's probability
-    (``m_e = ReLU(r_e ⊙ ins_k) · p(head_e)``, ReaRev's ``reason_layer``), so the sum at a tail factorizes:
-    ``agg_v = Σ_r c_{v,r} ReLU(r ⊙ ins_k)`` with ``c_{v,r}`` the probability that reaches ``v`` over relation ``r``.
-    Per layer that is a scatter of ``E`` scalars and one ``(B, N_max, R_max) @ (B, R_max, K·D)`` product, where
-    per-fact messages move ``E x D`` floats per instruction and direction (``bench/reasoner_step.py`` times both;
-    a test pins that they agree). With ``self_loops`` each graph has one more relation, a fact from each node to
-    itself (ReaRev's ``--use_self_loop``), the last of its ``R_max`` rows.
+    A fact's message ``m_e = ReLU(r_e ⊙ ins_k) · p(head_e)`` (ReaRev's ``reason_layer``) depends on the fact only
+    through its relation and its head, so the sum at a tail factorizes: ``agg_v = Σ_r c_{v,r} ReLU(r ⊙ ins_k)``, with
+    ``c_{v,r}`` the probability reaching ``v`` over ``r``: a scatter of ``E`` scalars and one ``(B, N_max, R_max) @
+    (B, R_max, K·D)`` product per layer instead of ``E x D`` floats per instruction and direction. With ``self_loops``
+    each graph's last relation row is the self-loop.
 
     Shapes: ``src, dst (E,)`` node positions, ``rel_id (E,)`` rows of the relation table, ``batch (N,)``;
     ``rows (P,)`` the table row of each distinct (graph, relation) pair and ``row_graph (P,)`` its graph.
@@ -103,8 +90,7 @@ class RelationHops:
         self.routes = {True: (src, into_dst), False: (dst, into_src)}
 
     def pad_rows(self, vectors: torch.Tensor, loop: torch.Tensor | None = None) -> torch.Tensor:
-        """``(P, C)`` per-pair vectors (and with self-loops ``loop (B, C)``) -> ``(B, R_max, C)``, zero where a
-        graph has fewer relations."""
+        """``(P, C)`` per-pair vectors (with self-loops also ``loop (B, C)``) -> ``(B, R_max, C)``, zero padded."""
         out = vectors.new_zeros(self.B * self.r_max, vectors.shape[-1]).index_copy(0, self.row_flat, vectors)
         if self.loops:
             out = out.index_copy(0, torch.arange(1, self.B + 1, device=out.device) * self.r_max - 1, loop)
@@ -122,8 +108,9 @@ class RelationHops:
 
 
 class Fusion(nn.Module):
-    """ReaRev's gated update ``g * W_r[x, y, x - y] + (1 - g) * x`` with ``g = sigmoid(W_g[x, y, x - y])``
-    (``query_update.py``; no biases). Shapes: ``x, y (B, D)`` -> ``(B, D)``."""
+    """ReaRev's gated update ``g * W_r[x, y, x - y] + (1 - g) * x``, ``g = sigmoid(W_g[x, y, x - y])`` (no biases).
+
+    Shapes: ``x, y (B, D)`` -> ``(B, D)``."""
 
     def __init__(self, dim: int):
         super().__init__()
@@ -137,7 +124,12 @@ class Fusion(nn.Module):
 
 
 class ReaRev(nn.Module):
-    """The GNN reasoner: node log-probabilities for one batch of question graphs.
+    """The GNN reasoner (ReaRev): node log-probabilities for one batch of question graphs.
+
+    ``num_ins`` instructions are projections of the question vector; entities start from ReLU of their summed
+    projected incident relations; ``num_iter`` iterations of ``num_gnn`` layers each send ``ReLU(W_r r ⊙ ins_k) ·
+    p(head)`` along every fact and renormalize ``p`` per graph; after each iteration the instructions are re-formed
+    from the seeds' states and reasoning restarts from the seeds.
 
     Args:
         text_dim: sentence-embedding width (questions and relation texts).
@@ -181,8 +173,7 @@ class ReaRev(nn.Module):
         self.drop = UniformDropout(cfg.dropout)
 
     def question(self, data) -> torch.Tensor:
-        """The question vectors the instructions are made from ``(B, text_dim)``: ``q_masked`` when
-        ``cfg.mask_topic``, else ``q_emb``."""
+        """The question vectors ``(B, text_dim)`` the instructions are made from."""
         if not self.cfg.mask_topic:
             return data.q_emb
         if "q_masked" not in data:
@@ -193,16 +184,14 @@ class ReaRev(nn.Module):
         return data.q_masked
 
     def instructions_of(self, data) -> torch.Tensor:
-        """The instructions before dropout ``(B, K·D)``: from :meth:`question`, with ``cfg.relation_match`` plus the
-        term of ``q_steps``."""
+        """The instructions before dropout ``(B, K·D)``."""
         ins = self.instructions(self.question(data))
         if self.cfg.relation_match:  # q_steps is there: forward checked the batch with relation_match first
             ins = ins + self.steps(data.q_steps.float().view(-1, 2))
         return ins
 
     def relation_match(self, data) -> torch.Tensor:
-        """``rel_match`` as a column ``(R, 1)`` (``(E, 1)`` with a relation text per fact): how well the question's
-        words name each relation row."""
+        """``rel_match``, how well the question names each relation row, as a column ``(R, 1)`` (or ``(E, 1)``)."""
         if "rel_match" not in data or "q_steps" not in data:
             raise ValueError("this reasoner reads how well the question names each relation "
                              "(ReasonerConfig.relation_match) but the batch has no rel_match or q_steps: build graphs "

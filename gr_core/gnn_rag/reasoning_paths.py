@@ -1,6 +1,6 @@
-"""Answer candidates and reasoning paths (GNN-RAG paper §4.2, §5.4; docs/method.md §3.2), and GNN-RAG's own path
-code for comparison (``llm/src/utils/graph_utils.py``): shortest paths from question entities to candidates that keep
-edge direction (a reversed hop is written ``<-``) and every relation between a pair."""
+"""Answer candidates and reasoning paths (GNN-RAG paper §4.2, §5.4; docs/method.md §3.2): shortest paths from
+question entities to candidates that keep edge direction (a reversed hop is written ``<-``) and every relation between a
+pair; and GNN-RAG's own path code (``llm/src/utils/graph_utils.py``) for comparison."""
 from __future__ import annotations
 
 import itertools
@@ -20,15 +20,12 @@ from ..data import induced_subgraph, question_nodes
 from ..runs import progress
 
 
-# ---------------------------------------------------------------------- candidates and paths
 def select_candidates(probs: np.ndarray, seeds: set[int], eps: float = 0.95) -> list[tuple[int, float]]:
     """GNN-RAG's candidate set: nodes by probability (question entities excluded) until the cumulative
     probability first exceeds ``eps``; nodes below ``(1 - eps) / N`` are never candidates.
 
-    Args:
-        probs: ``(N,)`` the node distribution of one graph. seeds: node positions of the question entities.
-    Returns:
-        ``[(node position, probability), ...]`` most probable first; empty when every node is a seed.
+    ``probs (N,)`` is one graph's node distribution, ``seeds`` the question entities' positions. Returns ``[(node
+    position, probability), ...]``, most probable first; empty when every node is a seed.
     """
     floor = (1 - eps) / (len(probs) or 1)
     order = [int(i) for i in np.argsort(-probs, kind="stable") if int(i) not in seeds and probs[i] >= floor]
@@ -43,16 +40,12 @@ def select_candidates(probs: np.ndarray, seeds: set[int], eps: float = 0.95) -> 
 
 def named_beyond(probs: np.ndarray, unnamed: list[tuple[int, float]], edge_index: np.ndarray, skip: set[int]
                  ) -> list[tuple[int, float]]:
-    """Where every candidate of :func:`select_candidates` is a node that names nothing (a Freebase mediator: a
-    marriage, an address, a team membership), the nodes they link instead: each neighbour not in ``skip`` (the seeds
-    and the other nameless nodes) scored by the summed probability of the candidates linking it, ties broken by its
-    own probability. The mediator's probability says the reasoner reached the fact; its named ends are the answer.
+    """Where every candidate is a node that names nothing (a Freebase mediator: a marriage, an address), the nodes
+    they link instead: the reasoner reached the fact, its named ends are the answer. Each neighbour of the ``unnamed``
+    candidates not in ``skip`` is scored by the summed probability of those linking it, ties broken by its own.
 
-    Args:
-        probs: ``(N,)`` the node distribution. unnamed: ``[(position, probability)]`` the candidates.
-        edge_index: ``(2, E)`` edges over positions, either direction followed. skip: positions never returned.
-    Returns:
-        ``[(position, score), ...]`` best first; empty when the candidates link no other node.
+    Shapes: ``probs (N,)``; ``edge_index (2, E)`` over positions, followed either way. Returns ``[(position,
+    score), ...]``, best first.
     """
     score: dict[int, float] = {}
     for m, p in unnamed:
@@ -94,39 +87,34 @@ class PathReport:
 
 def _hop_texts(u: int, v: int, rel_index: dict) -> list[str]:
     """Every relation between positions ``u`` and ``v`` with its direction: ``-> r ->`` or ``<- r <-``."""
-    return [f" -> {r} -> " for r in rel_index.get((u, v), [])] + [f" <- {r} <- " for r in rel_index.get((v, u), [])]
+    return [f" -> {r} -> " for r in rel_index.get((u, v), ())] + [f" <- {r} <- " for r in rel_index.get((v, u), ())]
 
 
 def reasoning_paths(graph, seeds: list[int], targets: list[int], max_lines_per_pair: int = 8) -> PathReport:
-    """Shortest paths from question entities to targets, verbalized with direction and every relation.
+    """Shortest paths from question entities to targets (node *ids*), verbalized with direction and every relation.
 
-    Topology is the undirected simple graph (as GNN-RAG: a path may walk a fact backwards); each hop is then
-    written once per relation between the pair, ``u -> r -> v`` for a fact u->v and ``u <- r <- v`` for a fact
-    v->u, so nothing is overwritten and nothing is reversed. Lines are deduplicated, kept in target order (most
-    probable candidate first).
-
-    Args:
-        graph: a :class:`~gr_core.data.TextualGraph`. seeds, targets: node *ids* of ``graph``.
+    Paths are found in the undirected graph (as GNN-RAG's: a path may walk a fact backwards); each hop is written
+    once per relation between the pair, ``u -> r -> v`` for a fact u->v, ``u <- r <- v`` for v->u. Lines are
+    deduplicated, in target order.
     """
     ids = graph.nodes.node_id.tolist()
     names = dict(zip(ids, graph.nodes.node_attr.tolist()))
-    rel_index: dict[tuple[int, int], list[str]] = {}
+    rel_index: dict[tuple[int, int], dict[str, None]] = {}  # (head, tail) -> its distinct relations, in order
     for s, r, d in zip(graph.edges.src.tolist(), graph.edges.edge_attr.tolist(), graph.edges.dst.tolist()):
-        rels = rel_index.setdefault((s, d), [])
-        if r not in rels:
-            rels.append(r)
+        rel_index.setdefault((s, d), {})[r] = None
     g = nx.Graph()
     g.add_nodes_from(ids)
     g.add_edges_from(rel_index)
     present = [s for s in seeds if s in names]
-    report = PathReport(lines=[], missing_seed=len(seeds) - len(present))
-    line_nodes: list[list[int]] = []
-    seen = set()
+    kept: dict[str, list[int]] = {}  # line -> the path's nodes
+    no_path = 0
     preds: dict[int, dict] = {}  # one breadth-first search per seed, not one per (seed, target) pair
     for t in targets:
         found = False
         for s in present:
-            pred = preds[s] if s in preds else preds.setdefault(s, nx.predecessor(g, s))
+            if s not in preds:
+                preds[s] = nx.predecessor(g, s)
+            pred = preds[s]
             if s == t or t not in pred:
                 continue
             found = True
@@ -137,52 +125,40 @@ def reasoning_paths(graph, seeds: list[int], targets: list[int], max_lines_per_p
                 hops = [_hop_texts(u, v, rel_index) for u, v in zip(nodes, nodes[1:])]
                 for combo in itertools.islice(itertools.product(*hops), max_lines_per_pair):
                     line = names[nodes[0]] + "".join(h + names[v] for h, v in zip(combo, nodes[1:]))
-                    if line not in seen:
-                        seen.add(line)
-                        report.lines.append(line)
-                        line_nodes.append(nodes)
-        report.no_path += not found
-    report.nodes = list(dict.fromkeys(int(v) for nodes in line_nodes for v in nodes))
-    return report
+                    kept.setdefault(line, nodes)
+        no_path += not found
+    return PathReport(list(kept), len(seeds) - len(present), no_path,
+                      list(dict.fromkeys(int(v) for nodes in kept.values() for v in nodes)))
 
 
-# ---------------------------------------------------------------------- GNN-RAG's own path code, for comparison
 def reference_paths(graph, seeds: list[int], targets: list[int]) -> list[str]:
-    """GNN-RAG's verbalizer as released (``llm/src/utils/graph_utils.py``): an undirected ``nx.Graph`` keyed by
-    entity *name*, one relation per pair (a later triple overwrites an earlier one), every hop printed ``->``
-    whatever the fact's direction. Kept only to measure what :func:`reasoning_paths` fixes."""
+    """GNN-RAG's verbalizer as released, to measure what :func:`reasoning_paths` fixes: an undirected graph keyed by
+    entity *name*, one relation per pair (the last triple's), every hop printed ``->`` whatever its direction."""
     names = dict(zip(graph.nodes.node_id.tolist(), graph.nodes.node_attr.tolist()))
     g = nx.Graph()
     for s, r, d in zip(graph.edges.src.tolist(), graph.edges.edge_attr.tolist(), graph.edges.dst.tolist()):
         g.add_edge(names[s], names[d], relation=str(r).strip())
-    lines, seen = [], set()
+    lines: dict[str, None] = {}  # deduplicated, in order
     for t in targets:
         for s in seeds:
             a, b = names.get(s), names.get(t)
             if a is None or b is None or a == b or a not in g or b not in g or not nx.has_path(g, a, b):
                 continue
             for nodes in nx.all_shortest_paths(g, a, b):
-                line = nodes[0] + "".join(f" -> {g[u][v]['relation']} -> {v}" for u, v in zip(nodes, nodes[1:]))
-                if line not in seen:
-                    seen.add(line)
-                    lines.append(line)
-    return lines
+                lines[nodes[0] + "".join(f" -> {g[u][v]['relation']} -> {v}" for u, v in zip(nodes, nodes[1:]))] = None
+    return list(lines)
 
 
 def _hops(line: str) -> list[tuple[str, str, str, str]]:
     """``(left, arrow, relation, right)`` per hop of a verbalized path."""
-    parts = re.split(r" (->|<-) ", line)
-    # parts: e0, arrow, r1, arrow, e1, arrow, r2, arrow, e2 ...
+    parts = re.split(r" (->|<-) ", line)  # e0, arrow, r1, arrow, e1, arrow, r2, ...
     return [(parts[k], parts[k + 1], parts[k + 2], parts[k + 4]) for k in range(0, len(parts) - 4, 4)]
 
 
 def compare_path_styles(graph, ours: list[str], reference: list[str]) -> dict:
-    """What GNN-RAG's verbalizer loses on one question, measured against the graph's real facts.
-
-    Returns counts: ``reference_reversed_hops`` (hops printed ``h -> r -> t`` where the fact is really ``t -> r -> h``),
-    ``reference_lines`` / ``ours_lines``, ``relations_only_in_ours`` (distinct (pair, relation) hops the reference
-    drops).
-    """
+    """What GNN-RAG's verbalizer loses on one question, against the graph's facts: counts of ``ours_lines``,
+    ``reference_lines``, ``reference_reversed_hops`` (``h -> r -> t`` printed for a fact ``t -> r -> h``) and
+    ``relations_only_in_ours`` (distinct (pair, relation) hops the reference drops)."""
     names = dict(zip(graph.nodes.node_id.tolist(), graph.nodes.node_attr.tolist()))
     facts = {(names[s], str(r).strip(), names[d]) for s, r, d in
              zip(graph.edges.src.tolist(), graph.edges.edge_attr.tolist(), graph.edges.dst.tolist())}
@@ -196,12 +172,8 @@ def compare_path_styles(graph, ours: list[str], reference: list[str]) -> dict:
 
 
 def path_study(ds, indices: list[int], probs: list[np.ndarray], eps: float = 0.95) -> "pd.DataFrame":
-    """Per question: candidates, our paths vs GNN-RAG's verbalizer, and the explicit failure counts.
-
-    Columns: ``candidates``, ``empty_candidates``, ``missing_seed``, ``no_path`` (candidates with no path),
-    ``ours_lines``, ``reference_lines``, ``reference_reversed_hops``, ``relations_only_in_ours``,
-    ``answer_in_paths`` (a gold answer is the end of one of our paths).
-    """
+    """Per question: candidates, failure counts (``no_path``: candidates without a path), ``answer_in_paths`` (a gold
+    answer ends one of our paths), and :func:`compare_path_styles`' counts."""
     rows = []
     for i, p in progress(list(zip(indices, probs)), desc="paths"):
         g = ds.graph(i)
@@ -219,22 +191,18 @@ def path_study(ds, indices: list[int], probs: list[np.ndarray], eps: float = 0.9
 
 
 def evidence_view(ds, i: int, probs: np.ndarray, eps: float = 0.95, max_candidates: int = 5):
-    """One question's candidates and paths, and a small graph to draw them on.
-
-    Returns:
-        ``(candidates DataFrame, our path lines, GNN-RAG's path lines, view graph, highlighted node ids,
-        highlighted edge rows of the view graph)``. The view is the subgraph induced by the question entities,
-        the top candidates and every node on our paths to them.
-    """
+    """One question's candidates and paths, and a small graph to draw them on: ``(candidates DataFrame, our lines,
+    GNN-RAG's lines, view graph, highlighted node ids, highlighted edge rows of the view)``; the view is induced by
+    the question entities, the top candidates and the nodes on our paths to them."""
     g = ds.graph(i)
-    ids = g.nodes.node_id.to_numpy()
-    names = dict(zip(g.nodes.node_id.tolist(), g.nodes.node_attr.tolist()))
+    ids = g.nodes.node_id.tolist()
+    names = dict(zip(ids, g.nodes.node_attr.tolist()))
     seeds, seed_pos = seed_positions(g)
-    cands = select_candidates(probs, seed_pos, eps)
+    cands = [(ids[c], p) for c, p in select_candidates(probs, seed_pos, eps)]  # (node id, probability)
     gold = set(ds.records[i].answers)
-    table = pd.DataFrame([{"node": names[int(ids[c])], "probability": round(p, 4),
-                           "gold answer": names[int(ids[c])] in gold} for c, p in cands])
-    top = [int(ids[c]) for c, _ in cands[:max_candidates]]
+    table = pd.DataFrame([{"node": names[n], "probability": round(p, 4), "gold answer": names[n] in gold}
+                          for n, p in cands])
+    top = [n for n, _ in cands[:max_candidates]]
     ours = reasoning_paths(g, seeds, top).lines
     ref = reference_paths(g, seeds, top)
     on_path = {n for line in ours for n in _path_names(line)}
@@ -253,7 +221,7 @@ def _path_names(line: str) -> list[str]:
 
 
 def summarize_path_study(studies: dict) -> "pd.DataFrame":
-    """One row per dataset of :func:`path_study` frames: failures counted, path lines, what GNN-RAG's code loses."""
+    """One row per dataset of :func:`path_study` frames."""
     rows = []
     for key, df in studies.items():
         rows.append({"dataset": key, "questions": len(df), "mean candidates": round(df.candidates.mean(), 2),

@@ -3,13 +3,12 @@ saved reasoners (GNN-RAG paper §4.1; GNN-RAG code ``gnn/train_model.py``, ``gnn
 from __future__ import annotations
 
 import copy
-import dataclasses
 import io
 import re
 import time
 from collections.abc import Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 import torch
@@ -24,15 +23,13 @@ from .model import SWITCH_NAMES, ReaRev, ReasonerConfig
 from .reasoning_paths import gold_ids, missing_entities, select_candidates
 
 
-# ---------------------------------------------------------------------- data, training, evaluation
 @contextmanager
 def deterministic_algorithms(enabled: bool = True):
-    """Run torch with deterministic algorithms inside the block (the previous setting restored after).
+    """Torch's deterministic algorithms inside the block, the previous setting restored after.
 
-    The reasoner's scatter sums differ at the 1e-8 level from run to run on CPU otherwise, which after 10 epochs
-    moved MetaQA-2hop test H@1 by 3 questions of 326; with it, reruns are bit-identical at 1 and 2 threads.
-    ``enabled=False`` (used on CUDA, where cuBLAS refuses the mode unless ``CUBLAS_WORKSPACE_CONFIG`` is set before
-    start-up and the deterministic scatter kernels are slower) leaves the setting alone: GPU runs are not bit-identical.
+    Without it the scatter sums differ at 1e-8 from run to run on CPU (after 10 epochs, 3 of 326 MetaQA-2hop test
+    answers); with it reruns are bit-identical. ``enabled=False`` (CUDA: cuBLAS refuses the mode unless
+    ``CUBLAS_WORKSPACE_CONFIG`` is set before start-up) leaves the setting alone.
     """
     if not enabled:
         yield
@@ -60,17 +57,15 @@ TOPIC_WORD = "it"  # what a topic entity's name becomes in the reasoner's questi
 
 def topic_masked(question: str, names) -> str:
     """``question`` with each mention of ``names`` (its topic entities) replaced by "it", matched without case on word
-    boundaries, longest name first, brackets included ("[Titanic]"): what :class:`ReasonerConfig` ``mask_topic``
-    reads. ``topic_masked("who directed [Titanic]", ["Titanic"]) == "who directed it"``; a name the question does not
-    contain changes nothing."""
+    boundaries, longest name first, brackets included: ``topic_masked("who directed [Titanic]", ["Titanic"]) ==
+    "who directed it"`` (what ``ReasonerConfig.mask_topic`` reads)."""
     for name in sorted({n.strip() for n in names if n and n.strip()}, key=len, reverse=True):
         question = re.sub(rf"\[?(?<!\w){re.escape(name)}(?!\w)\]?", TOPIC_WORD, question, flags=re.IGNORECASE)
     return question
 
 
 class MaskedQuestions(Sequence):
-    """:func:`topic_masked` of each record's question, made when a row is first read (a dataset's 40k masked questions
-    made up front cost 7 s of regular expressions; a run reads a few)."""
+    """:func:`topic_masked` of each record's question, made when first read (40k made up front cost 7 s)."""
 
     def __init__(self, records):
         self.records, self._texts = records, {}
@@ -86,11 +81,9 @@ class MaskedQuestions(Sequence):
 
 
 def masked_question_emb(ds):
-    """The sentence vectors of ``ds``'s questions with their topic entities masked (:func:`topic_masked` of each
-    record's ``q_entities``), indexed like ``ds.question_emb`` ``(num_questions, dim)``: the dataset's own
-    ``question_emb_masked``, else a :class:`~gr_core.graphqa.LazyEmbeddings` made once per dataset with
-    ``ds.question_emb``'s encoder; None when ``question_emb`` is a plain array (its graphs then carry no ``q_masked``,
-    which only a reasoner with ``mask_topic=False`` accepts)."""
+    """The sentence vectors ``(num_questions, dim)`` of ``ds``'s questions with their topic entities masked: the
+    dataset's own ``question_emb_masked``, else lazy ones made once with ``ds.question_emb``'s encoder; None when
+    ``question_emb`` is a plain array (only a reasoner with ``mask_topic=False`` reads such graphs)."""
     emb = getattr(ds, "question_emb_masked", None)
     encoder = getattr(ds.question_emb, "encoder", None)
     if emb is None and encoder is not None:
@@ -103,10 +96,9 @@ def question_data(ds, i: int, graph=None):
     """Question ``i`` of a KGQA dataset as the reasoner's PyG ``Data``.
 
     Fields: ``edge_index (2, E)`` over node positions, ``rel_table (R, dim)`` the graph's distinct relation texts and
-    ``rel_id (E,)`` each fact's row of it, ``seed (N,)`` and ``answer (N,)`` bool masks, ``q_emb (1, dim)`` the
-    question as asked and ``q_masked (1, dim)`` with its topic entities masked (:func:`topic_masked`; absent where
-    :func:`masked_question_emb` gives None); ``missing_seed`` counts question entities absent from the graph;
-    ``num_answers`` the gold answers, in the graph or not (F1's recall denominator, :func:`score_questions`).
+    ``rel_id (E,)`` each fact's row of it, ``seed (N,)`` and ``answer (N,)`` bool masks, ``q_emb (1, dim)`` and
+    ``q_masked (1, dim)`` (absent where :func:`masked_question_emb` gives None); ``missing_seed`` counts question
+    entities absent from the graph; ``num_answers`` the gold answers, in the graph or not (F1's recall denominator).
     """
     g = graph if graph is not None else ds.graph(i)
     edge_attr = ds.edge_embeddings(i, g)
@@ -143,12 +135,8 @@ class ReasonerTrainConfig:
 
 def train_reasoner(train_data: list, val_data: list, text_dim: int, cfg: ReasonerConfig = ReasonerConfig(),
                    tcfg: ReasonerTrainConfig = ReasonerTrainConfig(), on_epoch=None) -> tuple[ReaRev, list[dict]]:
-    """Train ReaRev; keep the epoch with the best validation H@1 (GNN-RAG selects on validation).
-    ``on_epoch(row)`` is called with each epoch's history row as it ends (to print or save progress).
-
-    Returns:
-        ``(model with the best weights, per-epoch history)``.
-    """
+    """Train ReaRev and keep the epoch with the best validation H@1 (as GNN-RAG); ``on_epoch(row)`` gets each epoch's
+    history row as it ends. Returns ``(model with the best weights, per-epoch history)``."""
     device = resolve_device(tcfg.device)
     with deterministic_algorithms(enabled=device == "cpu"):
         torch.manual_seed(tcfg.seed)
@@ -204,16 +192,13 @@ def score_questions(model: ReaRev, data_list: list, eps: float = 0.95) -> list[d
     """Per question: ``h1`` (the most probable non-seed node is a gold answer), ``f1`` of the ``eps`` candidate set,
     ``hit`` (a candidate is gold), ``candidates`` (its size), ``gold`` (gold answers in the graph).
 
-    F1's recall divides by every gold answer of the question (``num_answers``, in the graph or not), as GNN-RAG's
-    evaluator and :func:`gr_core.evaluate.kgqa_scores` for the LLM's replies do; a graph without ``num_answers`` (the
-    chat's generated questions) counts those in the graph. Node names are distinct in these graphs, so gold nodes
-    among the candidates are gold answers found."""
+    F1's recall divides by every gold answer (``num_answers``, in the graph or not; without it, those in the graph),
+    as GNN-RAG's evaluator and :func:`gr_core.evaluate.kgqa_scores` do."""
     rows = []
     for p, d in zip(node_probabilities(model, data_list), data_list):
         seeds = set(np.flatnonzero(d.seed.numpy()).tolist())
         gold = set(np.flatnonzero(d.answer.numpy()).tolist())
-        masked = p.copy()
-        masked[list(seeds)] = -1
+        masked = np.where(d.seed.numpy(), -1, p)
         cands = {c for c, _ in select_candidates(p, seeds, eps)}
         tp, answers = len(cands & gold), int(getattr(d, "num_answers", len(gold)))
         prec, rec = (tp / len(cands) if cands else 0.0), (min(tp, answers) / answers if answers else 0.0)
@@ -224,15 +209,13 @@ def score_questions(model: ReaRev, data_list: list, eps: float = 0.95) -> list[d
 
 
 def evaluate_reasoner(model: ReaRev, data_list: list, eps: float = 0.95) -> dict:
-    """GNN-only scores as GNN-RAG reports them: H@1 (argmax over non-seed nodes is an answer) and F1 of the
-    ``eps`` candidate set, in percent, plus candidate-set hit, size and the count of questions without a gold
-    answer in their graph (misses, as in GNN-RAG's evaluator, which counts a hit only for a question whose answer
-    list is empty). F1's recall counts every gold answer, in the graph or not, as GNN-RAG's."""
+    """GNN-only scores as GNN-RAG reports them (:func:`summarize_scores` of :func:`score_questions`)."""
     return summarize_scores(score_questions(model, data_list, eps))
 
 
 def summarize_scores(rows: list[dict]) -> dict:
-    """:func:`evaluate_reasoner`'s summary of :func:`score_questions` rows."""
+    """H@1, F1, candidate-set hit in percent, mean candidates, and the questions without a gold answer in their
+    graph (misses, as in GNN-RAG's evaluator)."""
     n = max(len(rows), 1)
     return {"h1": 100 * sum(r["h1"] for r in rows) / n, "f1": 100 * sum(r["f1"] for r in rows) / n,
             "candidate_hit": 100 * sum(r["hit"] for r in rows) / n,
@@ -241,8 +224,8 @@ def summarize_scores(rows: list[dict]) -> dict:
 
 
 def reasoner_dataset(ds, indices: list[int], desc: str = "reasoner data", scope=None) -> list:
-    """:func:`question_data` for each question index, with a progress bar; ``scope`` (a
-    :class:`~gr_core.kg.NeighbourhoodConfig`) cuts KB questions' graphs other than the dataset's own."""
+    """:func:`question_data` for each question index; ``scope`` (a :class:`~gr_core.kg.NeighbourhoodConfig`) cuts KB
+    questions' graphs other than the dataset's own."""
     ds.prefetch(indices, nodes=False)  # texts are encoded on first use: the questions and relations in one batch
     masked_emb = masked_question_emb(ds)
     if hasattr(masked_emb, "prefetch"):
@@ -265,20 +248,15 @@ def reasoner_meta(path) -> dict:
 
 
 def load_reasoner(path) -> ReaRev:
-    """A reasoner saved by :func:`save_reasoner`, in eval mode.
-
-    Raises:
-        ValueError: ``path`` is not such a file (another pickle, a text file, a truncated save).
-    """
+    """A reasoner saved by :func:`save_reasoner`, in eval mode; ValueError for any other file (a truncated save)."""
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
         blob["config"], blob["text_dim"], blob["state"]
     except Exception as err:  # noqa: BLE001 whatever the unpickler meets in a file that is not one (IndexError too)
         raise ValueError(f"{path} is not a saved GNN-RAG reasoner ({err})") from None
-    # A file written before the switches existed describes the first version: its missing switches are off; one
-    # written before mask_topic read the question as asked.
+    # a file written before the switches (or mask_topic) describes the first version: those missing are off
     config = {name: False for name in SWITCH_NAMES} | {"mask_topic": False} | blob["config"]
-    known = {f.name for f in dataclasses.fields(ReasonerConfig)}  # a setting since removed was off where saved
+    known = {f.name for f in fields(ReasonerConfig)}  # a setting since removed was off where saved
     model = ReaRev(int(blob["text_dim"]), ReasonerConfig(**{k: v for k, v in config.items() if k in known}))
     model.load_state_dict(blob["state"])
     return model.eval()
