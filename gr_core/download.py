@@ -65,11 +65,11 @@ def file_state(path: Path, size: int | None, sha256: str | None) -> tuple[str, s
 def download(url: str, part: Path, size: int, label: str, timeout: float, show: bool) -> None:
     """Append ``url``'s bytes to ``part``, resuming from its current size with a ``Range`` request."""
     have = part.stat().st_size if part.exists() else 0
+    if have == size:  # a complete leftover: verified as it is
+        return
     if have > size:  # an oversized leftover: start again
         part.unlink()
         have = 0
-    if have == size:  # a complete leftover: verified as it is
-        return
     req = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
     if have:
         req.add_header("Range", f"bytes={have}-")  # urllib keeps it across redirects (the hub redirects to a CDN)
