@@ -1,8 +1,7 @@
 """The papers' own datasets, fetched from their public hosts into the data folder and checked there (docs/data.md).
 
-G-Retriever and GNN-RAG use RoG's WebQSP and CWQ splits with 2-hop Freebase graphs (the Hugging Face dataset repos
-``rmanluo/RoG-webqsp`` and ``rmanluo/RoG-cwq``, parquet shards) and GQA's scene graphs and balanced questions
-(Stanford's zips); the offline suite runs on stand-ins when they are absent (:data:`PAPERS`). Layout under ``DIR``::
+RoG's WebQSP and CWQ splits (parquet shards of the hub's ``rmanluo/RoG-*``) and GQA's scene graphs and balanced
+questions (Stanford's zips); the offline suite runs stand-ins when they are absent (:data:`PAPERS`). Under ``DIR``::
 
     rog/webqsp/data/<shard>.parquet   rog/cwq/data/<shard>.parquet    the hub repos' data/ folders, names as there
     gqa/{train,val}_sceneGraphs.json  gqa/{train,val}_balanced_questions.json    extracted from GQA's zips
@@ -20,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
-from .download import CHUNK, FetchError, fetch_to, file_state, get_json, join, remote_size
+from .download import CHUNK, FetchError, FetchReport, fetch_to, file_state, get_json, join, remote_size
 from .paths import GQA_FILES, PAPERS_DATA
 from .runs import read_json, write_json
 
@@ -81,12 +80,8 @@ def hub_revision(repo: str, timeout: float) -> str:
 
 
 def hub_files(repo: str, revision: str, timeout: float) -> list[dict]:
-    """The files under ``data/`` of a hub dataset at ``revision``, following the listing's pages.
-
-    Returns:
-        ``{"path", "size", "sha256"}`` per file; sha256 is the LFS oid (a sha256 of the content), None for a file
-        stored in git itself (its ``oid`` is a git blob hash, not comparable with a sha256).
-    """
+    """``{"path", "size", "sha256"}`` of each file under ``data/`` of a hub dataset at ``revision`` (every page of the
+    listing); sha256 is the LFS oid, None for a file stored in git (its ``oid`` is a git blob hash, not a sha256)."""
     url: str | None = f"{hf_endpoint()}/api/datasets/{repo}/tree/{revision}/data"
     out = []
     while url:
@@ -103,11 +98,7 @@ def hub_files(repo: str, revision: str, timeout: float) -> list[dict]:
 
 # ---------------------------------------------------------------------- what to fetch
 def read_record(folder: Path) -> dict | None:
-    """``folder/fetched.json``, or None when there is none.
-
-    Raises:
-        FetchError: it exists but cannot be read (naming the file and the fix).
-    """
+    """``folder/fetched.json``, or None when there is none; a FetchError when it cannot be read."""
     path = folder / RECORD
     if not path.is_file():
         return None
@@ -242,28 +233,9 @@ def format_plan(plans: list[Plan], root: Path) -> str:
 
 
 # ---------------------------------------------------------------------- fetch
-@dataclass
-class PapersReport:
-    """What :func:`fetch_papers` did, per file (paths relative to the data folder)."""
-
-    root: Path
-    already: int = 0
-    fetched: list[str] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)  # path (or dataset) -> why, and what to do
-
-    @property
-    def ok(self) -> bool:
-        return not self.failed
-
-
 def extract_member(archive: Path, member: str, dest: Path, sha256: str | None, label: str) -> tuple[int, str]:
-    """Extract the member named ``member`` (at any depth) through ``dest.part``; zipfile checks its CRC.
-
-    Returns:
-        its size and sha256.
-    Raises:
-        FetchError: the member is absent, or the zip is unreadable (then the zip is deleted: a rerun downloads it).
-    """
+    """Extract the member named ``member`` (at any depth) through ``dest.part`` (zipfile checks its CRC) and return its
+    size and sha256. A zip that is unreadable or whose member differs from ``sha256`` is deleted: a rerun fetches it."""
     part = dest.with_name(dest.name + ".part")
     try:
         with zipfile.ZipFile(archive) as zf:
@@ -297,7 +269,7 @@ def extract_member(archive: Path, member: str, dest: Path, sha256: str | None, l
     return dest.stat().st_size, digest
 
 
-def _fetch_archive(plan: Plan, name: str, report: PapersReport, timeout: float, show: bool) -> None:
+def _fetch_archive(plan: Plan, name: str, report: FetchReport, timeout: float, show: bool) -> None:
     """Download a GQA zip, extract its pending members, delete it (the 1.4 GB questions zip holds much more)."""
     arch, zpath = plan.record["archives"][name], plan.folder / name
     members = plan.pending_in(name)
@@ -326,7 +298,7 @@ def _fetch_archive(plan: Plan, name: str, report: PapersReport, timeout: float, 
         zpath.unlink(missing_ok=True)  # its size and sha256 stay in fetched.json; a later fetch checks against them
 
 
-def run_plan(plan: Plan, report: PapersReport, timeout: float = 60.0, show: bool = True) -> None:
+def run_plan(plan: Plan, report: FetchReport, timeout: float = 60.0, show: bool = True) -> None:
     """Transfer ``plan``'s pending files, recording each verified one in ``fetched.json`` as it lands."""
     report.already += plan.already
     if not plan.pending:
@@ -353,13 +325,9 @@ def run_plan(plan: Plan, report: PapersReport, timeout: float = 60.0, show: bool
 
 
 def fetch_papers(root: str | Path, names: list[str] | None = None, source: str | None = None,
-                 timeout: float = 60.0, show: bool = True, out: Callable[[str], None] = print) -> PapersReport:
+                 timeout: float = 60.0, show: bool = True, out: Callable[[str], None] = print) -> FetchReport:
     """Fetch the papers' datasets ``names`` (default all) into ``root``: list every file and print the sizes with
-    ``out`` first, then transfer; a file that fails is reported and the others go on.
-
-    Raises:
-        UnknownDatasetError: a name is none of :data:`PAPERS`.
-    """
+    ``out`` first, then transfer; a file that fails is reported and the others go on."""
     if unknown := [n for n in names or () if n not in PAPERS]:
         raise UnknownDatasetError(f"unknown dataset(s) {', '.join(map(repr, unknown))} for --papers; the papers' "
                                   f"datasets are {', '.join(PAPERS)} (none named: all of them)")
@@ -367,7 +335,7 @@ def fetch_papers(root: str | Path, names: list[str] | None = None, source: str |
     root.mkdir(parents=True, exist_ok=True)
     plans = [plan_paper(PAPERS[n], root, source, timeout) for n in (list(dict.fromkeys(names)) if names else PAPERS)]
     out(format_plan(plans, root))
-    report = PapersReport(root)
+    report = FetchReport(root, 0)
     for plan in plans:
         if plan.error:
             report.failed[plan.paper.name] = plan.error

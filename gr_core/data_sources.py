@@ -1,10 +1,7 @@
 """The raw data's manifest: every file the builders read, where it came from, and how to check and fetch it.
 
-``data_manifest.json`` (beside this module) lists each raw file under the data folder (``../shared/data`` or
-``$GR_DATA_DIR``, :func:`gr_core.paths.data_root`): its dataset, size, sha256, licence, the public source it came
-from and, where a byte-identical public copy exists, the URL of that copy (a GitHub raw URL pinned to a commit).
-Files derived by the data's curators have none, and the manifest says how they were made. ``./gr data`` (:func:`main`;
-docs/data.md) checks a folder against it and fetches what is missing or corrupt.
+``data_manifest.json`` (beside this module) lists each raw file of the data folder (:func:`gr_core.paths.data_root`);
+``./gr data`` (:func:`main`, docs/data.md) checks a folder against it and fetches what is missing or corrupt.
 """
 from __future__ import annotations
 
@@ -12,16 +9,15 @@ import argparse
 import json
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from . import data_papers
-from .download import FetchError, fetch_to, file_state, is_url, join
+from .download import FetchError, FetchReport, fetch_to, file_state, is_url, join
 from .paths import DataNotFoundError, data_root
 from .runs import progress
 
 MANIFEST = Path(__file__).with_name("data_manifest.json")
-FIELDS = ("path", "dataset", "size", "sha256", "licence", "url", "source", "used_by")
 A_COPY = "a complete copy of the data folder (a folder or an http(s) URL)"
 
 
@@ -44,11 +40,7 @@ class RawFile:
 
 
 def load_manifest(path: str | Path | None = None) -> list[RawFile]:
-    """Read and validate the manifest.
-
-    Raises:
-        ManifestError: naming the file, the entry (by index and path) and the field that is wrong.
-    """
+    """Read and validate the manifest; a ManifestError names the file, the entry and the field that is wrong."""
     path = Path(path or MANIFEST)
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
@@ -62,7 +54,7 @@ def load_manifest(path: str | Path | None = None) -> list[RawFile]:
         where = f"{path}: files[{i}]" + (f" ({e.get('path')})" if isinstance(e, dict) and e.get("path") else "")
         if not isinstance(e, dict):
             raise ManifestError(f"{where}: expected an object")
-        if missing := [f for f in FIELDS if f not in e]:
+        if missing := [f.name for f in fields(RawFile) if f.name not in e]:
             raise ManifestError(f"{where}: missing field(s) {', '.join(missing)}")
         if not isinstance(e["size"], int) or e["size"] < 0:
             raise ManifestError(f"{where}: field 'size' must be a non-negative integer, got {e['size']!r}")
@@ -110,31 +102,14 @@ def check_file(f: RawFile, root: Path) -> Problem | None:
 
 
 def check(root: str | Path | None = None, files: list[RawFile] | None = None) -> list[Problem]:
-    """Every manifest file under ``root`` (default :func:`data_root`) checked by size and sha256.
-
-    Returns:
-        the problems, in manifest order; empty when the folder matches. Files not in the manifest are ignored.
-    """
+    """The problems of the manifest's files under ``root`` (default :func:`data_root`), by size and sha256, in manifest
+    order; files not in the manifest are ignored."""
     root = Path(root) if root is not None else data_root()
     files = load_manifest() if files is None else files
     return [p for f in files if (p := check_file(f, root)) is not None]
 
 
 # ---------------------------------------------------------------------- fetch
-@dataclass
-class FetchReport:
-    """What :func:`fetch` did, per manifest path."""
-
-    root: Path
-    already: list[str] = field(default_factory=list)  # present and verified before
-    fetched: list[str] = field(default_factory=list)  # downloaded (or copied) and verified
-    failed: dict[str, str] = field(default_factory=dict)  # path -> why, and what to do
-
-    @property
-    def ok(self) -> bool:
-        return not self.failed
-
-
 def fetch(root: str | Path, source: str | None = None, files: list[RawFile] | None = None,
           timeout: float = 60.0, show: bool = True) -> FetchReport:
     """Make ``root`` match the manifest: verify what is there, fetch what is missing or differs. A file that fails is
@@ -142,7 +117,7 @@ def fetch(root: str | Path, source: str | None = None, files: list[RawFile] | No
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     files = load_manifest() if files is None else files
-    report = FetchReport(root)
+    report = FetchReport(root, [])
     for f in progress(files, desc="data files", unit="file", disable=not show):
         if check_file(f, root) is None:
             report.already.append(f.path)
@@ -163,7 +138,7 @@ def fetch(root: str | Path, source: str | None = None, files: list[RawFile] | No
 
 
 # ---------------------------------------------------------------------- command line
-def _report(report: FetchReport | data_papers.PapersReport, counts: str) -> int:
+def _report(report: FetchReport, counts: str) -> int:
     """Print what a fetch did, then each failure with its fix; exit 1 when a file failed."""
     failures = (f"  {why}" for why in report.failed.values())
     print(f"gr data: {report.root}: {counts}, {len(report.failed)} failed", *failures, sep="\n")

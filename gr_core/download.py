@@ -11,6 +11,7 @@ import os
 import shutil
 import urllib.error
 import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,20 @@ USER_AGENT = "gr-core-data"
 
 class FetchError(RuntimeError):
     """One file could not be fetched and verified; the message says why and what to do."""
+
+
+@dataclass
+class FetchReport:
+    """What a fetch did, per file (paths relative to the data folder)."""
+
+    root: Path
+    already: list[str] | int  # verified in place before: the manifest's paths, or how many of the papers' files
+    fetched: list[str] = field(default_factory=list)  # downloaded (or copied) and verified
+    failed: dict[str, str] = field(default_factory=dict)  # path (or dataset) -> why, and what to do
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
 
 
 def is_url(origin: str) -> bool:
@@ -50,9 +65,9 @@ def file_state(path: Path, size: int | None, sha256: str | None) -> tuple[str, s
 def download(url: str, part: Path, size: int, label: str, timeout: float, show: bool) -> None:
     """Append ``url``'s bytes to ``part``, resuming from its current size with a ``Range`` request."""
     have = part.stat().st_size if part.exists() else 0
-    if have >= size:  # a complete or oversized leftover: verify it as it is, or start again
-        if have == size:
-            return
+    if have == size:  # a complete leftover: verified as it is
+        return
+    if have > size:  # an oversized leftover: start again
         part.unlink()
         have = 0
     req = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
@@ -83,14 +98,9 @@ def download(url: str, part: Path, size: int, label: str, timeout: float, show: 
 
 
 def fetch_to(origin: str, dest: Path, size: int, sha256: str | None, label: str, timeout: float, show: bool) -> str:
-    """Download (or copy) ``origin`` into ``dest`` through ``dest.part``, verify it, and move it to its name.
-
-    Returns:
-        the file's sha256 (to record when none was known).
-    Raises:
-        FetchError: an HTTP error, an interrupted transfer (the ``.part`` stays for a resume), a local copy that is
-            missing, or a complete transfer with the wrong size or hash (nothing stays).
-    """
+    """Download (or copy) ``origin`` into ``dest`` through ``dest.part``, verify it, move it to its name and return
+    its sha256; a FetchError for an HTTP error, a cut transfer (its ``.part`` stays for a resume), a missing local copy,
+    or a wrong size or hash (nothing stays)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
     if is_url(origin):
@@ -99,22 +109,17 @@ def fetch_to(origin: str, dest: Path, size: int, sha256: str | None, label: str,
         shutil.copyfile(origin, part)
     else:
         raise FetchError(f"{label}: not found in the copy (looked for {origin})")
-    if (got := part.stat().st_size) != size:
+    kind, detail = file_state(part, size, sha256)
+    if kind in ("size", "sha256"):
         part.unlink()
-        raise FetchError(f"{label}: {origin} gave {got:,} bytes, expected {size:,}; rejected, nothing kept "
-                         "(the source is truncated or a different version)")
-    digest = sha256_file(part)
-    if sha256 is not None and digest != sha256:
-        part.unlink()
-        raise FetchError(f"{label}: {origin} gave sha256 {digest[:12]}..., expected {sha256[:12]}...; "
-                         "rejected, nothing kept (the source changed or the transfer was corrupted)")
+        cause = "is truncated or a different version" if kind == "size" else "changed or the transfer was corrupted"
+        raise FetchError(f"{label}: {origin} gave {detail}; rejected, nothing kept (the source {cause})")
     os.replace(part, dest)
-    return digest
+    return sha256 or sha256_file(dest)  # hashed once: file_state hashed it when there was a sha256 to compare
 
 
 def _request(url: str, timeout: float, method: str = "GET", **headers: str) -> tuple[bytes, Any]:
-    """The body (empty for a ``HEAD``) and the headers of ``url``'s answer; a FetchError when the host answers an
-    HTTP error or is unreachable."""
+    """The body (empty for a ``HEAD``) and the headers of ``url``'s answer."""
     req = urllib.request.Request(url, method=method, headers={"User-Agent": USER_AGENT, **headers})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
@@ -127,11 +132,7 @@ def _request(url: str, timeout: float, method: str = "GET", **headers: str) -> t
 
 def get_json(url: str, timeout: float) -> tuple[Any, str | None]:
     """A JSON document from an http(s) URL or a local path, and the URL of its next page (a ``Link: rel="next"``
-    header, as the Hugging Face hub's tree listing pages), or None.
-
-    Raises:
-        FetchError: naming the URL, the HTTP status or the parse error.
-    """
+    header, as the Hugging Face hub's tree listing pages), or None."""
     if not is_url(url):
         try:
             return json.loads(Path(url).read_text(encoding="utf-8")), None
@@ -147,11 +148,7 @@ def get_json(url: str, timeout: float) -> tuple[Any, str | None]:
 
 
 def remote_size(url: str, timeout: float) -> int:
-    """The size a URL announces (``Content-Length`` of a ``HEAD``), or a local file's size.
-
-    Raises:
-        FetchError: the host is unreachable, answers an error or announces no size (nothing could be verified).
-    """
+    """The size a URL announces (``Content-Length`` of a ``HEAD``), or a local file's size."""
     if not is_url(url):
         if not Path(url).is_file():
             raise FetchError(f"{url}: not found")
