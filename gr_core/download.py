@@ -65,7 +65,7 @@ def file_state(path: Path, size: int | None, sha256: str | None) -> tuple[str, s
 def download(url: str, part: Path, size: int, label: str, timeout: float, show: bool) -> None:
     """Append ``url``'s bytes to ``part``, resuming from its current size with a ``Range`` request."""
     have = part.stat().st_size if part.exists() else 0
-    if have == size:  # a complete leftover: verified as it is
+    if part.exists() and have == size:  # a complete leftover: verified as it is (an empty file is still requested)
         return
     if have > size:  # an oversized leftover: start again
         part.unlink()

@@ -180,6 +180,13 @@ def test_an_interrupted_download_is_kept_as_a_part_and_resumed(server, tmp_path)
     assert (tmp_path / "metaqa/kb.txt").read_bytes() == body and not part.exists()
 
 
+def test_an_empty_file_is_downloaded_and_verified(server, tmp_path):
+    f = _entry("a/empty.txt", b"")
+    server.files = {"a/empty.txt": b""}
+    report = ds.fetch(tmp_path, server.url, [f], show=False)
+    assert report.fetched == ["a/empty.txt"] and (tmp_path / "a/empty.txt").read_bytes() == b""
+
+
 def test_fetch_from_a_local_copy_and_files_without_a_download(tmp_path):
     body = b"derived by the curators\n"
     copy = tmp_path / "copy"
