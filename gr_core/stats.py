@@ -109,10 +109,9 @@ def signflip_p(d, num_samples: int = 10_000, seed: int = 0, exact_upto: int = 16
         d: ``(N,)`` per-question differences ``a - b``, or ``(S, N)`` per seed and question: a question's seeds are
             flipped together, so a question asked in S seeds is one unit, not S.
     Returns:
-        The share of sign patterns whose ``|sum|`` reaches the observed one: exact over the ``2^m`` patterns of the
-        ``m`` non-zero differences when ``m <= exact_upto``, else ``(k + 1) / (B + 1)`` of ``num_samples`` random
-        ones, never below ``2^(1 - m)``; 1 when no question differs, NaN for non-finite input. On 0/1 scores of one
-        seed this is the exact McNemar test.
+        The share of sign patterns whose ``|sum|`` reaches the observed one, exact over the ``2^m`` patterns of the
+        ``m`` non-zero differences up to ``exact_upto``, else of ``num_samples`` random ones (never below
+        ``2^(1 - m)``); 1 when no question differs, NaN for non-finite input.
 
     >>> signflip_p([1.0, 1.0]), signflip_p([0.9] * 5 + [-0.1] * 40) > 0.5
     (0.5, True)
@@ -244,9 +243,8 @@ def mcnemar_cmh(a, b) -> dict:
 def seed_bootstrap(a, b, num_samples: int = 10_000, seed: int = 0) -> dict:
     """Two-level paired bootstrap over seeds and questions of the difference in mean score (method.md).
 
-    Each resample draws S seed pairs and N questions with replacement, the same questions for every drawn seed (a
-    question answered by three seeds is one question, not three). With one seed this is :func:`paired_bootstrap`.
-    ``p`` is the larger of the bootstrap's and :func:`signflip_p`'s (a question's seeds flipped together).
+    Each resample draws S seed pairs and N questions with replacement, the same questions for every drawn seed; ``p``
+    is the larger of the bootstrap's and :func:`signflip_p`'s. With one seed this is :func:`paired_bootstrap`.
 
     Args:
         a, b: ``(S, N)`` per-seed, per-question scores (0/1 or graded), seed s of ``a`` paired with seed s of ``b``.
