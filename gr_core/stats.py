@@ -1,22 +1,9 @@
-"""Uncertainty and paired comparisons for every reported score.
+"""Uncertainty and paired comparisons for every reported score (docs/method.md).
 
-- :func:`wilson_interval`: the 95% interval of an accuracy / Hit rate (Wilson score interval; it stays inside
-  [0, 1] and is honest at small n, unlike the normal approximation).
-- :func:`mcnemar_exact`: two systems scored right/wrong on the *same* questions; the exact two-sided McNemar
-  test (a binomial test on the discordant questions).
-- :func:`paired_bootstrap`: the same for a graded score (F1): a bootstrap interval over questions of the mean
-  difference, its p from :func:`signflip_p` (a permutation test: a handful of questions can never read as certain).
-- :func:`verdict`: ``reproduced`` only when the difference goes the paper's way and is significant at 5%,
-  ``contradicted`` when significant the other way, ``not significant`` otherwise.
-- :func:`compare`: both scores, n, the difference and p for two aligned per-question score lists.
-- Over seeds (two systems trained with seeds 0..S-1, each scored on the same N questions):
-  :func:`mcnemar_cmh` combines the per-seed McNemar tables (Cochran-Mantel-Haenszel for 1:1 matched pairs) and
-  :func:`seed_bootstrap` resamples seeds and questions (a question's seeds kept together, so a question repeated in
-  S seeds is not counted as S independent ones, and the seeds' own spread enters; its p is never below the sign
-  flip's); :func:`compare_seeds` gives both and uses the bootstrap for the verdict (CMH treats seeds as independent
-  strata of the same questions).
-- Power: :func:`mcnemar_n_for_power` is the number of paired questions that detects a difference ``delta`` at 80%
-  power (Connor 1987).
+Intervals: :func:`wilson_interval` (accuracy, Hit). Two systems on the same questions: :func:`compare` (exact
+McNemar on 0/1 scores, a sign-flip permutation test on graded ones) and :func:`verdict`. Over seeds:
+:func:`compare_seeds` (:func:`seed_bootstrap` for the verdict, :func:`mcnemar_cmh` beside it). Power:
+:func:`mcnemar_n_for_power`.
 """
 from __future__ import annotations
 
@@ -29,6 +16,7 @@ import numpy as np
 
 ALPHA = 0.05
 Z95 = 1.959963984540054  # the standard normal's 97.5% quantile
+NAN = float("nan")
 
 
 def wilson_interval(successes: int | float, n: int, z: float = Z95) -> tuple[float, float]:
@@ -38,7 +26,7 @@ def wilson_interval(successes: int | float, n: int, z: float = Z95) -> tuple[flo
     [0.2366, 0.7634]
     """
     if n <= 0 or not math.isfinite(successes):  # a NaN count is no count: (0, 1) would pass for "anything"
-        return float("nan"), float("nan")
+        return NAN, NAN
     p = successes / n
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
@@ -48,8 +36,7 @@ def wilson_interval(successes: int | float, n: int, z: float = Z95) -> tuple[flo
 
 
 def percent_interval(successes: int | float, n: int, digits: int = 1) -> tuple[float, float]:
-    """:func:`wilson_interval` in percent, rounded to ``digits`` (how the KGQA tables print Hit): ``(nan, nan)`` when
-    ``n == 0``.
+    """:func:`wilson_interval` in percent, rounded to ``digits`` (how the KGQA tables print Hit).
 
     >>> percent_interval(5, 10)
     (23.7, 76.3)
@@ -58,11 +45,15 @@ def percent_interval(successes: int | float, n: int, digits: int = 1) -> tuple[f
     return round(100 * low, digits), round(100 * high, digits)
 
 
+def _mcnemar_p(a_only: int, b_only: int) -> float:
+    """Two-sided exact binomial test of the discordant counts with p = 1/2: twice the smaller tail, capped at 1."""
+    k, m = min(a_only, b_only), a_only + b_only
+    return 1.0 if m == 0 else min(1.0, 2 * sum(math.comb(m, i) for i in range(k + 1)) / 2 ** m)
+
+
 def mcnemar_exact(a: Sequence[float], b: Sequence[float]) -> dict:
     """Exact two-sided McNemar test of two systems' right (1) / wrong (0) answers to the same questions.
 
-    Args:
-        a, b: per-question correctness, aligned (question i of ``a`` is question i of ``b``).
     Returns:
         ``{"n", "a_only", "b_only", "p"}``: questions only ``a`` got right, only ``b`` got right, and the p-value
         (1.0 when no question is discordant).
@@ -72,16 +63,12 @@ def mcnemar_exact(a: Sequence[float], b: Sequence[float]) -> dict:
         raise ValueError("mcnemar_exact: the two systems answered different numbers of questions "
                          f"({a.size} vs {b.size})")
     a_only, b_only = int(np.sum(a & ~b)), int(np.sum(~a & b))
-    k, m = min(a_only, b_only), a_only + b_only
-    # two-sided exact binomial test with p = 1/2: twice the smaller tail, capped at 1
-    p = 1.0 if m == 0 else min(1.0, 2 * sum(math.comb(m, i) for i in range(k + 1)) / 2 ** m)
-    return {"n": int(a.size), "a_only": a_only, "b_only": b_only, "p": p}
+    return {"n": int(a.size), "a_only": a_only, "b_only": b_only, "p": _mcnemar_p(a_only, b_only)}
 
 
 def bootstrap_p(means: np.ndarray) -> float:
-    """Two-sided bootstrap p-value of "the difference is 0" from resampled mean differences: twice the share on the
-    far side of zero, each share counted as ``(k + 1) / (B + 1)`` (Davison & Hinkley 1997, §4.4), so a bootstrap of
-    ``B`` resamples never reports p = 0, only its resolution ``2 / (B + 1)``; capped at 1.
+    """Two-sided bootstrap p of "the difference is 0": twice the share of resamples on the far side of zero, each
+    share ``(k + 1) / (B + 1)`` (Davison & Hinkley 1997, §4.4: never 0), capped at 1.
 
     >>> bootstrap_p(np.ones(9999))  # every resample on one side: the smallest p 9,999 resamples can give
     0.0002
@@ -92,18 +79,16 @@ def bootstrap_p(means: np.ndarray) -> float:
 
 def total_reduction(before: Sequence[float], after: Sequence[float], num_samples: int = 10_000, seed: int = 0
                     ) -> dict:
-    """How much smaller ``after``'s total is than ``before``'s (in %: an epoch's step seconds with and without
-    retrieval), with a 95% bootstrap interval and p of "no reduction". Each side's items are resampled with
-    replacement on their own (the two sides batch the same questions differently: no pairs), so the interval covers
-    which batches an epoch holds, not only the clock's noise. With a handful of items a side the resamples repeat
-    few values and the interval means little: the caller sets a minimum (notebook 08: 8 a side).
+    """How much smaller ``after``'s total is than ``before``'s, in % (an epoch's step seconds with and without
+    retrieval), with a 95% bootstrap interval and p of "no reduction". Each side is resampled on its own (the two
+    sides batch the same questions differently: no pairs); the caller sets a minimum of items a side.
 
     Returns:
         ``{"reduction_%", "ci_low", "ci_high", "p", "n_before", "n_after"}``; NaN but the counts with an empty side,
         a non-finite or negative item, or a ``before`` total of 0.
     """
-    b, a, nan = np.asarray(before, dtype=float), np.asarray(after, dtype=float), float("nan")
-    out = {"reduction_%": nan, "ci_low": nan, "ci_high": nan, "p": nan, "n_before": int(b.size), "n_after": int(a.size)}
+    b, a = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
+    out = {"reduction_%": NAN, "ci_low": NAN, "ci_high": NAN, "p": NAN, "n_before": int(b.size), "n_after": int(a.size)}
     valid = b.size and a.size and np.isfinite(b).all() and np.isfinite(a).all() and (b >= 0).all() and (a >= 0).all()
     if not valid or (b > 0).sum() == 0:
         return out
@@ -122,13 +107,11 @@ def signflip_p(d, num_samples: int = 10_000, seed: int = 0, exact_upto: int = 16
 
     Args:
         d: ``(N,)`` per-question differences ``a - b``, or ``(S, N)`` per seed and question: a question's seeds are
-            flipped together (the statistic sums them), so a question asked in S seeds is one unit, not S.
+            flipped together, so a question asked in S seeds is one unit, not S.
     Returns:
-        The share of sign patterns whose ``|sum|`` reaches the observed one: exact over the ``2^m`` patterns of the
-        ``m`` questions that differ when ``m <= exact_upto``, else ``(k + 1) / (B + 1)`` of ``num_samples`` random
-        ones; 1 when no question differs, NaN for non-finite input. Never below ``2^(1 - m)`` (the observed pattern
-        and its mirror always reach it), so two questions both won give 0.5; on 0/1 scores of one seed this is the
-        exact McNemar test.
+        The share of sign patterns whose ``|sum|`` reaches the observed one, exact over the ``2^m`` patterns of the
+        ``m`` non-zero differences up to ``exact_upto``, else of ``num_samples`` random ones (never below
+        ``2^(1 - m)``); 1 when no question differs, NaN for non-finite input.
 
     >>> signflip_p([1.0, 1.0]), signflip_p([0.9] * 5 + [-0.1] * 40) > 0.5
     (0.5, True)
@@ -136,7 +119,7 @@ def signflip_p(d, num_samples: int = 10_000, seed: int = 0, exact_upto: int = 16
     t = np.asarray(d, dtype=float)
     t = t.sum(axis=0) if t.ndim == 2 else t.ravel()
     if not np.all(np.isfinite(t)):
-        return float("nan")
+        return NAN
     t = t[t != 0]
     m = t.size
     if m == 0:
@@ -155,14 +138,11 @@ def signflip_p(d, num_samples: int = 10_000, seed: int = 0, exact_upto: int = 16
 
 
 def paired_bootstrap(a: Sequence[float], b: Sequence[float], num_samples: int = 10_000, seed: int = 0) -> dict:
-    """Paired bootstrap over questions of ``mean(a) - mean(b)`` (graded scores such as F1).
+    """Paired bootstrap over questions of ``mean(a) - mean(b)`` (``(N,)`` graded scores each, aligned).
 
-    Args:
-        a, b: ``(N,)`` per-question scores, aligned.
     Returns:
-        ``{"n", "diff", "ci_low", "ci_high", "p"}``: the observed difference, its 95% percentile interval, and the
-        two-sided p of :func:`signflip_p` (a bootstrap p has the floor ``2 / (B + 1)`` whatever n: two questions both
-        won read as p = 0.0002, where the sign flip, like McNemar, says 0.5).
+        ``{"n", "diff", "ci_low", "ci_high", "p"}``: the difference, its 95% percentile interval, and the p of
+        :func:`signflip_p` (a bootstrap p would read two questions both won as p = 0.0002; the sign flip says 0.5).
     """
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a.shape != b.shape:
@@ -170,7 +150,7 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], num_samples: int = 
                          f"({a.size} vs {b.size})")
     d = a - b
     if d.size == 0:
-        return {"n": 0, "diff": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"), "p": float("nan")}
+        return {"n": 0, "diff": NAN, "ci_low": NAN, "ci_high": NAN, "p": NAN}
     rng = np.random.default_rng(seed)
     means = d[rng.integers(0, d.size, size=(num_samples, d.size))].mean(axis=1)
     p = signflip_p(d, num_samples, seed)
@@ -178,30 +158,31 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], num_samples: int = 
     return {"n": int(d.size), "diff": float(d.mean()), "ci_low": float(low), "ci_high": float(high), "p": float(p)}
 
 
-def signed_rank(a: Sequence[float], b: Sequence[float]) -> dict:
-    """Wilcoxon's signed-rank test of paired graded scores (F1 per question), exact for small n.
+def _mean(x: np.ndarray) -> float:
+    return float(x.mean()) if x.size else NAN
 
-    Args:
-        a, b: ``(N,)`` per-question scores, aligned (on the lists' own scale).
+
+def signed_rank(a: Sequence[float], b: Sequence[float]) -> dict:
+    """Wilcoxon's signed-rank test of paired graded scores (``(N,)`` each, aligned), exact for small n.
+
     Returns:
         ``{"n", "score_a", "score_b", "diff", "rank_biserial", "p", "test"}``: ``diff`` is the mean of ``a - b``;
         ``rank_biserial`` is ``(R+ - R-) / (R+ + R-)`` over the non-zero differences' ranks, in [-1, 1]: the test's
-        own direction, which a verdict must take, since the mean can point the other way (5 gains of 0.9 against 40
-        losses of 0.1: mean +0.011, yet the test finds ``a`` lower). p = 1 when every pair is equal, NaN when n = 0.
+        own direction, which a verdict must take, since the mean can point the other way. p = 1 when every pair is
+        equal, NaN when n = 0.
     """
     from scipy.stats import rankdata, wilcoxon  # noqa: PLC0415 deferred: importing scipy.stats takes ~1.3 s (measured here)
 
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a.shape != b.shape or a.ndim != 1:
         raise ValueError(f"signed_rank: expected two aligned per-question lists, got shapes {a.shape} and {b.shape}")
-    d, nan = a - b, float("nan")
+    d = a - b
     nz = d[d != 0]  # Wilcoxon drops zero differences (zero_method="wilcox"); the rank sums follow it
     ranks = rankdata(np.abs(nz))
     rb = float((ranks[nz > 0].sum() - ranks[nz < 0].sum()) / ranks.sum()) if nz.size else 0.0
-    p = float(wilcoxon(d).pvalue) if nz.size else (1.0 if d.size else nan)
-    return {"n": int(d.size), "score_a": float(a.mean()) if a.size else nan,
-            "score_b": float(b.mean()) if b.size else nan, "diff": float(d.mean()) if d.size else nan,
-            "rank_biserial": rb if d.size else nan, "p": p, "test": "Wilcoxon signed-rank"}
+    p = float(wilcoxon(d).pvalue) if nz.size else (1.0 if d.size else NAN)
+    return {"n": int(d.size), "score_a": _mean(a), "score_b": _mean(b), "diff": _mean(d),
+            "rank_biserial": rb if d.size else NAN, "p": p, "test": "Wilcoxon signed-rank"}
 
 
 def verdict(diff: float, p: float, alpha: float = ALPHA) -> str:
@@ -216,17 +197,13 @@ def verdict(diff: float, p: float, alpha: float = ALPHA) -> str:
 
 
 def compare(a: Sequence[float], b: Sequence[float], binary: bool = True) -> dict:
-    """Both mean scores, n, the difference and the paired p-value (exact McNemar when ``binary``, else a sign flip);
-    with McNemar also the discordant counts ``a_only`` / ``b_only`` (questions only ``a`` / only ``b`` got right).
-
-    Scores are returned on the lists' own scale (pass fractions or 0/1 values).
-    """
+    """Both mean scores (on the lists' own scale), n, the difference and the paired p (exact McNemar when
+    ``binary``, with the discordant counts ``a_only`` / ``b_only``; else a sign flip)."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     test = mcnemar_exact(a, b) if binary else paired_bootstrap(a, b)
     counts = {k: test[k] for k in ("a_only", "b_only")} if binary else {}
-    return {"score_a": float(a.mean()) if a.size else float("nan"),
-            "score_b": float(b.mean()) if b.size else float("nan"),
-            "n": int(a.size), "diff": float(a.mean() - b.mean()) if a.size else float("nan"), "p": test["p"],
+    return {"score_a": _mean(a), "score_b": _mean(b), "n": int(a.size),
+            "diff": float(a.mean() - b.mean()) if a.size else NAN, "p": test["p"],
             "test": "exact McNemar" if binary else "paired sign-flip", **counts}
 
 
@@ -247,11 +224,8 @@ def _as_matrices(a, b, name: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def mcnemar_cmh(a, b) -> dict:
-    """Per-seed McNemar tables combined into one test (Cochran-Mantel-Haenszel for 1:1 matched pairs).
-
-    For matched pairs the Mantel-Haenszel statistic over strata (seeds) reduces to McNemar's on the discordant
-    counts summed over strata; this returns its exact form (binomial on the summed counts, as :func:`mcnemar_exact`)
-    and the continuity-free chi-square p beside it.
+    """Per-seed McNemar tables combined into one test (Cochran-Mantel-Haenszel for 1:1 matched pairs: McNemar's on
+    the discordant counts summed over seeds), exact, with the continuity-free chi-square p beside it.
 
     Args:
         a, b: ``(S, N)`` right (1) / wrong (0) per seed and question, seed s of ``a`` paired with seed s of ``b``.
@@ -261,28 +235,21 @@ def mcnemar_cmh(a, b) -> dict:
     a, b = (m > 0.5 for m in _as_matrices(a, b, "mcnemar_cmh"))
     a_only, b_only = int(np.sum(a & ~b)), int(np.sum(~a & b))
     m = a_only + b_only
-    exact = mcnemar_exact(np.r_[np.ones(a_only), np.zeros(b_only)], np.r_[np.zeros(a_only), np.ones(b_only)])["p"]
     chi2 = (a_only - b_only) ** 2 / m if m else 0.0
-    return {"seeds": int(a.shape[0]), "n": int(a.shape[1]), "a_only": a_only, "b_only": b_only, "p": exact,
-            "p_chi2": float(erfc(sqrt(chi2 / 2))) if m else 1.0}
+    return {"seeds": int(a.shape[0]), "n": int(a.shape[1]), "a_only": a_only, "b_only": b_only,
+            "p": _mcnemar_p(a_only, b_only), "p_chi2": float(erfc(sqrt(chi2 / 2))) if m else 1.0}
 
 
 def seed_bootstrap(a, b, num_samples: int = 10_000, seed: int = 0) -> dict:
-    """Paired bootstrap over seeds and questions of the difference in mean score (a two-level bootstrap).
+    """Two-level paired bootstrap over seeds and questions of the difference in mean score (method.md).
 
-    Each resample draws S seed pairs with replacement and N questions with replacement, the same questions for every
-    drawn seed, and takes the mean of ``a - b`` over them. Resampling questions, with a question's seeds kept
-    together, covers which questions were asked (a question answered by three seeds is one question, not three);
-    resampling seeds covers how much the training run itself moves the score. With one seed this is
-    :func:`paired_bootstrap` over questions. With few seeds (3) the seed level is coarse: read ``p`` with the
-    per-seed differences beside it. ``p`` is the larger of the bootstrap's and :func:`signflip_p`'s (a question's
-    seeds flipped together): the bootstrap carries the seeds' spread, the sign flip keeps a handful of questions from
-    reading as certain (the larger of two valid p-values is valid).
+    Each resample draws S seed pairs and N questions with replacement, the same questions for every drawn seed; ``p``
+    is the larger of the bootstrap's and :func:`signflip_p`'s. With one seed this is :func:`paired_bootstrap`.
 
     Args:
         a, b: ``(S, N)`` per-seed, per-question scores (0/1 or graded), seed s of ``a`` paired with seed s of ``b``.
     Returns:
-        ``{"seeds", "n", "diff", "ci_low", "ci_high", "p"}`` (p two-sided, as :func:`paired_bootstrap`).
+        ``{"seeds", "n", "diff", "ci_low", "ci_high", "p"}``.
     """
     a, b = _as_matrices(a, b, "seed_bootstrap")
     num_seeds, n = a.shape
@@ -290,8 +257,7 @@ def seed_bootstrap(a, b, num_samples: int = 10_000, seed: int = 0) -> dict:
         return {"seeds": 1, **paired_bootstrap(a[0], b[0], num_samples=num_samples, seed=seed)}
     d = (a - b).astype(np.float32)
     if n == 0:
-        return {"seeds": num_seeds, "n": 0, "diff": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"),
-                "p": float("nan")}
+        return {"seeds": num_seeds, "n": 0, "diff": NAN, "ci_low": NAN, "ci_high": NAN, "p": NAN}
     rng = np.random.default_rng(seed)
     means = np.empty(num_samples)
     for start in range(0, num_samples, 1000):  # chunks keep the (S, chunk, N) draw small
@@ -308,9 +274,8 @@ def seed_bootstrap(a, b, num_samples: int = 10_000, seed: int = 0) -> dict:
 def compare_seeds(a, b, binary: bool = True) -> dict:
     """Two systems over seeds on the same questions: per-seed and mean scores, the per-seed spread, and the test.
 
-    The verdict's p is :func:`seed_bootstrap`'s (``test`` names it); with one seed it is :func:`compare`'s (exact
-    McNemar for 0/1 scores). Beside it: ``p_cmh`` (:func:`mcnemar_cmh`, 0/1 scores only) and ``p_seeds``, the paired
-    t-test over the per-seed scores (:func:`over_seeds`).
+    The verdict's p is :func:`seed_bootstrap`'s (with one seed :func:`compare`'s); beside it ``p_cmh``
+    (:func:`mcnemar_cmh`, 0/1 scores only) and ``p_seeds`` (:func:`over_seeds`).
     """
     a, b = _as_matrices(a, b, "compare_seeds")
     seeds = a.shape[0]
@@ -325,8 +290,8 @@ def compare_seeds(a, b, binary: bool = True) -> dict:
     if seeds > 1:
         out["p_seeds"] = over_seeds(per_a, per_b)["p"]
     out.update(seeds=seeds, scores_a=[float(v) for v in per_a], scores_b=[float(v) for v in per_b],
-               std_a=float(per_a.std(ddof=1)) if seeds > 1 else float("nan"),
-               std_b=float(per_b.std(ddof=1)) if seeds > 1 else float("nan"))
+               std_a=float(per_a.std(ddof=1)) if seeds > 1 else NAN,
+               std_b=float(per_b.std(ddof=1)) if seeds > 1 else NAN)
     if binary and np.isin(a, (0.0, 1.0)).all() and np.isin(b, (0.0, 1.0)).all():
         cmh = mcnemar_cmh(a, b)
         out.update(p_cmh=cmh["p"], a_only=cmh["a_only"], b_only=cmh["b_only"])
@@ -334,10 +299,9 @@ def compare_seeds(a, b, binary: bool = True) -> dict:
 
 
 def over_seeds(first, second) -> dict:
-    """Paired comparison of per-seed scores (``first`` minus ``second``, ``(S,)`` each, seed s with seed s): mean
-    difference, its 95% t-interval and the paired t-test's p (None with fewer than two seeds or a non-finite score).
-    The seed is the unit here, so this asks whether the *training recipe* differs; with 3 seeds it has little power.
-    """
+    """Paired t-test of per-seed scores (``(S,)`` each, ``first`` minus ``second``): mean difference, its 95%
+    t-interval and p (None with fewer than two seeds or a non-finite score). The unit is the seed: it asks whether
+    the *training recipe* differs."""
     from scipy import stats as st  # noqa: PLC0415 deferred: scipy.stats (~0.8 s at start-up), needed only here
 
     first, second = np.asarray(first, float), np.asarray(second, float)
@@ -363,8 +327,7 @@ def mcnemar_n_for_power(delta: float, discordance: float, alpha: float = ALPHA, 
     """Paired questions that detect ``delta = P(a right) - P(b right)`` at ``power`` with a two-sided McNemar test.
 
     Connor (1987), Biometrics 43: ``n = (z_{1-alpha/2} sqrt(psi) + z_power sqrt(psi - delta^2))^2 / delta^2`` with
-    ``psi`` the share of discordant questions. ``psi`` is raised to ``|delta|`` when smaller (two systems that
-    differ by ``delta`` disagree on at least that share).
+    ``psi`` the share of discordant questions, raised to ``|delta|`` when smaller.
 
     >>> mcnemar_n_for_power(0.1, 0.2)
     155

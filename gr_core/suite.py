@@ -21,7 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-from .config import PRESETS, annotation_types, notebook_parameters, papers_data_notes, parameter_annotations
+from .config import (PRESETS, annotation_types, is_of, notebook_parameters, papers_data_notes,
+                     parameter_annotations)
 from .paths import find_notebooks, outputs_root, repo_root
 from .plan import default_profile, plan, render
 from .runs import environment_record, write_json
@@ -29,8 +30,7 @@ from .speeds import PROFILE_NAMES, bench_json
 
 
 def failed_cell(executed: Path) -> str:
-    """Describe the cell papermill marked as failed: its index among the source notebook's cells
-    (the injected-parameters cell excluded) and its first line."""
+    """The cell papermill marked as failed: its index among the source notebook's cells, and its first line."""
     import nbformat  # noqa: PLC0415 deferred: optional: the notebooks extra
 
     try:
@@ -58,12 +58,8 @@ def _parse_override(text: str) -> tuple[str, object]:
 
 
 def check_overrides(notebooks: list[Path], overrides: dict) -> None:
-    """Every ``-p`` key is a parameter of one of ``notebooks`` and its value of the type that notebook's
-    ``parameters`` cell annotates (:func:`~gr_core.config.parameter_annotations`), before anything runs.
-
-    Raises:
-        ValueError: naming the key (with the nearest parameter names) or the value and the declared type.
-    """
+    """Every ``-p`` key is a parameter of one of ``notebooks``, its value of the type that notebook's ``parameters``
+    cell annotates; else ValueError naming the key (and the nearest names) or the value and the declared type."""
     if not overrides:
         return
     declared = {nb.stem: parameter_annotations(nb.stem, nb.parent) for nb in notebooks}
@@ -75,7 +71,7 @@ def check_overrides(notebooks: list[Path], overrides: dict) -> None:
                              + (f" (did you mean {' or '.join(close)}?)" if close else ""))
         for stem, annotation in where.items():
             allowed = annotation_types(annotation)
-            if allowed and (not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed)):
+            if allowed and not is_of(value, allowed):
                 raise ValueError(f"-p {key}={json.dumps(value)}: {stem} declares {key}: {annotation} (values are "
                                  f"read as JSON: 3, 0.5, true, \"text\", [1, 2], null)")
 
@@ -179,12 +175,8 @@ def _previous_seconds(path: Path) -> dict[str, float]:
 
 def progress_line(elapsed: float, remaining: list[Path], previous: dict[str, float],
                   planned: dict[str, float] | None = None) -> str:
-    """``elapsed 3.2 min, about 41 min left`` from the last run's time of each remaining notebook.
-
-    A notebook the last run did not time takes the plan's estimate of its runs instead (``planned``, from
-    :func:`gr_core.plan.plan`: measured speeds, finished runs taken off), and is named as planned; one with neither
-    is named instead of guessed. The estimate assumes this run costs what the last one did: with warm caches or
-    finished runs to reuse it is faster than a cold run, and the other way round.
+    """``elapsed 3.2 min, about 41 min left`` from the last run's time of each remaining notebook, else the plan's
+    estimate (``planned``, named as such); a notebook with neither is named instead of guessed.
 
     >>> progress_line(90, [Path("01_a.ipynb"), Path("02_b.ipynb")], {"01_a.ipynb": 120.0})
     'elapsed 1.5 min, about 2.0 min left (no earlier time for 02_b)'
@@ -210,7 +202,7 @@ def progress_line(elapsed: float, remaining: list[Path], previous: dict[str, flo
 
 def planned_seconds(preset: str, overrides: dict | None = None) -> dict[str, float]:
     """Notebook file name -> the plan's estimate of its runs left (:func:`gr_core.plan.plan`); {} when the plan
-    cannot be made here (it is a progress hint: the suite runs without it)."""
+    cannot be made here (a progress hint: the suite runs without it)."""
     try:
         _, notebooks = plan(preset, default_profile(preset), overrides=overrides)
     except Exception as err:  # a plan error must not stop the suite; say why the hint is missing
