@@ -1,26 +1,10 @@
 """Citations in free text, parsed and checked against a graph (the checker of GR paper §6.4, Table 5).
 
-The paper asks each model to "answer the question and list the nodes or edges from the graph that support your
-answer", then *hand-checks* 100 responses per system for whether every cited node and edge exists in the graph.
-Here the citations are parsed from free text and checked against the question's whole graph at three match levels:
-
-``exact``
-    the cited string equals a node's text, case and surrounding space aside (for scene graphs also the object's
-    ``name`` field alone); relations equal the edge's relation string.
-``normalized``
-    after lower-casing, dropping punctuation, articles and a plural ``s``: the token sets are equal; for scene-graph
-    objects the citation names the object and every other word is one of its attributes ("small gray sphere");
-    relations also match by their last Freebase segment (``sports.pro_athlete.teams`` = "teams").
-``fuzzy``
-    ``difflib`` similarity >= 0.8, or one token set contains the other (a citation mentioning the node, or a part of
-    its name); an edge may be cited in either direction.
-
-Each level accepts everything the previous one does. A node cited only by id ("node 3") is valid when the id exists;
-an edge cited by node ids ("3,behind,5") when that edge exists. A response **cites** something when the parser finds
-at least one node or edge citation (see :func:`parse_citations` for the forms it reads). Metrics (Table 5):
-``valid_nodes`` / ``valid_edges`` = valid / cited, pooled over responses; ``fully_valid`` = responses with at least
-one citation, all valid, over *all* responses (a response that cites nothing is not a valid graph), with
-``fully_valid_citing`` over citing responses only.
+The paper hand-checks 100 responses per system; here the cited nodes and edges are parsed from free text and
+checked against the question's whole graph at three match levels, each accepting everything the one before does:
+``exact`` (the text, or a scene object's name), ``normalized`` (case, punctuation, articles and a plural aside; a
+scene object named with some of its attributes; a Freebase relation by its last segment) and ``fuzzy`` (difflib >=
+0.8, one token set inside the other, an edge in either direction). The forms read and the metrics: docs/method.md 1.9.
 """
 from __future__ import annotations
 
@@ -85,18 +69,12 @@ def _edge_from_line(line: str) -> Citation | None:
     if m:
         h, r, t = (_clean(x) for x in m.groups())
         return Citation("edge", body, head=h, relation=r, tail=t)
-    arrows = list(_ARROW.finditer(body))
-    if arrows:
-        parts, rels, start = [], [], 0
-        for a in arrows:
-            parts.append(_clean(body[start:a.start()]))
-            rels.append(a.group(1) or a.group(2))
-            start = a.end()
-        parts.append(_clean(body[start:]))
-        if len(parts) == 2 and all(parts):
-            return Citation("edge", body, head=parts[0], relation=_clean(rels[0]) if rels[0] else None, tail=parts[1])
-        if len(parts) == 3 and all(parts) and not any(rels):  # h -> r -> t
-            return Citation("edge", body, head=parts[0], relation=parts[1], tail=parts[2])
+    pieces = _ARROW.split(body)  # part, the relation written inside the arrow (its two forms), part, ...
+    parts, rels = [_clean(p) for p in pieces[::3]], [a or b for a, b in zip(pieces[1::3], pieces[2::3])]
+    if len(parts) == 2 and all(parts):
+        return Citation("edge", body, head=parts[0], relation=_clean(rels[0]) if rels[0] else None, tail=parts[1])
+    if len(parts) == 3 and all(parts) and not any(rels):  # h -> r -> t
+        return Citation("edge", body, head=parts[0], relation=parts[1], tail=parts[2])
     return None
 
 
@@ -106,28 +84,26 @@ def _node_from_item(item: str) -> Citation | None:
     if m:
         text = _clean(m.group(1))
         return Citation("node", text or _clean(item), node_id=int(m.group(2)), head=text or None)
-    m = _NODE_COLON.match(_clean(item))
+    text = _clean(item)
+    m = _NODE_COLON.match(text)
     if m:
         rest = _clean(m.group(2))
         # "Node 1: the elephant" names the node; "Node 1: The elephant is mentioned in ..." is prose about it
-        return Citation("node", rest if rest and len(rest.split()) <= 6 else _clean(item), node_id=int(m.group(1)),
-                        head=rest if rest and len(rest.split()) <= 6 else None)
-    m = _ID_NODE.match(_clean(item))
-    if m and not _ID_TRIPLE.match(_clean(item)):
+        name = rest if rest and len(rest.split()) <= 6 else None
+        return Citation("node", name or text, node_id=int(m.group(1)), head=name)
+    m = _ID_NODE.match(text)
+    if m and not _ID_TRIPLE.match(text):
         return Citation("node", _clean(m.group(2)), node_id=int(m.group(1)), head=_clean(m.group(2)))
-    text = _clean(item)
     return Citation("node", text, head=text) if text else None
 
 
 def parse_citations(response: str) -> list[Citation]:
     """The nodes and edges a free-text response cites.
 
-    Read, line by line: a ``Nodes:`` / ``Edges:`` heading (also "The nodes that support this answer are:") switches
-    to that list, whose bullet or numbered items (``* x``, ``- x``, ``1. x``) and same-line remainder (split on
-    ``,``/``;`` for nodes) are citations; anywhere, an edge line (``3,behind,5``, ``(h, r, t)``, ``h -> t``,
-    ``h --r--> t``, ``h -> r -> t``), a copied node line (``3,cube``) inside a list (the textualized graph's
-    ``node_id,node_attr`` / ``src,edge_attr,dst`` headers, echoed, start lists too), and ``node N`` references
-    (``cube (node 3)``, ``Node 3: cube``). Node text for a ``node`` citation is kept in ``head`` when it names the node.
+    Read, line by line: a ``Nodes:`` / ``Edges:`` heading (or an echoed ``node_id,node_attr`` / ``src,edge_attr,dst``
+    header) starts a list whose items (bullets, numbers, a copied ``3,cube`` line, the heading's remainder) are
+    citations; anywhere, an edge line (``3,behind,5``, ``(h, r, t)``, ``h -> t``, ``h --r--> t``, ``h -> r -> t``) and
+    ``node N`` references (``cube (node 3)``, ``Node 3: cube``). ``head`` keeps a node citation's name when it has one.
     Prose outside these forms is not a citation.
     """
     out: list[Citation] = []
@@ -261,13 +237,13 @@ class CitationMatcher:
             return True
         if level == "exact":
             return False
-        a, b = tokens(cited), tokens(relation)
-        if a and (a == b or a == tokens(relation.split(".")[-1])):
+        a, b, last = tokens(cited), tokens(relation), tokens(relation.split(".")[-1])  # last: a Freebase segment
+        if a and (a == b or a == last):
             return True
         if level == "normalized":
             return False
-        return (bool(a) and set(a) <= set(b)) or _similar(" ".join(a), " ".join(b)) or \
-            _similar(" ".join(a), " ".join(tokens(relation.split(".")[-1])))
+        return ((bool(a) and set(a) <= set(b)) or _similar(" ".join(a), " ".join(b))
+                or _similar(" ".join(a), " ".join(last)))
 
     def nodes_of(self, c: Citation, level: str) -> set[int]:
         """The ids of the nodes a node citation matches (empty: not in the graph)."""

@@ -1,8 +1,5 @@
-"""Textual graphs (GR paper §3): the one record format every dataset is built into.
-
-A textual graph is a node table ``node_id,node_attr`` and an edge table ``src,edge_attr,dst``
-(the GraphQA format, GR paper Table 9), plus the question and its answers. Node ids are the
-graph's own ids and survive retrieval unchanged (GR code keeps them in the prompt).
+"""Textual graphs (GR paper §3): a node table ``node_id,node_attr`` and an edge table ``src,edge_attr,dst`` (GR
+Table 9) plus the question and its answers; node ids survive retrieval unchanged (GR code keeps them in the prompt).
 """
 from __future__ import annotations
 
@@ -74,12 +71,9 @@ class TextualGraph:
 
 
 def graph_from_triples(triples: list[tuple[str, str, str]], lowercase: bool = True, **record) -> TextualGraph:
-    """Build a textual graph from ``(head, relation, tail)`` strings.
-
-    Node ids are assigned in order of first appearance, head before tail (GR code); node strings
-    are stripped (and lowercased when ``lowercase``), so equal strings share one node. Relations
-    are stripped and lowercased when ``lowercase``. Repeated triples stay as multi-edges.
-    """
+    """A textual graph from ``(head, relation, tail)`` strings: node ids by first appearance, head before tail (GR
+    code); every string stripped (and lowercased when ``lowercase``), equal node strings one node; repeated triples
+    stay multi-edges."""
     ids: dict[str, int] = {}
     src, rels, dst = [], [], []
     for head, rel, tail in triples:
@@ -102,11 +96,7 @@ _TRIPLE = re.compile(r"\((.*?)\)")
 
 
 def parse_explagraphs_graph(text: str, where: str = "") -> list[tuple[str, str, str]]:
-    """Parse one ExplaGraphs graph string into triples.
-
-    Raises:
-        GraphFormatError: naming ``where`` (file:line) when a triple has no three ``;`` fields.
-    """
+    """The triples of one ExplaGraphs graph string; a :class:`GraphFormatError` naming ``where`` (file:line)."""
     triples = []
     for raw in _TRIPLE.findall(text):
         parts = raw.split(";")
@@ -122,11 +112,8 @@ def parse_explagraphs_graph(text: str, where: str = "") -> list[tuple[str, str, 
 
 
 def load_explagraphs(path: str | Path | None = None) -> list[TextualGraph]:
-    """Every row of ExplaGraphs ``train_dev.tsv`` (2,766) as a textual graph.
-
-    ``question`` is the reference question string built from ``arg1`` and ``arg2``;
-    ``answers`` is ``[label]`` (``support`` or ``counter``).
-    """
+    """Every row of ExplaGraphs ``train_dev.tsv`` (2,766) as a textual graph: ``question`` the reference string from
+    ``arg1`` and ``arg2``, ``answers`` ``[label]`` (``support`` or ``counter``)."""
     path = Path(path) if path else data_file("explagraphs", "train_dev.tsv")
     graphs = []
     reader = csv.DictReader(io.StringIO(utf8_text(path)), delimiter="\t")
@@ -171,11 +158,8 @@ def utf8_rows(rows, path):
 
 
 def load_split(dataset: str, rows: int | None = None) -> dict[str, list[int]]:
-    """The reference split of ``dataset`` (``explagraphs``): ``{"train": [...], "val": [...], "test": [...]}``.
-
-    ExplaGraphs: the GR code's 6:2:2 split (1,659 / 553 / 554), read from the shared data; each index in one split
-    only, and with ``rows`` (the TSV's), every row in one.
-    """
+    """The reference split of ``dataset`` (``explagraphs``: GR code's 6:2:2, 1,659 / 553 / 554), ``{"train": [...],
+    "val": [...], "test": [...]}``; each index checked to be in one split only, and with ``rows``, every row in one."""
     if dataset != "explagraphs":
         raise ValueError(f"no stored split for dataset {dataset!r}")
     split = {}
@@ -234,11 +218,7 @@ def neighbourhood_preview(graph: TextualGraph, max_nodes: int = 60) -> TextualGr
 
 
 def question_nodes(graph: TextualGraph) -> list[int]:
-    """Ids of the nodes whose text is exactly one of the graph's question entities.
-
-    Exact, not case-insensitive: in MetaQA's KB 6,164 names collide with another name when lower-cased (the tag
-    ``drama`` and the genre ``Drama``; docs/method.md §3.1), and a lower-cased match links the wrong entity. Loaders
-    that normalise case (WebQSP lower-cases nodes, answers and topic entities, as G-Retriever's code does) do it
-    on both sides."""
+    """Ids of the nodes whose text is exactly one of the graph's question entities (not case-insensitive: 6,164 of
+    MetaQA's names collide when lower-cased, the tag ``drama`` and the genre ``Drama``; docs/method.md §3.1)."""
     wanted = set(graph.q_entities)
     return [int(n) for n, t in zip(graph.nodes.node_id, graph.nodes.node_attr) if str(t) in wanted]

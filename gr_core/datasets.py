@@ -1,9 +1,7 @@
 """GraphQA dataset builders over the real raw files (GR paper §4.2, App. C; docs/method.md §2).
 
-Each builder reads one benchmark's raw files and returns ``(records, graphs, kg, notes)``:
-``records`` are the questions (:class:`QARecord`), ``graphs`` one textual graph per record
-(or ``None`` for knowledge-base datasets, whose per-question subgraph is cut from ``kg`` on
-demand), ``notes`` the documented handling counts. Errors name the file, line and field.
+Each builder returns ``(records, graphs, kg, notes)``: the questions, one textual graph per question (``None`` for
+knowledge-base datasets, cut from ``kg`` on demand) and the handling counts. Errors name the file, line and field.
 """
 from __future__ import annotations
 
@@ -35,10 +33,8 @@ class QARecord:
 
 
 def graphqa_split(n: int, seed: int = 42) -> dict[str, list[int]]:
-    """The GR code's 6:2:2 split: ``train_test_split`` with test size 0.4, then 0.5 of the rest.
-
-    With ``seed=42`` and ``n=2766`` this is exactly the reference ExplaGraphs split.
-    """
+    """The GR code's 6:2:2 split: ``train_test_split`` with test size 0.4, then 0.5 of the rest (with ``seed=42``
+    and ``n=2766``, exactly the reference ExplaGraphs split)."""
     from sklearn.model_selection import train_test_split  # noqa: PLC0415 deferred: scikit-learn (~1.4 s at start-up), needed only here
 
     idx = np.arange(n)
@@ -48,7 +44,6 @@ def graphqa_split(n: int, seed: int = 42) -> dict[str, list[int]]:
 
 
 def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
-    """``(line number, object)`` of each non-blank line of a JSON-lines file."""
     rows = []
     with open(path, encoding="utf-8") as fh:
         try:
@@ -67,7 +62,6 @@ def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
 
 
 def _read_json(path: Path):
-    """A whole JSON file, its errors naming the file, line and column."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError:
@@ -114,9 +108,8 @@ def build_explagraphs():
 def build_webqsp(file: str = "minigraphs.jsonl"):
     """WebQSP questions with their graphs (``minigraphs.jsonl``: 1,628; ``full_subgraphs.jsonl``: 18).
 
-    As GR code ``preprocess/webqsp.py``: entities lowercased, relations kept, ids by first appearance, duplicate
-    triples kept as multi-edges, names such as ``nan`` kept as strings; answers and topic entities are lowercased
-    like the nodes (GR code lowercases the label).
+    As GR code ``preprocess/webqsp.py``: entities, answers and topic entities lowercased, relations kept, duplicate
+    triples kept as multi-edges, names such as ``nan`` kept as strings.
     """
     path = data_file("webqsp", file)
     records, graphs, empty, first = [], [], 0, {}
@@ -139,11 +132,8 @@ def build_webqsp(file: str = "minigraphs.jsonl"):
 
 # ---------------------------------------------------------------- MetaQA
 def load_metaqa_kb(path: Path | None = None) -> KnowledgeGraph:
-    """The MetaQA KB (``subject|relation|object`` per line) as one :class:`KnowledgeGraph`.
-
-    Entities are identified by name, as in MetaQA, so a movie and a person with the same name are
-    one entity; the 2 resulting self-loops (e.g. ``Patch Adams|written_by|Patch Adams``) are kept.
-    """
+    """The MetaQA KB (``subject|relation|object`` per line) as one :class:`KnowledgeGraph`. Entities are names, as in
+    MetaQA: a movie and a person of one name are one entity (2 self-loops: ``Patch Adams|written_by|Patch Adams``)."""
     path = path or data_file("metaqa", "kb.txt")
     ents: dict[str, int] = {}
     rels: dict[str, int] = {}
@@ -167,12 +157,9 @@ TOPIC_BRACKETS = re.compile(r"\[([^\]]+)\]")
 
 
 def read_metaqa_questions(path: Path, kg: KnowledgeGraph, on_unknown: str = "raise") -> tuple[list[QARecord], dict]:
-    """``question-with-[topic] \\t answer1|answer2`` lines, the topic linked to the KB by exact name.
-
-    The question text drops the brackets. A topic entity missing from the KB raises an error naming
-    the file and line (``on_unknown="skip"`` drops and counts it instead); answers missing from the
-    KB are kept as strings and counted.
-    """
+    """``question-with-[topic] \\t answer1|answer2`` lines, the topic linked to the KB by exact name, its brackets
+    dropped. A topic missing from the KB raises (``on_unknown="skip"``: skipped and counted); answers missing from
+    the KB are kept and counted."""
     qtype_path = path.with_name(path.stem + "_qtype.txt")
     qtypes = text_lines(utf8_text(qtype_path)) if qtype_path.exists() else None
     lines = text_lines(utf8_text(path))
@@ -207,16 +194,14 @@ def read_metaqa_questions(path: Path, kg: KnowledgeGraph, on_unknown: str = "rai
     return records, {"unknown_topic_skipped": skipped, "answers_not_in_kb": unknown_answers}
 
 
-def build_metaqa(hops: int = 2, val_fraction: float = 0.1, seed: int = 42, on_unknown: str = "raise"):
-    """MetaQA ``hops``-hop: train/val from the official dev file (seeded), test = the official test file.
-
-    The official train questions are not available offline (docs/method.md §2): a deviation.
-    """
+def build_metaqa(hops: int = 2, val_fraction: float = 0.1, seed: int = 42):
+    """MetaQA ``hops``-hop: train/val from the official dev file (seeded), test = the official test file (the
+    official train questions are not available offline: a deviation, docs/method.md §2)."""
     if hops not in (1, 2, 3):
         raise ValueError(f"MetaQA hops={hops} must be 1, 2 or 3")
     kg = load_metaqa_kb()
-    dev, notes_dev = read_metaqa_questions(data_file("metaqa", f"{hops}-hop", "qa_dev.txt"), kg, on_unknown)
-    test, notes_test = read_metaqa_questions(data_file("metaqa", f"{hops}-hop", "qa_test.txt"), kg, on_unknown)
+    dev, notes_dev = read_metaqa_questions(data_file("metaqa", f"{hops}-hop", "qa_dev.txt"), kg)
+    test, notes_test = read_metaqa_questions(data_file("metaqa", f"{hops}-hop", "qa_test.txt"), kg)
     # The files are grouped by question type, so every split is kept in a seeded random order: "the first N" of a
     # split (the presets' subsets) is then a random sample of all types, not one or two of them.
     rng = np.random.default_rng(seed)
@@ -260,8 +245,7 @@ def gqa_scene_graph(scene: dict, where: str) -> TextualGraph:
 
 
 def _split_by_image(image_ids: list[str], seed: int = 42) -> dict[str, list[int]]:
-    """GR code's SceneGraphs split: 6:2:2 over *unique images* (permuted with ``seed``), so no image
-    appears in two splits; returns question indices."""
+    """GR code's SceneGraphs split: 6:2:2 over unique images (permuted with ``seed``); returns question indices."""
     unique = np.array(sorted(set(image_ids)))
     unique = unique[np.random.default_rng(seed).permutation(len(unique))]
     by_image = (graphqa_split(len(unique), seed) if len(unique) >= 5
@@ -308,12 +292,8 @@ GQA_SAMPLE = 100_000  # GR App. C: "We randomly sampled 100k samples from the or
 
 def build_gqa_full(sample: int | None = GQA_SAMPLE, seed: int = 42, max_questions: int | None = None):
     """GQA at full size: the official train and val scene graphs and balanced questions, pooled; GR's seeded sample
-    of ``sample`` questions (None keeps all), split 6:2:2 over unique images (:func:`_split_by_image`).
-
-    A question whose image has no scene graph is skipped and counted (``notes["no_scene_skipped"]``). Both JSON
-    files of a pair are read whole (``json.load``): the scenes stay in memory while each questions file is read,
-    reduced to the fields kept, and released. ``max_questions`` keeps the first N of each split, and only their
-    scenes become graphs.
+    of ``sample`` questions (None keeps all), split 6:2:2 over unique images. A question without a scene graph is
+    skipped and counted; ``max_questions`` keeps the first N of each split, and only their scenes become graphs.
     """
     scenes: dict[str, tuple[dict, Path]] = {}
     for scene_file, _ in GQA_FILES:
@@ -382,12 +362,6 @@ def clevr_scene_graph(scene: dict, where: str) -> TextualGraph:
                         edges=pd.DataFrame(edges, columns=EDGE_COLUMNS).astype({"src": np.int64, "dst": np.int64}))
 
 
-def _clevr_answer(value) -> str:
-    if isinstance(value, bool):
-        return "yes" if value else "no"  # the CLEVR vocabulary; the generator stored Python bools
-    return str(value)
-
-
 # the question files read, and so those whose checksums key the cached dataset (gr_core.graphqa.RAW_FILES)
 CLEVR_QUESTIONS = [f"CLEVR_{s}_1_{t}.json" for s in ("train", "val")
                    for t in ("compare_integer", "one_hop", "same_relate", "single_or", "zero_hop")]
@@ -423,7 +397,8 @@ def build_clevr(val_fraction: float = 0.2, seed: int = 42):
                 if image not in graphs_by_image:
                     graphs_by_image[image] = clevr_scene_graph(*scenes[image])
                 base = graphs_by_image[image]
-                rec = QARecord(q["question"], [_clevr_answer(answer)], image,
+                answer = ("yes" if answer else "no") if isinstance(answer, bool) else str(answer)  # stored as bools
+                rec = QARecord(q["question"], [answer], image,
                                extra={"template": q["template_filename"], "source": path.name})
                 records.append(rec)
                 graphs.append(TextualGraph(base.nodes, base.edges, rec.question, rec.answers, image))

@@ -83,17 +83,9 @@ def scene_graph_correct(prediction: str, label: str) -> bool:
     return label in prediction
 
 
-def scene_graph_exact(prediction: str, label: str) -> bool:
-    """Strict variant: the normalized answer equals the normalized label."""
-    return normalize(prediction) == normalize(label)
-
-
 def task_scores(dataset: str, prediction: str, answers: list[str]) -> dict[str, float]:
-    """Per-question scores for any dataset; ``score`` is the dataset's Table 3 metric.
-
-    ExplaGraphs: first-match accuracy (+ strict: the normalized answer is exactly the label);
-    scene graphs: substring accuracy (+ exact); KGQA: :func:`kgqa_scores` with ``score`` = Hit.
-    """
+    """Per-question scores for any dataset; ``score`` is the dataset's Table 3 metric (KGQA: Hit), ``exact`` (not
+    KGQA) the normalized answer equal to the label."""
     if dataset == "explagraphs":
         ok = explagraphs_correct(prediction, answers[0])
         # "valid": the answer parses as one label (a trained model should answer in the expected form)
@@ -102,7 +94,8 @@ def task_scores(dataset: str, prediction: str, answers: list[str]) -> dict[str, 
                 "valid": float(normalize(prediction) in ("support", "counter"))}
     if dataset in SCENE_GRAPH_DATASETS:
         ok = scene_graph_correct(prediction, answers[0])
-        return {"score": float(ok), "accuracy": float(ok), "exact": float(scene_graph_exact(prediction, answers[0]))}
+        return {"score": float(ok), "accuracy": float(ok),
+                "exact": float(normalize(prediction) == normalize(answers[0]))}
     if dataset in KGQA_DATASETS:
         # G-Retriever generates "a|b|c" on one line; GNN-RAG's evaluator splits lines. Split on both.
         s = kgqa_scores(prediction.replace("|", "\n").split("\n"), answers)
@@ -128,12 +121,8 @@ REFERENCE_PREDICTIONS = {
 
 
 def reference_metric_check():
-    """Our KGQA metrics on GNN-RAG's published WebQSP predictions (``webqsp/reference_results``), beside the
-    published scores, with the strict variants and what the unbounded precision does to F1.
-
-    Returns:
-        a DataFrame, one row per prediction file.
-    """
+    """Our KGQA metrics on GNN-RAG's published WebQSP predictions (``webqsp/reference_results``) beside the published
+    scores, with the strict variants and what the unbounded precision does to F1: a DataFrame, a row per file."""
     rows = []
     for name, (file, paper) in REFERENCE_PREDICTIONS.items():
         with open(data_file("webqsp", "reference_results", file), encoding="utf-8") as fh:

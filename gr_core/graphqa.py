@@ -1,14 +1,8 @@
 """GraphQA datasets with embeddings, built once per config and cached (GR paper §4, §5.1).
 
-:func:`load_dataset` returns a :class:`GraphQADataset`: questions, the reference or seeded
-split, the textual graph of every question, and sentence embeddings of every node, edge and
-question. Texts are collected into one table of distinct strings and each is encoded once, when a
-question that reads it is first used (relation names and entities repeat thousands of times, and
-most runs read a subset). The whole object is cached under
-``.cache/datasets/``, keyed by the builder config, the encoder and the raw files' sha256; a
-truncated or corrupted cache file fails its checksum and is rebuilt. The papers' own data (RoG-webqsp, RoG-cwq, full
-GQA) is optional (``paths.papers_data_here`` says whether it is here); :func:`dataset_source` names every dataset's
-source.
+:func:`load_dataset` returns a :class:`GraphQADataset`: questions, split, textual graphs, and the sentence
+embeddings of every distinct node, edge and question text, each encoded once when first read. The object is cached
+under ``.cache/datasets/``, keyed by the builder config, the encoder and the raw files' sha256.
 """
 from __future__ import annotations
 
@@ -94,10 +88,8 @@ class DatasetConfig:
 class LazyEmbeddings:
     """Sentence embeddings of a list of texts, encoded on first use and indexed like an array ``(len(texts), dim)``.
 
-    A dataset's node, edge and question texts are all held this way, since most runs read only a few of its graphs.
-    Each encoded text lands in the shared :class:`~gr_core.text_encoder.EmbeddingStore`, so it is encoded once per
-    machine and the vectors do not depend on the access order. :meth:`prefetch` encodes many rows in one batch
-    (:meth:`GraphQADataset.prefetch` gathers a set of questions' rows).
+    Encoded texts land in the shared :class:`~gr_core.text_encoder.EmbeddingStore`, so the vectors do not depend on
+    the access order; :meth:`prefetch` encodes many rows in one batch.
     """
 
     def __init__(self, texts: Sequence[str], dim: int, encoder: str):
@@ -123,22 +115,19 @@ class LazyEmbeddings:
             self._rows[idx], self._done[idx] = emb, True
         return len(idx)
 
+    def _encode(self, rows) -> None:
+        if not self._done[rows].all():
+            self.prefetch(np.atleast_1d(rows))
+
     def __getitem__(self, key):
-        if isinstance(key, (int, np.integer)):  # one question at a time
-            if not self._done[key]:
-                self.prefetch([key])
-        elif isinstance(key, np.ndarray) and key.dtype.kind == "i":  # a graph's text rows
-            if not self._done[key].all():
-                self.prefetch(key)
-        else:
-            self.prefetch(np.atleast_1d(np.arange(len(self))[key]))
+        integer = isinstance(key, (int, np.integer)) or (isinstance(key, np.ndarray) and key.dtype.kind == "i")
+        self._encode(key if integer else np.arange(len(self))[key])  # a slice or mask: its row numbers
         return self._rows[key]
 
     def encoded(self, rows: np.ndarray) -> np.ndarray:
-        """The whole ``(len(self), dim)`` array with ``rows`` encoded (rows not asked for may still be zeros), for a
-        reader of most rows that would rather not copy them out. It is the table's own buffer: read it, never write."""
-        if not self._done[rows].all():
-            self.prefetch(rows)
+        """The whole ``(len(self), dim)`` array with ``rows`` encoded (other rows may still be zeros), for a reader
+        of most rows that would rather not copy them out: the table's own buffer, to read, never write."""
+        self._encode(rows)
         return self._rows
 
     def __array__(self, dtype=None, copy=None):
@@ -167,8 +156,7 @@ class GraphQADataset:
 
     Shapes:
         ``text_emb``: ``(num_texts, dim)`` float32, L2-normalized, one row per distinct text.
-        ``question_emb``: ``(num_questions, dim)``. Both are :class:`LazyEmbeddings`: rows are encoded on first
-        use (:meth:`prefetch` encodes a set of questions' rows in one batch).
+        ``question_emb``: ``(num_questions, dim)``. Both are :class:`LazyEmbeddings`, encoded on first use.
         ``node_text_ids[i]`` / ``edge_text_ids[i]``: rows of ``text_emb`` for graph i's nodes / edges
         (stored graphs); for KB datasets ``entity_text_ids`` / ``relation_text_ids`` map KB ids instead.
         RoG datasets hold ``graphs`` and these as lazy sequences over packed arrays (``rog.PackedGraphs``).
@@ -216,13 +204,8 @@ class GraphQADataset:
         if self.graphs is not None:
             return self.node_text_ids[i], self.edge_text_ids[i]
         graph = graph if graph is not None else self.graph(i)
-        return self.entity_text_ids[graph.nodes.kb_id.to_numpy()], self._edge_rows(i, graph)
-
-    def _edge_rows(self, i: int, graph: TextualGraph | None) -> np.ndarray:
-        if self.graphs is not None:
-            return self.edge_text_ids[i]
-        graph = graph if graph is not None else self.graph(i)
-        return self.relation_text_ids[self.kg.rels[graph.edges.kb_edge.to_numpy()]]
+        return (self.entity_text_ids[graph.nodes.kb_id.to_numpy()],
+                self.relation_text_ids[self.kg.rels[graph.edges.kb_edge.to_numpy()]])
 
     def embeddings(self, i: int, graph: TextualGraph | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(x, edge_attr)`` of question ``i``'s graph: ``(num_nodes, dim)`` and ``(num_edges, dim)``."""
@@ -231,13 +214,11 @@ class GraphQADataset:
 
     def edge_embeddings(self, i: int, graph: TextualGraph | None = None) -> np.ndarray:
         """``(num_edges, dim)``: question ``i``'s edge texts alone (the reasoner reads no node text)."""
-        return self.text_emb[self._edge_rows(i, graph)]
+        return self.text_emb[self.text_rows(i, graph)[1]]
 
     def prefetch(self, indices, nodes: bool = True) -> int:
-        """Encode, in one batch, every text that questions ``indices`` read: the question and its graph's edge
-        texts, and with ``nodes`` its node texts (KB datasets: its neighbourhood's entities). Callers that walk
-        many questions call this first; the result is the same without it, only encoded a graph at a time.
-        Returns how many texts were encoded."""
+        """Encode, in one batch, every text that questions ``indices`` read (the question, its edge texts, and with
+        ``nodes`` its node texts); the results are the same without it. Returns how many texts were encoded."""
         indices = [int(i) for i in indices]
         if not indices:
             return 0
@@ -269,8 +250,7 @@ class _TextTable:
         self.referenced = 0
 
     def add(self, texts) -> np.ndarray:
-        ids = self.ids
-        out = np.fromiter((ids.setdefault(t, len(ids)) for t in texts), dtype=np.int64)
+        out = np.fromiter((self.ids.setdefault(t, len(self.ids)) for t in texts), dtype=np.int64)
         self.referenced += len(out)
         return out
 
@@ -389,9 +369,8 @@ def build_dataset(cfg: DatasetConfig, store: EmbeddingStore | None = None) -> Gr
 
 
 def data_inputs(cfg: DatasetConfig | None) -> dict:
-    """What results made from dataset ``cfg`` depend on besides their settings, the same on every machine: its raw
-    files' checksums (not :data:`FORMAT_VERSION`, which a cache layout change bumps too: code changes are not keyed)
-    and its sentence encoder's identity; nothing for a dataset not built from raw files (None)."""
+    """What results made from dataset ``cfg`` (None: none) depend on besides their settings, the same on every
+    machine: its raw files' checksums and its encoder's identity (not :data:`FORMAT_VERSION`: code is not keyed)."""
     if cfg is None:
         return {}
     return {"data": config_hash({"raw": raw_checksums(cfg.name)}),
@@ -406,9 +385,8 @@ def load_dataset(cfg: DatasetConfig | str, force: bool = False, store: Embedding
                  **overrides) -> GraphQADataset:
     """The cached dataset for ``cfg``, built (and cached) when missing, stale, or corrupted.
 
-    The pickle sits beside a manifest holding its size and sha256; a mismatch (an interrupted write,
-    a truncated copy) means rebuild, never a silently wrong dataset. A process reads each file once
-    (:func:`~gr_core.runs.unpickle_verified`): its later loads return the same object, not to be changed.
+    The pickle sits beside a manifest holding its size and sha256: a mismatch means rebuild. A process reads each
+    file once (:func:`~gr_core.runs.unpickle_verified`): later loads return the same object, not to be changed.
     """
     cfg = DatasetConfig(name=cfg, **overrides) if isinstance(cfg, str) else cfg
     key = cache_key(cfg)
@@ -472,8 +450,9 @@ def compare_with_paper(stats: list[dict]):
     """Our Table 2 statistics beside the papers' (a DataFrame, one row per dataset)."""
     rows = []
     for s in stats:
-        paper = PAPER_STATS.get(s.get("label", s["dataset"]), PAPER_STATS.get(s["dataset"], {}))
-        rows.append({"dataset": s["label"] if "label" in s else s["dataset"], "questions": s["questions"],
+        label = s.get("label", s["dataset"])
+        paper = PAPER_STATS.get(label, PAPER_STATS.get(s["dataset"], {}))
+        rows.append({"dataset": label, "questions": s["questions"],
                      "paper graphs": paper.get("graphs"), "mean nodes": round(s["mean_nodes"], 2),
                      "paper nodes": paper.get("mean_nodes"), "mean edges": round(s["mean_edges"], 2),
                      "paper edges": paper.get("mean_edges"),
@@ -488,7 +467,6 @@ def retrieve(ds: GraphQADataset, i: int, cfg=None, graph: TextualGraph | None = 
     """PCST retrieval for question ``i`` of ``ds``, by default with the dataset's config (``DATASET_RETRIEVAL``);
     ``extra_node_prizes`` ``(num_nodes,)`` are added to the text prizes (see
     :func:`~gr_core.g_retriever.retrieval.retrieve_subgraph`)."""
-
     graph = graph if graph is not None else ds.graph(i)
     cfg = cfg or DATASET_RETRIEVAL[ds.name]
     if cfg.whole_graph or graph.num_nodes == 0 or graph.num_edges == 0:  # returned whole: nothing to score

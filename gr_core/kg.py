@@ -1,16 +1,16 @@
 """A knowledge graph held once in memory: CSR adjacency and fast k-hop neighbourhoods.
 
-KGQA benchmarks (MetaQA: 133,582 triples, 43,234 entities) ask questions about one large KB.
-Instead of storing a subgraph per question we keep the KB once, as entity/relation id arrays
-with a CSR index over both edge directions, and cut each question's neighbourhood on demand:
-a vectorized breadth-first expansion (no Python loop over neighbours) followed by the induced
-edges. GNN-RAG extracts a dense subgraph per question the same way (entity linking + k hops).
+KGQA benchmarks (MetaQA: 133,582 triples, 43,234 entities) ask about one large KB: it is kept once, as id arrays
+with a CSR index over both edge directions, and each question's neighbourhood is cut on demand by a vectorized
+breadth-first expansion (as GNN-RAG's dense subgraphs: entity linking + k hops).
 """
 from __future__ import annotations
 
 import functools
 import re
+from collections import Counter
 from dataclasses import dataclass
+from itertools import combinations
 
 import numpy as np
 import pandas as pd
@@ -116,22 +116,17 @@ class KnowledgeGraph:
         return {}  # a cached_property, so that graphs pickled before it (chat index caches) get one too
 
     def derived(self, key, make):
-        """``make()``, computed once per graph and kept under ``key``: what the modules above derive from a graph
-        (its relations' phrases, their twin groups) without recomputing it per question."""
+        """``make()``, computed once per graph and kept under ``key`` (its relations' phrases, their twin groups)."""
         if key not in self._derived:
             self._derived[key] = make()
         return self._derived[key]
 
     def twin_relations(self, share: float = 0.9) -> np.ndarray:
-        """``(num_relations,)`` a group id per relation: relations are twins (one group) when at least ``share`` of the
-        rarer one's facts link the same two entities as a fact of the other, in either direction: one fact stored
-        twice under two names (Freebase's inverse pairs, ``location.country.languages_spoken`` and
-        ``language.human_language.countries_spoken_in``). MetaQA's ``directed_by`` and ``written_by`` share 47% of
-        their facts and stay apart; a relation without a twin is its own group. The rarer one's share, not the
-        commoner's: a WebQSP mini-graph often keeps fewer facts of one direction than of the other, and the commoner's
-        share would part many of Freebase's inverse pairs (the languages pair among them).
-        So a relation of one fact joins any relation holding that fact (a person's one ``notable_types`` fact and
-        ``profession``), and groups are transitive (a twin's twin is a twin)."""
+        """``(num_relations,)`` a group id per relation: relations are twins (one group, transitively) when at least
+        ``share`` of the rarer one's facts link the same two entities as a fact of the other, in either direction:
+        one fact stored under two names (Freebase's inverse pairs). The rarer one's share, because a WebQSP
+        mini-graph often keeps fewer facts of one direction than of the other; MetaQA's ``directed_by`` and
+        ``written_by`` share 47% of their facts and stay apart."""
         if not 0.0 < share <= 1.0:
             raise ValueError(f"twin_relations: share={share} must be in (0, 1]")
         return self.derived(("twins", share), lambda: self._twin_groups(share))
@@ -142,12 +137,8 @@ class KnowledgeGraph:
         facts = np.unique(np.stack([pair, self.rels], 1), axis=0)  # (unordered pair, relation), each once
         count = np.bincount(facts[:, 1], minlength=n)
         _, start, size = np.unique(facts[:, 0], return_index=True, return_counts=True)
-        shared: dict[tuple[int, int], int] = {}
-        for first, k in zip(start[size > 1].tolist(), size[size > 1].tolist()):  # pairs linked by 2+ relations
-            group = facts[first:first + k, 1]
-            for i, a in enumerate(group.tolist()):
-                for b in group[i + 1:].tolist():
-                    shared[(a, b)] = shared.get((a, b), 0) + 1
+        shared = Counter(pair for first, k in zip(start[size > 1].tolist(), size[size > 1].tolist())  # 2+ relations
+                         for pair in combinations(facts[first:first + k, 1].tolist(), 2))
         twins = [(a, b) for (a, b), c in shared.items() if c >= share * min(count[a], count[b])]
         return connected_groups(n, twins)
 

@@ -1,9 +1,5 @@
-"""Where things live: the repository root, the read-only raw data, the ignored cache.
-
-Every notebook, test and benchmark resolves paths through these functions and never
-through the current directory, because papermill, nbval and JupyterLab each start
-kernels in a different working directory (docs/environment.md).
-"""
+"""Where things live: the repository root, the read-only raw data, the ignored cache (never the current directory:
+papermill, nbval and JupyterLab start kernels in different ones; docs/environment.md)."""
 from __future__ import annotations
 
 import os
@@ -19,11 +15,8 @@ class DataNotFoundError(FileNotFoundError):
 
 
 def repo_root(start: str | Path | None = None) -> Path:
-    """The folder holding this project's ``pyproject.toml``.
-
-    Walks up from ``start`` (default: the cwd); falls back to the folder above the
-    installed ``gr_core`` package, which is the checkout for an editable install.
-    """
+    """The folder holding this project's ``pyproject.toml``, above ``start`` (default: the cwd), else above the
+    installed ``gr_core`` package (an editable install's checkout)."""
     here = Path(start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         if (folder / "pyproject.toml").is_file() and (folder / "gr_core").is_dir():
@@ -35,25 +28,16 @@ def repo_root(start: str | Path | None = None) -> Path:
 
 
 def data_root() -> Path:
-    """The raw data folder: ``$GR_DATA_DIR``, else ``../shared/data`` beside the repository.
-
-    Raises:
-        DataNotFoundError: naming every place looked at and how to fix it.
-    """
-    tried = []
+    """The raw data folder: ``$GR_DATA_DIR``, else ``../shared/data`` beside the repository; a
+    :class:`DataNotFoundError` naming where it looked and how to fix it."""
     env = os.environ.get(DATA_ENV)
-    if env:
-        tried.append(f"${DATA_ENV}={env}")
-        if Path(env).is_dir():
-            return Path(env).resolve()
-    else:
-        default = repo_root().parent / "shared" / "data"
-        tried.append(str(default))
-        if default.is_dir():
-            return default.resolve()
+    folder = Path(env) if env else repo_root().parent / "shared" / "data"
+    if folder.is_dir():
+        return folder.resolve()
+    looked = f"${DATA_ENV}={env}" if env else folder
     raise DataNotFoundError(
-        "raw benchmark data not found; looked at: " + ", ".join(tried)
-        + f". Put the shared data folder beside the repository as ../shared/data, or set {DATA_ENV} "
+        f"raw benchmark data not found; looked at: {looked}. Put the shared data folder beside the repository as "
+        f"../shared/data, or set {DATA_ENV} "
         "to the folder that holds explagraphs/, webqsp/, metaqa/ and scene_graphs/; to download it from its public "
         "sources: ./gr data --fetch DIR, then set GR_DATA_DIR=DIR (docs/data.md)."
     )
@@ -106,11 +90,7 @@ def papers_data_here(name: str) -> bool:
 
 
 def data_file(*parts: str) -> Path:
-    """One file (or folder) under :func:`data_root`, checked to exist.
-
-    Raises:
-        DataNotFoundError: naming the missing path and the data root it was expected under.
-    """
+    """One file (or folder) under :func:`data_root`, checked to exist (else a :class:`DataNotFoundError`)."""
     root = data_root()
     path = root.joinpath(*parts)
     if not path.exists():
@@ -148,11 +128,7 @@ def repo_relative(path: str | Path | None) -> str | None:
 
 def find_notebooks(folder: Path, only: list[str] | None = None) -> list[Path]:
     """``NN_*.ipynb`` in ``folder``, sorted; ``only`` keeps those whose stem starts with one of its items (a file name
-    too: ``04_gnn_rag.ipynb``).
-
-    Raises:
-        ValueError: an item of ``only`` that matches no notebook, with the notebooks there are.
-    """
+    too: ``04_gnn_rag.ipynb``), a ``ValueError`` naming an item that matches none."""
     notebooks = sorted(folder.glob("[0-9][0-9]_*.ipynb"))
     if only:
         prefixes = [o.removesuffix(".ipynb") for o in only]

@@ -1,8 +1,5 @@
-"""Prompt strings per dataset (GR code ``src/dataset/*.py``; docs/method.md §1.4).
-
-The reference wraps ``desc + question`` in Llama-2 ``[INST]`` markers; with a chat model we
-use its own chat template instead (a documented deviation, docs/method.md §1.4).
-"""
+"""Prompt strings per dataset (GR code ``src/dataset/*.py``; the LLM's own chat template replaces Llama-2's
+``[INST]`` markers: docs/method.md §1.4)."""
 from __future__ import annotations
 
 from .config import check_choice
@@ -26,11 +23,8 @@ def explagraphs_question(arg1: str, arg2: str) -> str:
 
 
 def graph_prompt(desc: str, question: str) -> str:
-    """The user turn: the textualized graph immediately followed by the question.
-
-    GR code concatenates the desc tokens and the question tokens with nothing between them; the
-    desc already ends with a newline (pandas CSV).
-    """
+    """The user turn: the textualized graph immediately followed by the question, as GR code (the desc, a pandas
+    CSV, already ends with a newline)."""
     return desc + question
 
 
@@ -43,10 +37,8 @@ KGQA_DATASETS = ("webqsp", "webqsp_full", "metaqa", "rog_webqsp", "rog_cwq")
 
 
 def question_for(dataset: str, question: str) -> str:
-    """The dataset's question string (GR code ``src/dataset/*.py``) for a record's question text.
-
-    ExplaGraphs records already hold the full reference string (both arguments and the instruction).
-    """
+    """The dataset's question string (GR code ``src/dataset/*.py``) for a record's question text (ExplaGraphs
+    records already hold the full reference string)."""
     if dataset == "explagraphs":
         return question
     if dataset in KGQA_DATASETS:
@@ -98,19 +90,14 @@ GNN_RAG_INSTRUCTION = ("Based on the reasoning paths, please answer the given qu
 
 
 def gnn_rag_parts(paths: list[str] | None, question: str) -> tuple[str, str]:
-    """GNN-RAG's prompt A as ``(evidence part, question part)``: their concatenation is the user turn (instruction,
-    ``Reasoning Paths:`` one per line, ``Question:`` with a ``?``). The reference wraps it in Llama-2's
-    ``[INST] <<SYS>> <</SYS>>`` template; we use the LLM's own chat template.
-
-    ``paths=None`` gives the no-retrieval prompt (RoG's LLM-only instruction, no ``Reasoning Paths`` block).
-    The split lets :class:`~gr_core.g_retriever.model.GraphLLM` cut the evidence to its budget while the question stays
-    whole.
-    """
+    """GNN-RAG's prompt A as ``(evidence part, question part)``, whose concatenation is the user turn (instruction,
+    ``Reasoning Paths:`` one per line, ``Question:`` with a ``?``), split so that ``GraphLLM`` can cut the evidence to
+    its budget; ``paths=None`` gives RoG's no-retrieval prompt."""
     q = question.strip()
-    q = q if q.endswith("?") else q + "?"
+    asked = f"\n\nQuestion:\n{q if q.endswith('?') else q + '?'}"
     if paths is None:
-        return NO_RETRIEVAL_INSTRUCTION, f"\n\nQuestion:\n{q}"
-    return f"{GNN_RAG_INSTRUCTION}\n\nReasoning Paths:\n" + "\n".join(paths), f"\n\nQuestion:\n{q}"
+        return NO_RETRIEVAL_INSTRUCTION, asked
+    return f"{GNN_RAG_INSTRUCTION}\n\nReasoning Paths:\n" + "\n".join(paths), asked
 
 
 # RoG's prompts: no-retrieval = ``PromptBuilder.SAQ_INSTRUCTION`` (RoG code ``src/qa_prediction/build_qa_input.py``);

