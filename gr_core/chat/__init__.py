@@ -2,21 +2,11 @@
 
 :class:`GraphChat` takes a graph (a benchmark graph, a ``node_id,node_attr`` / ``src,edge_attr,dst`` CSV pair, or a
 file of ``head, relation, tail`` triples up to a MetaQA-sized KB), indexes it once (:class:`ChatIndex`), and answers
-each turn in five steps, one module each:
-
-1. **link** (:mod:`~gr_core.chat.link`): the entities the question names or a follow-up carries, and whether the
-   question is about the graph at all;
-2. **scope** (:mod:`~gr_core.chat.scope`): the whole graph, or the linked entities' neighbourhood in a larger one;
-3. **candidates**: on a knowledge graph the relation path the question's words name (:mod:`~gr_core.chat.paths`, no
-   model: the default), or GNN-RAG's reasoner (:mod:`~gr_core.chat.graph_reasoner`, given or trained on questions
-   generated from the graph: :mod:`~gr_core.chat.generate`), or G-Retriever's top-k prizes + PCST for the LLM;
-4. **answer** (:mod:`~gr_core.chat.answer`): the candidates themselves, or the LLM (:mod:`~gr_core.chat.models`)
-   scoring the evidence's node names or writing its answer;
-5. **check** (:mod:`~gr_core.chat.check`): the answer's nodes and citations looked up in the searched graph.
-
-A turn is a :class:`Turn` (:mod:`~gr_core.chat.turns`: its views and JSON); :mod:`~gr_core.chat.graphs` reads graph
-files; ``python -m gr_core.chat`` is the command line (:mod:`~gr_core.chat.cli`). How it works and what it scores:
-docs/chat.md.
+each turn in five steps, one module each: **link** (:mod:`~gr_core.chat.link`), **scope** (:mod:`~gr_core.chat.scope`),
+**candidates** (the relation paths, :mod:`~gr_core.chat.paths`, by default; GNN-RAG's reasoner,
+:mod:`~gr_core.chat.graph_reasoner`; or G-Retriever's PCST), **answer** (:mod:`~gr_core.chat.answer`) and **check**
+(:mod:`~gr_core.chat.check`). A turn is a :class:`Turn`; ``python -m gr_core.chat`` is the command line. How it works
+and what it scores: docs/chat.md.
 """
 from .config import ANSWER_MODES, CHECKPOINT_PRESETS, KIND_DATASETS, KINDS, ChatConfig
 from .conversation import GraphChat

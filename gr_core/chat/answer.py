@@ -1,21 +1,15 @@
 """Step 4, **answer** with the LLM: its score for each of the evidence's node names, so that the answer is a node of
 the graph by construction (``answer_mode="ranked"``).
 
-A small LLM asked to write its answer freely mostly writes text that names no node ("The answer is: 1", the
-question's own entity, a film it remembers from pre-training). Decoding under the graph's constraints is the
-field's remedy (GCR, Luo et al. 2025: a prefix tree over KG paths; GNN-RAG, Mavromatis & Karypis 2024 §4: the
-reasoner ranks candidate nodes and the LLM only verbalizes). :func:`score_names` scores every candidate name by its
-log-likelihood as the LLM's whole reply after the same prompt the free answer reads:
+A small LLM writing freely mostly names no node; decoding under the graph's constraints is the field's remedy (GCR, Luo
+et al. 2025; GNN-RAG §4: the reasoner ranks, the LLM verbalizes). :func:`score_names` scores every candidate name by
+its log-likelihood as the LLM's whole reply after the free answer's prompt:
 
     log p(name) = sum_t log p(name_t | prompt, name_<t) + log p(EOS | prompt, name)
 
-The EOS term is what makes the scoring a prefix tree's: "Tom" and "Tom Hanks" share their first token and are told
-apart by whether the reply ends there. The prompt is read once and the names are packed after it into one short
-forward (a block-diagonal attention mask), so scoring 30 names costs about one prompt forward.
-
-To that score the chat adds :data:`RELATION_PRIOR` times the best similarity between the question and the relation of
-an evidence edge touching the candidate (:func:`relation_fit`), and answers with the best candidate and those within
-:data:`MARGIN` nats of it (:func:`choose`); no PMI or length normalization: both scored worse (CHANGELOG.md).
+The EOS term tells "Tom" from "Tom Hanks", as a prefix tree would. :func:`relation_fit` adds :data:`RELATION_PRIOR`
+times the best question-relation similarity on the candidate's evidence edges, and :func:`choose` answers with the best
+candidate and those within :data:`MARGIN` nats of it; no PMI or length normalization: both scored worse (CHANGELOG.md).
 """
 from __future__ import annotations
 
@@ -46,11 +40,9 @@ class Candidate:
 
 
 def candidate_names(node_ids, names, exclude=()) -> list[Candidate]:
-    """Distinct non-empty names of the evidence nodes, in evidence order, without the nodes in ``exclude`` (the
-    question's own entities) and those whose name is an identifier (:func:`~gr_core.kg.is_identifier`: a Freebase
-    mid names no answer). Two nodes with the same name are one candidate (the answer cannot tell them apart). Where
-    nothing is left, the identifier-named nodes come back first (an identifier is still a better answer than none),
-    then the excluded named ones (a question may ask about its own entity), then all."""
+    """Distinct non-empty names of the evidence nodes (one candidate per name), in evidence order, without the nodes
+    in ``exclude`` (the question's own entities) and those named by an identifier (a Freebase mid); where nothing is
+    left, the identifier-named nodes come back first, then the excluded named ones, then all."""
     skip = {int(n) for n in exclude}
     for with_unnamed, drop in ((False, skip), (True, skip), (False, set()), (True, set())):
         by_name: dict[str, Candidate] = {}
@@ -67,8 +59,8 @@ def candidate_names(node_ids, names, exclude=()) -> list[Candidate]:
 def score_names(net, batch, names: list[str], chunk: int = 64, max_name_tokens: int = 24,
                 packed: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Log-likelihood of each name as the whole reply to a one-example prompt batch: the prompt read once, each chunk
-    of names packed after it, each attending to the prompt's KV cache and to its own earlier tokens only, its positions
-    restarting after the prompt: exactly the log-likelihoods of separate forwards, at the cost of one short one.
+    of names packed after it (a block-diagonal mask over the prompt's KV cache, positions restarting after the prompt):
+    exactly the log-likelihoods of separate forwards, at the cost of one short one.
 
     Args:
         net: a :class:`~gr_core.g_retriever.model.GraphLLM` (zero-shot or trained; its graph token is in the prompt).
@@ -77,9 +69,8 @@ def score_names(net, batch, names: list[str], chunk: int = 64, max_name_tokens: 
         chunk: candidates packed per forward.
         max_name_tokens: longer names are cut (their score is that of the prefix, without EOS).
         packed: pack the names into one forward (a 4-D mask); False scores one name per forward on a copy of the
-            prompt's cache (same result); None: packed unless the LLM uses flash attention, which takes no 4-D mask,
-            or has sliding-window layers (Gemma 3, Mistral): their cache keeps only the last window of the prompt, so
-            the packed names could not be cut off it again, and one 4-D mask cannot say two windows.
+            prompt's cache (same result); None: packed unless the LLM uses flash attention (no 4-D mask) or has
+            sliding-window layers (Gemma 3, Mistral: their cache keeps only the prompt's last window).
 
     Returns:
         ``(log_likelihood (C,), tokens (C,))``: the summed log-probabilities of each name's tokens and of the EOS after
@@ -145,9 +136,8 @@ def score_names(net, batch, names: list[str], chunk: int = 64, max_name_tokens: 
 
 def relation_fit(cands: list[Candidate], edges, relation_similarity: np.ndarray | None, rels: np.ndarray) -> np.ndarray:
     """``(C,)`` per candidate, the highest similarity between the question and the relation of an evidence edge that
-    touches the candidate: ``edges`` the evidence's edge table (``src``, ``dst``, ``kb_edge``), ``relation_similarity``
-    ``(R,)`` the question's similarity to each relation of the graph, ``rels`` ``(E,)`` each KB edge's relation. 0 for a
-    candidate on no edge, and for all when there are no relation similarities or KB edges."""
+    touches it (0 on none): ``edges`` the evidence's edge table (``src``, ``dst``, ``kb_edge``), ``relation_similarity``
+    ``(R,)`` the question's similarity to each relation (None: all 0), ``rels`` ``(E,)`` each KB edge's relation."""
     if relation_similarity is None or "kb_edge" not in edges:
         return np.zeros(len(cands))
     sim = relation_similarity[rels[edges.kb_edge.to_numpy()]]

@@ -12,8 +12,8 @@ from .link import find_names
 
 def named_nodes(index: ChatIndex, answer: str, asked: list[int], graph: TextualGraph, matcher=None) -> list[int]:
     """Node ids of ``graph`` that a free-text answer names: the parts of its first line (split on ``|``, ``,``, ``;``,
-    " and ") matched at the checker's ``normalized`` level, and node names written inside a sentence ("... was
-    designed by Charles Babbage"); the question's own entities (``asked``, node rows) are not answers."""
+    " and ") matched at the checker's ``normalized`` level, and node names written in a sentence; not the question's
+    own entities (``asked``, node rows)."""
     head = answer.strip().splitlines()[0] if answer.strip() else ""
     parts = [p.strip(" .") for p in re.split(r"\||,|;|\band\b", head) if p.strip(" .")]
     if parts and matcher is None:
@@ -26,9 +26,8 @@ def named_nodes(index: ChatIndex, answer: str, asked: list[int], graph: TextualG
 
 
 def check_turn(index: ChatIndex, turn, asked: list[int], answer_nodes: list[int] | None = None) -> None:
-    """Fill ``turn``'s check: its citations and their verdicts against the searched graph, the evidence nodes and
-    edges they point at, and the answer's nodes (``answer_nodes`` when the answer is nodes by construction, else the
-    nodes its text names, :func:`named_nodes`)."""
+    """Fill ``turn``'s check: its citations' verdicts against the searched graph, the evidence nodes and edges they
+    point at, and the answer's nodes (``answer_nodes``, else :func:`named_nodes`)."""
     scope = TextualGraph(turn.scope.nodes[NODE_COLUMNS], turn.scope.edges[EDGE_COLUMNS])
     matcher = CitationMatcher(scope)
     check = check_response(turn.answer, scope, index=matcher)

@@ -111,22 +111,21 @@ class GraphChat:
     # ------------------------------------------------------------------ the parts (but the encoder) load on first use
     @property
     def mode(self) -> str:
-        """The answer mode in effect: ``answer_mode``, else a given reasoner, or a trained one :meth:`decide` chose,
-        else the kind's default (:data:`~gr_core.chat.config.KIND_ANSWER_MODE`); on a graph without edges the modes
-        that follow relations answer ``ranked`` (its turns do)."""
+        """The answer mode in effect: ``answer_mode``, else a served reasoner, else the kind's default; ``ranked`` on
+        a graph without edges for the modes that follow relations."""
         mode = self.config.answer_mode if self.config.answer_mode != "auto" else \
             "reasoner" if self.serves_reasoner else KIND_ANSWER_MODE[self.config.kind]
         return "ranked" if self.index.num_edges == 0 and mode in ("paths", "reasoner") else mode
 
     @property
     def serves_reasoner(self) -> bool:
-        """A reasoner was given, or trained here and chosen by :meth:`decide`: it answers (``auto``), or its paths are
-        the LLM's evidence (GNN-RAG, ``ranked`` / ``free``)."""
+        """A reasoner was given, or trained here and chosen by :meth:`decide` (in the LLM modes, its paths are the
+        evidence: GNN-RAG)."""
         return self.reasoner is not None and (self.decision is None or self.decision["served"] == "reasoner")
 
     @property
     def encoder(self):
-        """The sentence encoder, loaded once per process and encoder (every chat of a process shares it)."""
+        """The sentence encoder, loaded once per process and shared by every chat."""
         return shared_text_encoder(TextEncoderConfig(model=self.encoder_name or EMBEDDED_TEXT_ENCODER))
 
     def embed(self, texts) -> np.ndarray:
@@ -166,14 +165,13 @@ class GraphChat:
         self.history = []
 
     def around(self, node_ids, scope: NeighbourhoodConfig = NeighbourhoodConfig(2, 50, 1500)) -> list[tuple]:
-        """The ``(head, relation, tail)`` facts of ``scope`` around the nodes ``node_ids``: a part of this graph, to
-        open as a graph of its own."""
+        """The ``(head, relation, tail)`` facts of ``scope`` around the nodes ``node_ids``, to open as a graph."""
         return self.index.subgraph(*self.index.kg.neighbourhood(self.index.rows_of(node_ids), scope)).triples()
 
     # ------------------------------------------------------------------ one turn
     def ask(self, question: str, mode: str | None = None) -> Turn:
-        """One turn: link, scope, candidates, answer, check; the turn joins the history (an empty or unrelated question
-        does not). ``mode``: this turn's answer mode instead of :attr:`mode`."""
+        """One turn: link, scope, candidates, answer, check; it joins the history unless empty or unrelated. ``mode``:
+        this turn's answer mode instead of :attr:`mode`."""
         question = (question or "").strip()
         if not question:
             return Turn(question="", status="empty_question",
@@ -228,8 +226,7 @@ class GraphChat:
         return out
 
     def _no_edges(self, turn: Turn, node_sim: np.ndarray, seeds: list[int]) -> None:
-        """A graph without edges: the evidence is the linked and most similar nodes, answered by the LLM (a KG: ranked
-        among them)."""
+        """A graph without edges: the LLM answers on the linked and most similar nodes."""
         top = np.argsort(-node_sim)[:max(self.config.pcst.top_k_nodes, 1)]
         keep = np.unique(np.concatenate([np.asarray(seeds, np.int64), top]))
         turn.scope = turn.evidence = self.index.subgraph(keep, np.zeros(0, np.int64))
@@ -238,9 +235,8 @@ class GraphChat:
         self._llm_answer(turn, [])
 
     def _path_answer(self, turn: Turn, link: Link, node_sim: np.ndarray) -> None:
-        """``paths``: the relation path the question's words name (:mod:`~gr_core.chat.paths`) from the entities it
-        names, else (a follow-up) from the previous turn's start and from its answers, keeping the better; the
-        evidence is the used paths' facts."""
+        """``paths``: the best relation path (:mod:`~gr_core.chat.paths`) from each start set of the link (the better
+        kept); the evidence is its facts."""
         t = time.perf_counter()
         index, kg = self.index, self.index.kg
         begin = link.starts() or [[int(np.argmax(node_sim))]]
@@ -287,8 +283,7 @@ class GraphChat:
 
     def _scoped_answer(self, turn: Turn, link: Link, seeds: list[int], q: np.ndarray, node_sim: np.ndarray,
                        rel_sim: np.ndarray) -> None:
-        """The reasoner and the LLM modes: the scope (:func:`~gr_core.chat.scope.search_scope`), then the reasoner's
-        candidates and reasoning paths, or PCST's evidence, and the answer on them."""
+        """The reasoner and the LLM modes on the scope: the reasoner's candidates and paths, or PCST's evidence."""
         t = time.perf_counter()
         cfg, index = self.config, self.index
         nodes, edges = search_scope(index, seeds, cfg.whole_graph_edges, cfg.scope)
@@ -328,8 +323,8 @@ class GraphChat:
 
     # ------------------------------------------------------------------ the LLM modes
     def _llm_answer(self, turn: Turn, asked: list[int]) -> None:
-        """``ranked`` (the LLM scores the evidence's node names, :mod:`~gr_core.chat.answer`) or ``free`` (it writes
-        the answer); then the check."""
+        """``ranked`` (the LLM scores the evidence's node names, :mod:`~gr_core.chat.answer`) or ``free``; then the
+        check."""
         t, cfg, ev = time.perf_counter(), self.config, turn.evidence
         write = textualize_triples if cfg.evidence_format == "triples" else textualize
         turn.desc = write(TextualGraph(ev.nodes[NODE_COLUMNS], ev.edges[EDGE_COLUMNS]))
@@ -370,8 +365,8 @@ class GraphChat:
         return "Earlier in this conversation:\n" + "".join(kept) + "\n" if kept else ""
 
     def prompt_question(self, question: str, follow_up: bool = True) -> str:
-        """The question the LLM reads after the evidence: for a follow-up the recent conversation, then the kind's
-        template (with the citation request when ``cite``)."""
+        """The question the LLM reads after the evidence: a follow-up's recent conversation, then the kind's template
+        (with the citation request when ``cite``)."""
         dataset = KIND_TEMPLATE[self.config.kind]
         q = cite_question(dataset, question) if self.config.cite else question_for(dataset, question)
         return (self.history_text() if follow_up else "") + q
@@ -394,9 +389,8 @@ class GraphChat:
 
     # ------------------------------------------------------------------ a trained reasoner earns its place
     def decision_cache(self, meta: dict | None = None) -> Path:
-        """Where :meth:`decide` keeps its result: beside the reasoner, keyed by it, the chat's settings, the path
-        ranker's rules as they are now (:func:`~gr_core.chat.paths.rules`) and linking's asked-kind rule, which answer
-        the decision's questions."""
+        """Where :meth:`decide` keeps its result: beside the reasoner, keyed by it, the chat's settings and the path
+        ranker's and linking's rules as they are now."""
         meta = meta or reasoner_meta(self.trained_reasoner)
         key = config_hash({"reasoner": meta["config_hash"], "chat": repr(self.config), "paths": path_ranker.rules(),
                            "link": link_rules()})

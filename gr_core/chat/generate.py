@@ -1,25 +1,17 @@
-"""Questions generated from a graph's own facts, for a graph that comes without questions.
+"""Questions generated from a graph's own facts, for a graph that comes without questions (SynthKGQA, Cattaneo et al.,
+2025: such questions train retrievers that transfer to real ones); docs/chat.md, "A reasoner for a graph without
+questions".
 
-SynthKGQA (Cattaneo et al., 2025) shows that questions generated from a KG's own facts train retrievers that transfer
-to real questions; this module generates them with exact answers, in the forms users write them:
+- **chains** of 1 to ``max_hops`` hops walked from a **topic** (a named entity with 1 to ``max_topic_degree`` facts),
+  either direction at each hop (:func:`walk`); the answers are every named node the path reaches, followed as sets, the
+  topic removed; a path reaching nothing else, more than ``max_answers`` nodes, or passing a set larger than
+  ``max_frontier`` is dropped;
+- **two entities** (a share ``two_entity``): a chain's answers narrowed by a fact with a second named entity
+  (:func:`narrowed`: "what did X direct that stars Y?");
+- **cycles**: a chain of two or more hops over different relations back to the topic alone answers the topic.
 
-- **chains** of 1 to ``max_hops`` hops walked from a **topic** (a named entity with 1 to ``max_topic_degree`` facts), in
-  either direction at each hop (one of the node's distinct ``(relation, direction)`` pairs drawn uniformly, then one
-  of its facts); the answers are every node the path reaches from the topic, followed as sets (``directed_by`` then
-  ``directed_by`` reversed: every film of the same director), the topic and nodes named by identifiers (Freebase's
-  mediators, which the chat passes through and never answers) removed; a path reaching nothing else, more than
-  ``max_answers`` nodes (a hub's list), or passing a set larger than ``max_frontier`` is dropped;
-- **two entities** (a share ``two_entity`` of the questions): a chain's answers narrowed by a fact of theirs with a
-  second named entity ("what did X direct that stars Y?"), the answers those that hold both (GNN-RAG answers such
-  questions from both entities as seeds);
-- **cycles**: a chain of two or more hops over different relations that comes back to the topic and nowhere else
-  answers the topic itself.
-
-Each hop is written in a frame drawn at random from :data:`FRAMES`, from the relation's words
-(:func:`relation_phrase`: ``directed_by`` -> "directed by", ``people.person.nationality`` -> "person nationality"):
-"of" orders ("the {p} of {N}"), possessives ("{N}'s {p}"), verbs ("{N} {p} what"), inverse hops with the middle
-written as "those ... " or "something whose ..."; many wordings of one path, so that a reasoner learns the relation
-words rather than one template.
+Each hop is written in a frame drawn at random from :data:`FRAMES` with the relation's words (:func:`relation_phrase`),
+many wordings of one path, so that a reasoner learns the relation words rather than one template.
 """
 from __future__ import annotations
 
@@ -117,10 +109,9 @@ class GeneratedQuestion:
 
 
 def relation_phrase(name: str) -> str:
-    """A relation's name as words: a URI's last segment (``<...>`` and a prefix such as ``ns:`` dropped), the last two
-    segments of a dotted (Freebase) name, ``_``, ``-`` and camelCase split, lower case.
-    ``relation_phrase("directed_by") == "directed by"``,
-    ``relation_phrase("people.person.place_of_birth") == "person place of birth"``."""
+    """A relation's name as words: a URI's last segment (a prefix such as ``ns:`` dropped), the last two segments of a
+    dotted (Freebase) name, ``_``, ``-`` and camelCase split, lower case ("people.person.place_of_birth" -> "person
+    place of birth")."""
     text = str(name).strip().strip("<>")
     if " " not in text:  # a name, not words already
         text = re.sub(r"^[A-Za-z][\w-]*:(?!//)(?=\S)", "", text)  # a prefix ("ns:", "schema:"), not a URI's scheme
@@ -132,7 +123,7 @@ def relation_phrase(name: str) -> str:
 
 def graph_phrase_twins(kg: KnowledgeGraph) -> dict[str, int]:
     """Each relation phrase of ``kg`` -> a twin group (:meth:`~gr_core.kg.KnowledgeGraph.twin_relations`), relations
-    sharing a phrase joined (they are one row of a word's fit); computed once per graph."""
+    sharing a phrase joined; computed once per graph."""
     def make() -> dict[str, int]:
         phrases = relation_phrases(kg)
         first: dict[tuple, int] = {}
@@ -162,8 +153,7 @@ def chain_text(path: tuple[Hop, ...], relations: list[str], rng: np.random.Gener
 
 
 def reach(kg: KnowledgeGraph, topic, path: tuple[Hop, ...], max_frontier: int | None = None) -> np.ndarray | None:
-    """The node rows ``path`` reaches from ``topic`` (a row or rows), followed as sets; None when an intermediate set
-    grows past ``max_frontier``."""
+    """The node rows ``path`` reaches from ``topic`` (rows), followed as sets; None past ``max_frontier``."""
     current = np.atleast_1d(np.asarray(topic, np.int64))
     for hop in path:
         current = kg.follow(current, hop.relation, hop.inverse)
@@ -175,7 +165,8 @@ def reach(kg: KnowledgeGraph, topic, path: tuple[Hop, ...], max_frontier: int | 
 
 
 def walk(kg: KnowledgeGraph, node: int, hops: int, rng: np.random.Generator) -> tuple[Hop, ...] | None:
-    """A random relation path of ``hops`` steps from ``node`` (module docstring); None at a dead end."""
+    """A random relation path of ``hops`` steps from ``node``, one of the node's distinct ``(relation, direction)``
+    pairs drawn uniformly, then one of its facts; None at a dead end."""
     path = []
     for _ in range(hops):
         start, end = kg.indptr[node], kg.indptr[node + 1]
@@ -209,8 +200,7 @@ def narrowed(kg: KnowledgeGraph, answers: np.ndarray, topic: int, rng: np.random
 
 
 def topic_pool(kg: KnowledgeGraph, cfg: GenerationConfig) -> np.ndarray:
-    """``(T,)`` the entities a question may be about: named (no user writes an identifier), 1 to
-    ``max_topic_degree`` facts."""
+    """``(T,)`` the entities a question may be about: named, 1 to ``max_topic_degree`` facts."""
     return np.flatnonzero(kg.named & (kg.degree >= 1) & (kg.degree <= cfg.max_topic_degree))
 
 

@@ -1,11 +1,8 @@
-"""GNN-RAG's reasoner for a graph that comes without questions: trained on questions generated from its facts, served
-on the same scope, and kept only where it answers its own held-out questions better than the path ranker.
-
-:func:`train_graph_reasoner` generates the questions (:mod:`.generate`), builds each one's input on the scope a turn
-would search for its entities (:func:`~gr_core.chat.scope.search_scope`: training and serving see the same graphs),
-trains ReaRev with the existing code (:func:`gr_core.gnn_rag.train_reasoner`) and caches it under
-``.cache/chat/reasoners/``, with held-out questions (:func:`generated_dataset`) on which the chat serves it only where
-it beats the path ranker (:func:`gr_core.chat.conversation.decide`). :func:`reasoner_candidates` is its answer step.
+"""GNN-RAG's reasoner for a graph that comes without questions (docs/chat.md, "A reasoner for a graph without
+questions"): :func:`train_graph_reasoner` trains ReaRev on questions generated from its facts (:mod:`.generate`), each
+on the scope a turn would search (:func:`~gr_core.chat.scope.search_scope`), with held-out questions on which the chat
+serves it only where it beats the path ranker (:func:`gr_core.chat.conversation.decide`); :func:`reasoner_candidates`
+is its answer step.
 """
 from __future__ import annotations
 
@@ -33,11 +30,9 @@ from .scope import question_graph, read_question, scope_tensors, search_scope
 
 FORMAT_VERSION = 12  # keys the cache: bump when the training questions or their reading change
 MIN_QUESTIONS = 20  # fewer generated questions than this train no reasoner (a graph too small: TooFewQuestions)
-DECISION_QUESTIONS = 300  # questions generated for the choice between the reasoner and the path ranker (a quarter of
-#                           a smaller budget, at least 40; at least 2 a graph where one reasoner serves many)
+DECISION_QUESTIONS = 300  # questions generated to decide between the reasoner and the path ranker (at most)
 DECISION_TOPICS = 5  # one topic in this many is the decision's, never a training question's
-# How a reasoner trained on generated questions reads a question: the words that name relations (scope.read_question),
-# a relation's twins set aside (docs/chat.md, "A reasoner for a graph without questions").
+# How a reasoner trained on generated questions reads a question: the words that name relations (scope.read_question)
 GENERATED_READING = ReasonerConfig(relation_match=True, relation_words_only=True, twin_relations=True)
 
 
@@ -50,14 +45,11 @@ class GraphReasonerConfig:
     """Training a reasoner on generated questions (defaults: the chat's budget, docs/chat.md).
 
     Attributes:
-        generation: how many questions, of which forms (:class:`~gr_core.chat.generate.GenerationConfig`).
-        reasoner: ReaRev's settings (GNN-RAG's, reading the question's relation words: :data:`GENERATED_READING`).
-        num_epochs: at most this many epochs; the best on the held-out generated questions is kept (3: real questions
+        generation: the generated questions; reasoner: ReaRev's settings (:data:`GENERATED_READING`).
+        num_epochs: at most this many epochs, the best on ``val_fraction`` of the questions kept (3: real questions
             were answered worse after more, the templates being learned rather than the relations; CHANGELOG.md).
         time_budget_s: no epoch starts that would end past this (0: none); building the data is not counted.
-        val_fraction: generated questions held out to choose the epoch.
-        lr, batch_size: GNN-RAG's (:class:`~gr_core.gnn_rag.ReasonerTrainConfig`).
-        seed: the training seed (the generator has its own).
+        lr, batch_size: GNN-RAG's (:class:`~gr_core.gnn_rag.ReasonerTrainConfig`); seed: the training seed.
     """
 
     generation: GenerationConfig = field(default_factory=GenerationConfig)
@@ -87,16 +79,13 @@ def read_for(index: ChatIndex, vectors: WordVectors, masked: str, reasoner: Reas
 
 def generated_dataset(indexes: list[ChatIndex], cfg: GraphReasonerConfig, scope: dict, store: EmbeddingStore
                       ) -> tuple[list, list, list, dict]:
-    """Generate every graph's questions (the budget split evenly; graph ``k`` seeded ``generation.seed + k``) and
-    :data:`DECISION_QUESTIONS` more, and build the training questions' reasoner inputs as a turn builds them: linked
-    from the question's text (:func:`~gr_core.chat.link.link_question`; nothing linked: the ``link_k`` most similar
-    nodes), read with the linked entities written "it", on the scope of those seeds.
+    """Generate every graph's questions (the budget split evenly; graph ``k`` seeded ``generation.seed + k``) and the
+    decision's apart (another seed, :data:`~gr_core.chat.generate.HELD_OUT_FRAMES`, 1-3 hops, a fifth of the topics),
+    and build the training questions' reasoner inputs as a turn builds them (linked from the text, on its scope).
 
     Returns:
-        ``(question graphs, their ``(graph, question)``, the decision questions as records, counts)``: the decision
-        questions are generated apart (another seed, :data:`~gr_core.chat.generate.HELD_OUT_FRAMES`, chains of up to
-        3 hops, about a fifth of the topics, which no training question asks about); a cycle (its answer a question
-        entity, which the reasoner never answers) is never trained on.
+        ``(question graphs, their ``(graph, question)``, the decision questions as records, counts)``; cycles (the
+        answer a question entity, which the reasoner never answers) are not trained on.
     """
     made, decision = [], []
     for k, index in enumerate(indexes):
@@ -148,13 +137,12 @@ def train_graph_reasoner(indexes: ChatIndex | list[ChatIndex], cfg: GraphReasone
 
     Args:
         indexes: the chat's index of one graph, or several (one reasoner for them all).
-        scope: the scope rule, ``{"whole_graph_edges", "scope", "link_k"}`` (:func:`~gr_core.chat.scope.search_scope`
-            and the nodes that seed it when a question links none; default: :class:`~gr_core.chat.ChatConfig`'s): each
-            question is trained on the graph a turn asking it would search.
+        scope: ``{"whole_graph_edges", "scope", "link_k"}`` of :class:`~gr_core.chat.ChatConfig` (default: its
+            defaults): each question is trained on the graph a turn asking it would search.
         encoder: the sentence encoder the indexes were built with (default: the embedded MiniLM).
     Returns:
         the saved reasoner's path; its ``meta`` records the relations, the generation counts, the history, the
-        held-out H@1 and its questions (each with its graph), the seconds and the decision questions.
+        held-out H@1 and its questions, the seconds and the decision questions.
     Raises:
         TooFewQuestions: fewer than :data:`MIN_QUESTIONS` questions could be generated.
     """
@@ -222,10 +210,10 @@ def training_record(path) -> dict:
 
 
 def reasoner_candidates(index: ChatIndex, reasoner, nodes: np.ndarray, edges: np.ndarray, seed_options, q, q_masked,
-                        reading, max_candidates: int = 5) -> tuple[list[tuple[int, float]], np.ndarray, np.ndarray]:
+                        reading) -> tuple[list[tuple[int, float]], np.ndarray, np.ndarray]:
     """GNN-RAG's answer step on a scope: the reasoner's node distribution from each seed set in ``seed_options``
-    (positions in ``nodes``; the set whose best non-seed node is most probable is kept), its 0.95-mass candidates
-    (identifier-named nodes are steps, never answers; where the reasoner stops on them, the named nodes they link:
+    (positions in ``nodes``; the set whose best non-seed node is most probable kept), its 0.95-mass candidates
+    (identifier-named nodes never answer: where it stops on them, the named nodes beyond them,
     :func:`~gr_core.gnn_rag.named_beyond`).
 
     Returns:
@@ -242,4 +230,4 @@ def reasoner_candidates(index: ChatIndex, reasoner, nodes: np.ndarray, edges: np
     if not ranked:
         mids = select_candidates(probs, seeds)
         ranked = named_beyond(probs, mids, shared["edge_index"].numpy(), seeds | unnamed) or mids
-    return [(int(nodes[c]), p) for c, p in ranked[:max_candidates]], options[best], probs
+    return [(int(nodes[c]), p) for c, p in ranked[:5]], options[best], probs

@@ -23,18 +23,17 @@ from ..text_encoder import EmbeddingStore, encoder_identity
 from .generate import relation_phrase
 
 FORMAT_VERSION = 7  # bump when the cached index layout or its name keys change
-# The chat's one list of function words: never an entity name on their own (linking: "the" is no node), and, but for
-# the words that ask (chat/paths.py STOPWORDS), no relation's name (the auxiliary "have" would name every "has ...") ...
+# The chat's one list of function words: never an entity name on their own, and, but for the words that ask
+# (paths.STOPWORDS), no relation's name (the auxiliary "have" would name every "has ...") ...
 FUNCTION_WORDS = frozenset(
     "a an the of in on at to for by with and or is are was were be do does did have has had what which who whom whose "
     "when where why how that this it its from as me i you he she they them his her their also about any some all there "
     "other same".split())
-# ... and, with the words questions about films are full of, the words that do not count as content words: neither in
-# a name written in part nor for whether a question names an entity ("the films of ..." names no entity "Films")
+# ... and with the words questions about films are full of, the words that are no content words of a name ("the films
+# of ..." names no entity "Films")
 STOP_WORDS = FUNCTION_WORDS | {"star", "movie", "movies", "film", "films"}
-# A word: letters and digits, with apostrophes, periods and hyphens inside. An underscore separates words as a space
-# does: knowledge-graph dumps join a name's words with it ("Lionel_Messi", "ferdinand_i_of_austria"), and a question
-# may write the name either way. An identifier (``m.0b_x``, :data:`~gr_core.kg.IDENTIFIER`) is one word.
+# A word: letters and digits, with apostrophes, periods and hyphens inside; an underscore separates words as a space
+# does (KG dumps write "Lionel_Messi"); an identifier (``m.0b_x``, :data:`~gr_core.kg.IDENTIFIER`) is one word.
 WORD = re.compile(rf"(?<![\w.])(?:{IDENTIFIER.pattern})(?![\w.])|(?:[^\W_]|['’.-])+", re.U)
 # a node's kind: 0 a thing, 1 a person, 2 a place (the prototype text its name's vector is nearest), 3 a date (DATE)
 KIND_PROTOTYPES = ("a thing", "a person's name", "a city, country or place")
@@ -43,21 +42,19 @@ DATE = re.compile(r"^(\d{4}|\d{4}-\d\d(-\d\d)?(t[\d:]+z?)?|\d{1,2} [a-z]+ \d{4}|
 
 def word_key(word: str) -> str:
     """How one word of a name or of a question is compared: lowercase, accents dropped ("Chávez" = "chavez"), a
-    possessive "'s" and leading and trailing periods and apostrophes stripped ("W." = "w", "Shays'" = "shays",
-    "Hanks's" = "hanks": "Tom Hanks's films" names Tom Hanks)."""
+    possessive "'s" and leading and trailing periods and apostrophes stripped ("W." = "w", "Hanks's" = "hanks")."""
     folded = unicodedata.normalize("NFKD", word.lower())
     return re.sub(r"['’]s$", "", "".join(c for c in folded if not unicodedata.combining(c))).strip(".'’")
 
 
 def name_key(text: str) -> str:
-    """A node name as the linker looks it up: its words' :func:`word_key` ("George W. Bush" and "george w bush" are
-    the same name; questions are often typed without accents or the abbreviation's period)."""
+    """A node name as the linker looks it up: its words' :func:`word_key` ("George W. Bush" = "george w bush")."""
     return " ".join(k for k in map(word_key, WORD.findall(text)) if k)
 
 
 def word_spans(text: str) -> list[tuple[int, int, str]]:
-    """``(start, end, word_key)`` of each word of ``text``, the span without a possessive "'s" or the leading and
-    trailing periods and apostrophes :func:`word_key` drops (so that masking keeps them)."""
+    """``(start, end, word_key)`` of each word of ``text``, the span without what :func:`word_key` drops (so that
+    masking keeps it)."""
     out = []
     for m in WORD.finditer(text):
         word = m.group()
@@ -98,8 +95,8 @@ class ChatIndex:
 
     Shapes:
         ``node_emb``: ``(num_nodes, dim)`` float32, L2-normalized; ``rel_emb``: ``(num_relations, dim)``;
-        ``phrase_emb``: ``{phrase: (dim,)}``, each :func:`~gr_core.chat.generate.relation_phrase`'s vector (read by the
-        path ranker); ``node_ids``: ``(num_nodes,)`` the graph's own node ids (shown in the prompt and the evidence).
+        ``phrase_emb``: ``{phrase: (dim,)}``, each relation phrase's vector; ``node_ids``: ``(num_nodes,)`` the
+        graph's own node ids.
     """
 
     kg: KnowledgeGraph
@@ -200,15 +197,8 @@ class ChatIndex:
 
 
 def answer_kinds(entities: list[str], node_emb: np.ndarray, prototypes: np.ndarray) -> np.ndarray:
-    """Each node's kind (:data:`KIND_PROTOTYPES`; 3 for a name that is a date or a year; an identifier is a thing),
-    from the graph alone.
-
-    Args:
-        entities: the node names ``(N,)``; node_emb: their L2-normalized vectors ``(N, dim)``; prototypes: the
-            vectors of :data:`KIND_PROTOTYPES` ``(3, dim)``.
-    Returns:
-        ``(N,)`` int64.
-    """
+    """``(N,)`` int64 each node's kind (:data:`KIND_PROTOTYPES`; 3 for a date or a year; an identifier is a thing):
+    ``entities`` ``(N,)`` names, ``node_emb`` ``(N, dim)`` their vectors, ``prototypes`` ``(3, dim)`` the kinds'."""
     kinds = np.argmax(node_emb @ prototypes.T, axis=1).astype(np.int64) if len(entities) else np.zeros(0, np.int64)
     for i, name in enumerate(entities):
         if DATE.match(str(name).strip().lower()):

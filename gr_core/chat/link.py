@@ -1,10 +1,6 @@
-"""Step 1, **link**: the entities a question names, once per turn, and whether the question is about the graph.
-
-:func:`link_question` finds the node names written in the question (:func:`find_names`; else a name written in part,
-:func:`partial_match`), carries the previous turn's entities into a follow-up, writes the named entities as "it"
-(:func:`masked`: what the path ranker and the reasoner read) and records which rule took the question as about the
-graph (:func:`about`; "" when none does, and the chat answers "not in the graph" without a model).
-"""
+"""Step 1, **link**: the entities a question names (:func:`link_question`: names written whole, :func:`find_names`,
+else in part, :func:`partial_match`; a follow-up's carried ones; the question :func:`masked`), and whether the question
+is about the graph (:func:`about`). docs/chat.md, "How a turn is answered"."""
 from __future__ import annotations
 
 import re
@@ -20,25 +16,20 @@ from .index import FUNCTION_WORDS, STOP_WORDS, WORD, ChatIndex, joined_spans, sc
 # A follow-up question: a leading "and" / "what about", or a pronoun that points back at the last turn
 FOLLOW_UP = re.compile(r"^\s*(and|also|what about|how about)\b|\b(it|its|they|them|their|he|him|his|she|her|that|"
                        r"this|those|these|there|the same)\b", re.I)
-# The words after "what" / "which", up to the first function word and at most ASKED_TYPE_WORDS ("what language do
-# ...", "which type of music did ...", "what basketball teams has ...") name the kind of answer asked for, not the
-# entity asked about: they link no one-word name and no name written in part (the answer "Maasai language" for "what
-# language do the maasai tribe speak"). Chosen on WebQSP's val mini-graphs and measured on every family (docs/chat.md,
-# "What each rule does").
+# Each rule measured on every family (docs/chat.md, "What each rule does"; bench/chat_rules.py sets them).
+# The words after "what" / "which" (:func:`asked_type`) name the kind of answer asked for, not the entity asked about:
+# they link no one-word name and no name in part ("what language do the maasai tribe speak")
 ASKED_TYPE = True
 ASKED_TYPE_WORDS = 2  # content words at most: "what music period", "what type of art"; "what country borders slovakia"
-# A one-word name beside a longer one in a question typed without capitals ("... plays in fc barcelona and is born in
-# rosario") may be a second entity or a common word: its paths answer only where they meet the named entity's
-# (:func:`~gr_core.chat.paths.rank_paths` ``optional``), and it stays unmasked. Measured on every family (docs/chat.md).
+# A one-word name beside a longer one in a question without capitals ("... in fc barcelona and is born in rosario") may
+# be a second entity or a common word: its paths answer only where they meet the named entity's, and it stays unmasked
 UNCASED_PAIRS = True
-# A question writes names capitalized when a word after its first holds a capital ("I" aside): sentence case alone
-# ("Who plays in fc barcelona and was born in rosario?") marks no name, and is read as a question without capitals.
+# Names are capitalized when a word after the first holds a capital ("I" aside): sentence case alone marks no name
 SENTENCE_CASE = True
 
 
 def rules() -> tuple:
-    """Linking's rules as they are now, read at the call (``bench/chat_rules.py`` sets them): part of the key of a
-    cached decision of the chat, as :func:`~gr_core.chat.paths.rules` is."""
+    """Linking's rules as they are now: part of the key of a cached decision, as :func:`~gr_core.chat.paths.rules`."""
     return ASKED_TYPE, ASKED_TYPE_WORDS, UNCASED_PAIRS, SENTENCE_CASE
 
 
@@ -87,10 +78,9 @@ class Link:
 
 
 def asked_type(words: list[str]) -> set[int]:
-    """Positions in ``words`` (a question's words, :data:`~gr_core.chat.index.WORD`) of the phrase after its first
-    "what" / "which" that names the kind of answer asked for: up to :data:`ASKED_TYPE_WORDS` words, joined by "of",
-    ended by any other function word or, in a question with capitals, by a capitalized word (an entity: "which Tom
-    Hanks film"). Empty when :data:`ASKED_TYPE` is off.
+    """Positions in ``words`` (a question's words) of the phrase after its first "what" / "which" that names the kind
+    of answer asked for: up to :data:`ASKED_TYPE_WORDS` words, joined by "of", ended by any other function word or, in
+    a question with capitals, by a capitalized word ("which Tom Hanks film"). Empty when :data:`ASKED_TYPE` is off.
 
     >>> sorted(asked_type("what type of music did mozart compose".split()))
     [1, 2, 3]
@@ -136,19 +126,16 @@ def _bracketed(index: ChatIndex, span: str) -> list[int]:
 
 
 def find_names(index: ChatIndex, question: str, uncased: bool = True) -> list[int]:
-    """Node rows whose name the question writes: ``[Name]`` spans, else the longest word n-grams equal to a node name
-    (:func:`~gr_core.chat.index.name_key`; not overlapping; a one-word name only when it is not a stop word and is
-    capitalized mid-sentence or written with a digit, or, ``uncased``, in a question without capitals
-    (:func:`has_capitals`) when no longer name links: half of WebQSP's lowercase questions linked nothing otherwise,
-    CHANGELOG.md; nor a word of the phrase that asks for the answer's kind, :func:`asked_type`). In the order they
-    appear in the question."""
+    """Node rows whose name the question writes, in its order: ``[Name]`` spans, else the longest word n-grams equal
+    to a node name (not overlapping; a one-word name only when it is not a stop word nor in :func:`asked_type`, and is
+    capitalized mid-sentence or written with a digit, or, ``uncased``, in a question without capitals when no longer
+    name links: half of WebQSP's lowercase questions linked nothing otherwise, CHANGELOG.md)."""
     return written_names(index, question, uncased)[0]
 
 
 def written_names(index: ChatIndex, question: str, uncased: bool = True) -> tuple[list[int], list[int]]:
     """:func:`find_names`'s rows, and the one-word names of a question without capitals that a longer name kept out
-    ("which player plays in fc barcelona and is born in rosario": "rosario"): a second entity the question may name,
-    or a word that is also some node's name ("who plays in fc barcelona as a forward")."""
+    ("... plays in fc barcelona and is born in rosario": "rosario", a second entity or a mere word)."""
     if found := [r for span in BRACKET.findall(question) for r in _bracketed(index, span)]:
         return list(dict.fromkeys(found)), []
     words = WORD.findall(BRACKET.sub(r"\1", question))
@@ -179,10 +166,9 @@ def written_names(index: ChatIndex, question: str, uncased: bool = True) -> tupl
 
 def partial_match(index: ChatIndex, question: str) -> tuple[list[int], int, int]:
     """Where no name is written whole: the nodes whose name shares the most content words with the question (3 letters
-    or more, not stop words; in a question with capitals only words capitalized mid-sentence: "heskey" -> "Emile
-    Heskey"; not the words asking for the answer's kind, :func:`asked_type`); ties go to the name the question
-    covers most of, then to the node of highest degree. Returns ``(rows, words shared, words of the name)``,
-    ``([], 0, 0)`` when no word is shared."""
+    or more, not stop words nor :func:`asked_type`'s; with capitals only words capitalized mid-sentence: "heskey" ->
+    "Emile Heskey"); ties go to the name the question covers most of, then to the node of highest degree. Returns
+    ``(rows, words shared, words of the name)``, ``([], 0, 0)`` when none is shared."""
     raw = WORD.findall(BRACKET.sub(r"\1", question))
     cased = has_capitals(raw)
     asked = asked_type(raw)
@@ -198,8 +184,8 @@ def partial_match(index: ChatIndex, question: str) -> tuple[list[int], int, int]
 
 def names_the_graph(index: ChatIndex, rows, hub: bool = True) -> bool:
     """Whether writing the names of the nodes ``rows`` makes a question about this graph: one of them has a name of two
-    or more content words, or (``hub``) is the graph's hub, its node of highest degree (a WebQSP mini-graph's topic,
-    "arizona"). Another one-word name ("up", "speed" in a film KG) does not: such words are common in any question."""
+    or more content words, or (``hub``) is the node of highest degree (a WebQSP mini-graph's topic); another one-word
+    name ("up", "speed" in a film KG) is common in any question."""
     degree = index.kg.degree
     top = int(degree.max()) if len(degree) and hub else 0
     return any(top and degree[r] == top or sum(w not in STOP_WORDS for w in WORD.findall(
@@ -207,20 +193,19 @@ def names_the_graph(index: ChatIndex, rows, hub: bool = True) -> bool:
 
 
 def masked(index: ChatIndex, question: str, rows, written=None) -> str:
-    """``question`` with the mentions of the nodes ``rows`` written "it". First every name as
-    :func:`~gr_core.gnn_rag.topic_masked` matches it (without case, word-bounded, brackets included); then, for the
-    nodes the question writes (``written``, default all ``rows``), a run of words that is the name written another way
-    ("hugo chavez" for "Hugo Chávez"), then the name's content words ("Heskey" for "Emile Heskey"; in a question with
-    capitals only capitalized ones), neighbours joined by stop words made one "it". A possessive keeps its "'s"."""
+    """``question`` with the mentions of the nodes ``rows`` written "it": every name as
+    :func:`~gr_core.gnn_rag.topic_masked` matches it; then, for the nodes the question writes (``written``, default all
+    ``rows``), a run of words that is the name written another way ("hugo chavez" for "Hugo Chávez"), then the name's
+    content words ("Heskey" for "Emile Heskey"), neighbours joined by stop words one "it"; a possessive keeps its
+    "'s"."""
     names = sorted({scene_name(index.kg.entities[r]) for r in rows}, key=lambda n: (-len(n), n))
     loose = {scene_name(index.kg.entities[r]) for r in (rows if written is None else written)}
     out, left = question, []
     for name in names:
         literal = topic_masked(out, [name])
-        if literal != out:
-            out = literal
-        elif name in loose:
+        if literal == out and name in loose:
             left.append(name)
+        out = literal
     cased = has_capitals(WORD.findall(question))
     for whole in (True, False):
         for name in list(left):
@@ -263,10 +248,9 @@ def link_question(index: ChatIndex, question: str, previous=None) -> Link:
 def about(index: ChatIndex, question: str, link: Link, node_sim: float, relation_sim: float | None,
           relevance_threshold: float, relation_threshold: float) -> str:
     """The first rule that takes ``question`` as about the graph: ``follow-up``; ``named`` (a ``[Name]`` or a name of
-    two or more content words written whole); ``similar`` (its best node similarity ``node_sim`` and best relation
-    similarity ``relation_sim`` at or above the thresholds; the KG relation threshold separates MetaQA questions from
-    off-topic ones, CHANGELOG.md); ``in part`` (a name written in part with two or more words and at least half of
-    them); ``hub`` (a one-word name of the graph's hub); "" when none holds."""
+    two or more content words written whole); ``similar`` (its best node and relation similarities at or above the
+    thresholds); ``in part`` (two or more words and at least half of a name); ``hub`` (a one-word name of the graph's
+    hub); "" when none holds."""
     whole = bool(link.named) and link.in_part == (0, 0)
     shared, size = link.in_part
     reasons = {"follow-up": link.follow_up,

@@ -18,9 +18,9 @@ from .config import CHECKPOINT_PRESETS, KIND_DATASETS
 def find_checkpoint(kind: str, outputs: str | Path | None = None, llm_model: str | None = None,
                     presets=CHECKPOINT_PRESETS) -> Path | None:
     """The run directory of a trained G-Retriever for ``kind`` (``outputs/<preset>/runs/<dataset>-g_retriever-seed*``),
-    best preset first, then dataset order of :data:`KIND_DATASETS`; only finished runs whose ``metrics.json`` and
-    ``ckpt/best.pt`` carry the hash of their ``config.json`` (a killed or running training has a ``best.pt`` from its
-    first epoch on) and, when ``llm_model`` is given, that were trained on that LLM."""
+    best preset first, then dataset order of :data:`KIND_DATASETS`; only finished runs (:func:`_finished`) whose
+    ``ckpt/best.pt`` carries their config's hash (a running training has one from its first epoch on) and, when
+    ``llm_model`` is given, that were trained on that LLM."""
     root = Path(outputs or os.environ.get(OUTPUTS_ENV) or repo_root() / "outputs")
     for preset in presets:
         for dataset in KIND_DATASETS[kind]:
@@ -35,8 +35,8 @@ def find_checkpoint(kind: str, outputs: str | Path | None = None, llm_model: str
 
 
 def _finished(run_dir: Path) -> tuple[RunConfig, str] | None:
-    """``(its RunConfig, config hash)`` where ``run_dir`` holds a training that finished (its config, its best
-    checkpoint and metrics of that config), else None."""
+    """``(its RunConfig, config hash)`` where ``run_dir`` holds a finished training (config, best checkpoint and
+    metrics of that config), else None."""
     if not all((run_dir / f).is_file() for f in ("config.json", "metrics.json", "ckpt/best.pt")):
         return None
     cfg = RunConfig.read(run_dir)
@@ -75,8 +75,7 @@ def load_answerer(model: str, kind: str, llm_model: str, device: str, max_txt_le
 
 
 def checkpoint_in_dim(state: dict, run_dir: Path | str = "") -> int:
-    """The text-embedding width a checkpoint's graph encoder was trained on (its first layer's input), from the
-    checkpoint's ``model`` state dict."""
+    """The text-embedding width a checkpoint's graph encoder (its ``model`` state dict) was trained on."""
     for name, value in state.items():
         if name.startswith("gnn.") and name.endswith("weight") and value.dim() == 2:
             return int(value.shape[1])

@@ -1,22 +1,15 @@
-"""Step 3, **candidates** from relation paths: the answer that needs no training. docs/chat.md ("The relation paths")
-gives the whole reading with examples, and where each weight was chosen.
+"""Step 3, **candidates** from relation paths: the answer that needs no training (docs/chat.md, "The relation paths":
+the whole reading with examples, and where each weight was chosen).
 
-Every relation path of 1 to ``max_hops`` hops from the question's entity is followed as a set; the path the question's
-words name best gives the answer (the nodes it reaches). A path is read in **units**: one per hop, but a hop into an
-identifier-named node (a Freebase mediator, ``m.0abc``) and the hop out of it are one *fact*, and a hop followed back
-over the same relation or its twin (:meth:`~gr_core.kg.KnowledgeGraph.twin_relations`) is a *back* unit ("the films of
-the same director"). The masked question is read as mentions (:func:`read_words`), each with a **fit** to each relation
-in reach (:func:`relations_in_reach`, :func:`lexical_similarity`, :func:`margins`). Each unit takes one mention (the
-best pairs first), a back unit a word of sameness or a mention written twice. A path scores:
+Every relation path of 1 to ``max_hops`` hops from the question's entity is followed as a set, read in **units**
+(:func:`path_units`: a hop, a mediator's *fact*, a *back* step); the masked question is read as mentions
+(:func:`read_words`), each with a fit to each relation in reach. A path scores:
 
     sum over its units of (fit of its word - TAU)  -  UNEXPLAINED * sum over the question's words it leaves unnamed of
     max(0, their best fit)  -  HOP * (units - 1)  +  ORDER (units read outward)  +  KIND (answers of the asked kind)
 
-so a path goes on only where a word names its next relation. TYPE adds the answers' mean cosine to the words asking
-the answer's kind ("what language"); among the paths of as many units as the best one, SEMANTIC times the whole
-question's cosine to its closest unit (:meth:`Words.similarity`). Two named entities are answered where their
-``PAIR_TOP`` best paths meet (:func:`pairs`), against the best single path less ENTITY; a path of two or more units
-back to the entity alone answers the entity (a cycle).
+plus TYPE (:func:`kind_term`) and, among the paths of the best one's length, SEMANTIC (:meth:`Words.similarity`); two
+named entities are answered where their paths meet (:func:`pairs`).
 """
 from __future__ import annotations
 
@@ -31,28 +24,22 @@ from ..kg import KnowledgeGraph
 from .generate import Hop, reach, relation_phrases
 from .index import FUNCTION_WORDS, WordVectors
 
-# the score's weights (module docstring), chosen on MetaQA's dev questions (docs/chat.md, "The relation paths")
+# the score's weights (module docstring), chosen on MetaQA's dev questions; TYPE (the answers' cosine to the words
+# asking for their kind) on WebQSP's val mini-graphs. Each rule below is measured off in docs/chat.md ("What each rule
+# does"; bench/chat_rules.py sets them)
 TAU, UNEXPLAINED, SAME_FIT, ORDER, HOP, KIND, LEXICAL = 0.05, 0.5, 0.3, 0.02, 0.1, 0.1, 0.8
 ENTITY = 0.25  # what a single path loses for a second entity the question names that it leaves out
-# TYPE times the mean cosine of a path's answers to the words that ask for the answer's kind ("what language", "what
-# team": :func:`~gr_core.chat.link.asked_type`); chosen on WebQSP's val mini-graphs (docs/chat.md)
 TYPE = 0.1
-# the reading's rules, each measured off in docs/chat.md ("What each rule does"): neighbouring words as one mention,
-# a path back to its entity as an answer, twins (one fact stored twice, Freebase's inverses) followed back: a step back
+# neighbouring words as one mention, a path back to its entity as an answer, twins followed back: a step back
 MENTIONS, CYCLES, TWIN_STEPS = True, True, True
-# a cycle takes two units: one mediator fact back to its own subject ("X -> roster -> player: X") is not one (True: the
-# rule before, counting hops); chosen on WebQSP's val mini-graphs (docs/chat.md)
-FACT_CYCLES = False
+FACT_CYCLES = False  # a cycle takes two units, not hops: a mediator fact back to its own subject is none
 PAIR_TOP = 40  # paths per entity tried in pairs, the best by the words they name
-# a word's fit is against the relations in reach of the question's entities, not every relation of the graph (chat.md)
-IN_REACH = True
-# "what type (kind, form, sort) of X" asks for an X: the frame word names no relation (chat.md)
+IN_REACH = True  # a word's fit is against the relations in reach of the question's entities, not the whole graph's
+# "what type (kind, form, sort) of X" asks for an X: the frame word names no relation
 KIND_FRAMES = frozenset("type types kind kinds form forms sort sorts".split())
-# the whole question's cosine to a path, among paths of the best one's length; chosen on WebQSP's val unions (chat.md)
-SEMANTIC = 0.6
-# words read together (a mention's; two mentions joined by a bare "of": "place of death") also fit by their mean;
-# KIND_ONLY: question words read by KIND only ("where" as a word fit 'location' and sent the path on from a birthplace
-# to its country; chosen on WebQSP's val mini-graphs and unions). Both in chat.md
+SEMANTIC = 0.6  # the whole question's cosine to a path, among paths of the best one's length (WebQSP's val unions)
+# JOINT: words read together (a mention's; two mentions joined by a bare "of": "place of death") also fit by their
+# mean; KIND_ONLY: question words read by KIND only ("where" fit 'location' and sent a path on from a birthplace)
 JOINT, KIND_ONLY = True, frozenset({"where"})
 
 
@@ -102,9 +89,9 @@ def asked_kind(question: str) -> int | None:
     return min(hits)[1] if hits else None
 
 
-def shares_stem(word: str, phrase: str, min_stem: int = 3) -> bool:
+def shares_stem(word: str, phrase: str) -> bool:
     """Whether ``word`` and a word of the relation phrase ``phrase`` share a stem (Snowball English): one stem, at
-    least ``min_stem`` letters long, begins the other (acted / actors, director / directed by).
+    least 3 letters long, begins the other (acted / actors, director / directed by).
 
     >>> shares_stem("acted", "starred actors"), shares_stem("director", "directed by")
     (True, True)
@@ -112,7 +99,7 @@ def shares_stem(word: str, phrase: str, min_stem: int = 3) -> bool:
     False
     """
     stems = (sorted((stem(word), stem(x)), key=len) for x in phrase.split() if x not in RELATION_FILLERS)
-    return any(len(short) >= min_stem and long_.startswith(short) for short, long_ in stems)
+    return any(len(short) >= 3 and long_.startswith(short) for short, long_ in stems)
 
 
 def lexical_similarity(cosines: np.ndarray, words: list[str], phrases: list[str], lexical: float = LEXICAL
@@ -129,10 +116,9 @@ def lexical_similarity(cosines: np.ndarray, words: list[str], phrases: list[str]
 
 
 def margins(sims: np.ndarray, groups: np.ndarray | None = None) -> np.ndarray:
-    """How well each question word (a column of ``sims``, ``(P, W)``: :func:`lexical_similarity` to each relation
-    phrase, those in reach for the path ranker: :func:`relations_in_reach`) picks each relation out: its similarity
-    less its best similarity to any other relation, its ``groups`` ``(P,)`` mates (twins) excepted. Returns ``(P, W)``;
-    with a single relation (or group) the similarities unchanged.
+    """``(P, W)`` how well each question word (a column of ``sims`` ``(P, W)``, its similarity to each relation
+    phrase) picks each relation out: its similarity less its best to any other relation, its ``groups`` ``(P,)`` mates
+    (twins) excepted; with a single relation (or group) the similarities unchanged.
 
     >>> margins(np.array([[0.6, 0.5], [0.3, 0.5]])).round(2).tolist()
     [[0.3, 0.0], [-0.3, 0.0]]
@@ -200,12 +186,10 @@ class Words:
 
 def read_words(vectors: WordVectors, masked: str, phrases: list[str], twins: dict[str, int] | None = None,
                ranker: bool = True) -> Words:
-    """:class:`Words` of the question ``masked`` (its entities written "it") against the relation ``phrases`` (the
-    graph's, or those in reach; ``twins``: phrase -> twin group). Neighbouring content words are one mention, fitting a
-    relation as its best word does ("the starred actors of it" names ``starred_actors`` once); a possessive ends a
-    mention ("its spouse's nationality": two). ``ranker``: the path ranker's reading, where "type" in "what type of X"
-    is none (:data:`KIND_FRAMES`), words read together also fit by their mean (:data:`JOINT`) and "where" is none
-    (:data:`KIND_ONLY`); False: a trained reasoner's (chat/scope.py), as its cached reasoners were trained."""
+    """:class:`Words` of the question ``masked`` (its entities written "it") against the relation ``phrases``
+    (``twins``: phrase -> twin group). Neighbouring content words are one mention, fitting a relation as its best word
+    does; a possessive ends a mention ("its spouse's nationality": two). ``ranker``: the path ranker's reading
+    (:data:`KIND_FRAMES`, :data:`JOINT`, :data:`KIND_ONLY`); False: a trained reasoner's, as it was trained."""
     joint = ranker and JOINT
     toks = tokens(masked)
     possessive = [t != raw for t, raw in zip(toks, TOKEN.findall(masked.lower()))]  # "spouse's nationality": two
@@ -400,8 +384,8 @@ def kind_term(rows: np.ndarray, kinds: np.ndarray | None, asked: int | None, ans
 
 @dataclass
 class PathAnswer:
-    """The ranker's answer: the chosen node rows, the paths behind them (one, or two that meet), its score, and every
-    node any path reaches with the best score among its paths, best first (the candidates)."""
+    """The ranker's answer: the chosen node rows, the paths behind them (one, or two that meet), its score, and the
+    candidates (every node reached, with its best path's score, best first)."""
 
     rows: np.ndarray
     paths: list[RankedPath]
@@ -433,10 +417,9 @@ def pairs(kg: KnowledgeGraph, first: list[RankedPath], second: list[RankedPath])
 def rank_paths(kg: KnowledgeGraph, groups: list[list[int]], words: Words, max_hops: int = 3,
                kinds: np.ndarray | None = None, asked: int | None = None, optional: bool = False) -> PathAnswer | None:
     """The ranker's answer for the start sets ``groups`` (one per entity the question names; the first two are paired),
-    or None when no path leads anywhere. Identifier-named nodes are answers only where nothing named is in reach.
-    ``optional``: the last group is a name the question may not mean as an entity (a one-word name of a question
-    without capitals, :data:`~gr_core.chat.link.UNCASED_PAIRS`): its paths answer only in a pair, and a single path
-    loses nothing for leaving it out."""
+    or None when no path leads anywhere; identifier-named nodes answer only where nothing named is in reach.
+    ``optional``: the last group may be no entity (:data:`~gr_core.chat.link.UNCASED_PAIRS`): its paths answer only in
+    a pair, and a single path loses nothing for leaving it out."""
     def scored(unnamed: bool) -> list[list[RankedPath]]:
         per = []
         for g in groups:

@@ -1,8 +1,6 @@
 """Step 2, **scope**: the part of the graph a turn searches (:func:`search_scope`: the whole graph, as G-Retriever's
-PCST searches each question's graph, or in a larger one the linked entities' neighbourhood, GNN-RAG's question
-subgraphs), and the reasoner's input on it (:func:`question_graph`; :func:`read_question`, how it reads the words).
-PCST, the reasoner and its training on generated questions (:mod:`~gr_core.chat.graph_reasoner`) all search it, so a
-reasoner serves on the graphs it was trained on.
+PCST searches each question's graph, or the linked entities' neighbourhood, GNN-RAG's question subgraphs), and the
+reasoner's input on it (:func:`question_graph`, :func:`read_question`), in training as in serving.
 """
 from __future__ import annotations
 
@@ -16,9 +14,8 @@ from ..kg import NeighbourhoodConfig
 from .index import ChatIndex, WordVectors
 from .paths import SAMENESS, STOPWORDS, read_words, tokens
 
-# How a reasoner trained on generated questions decides that a word names a relation: its fit (paths.read_words)
-# above NAMED. The path ranker's TAU (0.05) lets "film", "movies" name a MetaQA relation at 0.06-0.09, where the words
-# that name one fit at 0.2-0.5 (MetaQA dev questions, CHANGELOG.md); fixed so that a turn reads as training did.
+# A word names a relation for a reasoner where its fit (paths.read_words) is above NAMED: the path ranker's TAU (0.05)
+# lets "film" name a MetaQA relation at 0.06-0.09, where the naming words fit at 0.2-0.5 (CHANGELOG.md)
 NAMED = 0.15
 
 
@@ -49,9 +46,8 @@ class QuestionReading:
 
 def read_question(vectors: WordVectors, masked: str, phrases: list[str], twins: dict[str, int] | None
                   ) -> QuestionReading:
-    """:class:`QuestionReading` of ``masked`` on a graph whose relations read ``phrases`` (one per relation, in the
-    graph's relation order), with :func:`~gr_core.chat.paths.read_words` against every relation of the graph (the
-    path ranker reads against those in reach of the entities; a reasoner reads the same way in training and serving)."""
+    """:class:`QuestionReading` of ``masked`` on a graph whose relations read ``phrases`` (one per relation), by
+    :func:`~gr_core.chat.paths.read_words` against every relation of the graph."""
     distinct = list(dict.fromkeys(phrases))
     words = read_words(vectors, masked, distinct, twins, ranker=False)  # as the reasoners were trained
     fit = np.stack([words.fit[p] for p in distinct]) if distinct else np.zeros((0, len(words.words)))  # (P, W)
@@ -76,15 +72,10 @@ def scope_tensors(index: ChatIndex, nodes: np.ndarray, edges: np.ndarray) -> dic
 def question_graph(index: ChatIndex, nodes: np.ndarray, edges: np.ndarray, seeds: np.ndarray, q: np.ndarray,
                    q_masked: np.ndarray | None = None, answers: np.ndarray | None = None, shared: dict | None = None,
                    reading: QuestionReading | None = None) -> QuestionGraph:
-    """The reasoner's input for one question on a scope of ``index``'s graph: a :class:`~gr_core.gnn_rag.QuestionGraph`
-    over ``N`` nodes.
-
-    Args:
-        nodes, edges: node rows ``(N,)`` and edge rows ``(E,)`` (:func:`search_scope`).
-        seeds: positions in ``nodes`` of the question's entities; ``answers``: positions of its answers (None: none).
-        q, q_masked: the question's sentence vector ``(dim,)`` as asked and with its entities masked (None: absent).
-        shared: :func:`scope_tensors` of ``(nodes, edges)`` when already built.
-        reading: :func:`read_question` for a reasoner with ``relation_match``.
+    """The reasoner's :class:`~gr_core.gnn_rag.QuestionGraph` for one question on the scope ``nodes`` ``(N,)``,
+    ``edges`` ``(E,)`` (rows of ``index``'s graph): ``seeds`` and ``answers`` are positions in ``nodes``; ``q``,
+    ``q_masked`` ``(dim,)`` the question's vector as asked and with its entities masked; ``shared``
+    :func:`scope_tensors` when already built; ``reading`` :func:`read_question` for a reasoner with ``relation_match``.
     """
     shared = shared if shared is not None else scope_tensors(index, nodes, edges)
     seed = torch.zeros(len(nodes), dtype=torch.bool)
