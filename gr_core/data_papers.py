@@ -283,12 +283,15 @@ def _fetch_archive(plan: Plan, name: str, report: FetchReport, timeout: float, s
         report.failed.update({f"{plan.paper.folder}/{m}": str(err) for m in members})
         return
     done = 0
-    for m in members:
+    for k, m in enumerate(members):
         label = f"{plan.paper.folder}/{m}"
         try:
             size, sha = extract_member(zpath, m, plan.folder / m, plan.record["files"][m]["sha256"], label)
         except FetchError as err:
             report.failed[label] = str(err)
+            if not zpath.exists():  # deleted as unreadable: its other members wait for the next fetch as well
+                report.failed.update({f"{plan.paper.folder}/{r}": str(err) for r in members[k + 1:]})
+                break
             continue
         plan.record["files"][m].update(size=size, sha256=sha)
         write_json(plan.folder / RECORD, plan.record)

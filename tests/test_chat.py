@@ -127,6 +127,9 @@ def test_node_and_edge_csv_pair_and_its_errors(tmp_path):
     _write(tmp_path / "cols.csv", "id,text\n0,cube\n")
     with pytest.raises(GraphFormatError, match=r"cols.csv:1: header lacks column\(s\) \['node_id', 'node_attr'\]"):
         read_graph_csv(tmp_path / "cols.csv", edges)
+    both = _write(tmp_path / "both.csv",
+                  "node_id,node_attr,src,edge_attr,dst\n0,cube,0,touches,1\n1,sphere,1,touches,0\n")
+    assert read_graph_csv(both, both).triples() == [("cube", "touches", "sphere"), ("sphere", "touches", "cube")]
 
 
 # ---------------------------------------------------------------------- index and linking

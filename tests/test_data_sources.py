@@ -436,6 +436,17 @@ def test_a_zip_without_a_named_member_is_reported_and_kept_for_the_next_run(hub,
     assert (tmp_path / "gqa/sceneGraphs.zip").is_file()  # verified and kept: a rerun extracts without downloading
 
 
+def test_an_unreadable_zip_is_deleted_and_each_of_its_members_says_so(hub, tmp_path):
+    from gr_core import data_papers as dp
+
+    hub.files["gqa/sceneGraphs.zip"] = b"not a zip archive" * 20
+    hub.files["gqa/questions1.2.zip"] = _zip({"readme.txt": b"GQA"})
+    report = dp.fetch_papers(tmp_path, ["gqa"], show=False, out=lambda text: None)
+    for name in ("train_sceneGraphs.json", "val_sceneGraphs.json"):
+        assert "is unreadable" in report.failed[f"gqa/{name}"] and "was deleted" in report.failed[f"gqa/{name}"]
+    assert not (tmp_path / "gqa/sceneGraphs.zip").exists()
+
+
 def test_unknown_papers_datasets_are_refused_with_the_names_to_use(tmp_path, capsys):
     assert ds.main(["--fetch", str(tmp_path / "data"), "--papers", "rog_webqsp", "webqsp2"]) == 2
     err = capsys.readouterr().err

@@ -510,7 +510,8 @@ def test_the_command_line_checks_every_key_and_reasoner_file_before_training(tmp
 
     for args, message in ((["test", "--keys", "webqsp,webqsb"], "dataset key 'webqsb' is not one of"),
                           (["llm-half", "--reasoners", "bogus"], "expected KEY=FILE.pt items"),
-                          (["llm-half", "--reasoners", f"webqsp={tmp_path / 'none.pt'}"], "no such file")):
+                          (["llm-half", "--reasoners", f"webqsp={tmp_path / 'none.pt'}"], "no such file"),
+                          (["paired", "--keys", "webqsp", "--reasoners", "a=x.pt"], "paired compares two reasoners")):
         with pytest.raises(SystemExit) as stop:
             main([*args, "--out", str(tmp_path / "out")])
         assert stop.value.code == 2 and message in capsys.readouterr().err, args

@@ -170,7 +170,7 @@ def read_graph_csv(nodes_path: str | Path, edges_path: str | Path) -> TextualGra
         GraphFormatError: naming the file, line and field of a missing column, a non-integer or repeated node id, or
             an edge whose endpoint is not a node.
     """
-    tables = {}
+    tables = []  # a list: one file may hold both tables
     for path, columns in ((Path(nodes_path), NODE_COLUMNS), (Path(edges_path), EDGE_COLUMNS)):
         reader = csv.DictReader(io.StringIO(_open_text(path)))
         missing = [c for c in columns if c not in (reader.fieldnames or [])]
@@ -194,8 +194,8 @@ def read_graph_csv(nodes_path: str | Path, edges_path: str | Path) -> TextualGra
                                                f"got {v!r}") from None
                 values.append(v)
             rows.append((line, values))
-        tables[path] = rows
-    (npath, nrows), (epath, erows) = tables.items()
+        tables.append((path, rows))
+    (npath, nrows), (epath, erows) = tables
     seen: dict[int, int] = {}
     for line, (nid, _) in nrows:
         if nid in seen:
