@@ -4,7 +4,8 @@ The paper hand-checks 100 responses per system; here the cited nodes and edges a
 checked against the question's whole graph at three match levels, each accepting everything the one before does:
 ``exact`` (the text, or a scene object's name), ``normalized`` (case, punctuation, articles and a plural aside; a
 scene object named with some of its attributes; a Freebase relation by its last segment) and ``fuzzy`` (difflib >=
-0.8, one token set inside the other, an edge in either direction). The forms read and the metrics: docs/method.md 1.9.
+0.8, one token set inside the other, an edge in either direction). A node cited by id ("node 3") is valid when the
+id exists, an edge cited by ids ("3,behind,5") when that edge does. The forms read and the metrics: docs/method.md 1.9.
 """
 from __future__ import annotations
 

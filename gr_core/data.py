@@ -96,7 +96,8 @@ _TRIPLE = re.compile(r"\((.*?)\)")
 
 
 def parse_explagraphs_graph(text: str, where: str = "") -> list[tuple[str, str, str]]:
-    """The triples of one ExplaGraphs graph string; a :class:`GraphFormatError` naming ``where`` (file:line)."""
+    """The triples of one ExplaGraphs graph string; a :class:`GraphFormatError` naming ``where`` (file:line) for a
+    triple without three ``;``-separated parts."""
     triples = []
     for raw in _TRIPLE.findall(text):
         parts = raw.split(";")
@@ -219,6 +220,7 @@ def neighbourhood_preview(graph: TextualGraph, max_nodes: int = 60) -> TextualGr
 
 def question_nodes(graph: TextualGraph) -> list[int]:
     """Ids of the nodes whose text is exactly one of the graph's question entities (not case-insensitive: 6,164 of
-    MetaQA's names collide when lower-cased, the tag ``drama`` and the genre ``Drama``; docs/method.md §3.1)."""
+    MetaQA's names collide when lower-cased, the tag ``drama`` and the genre ``Drama``; docs/method.md §3.1). Loaders
+    that normalise case (WebQSP, as G-Retriever's code) do it on both sides."""
     wanted = set(graph.q_entities)
     return [int(n) for n, t in zip(graph.nodes.node_id, graph.nodes.node_attr) if str(t) in wanted]

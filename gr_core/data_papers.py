@@ -168,7 +168,7 @@ class Plan:
     folder: Path
     record: dict = field(default_factory=dict)  # the fetched.json to write
     pending: list[str] = field(default_factory=list)  # files of the record not verified in place
-    already: int = 0
+    already: list[str] = field(default_factory=list)  # files of the record verified in place
     error: str | None = None  # the plan itself failed (host unreachable): reported, the others go on
 
     @property
@@ -197,7 +197,7 @@ def plan_paper(paper: Paper, root: Path, source: str | None, timeout: float) -> 
                        else _hub_record(paper, old, timeout) if paper.repo else _gqa_record(paper, old))
         for rel, e in plan.record["files"].items():
             if file_state(plan.folder / rel, e["size"], e["sha256"])[0] == "ok":
-                plan.already += 1
+                plan.already.append(f"{paper.folder}/{rel}")
             else:
                 plan.pending.append(rel)
         for name, arch in plan.record.get("archives", {}).items():
@@ -223,7 +223,7 @@ def format_plan(plans: list[Plan], root: Path) -> str:
         what = f"{len(moves)} {'zips' if p.from_zips else 'files'}"
         rev = p.record.get("revision")
         src = f"{p.record.get('via') or p.record.get('source')}" + (f" @ {rev[:12]}" if rev else "")
-        lines.append(f"  {p.paper.name:11s} {what:>9s} {human(sum(moves.values())):>10s} {p.already:>9d}  {src}")
+        lines.append(f"  {p.paper.name:11s} {what:>9s} {human(sum(moves.values())):>10s} {len(p.already):>9d}  {src}")
     free = shutil.disk_usage(root).free
     lines.append(f"  {'total':11s} {'':9s} {human(total):>10s}   ({human(free)} free under {root}"
                  + ("; NOT ENOUGH: free some space first" if total > free else "") + ")")
@@ -234,8 +234,13 @@ def format_plan(plans: list[Plan], root: Path) -> str:
 
 # ---------------------------------------------------------------------- fetch
 def extract_member(archive: Path, member: str, dest: Path, sha256: str | None, label: str) -> tuple[int, str]:
-    """Extract the member named ``member`` (at any depth) through ``dest.part`` (zipfile checks its CRC) and return its
-    size and sha256. A zip that is unreadable or whose member differs from ``sha256`` is deleted: a rerun fetches it."""
+    """Extract the member named ``member`` (at any depth) through ``dest.part``; zipfile checks its CRC.
+
+    Returns:
+        its size and sha256.
+    Raises:
+        FetchError: the member is absent, or the zip is unreadable (then the zip is deleted: a rerun downloads it).
+    """
     part = dest.with_name(dest.name + ".part")
     try:
         with zipfile.ZipFile(archive) as zf:
@@ -330,7 +335,8 @@ def run_plan(plan: Plan, report: FetchReport, timeout: float = 60.0, show: bool 
 def fetch_papers(root: str | Path, names: list[str] | None = None, source: str | None = None,
                  timeout: float = 60.0, show: bool = True, out: Callable[[str], None] = print) -> FetchReport:
     """Fetch the papers' datasets ``names`` (default all) into ``root``: list every file and print the sizes with
-    ``out`` first, then transfer; a file that fails is reported and the others go on."""
+    ``out`` first, then transfer; a file that fails is reported and the others go on. An unknown name raises
+    :class:`UnknownDatasetError` before anything is listed."""
     if unknown := [n for n in names or () if n not in PAPERS]:
         raise UnknownDatasetError(f"unknown dataset(s) {', '.join(map(repr, unknown))} for --papers; the papers' "
                                   f"datasets are {', '.join(PAPERS)} (none named: all of them)")
@@ -338,7 +344,7 @@ def fetch_papers(root: str | Path, names: list[str] | None = None, source: str |
     root.mkdir(parents=True, exist_ok=True)
     plans = [plan_paper(PAPERS[n], root, source, timeout) for n in (list(dict.fromkeys(names)) if names else PAPERS)]
     out(format_plan(plans, root))
-    report = FetchReport(root, 0)
+    report = FetchReport(root)
     for plan in plans:
         if plan.error:
             report.failed[plan.paper.name] = plan.error

@@ -117,7 +117,7 @@ def fetch(root: str | Path, source: str | None = None, files: list[RawFile] | No
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     files = load_manifest() if files is None else files
-    report = FetchReport(root, [])
+    report = FetchReport(root)
     for f in progress(files, desc="data files", unit="file", disable=not show):
         if check_file(f, root) is None:
             report.already.append(f.path)
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         except data_papers.UnknownDatasetError as err:
             print(f"gr data: {err}", file=sys.stderr)
             return 2
-        return _report(report, f"the papers' datasets: {len(report.fetched)} files fetched, {report.already} "
+        return _report(report, f"the papers' datasets: {len(report.fetched)} files fetched, {len(report.already)} "
                        "already verified")
     try:
         files = load_manifest(args.manifest)

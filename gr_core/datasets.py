@@ -245,7 +245,8 @@ def gqa_scene_graph(scene: dict, where: str) -> TextualGraph:
 
 
 def _split_by_image(image_ids: list[str], seed: int = 42) -> dict[str, list[int]]:
-    """GR code's SceneGraphs split: 6:2:2 over unique images (permuted with ``seed``); returns question indices."""
+    """GR code's SceneGraphs split: 6:2:2 over unique images (permuted with ``seed``), so no image appears in two
+    splits; returns question indices."""
     unique = np.array(sorted(set(image_ids)))
     unique = unique[np.random.default_rng(seed).permutation(len(unique))]
     by_image = (graphqa_split(len(unique), seed) if len(unique) >= 5

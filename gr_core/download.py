@@ -30,7 +30,7 @@ class FetchReport:
     """What a fetch did, per file (paths relative to the data folder)."""
 
     root: Path
-    already: list[str] | int  # verified in place before: the manifest's paths, or how many of the papers' files
+    already: list[str] = field(default_factory=list)  # verified in place before this fetch
     fetched: list[str] = field(default_factory=list)  # downloaded (or copied) and verified
     failed: dict[str, str] = field(default_factory=dict)  # path (or dataset) -> why, and what to do
 
@@ -119,7 +119,8 @@ def fetch_to(origin: str, dest: Path, size: int, sha256: str | None, label: str,
 
 
 def _request(url: str, timeout: float, method: str = "GET", **headers: str) -> tuple[bytes, Any]:
-    """The body (empty for a ``HEAD``) and the headers of ``url``'s answer."""
+    """The body (empty for a ``HEAD``) and the headers of ``url``'s answer; a FetchError for an HTTP error or an
+    unreachable host."""
     req = urllib.request.Request(url, method=method, headers={"User-Agent": USER_AGENT, **headers})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
@@ -132,7 +133,7 @@ def _request(url: str, timeout: float, method: str = "GET", **headers: str) -> t
 
 def get_json(url: str, timeout: float) -> tuple[Any, str | None]:
     """A JSON document from an http(s) URL or a local path, and the URL of its next page (a ``Link: rel="next"``
-    header, as the Hugging Face hub's tree listing pages), or None."""
+    header, as the Hugging Face hub's tree listing pages), or None; a FetchError when it cannot be read or parsed."""
     if not is_url(url):
         try:
             return json.loads(Path(url).read_text(encoding="utf-8")), None
@@ -148,7 +149,8 @@ def get_json(url: str, timeout: float) -> tuple[Any, str | None]:
 
 
 def remote_size(url: str, timeout: float) -> int:
-    """The size a URL announces (``Content-Length`` of a ``HEAD``), or a local file's size."""
+    """The size a URL announces (``Content-Length`` of a ``HEAD``), or a local file's size; a FetchError when there is
+    none to read."""
     if not is_url(url):
         if not Path(url).is_file():
             raise FetchError(f"{url}: not found")

@@ -84,8 +84,9 @@ def scene_graph_correct(prediction: str, label: str) -> bool:
 
 
 def task_scores(dataset: str, prediction: str, answers: list[str]) -> dict[str, float]:
-    """Per-question scores for any dataset; ``score`` is the dataset's Table 3 metric (KGQA: Hit), ``exact`` (not
-    KGQA) the normalized answer equal to the label."""
+    """Per-question scores for any dataset; ``score`` is the dataset's Table 3 metric (ExplaGraphs: first-match
+    accuracy; scene graphs: substring accuracy; KGQA: Hit), ``exact`` (not KGQA) the normalized answer equal to the
+    label."""
     if dataset == "explagraphs":
         ok = explagraphs_correct(prediction, answers[0])
         # "valid": the answer parses as one label (a trained model should answer in the expected form)

@@ -137,8 +137,9 @@ class KnowledgeGraph:
         facts = np.unique(np.stack([pair, self.rels], 1), axis=0)  # (unordered pair, relation), each once
         count = np.bincount(facts[:, 1], minlength=n)
         _, start, size = np.unique(facts[:, 0], return_index=True, return_counts=True)
-        shared = Counter(pair for first, k in zip(start[size > 1].tolist(), size[size > 1].tolist())  # 2+ relations
-                         for pair in combinations(facts[first:first + k, 1].tolist(), 2))
+        shared = Counter()  # relation pair -> entity pairs both relations join
+        for first, k in zip(start[size > 1].tolist(), size[size > 1].tolist()):  # entity pairs of 2+ relations
+            shared.update(combinations(facts[first:first + k, 1].tolist(), 2))
         twins = [(a, b) for (a, b), c in shared.items() if c >= share * min(count[a], count[b])]
         return connected_groups(n, twins)
 

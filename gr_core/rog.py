@@ -259,6 +259,7 @@ def build_rog(name: str, max_questions: int | None = None, batch_size: int = 64)
     for part, paths in shards.items():
         start = len(packer.records)
         for path in paths:
+            # questions this split may still take (no limit: more than any file holds)
             left = sys.maxsize if max_questions is None else max_questions - (len(packer.records) - start)
             if left == 0:
                 break  # the rest of this split is never opened

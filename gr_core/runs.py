@@ -295,7 +295,8 @@ def seed_progress(run_dir: str | Path, expected_hash: str | None = None, llm_dty
 
     ``done``: ``metrics.json`` (written last) has ``expected_hash`` (or none is expected); ``conflict``: a finished
     run :func:`check_run_identity` would refuse; ``partial``: an interrupted training whose ``ckpt/last.pt`` matches
-    (and whose LLM ran in ``llm_dtype``), resumed after its last epoch.
+    (and whose LLM ran in ``llm_dtype``), resumed after its last epoch; ``new`` otherwise (a checkpoint of another
+    dtype included: training starts over).
     """
     run_dir = Path(run_dir)
     metrics = run_dir / "metrics.json"

@@ -139,10 +139,15 @@ def show_page(page: str, out_html: str | Path | None = None, height: int = 440, 
     return page
 
 
-def _draw(g, pos, figsize, node_size, node_color, labels, label_size, edges, edge_labels, label_kw, label_bbox=None,
-          arrowsize=12):
-    """The figure of ``g`` at ``pos``: nodes, their labels, ``edges`` ``(src, dst, color, width)`` and the edges'
-    labels (``(src, dst, text)``, the texts of parallel edges joined by " / ")."""
+def _draw(g, pos, *, figsize, node_size, node_color, labels, label_size, edges, edge_labels, label_kw,
+          label_bbox=None, arrowsize=12):
+    """The figure of ``g`` at ``pos``.
+
+    Args:
+        node_size, node_color: one per node of ``g``, in its order; ``labels``: node -> text, in ``label_size`` points.
+        edges: ``(src, dst, color, width)`` per edge drawn.
+        edge_labels: ``(src, dst, text)``; the texts of parallel edges are joined by " / ", drawn with ``label_kw``.
+    """
     fig, ax = _pyplot().subplots(figsize=figsize)
     ax.grid(False)
     ax.set_axis_off()
@@ -173,11 +178,12 @@ def draw_graph(graph: TextualGraph, highlight_nodes: Iterable[int] = (), highlig
     pos = nx.spring_layout(g, seed=seed)
     crowded = g.number_of_nodes() > 25 and bool(hn)  # large views label only the highlighted part
     fig, ax = _draw(
-        g, pos, (7, 5), [500 if (n in hn or not crowded) else 120 for n in g.nodes],
-        [HIGHLIGHT if n in hn else PLAIN for n in g.nodes],
-        {n: _label(str(names[n]), 18) for n in g.nodes if n in hn or not crowded}, 8,
-        [(s, d, HIGHLIGHT if i in he else PLAIN_EDGE, 2.5 if i in he else 0.8) for i, (s, _, d) in rows],
-        [(s, d, _label(rel, 16)) for i, (s, rel, d) in rows if i in he or not crowded], {"font_size": 7})
+        g, pos, figsize=(7, 5), node_size=[500 if (n in hn or not crowded) else 120 for n in g.nodes],
+        node_color=[HIGHLIGHT if n in hn else PLAIN for n in g.nodes],
+        labels={n: _label(str(names[n]), 18) for n in g.nodes if n in hn or not crowded}, label_size=8,
+        edges=[(s, d, HIGHLIGHT if i in he else PLAIN_EDGE, 2.5 if i in he else 0.8) for i, (s, _, d) in rows],
+        edge_labels=[(s, d, _label(rel, 16)) for i, (s, rel, d) in rows if i in he or not crowded],
+        label_kw={"font_size": 7})
     if title:
         ax.set_title(title)
     return fig
@@ -251,10 +257,12 @@ def draw_evidence(graph: TextualGraph, roles: dict[int, str], highlight_edges: I
         g.add_edge(s, d, rel=r)
     pos = nx.kamada_kawai_layout(nx.Graph(g)) if len(keep) > 1 else {n: (0.0, 0.0) for n in keep}
     fig, ax = _draw(
-        g, pos, (8, 6), [420 if roles.get(n, "other") != "other" else 160 for n in g.nodes],
-        [ROLE_COLORS[roles.get(n, "other")] for n in g.nodes], {n: _label(names[n], 20) for n in g.nodes}, 7,
-        [(s, d, HIGHLIGHT if i in he else "#999999", 2.5 if i in he else 0.8) for i, s, _, d in rows],
-        [(s, d, _label(r, 16)) for _, s, r, d in rows], {"font_size": 6, "font_color": "#444444"},
+        g, pos, figsize=(8, 6), node_size=[420 if roles.get(n, "other") != "other" else 160 for n in g.nodes],
+        node_color=[ROLE_COLORS[roles.get(n, "other")] for n in g.nodes],
+        labels={n: _label(names[n], 20) for n in g.nodes}, label_size=7,
+        edges=[(s, d, HIGHLIGHT if i in he else "#999999", 2.5 if i in he else 0.8) for i, s, _, d in rows],
+        edge_labels=[(s, d, _label(r, 16)) for _, s, r, d in rows],
+        label_kw={"font_size": 6, "font_color": "#444444"},
         label_bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.7, "pad": 0.5}, arrowsize=10)
     used = {roles.get(n, "other") for n in keep}
     handles = [Line2D([], [], marker="o", ls="", color=ROLE_COLORS[r], label=r) for r in ROLE_COLORS if r in used]

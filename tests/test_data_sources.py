@@ -304,7 +304,7 @@ def test_papers_sizes_are_printed_before_any_transfer_and_each_file_is_recorded(
     # the second fetch reads the pinned listing from fetched.json: it asks the hub nothing and transfers nothing
     hub.log.clear()
     again = dp.fetch_papers(tmp_path / "data", ["rog_webqsp"], show=False, out=lambda text: None)
-    assert again.already == 3 and again.fetched == [] and again.ok and hub.log == []
+    assert len(again.already) == 3 and again.fetched == [] and again.ok and hub.log == []
     assert ds.main(_empty_manifest(tmp_path) + ["--check", str(tmp_path / "data")]) == 0
     out = capsys.readouterr().out
     assert "rog_webqsp  complete       3" in out and "3 of 3" in out and "rog_cwq     absent" in out
@@ -342,7 +342,7 @@ def test_a_cut_papers_transfer_is_resumed_with_a_range_request(hub, tmp_path):
     printed = []
     second = dp.fetch_papers(tmp_path, ["rog_webqsp"], show=False, out=printed.append)
     assert dp.human(len(WEBQSP[path]) - half) in printed[0]  # the table counts only what is left to move
-    assert second.fetched == [f"rog/webqsp/{path}"] and second.already == 2
+    assert second.fetched == [f"rog/webqsp/{path}"] and len(second.already) == 2
     assert (url_path, f"bytes={half}-") in hub.log
     assert (tmp_path / "rog/webqsp" / path).read_bytes() == WEBQSP[path] and not part.exists()
 
@@ -414,7 +414,7 @@ def test_gqa_zips_are_resumed_verified_and_only_the_balanced_files_extracted(hub
     assert sorted(first.fetched) == ["gqa/train_sceneGraphs.json", "gqa/val_sceneGraphs.json"]
     assert all("resume" in why for why in first.failed.values()) and len(first.failed) == 2
     second = dp.fetch_papers(tmp_path, ["gqa"], show=False, out=lambda text: None)
-    assert ("gqa/questions1.2.zip", f"bytes={len(questions) // 2}-") in hub.log and second.already == 2
+    assert ("gqa/questions1.2.zip", f"bytes={len(questions) // 2}-") in hub.log and len(second.already) == 2
     assert _leftovers(tmp_path / "gqa") == sorted(["fetched.json", *GQA_FILES])  # zips deleted, nothing else
     for name, body in GQA_FILES.items():
         assert (tmp_path / "gqa" / name).read_bytes() == body

@@ -45,11 +45,14 @@ class GraphReasonerConfig:
     """Training a reasoner on generated questions (defaults: the chat's budget, docs/chat.md).
 
     Attributes:
-        generation: the generated questions; reasoner: ReaRev's settings (:data:`GENERATED_READING`).
-        num_epochs: at most this many epochs, the best on ``val_fraction`` of the questions kept (3: real questions
+        generation: how many questions, of which forms (:class:`~gr_core.chat.generate.GenerationConfig`).
+        reasoner: ReaRev's settings (GNN-RAG's, reading the question's relation words: :data:`GENERATED_READING`).
+        num_epochs: at most this many epochs; the best on the held-out generated questions is kept (3: real questions
             were answered worse after more, the templates being learned rather than the relations; CHANGELOG.md).
         time_budget_s: no epoch starts that would end past this (0: none); building the data is not counted.
-        lr, batch_size: GNN-RAG's (:class:`~gr_core.gnn_rag.ReasonerTrainConfig`); seed: the training seed.
+        val_fraction: generated questions held out to choose the epoch.
+        lr, batch_size: GNN-RAG's (:class:`~gr_core.gnn_rag.ReasonerTrainConfig`).
+        seed: the training seed (the generator has its own).
     """
 
     generation: GenerationConfig = field(default_factory=GenerationConfig)
@@ -210,7 +213,7 @@ def training_record(path) -> dict:
 
 
 def reasoner_candidates(index: ChatIndex, reasoner, nodes: np.ndarray, edges: np.ndarray, seed_options, q, q_masked,
-                        reading) -> tuple[list[tuple[int, float]], np.ndarray, np.ndarray]:
+                        reading, max_candidates: int = 5) -> tuple[list[tuple[int, float]], np.ndarray, np.ndarray]:
     """GNN-RAG's answer step on a scope: the reasoner's node distribution from each seed set in ``seed_options``
     (positions in ``nodes``; the set whose best non-seed node is most probable kept), its 0.95-mass candidates
     (identifier-named nodes never answer: where it stops on them, the named nodes beyond them,
@@ -230,4 +233,4 @@ def reasoner_candidates(index: ChatIndex, reasoner, nodes: np.ndarray, edges: np
     if not ranked:
         mids = select_candidates(probs, seeds)
         ranked = named_beyond(probs, mids, shared["edge_index"].numpy(), seeds | unnamed) or mids
-    return [(int(nodes[c]), p) for c, p in ranked[:5]], options[best], probs
+    return [(int(nodes[c]), p) for c, p in ranked[:max_candidates]], options[best], probs

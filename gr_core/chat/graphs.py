@@ -81,8 +81,9 @@ def read_triples(path: str | Path, delimiter: str | None = None) -> list[tuple[s
 
     The delimiter is a tab, ``|`` (MetaQA's ``kb.txt``) or ``,`` (CSV quoting allowed): the first that splits the first
     data line into three fields unless given. Blank lines and ``#`` comments are skipped (a warning counts those that
-    hold three fields with no space after the ``#``), and so are a header line (:data:`_HEADER_WORDS`, or ``h,r,t``)
-    and its repeats. Lines end at ``\n``, ``\r\n`` or ``\r`` (a form feed or U+0085 inside a name stays in it).
+    hold three fields with no space after the ``#``), and so are a header line (:data:`_HEADER_WORDS`, or of
+    one-letter words only ``h,r,t``, so ``s,p,o`` can be a fact) and its repeats. Lines end at ``\n``, ``\r\n`` or
+    ``\r`` (a form feed or U+0085 inside a name stays in it).
 
     Raises:
         GraphFormatError: naming the file and line of an unreadable file, a line without exactly three fields, an
@@ -129,9 +130,12 @@ def read_triples(path: str | Path, delimiter: str | None = None) -> list[tuple[s
 
 
 def graph_from_triple_list(triples: Iterable[Sequence] | pd.DataFrame) -> TextualGraph:
-    """A textual graph with one node per distinct entity string (case kept) from ``(head, relation, tail)`` triples of
-    texts or numbers (a list, a generator, an array, or a three-column DataFrame); a triple given twice is one fact (a
-    warning counts them).
+    """A textual graph with one node per distinct entity string (case kept: the KB's own names, as MetaQA's); a
+    triple given twice is one fact (a warning counts them).
+
+    Args:
+        triples: ``(head, relation, tail)`` of texts or numbers (a list, a generator, an array, or a three-column
+            DataFrame, read row by row).
 
     Raises:
         GraphFormatError: naming the triple (by position) that is not three texts or finite numbers, or has an empty

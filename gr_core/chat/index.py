@@ -197,8 +197,15 @@ class ChatIndex:
 
 
 def answer_kinds(entities: list[str], node_emb: np.ndarray, prototypes: np.ndarray) -> np.ndarray:
-    """``(N,)`` int64 each node's kind (:data:`KIND_PROTOTYPES`; 3 for a date or a year; an identifier is a thing):
-    ``entities`` ``(N,)`` names, ``node_emb`` ``(N, dim)`` their vectors, ``prototypes`` ``(3, dim)`` the kinds'."""
+    """Each node's kind (:data:`KIND_PROTOTYPES`; 3 for a name that is a date or a year; an identifier is a thing),
+    from the graph alone.
+
+    Args:
+        entities: the node names ``(N,)``; node_emb: their L2-normalized vectors ``(N, dim)``; prototypes: the
+            vectors of :data:`KIND_PROTOTYPES` ``(3, dim)``.
+    Returns:
+        ``(N,)`` int64.
+    """
     kinds = np.argmax(node_emb @ prototypes.T, axis=1).astype(np.int64) if len(entities) else np.zeros(0, np.int64)
     for i, name in enumerate(entities):
         if DATE.match(str(name).strip().lower()):

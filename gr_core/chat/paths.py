@@ -32,7 +32,9 @@ ENTITY = 0.25  # what a single path loses for a second entity the question names
 TYPE = 0.1
 # neighbouring words as one mention, a path back to its entity as an answer, twins followed back: a step back
 MENTIONS, CYCLES, TWIN_STEPS = True, True, True
-FACT_CYCLES = False  # a cycle takes two units, not hops: a mediator fact back to its own subject is none
+# False: a cycle takes two units, so a mediator fact back to its own subject ("X -> roster -> player: X") is none;
+# True counts hops, the rule before; chosen on WebQSP's val mini-graphs (docs/chat.md)
+FACT_CYCLES = False
 PAIR_TOP = 40  # paths per entity tried in pairs, the best by the words they name
 IN_REACH = True  # a word's fit is against the relations in reach of the question's entities, not the whole graph's
 # "what type (kind, form, sort) of X" asks for an X: the frame word names no relation
@@ -89,9 +91,9 @@ def asked_kind(question: str) -> int | None:
     return min(hits)[1] if hits else None
 
 
-def shares_stem(word: str, phrase: str) -> bool:
+def shares_stem(word: str, phrase: str, min_stem: int = 3) -> bool:
     """Whether ``word`` and a word of the relation phrase ``phrase`` share a stem (Snowball English): one stem, at
-    least 3 letters long, begins the other (acted / actors, director / directed by).
+    least ``min_stem`` letters long, begins the other (acted / actors, director / directed by).
 
     >>> shares_stem("acted", "starred actors"), shares_stem("director", "directed by")
     (True, True)
@@ -99,7 +101,7 @@ def shares_stem(word: str, phrase: str) -> bool:
     False
     """
     stems = (sorted((stem(word), stem(x)), key=len) for x in phrase.split() if x not in RELATION_FILLERS)
-    return any(len(short) >= 3 and long_.startswith(short) for short, long_ in stems)
+    return any(len(short) >= min_stem and long_.startswith(short) for short, long_ in stems)
 
 
 def lexical_similarity(cosines: np.ndarray, words: list[str], phrases: list[str], lexical: float = LEXICAL

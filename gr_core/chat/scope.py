@@ -15,7 +15,8 @@ from .index import ChatIndex, WordVectors
 from .paths import SAMENESS, STOPWORDS, read_words, tokens
 
 # A word names a relation for a reasoner where its fit (paths.read_words) is above NAMED: the path ranker's TAU (0.05)
-# lets "film" name a MetaQA relation at 0.06-0.09, where the naming words fit at 0.2-0.5 (CHANGELOG.md)
+# lets "film" name a MetaQA relation at 0.06-0.09, where the naming words fit at 0.2-0.5 (CHANGELOG.md); fixed so that
+# a turn reads as training did
 NAMED = 0.15
 
 
@@ -72,10 +73,15 @@ def scope_tensors(index: ChatIndex, nodes: np.ndarray, edges: np.ndarray) -> dic
 def question_graph(index: ChatIndex, nodes: np.ndarray, edges: np.ndarray, seeds: np.ndarray, q: np.ndarray,
                    q_masked: np.ndarray | None = None, answers: np.ndarray | None = None, shared: dict | None = None,
                    reading: QuestionReading | None = None) -> QuestionGraph:
-    """The reasoner's :class:`~gr_core.gnn_rag.QuestionGraph` for one question on the scope ``nodes`` ``(N,)``,
-    ``edges`` ``(E,)`` (rows of ``index``'s graph): ``seeds`` and ``answers`` are positions in ``nodes``; ``q``,
-    ``q_masked`` ``(dim,)`` the question's vector as asked and with its entities masked; ``shared``
-    :func:`scope_tensors` when already built; ``reading`` :func:`read_question` for a reasoner with ``relation_match``.
+    """The reasoner's input for one question on a scope of ``index``'s graph: a :class:`~gr_core.gnn_rag.QuestionGraph`
+    over ``N`` nodes.
+
+    Args:
+        nodes, edges: node rows ``(N,)`` and edge rows ``(E,)`` (:func:`search_scope`).
+        seeds: positions in ``nodes`` of the question's entities; ``answers``: positions of its answers (None: none).
+        q, q_masked: the question's sentence vector ``(dim,)`` as asked and with its entities masked (None: absent).
+        shared: :func:`scope_tensors` of ``(nodes, edges)`` when already built.
+        reading: :func:`read_question` for a reasoner with ``relation_match``.
     """
     shared = shared if shared is not None else scope_tensors(index, nodes, edges)
     seed = torch.zeros(len(nodes), dtype=torch.bool)

@@ -80,25 +80,25 @@ class Turn:
         d["evidence_triples"] = [list(t) for t in self.triples()]
         return d
 
-    def roles(self) -> dict[int, str]:
+    def roles(self, candidates: int = 5) -> dict[int, str]:
         """Each marked evidence node's role in this turn (node id -> a key of :data:`gr_core.viz.ROLE_COLORS`): the
-        answer's nodes, the question's entities, the next 5 ranked candidates, the cited nodes."""
+        answer's nodes, the question's entities, the next ``candidates`` ranked candidates, the cited nodes."""
         roles = {int(n): "cited" for n in self.cited_nodes}
         others = [n for c in self.candidates for n in c["node_ids"] if n not in self.answer_nodes]
-        roles.update({int(n): "candidate" for n in others[:5]})
+        roles.update({int(n): "candidate" for n in others[:candidates]})
         roles.update({int(n): "question entity" for n in self.linked})
         roles.update({int(n): "answer" for n in self.answer_nodes})
         ids = set(self.evidence.nodes.node_id.tolist()) if self.evidence is not None else set()
         return {n: r for n, r in roles.items() if n in ids}
 
-    def show(self, out_html: str | Path | None = None, height: int = 520) -> str:
+    def show(self, out_html: str | Path | None = None, height: int = 520, max_nodes: int = 30) -> str:
         """The evidence as an offline pyvis view (:func:`gr_core.viz.evidence_html`): relation labels, nodes coloured
-        by role with a legend, at most 30 nodes; shown inline in a notebook, and written to ``out_html``
+        by role with a legend, at most ``max_nodes`` nodes; shown inline in a notebook, and written to ``out_html``
         (outside a notebook by default to ``gr-evidence.html`` in the temporary folder, its path printed)."""
         if self.evidence is None or self.evidence.num_nodes == 0:
             print(f"(no evidence: {self.note or self.status})")
             return ""
-        page = evidence_html(self.evidence, self.roles(), self.cited_edges, max_nodes=30,
+        page = evidence_html(self.evidence, self.roles(), self.cited_edges, max_nodes=max_nodes,
                              height=f"{height - 20}px")
         return show_page(page, out_html, height)
 
@@ -117,7 +117,7 @@ class Turn:
         return "\n".join(lines)
 
 
-def show_turns(turns: list[Turn], out_dir: str | Path) -> None:
+def show_turns(turns: list[Turn], out_dir: str | Path, height: int = 520) -> None:
     """Each turn's evidence inline (offline pyvis) with its PNG twin, written as ``out_dir/turn<k>.html`` / ``.png``;
     a turn without evidence prints why."""
     for k, turn in enumerate(turns):
@@ -125,7 +125,7 @@ def show_turns(turns: list[Turn], out_dir: str | Path) -> None:
             print(f"turn {k}: {turn.status}: {turn.note}")
             continue
         print(f"turn {k}: {turn.question}  ->  {turn.answer!r}")
-        turn.show(out_html=Path(out_dir) / f"turn{k}.html")
+        turn.show(out_html=Path(out_dir) / f"turn{k}.html", height=height)
         save_figure(draw_evidence(turn.evidence, turn.roles(), turn.cited_edges, title=turn.question), out_dir,
                     f"turn{k}")
 
@@ -155,9 +155,9 @@ def turns_table(turns: list[Turn]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def candidates_table(turn: Turn) -> pd.DataFrame:
-    """The turn's 10 best answer candidates: name, node ids, score, whether chosen."""
+def candidates_table(turn: Turn, k: int = 10) -> pd.DataFrame:
+    """The turn's ``k`` best answer candidates: name, node ids, score, whether chosen."""
     chosen = set(turn.answer_nodes)
     return pd.DataFrame([{"name": c["name"], "node_ids": c["node_ids"], "score": c["score"],
-                          "chosen": bool(chosen & set(c["node_ids"]))} for c in turn.candidates[:10]],
+                          "chosen": bool(chosen & set(c["node_ids"]))} for c in turn.candidates[:k]],
                         columns=["name", "node_ids", "score", "chosen"])

@@ -152,12 +152,16 @@ def run_k_grid(dataset: str, k_grid, ce_grid, seed: int, runs_dir: str | Path, d
 
 def run_llm_sizes(dataset: str, llm_models: list[str], seed: int, runs_dir: str | Path, params: dict,
                   per_dataset: dict | None = None, ds=None) -> list[tuple[str, str | None]]:
-    """G-Retriever on ``dataset`` once per LLM, the same data and budget for each (GR Table 8): ``(llm, run name)``
-    per LLM for :func:`gr_core.report.results.table8`; the run name is None for an embedded LLM whose optional
-    package is missing (:func:`gr_core.llm.unavailable`).
+    """G-Retriever on ``dataset`` once per LLM, the same data and budget for each (GR Table 8).
 
-    The first of ``llm_models`` is the reference, whose run is notebook 03's ``<dataset>-g_retriever-seed<s>``; the
-    others are variants ``llm-<name>``. ``params``, ``per_dataset``: as :func:`dataset_settings`'s.
+    Args:
+        llm_models: the first is the reference (its run is the plain ``<dataset>-g_retriever-seed<s>``, shared with
+            notebook 03); the others are variants ``llm-<name>``. An embedded LLM whose optional package is missing
+            is skipped (:func:`gr_core.llm.unavailable` says why).
+        params, per_dataset: the flat notebook parameters and per-dataset settings (:func:`dataset_settings`; keys
+            for other datasets are ignored).
+    Returns:
+        ``(llm, run name or None)`` per LLM, for :func:`gr_core.report.results.table8`.
     """
     mine = {k: v for k, v in (per_dataset or {}).items() if k.split("/")[0] == dataset}
     settings = dataset_settings(params, mine, [dataset])[dataset]
@@ -179,7 +183,8 @@ def run_llm_sizes(dataset: str, llm_models: list[str], seed: int, runs_dir: str 
 def run_plan(plan: dict[str, list[str]], seeds: list[int], runs_dir: str | Path, force: bool = False,
              by_dataset: dict[str, dict] | None = None, **settings) -> "pd.DataFrame":
     """Run every (dataset, method, seed) of ``plan`` (dataset -> methods; each dataset loaded once): one row of
-    ``metrics.json`` per run, in plan order. A configuration with nothing to train runs once, with the first seed.
+    ``metrics.json`` per run, in plan order. A configuration with nothing to train runs once, with the first seed
+    (greedy decoding makes the others equal).
 
     Args:
         by_dataset: dataset name (or ``"dataset/method"``) -> its own settings (from :func:`dataset_settings`),

@@ -52,9 +52,17 @@ class GNNConfig:
 
 
 def batch_norm(norm: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """``norm(x)`` for ``x (rows, features)``, except that a batch norm training on one row, which has no batch
-    statistics, uses the running ones (PyG's ``BatchNorm(allow_single_element=True)``) instead of failing; a
-    ``SyncBatchNorm`` in a group of several processes does not (the rank's row joins the others' statistics)."""
+    """``norm(x)``, except that a training batch of one row, which has no batch statistics, is normalized with the
+    running ones as in evaluation (PyG's ``BatchNorm(allow_single_element=True)``) instead of failing.
+
+    Args:
+        norm: the layer (a batch norm gets the rule, a ``SyncBatchNorm`` only in a process group of one: with several,
+            a rank's one row still joins the others' statistics; any other layer is called as it is).
+        x: ``(rows, features)``: nodes, or a batch's graph tokens.
+
+    Returns:
+        ``(rows, features)``.
+    """
     synced = isinstance(norm, nn.SyncBatchNorm) and torch.distributed.is_initialized() and \
         torch.distributed.get_world_size() > 1  # every rank must join its statistics' gather, whatever it holds
     if synced or not (norm.training and x.size(0) == 1 and isinstance(norm, nn.modules.batchnorm._BatchNorm)):

@@ -27,6 +27,10 @@ from .textualize import _table, column_rows
 _solver_checked = False
 
 
+# pcst_fast's root, num_clusters, pruning, verbosity: the GR code's unrooted single tree with GW pruning
+PCST_ARGS = (-1, 1, "gw", 0)
+
+
 class PCSTSolverError(RuntimeError):
     """The installed ``pcst_fast`` gives wrong answers."""
 
@@ -37,7 +41,7 @@ def check_pcst_solver(solver=None) -> None:
     nodes 1, 2 and edge 1 (the broken build returns repeated ids such as [1, 1])."""
     solver = solver or pcst_fast.pcst_fast
     vertices, edges = solver(np.array([[0, 1], [1, 2]], np.int64), np.array([0.0, 5.0, 6.0]), np.array([3.0, 4.0]),
-                             -1, 1, "gw", 0)
+                             *PCST_ARGS)
     got_v, got_e = sorted(np.asarray(vertices).tolist()), sorted(np.asarray(edges).tolist())
     if got_v != [1, 2] or got_e != [1]:
         installed = []
@@ -71,8 +75,7 @@ def solve_pcst(edges: np.ndarray, prizes: np.ndarray, costs: np.ndarray) -> tupl
         _solver_checked = True
     vertices, edge_ids = pcst_fast.pcst_fast(np.ascontiguousarray(edges, dtype=np.int64),
                                              np.ascontiguousarray(prizes, dtype=np.float64),
-                                             np.ascontiguousarray(costs, dtype=np.float64),
-                                             -1, 1, "gw", 0)
+                                             np.ascontiguousarray(costs, dtype=np.float64), *PCST_ARGS)
     return np.asarray(vertices, dtype=np.int64), np.asarray(edge_ids, dtype=np.int64)
 
 

@@ -24,8 +24,10 @@ def select_candidates(probs: np.ndarray, seeds: set[int], eps: float = 0.95) -> 
     """GNN-RAG's candidate set: nodes by probability (question entities excluded) until the cumulative
     probability first exceeds ``eps``; nodes below ``(1 - eps) / N`` are never candidates.
 
-    ``probs (N,)`` is one graph's node distribution, ``seeds`` the question entities' positions. Returns ``[(node
-    position, probability), ...]``, most probable first; empty when every node is a seed.
+    Args:
+        probs: ``(N,)`` the node distribution of one graph. seeds: node positions of the question entities.
+    Returns:
+        ``[(node position, probability), ...]`` most probable first; empty when every node is a seed.
     """
     floor = (1 - eps) / (len(probs) or 1)
     order = [int(i) for i in np.argsort(-probs, kind="stable") if int(i) not in seeds and probs[i] >= floor]
@@ -40,12 +42,16 @@ def select_candidates(probs: np.ndarray, seeds: set[int], eps: float = 0.95) -> 
 
 def named_beyond(probs: np.ndarray, unnamed: list[tuple[int, float]], edge_index: np.ndarray, skip: set[int]
                  ) -> list[tuple[int, float]]:
-    """Where every candidate is a node that names nothing (a Freebase mediator: a marriage, an address), the nodes
-    they link instead: the reasoner reached the fact, its named ends are the answer. Each neighbour of the ``unnamed``
-    candidates not in ``skip`` is scored by the summed probability of those linking it, ties broken by its own.
+    """Where every candidate of :func:`select_candidates` is a node that names nothing (a Freebase mediator: a
+    marriage, an address, a team membership), the nodes they link instead: each neighbour not in ``skip`` (the seeds
+    and the other nameless nodes) scored by the summed probability of the candidates linking it, ties broken by its
+    own probability. The mediator's probability says the reasoner reached the fact; its named ends are the answer.
 
-    Shapes: ``probs (N,)``; ``edge_index (2, E)`` over positions, followed either way. Returns ``[(position,
-    score), ...]``, best first.
+    Args:
+        probs: ``(N,)`` the node distribution. unnamed: ``[(position, probability)]`` the candidates.
+        edge_index: ``(2, E)`` edges over positions, either direction followed. skip: positions never returned.
+    Returns:
+        ``[(position, score), ...]`` best first; empty when the candidates link no other node.
     """
     score: dict[int, float] = {}
     for m, p in unnamed:
@@ -91,11 +97,15 @@ def _hop_texts(u: int, v: int, rel_index: dict) -> list[str]:
 
 
 def reasoning_paths(graph, seeds: list[int], targets: list[int], max_lines_per_pair: int = 8) -> PathReport:
-    """Shortest paths from question entities to targets (node *ids*), verbalized with direction and every relation.
+    """Shortest paths from question entities to targets, verbalized with direction and every relation.
 
-    Paths are found in the undirected graph (as GNN-RAG's: a path may walk a fact backwards); each hop is written
-    once per relation between the pair, ``u -> r -> v`` for a fact u->v, ``u <- r <- v`` for v->u. Lines are
-    deduplicated, in target order.
+    Topology is the undirected simple graph (as GNN-RAG: a path may walk a fact backwards); each hop is then
+    written once per relation between the pair, ``u -> r -> v`` for a fact u->v and ``u <- r <- v`` for a fact
+    v->u, so nothing is overwritten and nothing is reversed. Lines are deduplicated, kept in target order (most
+    probable candidate first).
+
+    Args:
+        graph: a :class:`~gr_core.data.TextualGraph`. seeds, targets: node *ids* of ``graph``.
     """
     ids = graph.nodes.node_id.tolist()
     names = dict(zip(ids, graph.nodes.node_attr.tolist()))
@@ -127,8 +137,8 @@ def reasoning_paths(graph, seeds: list[int], targets: list[int], max_lines_per_p
                     line = names[nodes[0]] + "".join(h + names[v] for h, v in zip(combo, nodes[1:]))
                     kept.setdefault(line, nodes)
         no_path += not found
-    return PathReport(list(kept), len(seeds) - len(present), no_path,
-                      list(dict.fromkeys(int(v) for nodes in kept.values() for v in nodes)))
+    return PathReport(lines=list(kept), missing_seed=len(seeds) - len(present), no_path=no_path,
+                      nodes=list(dict.fromkeys(int(v) for nodes in kept.values() for v in nodes)))
 
 
 def reference_paths(graph, seeds: list[int], targets: list[int]) -> list[str]:

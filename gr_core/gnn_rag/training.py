@@ -28,8 +28,8 @@ def deterministic_algorithms(enabled: bool = True):
     """Torch's deterministic algorithms inside the block, the previous setting restored after.
 
     Without it the scatter sums differ at 1e-8 from run to run on CPU (after 10 epochs, 3 of 326 MetaQA-2hop test
-    answers); with it reruns are bit-identical. ``enabled=False`` (CUDA: cuBLAS refuses the mode unless
-    ``CUBLAS_WORKSPACE_CONFIG`` is set before start-up) leaves the setting alone.
+    answers); with it reruns are bit-identical at 1 and 2 threads. ``enabled=False`` (CUDA: cuBLAS refuses the mode
+    unless ``CUBLAS_WORKSPACE_CONFIG`` is set before start-up) leaves the setting alone: GPU runs are not bit-identical.
     """
     if not enabled:
         yield

@@ -123,6 +123,8 @@ def validate_on_datasets(names: list[str], graphs: int = 100, seed: int = 0) -> 
     ``response``, ``parsed``, one bool column per level)."""
     from ..graphqa import load_dataset  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.graphqa; this module stays torch-free
 
+    if not names:
+        raise ValueError("validate_on_datasets: no dataset named")
     rows = []
     for name in names:
         ds = load_dataset(name)

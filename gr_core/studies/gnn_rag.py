@@ -93,9 +93,15 @@ def run_reasoner(dataset: str, hops: int = 2, max_train: int | None = None, max_
 def run_reasoners(datasets: list[str], metaqa_hops: list[int], max_train: int | None, max_val: int | None,
                   max_test: int | None, cfg: ReasonerConfig, tcfg: ReasonerTrainConfig,
                   by_key: dict | None = None, save_dir=None) -> dict:
-    """:func:`run_reasoner` for every dataset key (:func:`dataset_keys`): dataset key -> its result; with
-    ``save_dir``, each reasoner is saved as ``save_dir/<key>.pt`` (and reloaded while its key is unchanged).
-    ``by_key``: dataset key -> its own ``max_train`` / ``max_val`` / ``max_test`` / ``num_epochs``."""
+    """:func:`run_reasoner` for every dataset key (:func:`dataset_keys`), each in turn; with ``save_dir``, each
+    reasoner is saved as ``save_dir/<key>.pt`` as soon as it is trained and reloaded when its key is unchanged.
+
+    Args:
+        by_key: dataset key -> its own ``max_train`` / ``max_val`` / ``max_test`` / ``num_epochs`` on top of the
+            shared ones (the quick preset trains MetaQA-3hop's reasoner on its whole split, the others on 976).
+    Returns:
+        dataset key -> :func:`run_reasoner`'s result.
+    """
     by_key = by_key or {}
     known = {key for key, _, _ in dataset_keys(datasets, metaqa_hops)}
     unknown = sorted(set(by_key) - known)

@@ -157,9 +157,16 @@ def run_graph_baselines(ds, runs_dir: str | Path, max_train: int | None = None, 
 
 def reference_runs(by_dataset: dict[str, dict], runs_dir: str | Path, methods=BASELINES,
                    seeds: list[int] | None = None) -> list[dict]:
-    """The reference runs' metrics for every classification dataset of a plan (ExplaGraphs), on the LLM runs' own
-    splits (``by_dataset``: dataset -> run settings, whose ``max_*`` cut them). The GNN-only classifier trains once
-    per seed of ``seeds`` (None: ``[0]``); the deterministic rows run with the first."""
+    """The reference rows for every classification dataset of a plan (ExplaGraphs), on the LLM runs' own splits.
+
+    Args:
+        by_dataset: dataset -> run settings (:func:`gr_core.g_retriever.experiments.dataset_settings`); their ``max_*``
+            cut the splits.
+        seeds: the GNN-only classifier trains once per seed (it is compared with each seed of the LLM runs); the
+            deterministic rows (majority, negation parity) run with the first. None: ``[0]``.
+    Returns:
+        the reference runs' metrics (empty when no dataset of the plan has one graph and one label per question).
+    """
     seeds = list(seeds) if seeds else [0]
     out = []
     for name in [d for d in by_dataset if d in CLASSIFICATION_DATASETS]:
