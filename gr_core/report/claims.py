@@ -130,8 +130,8 @@ def paired_claim(paper: str, claim: str, dataset: str, runs_dir: Path, run_a: st
 
 
 def paper_difference(dataset: str, a: str, b: str) -> float | None:
-    """GR Table 3's ``a - b`` in the column ``dataset`` stands in for, on the dataset's scale; this project's
-    reference rows (majority, graph-only classifier): :data:`REFERENCE_EFFECT`."""
+    """GR Table 3's ``a - b`` for ``dataset``'s column, on its scale (this project's reference rows:
+    :data:`REFERENCE_EFFECT`)."""
     if b in ("majority", "gnn_classifier", "negation_parity"):
         return REFERENCE_EFFECT * metric_scale(dataset)
     col = PAPER_COLUMN.get(dataset)
@@ -221,9 +221,8 @@ def _efficiency_claims(t: dict, root: Path | None) -> list[Claim]:
 
 
 def _retrieval_epoch_bench(root: Path | None) -> tuple[Path | None, dict]:
-    """This preset's ``outputs/bench/retrieval_epoch[-<preset>].json`` (``python bench/retrieval_epoch.py --preset
-    P``; ``root`` is ``outputs/<preset>``), the file that timed its configurations, and its entry per dataset;
-    ``(None, {})`` where this preset was not timed."""
+    """The path and per-dataset entries of ``outputs/bench/retrieval_epoch[-<preset>].json`` if it timed the preset
+    at ``root``, else ``(None, {})``."""
     for name in ([] if root is None else [f"retrieval_epoch-{root.name}.json", "retrieval_epoch.json"]):
         path = root.parent / "bench" / name
         if path.is_file() and (d := json.loads(path.read_text())).get("preset") == root.name:
@@ -232,8 +231,8 @@ def _retrieval_epoch_bench(root: Path | None) -> tuple[Path | None, dict]:
 
 
 def _timed_alone(timed: dict, tests: dict) -> str:
-    """The bench's figures as evidence: an epoch's training seconds without -> with retrieval, per dataset, with the
-    reduction's 95% interval and p over the timed steps (:func:`~gr_core.stats.total_reduction`)."""
+    """The bench's evidence: per dataset an epoch's training seconds without -> with retrieval, the reduction's 95%
+    interval and p."""
     parts = []
     for d, r in timed.items():
         before, after, t = r["sides"]["gr_wo_retrieval"], r["sides"]["g_retriever"], tests[d]
@@ -247,8 +246,7 @@ def _timed_alone(timed: dict, tests: dict) -> str:
 
 def _hallucination_claims(t: dict, root: Path | None) -> list[Claim]:
     """Per dataset, G-Retriever against GraphToken on each response's fully-valid flag (normalized level), paired by
-    question index in notebook 05's per-response records (``responses.jsonl``): exact McNemar with n and p. Two
-    trained models of one seed each: the row decides only over :data:`MIN_SEEDS` seeds."""
+    question index in notebook 05's ``responses.jsonl``."""
     df = t.get("05_hallucination/table5_all_levels")
     src = "05_hallucination/responses.jsonl"
     claim = "Hallucination drops: more valid citations than graph prompt tuning (Table 5)"
@@ -356,11 +354,9 @@ def _ablation_claims(t: dict, root: Path | None) -> list[Claim]:
 
 
 def _gnn_rag_claims(t: dict, root: Path | None) -> list[Claim]:
-    """GNN-RAG's claims on notebook 04's per-question predictions, per dataset key, each powered for the paper's WebQSP
-    difference: against the plain LLM and RA against GNN alone (Hit; Tables 2, 4, 5), and (Table 2) the LLM half
-    against the GNN beneath it, Hit@1 against the GNN's H@1 (exact McNemar) and F1 against its F1 (signed-rank;
-    no power formula: decides only when significant), for the free-text rows and the grounded ones (beyond the paper).
-    """
+    """GNN-RAG's claims on notebook 04's per-question predictions, per dataset key, powered for the paper's WebQSP
+    difference: against the plain LLM, RA against GNN alone, and the LLM half against the GNN beneath it (Hit@1 by
+    McNemar, F1 by signed rank), free-text and grounded."""
     src = "04_gnn_rag/predictions.jsonl.gz"  # gr_core.runs.write_records
     web = {k[1]: v for k, v in PAPER_GNN_RAG.items() if k[0] == "webqsp"}
     alone = PAPER_GNN_ONLY["webqsp"]
@@ -412,9 +408,8 @@ def _gnn_rag_claims(t: dict, root: Path | None) -> list[Claim]:
 
 
 def claims(tables: dict[str, pd.DataFrame], root: str | Path | None = None) -> pd.DataFrame:
-    """One row per paper claim and dataset: the verdict (the module docstring), both scores, n, the paired p-value,
-    and the file. ``root`` (``outputs/<preset>``) gives the run directories and per-question predictions the paired
-    tests need; without it every comparison is ``not testable here``."""
+    """One row per paper claim and dataset: the verdict, both scores, n, the paired p-value and the file. Without
+    ``root`` (``outputs/<preset>``: the runs and predictions) every comparison is ``not testable here``."""
     root = None if root is None else Path(root)
     rows = _table3_claims(tables, root) + _efficiency_claims(tables, root) + _hallucination_claims(tables, root) + \
         _ablation_claims(tables, root) + _gnn_rag_claims(tables, root)

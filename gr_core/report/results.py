@@ -94,10 +94,11 @@ def _predictions(runs_dir: str | Path, name: str, limit: int | None = None) -> l
         return [json.loads(line) for line in itertools.islice((x for x in fh if x.strip()), limit)]
 
 
-def run_question_scores(runs_dir: str | Path, name: str, key: str = "score") -> pd.Series:
-    """One run's per-question ``key`` (from ``predictions.jsonl``), indexed by question id in file order."""
+def run_question_scores(runs_dir: str | Path, name: str) -> pd.Series:
+    """One run's per-question score (from ``predictions.jsonl``), indexed by question id in file order."""
     rows = _predictions(runs_dir, name)
-    return pd.Series([float(r.get(key, float("nan"))) for r in rows], index=[str(r["id"]) for r in rows], name=name)
+    return pd.Series([float(r.get("score", float("nan"))) for r in rows], index=[str(r["id"]) for r in rows],
+                     name=name)
 
 
 def paired(runs_dir: str | Path, name_a: str, name_b: str) -> dict:
