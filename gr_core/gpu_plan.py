@@ -1,30 +1,8 @@
 """A large LLM's training on one GPU, planned from its shapes: peak memory of a step and time per epoch.
 
-Arithmetic only (no torch, no files but a local model's ``config.json``). ``--dry-run`` on a GPU profile (``h100``,
-``gpu-80gb``, ``gpu-24gb``: :func:`gr_core.speeds.profiles`) prints it through :func:`gr_core.plan.gpu_lines` for the
-preset's LLM and for the paper's Llama-2-7B (GR App. B.1), at the preset's G-Retriever + LoRA step (its largest: the
-LLM, LoRA, the graph encoder and the projector all train). The formulas are in docs/notebooks.md ("Planning a 7B
-run"); every term is a count of bytes, 1 GB = 1e9 bytes:
-
-- **weights**: every parameter of the LLM x the bytes of its dtype (bf16: 2); with ``quantization`` the decoder's
-  linear layers take 1 byte (``8bit``) or 4.127 bits (``4bit``: NF4 + double quantization, QLoRA §3) and the
-  embeddings, norms and output projection stay in the dtype (bitsandbytes leaves them);
-- **trained parameters**: LoRA, graph encoder and projector, all fp32 (peft keeps the adapters in fp32 under a bf16
-  LLM), so 16 bytes each: the weight (its own master copy), its gradient and AdamW's two moments;
-- **LLM activations**: what autograd keeps for the backward pass (:func:`layer_activation_bytes`, checked against
-  torch's saved tensors of a 2-layer Llama in ``tests/test_gpu_plan.py``) for the batch's padded tokens, and the
-  backward pass's working set; with gradient checkpointing each layer's input only (:func:`llm_activation_bytes`);
-- **logits**: ``B x (max_new_tokens + 1)`` rows of the vocabulary (``GraphLLM.forward`` keeps only the label's);
-- **graph encoder activations**: per node and edge, from PyG's saved tensors (:func:`gnn_activation_bytes`), for
-  a batch of whole WebQSP 2-hop graphs (GR Table 2 means: the configurations without retrieval).
-
-The total is set against the card less :data:`RESERVE` (CUDA context, allocator fragmentation, kernel workspaces).
-
-Time per epoch = tokens x FLOPs per token (:func:`train_flops_per_token`: ``4 N`` + ``4 V d`` per logit row) / a
-measured FLOP rate (:func:`gr_core.plan.epoch_lines`): the embedded SmolLM2-135M's (the same Llama architecture)
-from ``bench/train_infer_throughput.py`` (:func:`gr_core.speeds.llm_training_rates`). Its H100 rate is a launch-bound
-small model's (an upper bound on the 7B's time); the MFU it reaches when compute-bound (on the CPU) of the H100's
-measured GEMM peak gives the expected time, the peak itself the lower bound.
+Arithmetic only (no torch; no file but a local model's ``config.json``), printed by :func:`gr_core.plan.gpu_lines` on
+a GPU profile for the preset's LLM and the paper's Llama-2-7B (GR App. B.1) at the preset's largest step,
+G-Retriever + LoRA. The terms and formulas are in docs/notebooks.md ("Planning a 7B run"); 1 GB = 1e9 bytes.
 """
 from __future__ import annotations
 
@@ -140,11 +118,8 @@ def llm_shapes(model: str) -> Shapes | None:
 
 @dataclass(frozen=True)
 class Step:
-    """One training step as the notebooks build it (:func:`step_from_run_config`).
-
-    ``seq_len`` is the widest example, which every row of its length-sorted batch is padded to; ``label_rows`` the
-    logit rows per example (``max_new_tokens + 1``). ``gnn_kind`` None: no graph encoder; ``lora_r`` None: no LoRA.
-    """
+    """One training step (:func:`step_from_run_config`): ``seq_len`` the widest example, which the batch is padded
+    to; ``label_rows`` the logit rows per example; ``gnn_kind`` / ``lora_r`` None: no graph encoder / LoRA."""
 
     batch_size: int
     seq_len: int
@@ -180,8 +155,7 @@ def lora_params(s: Shapes, r: int | None, targets: tuple[str, ...]) -> int:
 
 def gnn_params(kind: str | None, in_dim: int, hidden: int, layers: int, heads: int) -> int:
     """Parameters of :class:`~gr_core.g_retriever.graph_encoder.GraphEncoder` (PyG's convolutions, BatchNorm between
-    layers): ``gt`` key, query, value and skip linears with bias plus an edge linear from ``in_dim``; ``gat`` one
-    linear to ``heads x hidden``, two attention vectors and a bias; ``gcn`` a linear with bias."""
+    layers)."""
     if kind is None:
         return 0
     total = 2 * hidden * (layers - 1)  # BatchNorm weight and bias
@@ -216,15 +190,10 @@ def weight_bytes(s: Shapes, dtype_bytes: int = 2, quantization: str | None = Non
 
 def layer_activation_bytes(s: Shapes, seq_len: int, lora_r: int | None = None, lora_targets: tuple[str, ...] = (),
                            dtype_bytes: int = 2) -> float:
-    """Bytes autograd keeps per token for one decoder layer's backward pass (eager attention, frozen weights).
-
-    A frozen linear keeps no input (its input gradient needs only the weight), so what stays is: the two RMSNorms'
-    inputs upcast to fp32 and their 1/rms; q and the k, v repeated to every head (``heads x head_dim`` each) for the
-    attention products; the softmax in fp32 and its cast to the dtype (``heads x seq_len`` per token: the eager
-    kernel the LLM trains with on CUDA, :func:`gr_core.precision.attention_implementation`); the MLP's gate, up and
-    silu(gate) (``intermediate`` each); per LoRA target its fp32 dropout mask and dropped input (``in`` each) and
-    ``A``'s output (``r``).
-    """
+    """Bytes autograd keeps per token for one decoder layer's backward pass (eager attention, frozen weights: a
+    frozen linear keeps no input): the RMSNorms' fp32 inputs and 1/rms, q and the repeated k, v, the softmax in fp32
+    and the dtype, the MLP's gate, up and silu(gate), per LoRA target its fp32 dropout mask, dropped input and
+    ``A``'s output."""
     q = s.heads * s.hd
     cast = dtype_bytes if dtype_bytes != FP32 else 0  # an fp32 softmax is not cast again
     saved = 2 * (FP32 * s.hidden + FP32) + 3 * q * dtype_bytes + (FP32 + cast) * s.heads * seq_len \
@@ -243,36 +212,15 @@ def llm_kept_bytes(s: Shapes, step: Step, checkpointing: bool = False, dtype_byt
     return tokens * (s.layers * per_layer + FP32 * s.hidden + FP32)
 
 
-def llm_activation_bytes(s: Shapes, step: Step, checkpointing: bool = False, dtype_bytes: int = 2) -> float:
-    """The LLM's activations at the peak of a step: :func:`llm_kept_bytes` plus the backward pass's working set, one
-    layer's activations, two with checkpointing (the layer recomputed, then its gradients)."""
-    layer = layer_activation_bytes(s, step.seq_len, step.lora_r, step.lora_targets, dtype_bytes)
-    working = step.batch_size * step.seq_len * layer * (2 if checkpointing else 1)
-    return llm_kept_bytes(s, step, checkpointing, dtype_bytes) + working
-
-
-def logit_bytes(s: Shapes, step: Step, dtype_bytes: int = 2) -> float:
-    """The label rows' logits in the dtype, their fp32 copy and the fp32 log-softmax the loss keeps."""
-    return step.batch_size * step.label_rows * s.vocab * (dtype_bytes + 2 * FP32)
-
-
 def gnn_activation_bytes(kind: str | None, nodes: float, edges: float, hidden: int, layers: int, heads: int) -> float:
-    """Bytes the graph encoder keeps for a batch of ``nodes`` and ``edges`` (fp32), from PyG's saved tensors
-    (``tests/test_gpu_plan.py`` checks it): per layer, ``gt`` three ``(E, hidden)`` messages and three ``(E, heads)``
-    attention tensors, ``gat`` ``(E + N, heads x hidden)`` messages over its self-looped edges and
-    ``(N, heads x hidden)`` node features, ``gcn`` edge weights; BatchNorm and ReLU keep ``2 x hidden`` per node
-    between layers."""
+    """Bytes the graph encoder keeps for a batch of ``nodes`` and ``edges`` (fp32), from PyG's saved tensors (checked
+    in ``tests/test_gpu_plan.py``); BatchNorm and ReLU keep ``2 x hidden`` per node between layers."""
     if kind is None:
         return 0.0
     per_layer = {"gt": edges * FP32 * (3 * hidden + 3 * heads),
                  "gat": (edges + nodes) * FP32 * heads * (hidden + 5) + nodes * FP32 * heads * (hidden + 2),
                  "gcn": (edges + nodes) * 5 * FP32}[kind]
     return layers * per_layer + (layers - 1) * nodes * 2 * FP32 * hidden
-
-
-def graph_input_bytes(nodes: float, edges: float, in_dim: int = TEXT_DIM) -> float:
-    """The batch's node and edge vectors (fp32) and its edge index (int64) on the GPU."""
-    return (nodes + edges) * in_dim * FP32 + edges * 2 * 8
 
 
 @dataclass(frozen=True)
@@ -294,30 +242,28 @@ class Memory:
 
 def training_memory(s: Shapes, step: Step, quantization: str | None = None, checkpointing: bool = False,
                     dtype_bytes: int = 2) -> Memory:
-    """The peak of one training step of ``step`` on LLM ``s`` (bytes by term: see the module's docstring)."""
+    """The peak of one training step of ``step`` on LLM ``s``, in bytes by term."""
     trained = sum(trained_params(s, step).values())
     nodes, edges = step.batch_size * step.graph_nodes, step.batch_size * step.graph_edges
+    # the backward pass's working set: one layer's activations, two with checkpointing (recomputed, then its gradients)
+    layer = layer_activation_bytes(s, step.seq_len, step.lora_r, step.lora_targets, dtype_bytes)
+    working = step.batch_size * step.seq_len * layer * (2 if checkpointing else 1)
     return Memory({
         "LLM weights": weight_bytes(s, dtype_bytes, quantization),
         "trained parameters (fp32: weight, gradient, AdamW m and v)": trained * ADAMW_BYTES,
-        "LLM activations": llm_activation_bytes(s, step, checkpointing, dtype_bytes),
-        "logits and loss": logit_bytes(s, step, dtype_bytes),
+        "LLM activations": llm_kept_bytes(s, step, checkpointing, dtype_bytes) + working,
+        # the label rows' logits in the dtype, their fp32 copy and the fp32 log-softmax the loss keeps
+        "logits and loss": step.batch_size * step.label_rows * s.vocab * (dtype_bytes + 2 * FP32),
+        # with the batch's fp32 node and edge vectors and its int64 edge index
         "graph encoder activations": 0.0 if step.gnn_kind is None else gnn_activation_bytes(
             step.gnn_kind, nodes, edges, step.gnn_hidden, step.gnn_layers, step.gnn_heads)
-        + graph_input_bytes(nodes, edges, step.in_dim),
+        + ((nodes + edges) * step.in_dim * FP32 + edges * 2 * 8),
     }, quantization, checkpointing)
 
 
-def kv_cache_bytes(s: Shapes, batch: int, tokens: int, dtype_bytes: int = 2) -> float:
-    """Keys and values of every layer for ``batch`` sequences of ``tokens`` (greedy answering)."""
-    return 2 * s.layers * s.kv_heads * s.hd * dtype_bytes * batch * tokens
-
-
 def train_flops_per_token(s: Shapes, logit_rows_per_token: float, checkpointing: bool = False) -> float:
-    """FLOPs of one trained token through frozen weights: ``4 N`` with ``N`` the decoder layers' parameters (forward
-    2N, backward 2N for the input gradients only; LoRA's weight gradients are negligible) + ``4 V d`` per logit row,
-    ``+2 N`` with checkpointing (the layers' forward pass again). Attention's ``T^2`` term is left out, as the bench
-    counts it (1% of a 7B's FLOPs at 600 tokens, more of the 135M's: conservative)."""
+    """FLOPs of one trained token through frozen weights: ``4 N`` (forward 2N, backward 2N for the input gradients
+    only) + ``4 V d`` per logit row, ``6 N`` with checkpointing; no attention ``T^2`` term, as the bench counts it."""
     return (6 if checkpointing else 4) * s.layer_params + 4 * s.vocab * s.hidden * logit_rows_per_token
 
 
@@ -383,11 +329,12 @@ def memory_lines(s: Shapes, step: Step, configured: tuple[str | None, bool], mem
                                                            for i, m in enumerate(options))]
     lines += ["    " + t.ljust(width - 2) + "".join(f"{m.terms[t] / GB:14.2f}" for m in options)
               for t in options[0].terms]
+    kv_cache = 2 * s.layers * s.kv_heads * s.hd * dtype_bytes * eval_batch * step.seq_len  # keys and values
     return lines + [
         "    " + "total".ljust(width - 2) + "".join(f"{m.total / GB:14.1f}" for m in options),
         "    " + f"fits {budget / GB:.1f} GB ({memory_gb:.0f} less {RESERVE:.0%})?".ljust(width - 2)
         + "".join(f"{'fits' if m.total <= budget else 'does not fit':>14}" for m in options),
         f"  * {fix(options, memory_gb)}",
         f"  answering: weights {options[0].terms['LLM weights'] / GB:.1f} GB + KV cache "
-        f"{kv_cache_bytes(s, eval_batch, step.seq_len, dtype_bytes) / GB:.1f} GB (eval batch {eval_batch} x "
+        f"{kv_cache / GB:.1f} GB (eval batch {eval_batch} x "
         f"{step.seq_len} tokens)"]

@@ -1,15 +1,6 @@
-"""The frozen LLM's CPU kernels, chosen by measurement (docs/precision.md): attention by phase and width, and linear
-layers on weights packed once for inference. :func:`gr_core.llm.load_llm` installs them on CPU (which model and
-dtype gets which: its code and docs/precision.md); on CUDA nothing here runs.
-
-- :func:`packed_gqa_attention` (registered as ``gr_packed_gqa``): a decode step without ``repeat_kv``'s copies, a
-  prefill as eager in batch slices of :data:`PREFILL_SLICE_BYTES`, a training forward as eager below
-  :data:`SDPA_FROM` positions and SDPA's from it;
-- :func:`prepack_linears`: ``nn.Linear`` forwards that, with gradients off, multiply by a oneDNN-packed weight;
-- :func:`contiguous_head_input`: the vocabulary projection's input made contiguous (one product, not ``bmm``);
-- :func:`grouped_prefill`: a left-padded batch's prompts encoded in groups of near length, so a greedy generation
-  does not run its prefill over the whole batch's padding (CPU only: :meth:`GraphLLM.generate_ids
-  <gr_core.g_retriever.model.GraphLLM.generate_ids>`, :func:`gr_core.llm.generate_text`).
+"""The frozen LLM's CPU kernels, chosen by measurement (docs/precision.md, which gives every number): attention by
+phase and width, linear layers on weights packed once, a batch's prompts prefilled in groups of near length.
+:func:`gr_core.llm.load_llm` installs them on CPU; on CUDA nothing here runs.
 """
 from __future__ import annotations
 
@@ -18,29 +9,18 @@ import weakref
 from functools import lru_cache
 
 # Positions from which SDPA's bf16 CPU kernel beats eager attention in training, where eager's (B, H, T, T) fp32
-# softmax and its casts dominate (forward and backward of 8 SmolLM2-135M examples, 2 cores,
-# bench/attention_training.py: eager 10% faster at 225 and 332 positions, SDPA 1.2x at 424 and 1.5x at 594; on
-# CLEVR, not chosen on, eager 12% faster at 292, SDPA 1.08x at 443 and 1.5x at 565); SDPA
-# keeps no (T, T) tensor for the backward pass (eager in slices kept 9.2 GB at 8 x 591 positions against 4.9).
+# softmax and its casts dominate; SDPA also keeps no (T, T) tensor for the backward (bench/attention_training.py)
 SDPA_FROM = 384
-# A prefill's (no gradient) eager attention runs in batch slices whose fp32 scores (rows x H x T x T x 4 bytes) fit
-# this budget: they stay in the CPU's cache instead of streaming (B, H, T, T) through memory. Each row's products are
-# eager's own, so the logits are equal. 16 prompts, bench/attention_prefill.py: a prefill 0.97-1.13x SDPA's speed
-# on three families (1.05-1.13x on CLEVR), 1.2-1.7x eager's whole from 440 positions; whole generations 1.01-1.11x
-# the SDPA rule before it; 4 to 16 MiB within noise, 32 slower. docs/precision.md
+# A prefill's eager attention runs in batch slices whose fp32 scores (rows x H x T x T x 4 bytes) fit this budget, so
+# they stay in the CPU's cache; each row's products are eager's own: the same logits (bench/attention_prefill.py)
 PREFILL_SLICE_BYTES = 8 * 2 ** 20
 
 
 def packed_gqa_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
-    """Llama's eager attention, with three changes on a bf16 CPU (docs/precision.md 2):
-
-    - a decode step (one query position, eval mode): ``query (B, H, 1, D)`` is read as ``(B, H_kv, H / H_kv, D)``, so
-      each key/value head ``(B, H_kv, T, D)`` serves its group of query heads without being copied ``H / H_kv``
-      times first (eager's ``repeat_kv``): the same products on fewer bytes (1.11x the answers/s on WebQSP, 6 of 6
-      alternated rounds, ``bench/decode_variants.py --ab``; slower on an H200, so only CPUs get it);
-    - a prefill (more positions, no gradient): eager's code over slices of the batch of ``PREFILL_SLICE_BYTES``
-      of scores each, the same logits;
-    - a training forward: eager's code, SDPA's from ``SDPA_FROM`` positions on.
+    """Llama's eager attention on a bf16 CPU, changed by phase: a decode step (one query position, eval mode) reads
+    ``query (B, H, 1, D)`` as ``(B, H_kv, H / H_kv, D)``, so each key/value head serves its group of query heads
+    without eager's ``repeat_kv`` copies; a prefill (no gradient) runs eager in batch slices of
+    :data:`PREFILL_SLICE_BYTES`; a training forward runs eager, SDPA from :data:`SDPA_FROM` positions.
 
     Returns ``(B, T, H, D)`` and no weights, as transformers' attention functions do.
     """
@@ -83,11 +63,9 @@ def register_packed_gqa() -> str:
     return "gr_packed_gqa"
 
 
-# An inference call's linear layers read their weights in oneDNN's packed layout, made once per weight: torch's bf16
-# CPU ``linear`` reorders the (out, in) weight into that layout on every call, which is most of a decode step's
-# products (one or a few rows against the whole weight). The same kernel then runs, so the outputs are bit-equal; a
-# decode step's products 1.5x faster, a prefill's within noise (docs/precision.md). Packed copies live here, not
-# on the module: they are opaque oneDNN tensors, which ``copy.deepcopy`` and ``state_dict`` cannot carry.
+# torch's bf16 CPU ``linear`` reorders the (out, in) weight into oneDNN's packed layout on every call, most of a decode
+# step's cost; packed once, the same kernel gives bit-equal outputs. The packed copies live here, not on the module:
+# opaque oneDNN tensors, which ``copy.deepcopy`` and ``state_dict`` cannot carry.
 _PACKED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # nn.Linear -> (weight's identity, packed copy)
 
 
@@ -117,20 +95,14 @@ def _prepacked_linear(self, x):
 
 
 def contiguous_head_input(module, args):
-    """Make the vocabulary projection's input contiguous before it runs.
-
-    transformers computes logits from a strided slice ``hidden[:, -k:, :]`` ``(B, k, d)``, which torch's ``matmul``
-    runs as ``bmm`` against the ``(d, V)`` weight expanded to ``(B, d, V)``: in bf16 on CPU the weight is copied B
-    times (a quarter of a training step, docs/precision.md). A contiguous input folds into one ``(B k, d) @ (d, V)``
-    product, the same values.
-    """
+    """Make the vocabulary projection's input contiguous before it runs (a forward pre-hook): a strided
+    ``hidden[:, -k:, :]`` ``(B, k, d)`` runs as ``bmm`` against the weight copied B times in bf16 on CPU; contiguous,
+    it folds into one ``(B k, d) @ (d, V)`` product, the same values."""
     return (args[0].contiguous(), *args[1:])
 
 
-# What a separate prefill forward costs, in padded positions, when :func:`length_groups` splits a batch: on WebQSP's
-# first 192 validation prompts (53-534 tokens, batches of 16; bench/grouped_prefill.py) costs of 0 to 512 prefilled
-# them in 56.4-58.5 s against 61.6 s for one group a batch (the best of two fixed-order passes); 128 keeps 1-3
-# forwards a batch there. ``inf`` turns grouping off (bench/decode_variants.py's "padded prefill"). docs/precision.md
+# What a separate prefill forward costs, in padded positions, when :func:`length_groups` splits a batch (costs of 0
+# to 512 measured alike, bench/grouped_prefill.py; 128 keeps 1-3 forwards a batch of 16); ``inf`` turns grouping off
 PREFILL_GROUP_COST = 128
 
 
@@ -164,10 +136,9 @@ def left_padded_positions(attention_mask):
 
 
 def prefill_groups(llm, attention_mask) -> list[list[int]] | None:
-    """The :func:`length_groups` :func:`grouped_prefill` would prefill a left-padded batch in, or None where it keeps
-    the plain path: off the CPU (measured on CPU only; a GPU's steps are launch-bound, docs/peers.md), one group, a
-    one-token row, a model with other than full-attention cache layers, a generation config with beams or its own
-    cache type."""
+    """The :func:`length_groups` :func:`grouped_prefill` would prefill a left-padded batch in, or None for the plain
+    path: off the CPU (a GPU's steps are launch-bound), one group, a one-token row, cache layers other than full
+    attention (a sliding window keeps only its window), a generation config with beams or its own cache type."""
     from transformers import DynamicCache  # noqa: PLC0415 deferred: transformers + torch, ~2 s at start-up
     from transformers.cache_utils import DynamicLayer  # noqa: PLC0415 the same
 
@@ -186,13 +157,9 @@ def prefill_groups(llm, attention_mask) -> list[list[int]] | None:
 def grouped_prefill(llm, attention_mask, **inputs):
     """Encode all but the last position of a left-padded batch in :func:`length_groups`, for ``llm.generate``.
 
-    Each group runs over its own longest row only, so the positions a batch pads its short prompts to are not
-    computed; the group's keys and values are written right-aligned into one cache of the batch's width (the
-    padding's entries zero, masked as before). ``generate`` given this cache computes only the last position.
-    Rows see different padding than in the whole batch, so their bf16 values may differ in the last bit (as they do
-    between batch compositions today); docs/precision.md counts the answers this changes. Only for caches of plain
-    full-attention layers (a sliding-window layer keeps only its window: Gemma 3, Mistral) and a greedy, single-
-    sequence generation config (one whose ``cache_implementation`` or beams would clash with a given cache).
+    Each group runs over its own longest row only, and its keys and values are written right-aligned into one cache
+    of the batch's width (the padding's entries zero, masked as before). Rows see other padding than in the whole
+    batch, so bf16 may round them differently (docs/precision.md counts the answers this changes).
 
     Args:
         llm: a causal LM (transformers, or peft around one).

@@ -1,19 +1,9 @@
 """A preset's plan before it runs: every notebook, every training run, and its estimated time (``--dry-run``).
 
-``./gr suite --preset full --dry-run`` (or ``python -m gr_core.plan --preset full``) lists what the suite would
-train and answer, each run estimated from **measured** throughputs (:mod:`gr_core.speeds`), never from a model of the
-hardware: its questions per split (the preset's limits on :data:`SPLIT_SIZES`) x tokens per training example (tokens
-of an epoch / training questions) of a committed run of the same dataset and method (``outputs/*/runs/*/history.json``),
-over that run's training tokens/s and validation and answering seconds per question (``metrics.json``) on the CPU and
-dtype it records, scaled to ``--profile`` by measured ratios (e.g. bf16 on an AVX512-BF16 CPU:
-``outputs/bench/precision.json``; a GPU profile needs a throughput measured on the GPU and says so when there is none).
-
-Reasoner training (GNN-RAG, notebooks 04, 06, 09): measured seconds per training question and epoch
-(``outputs/studies/*/metrics.json`` on CPU, ``outputs/gpu/reasoner_sweep.jsonl`` on an H100). Other work (datasets,
-retrieval, reports): the notebook's last time in ``outputs/<preset>/suite.json`` minus its runs, when that file
-exists. Every row names its basis; the suite's own timer is the measurement. A preset is resumable, so the plan is of
-what is **left** in ``outputs/<preset>/runs`` (:func:`with_progress`; the row says ``{2/3 seeds done; seed2 resumes
-after epoch 1}``).
+``./gr suite --preset full --dry-run`` (or ``python -m gr_core.plan --preset full``) estimates each run from
+**measured** throughputs (:mod:`gr_core.speeds`), never from a model of the hardware, scaled to ``--profile``; every
+row names its basis, and a resumable preset's plan is of what is left in ``outputs/<preset>/runs``. What is measured
+where: docs/notebooks.md ("Before running: the plan and its estimate").
 """
 from __future__ import annotations
 
@@ -70,11 +60,8 @@ def _reference(measured: pd.DataFrame, dataset: str, method: str, need: str) -> 
 
 def estimate_run(dataset: str, method: str, seeds: int, epochs: int, sizes: tuple[int, int, int], trained: bool,
                  measured: pd.DataFrame, profile: Profile, name: str | None = None, llm: str = EMBEDDED_LLM) -> dict:
-    """One planned run (all its seeds): questions, tokens and estimated seconds, with the measured run it scales.
-
-    ``name``: the run directory's name without ``-seed<k>`` (default ``<dataset>-<method>``); ``llm``: the planned
-    LLM (only runs of the same LLM are a basis).
-    """
+    """One planned run (all its seeds): questions, tokens and estimated seconds, with the measured run it scales
+    (only runs of the same ``llm`` are a basis); ``name`` the run's name without ``-seed<k>``."""
     n_train, n_val, n_test = sizes
     row = {"name": name or f"{dataset}-{method}", "dataset": dataset, "method": method, "seeds": seeds,
            "epochs": epochs if trained else 0, "train": n_train if trained else 0, "val": n_val if trained else 0,
@@ -114,9 +101,8 @@ def _sizes(params: dict, dataset: str) -> tuple[int, int, int]:
 def with_progress(row: dict, runs_dir: Path, seeds: list[int], hashes: list[str | None], estimate,
                   llm_dtype: str | None = None, inputs: dict | None = None) -> dict:
     """``row`` (all its seeds) less what ``runs_dir`` holds: a finished seed costs nothing, an interrupted one its
-    epochs left (``estimate(epochs)``: one seed's seconds; one trained in another LLM dtype than ``llm_dtype`` starts
-    over, as training does), one in another configuration's way (or made from other ``inputs``: data, encoder, LLM
-    weights) all its time (its directory must be cleared first)."""
+    epochs left (``estimate(epochs)``: one seed's seconds), one of another configuration, ``inputs`` or ``llm_dtype``
+    (:func:`gr_core.runs.seed_progress`) all its time."""
     states = [seed_progress(runs_dir / f"{row['name']}-seed{k}", h, llm_dtype, inputs) for k, h in zip(seeds, hashes)]
     done = sum(s == "done" for s, _ in states)
     conflicts = [f"seed{k}" for k, (s, _) in zip(seeds, states) if s == "conflict"]
@@ -140,9 +126,8 @@ def with_progress(row: dict, runs_dir: Path, seeds: list[int], hashes: list[str 
 
 def training_rows(preset: str, measured: pd.DataFrame, profile: Profile, root: Path | None = None,
                   overrides: dict | None = None, only: list[str] | None = None) -> list[dict]:
-    """The runs of notebooks 03 and 07 (each run once: 07 reuses 03's runs of the same configuration), with the seeds
-    already finished in the preset's ``runs/`` taken off (:func:`with_progress`). With ``only`` (the suite's
-    ``--only``) leaving 03 out, 07 plans the runs it shares with 03 itself, as it would train them."""
+    """The runs of notebooks 03 and 07 (07 reuses 03's runs of the same configuration, unless ``only`` leaves 03
+    out), less the seeds already finished (:func:`with_progress`)."""
     from .g_retriever.experiments import preset_run_config  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.g_retriever; this module stays torch-free
     from .g_retriever.model import method_config  # noqa: PLC0415 deferred: as above
     from .g_retriever.train import run_inputs  # noqa: PLC0415 deferred: as above
@@ -152,8 +137,8 @@ def training_rows(preset: str, measured: pd.DataFrame, profile: Profile, root: P
 
     def add(notebook: str, p: dict, params: dict, dataset: str, method: str, name: str | None = None,
             llm: str = EMBEDDED_LLM) -> None:
-        # a method of the notebook's plan trains its seeds (``p``; an untrained one runs once:
-        # gr_core.g_retriever.experiments.run_plan), a sweep's run (``name``) one seed; ``params``: the run's own
+        # a method of the plan trains its seeds (an untrained one runs once), a sweep's run (``name``) one seed;
+        # ``params``: the run's own
         sweep = name is not None
         trained = sweep or (method_config(method).trainable and params.get("num_epochs", 0) > 0)
         n_seeds = int(p.get("num_seeds", 1)) if trained and not sweep else 1
@@ -217,15 +202,19 @@ def gnn_rag_rows(preset: str, profile: Profile, root: Path | None = None, overri
     retrievers = list(p.get("retrievers", RETRIEVERS))  # the notebook's default: every retriever
     rog = any("rog" in r for r in retrievers)
     measured, rows = gnn_rag_measured(base), []
+
+    def add(name, dataset, method, epochs, train, val, test, seconds, basis) -> None:
+        rows.append({"notebook": "04_gnn_rag", "name": name, "dataset": dataset, "method": method, "seeds": 1,
+                     "epochs": epochs, "train": train, "val": val, "test": test, "tokens": None, "seconds": seconds,
+                     "basis": basis})
+
     for key, _, _ in keys:
         own = {**p, **(by_key.get(key) or {})}
         n, epochs = _sizes(own, key)[0], int(own.get("num_epochs", 1))
         per = profile.reasoner_seconds_per_question.get(key)
-        rows.append({"notebook": "04_gnn_rag", "name": f"{key}-reasoner", "dataset": key, "method": "GNN reasoner",
-                     "seeds": 1, "epochs": epochs, "train": n, "val": own.get("max_val") or SPLIT_SIZES[key][1],
-                     "test": own.get("max_test") or SPLIT_SIZES[key][2], "tokens": None,
-                     "seconds": None if per is None else round(n * epochs * per),
-                     "basis": "measured s per question and epoch" if per is not None else "no measured reasoner"})
+        add(f"{key}-reasoner", key, "GNN reasoner", epochs, n, own.get("max_val") or SPLIT_SIZES[key][1],
+            own.get("max_test") or SPLIT_SIZES[key][2], None if per is None else round(n * epochs * per),
+            "measured s per question and epoch" if per is not None else "no measured reasoner")
     families = {family: [k for k, f, _ in keys if f == family] for _, family, _ in keys}
     for family, fkeys in families.items():
         n = (p.get("llm_max_train") or SPLIT_SIZES[fkeys[0]][0]) * len(fkeys)
@@ -236,9 +225,7 @@ def gnn_rag_rows(preset: str, profile: Profile, root: Path | None = None, overri
             m = measured["training"].get((family, part))
             sec = (None if m is None or profile.lora is None
                    else round(n * epochs * m["tokens_per_example"] / (m["tps"] * profile.lora)))
-            rows.append({"notebook": "04_gnn_rag", "name": f"{family}-{part}", "dataset": family, "method": part,
-                         "seeds": 1, "epochs": epochs, "train": n, "val": 0, "test": 0, "tokens": None,
-                         "seconds": sec, "basis": m["basis"] if m else "no measured fine-tune"})
+            add(f"{family}-{part}", family, part, epochs, n, 0, 0, sec, m["basis"] if m else "no measured fine-tune")
     # the RoG beams generated once per question: the bench's (batched as the notebook batches; in fp32, as the rest)
     bench, bench_paths = (bench_json(base / "bench" / "relation_paths.json") if rog else {}), None
     if bench.get("seconds_per_question"):
@@ -260,18 +247,15 @@ def gnn_rag_rows(preset: str, profile: Profile, root: Path | None = None, overri
             else:
                 secs += n * known[1] / (profile.answer or math.nan)
                 basis += f"; relation paths on {known[0]} questions ({known[2]})"
-        rows.append({"notebook": "04_gnn_rag", "name": f"{key}-answers", "dataset": key,
-                     "method": "answers: " + "/".join(retrievers), "seeds": 1, "epochs": 0, "train": 0, "val": 0,
-                     "test": n, "tokens": None, "seconds": None if missing or math.isnan(secs) else round(secs),
-                     "basis": basis})
+        add(f"{key}-answers", key, "answers: " + "/".join(retrievers), 0, 0, 0, n,
+            None if missing or math.isnan(secs) else round(secs), basis)
     return rows
 
 
 def plan(preset: str, profile: str = "cpu-bf16", root: Path | None = None, overrides: dict | None = None,
          only: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(runs, notebooks)``: every estimated run, and per notebook the runs' sum plus its other measured work
-    (``overrides``: the suite's ``-p`` parameters, applied to every notebook as the suite applies them; ``only``:
-    the suite's ``--only`` prefixes, the notebooks left out of both tables)."""
+    (``overrides``, ``only``: the suite's ``-p`` and ``--only``)."""
     prof = profiles(root)[profile]
     measured = measured_runs(root)
     runs = pd.DataFrame(training_rows(preset, measured, prof, root, overrides, only)
@@ -298,8 +282,8 @@ def plan(preset: str, profile: str = "cpu-bf16", root: Path | None = None, overr
 
 
 def _gnn_rag_seconds(folder: Path) -> float:
-    """Seconds notebook 04's last run spent in what :func:`gnn_rag_rows` estimates: reasoner epochs, the LoRA
-    fine-tunes and the answers (``summary.json``, ``retrievers.csv``)."""
+    """Seconds notebook 04's last run spent in what :func:`gnn_rag_rows` estimates (``summary.json``,
+    ``retrievers.csv``)."""
     summary = bench_json(folder / "summary.json")
     total = sum(h.get("seconds", 0.0) for hist in (summary.get("history") or {}).values() for h in hist)
     for parts in (summary.get("llm_training") or {}).values():
@@ -311,8 +295,7 @@ def _gnn_rag_seconds(folder: Path) -> float:
 
 
 def _runs_seconds(runs_dir: Path, planned: pd.DataFrame) -> float:
-    """Seconds the committed runs of ``planned`` took (training, validation, answers, building): the part of a
-    notebook's measured time that the run estimates replace."""
+    """Seconds the committed runs of ``planned`` took: the part of a notebook's measured time the estimates replace."""
     total = 0.0
     for r in planned.itertuples():
         for k in range(int(r.seeds)):
@@ -373,9 +356,8 @@ def render(preset: str, profile: str = "cpu-bf16", root: Path | None = None, ove
 
 
 def epoch_lines(s: Shapes, step: Step, n_train: int, root: Path | None = None, on_h100: bool = True) -> list[str]:
-    """Time per WebQSP epoch of ``n_train`` questions of ``step.seq_len`` tokens (prompt, the graph text at the
-    preset's budget, label) for LLM shapes ``s`` (:mod:`gr_core.gpu_plan`): FLOPs over the embedded SmolLM2-135M's
-    measured rates (:func:`gr_core.speeds.llm_training_rates`), expected and bounds."""
+    """Time per WebQSP epoch of ``n_train`` questions of ``step.seq_len`` tokens for LLM shapes ``s``: FLOPs over the
+    embedded SmolLM2-135M's measured rates (:func:`gr_core.speeds.llm_training_rates`), expected and bounds."""
     rates = llm_training_rates(root)
     gpu, cpu = rates.get("gpu"), rates.get("cpu")
     if gpu is None:
@@ -402,8 +384,8 @@ def epoch_lines(s: Shapes, step: Step, n_train: int, root: Path | None = None, o
 
 def gpu_lines(preset: str, profile: Profile, n_train: int, overrides: dict | None = None,
               root: Path | None = None) -> list[str]:
-    """The GPU plan a GPU profile prints: for the preset's LLM and, when it is another, the paper's Llama-2-7B, the
-    memory of the preset's G-Retriever + LoRA step (the largest) and the time per epoch (:mod:`gr_core.gpu_plan`)."""
+    """The GPU plan of a GPU profile (:mod:`gr_core.gpu_plan`) for the preset's LLM and the paper's Llama-2-7B: the
+    memory of the preset's G-Retriever + LoRA step and the time per epoch."""
     from .g_retriever.experiments import preset_run_config  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.g_retriever; this module stays torch-free
 
     cfg = preset_run_config(preset, "webqsp", "g_retriever_lora", 0, "03_training", overrides)

@@ -1,5 +1,4 @@
-"""The results report (notebook 08): :mod:`~gr_core.report.results` (the paper's tables from run directories),
-:mod:`~gr_core.report.claims` (every paper claim with its paired test and verdict), :mod:`~gr_core.report.summary`
-(``outputs/<preset>/RESULTS.md``). The report reads what the methods and studies wrote; nothing imports it back
-except the studies that tabulate runs.
+"""The results report (notebook 08): :mod:`~gr_core.report.results` (the tables), :mod:`~gr_core.report.claims` (a
+verdict per paper claim), :mod:`~gr_core.report.summary` (``RESULTS.md``). It reads what the methods and studies
+wrote; only the studies that tabulate runs import it back.
 """

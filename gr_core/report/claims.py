@@ -1,26 +1,9 @@
-"""The results report: every table the notebooks wrote under ``outputs/<preset>/``, and a verdict per paper claim.
+"""A verdict per paper claim, from a paired test on the per-question answers of the two systems' runs.
 
-Nothing here trains or answers: tables are read from the CSV files the notebooks wrote, and each comparison of two
-systems is a paired test on the per-question answers in their run directories (``runs/<name>/predictions.jsonl``)
-or notebook 04's ``predictions.jsonl.gz``: exact McNemar on right / wrong, both scores, n and p printed. A comparison is
-``reproduced`` only when it goes the paper's way and p < 0.05, ``contradicted`` when significant the other way, and
-``not significant`` otherwise. Tokens cut keep the paper's threshold (``reproduced`` / ``partly`` / ``not
-reproduced``: a measurement); epochs shortened are a bootstrap over an epoch's timed steps, per dataset, combined as
-``contradicted`` if any is, ``reproduced`` if all are, ``partly`` if some are; ``not testable here`` says which
-numbers are missing.
-
-Seeds: where both systems were trained with several seeds (``<dataset>-<method>-seed<k>``), seed k is paired with
-seed k on the seeds both have (``seeds`` counts them; the evidence names any left without a partner) and the test is
-a paired bootstrap over seeds and questions (:func:`gr_core.stats.compare_seeds`; the per-seed McNemar tables
-combined by Cochran-Mantel-Haenszel beside it); only a run that no seed changes (:data:`SEEDLESS`) is paired with
-every seed of the other.
-
-Power: each comparison carries the paper's difference (``paper_diff``; for this project's reference rows a stated
-5 points) and ``n_power``, the questions that detect it at 80% power given the discordance measured here
-(:func:`gr_core.stats.mcnemar_n_for_power`). ``decides`` is ``yes`` when the row can settle the claim: significant,
-or not significant at ``n >= n_power`` (the paper's difference would have shown 80% of the time), and for a claim
-about trained models only with at least :data:`MIN_SEEDS` seeds; ``measurement`` for a threshold on a measured
-quantity (no paired test); ``no`` otherwise: the sanity rows.
+docs/method.md §4 defines the verdicts, the pairing of seeds and the power columns (``paper_diff``, ``n_power``,
+``decides``): ``reproduced`` only when significant (p < 0.05) in the paper's direction, ``contradicted`` when
+significant the other way, ``not significant`` otherwise; ``not testable here`` says what is missing. Token cuts keep
+the paper's threshold (a measurement); epoch times are a bootstrap over timed steps per dataset.
 """
 from __future__ import annotations
 
@@ -40,12 +23,8 @@ from .results import GROUNDED, metric_scale, run_question_scores
 
 @dataclass
 class Claim:
-    """One paper claim on one dataset: ``system_a`` beats ``system_b``, judged by a paired test where one exists.
-
-    ``score_a`` / ``score_b`` are on the dataset's metric scale (accuracy as a fraction, Hit in percent), ``n`` is
-    the number of test questions both answered and ``p`` the two-sided paired p-value (exact McNemar); a claim
-    that is a measurement (token counts) carries neither, the epoch claim its bootstrap's p alone.
-    """
+    """One paper claim on one dataset: ``system_a`` beats ``system_b``; scores on the dataset's metric scale, ``n``
+    the test questions both answered, ``p`` the two-sided paired p-value (None for a measurement)."""
 
     paper: str
     claim: str
@@ -91,10 +70,9 @@ def decide(claim: Claim, discordance: float | None, trained: bool = True) -> Cla
 
 def paired_claim(paper: str, claim: str, dataset: str, runs_dir: Path, run_a: str, run_b: str, source: str,
                  label_a: str | None = None, label_b: str | None = None, paper_diff: float | None = None) -> Claim:
-    """Run ``run_a`` against ``run_b`` on the same test questions by :func:`gr_core.stats.compare_seeds` (with one
-    seed each the exact McNemar test); a seed series is named by seed 0 (``...-seed0``) and its seeds are paired as
-    the module docstring says (Seeds). Runs scored on different questions are ``not testable here``. ``paper_diff``
-    (the paper's ``a - b`` on the dataset's scale) gives the power columns (:func:`decide`, trained models)."""
+    """Run ``run_a`` against ``run_b`` on the same test questions (:func:`gr_core.stats.compare_seeds`); a seed series
+    is named by seed 0 (``...-seed0``), its seeds paired as docs/method.md §4 says. ``paper_diff``: the paper's
+    ``a - b`` on the dataset's scale, for :func:`decide`."""
     label_a, label_b = label_a or run_a, label_b or run_b
     scale = metric_scale(dataset)
 
@@ -152,18 +130,14 @@ def paired_claim(paper: str, claim: str, dataset: str, runs_dir: Path, run_a: st
 
 
 def paper_difference(dataset: str, a: str, b: str) -> float | None:
-    """GR Table 3's ``a - b`` in the column ``dataset`` stands in for, on the dataset's scale; this project's
-    reference rows (majority, graph-only classifier): :data:`REFERENCE_EFFECT`."""
+    """GR Table 3's ``a - b`` for ``dataset``'s column, on its scale (this project's reference rows:
+    :data:`REFERENCE_EFFECT`)."""
     if b in ("majority", "gnn_classifier", "negation_parity"):
         return REFERENCE_EFFECT * metric_scale(dataset)
     col = PAPER_COLUMN.get(dataset)
     if col is None or col not in PAPER_TABLE3.get(a, {}) or col not in PAPER_TABLE3.get(b, {}):
         return None
     return round(PAPER_TABLE3[a][col][0] - PAPER_TABLE3[b][col][0], 4)
-
-
-def _runs(root: Path | None) -> Path | None:
-    return None if root is None else root / "runs"
 
 
 def _not_run(root: Path | None, what: str) -> str:
@@ -191,7 +165,7 @@ def _table3_claims(t: dict, root: Path | None) -> list[Claim]:
     for claim, a, b in pairs:
         paper = "G-Retriever" if "reference row" not in claim else "this project"
         both = [d for d in sorted(df.dataset.unique()) if (d, a) in rows and (d, b) in rows]
-        out += [paired_claim(paper, claim, d, _runs(root), f"{d}-{a}-seed0", f"{d}-{b}-seed0", src, a, b,
+        out += [paired_claim(paper, claim, d, root / "runs", f"{d}-{a}-seed0", f"{d}-{b}-seed0", src, a, b,
                              paper_difference(d, a, b)) for d in both]
         if not both and paper == "G-Retriever":
             out.append(Claim(paper, claim, "not testable here", _not_run(root, f"{a} beside {b} on one dataset"), src))
@@ -247,9 +221,8 @@ def _efficiency_claims(t: dict, root: Path | None) -> list[Claim]:
 
 
 def _retrieval_epoch_bench(root: Path | None) -> tuple[Path | None, dict]:
-    """This preset's ``outputs/bench/retrieval_epoch[-<preset>].json`` (``python bench/retrieval_epoch.py --preset
-    P``; ``root`` is ``outputs/<preset>``), the file that timed its configurations, and its entry per dataset;
-    ``(None, {})`` where this preset was not timed."""
+    """The path and per-dataset entries of ``outputs/bench/retrieval_epoch[-<preset>].json`` if it timed the preset
+    at ``root``, else ``(None, {})``."""
     for name in ([] if root is None else [f"retrieval_epoch-{root.name}.json", "retrieval_epoch.json"]):
         path = root.parent / "bench" / name
         if path.is_file() and (d := json.loads(path.read_text())).get("preset") == root.name:
@@ -258,8 +231,8 @@ def _retrieval_epoch_bench(root: Path | None) -> tuple[Path | None, dict]:
 
 
 def _timed_alone(timed: dict, tests: dict) -> str:
-    """The bench's figures as evidence: an epoch's training seconds without -> with retrieval, per dataset, with the
-    reduction's 95% interval and p over the timed steps (:func:`~gr_core.stats.total_reduction`)."""
+    """The bench's evidence: per dataset an epoch's training seconds without -> with retrieval, the reduction's 95%
+    interval and p."""
     parts = []
     for d, r in timed.items():
         before, after, t = r["sides"]["gr_wo_retrieval"], r["sides"]["g_retriever"], tests[d]
@@ -273,8 +246,7 @@ def _timed_alone(timed: dict, tests: dict) -> str:
 
 def _hallucination_claims(t: dict, root: Path | None) -> list[Claim]:
     """Per dataset, G-Retriever against GraphToken on each response's fully-valid flag (normalized level), paired by
-    question index in notebook 05's per-response records (``responses.jsonl``): exact McNemar with n and p. Two
-    trained models of one seed each: the row decides only over :data:`MIN_SEEDS` seeds."""
+    question index in notebook 05's ``responses.jsonl``."""
     df = t.get("05_hallucination/table5_all_levels")
     src = "05_hallucination/responses.jsonl"
     claim = "Hallucination drops: more valid citations than graph prompt tuning (Table 5)"
@@ -365,14 +337,14 @@ def _ablation_claims(t: dict, root: Path | None) -> list[Claim]:
             out.append(Claim("G-Retriever", f"{claim}: {r.ablation}", "not testable here", why, src, d, "g_retriever",
                              r.method, paper_diff=diff))
             continue
-        out.append(paired_claim("G-Retriever", f"{claim}: {r.ablation}", d, _runs(root), f"{d}-g_retriever-seed0",
+        out.append(paired_claim("G-Retriever", f"{claim}: {r.ablation}", d, root / "runs", f"{d}-g_retriever-seed0",
                                 f"{d}-{r.method}-seed0", src, "g_retriever", r.method, diff))
     t10 = t.get("07_ablations/table10")
     if t10 is not None and len(t10) > 1:
         big, small = t10.loc[t10.k.idxmax()], t10.loc[t10.k.idxmin()]
         k_dataset = str(big["name"]).split("-", 1)[0]  # the k sweep's own dataset (the runs' names start with it)
         c = paired_claim("G-Retriever", "A larger k than the default helps (Table 10: k = 10 beats k = 3)",
-                         k_dataset, _runs(root), big["name"], small["name"], "07_ablations/table10.csv",
+                         k_dataset, root / "runs", big["name"], small["name"], "07_ablations/table10.csv",
                          f"k={big.k:g}", f"k={small.k:g}",
                          round((PAPER_TABLE10[10] - PAPER_TABLE10[3]) * metric_scale(k_dataset) / 100, 4))
         if "chosen" in t10 and t10.chosen.any():
@@ -382,11 +354,9 @@ def _ablation_claims(t: dict, root: Path | None) -> list[Claim]:
 
 
 def _gnn_rag_claims(t: dict, root: Path | None) -> list[Claim]:
-    """GNN-RAG's claims on notebook 04's per-question predictions, per dataset key, each powered for the paper's WebQSP
-    difference: against the plain LLM and RA against GNN alone (Hit; Tables 2, 4, 5), and (Table 2) the LLM half
-    against the GNN beneath it, Hit@1 against the GNN's H@1 (exact McNemar) and F1 against its F1 (signed-rank;
-    no power formula: decides only when significant), for the free-text rows and the grounded ones (beyond the paper).
-    """
+    """GNN-RAG's claims on notebook 04's per-question predictions, per dataset key, powered for the paper's WebQSP
+    difference: against the plain LLM, RA against GNN alone, and the LLM half against the GNN beneath it (Hit@1 by
+    McNemar, F1 by signed rank), free-text and grounded."""
     src = "04_gnn_rag/predictions.jsonl.gz"  # gr_core.runs.write_records
     web = {k[1]: v for k, v in PAPER_GNN_RAG.items() if k[0] == "webqsp"}
     alone = PAPER_GNN_ONLY["webqsp"]
@@ -438,9 +408,8 @@ def _gnn_rag_claims(t: dict, root: Path | None) -> list[Claim]:
 
 
 def claims(tables: dict[str, pd.DataFrame], root: str | Path | None = None) -> pd.DataFrame:
-    """One row per paper claim and dataset: the verdict (the module docstring), both scores, n, the paired p-value,
-    and the file. ``root`` (``outputs/<preset>``) gives the run directories and per-question predictions the paired
-    tests need; without it every comparison is ``not testable here``."""
+    """One row per paper claim and dataset: the verdict, both scores, n, the paired p-value and the file. Without
+    ``root`` (``outputs/<preset>``: the runs and predictions) every comparison is ``not testable here``."""
     root = None if root is None else Path(root)
     rows = _table3_claims(tables, root) + _efficiency_claims(tables, root) + _hallucination_claims(tables, root) + \
         _ablation_claims(tables, root) + _gnn_rag_claims(tables, root)

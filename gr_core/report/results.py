@@ -1,9 +1,5 @@
-"""Tables built only from run directories (``outputs/<preset>/runs/<name>/metrics.json``).
-
-Table 3 (GR paper, final version) sits beside ours: ExplaGraphs and SceneGraphs accuracy as
-fractions, WebQSP Hit in percent ("Hit@1" in the paper; docs/method.md §1.6). Our CLEVR column stands in for
-SceneGraphs and MetaQA has no G-Retriever number (the paper does not use it).
-"""
+"""The notebooks' tables read back, and GR's tables built from run directories (``runs/<name>/metrics.json``) beside
+the paper's: accuracy as fractions, WebQSP Hit in percent (docs/method.md §1.6); CLEVR stands in for SceneGraphs."""
 from __future__ import annotations
 
 import itertools
@@ -68,9 +64,8 @@ def figures(root: str | Path) -> list[Path]:
 
 
 def collect_runs(root: str | Path) -> pd.DataFrame:
-    """One row per finished run under ``root`` (a ``runs/`` folder): its ``metrics.json`` as columns, with the LLM's
-    precision in ``dtype`` ("n/a" for the no-LLM reference rows; runs recorded before precision records: what their
-    configuration meant then, :func:`~gr_core.precision.recorded_dtype`) and ``cpu_model``."""
+    """One row per finished run under ``root`` (a ``runs/`` folder): its ``metrics.json``, the LLM's ``dtype`` ("n/a"
+    for the no-LLM rows; :func:`~gr_core.precision.recorded_dtype`) and ``cpu_model``."""
     rows = []
     for path in sorted(Path(root).glob("*/metrics.json")):
         row = read_json(path)
@@ -99,10 +94,11 @@ def _predictions(runs_dir: str | Path, name: str, limit: int | None = None) -> l
         return [json.loads(line) for line in itertools.islice((x for x in fh if x.strip()), limit)]
 
 
-def run_question_scores(runs_dir: str | Path, name: str, key: str = "score") -> pd.Series:
-    """One run's per-question ``key`` (from ``predictions.jsonl``), indexed by question id in file order."""
+def run_question_scores(runs_dir: str | Path, name: str) -> pd.Series:
+    """One run's per-question score (from ``predictions.jsonl``), indexed by question id in file order."""
     rows = _predictions(runs_dir, name)
-    return pd.Series([float(r.get(key, float("nan"))) for r in rows], index=[str(r["id"]) for r in rows], name=name)
+    return pd.Series([float(r.get("score", float("nan"))) for r in rows], index=[str(r["id"]) for r in rows],
+                     name=name)
 
 
 def paired(runs_dir: str | Path, name_a: str, name_b: str) -> dict:
@@ -119,14 +115,10 @@ def paired(runs_dir: str | Path, name_a: str, name_b: str) -> dict:
 
 
 def table3(runs: pd.DataFrame, runs_dir: str | Path | None = None, reference: str = "zero_shot") -> pd.DataFrame:
-    """Long Table 3: per (dataset, method), our mean ± std over seeds next to the paper's value.
+    """Long Table 3: per (dataset, method), our mean ± std over seeds next to the paper's value (docs/method.md §4).
 
-    Columns: dataset, setting, method, metric, seeds, dtype, n_test, ours_mean, ours_std, ours, ci_low, ci_high (the
-    95% interval of the mean on the score's scale, :func:`seeds_interval`: several seeds' needs ``runs_dir``),
-    per_seed (each seed's score), lowest_ci_low (the lowest of the seeds' interval lower ends), valid_answers
-    (ExplaGraphs: share of answers that are exactly a label), p_vs_zero_shot (with ``runs_dir``: exact McNemar of the
-    first seed's run against the ``reference`` method's of that seed, NaN on different questions), paper_mean,
-    paper_std, paper (the paper's column: SceneGraphs for CLEVR/GQA; none for MetaQA).
+    ``ci_low``, ``ci_high``: :func:`seeds_interval`; ``p_vs_zero_shot`` (with ``runs_dir``): exact McNemar of the
+    first seed's run against the ``reference`` method's of that seed; ``paper``: SceneGraphs' for CLEVR / GQA.
     """
     if runs.empty:
         return pd.DataFrame()
@@ -230,11 +222,10 @@ def score_interval(dataset: str | None, score: float | None, n: int | None) -> t
 
 def seeds_interval(dataset: str | None, runs_dir: str | Path | None, names: list[str], scores: list[float],
                    n: int | None) -> tuple[float | None, float | None]:
-    """The 95% interval of a system's mean score over its seeds' runs ``names`` (``scores`` their scores, in order):
-    one seed's Wilson interval (:func:`score_interval`); for several, the two-level bootstrap over seeds and
-    questions of their per-question scores (:func:`~gr_core.stats.seed_bootstrap`: a question's seeds resampled
-    together), widened for right / wrong scores to the Wilson interval of the mean rate over the questions, on the
-    score's scale; ``(None, None)`` where those are not at hand, not finite, or the seeds' questions differ."""
+    """The 95% interval of a system's mean score over its seeds' runs ``names`` (``scores`` theirs, in order): one
+    seed's Wilson interval; several seeds' two-level bootstrap (:func:`~gr_core.stats.seed_bootstrap`), for right /
+    wrong scores at least the Wilson interval of the mean rate; ``(None, None)`` where the per-question scores are
+    missing, not finite, or on different questions."""
     if len(names) <= 1:
         return score_interval(dataset, scores[0] if scores else None, n)
     if runs_dir is None or dataset not in METRIC_NAME:
@@ -262,18 +253,13 @@ def by_name(runs: pd.DataFrame) -> dict[str, dict]:
     return {r["name"]: r for r in runs.to_dict("records")}
 
 
-def _seed_runs(runs: pd.DataFrame, dataset: str, method: str, seed: int | None) -> list[dict]:
-    """The runs ``<dataset>-<method>-seed<k>`` in ``runs``: every seed, or only ``seed`` when given, by seed."""
-    rows = runs.to_dict("records") if len(runs) else []
-    found = [r for r in rows if r.get("dataset") == dataset and r.get("method") == method
-             and r.get("name") == f"{dataset}-{method}-seed{r.get('seed')}" and (seed is None or r.get("seed") == seed)]
-    return sorted(found, key=lambda r: r["seed"])
-
-
 def _over_seeds(runs: pd.DataFrame, dataset: str, method: str, seed: int | None, runs_dir: str | Path | None) -> dict:
-    """``method``'s :func:`_seed_runs` on ``dataset``: ``ours`` (the mean score, None without runs), ``seeds``,
-    ``ours_std``, ``n_test`` and the mean's 95% interval (:func:`seeds_interval`: several seeds' needs ``runs_dir``)."""
-    mine = _seed_runs(runs, dataset, method, seed)
+    """The runs ``<dataset>-<method>-seed<k>`` (every seed, or ``seed`` alone): ``ours`` (the mean score, None
+    without runs), ``seeds``, ``ours_std``, ``n_test`` and the mean's 95% interval (:func:`seeds_interval`)."""
+    rows = runs.to_dict("records") if len(runs) else []
+    mine = sorted((r for r in rows if r.get("dataset") == dataset and r.get("method") == method
+                   and r.get("name") == f"{dataset}-{method}-seed{r.get('seed')}"
+                   and (seed is None or r.get("seed") == seed)), key=lambda r: r["seed"])
     scores = [float(r["score"]) for r in mine]
     n = mine[0]["num_test"] if mine else None
     low, high = seeds_interval(dataset, runs_dir, [r["name"] for r in mine], scores, n)
@@ -284,9 +270,8 @@ def _over_seeds(runs: pd.DataFrame, dataset: str, method: str, seed: int | None,
 
 def table6(runs: pd.DataFrame, dataset: str = "webqsp", seed: int | None = None,
            runs_dir: str | Path | None = None) -> pd.DataFrame:
-    """GR Table 6: each ablation's score (mean over the seeds run, or ``seed`` alone) and its relative drop from the
-    full model's, ours beside the paper's WebQSP Hit@1 (``paper``, ``paper_drop_%``: GR Table 6 is on WebQSP only,
-    whatever ``dataset`` is); ``seeds``, ``ours_std``, ``n_test`` and the mean's 95% interval (:func:`_over_seeds`)."""
+    """GR Table 6: each ablation's score (:func:`_over_seeds`) and its relative drop from the full model's, beside the
+    paper's WebQSP Hit@1 and drop (GR Table 6 is on WebQSP only, whatever ``dataset`` is)."""
     ours = {m: _over_seeds(runs, dataset, m, seed, runs_dir) for m in TABLE6_LABEL}
     full, paper_full = ours["g_retriever"]["ours"], PAPER_TABLE6["g_retriever"]
     rows = []
@@ -302,8 +287,7 @@ def table6(runs: pd.DataFrame, dataset: str = "webqsp", seed: int | None = None,
 
 def table7(runs: pd.DataFrame, datasets=("webqsp", "explagraphs"), seed: int | None = None,
            runs_dir: str | Path | None = None) -> pd.DataFrame:
-    """GR Table 7: G-Retriever with a GCN, GAT or Graph Transformer encoder (mean over the seeds run), ours beside
-    the paper's, with the test questions and the 95% interval of the mean (:func:`_over_seeds`)."""
+    """GR Table 7: G-Retriever with a GCN, GAT or Graph Transformer encoder (:func:`_over_seeds`) beside the paper's."""
     rows = []
     for method, label in TABLE7_LABEL.items():
         rec = {"encoder": label, "method": method}
@@ -316,9 +300,8 @@ def table7(runs: pd.DataFrame, datasets=("webqsp", "explagraphs"), seed: int | N
 
 
 def k_sweep_table(runs_dir: str | Path, names: list[str]) -> pd.DataFrame:
-    """GR Table 10 with the choice made on validation: per (k, C_e) run, its best validation loss, test score and
-    retrieval size; ``chosen`` marks the lowest validation loss (the paper suggests choosing k this way; it reports
-    test Hit@1 for every k)."""
+    """GR Table 10: per (k, C_e) run its best validation loss, test score and retrieval size; ``chosen`` marks the
+    lowest validation loss (how the paper suggests choosing k)."""
     rows = []
     for name in names:
         d = Path(runs_dir) / name
@@ -338,10 +321,8 @@ def k_sweep_table(runs_dir: str | Path, names: list[str]) -> pd.DataFrame:
 
 
 def table8(runs_dir: str | Path, rows: list[tuple[str, str | None]], dataset: str) -> pd.DataFrame:
-    """GR Table 8 (LLM size): G-Retriever with each LLM of ``rows`` (``(llm, run name or None)`` in order; None when
-    that LLM could not run, its ``note`` says why), one row each: ``score`` with ``n_test`` and its Wilson interval,
-    and against the first LLM's run on the same questions ``diff`` and ``p_vs_first`` (exact McNemar for accuracy /
-    Hit; runs on different questions are not compared)."""
+    """GR Table 8 (LLM size): one row per ``(llm, run name or None)`` of ``rows``: ``score``, ``n_test``, its Wilson
+    interval, and against the first LLM's run on the same questions ``diff`` and ``p_vs_first`` (exact McNemar)."""
     out, first = [], None
     for llm, name in rows:
         rec = {"dataset": dataset, "llm": llm, "run": name, "score": None, "n_test": None, "ci_low": None,
@@ -367,9 +348,8 @@ def table8(runs_dir: str | Path, rows: list[tuple[str, str | None]], dataset: st
 
 def families_table(folder):
     """One row per family file of ``bench/chat_families.py`` in ``folder`` (``outputs/bench/chat``): the default's and
-    ``train_reasoner``'s Hit with their 95% intervals, what the decision served, the turn's median seconds and, where
-    the file holds earlier commits' answers to the same questions, each commit's Hit of the same answer mode and the
-    pair's exact McNemar p; ``train_reasoner vs default, p`` pairs the two on the same questions."""
+    ``train_reasoner``'s Hit [95% interval], what was served, the median turn, their paired p, and earlier commits'
+    Hit of the same answer mode on the same questions."""
     rows = []
     for path in sorted(Path(folder).glob("*.json")):
         d = read_json(path)

@@ -1,8 +1,5 @@
-"""The report in Markdown: ``report.md`` (:func:`to_markdown`: the claims of :mod:`gr_core.report.claims`, then every
-table) and ``RESULTS.md`` (:func:`results_markdown`: the headline numbers, the claims and the speed benchmarks), both
-generated from ``outputs/`` by notebook 08, so that no number in the README is copied by hand: each row names the file
-it was read from.
-"""
+"""Notebook 08's Markdown: ``report.md`` (the claims, then every table) and ``RESULTS.md`` (headline numbers, claims,
+speed benchmarks), generated from ``outputs/`` so that no number is copied by hand: each row names its file."""
 from __future__ import annotations
 
 import json
@@ -43,8 +40,7 @@ def headline(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     def add(what, ours, n, paper, key):
         rows.append({"what": what, "ours": ours, "n": _num(n), "paper": _num(paper), "file": f"{key}.csv"})
 
-    def each(key, where=None):
-        """The rows of table ``key`` (those ``where`` selects), none where it was not written."""
+    def each(key, where=None):  # the rows of table ``key`` that ``where`` selects, none where it was not written
         t = tables.get(key)
         return [] if t is None else [r for _, r in (t if where is None else t[where(t)]).iterrows()]
 
@@ -93,8 +89,7 @@ def headline(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 def benchmarks(bench_root: str | Path) -> pd.DataFrame:
-    """The speed benchmarks' summaries (``outputs/bench/*.json``, written by ``python bench/NAME.py``) beside their
-    targets; files not written are left out. Columns ``what``, ``ours``, ``target``, ``file``."""
+    """The speed benchmarks' summaries (``outputs/bench/*.json``, ``python bench/NAME.py``) beside their targets."""
     rows, root = [], Path(bench_root)
 
     def read(name):
@@ -153,8 +148,7 @@ def benchmarks(bench_root: str | Path) -> pd.DataFrame:
 
 
 def data_sources(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """``dataset, source``: every dataset a table names (``metaqa-2hop`` as ``metaqa``) and where its questions and
-    graphs come from, so that no row of an offline stand-in reads as the paper's data (docs/data.md)."""
+    """``dataset, source``: where the questions and graphs of every dataset a table names come from (docs/data.md)."""
     names = {str(d).split("-")[0] for t in tables.values() if isinstance(t, pd.DataFrame) and "dataset" in t
              for d in t["dataset"].dropna().unique()}
     return pd.DataFrame([{"dataset": n, "source": DATASET_SOURCE[n]} for n in sorted(names & set(DATASET_SOURCE))],
@@ -163,8 +157,7 @@ def data_sources(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 def results_markdown(tables: dict[str, pd.DataFrame], claim_table: pd.DataFrame, preset: str,
                      bench_root: str | Path | None = None) -> str:
-    """``RESULTS.md``: the headline numbers, the claims' verdicts and the benchmarks, generated (never edited by
-    hand); ``bench_root`` is ``outputs/bench`` (left out when None)."""
+    """``RESULTS.md``: the headline numbers, the claims' verdicts and (from ``bench_root``) the benchmarks."""
     cols = [c for c in ("paper", "claim", "dataset", "verdict", "decides", "n", "seeds", "n_power", "evidence")
             if c in claim_table]
     bench = benchmarks(bench_root) if bench_root is not None else pd.DataFrame()
@@ -207,8 +200,8 @@ def claims_markdown(claim_table: pd.DataFrame) -> list[str]:
 def to_markdown(tables: dict[str, pd.DataFrame], claim_table: pd.DataFrame, preset: str) -> str:
     """The report as Markdown: the claims first, then every table found, each under its title and file."""
     lines = [f"# Results report: preset `{preset}`", "",
-             "Every number below is read from a file under `outputs/{preset}/` written by a notebook run; "
-             "the file is named under each table.".format(preset=preset), "", "## Claims of the papers", ""]
+             f"Every number below is read from a file under `outputs/{preset}/` written by a notebook run; "
+             "the file is named under each table.", "", "## Claims of the papers", ""]
     lines += claims_markdown(claim_table)
     for key, title in TITLES.items():
         if key in tables:
@@ -220,8 +213,7 @@ def to_markdown(tables: dict[str, pd.DataFrame], claim_table: pd.DataFrame, pres
 
 
 def show_tables(tables: dict[str, pd.DataFrame], preset: str) -> None:
-    """Display every table found (notebook 08), in :data:`~gr_core.report.results.SOURCES` order, each under its
-    title and file."""
+    """Display every table found (notebook 08), each under its title and file."""
     from IPython.display import Markdown, display  # noqa: PLC0415 deferred: only a notebook displays
 
     for key, title in TITLES.items():
@@ -240,9 +232,8 @@ def show_figures(root: str | Path) -> None:
 
 
 def write_report(tables: dict[str, pd.DataFrame], claim_table: pd.DataFrame, preset: str, root: str | Path) -> Path:
-    """Write notebook 08's files under ``root`` (``outputs/<preset>``): ``08_report/report.md`` (:func:`to_markdown`),
-    ``RESULTS.md`` (:func:`results_markdown`, linked from the README) and ``08_report/summary.json`` (the claims, the
-    tables and figures found). Returns the report's path."""
+    """Write ``08_report/report.md``, ``RESULTS.md`` and ``08_report/summary.json`` (claims, tables and figures found)
+    under ``root`` (``outputs/<preset>``); returns the report's path."""
     from ..runs import atomic_write_text, write_json  # noqa: PLC0415 the writers, kept out of this module's imports
 
     root = Path(root)
