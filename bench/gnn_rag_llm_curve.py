@@ -27,6 +27,7 @@ from dataclasses import replace
 
 import numpy as np
 from common import write_result
+from reasoner_studies import key_test_graphs
 
 import gr_core.studies.gnn_rag_llm as half
 from gr_core.config import LLMConfig
@@ -37,7 +38,7 @@ from gr_core.gnn_rag.generation import train_lora_llm, training_examples
 from gr_core.llm import load_tokenizer
 from gr_core.paths import cache_root, repo_root
 from gr_core.stats import compare, signed_rank, wilson_interval
-from gr_core.studies.gnn_rag import crossfit_evidence, key_test_graphs
+from gr_core.studies.gnn_rag import crossfit_evidence
 
 KEYS = {"webqsp": ("webqsp",), "metaqa": ("metaqa-1hop", "metaqa-2hop", "metaqa-3hop")}
 TRAIN = TrainConfig(lr=1e-3, num_epochs=2, batch_size=8, eval_batch_size=16)  # notebook 04, quick and cpu presets

@@ -4,7 +4,7 @@ epoch chosen on validation (docs/method.md §3.1).
     python bench/reasoner_sweep.py metaqa-3hop:3:2:5e-4:20 metaqa-3hop:2:3:5e-4:20 --budget-minutes 6 --workers 4
 
 Each argument names one run: ``key:num_ins:num_iter:lr:epochs[:entity_dim[:batch]]`` (``key`` as in
-``python -m gr_core.gnn_rag``: ``webqsp``, ``metaqa-1hop`` ... ``metaqa-3hop``); the other settings are the
+``bench/reasoner_studies.py``: ``webqsp``, ``metaqa-1hop`` ... ``metaqa-3hop``); the other settings are the
 :class:`~gr_core.gnn_rag.ReasonerConfig` / :class:`~gr_core.gnn_rag.ReasonerTrainConfig` defaults. Runs of one key
 share the question graphs, built once (``--workers`` processes build them in parallel). A GPU makes a sweep take
 minutes (a MetaQA-3hop epoch over the 12,847 training questions takes about 7 minutes on 2 CPU cores). Writes

@@ -361,11 +361,12 @@ def test_a_reasoner_sees_a_one_hop_question_on_a_wider_two_hop_scope():
 
 
 @pytest.mark.data
-def test_two_saved_reasoners_are_compared_on_the_same_test_questions(tmp_path):
+def test_two_saved_reasoners_are_compared_on_the_same_test_questions(bench, tmp_path):
     import json
 
     from gr_core.gnn_rag import save_reasoner
-    from gr_core.studies.gnn_rag import paired_reasoners
+
+    paired_reasoners = bench("reasoner_studies").paired_reasoners
 
     paths = {}
     for seed in (0, 1):  # two untrained reasoners: different weights, the same questions
@@ -505,8 +506,8 @@ def test_paths_from_one_search_per_seed_are_networkx_all_shortest_paths():
                     assert list(_build_paths_from_predecessors({s}, t, pred)) == list(nx.all_shortest_paths(g, s, t))
 
 
-def test_the_command_line_checks_every_key_and_reasoner_file_before_training(tmp_path, capsys):
-    from gr_core.studies.gnn_rag import main
+def test_the_command_line_checks_every_key_and_reasoner_file_before_training(bench, tmp_path, capsys):
+    main = bench("reasoner_studies").main
 
     for args, message in ((["test", "--keys", "webqsp,webqsb"], "dataset key 'webqsb' is not one of"),
                           (["llm-half", "--reasoners", "bogus"], "expected KEY=FILE.pt items"),

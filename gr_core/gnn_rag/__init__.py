@@ -2,8 +2,9 @@
 (ReaRev's configuration and network), ``training`` (question graphs, training, scoring, saved reasoners),
 ``reasoning_paths`` (the 0.95 candidates and shortest paths that keep edge direction and every relation, and GNN-RAG's
 own path code for comparison), ``evidence`` (every retriever's verbalized evidence, retrieval augmentation),
-``generation`` (the LoRA answer generator and RoG-style relation paths). Notebook 04's studies and the command line
-(``python -m gr_core.gnn_rag``) live in :mod:`gr_core.studies.gnn_rag` and :mod:`gr_core.studies.gnn_rag_llm`.
+``generation`` (the LoRA answer generator and RoG-style relation paths). Notebook 04's studies live in
+:mod:`gr_core.studies.gnn_rag` and :mod:`gr_core.studies.gnn_rag_llm`, whole-split runs in
+``bench/reasoner_studies.py``.
 """
 from .model import SWITCH_NAMES, ReaRev, ReasonerConfig, RelationHops
 from .reasoning_paths import (compare_path_styles, evidence_view, gold_ids, missing_entities, named_beyond, path_study,
