@@ -193,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gr data: {err}", file=sys.stderr)
         return 1
     if not root.is_dir():  # one line, as for a GR_DATA_DIR that does not exist
-        print(f"gr data: {root}: no such folder; ./gr data --fetch {root} downloads the data into it", file=sys.stderr)
+        missing = f"no such folder; ./gr data --fetch {root} downloads the data into it"
+        print(f"gr data: {root}: {'a file, not a folder' if root.exists() else missing}", file=sys.stderr)
         return 1
     # exit 1 for a manifest problem or a corrupt file of the papers' data; their absence is fine (offline stand-ins)
     problems = check(root, files)

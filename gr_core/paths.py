@@ -132,7 +132,8 @@ def find_notebooks(folder: Path, only: list[str] | None = None) -> list[Path]:
     notebooks = sorted(folder.glob("[0-9][0-9]_*.ipynb"))
     if only:
         prefixes = [o.removesuffix(".ipynb") for o in only]
-        unmatched = [o for o, p in zip(only, prefixes) if not any(nb.stem.startswith(p) for nb in notebooks)]
+        # an empty item would start every name
+        unmatched = [o for o, p in zip(only, prefixes) if not p or not any(nb.stem.startswith(p) for nb in notebooks)]
         if unmatched:
             raise ValueError(f"--only {' '.join(unmatched)}: no notebook in {folder} starts with it; the notebooks: "
                              f"{', '.join(nb.stem for nb in notebooks)}")

@@ -6,6 +6,7 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from gr_core.chat import (ChatConfig, ChatIndex, GraphChat, Turn, find_checkpoint, graph_from_triple_list,
                           read_graph_csv, read_triples, turns_table, write_triples)
@@ -58,6 +59,10 @@ def test_triples_as_spreadsheets_and_users_write_them(tmp_path):
                ("a", "says", '"hi" "there"'), ("#MeToo", "started_by", "Tarana Burke"), (" a", "r", "b "),
                ("head", "relation", "tail")]
     assert read_triples(write_triples(written, tmp_path / "w.tsv")) == written  # written triples read back unchanged
+    assert read_triples(write_triples(iter(written), tmp_path / "g.tsv")) == written  # a generator is read once
+    for bad, message in (([], "no triple to write"), ([(1, "r", "c")], "writes text fields")):
+        with pytest.raises(ValueError, match=message):
+            write_triples(bad, tmp_path / "bad.tsv")
     odd = _write(tmp_path / "o.tsv", "Form\x0cfeed\tis\tkept\n")
     assert read_triples(odd) == [("Form\x0cfeed", "is", "kept")]  # a line ends at \n only
     tagged = _write(tmp_path / "t.tsv", "# head\trelation\ttail\n#MeToo\tstarted_by\tTarana Burke\n"
@@ -127,6 +132,12 @@ def test_node_and_edge_csv_pair_and_its_errors(tmp_path):
     _write(tmp_path / "cols.csv", "id,text\n0,cube\n")
     with pytest.raises(GraphFormatError, match=r"cols.csv:1: header lacks column\(s\) \['node_id', 'node_attr'\]"):
         read_graph_csv(tmp_path / "cols.csv", edges)
+    _write(tmp_path / "comma.csv", "node_id,node_attr\n0,Smith, John\n1,sphere\n")
+    with pytest.raises(GraphFormatError, match="comma.csv:2: 3 fields, the header has 2"):
+        read_graph_csv(tmp_path / "comma.csv", edges)  # an unquoted comma no longer cuts the name silently
+    _write(tmp_path / "huge.csv", "node_id,node_attr\n99999999999999999999,cube\n")
+    with pytest.raises(GraphFormatError, match="huge.csv:2: field 'node_id' = 99999999999999999999 is out of"):
+        read_graph_csv(tmp_path / "huge.csv", edges)
     both = _write(tmp_path / "both.csv",
                   "node_id,node_attr,src,edge_attr,dst\n0,cube,0,touches,1\n1,sphere,1,touches,0\n")
     assert read_graph_csv(both, both).triples() == [("cube", "touches", "sphere"), ("sphere", "touches", "cube")]
@@ -342,6 +353,16 @@ def test_empty_unrelated_and_edgeless_inputs_get_sensible_turns(tiny_llm_dir):
     chat = GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, max_new_tokens=8)
     empty = chat.ask("   ")
     assert empty.status == "empty_question" and "empty" in empty.note and chat._llm is None and chat.history == []
+    with pytest.raises(TypeError, match="must be a str"):
+        chat.ask(42)
+    with pytest.raises(TypeError, match="list of questions"):
+        chat.ask_many("Who directed Speed?")  # not one turn per character
+    for nothing in (None, "", " "):
+        with pytest.raises(ValueError, match="give a graph spec"):
+            GraphChat(nothing)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="device='cuda': this torch sees no GPU"):
+            GraphChat(MOVIES, device="cuda")
     off = chat.ask("what is the boiling point of water at sea level?")
     assert off.status == "unrelated" and off.evidence is None and "similarity" in off.note and chat._llm is None
     assert (off.best_similarity < ChatConfig.relevance_threshold
@@ -519,6 +540,12 @@ def test_the_command_line_refuses_a_bad_model_llm_reasoner_or_graph_in_one_line(
         assert message in capsys.readouterr().err, args
     assert main(["--graph", "bogus", "Who?"]) == 2
     assert "bogus: no such file, nor a graph name (metaqa, metaqa:<entity>" in capsys.readouterr().err
+    # checked before the graph is read: an empty path would be the current folder, a folder for --json fails at the end
+    for args, message in ((["--triples", ""], "--triples: an empty path"), (["--csv", str(kg), " "], "--csv: an empty"),
+                          (["--triples", str(kg), "--json", str(tmp_path)], "is a folder")):
+        with pytest.raises(SystemExit) as stop:
+            main([*args, "Who directed Up?"])
+        assert stop.value.code == 2 and message in capsys.readouterr().err, args
 
 
 @pytest.mark.slow
@@ -663,6 +690,9 @@ def test_answer_modes_are_checked():
         ChatConfig(answer_mode="beam")
     with pytest.raises(ValueError, match="max_answers"):
         ChatConfig(max_answers=0)
+    for field, value in (("max_answers", 2.5), ("path_hops", 2.0), ("relevance_threshold", "0.3")):
+        with pytest.raises(ValueError, match=f"ChatConfig.{field}={value!r} must be"):  # not at the first turn
+            ChatConfig(**{field: value})
     assert ChatConfig().evidence_format == "triples" and ChatConfig(kind="scene").evidence_format == "csv"
     assert ChatConfig(kind="scene").pcst.top_k_edges == 3 and ChatConfig().pcst.top_k_edges == 5
 

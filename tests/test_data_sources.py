@@ -136,6 +136,9 @@ def test_check_names_each_missing_or_corrupt_file_of_a_damaged_copy(tmp_path, ca
     assert ds.main(["--check", str(tmp_path / "nowhere")]) == 1  # a folder that is not there: one line
     assert capsys.readouterr().err.strip() == (f"gr data: {tmp_path / 'nowhere'}: no such folder; ./gr data --fetch "
                                                f"{tmp_path / 'nowhere'} downloads the data into it")
+    (tmp_path / "afile").write_text("x")
+    assert ds.main(["--check", str(tmp_path / "afile")]) == 1
+    assert capsys.readouterr().err.strip() == f"gr data: {tmp_path / 'afile'}: a file, not a folder"
     for rel in picked[1:]:
         assert rel in out
 

@@ -64,6 +64,18 @@ def test_the_command_line_names_a_config_it_cannot_read(tmp_path, capsys):
             main(["--config", str(tmp_path / "cfg.json"), "--run-dir", str(tmp_path / "r")])
         err = capsys.readouterr().err
         assert stop.value.code == 2 and "cannot read --config" in err and problem in err, text
+    (tmp_path / "afile").write_text("x")
+    for args, problem in ((["--dataset", "bogus", "--method", "g_retriever"], "DatasetConfig.name='bogus'"),
+                          (["--dataset", "explagraphs", "--method", "g_retriever", "--seed", "-1"], "--seed -1"),
+                          (["--dataset", "explagraphs", "--method", "zero_shot", "--run-dir", str(tmp_path / "afile")],
+                           "is a file")):
+        with pytest.raises(SystemExit) as stop:  # before anything loads or trains
+            main(["--preset", "smoke", *args])
+        assert stop.value.code == 2 and problem in capsys.readouterr().err, args
+    from gr_core.runs import seed_everything
+
+    with pytest.raises(ValueError, match="seed=-1: seeds are integers from 0"):
+        seed_everything(-1)
     assert not (tmp_path / "r").exists()  # nothing ran
     assert RunConfig("webqsp", "zero_shot", max_test=np.int64(3)).max_test == 3  # numpy's integers are integers
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from ..data import GraphFormatError
 from .config import ANSWER_MODES, KINDS, ChatConfig
@@ -35,9 +36,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--independent", action="store_true", help="answer each question on its own (no history)")
     parser.add_argument("--json", help="also write the turns to this JSON file")
     args = parser.parse_args(argv)
+    # checked before any work: an empty path would read as the current folder, a folder as --json fails after the turns
+    for flag, value in (("--triples", args.triples), ("--graph", args.graph), ("--json", args.json),
+                        *(("--csv", p) for p in args.csv or ())):
+        if value is not None and not value.strip():
+            parser.error(f"{flag}: an empty path")
+    if args.json and Path(args.json).is_dir():
+        parser.error(f"--json {args.json}: is a folder; name the file to write")
     graph = args.graph
     try:
-        if args.triples:
+        if args.triples is not None:
             graph = graph_from_triple_list(read_triples(args.triples))
         elif args.csv:
             graph = read_graph_csv(*args.csv)
@@ -51,7 +59,11 @@ def main(argv: list[str] | None = None) -> int:
           f"{', cached' if chat.index.cached else ''}); answers: {chat.mode}"
           + (f" (held-out questions: reasoner {chat.decision['reasoner_hit']}%, paths {chat.decision['paths_hit']}%)"
              if chat.decision else ""), flush=True)
-    turns = chat.ask_many(args.questions, conversation=not args.independent)
+    try:  # an LLM mode loads its model at the first turn: a hub id that is not here fails there
+        turns = chat.ask_many(args.questions, conversation=not args.independent)
+    except (OSError, ValueError) as err:
+        print(f"error: {err}\n(models load at the first turn: --llm {args.llm}, --model {args.model})", file=sys.stderr)
+        return 2
     for turn in turns:
         print(f"\n{turn}")
         print(f"[{turn.status}; {turn.mode or '-'} answer; model: {turn.model or '-'}; "

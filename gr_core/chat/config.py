@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..config import check_choice
+from ..config import check_choice, check_types
 from ..g_retriever.retrieval import DATASET_RETRIEVAL, RetrievalConfig
 from ..kg import NeighbourhoodConfig
 
@@ -72,6 +72,7 @@ class ChatConfig:
     cite: bool = False
 
     def __post_init__(self) -> None:
+        check_types(self)  # a 2.0 from a JSON or YAML file would fail only at the first turn
         check_choice("ChatConfig", "kind", self.kind, KINDS)
         check_choice("ChatConfig", "answer_mode", self.answer_mode, ANSWER_MODES)
         for name in ("max_answers", "max_new_tokens", "path_hops"):

@@ -72,8 +72,12 @@ class GraphChat:
         missing = llm_model.startswith(("/", ".", "~")) and not Path(llm_model).expanduser().exists()
         if (why := unavailable(llm_model) or ("no such file or directory" if missing else None)):
             raise ValueError(f"llm_model={llm_model!r}: {why}")
+        if str(device).startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"device={device!r}: this torch sees no GPU; use 'auto' or 'cpu'")
         if isinstance(reasoner, (str, Path)) and not Path(reasoner).is_file():
             raise FileNotFoundError(f"reasoner={str(reasoner)!r}: no such file (a saved GNN-RAG reasoner, .pt)")
+        if graph is None or isinstance(graph, (str, Path)) and not str(graph).strip():
+            raise ValueError(f"graph={graph!r}: give a graph spec, a triples file, triples or a TextualGraph")
         if isinstance(graph, (str, Path)):
             graph, spec_kind = load_graph(str(graph))
             kind = kind or spec_kind
@@ -103,7 +107,8 @@ class GraphChat:
                                  f"indexed with {dim}-d ones (a different sentence encoder)")
         if self.config.answer_mode == "reasoner" and self.reasoner is None:
             raise ValueError("answer_mode='reasoner' needs a reasoner: pass reasoner=<ReaRev or its .pt>, or "
-                             "train_reasoner=True")
+                             + ("a larger graph to train_reasoner=True (none was trained: see the warning)"
+                                if train_reasoner else "train_reasoner=True"))
         if self.trained_reasoner is not None and self.config.answer_mode == "auto":
             self.decision = self.decide()
         _ = self.encoder  # every turn reads its question with it: loaded now (2-3 s once a process), not in a turn
@@ -172,6 +177,8 @@ class GraphChat:
     def ask(self, question: str, mode: str | None = None) -> Turn:
         """One turn: link, scope, candidates, answer, check; it joins the history unless empty or unrelated. ``mode``:
         this turn's answer mode instead of :attr:`mode`."""
+        if question is not None and not isinstance(question, str):
+            raise TypeError(f"ask: the question must be a str, got {type(question).__name__}")
         question = (question or "").strip()
         if not question:
             return Turn(question="", status="empty_question",
@@ -218,6 +225,8 @@ class GraphChat:
 
     def ask_many(self, questions: list[str], conversation: bool = True) -> list[Turn]:
         """Each question in turn; ``conversation=False`` resets the history before each one (independent questions)."""
+        if isinstance(questions, str):  # it would be asked a character at a time
+            raise TypeError("ask_many takes a list of questions; ask(question) asks one")
         out = []
         for q in questions:
             if not conversation:

@@ -183,6 +183,9 @@ def read_graph_csv(nodes_path: str | Path, edges_path: str | Path) -> TextualGra
         rows = []
         for row in reader:
             line = reader.line_num
+            if None in row:  # csv's rest key: more fields than the header names (an unquoted comma in a name)
+                raise GraphFormatError(f"{path}:{line}: {len(reader.fieldnames) + len(row[None])} fields, the header "
+                                       f"has {len(reader.fieldnames)} (quote a name that holds a comma)")
             values = []
             for c in columns:
                 v = row.get(c)
@@ -196,6 +199,8 @@ def read_graph_csv(nodes_path: str | Path, edges_path: str | Path) -> TextualGra
                     except ValueError:
                         raise GraphFormatError(f"{path}:{line}: field '{c}' must be an integer node id, "
                                                f"got {v!r}") from None
+                    if not -2 ** 63 <= v < 2 ** 63:
+                        raise GraphFormatError(f"{path}:{line}: field '{c}' = {v} is out of the int64 range")
                 values.append(v)
             rows.append((line, values))
         tables.append((path, rows))
@@ -262,14 +267,20 @@ def write_triples(triples, path: str | Path) -> Path:
     spaces around it, and every field of a fact that reads as a header, is written in CSV quotes.
 
     Raises:
-        ValueError: a field that is empty or holds a tab or line break (no such file could be read back).
+        ValueError: no triple, a field that is not text, or one that is empty or holds a tab or line break (no such
+            file could be read back).
     """
     def line(triple: tuple[str, str, str]) -> str:
         quote = _is_header(list(triple))  # a fact that reads as a header is written quoted
         return "\t".join('"' + x.replace('"', '""') + '"' if quote or x[:1] in ('"', "#") or x != x.strip() else x
                          for x in triple) + "\n"
 
+    triples = list(triples)  # read twice: checked, then written
+    if not triples:
+        raise ValueError("write_triples: no triple to write (read_triples refuses a file without one)")
     for h, r, t in triples:
+        if not all(isinstance(x, str) for x in (h, r, t)):
+            raise ValueError(f"write_triples writes text fields: {(h, r, t)!r}")
         if any(re.search(r"[\t\r\n]", x) or not x.strip() for x in (h, r, t)):
             raise ValueError(f"a triple field is empty or contains a tab or line break: {(h, r, t)!r}")
     return atomic_write_text(path, "head\trelation\ttail\n" + "".join(line(tr) for tr in triples))

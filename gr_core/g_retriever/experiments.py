@@ -218,11 +218,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="... and this seed")
     parser.add_argument("--force", action="store_true", help="rerun even when a finished run matches the config")
     args = parser.parse_args(argv)
+    if args.seed < 0:
+        parser.error(f"--seed {args.seed}: seeds are integers from 0")
+    if args.run_dir and Path(args.run_dir).is_file():
+        parser.error(f"--run-dir {args.run_dir}: is a file; name the run's folder")
     if args.preset:
         if not (args.dataset and args.method) or args.config:
             parser.error("--preset needs --dataset and --method, and no --config")
         try:
             cfg = preset_run_config(args.preset, args.dataset, args.method, args.seed)
+            DatasetConfig(cfg.dataset)  # its name checked before anything loads
         except ValueError as err:  # an unknown preset, dataset or method: named with the choices
             parser.error(str(err))
         run_dir = args.run_dir or outputs_root(args.preset) / "runs" / cfg.name
