@@ -368,6 +368,12 @@ def test_empty_unrelated_and_edgeless_inputs_get_sensible_turns(tiny_llm_dir):
     assert (off.best_similarity < ChatConfig.relevance_threshold
             or off.best_relation_similarity < 0.18) and chat.history == []
     assert chat.ask("Who directed Speed?").status == "answered"  # a one-word title, asked with a relation of the graph
+    open_gate = GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, relevance_threshold=-1.0,
+                          relation_threshold=-1.0)  # every similarity passes: only the words decide
+    for noise in ("???", "the the the", "Who is it?"):  # no content word: near some node of a large graph by chance
+        turn = open_gate.ask(noise)
+        assert turn.status == "unrelated" and "no word but function words" in turn.note, noise
+    assert open_gate.ask("Who directed Speed?").status == "answered"
 
     from gr_core.data import TextualGraph
 
@@ -681,7 +687,7 @@ def test_an_edgeless_graph_with_nothing_to_rank_gives_a_clear_note(tiny_llm_dir)
                           pd.DataFrame({"src": pd.Series([], dtype=int), "edge_attr": pd.Series([], dtype=str),
                                         "dst": pd.Series([], dtype=int)}))
     chat = GraphChat(lonely, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="ranked", relevance_threshold=-1.0)
-    turn = chat.ask("Who is it?")
+    turn = chat.ask("Who is the author?")
     assert turn.answer == "" and turn.answer_nodes == [] and "no node to answer with" in turn.note
 
 

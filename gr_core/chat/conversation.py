@@ -31,7 +31,7 @@ from .generate import graph_phrase_twins, relation_phrases
 from .graph_reasoner import GraphReasonerConfig, TooFewQuestions, read_for, reasoner_candidates, train_graph_reasoner
 from .graphs import graph_from_triple_list, load_graph
 from .index import KIND_PROTOTYPES, ChatIndex, WordVectors, answer_kinds
-from .link import Link, about, asked_phrase, link_question, most_similar, unknown_brackets
+from .link import Link, about, asked_phrase, has_content, link_question, most_similar, unknown_brackets
 from .link import rules as link_rules
 from .models import load_answerer, run_directory
 from . import paths as path_ranker
@@ -199,7 +199,8 @@ class GraphChat:
                            cfg.relevance_threshold, threshold)
         if not turn.about:
             best = index.kg.entities[int(np.argmax(node_sim))]
-            why = (f"the closest node, {best!r}, has similarity {turn.best_similarity:.2f} < {cfg.relevance_threshold}"
+            why = ("it holds no word but function words" if not has_content(question) else
+                   f"the closest node, {best!r}, has similarity {turn.best_similarity:.2f} < {cfg.relevance_threshold}"
                    if turn.best_similarity < cfg.relevance_threshold else
                    f"the closest relation, {index.kg.relations[int(np.argmax(rel_sim))]!r}, has similarity "
                    f"{turn.best_relation_similarity:.2f} < {threshold}")

@@ -245,18 +245,24 @@ def link_question(index: ChatIndex, question: str, previous=None) -> Link:
     return link
 
 
+def has_content(question: str) -> bool:
+    """Whether ``question`` holds a word that is no function word (``"Who is it?"`` holds none)."""
+    return any(w.lower() not in FUNCTION_WORDS for w in WORD.findall(question))
+
+
 def about(index: ChatIndex, question: str, link: Link, node_sim: float, relation_sim: float | None,
           relevance_threshold: float, relation_threshold: float) -> str:
     """The first rule that takes ``question`` as about the graph: ``follow-up``; ``named`` (a ``[Name]`` or a name of
     two or more content words written whole); ``similar`` (its best node and relation similarities at or above the
-    thresholds); ``in part`` (two or more words and at least half of a name); ``hub`` (a one-word name of the graph's
-    hub); "" when none holds."""
+    thresholds, and a word that is no function word: "???" or "the the the" is near some node of a large graph by
+    chance, and no question of the datasets lacks one); ``in part`` (two or more words and at least half of a name);
+    ``hub`` (a one-word name of the graph's hub); "" when none holds."""
     whole = bool(link.named) and link.in_part == (0, 0)
     shared, size = link.in_part
     reasons = {"follow-up": link.follow_up,
                "named": whole and (bool(BRACKET.search(question)) or names_the_graph(index, link.named, hub=False)),
-               "similar": node_sim >= relevance_threshold and (relation_sim is None
-                                                               or relation_sim >= relation_threshold),
+               "similar": has_content(question) and node_sim >= relevance_threshold and (relation_sim is None
+                                                                           or relation_sim >= relation_threshold),
                "in part": shared >= 2 and 2 * shared >= size,
                "hub": whole and names_the_graph(index, link.named)}
     return next((why for why, holds in reasons.items() if holds), "")
