@@ -231,7 +231,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

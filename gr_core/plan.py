@@ -203,7 +203,7 @@ def gnn_rag_rows(preset: str, profile: Profile, root: Path | None = None, overri
     rog = any("rog" in r for r in retrievers)
     measured, rows = gnn_rag_measured(base), []
 
-    def add(name, dataset, method, epochs, train, val, test, seconds, basis) -> None:
+    def add(name, dataset, method, *, epochs, train, val, test, seconds, basis) -> None:
         rows.append({"notebook": "04_gnn_rag", "name": name, "dataset": dataset, "method": method, "seeds": 1,
                      "epochs": epochs, "train": train, "val": val, "test": test, "tokens": None, "seconds": seconds,
                      "basis": basis})
@@ -212,9 +212,10 @@ def gnn_rag_rows(preset: str, profile: Profile, root: Path | None = None, overri
         own = {**p, **(by_key.get(key) or {})}
         n, epochs = _sizes(own, key)[0], int(own.get("num_epochs", 1))
         per = profile.reasoner_seconds_per_question.get(key)
-        add(f"{key}-reasoner", key, "GNN reasoner", epochs, n, own.get("max_val") or SPLIT_SIZES[key][1],
-            own.get("max_test") or SPLIT_SIZES[key][2], None if per is None else round(n * epochs * per),
-            "measured s per question and epoch" if per is not None else "no measured reasoner")
+        add(f"{key}-reasoner", key, "GNN reasoner", epochs=epochs, train=n,
+            val=own.get("max_val") or SPLIT_SIZES[key][1], test=own.get("max_test") or SPLIT_SIZES[key][2],
+            seconds=None if per is None else round(n * epochs * per),
+            basis="measured s per question and epoch" if per is not None else "no measured reasoner")
     families = {family: [k for k, f, _ in keys if f == family] for _, family, _ in keys}
     for family, fkeys in families.items():
         n = (p.get("llm_max_train") or SPLIT_SIZES[fkeys[0]][0]) * len(fkeys)
@@ -225,7 +226,8 @@ def gnn_rag_rows(preset: str, profile: Profile, root: Path | None = None, overri
             m = measured["training"].get((family, part))
             sec = (None if m is None or profile.lora is None
                    else round(n * epochs * m["tokens_per_example"] / (m["tps"] * profile.lora)))
-            add(f"{family}-{part}", family, part, epochs, n, 0, 0, sec, m["basis"] if m else "no measured fine-tune")
+            add(f"{family}-{part}", family, part, epochs=epochs, train=n, val=0, test=0, seconds=sec,
+                basis=m["basis"] if m else "no measured fine-tune")
     # the RoG beams generated once per question: the bench's (batched as the notebook batches; in fp32, as the rest)
     bench, bench_paths = (bench_json(base / "bench" / "relation_paths.json") if rog else {}), None
     if bench.get("seconds_per_question"):
@@ -247,8 +249,8 @@ def gnn_rag_rows(preset: str, profile: Profile, root: Path | None = None, overri
             else:
                 secs += n * known[1] / (profile.answer or math.nan)
                 basis += f"; relation paths on {known[0]} questions ({known[2]})"
-        add(f"{key}-answers", key, "answers: " + "/".join(retrievers), 0, 0, 0, n,
-            None if missing or math.isnan(secs) else round(secs), basis)
+        add(f"{key}-answers", key, "answers: " + "/".join(retrievers), epochs=0, train=0, val=0, test=n,
+            seconds=None if missing or math.isnan(secs) else round(secs), basis=basis)
     return rows
 
 

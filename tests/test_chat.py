@@ -135,6 +135,8 @@ def test_node_and_edge_csv_pair_and_its_errors(tmp_path):
     _write(tmp_path / "comma.csv", "node_id,node_attr\n0,Smith, John\n1,sphere\n")
     with pytest.raises(GraphFormatError, match="comma.csv:2: 3 fields, the header has 2"):
         read_graph_csv(tmp_path / "comma.csv", edges)  # an unquoted comma no longer cuts the name silently
+    trailing = _write(tmp_path / "trailing.csv", "node_id,node_attr\n0,cube,\n1,sphere,,\n")  # a spreadsheet's export
+    assert read_graph_csv(trailing, edges).triples() == [("cube", "left of", "sphere")]
     _write(tmp_path / "huge.csv", "node_id,node_attr\n99999999999999999999,cube\n")
     with pytest.raises(GraphFormatError, match="huge.csv:2: field 'node_id' = 99999999999999999999 is out of"):
         read_graph_csv(tmp_path / "huge.csv", edges)
@@ -349,6 +351,24 @@ def test_the_relevance_gate_and_the_links_that_make_a_question_about_the_graph(t
     assert not link_question(chat.index, "Who directed Speed?", chat.history[-1]).follow_up  # no pronoun
 
 
+def test_no_gpu_refuses_cuda_and_the_command_line_reports_a_model_that_fails_to_load(tmp_path, capsys, monkeypatch):
+    from gr_core.chat import conversation
+    from gr_core.chat.cli import main
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="device='cuda': this torch sees no GPU"):  # before any work
+        GraphChat(MOVIES, device="cuda")
+
+    def no_model(*args, **kwargs):
+        raise OSError("someone/model is not in the cache")
+
+    monkeypatch.setattr(conversation, "load_answerer", no_model)
+    kg = _write(tmp_path / "kg.tsv", "".join(f"{h}\t{r}\t{t}\n" for h, r, t in MOVIES))
+    assert main(["--triples", str(kg), "--answer-mode", "free", "Who directed The Matrix?"]) == 2
+    err = capsys.readouterr().err
+    assert "someone/model is not in the cache" in err and "models load at the first turn" in err
+
+
 def test_empty_unrelated_and_edgeless_inputs_get_sensible_turns(tiny_llm_dir):
     chat = GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, max_new_tokens=8)
     empty = chat.ask("   ")
@@ -360,9 +380,6 @@ def test_empty_unrelated_and_edgeless_inputs_get_sensible_turns(tiny_llm_dir):
     for nothing in (None, "", " "):
         with pytest.raises(ValueError, match="give a graph spec"):
             GraphChat(nothing)
-    if not torch.cuda.is_available():
-        with pytest.raises(ValueError, match="device='cuda': this torch sees no GPU"):
-            GraphChat(MOVIES, device="cuda")
     off = chat.ask("what is the boiling point of water at sea level?")
     assert off.status == "unrelated" and off.evidence is None and "similarity" in off.note and chat._llm is None
     assert (off.best_similarity < ChatConfig.relevance_threshold
@@ -460,12 +477,17 @@ def test_citations_are_checked_and_answer_nodes_found(chat):
 
 
 def test_a_given_reasoner_answers_with_its_candidates_and_paths(tmp_path, tiny_llm_dir):
-    import torch
-
     from gr_core.gnn_rag import ReaRev, ReasonerConfig, load_reasoner, save_reasoner
 
-    with pytest.raises(ValueError, match="needs a reasoner"):
+    with pytest.raises(ValueError, match="needs a reasoner.*or train_reasoner=True on a KG"):
         GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="reasoner")
+    with pytest.raises(ValueError, match="train_reasoner=True trains one on a KG only"):
+        GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="reasoner", kind="scene",
+                  train_reasoner=True)
+    with pytest.warns(UserWarning, match="no reasoner trained"), \
+            pytest.raises(ValueError, match="train_reasoner trained none on this graph"):
+        GraphChat([("Up", "directed_by", "Pete Docter")], model="zero_shot", llm_model=tiny_llm_dir,
+                  answer_mode="reasoner", train_reasoner=True)  # too few facts to generate questions from
     with pytest.raises(ValueError, match="reads 16-d text embeddings"):
         GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, reasoner=ReaRev(16))
     torch.manual_seed(0)

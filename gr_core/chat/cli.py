@@ -59,15 +59,20 @@ def main(argv: list[str] | None = None) -> int:
           f"{', cached' if chat.index.cached else ''}); answers: {chat.mode}"
           + (f" (held-out questions: reasoner {chat.decision['reasoner_hit']}%, paths {chat.decision['paths_hit']}%)"
              if chat.decision else ""), flush=True)
-    try:  # an LLM mode loads its model at the first turn: a hub id that is not here fails there
-        turns = chat.ask_many(args.questions, conversation=not args.independent)
-    except (OSError, ValueError) as err:
-        print(f"error: {err}\n(models load at the first turn: --llm {args.llm}, --model {args.model})", file=sys.stderr)
-        return 2
-    for turn in turns:
+    turns = []
+    for question in args.questions:  # each printed as it is answered
+        if args.independent:
+            chat.reset()
+        try:  # an LLM mode loads its model at the first turn: a hub id that is not here fails there
+            turn = chat.ask(question)
+        except (OSError, ValueError) as err:
+            print(f"error: {err}\n(models load at the first turn: --llm {args.llm}, --model {args.model})",
+                  file=sys.stderr)
+            return 2
+        turns.append(turn)
         print(f"\n{turn}")
         print(f"[{turn.status}; {turn.mode or '-'} answer; model: {turn.model or '-'}; "
-              f"{turn.timings.get('total', 0) * 1000:.0f} ms]")
+              f"{turn.timings.get('total', 0) * 1000:.0f} ms]", flush=True)
     if args.json:
         save_turns(turns, args.json, {"graph": args.triples or args.csv or args.graph, "model": chat.model_name})
     return 0

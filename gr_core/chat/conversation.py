@@ -72,11 +72,11 @@ class GraphChat:
         missing = llm_model.startswith(("/", ".", "~")) and not Path(llm_model).expanduser().exists()
         if (why := unavailable(llm_model) or ("no such file or directory" if missing else None)):
             raise ValueError(f"llm_model={llm_model!r}: {why}")
-        if str(device).startswith("cuda") and not torch.cuda.is_available():
+        if str(device).startswith("cuda") and not torch.cuda.is_available():  # not an AssertionError at a turn
             raise ValueError(f"device={device!r}: this torch sees no GPU; use 'auto' or 'cpu'")
         if isinstance(reasoner, (str, Path)) and not Path(reasoner).is_file():
             raise FileNotFoundError(f"reasoner={str(reasoner)!r}: no such file (a saved GNN-RAG reasoner, .pt)")
-        if graph is None or isinstance(graph, (str, Path)) and not str(graph).strip():
+        if graph is None or (isinstance(graph, (str, Path)) and not str(graph).strip()):
             raise ValueError(f"graph={graph!r}: give a graph spec, a triples file, triples or a TextualGraph")
         if isinstance(graph, (str, Path)):
             graph, spec_kind = load_graph(str(graph))
@@ -90,7 +90,8 @@ class GraphChat:
         self._llm, self.model_name = None, ""
         self.history: list[Turn] = []
         self.reasoner = self.reasoner_path = self.trained_reasoner = self.decision = None
-        if reasoner is None and train_reasoner and self.config.kind == "kg":
+        tried = reasoner is None and bool(train_reasoner) and self.config.kind == "kg"
+        if tried:
             cfg = train_reasoner if isinstance(train_reasoner, GraphReasonerConfig) else GraphReasonerConfig()
             try:
                 reasoner = self.trained_reasoner = train_graph_reasoner(
@@ -106,9 +107,10 @@ class GraphChat:
                 raise ValueError(f"the reasoner reads {self.reasoner.text_dim}-d text embeddings; this graph is "
                                  f"indexed with {dim}-d ones (a different sentence encoder)")
         if self.config.answer_mode == "reasoner" and self.reasoner is None:
-            raise ValueError("answer_mode='reasoner' needs a reasoner: pass reasoner=<ReaRev or its .pt>, or "
-                             + ("a larger graph to train_reasoner=True (none was trained: see the warning)"
-                                if train_reasoner else "train_reasoner=True"))
+            why = ("train_reasoner trained none on this graph (the warning says why)" if tried else
+                   "train_reasoner=True trains one on a KG only" if train_reasoner else
+                   "or train_reasoner=True on a KG")
+            raise ValueError(f"answer_mode='reasoner' needs a reasoner: pass reasoner=<ReaRev or its .pt>; {why}")
         if self.trained_reasoner is not None and self.config.answer_mode == "auto":
             self.decision = self.decide()
         _ = self.encoder  # every turn reads its question with it: loaded now (2-3 s once a process), not in a turn

@@ -183,7 +183,8 @@ def read_graph_csv(nodes_path: str | Path, edges_path: str | Path) -> TextualGra
         rows = []
         for row in reader:
             line = reader.line_num
-            if None in row:  # csv's rest key: more fields than the header names (an unquoted comma in a name)
+            # csv's rest key: more fields than the header names; empty ones are a spreadsheet's trailing commas
+            if any(v.strip() for v in row.get(None, ())):
                 raise GraphFormatError(f"{path}:{line}: {len(reader.fieldnames) + len(row[None])} fields, the header "
                                        f"has {len(reader.fieldnames)} (quote a name that holds a comma)")
             values = []

@@ -218,8 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="... and this seed")
     parser.add_argument("--force", action="store_true", help="rerun even when a finished run matches the config")
     args = parser.parse_args(argv)
-    if args.seed < 0:
-        parser.error(f"--seed {args.seed}: seeds are integers from 0")
+    if not 0 <= args.seed < 2 ** 32:
+        parser.error(f"--seed {args.seed}: seeds are integers from 0 to 2**32 - 1")
     if args.run_dir and Path(args.run_dir).is_file():
         parser.error(f"--run-dir {args.run_dir}: is a file; name the run's folder")
     if args.preset:
