@@ -201,8 +201,9 @@ def answer_kinds(entities: list[str], node_emb: np.ndarray, prototypes: np.ndarr
     from the graph alone.
 
     Args:
-        entities: the node names ``(N,)``; node_emb: their L2-normalized vectors ``(N, dim)``; prototypes: the
-            vectors of :data:`KIND_PROTOTYPES` ``(3, dim)``.
+        entities: the node names ``(N,)``.
+        node_emb: their L2-normalized vectors ``(N, dim)``.
+        prototypes: the vectors of :data:`KIND_PROTOTYPES` ``(3, dim)``.
     Returns:
         ``(N,)`` int64.
     """

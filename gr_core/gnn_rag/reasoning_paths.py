@@ -25,7 +25,8 @@ def select_candidates(probs: np.ndarray, seeds: set[int], eps: float = 0.95) -> 
     probability first exceeds ``eps``; nodes below ``(1 - eps) / N`` are never candidates.
 
     Args:
-        probs: ``(N,)`` the node distribution of one graph. seeds: node positions of the question entities.
+        probs: ``(N,)`` the node distribution of one graph.
+        seeds: node positions of the question entities.
     Returns:
         ``[(node position, probability), ...]`` most probable first; empty when every node is a seed.
     """
@@ -48,8 +49,10 @@ def named_beyond(probs: np.ndarray, unnamed: list[tuple[int, float]], edge_index
     own probability. The mediator's probability says the reasoner reached the fact; its named ends are the answer.
 
     Args:
-        probs: ``(N,)`` the node distribution. unnamed: ``[(position, probability)]`` the candidates.
-        edge_index: ``(2, E)`` edges over positions, either direction followed. skip: positions never returned.
+        probs: ``(N,)`` the node distribution.
+        unnamed: ``[(position, probability)]`` the candidates.
+        edge_index: ``(2, E)`` edges over positions, either direction followed.
+        skip: positions never returned.
     Returns:
         ``[(position, score), ...]`` best first; empty when the candidates link no other node.
     """
@@ -105,7 +108,8 @@ def reasoning_paths(graph, seeds: list[int], targets: list[int], max_lines_per_p
     probable candidate first).
 
     Args:
-        graph: a :class:`~gr_core.data.TextualGraph`. seeds, targets: node *ids* of ``graph``.
+        graph: a :class:`~gr_core.data.TextualGraph`.
+        seeds, targets: node *ids* of ``graph``.
     """
     ids = graph.nodes.node_id.tolist()
     names = dict(zip(ids, graph.nodes.node_attr.tolist()))
