@@ -568,12 +568,17 @@ def test_the_command_line_refuses_a_bad_model_llm_reasoner_or_graph_in_one_line(
         assert message in capsys.readouterr().err, args
     assert main(["--graph", "bogus", "Who?"]) == 2
     assert "bogus: no such file, nor a graph name (metaqa, metaqa:<entity>" in capsys.readouterr().err
-    # checked before the graph is read: an empty path would be the current folder, a folder for --json fails at the end
-    for args, message in ((["--triples", ""], "--triples: an empty path"), (["--csv", str(kg), " "], "--csv: an empty"),
-                          (["--triples", str(kg), "--json", str(tmp_path)], "is a folder")):
-        with pytest.raises(SystemExit) as stop:
-            main([*args, "Who directed Up?"])
-        assert stop.value.code == 2 and message in capsys.readouterr().err, args
+    # an empty path would be the current folder: refused where files are read, so by the library as by the CLI
+    for args, message in ((["--triples", ""], "an empty path"), (["--csv", " ", str(kg)], "an empty path"),
+                          (["--graph", ""], "give a graph spec")):
+        assert main([*args, "Who directed Up?"]) == 2, args
+        assert message in capsys.readouterr().err, args
+    for read in (lambda: read_triples(""), lambda: read_graph_csv(" ", kg)):
+        with pytest.raises(GraphFormatError, match="an empty path"):
+            read()
+    with pytest.raises(SystemExit) as stop:  # checked before any work, not when the turns are written
+        main(["--triples", str(kg), "--json", str(tmp_path), "Who directed Up?"])
+    assert stop.value.code == 2 and "--json" in capsys.readouterr().err
 
 
 @pytest.mark.slow

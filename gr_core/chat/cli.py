@@ -36,13 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--independent", action="store_true", help="answer each question on its own (no history)")
     parser.add_argument("--json", help="also write the turns to this JSON file")
     args = parser.parse_args(argv)
-    # checked before any work: an empty path would read as the current folder, a folder as --json fails after the turns
-    for flag, value in (("--triples", args.triples), ("--graph", args.graph), ("--json", args.json),
-                        *(("--csv", p) for p in args.csv or ())):
-        if value is not None and not value.strip():
-            parser.error(f"{flag}: an empty path")
-    if args.json and Path(args.json).is_dir():
-        parser.error(f"--json {args.json}: is a folder; name the file to write")
+    # checked before any work, not when the turns are written (the graph's paths are checked where they are read)
+    if args.json is not None and (not args.json.strip() or Path(args.json).is_dir()):
+        parser.error(f"--json {args.json!r}: name the file to write")
     graph = args.graph
     try:
         if args.triples is not None:

@@ -20,7 +20,10 @@ from ..runs import atomic_write_text
 from .config import ChatConfig
 
 
-def _open_text(path: Path) -> str:
+def _open_text(path: str | Path) -> str:
+    if not str(path).strip():  # Path("") is the current folder
+        raise GraphFormatError("an empty path: name the file to read")
+    path = Path(path)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -89,12 +92,12 @@ def read_triples(path: str | Path, delimiter: str | None = None) -> list[tuple[s
         GraphFormatError: naming the file and line of an unreadable file, a line without exactly three fields, an
             empty field, or a file with no triple.
     """
-    path = Path(path)
+    text, path = _open_text(path), Path(path)
     triples: list[tuple[str, str, str]] = []
     names = {"\t": "tabs", "|": "'|'", ",": "commas"}
     commented: list[int] = []
     header = None
-    for lineno, raw in enumerate(re.split(r"\r\n|\r|\n", _open_text(path)), 1):
+    for lineno, raw in enumerate(re.split(r"\r\n|\r|\n", text), 1):
         if not raw.strip():
             continue
         if raw.lstrip().startswith("#"):
@@ -175,8 +178,9 @@ def read_graph_csv(nodes_path: str | Path, edges_path: str | Path) -> TextualGra
             an edge whose endpoint is not a node.
     """
     tables = []  # a list: one file may hold both tables
-    for path, columns in ((Path(nodes_path), NODE_COLUMNS), (Path(edges_path), EDGE_COLUMNS)):
-        reader = csv.DictReader(io.StringIO(_open_text(path)))
+    for path, columns in ((nodes_path, NODE_COLUMNS), (edges_path, EDGE_COLUMNS)):
+        text, path = _open_text(path), Path(path)
+        reader = csv.DictReader(io.StringIO(text))
         missing = [c for c in columns if c not in (reader.fieldnames or [])]
         if missing:
             raise GraphFormatError(f"{path}:1: header lacks column(s) {missing} (found {reader.fieldnames})")
