@@ -52,7 +52,7 @@ def test_the_command_line_names_a_config_it_cannot_read(tmp_path, capsys):
     for text, problem in (("{not json", ""), ("[1, 2]", ""),
                           ('{"dataset": "explagraphs", "method": "g_retriever", "colour": 1}', "colour"),
                           ('{"dataset": "explagraphs", "method": "g_retreiver"}', "RunConfig.method='g_retreiver'"),
-                          ('{"dataset": "webqsb", "method": "zero_shot"}', "DatasetConfig.name='webqsb'"),
+                          ('{"dataset": "webqsb", "method": "zero_shot"}', "RunConfig.dataset='webqsb'"),
                           ('{"dataset": "webqsp", "method": "zero_shot", "max_test": "twenty"}',
                            "RunConfig.max_test='twenty' must be int | None"),
                           ('{"dataset": "webqsp", "method": "zero_shot", "train": {"num_epochs": "two"}}',
@@ -65,8 +65,8 @@ def test_the_command_line_names_a_config_it_cannot_read(tmp_path, capsys):
         err = capsys.readouterr().err
         assert stop.value.code == 2 and "cannot read --config" in err and problem in err, text
     (tmp_path / "afile").write_text("x")
-    for args, problem in ((["--dataset", "bogus", "--method", "g_retriever"], "DatasetConfig.name='bogus'"),
-                          (["--dataset", "explagraphs", "--method", "g_retriever", "--seed", "-1"], "--seed -1"),
+    for args, problem in ((["--dataset", "bogus", "--method", "g_retriever"], "RunConfig.dataset='bogus'"),
+                          (["--dataset", "explagraphs", "--method", "zero_shot", "--seed", "-1"], "RunConfig.seed=-1"),
                           (["--dataset", "explagraphs", "--method", "zero_shot", "--run-dir", str(tmp_path / "afile")],
                            "is a file")):
         with pytest.raises(SystemExit) as stop:  # before anything loads or trains

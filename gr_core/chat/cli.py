@@ -48,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         chat = GraphChat(graph, model=args.model, llm_model=args.llm, reasoner=args.reasoner, cite=args.cite,
                          max_new_tokens=args.max_new_tokens, train_reasoner=args.train_reasoner,
                          answer_mode=args.answer_mode, kind=args.kind)
+        if chat.mode in ("ranked", "free"):  # the LLM modes: their model loaded now, not at the first turn
+            _ = chat.llm
     except (GraphFormatError, OSError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -59,12 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     for question in args.questions:  # each printed as it is answered
         if args.independent:
             chat.reset()
-        try:  # an LLM mode loads its model at the first turn: a hub id that is not here fails there
-            turn = chat.ask(question)
-        except (OSError, ValueError) as err:
-            print(f"error: {err}\n(models load at the first turn: --llm {args.llm}, --model {args.model})",
-                  file=sys.stderr)
-            return 2
+        turn = chat.ask(question)
         turns.append(turn)
         print(f"\n{turn}")
         print(f"[{turn.status}; {turn.mode or '-'} answer; model: {turn.model or '-'}; "

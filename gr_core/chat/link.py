@@ -247,7 +247,7 @@ def link_question(index: ChatIndex, question: str, previous=None) -> Link:
 
 def has_content(question: str) -> bool:
     """Whether ``question`` holds a word that is no function word (``"Who is it?"`` holds none)."""
-    return any(w.lower() not in FUNCTION_WORDS for w in WORD.findall(question))
+    return any(word_key(w) not in FUNCTION_WORDS for w in WORD.findall(question))
 
 
 def about(index: ChatIndex, question: str, link: Link, node_sim: float, relation_sim: float | None,

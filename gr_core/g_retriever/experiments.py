@@ -218,8 +218,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="... and this seed")
     parser.add_argument("--force", action="store_true", help="rerun even when a finished run matches the config")
     args = parser.parse_args(argv)
-    if not 0 <= args.seed < 2 ** 32:
-        parser.error(f"--seed {args.seed}: seeds are integers from 0 to 2**32 - 1")
     if args.run_dir and Path(args.run_dir).is_file():
         parser.error(f"--run-dir {args.run_dir}: is a file; name the run's folder")
     if args.preset:
@@ -227,14 +225,12 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--preset needs --dataset and --method, and no --config")
         try:
             cfg = preset_run_config(args.preset, args.dataset, args.method, args.seed)
-            DatasetConfig(cfg.dataset)  # its name checked before anything loads
         except ValueError as err:  # an unknown preset, dataset or method: named with the choices
             parser.error(str(err))
         run_dir = args.run_dir or outputs_root(args.preset) / "runs" / cfg.name
     elif args.config and args.run_dir:
         try:
             cfg, run_dir = RunConfig.read(Path(args.config)), args.run_dir
-            DatasetConfig(cfg.dataset)  # its name checked before anything loads
         except (OSError, ValueError, TypeError, AttributeError) as err:  # unreadable, not JSON, not a RunConfig
             parser.error(f"cannot read --config {args.config}: {err}")
     else:
