@@ -197,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
                 name = "LABEL" if args.study == "paired" else "KEY"
                 raise ValueError(f"--reasoners {args.reasoners!r}: expected {name}=FILE.pt items separated by commas")
             pairs = dict(item.split("=", 1) for item in items)
+            if args.study == "paired" and "," in args.keys:
+                raise ValueError(f"--keys {args.keys!r}: paired scores on one key's test questions")
             if args.study == "paired" and len(pairs) != 2:
                 raise ValueError(f"--reasoners {args.reasoners!r}: paired compares two reasoners, got {len(pairs)}")
             for key in pairs if args.study == "llm-half" else []:
