@@ -387,7 +387,8 @@ def test_empty_unrelated_and_edgeless_inputs_get_sensible_turns(tiny_llm_dir):
     assert chat.ask("Who directed Speed?").status == "answered"  # a one-word title, asked with a relation of the graph
     open_gate = GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, relevance_threshold=-1.0,
                           relation_threshold=-1.0)  # every similarity passes: only the words decide
-    for noise in ("???", "the the the", "Who is it?", "What's that?"):  # no content word: near some node of a large graph by chance
+    # no content word: such a question is near some node of a large graph by chance
+    for noise in ("???", "the the the", "Who is it?", "What's that?"):
         turn = open_gate.ask(noise)
         assert turn.status == "unrelated" and "no word but function words" in turn.note, noise
     assert open_gate.ask("Who directed Speed?").status == "answered"
