@@ -9,6 +9,7 @@ write ONE JSON (rewritten atomically after every change, so a stopped run keeps 
     python bench/gpu_rehearsal.py --dry-run         # here (CPU): every check that needs no GPU, the same JSON shape
     python3 bench/gpu_rehearsal.py --out "$OUT"     # on the GPU node (docs/environment.md, "GPU rehearsal")
     python3 bench/gpu_rehearsal.py --steps pytest_gpu,notebooks   # a subset (env always runs on the node)
+    python3 bench/gpu_rehearsal.py --steps notebooks --notebooks 05,06   # some notebooks only
 
 What the node has (docs/environment.md; its image's package list, 2026-11-17): ``python3`` is Python 3.12 at
 /opt/torch/.venv with torch 2.11+cu130, transformers 5.17, torch_geometric 2.8.0, peft, sentence-transformers, pandas,
@@ -342,6 +343,7 @@ class Record:
         self.data = {"schema": SCHEMA, "mode": mode, "started": now_iso(), "finished": None, "elapsed_s": 0.0,
                      "budget_s": budget, "commit": git_commit(), "run_command": {
                          "command": RUN_COMMAND, "carry": RUN_CARRY, "timeout_s": RUN_TIMEOUT_S},
+                     "arguments": sys.argv[1:],  # this run's own (run_command is the full rehearsal's)
                      "device": {}, "environment": {}, "carry": {}, "checks": [],
                      "steps": {s: {"status": "pending"} for s in STEPS},
                      "summary": {}}
@@ -500,7 +502,8 @@ class Rehearsal:
             "pytest_gpu": [py, "-m", "pytest", "-m", "gpu", "tests/test_gpu.py", "-p", "no:cacheprovider", "-q", "-rs",
                            f"--junitxml={self.out / 'pytest_gpu.xml'}"],
             "notebooks": [py, "-m", "gr_core.suite", "--preset", "smoke", "--keep-going", "--cell-timeout",
-                          str(self.args.cell_timeout), *p_args(overrides)],
+                          str(self.args.cell_timeout), *p_args(overrides),
+                          *(["--only", *self.args.notebooks] if self.args.notebooks else [])],
             "precision_cpu": [py, "bench/precision.py", "--llm", str(self.smollm2_random), "--steps", "2",
                               "--answers", "32", "--names", "1000", "--agreement-questions", "0", "--variants",
                               "fp32,bf16", "--methods", "g_retriever"],
@@ -1213,6 +1216,8 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"seconds for the whole run (default {BUDGET_S})")
     parser.add_argument("--serial", action="store_true", help="run pytest_gpu and notebooks one after the other")
     parser.add_argument("--cell-timeout", type=int, default=200, help="seconds per notebook cell (default 200)")
+    parser.add_argument("--notebooks", type=lambda v: v.split(","), default=None,
+                        help="notebook prefixes for the notebooks step, comma-separated (the suite's --only)")
     parser.add_argument("--precision-steps", type=int, default=6, help="timed training steps per variant")
     parser.add_argument("--precision-answers", type=int, default=64, help="ExplaGraphs test questions answered")
     parser.add_argument("--quick", action="store_true", help="with --dry-run: no subprocesses (planner, collection)")

@@ -102,3 +102,21 @@ def test_used_parameters_records_every_parameter_as_executed():
     assert list(used) == list(params) and used["max_train"] == 7 and "unrelated" not in used
     with pytest.raises(KeyError, match="not defined"):
         used_parameters({"preset": "smoke"}, "03_training")
+
+
+@pytest.mark.parametrize("notebook", sorted((repo_root() / "notebooks").glob("[0-9][0-9]_*.ipynb")),
+                         ids=lambda p: p.stem)
+def test_a_notebooks_llm_model_reaches_every_chat_it_builds(notebook):
+    """A notebook with an ``llm_model`` parameter passes it to each ``GraphChat``: notebook 09's sections 3 and 4 had
+    loaded the embedded model whatever the parameter named (found on a GPU node, where it names another model)."""
+    import ast
+
+    import nbformat
+
+    if "llm_model" not in _parameters_cell_defaults(notebook):
+        return
+    calls = [node for cell in nbformat.read(notebook, as_version=4).cells if cell.cell_type == "code"
+             for node in ast.walk(ast.parse(cell.source)) if isinstance(node, ast.Call)
+             and getattr(node.func, "id", None) == "GraphChat"]
+    for call in calls:
+        assert "llm_model" in {k.arg for k in call.keywords}, f"{notebook.name}: {ast.unparse(call)[:120]}"
