@@ -337,13 +337,13 @@ def check_notebooks(overrides: dict, preset: str = "smoke") -> dict:
 class Record:
     """The one JSON: rewritten atomically after every change."""
 
-    def __init__(self, path: Path, mode: str, budget: float):
+    def __init__(self, path: Path, mode: str, budget: float, arguments: dict | None = None):
         self.path = path
         self.t0 = time.time()
         self.data = {"schema": SCHEMA, "mode": mode, "started": now_iso(), "finished": None, "elapsed_s": 0.0,
                      "budget_s": budget, "commit": git_commit(), "run_command": {
                          "command": RUN_COMMAND, "carry": RUN_CARRY, "timeout_s": RUN_TIMEOUT_S},
-                     "arguments": sys.argv[1:],  # this run's own (run_command is the full rehearsal's)
+                     "arguments": arguments,  # this run's own (run_command is the full rehearsal's)
                      "device": {}, "environment": {}, "carry": {}, "checks": [],
                      "steps": {s: {"status": "pending"} for s in STEPS},
                      "summary": {}}
@@ -448,7 +448,7 @@ class Rehearsal:
         self.out = Path(args.out)
         self.work = Path(args.work)
         self.dry = args.dry_run
-        self.rec = Record(self.out / RESULT_NAME, "dry-run" if self.dry else "device", args.budget)
+        self.rec = Record(self.out / RESULT_NAME, "dry-run" if self.dry else "device", args.budget, vars(args))
         self.deadline = self.rec.t0 + args.budget
         self.selected = set(args.steps)
         self.py = sys.executable

@@ -204,12 +204,17 @@ def environment_record() -> dict[str, Any]:
     }
 
 
+def check_seed(seed: int, name: str = "seed") -> None:
+    """A ValueError naming ``name`` when ``seed`` is outside numpy's seeds, 0 to 2**32 - 1."""
+    if not 0 <= seed < 2 ** 32:
+        raise ValueError(f"{name}={seed}: seeds are integers from 0 to 2**32 - 1")
+
+
 def seed_everything(seed: int) -> None:
-    """Seed python, numpy and torch (CPU and CUDA); a ValueError naming ``seed`` outside numpy's 0 to 2**32 - 1."""
+    """Seed python, numpy and torch (CPU and CUDA); :func:`check_seed` first."""
     import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
 
-    if not 0 <= seed < 2 ** 32:
-        raise ValueError(f"seed={seed}: seeds are integers from 0 to 2**32 - 1")
+    check_seed(seed)
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)

@@ -25,7 +25,7 @@ from .config import (PRESETS, annotation_types, is_of, notebook_parameters, pape
                      parameter_annotations)
 from .paths import find_notebooks, outputs_root, repo_root
 from .plan import default_profile, plan, render
-from .runs import environment_record, write_json
+from .runs import check_seed, environment_record, write_json
 from .speeds import PROFILE_NAMES, bench_json
 
 
@@ -74,6 +74,8 @@ def check_overrides(notebooks: list[Path], overrides: dict) -> None:
             if allowed and not is_of(value, allowed):
                 raise ValueError(f"-p {key}={json.dumps(value)}: {stem} declares {key}: {annotation} (values are "
                                  f"read as JSON: 3, 0.5, true, \"text\", [1, 2], null)")
+        if key == "seed":  # every notebook seeds with it: refused here, not at a notebook's first cell
+            check_seed(value, "-p seed")
 
 
 def run_suite(preset: str, notebooks_dir: Path | None = None, only: list[str] | None = None,

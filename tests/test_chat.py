@@ -97,6 +97,8 @@ def test_triple_lists_and_table_pairs_refuse_empty_or_malformed_fields(tmp_path)
     ("a\tb\tc\nd\t\tf\n", "kg.tsv:2: field 'relation' is empty"),
     ("no delimiter here\n", "kg.tsv:1: cannot tell the delimiter"),
     ("\n# only a comment\n", "kg.tsv: no triple found"),
+    ('a,b,c\nThe Matrix,directed_by,"Lana Wachowski\n', "kg.tsv:2: a quoted field is not closed"),
+    ('a,"b"x,c\n', "kg.tsv:1: a quoted field is not closed"),
 ])
 def test_malformed_triples_files_name_the_file_and_line(tmp_path, text, message):
     path = _write(tmp_path / "kg.tsv", text)
@@ -308,7 +310,7 @@ def test_a_kg_is_answered_by_the_relation_paths_its_words_name_without_any_model
     assert turn.answer == "Lana Wachowski" and turn.model == "relation paths (no model)" and chat._llm is None
     assert turn.paths == ["The Matrix: directed by (" + turn.paths[0].split("(")[1]]
     assert ("The Matrix", "directed_by", "Lana Wachowski") in turn.triples() and turn.answer_nodes
-    assert {"link", "paths", "total"} <= set(turn.timings) and turn.about == "similar"  # "The Matrix": one word
+    assert {"link", "paths", "total"} <= set(turn.timings) and turn.about == "named"  # "The Matrix": capitalized
     ids = dict(zip(chat.graph.nodes.node_attr, chat.graph.nodes.node_id))
     follow = chat.ask("and who starred in it?")  # "it": the previous start (The Matrix), not its answer
     assert follow.follow_up and follow.answer == "Keanu Reeves" and follow.reasoner_seeds == [ids["The Matrix"]]
@@ -341,6 +343,8 @@ def test_the_relevance_gate_and_the_links_that_make_a_question_about_the_graph(t
     # a one-word name makes it so only for the graph's hub (The Matrix: degree 4), not for another node (Speed)
     assert chat.ask("is the matrix any good").about == "hub"
     assert chat.ask("is speed any good").status == "unrelated"
+    chat.reset()  # written with a capital after the first word, a one-word name is a proper noun: named
+    assert chat.ask("Is Speed any good?").about == "named" and chat.ask("Speed, any good?").status == "unrelated"
     assert chat.ask("which films did lana wachowski direct").about == "named"
     assert chat.ask("Is the speedometer broken?").status == "unrelated"  # "speed" is not a word of it
     assert chat.ask("how do i reset my wifi router").status == "unrelated"

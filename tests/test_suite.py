@@ -99,13 +99,15 @@ def test_only_and_parameters_are_checked_against_the_notebooks_before_anything_r
 
     (tmp_path / "nbs").mkdir()
     _notebook(tmp_path / "nbs" / "00_first.ipynb", "print(x)",
-              parameters="x: int = 1\nrate: float = 0.5\nname: str = 'a'\nlimit: int | None = None\nfree = 1")
+              parameters="x: int = 1\nrate: float = 0.5\nname: str = 'a'\nlimit: int | None = None\nfree = 1\n"
+                         "seed: int = 0")
     for args, message in ((["--only", "00", "07"], "--only 07: no notebook in .* the notebooks: 00_first"),
                           (["--only", ""], "--only : no notebook in"),  # an empty prefix would match every one
                           (["-p", "nmae=\"b\""], r"-p nmae: not a parameter of 00_first \(did you mean name\?\)"),
                           (["-p", "x=two"], r"-p x=\"two\": 00_first declares x: int"),
                           (["-p", "x=true"], "00_first declares x: int"),
-                          (["-p", "limit=\"all\""], "00_first declares limit: int | None")):
+                          (["-p", "limit=\"all\""], "00_first declares limit: int | None"),
+                          (["-p", "seed=-1"], "-p seed=-1: seeds are integers from 0 to 2")):
         with pytest.raises(SystemExit) as stop:
             main(["--preset", "smoke", "--notebooks-dir", str(tmp_path / "nbs"), "--dry-run", *args])
         assert stop.value.code == 2 and re.search(message, capsys.readouterr().err), args

@@ -90,7 +90,7 @@ def read_triples(path: str | Path, delimiter: str | None = None) -> list[tuple[s
 
     Raises:
         GraphFormatError: naming the file and line of an unreadable file, a line without exactly three fields, an
-            empty field, or a file with no triple.
+            empty field, a CSV quote left open, or a file with no triple.
     """
     text, path = _open_text(path), Path(path)
     triples: list[tuple[str, str, str]] = []
@@ -111,6 +111,12 @@ def read_triples(path: str | Path, delimiter: str | None = None) -> list[tuple[s
                 raise GraphFormatError(f"{path}:{lineno}: cannot tell the delimiter: expected 'head<TAB>relation<TAB>"
                                        f"tail' (or separated by '|' or ','), got {raw[:80]!r}")
         fields = _fields(raw, delimiter)
+        if delimiter == ",":  # the csv module reads an unterminated quote to the line's end without a word
+            try:
+                next(csv.reader([raw], skipinitialspace=True, strict=True), None)
+            except csv.Error as err:
+                raise GraphFormatError(f"{path}:{lineno}: a quoted field is not closed ({err}): close its quote, and "
+                                       f"write a quote inside it twice: {raw[:80]!r}") from None
         if len(fields) != 3:
             raise GraphFormatError(f"{path}:{lineno}: expected 3 fields (head, relation, tail) separated by "
                                    f"{names.get(delimiter, repr(delimiter))}, found {len(fields)}: {raw[:80]!r}")

@@ -26,11 +26,14 @@ ASKED_TYPE_WORDS = 2  # content words at most: "what music period", "what type o
 UNCASED_PAIRS = True
 # Names are capitalized when a word after the first holds a capital ("I" aside): sentence case alone marks no name
 SENTENCE_CASE = True
+# A name written with a capital after the question's first word ("who wrote the film Sanctum", "describe The Class")
+# makes the question about the graph, as a name of two content words does: a one-word name so written is a proper noun
+CAPITALIZED_NAMES = True
 
 
 def rules() -> tuple:
     """Linking's rules as they are now: part of the key of a cached decision, as :func:`~gr_core.chat.paths.rules`."""
-    return ASKED_TYPE, ASKED_TYPE_WORDS, UNCASED_PAIRS, SENTENCE_CASE
+    return ASKED_TYPE, ASKED_TYPE_WORDS, UNCASED_PAIRS, SENTENCE_CASE, CAPITALIZED_NAMES
 
 
 def has_capitals(words: list[str]) -> bool:
@@ -245,6 +248,18 @@ def link_question(index: ChatIndex, question: str, previous=None) -> Link:
     return link
 
 
+def capitalized(question: str, name: str) -> bool:
+    """Whether ``question`` writes ``name`` (any case) beginning with a capital, after its first word.
+
+    >>> [capitalized(q, "Sanctum") for q in ("who wrote Sanctum", "Sanctum was written by?", "who wrote sanctum")]
+    [True, False, False]
+    """
+    for m in re.finditer(rf"(?<!\w){re.escape(name)}(?!\w)", question, re.I):
+        if m.group()[:1].isupper() and re.search(r"\w", question[:m.start()]):
+            return True
+    return False
+
+
 def has_content(question: str) -> bool:
     """Whether ``question`` holds a word that is no function word (``"Who is it?"`` holds none)."""
     return any(word_key(w) not in FUNCTION_WORDS for w in WORD.findall(question))
@@ -256,11 +271,13 @@ def about(index: ChatIndex, question: str, link: Link, node_sim: float, relation
     two or more content words written whole); ``similar`` (its best node and relation similarities at or above the
     thresholds, and a word that is no function word: "???" or "the the the" is near some node of a large graph by
     chance, and no question of the datasets lacks one); ``in part`` (two or more words and at least half of a name);
-    ``hub`` (a one-word name of the graph's hub); "" when none holds."""
+    ``hub`` (a one-word name of the graph's hub); "" when none holds. A name :func:`capitalized` is ``named`` too."""
     whole = bool(link.named) and link.in_part == (0, 0)
     shared, size = link.in_part
     reasons = {"follow-up": link.follow_up,
-               "named": whole and (bool(BRACKET.search(question)) or names_the_graph(index, link.named, hub=False)),
+               "named": whole and (bool(BRACKET.search(question)) or names_the_graph(index, link.named, hub=False) or
+                                   CAPITALIZED_NAMES and any(capitalized(question, index.kg.entities[r])
+                                                             for r in link.named)),
                "similar": has_content(question) and node_sim >= relevance_threshold and (relation_sim is None
                                                                            or relation_sim >= relation_threshold),
                "in part": shared >= 2 and 2 * shared >= size,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..config import LLMConfig, check_choice, check_types, llm_identity
 from ..graphqa import DATASETS
-from ..runs import read_json
+from ..runs import check_seed, read_json
 from .graph_encoder import GNNConfig
 from .model import METHODS, LoRAConfig, ModelConfig, method_config
 
@@ -79,8 +79,7 @@ class RunConfig:
         check_types(self)
         check_choice("RunConfig", "method", self.method, tuple(METHODS))
         check_choice("RunConfig", "dataset", self.dataset, DATASETS)  # before anything loads
-        if not 0 <= self.seed < 2 ** 32:  # numpy's range (runs.seed_everything)
-            raise ValueError(f"RunConfig.seed={self.seed}: seeds are integers from 0 to 2**32 - 1")
+        check_seed(self.seed, "RunConfig.seed")
         for name in ("max_train", "max_val", "max_test"):
             if (getattr(self, name) or 0) < 0:
                 raise ValueError(f"RunConfig.{name}={getattr(self, name)} must be >= 0 (or None: the whole split)")

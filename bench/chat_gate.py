@@ -1,0 +1,174 @@
+"""The chat's relevance gate on every family, leave one family out (docs/chat.md, step 1; issue 58 item 4):
+
+    python bench/chat_gate.py                     ->  outputs/bench/chat_gate.json  (~5 min)
+
+A question that names no entity of the graph and is no follow-up is taken as about the graph when its best node
+cosine is at least ``relevance_threshold`` and its best relation cosine at least ``relation_threshold`` (the
+``similar`` rule). This bench measures, on each graph family, what the gate lets through:
+
+- **positives**: the family's own questions (bench/chat_families.py's families; every one is about its graph), which
+  the gate should never turn away;
+- **negatives**: questions written for other data, asked on the family's graphs: WebQSP's on the MetaQA KB and its
+  slices, MetaQA's on WebQSP's mini-graphs and unions (a question whose topic names a node of the graph asked is
+  dropped: it may be about it), and CLEVR's scene questions on every KG. A negative the gate lets through is answered
+  with some node of a graph that does not hold its topic.
+
+Each question's gate features (the rules other than ``similar``, with and without ``link.CAPITALIZED_NAMES``, whether
+it holds a content word, its best node and relation cosines) are computed once, so every pair of thresholds is scored
+without asking again. A pair is chosen on each family's val (dev) questions in turn: the fewest negatives let through
+among the pairs that turn away no more positives than the shipped pair, ties to the shipped pair, then to the lower
+thresholds; every gate is reported on every family's questions, paired with the shipped gate (exact McNemar on
+positives kept and on negatives refused).
+"""
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from chat_families import metaqa_sample, metaqa_slice_family, webqsp_mini_family, webqsp_union_family
+from common import write_result
+
+import gr_core.chat.link as linking
+from gr_core.chat import GraphChat
+from gr_core.chat.config import KIND_RELATION_THRESHOLD, ChatConfig
+from gr_core.chat.link import about, has_content, link_question
+from gr_core.runs import progress
+from gr_core.stats import compare, wilson_interval
+
+FAMILIES = ("metaqa", "metaqa_slice", "webqsp_mini", "webqsp_union")
+SPLITS = {"metaqa": ("dev", "test"), "metaqa_slice": ("dev", "test"), "webqsp_mini": ("val", "test"),
+          "webqsp_union": ("val", "test")}
+NODE_GRID = np.round(np.arange(0.20, 0.701, 0.025), 3)
+RELATION_GRID = np.round(np.arange(0.0, 0.401, 0.01), 3)
+SHIPPED = (ChatConfig.relevance_threshold, KIND_RELATION_THRESHOLD["kg"], True)  # (node, relation, capitalized)
+BEFORE = SHIPPED[:2] + (False,)  # without link.CAPITALIZED_NAMES
+
+
+def clevr_questions(n: int, seed: int) -> list[str]:
+    """``n`` CLEVR questions (scene questions: about no KG), a seeded sample of all splits."""
+    from gr_core.graphqa import load_dataset  # noqa: PLC0415 deferred: the dataset, for this bench only
+
+    ds = load_dataset("clevr")
+    pick = np.random.default_rng(seed).choice(len(ds), min(n, len(ds)), replace=False)
+    return [ds.records[int(i)].question for i in pick]
+
+
+def family(name: str, split: str, seed: int = 0) -> tuple[list[dict], dict]:
+    """``(questions, graphs)``: the family's own questions (``positive``) and the negatives (module docstring), each
+    with its ``graph`` spec; the negatives of split ``split`` come from the other data's split of the same role."""
+    other = "dev" if split in ("val", "dev") else "test"
+    webqsp_split = "val" if split in ("val", "dev") else "test"
+    if name == "metaqa":
+        pos, graphs = [{**q, "graph": "metaqa"} for q in metaqa_sample(split, 100, seed)], {"metaqa": "metaqa"}
+    elif name == "metaqa_slice":
+        pos, graphs = metaqa_slice_family(split, 4, 60, seed)
+    elif name == "webqsp_mini":
+        pos, graphs = webqsp_mini_family(split, 300, seed)
+    else:
+        pos, graphs = webqsp_union_family(split, 300, seed)
+    if name.startswith("metaqa"):
+        foreign = webqsp_mini_family(webqsp_split, 300, seed + 1)[0]
+    else:
+        foreign = metaqa_sample(other, 100, seed + 1)
+    specs = sorted({q["graph"] for q in pos})
+    neg = [{"question": q["question"], "topic": q.get("topic", ""), "graph": specs[k % len(specs)], "source": "kgqa"}
+           for k, q in enumerate(foreign)]
+    neg += [{"question": text, "topic": "", "graph": specs[k % len(specs)], "source": "clevr"}
+            for k, text in enumerate(clevr_questions(150, seed + 2))]
+    rows = [{**q, "positive": True} for q in pos] + [{**q, "positive": False} for q in neg]
+    return sorted(rows, key=lambda q: q["graph"]), graphs  # one graph's chat open at a time
+
+
+def features(questions: list[dict], graphs: dict) -> list[dict]:
+    """Each question's gate features on its graph: ``other`` (the first rule other than ``similar`` that holds, or
+    ""), ``content``, ``node`` and ``relation`` (best cosines); negatives whose topic names a node are marked
+    ``topic_in_graph`` (left out of the scores)."""
+    out, chat, spec = [], None, None
+    for q in progress(questions, desc="gate features"):
+        if spec != q["graph"]:
+            chat, spec = GraphChat(graphs[q["graph"]], model="zero_shot"), q["graph"]
+            names = {n.lower() for n in chat.index.kg.entities}
+        index = chat.index
+        link = link_question(index, q["question"], None)
+        node_sim, rel_sim = index.similarities(chat.embed(q["question"]))
+        rel = float(rel_sim.max()) if len(rel_sim) else None
+        other = {}
+        for rule in (True, False):  # with and without linking.CAPITALIZED_NAMES
+            linking.CAPITALIZED_NAMES = rule
+            other[rule] = about(index, q["question"], link, -np.inf, -np.inf, np.inf, np.inf)  # `similar` cannot hold
+        linking.CAPITALIZED_NAMES = True
+        out.append({"question": q["question"], "graph": q["graph"], "positive": q["positive"],
+                    "source": q.get("source", "own"), "other": other[True],
+                    "other_without_capitalized": other[False], "content": has_content(q["question"]),
+                    "node": round(float(node_sim.max()), 4), "relation": None if rel is None else round(rel, 4),
+                    "topic_in_graph": bool(not q["positive"] and q.get("topic") and q["topic"].lower() in names)})
+    return out
+
+
+def accepted(rows: list[dict], node_t: float, rel_t: float, capitalized: bool = True) -> np.ndarray:
+    """Whether the gate at ``(node_t, rel_t)`` takes each row as about its graph (``capitalized``: with
+    ``link.CAPITALIZED_NAMES``)."""
+    key = "other" if capitalized else "other_without_capitalized"
+    return np.array([bool(r[key]) or (r["content"] and r["node"] >= node_t
+                                          and (r["relation"] is None or r["relation"] >= rel_t)) for r in rows])
+
+
+def scored(rows: list[dict]) -> tuple[list[dict], list[dict]]:
+    """``(positives, negatives)``, the negatives whose topic names a node of their graph left out."""
+    return [r for r in rows if r["positive"]], [r for r in rows if not r["positive"] and not r["topic_in_graph"]]
+
+
+def rates(rows: list[dict], gate: tuple) -> dict:
+    """Positives turned away and negatives let through by ``gate`` = ``(node_t, rel_t, capitalized)`` (counts, percent
+    with Wilson 95% intervals)."""
+    pos, neg = scored(rows)
+    away, through = int((~accepted(pos, *gate)).sum()), int(accepted(neg, *gate).sum())
+    out = {"gate": list(gate), "positives": len(pos), "positives_turned_away": away, "negatives": len(neg),
+           "negatives_let_through": through}
+    for key, k, n in (("turned_away_pct", away, len(pos)), ("let_through_pct", through, len(neg))):
+        lo, hi = wilson_interval(k, n)
+        out[key] = [round(100 * k / max(n, 1), 1), round(100 * lo, 1), round(100 * hi, 1)]
+    return out
+
+
+def choose(rows: list[dict]) -> tuple:
+    """The thresholds (with the capitalized-names rule) letting the fewest negatives through among those turning away
+    no more positives than the shipped gate (ties: the shipped thresholds, then the lowest)."""
+    limit = rates(rows, SHIPPED)["positives_turned_away"]
+    best = (rates(rows, SHIPPED)["negatives_let_through"], 0, SHIPPED)
+    for node_t in NODE_GRID:
+        for rel_t in RELATION_GRID:
+            gate = (float(node_t), float(rel_t), True)
+            r = rates(rows, gate)
+            if r["positives_turned_away"] <= limit:
+                best = min(best, (r["negatives_let_through"], 1, gate))
+    return best[2]
+
+
+def paired_gate(rows: list[dict], a: tuple, b: tuple) -> dict:
+    """Exact McNemar of gate ``a`` against gate ``b``, per question: positives kept, negatives refused."""
+    pos, neg = scored(rows)
+    return {label: compare((accepted(rs, *a) == want).astype(float), (accepted(rs, *b) == want).astype(float))
+            for label, rs, want in (("positives kept", pos, True), ("negatives refused", neg, False))}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python bench/chat_gate.py", description=__doc__.split("\n")[0])
+    parser.add_argument("--families", nargs="+", choices=FAMILIES, default=list(FAMILIES))
+    args = parser.parse_args()
+    rows = {f"{name} {split}": features(*family(name, split)) for name in args.families for split in SPLITS[name]}
+    gates = {"before": BEFORE, "shipped": SHIPPED} | {
+        f"chosen on {name} {SPLITS[name][0]}": choose(rows[f"{name} {SPLITS[name][0]}"]) for name in args.families}
+    report = {key: {"rates": {label: rates(r, g) for label, g in gates.items()},
+                    "paired with shipped": {label: paired_gate(r, g, SHIPPED) for label, g in gates.items()
+                                            if label != "shipped"}} for key, r in rows.items()}
+    for key, rec in report.items():
+        cells = ((label, g, rec["rates"][label]) for label, g in gates.items())
+        print(key, " | ".join(f"{label} {g}: away {r['positives_turned_away']}/{r['positives']}, through "
+                              f"{r['negatives_let_through']}/{r['negatives']}" for label, g, r in cells))
+    print("wrote", write_result("chat_gate", {"gates": gates, "families": report, "rows": rows}))
+
+
+if __name__ == "__main__":
+    main()
