@@ -167,7 +167,10 @@ def main() -> None:
         cells = ((label, g, rec["rates"][label]) for label, g in gates.items())
         print(key, " | ".join(f"{label} {g}: away {r['positives_turned_away']}/{r['positives']}, through "
                               f"{r['negatives_let_through']}/{r['negatives']}" for label, g, r in cells))
-    print("wrote", write_result("chat_gate", {"gates": gates, "families": report, "rows": rows}))
+    mistakes = {key: {"positives turned away": [r for r, ok in zip(pos, accepted(pos, *SHIPPED)) if not ok],
+                      "negatives let through (first 20)": [r for r, ok in zip(neg, accepted(neg, *SHIPPED)) if ok][:20]}
+                for key, (pos, neg) in ((key, scored(r)) for key, r in rows.items())}
+    print("wrote", write_result("chat_gate", {"gates": gates, "families": report, "shipped_gate_mistakes": mistakes}))
 
 
 if __name__ == "__main__":
