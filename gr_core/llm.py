@@ -10,6 +10,7 @@ import contextlib
 import copy
 import importlib
 import importlib.util
+import os
 import shutil
 import tempfile
 import threading
@@ -184,7 +185,27 @@ def model_path(cfg: LLMConfig) -> str:
             raise FileNotFoundError(why)
         gguf = Path(cfg.model).expanduser().resolve()
         return str(gguf_llm_dir(gguf, "gguf-" + gguf.stem.lower()))
+    if (why := not_here(cfg.model)):
+        raise FileNotFoundError(why)
     return cfg.model
+
+
+def not_here(model: str) -> str | None:
+    """Why a folder path or hub id cannot load on this machine (at load time; a plan may name a GPU node's folder):
+    a folder path that does not exist, or a hub id missing from the Hugging Face cache while ``HF_HUB_OFFLINE`` is
+    set (the suite sets it); transformers would say "Repo id must be in the form ..." or "couldn't connect"."""
+    if Path(model).expanduser().exists():
+        return None
+    if model.startswith(("/", "./", "../", "~")) or model.count("/") > 1:
+        return (f"LLMConfig.model={model!r}: no such folder here (give a Hugging Face model folder, a hub id "
+                "'org/name', a .gguf file or 'embedded:NAME')")
+    if os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE"):
+        from huggingface_hub import try_to_load_from_cache  # noqa: PLC0415 deferred: only for hub ids
+
+        if not isinstance(try_to_load_from_cache(model, "config.json"), str):
+            return (f"LLMConfig.model={model!r}: not in the Hugging Face cache, and HF_HUB_OFFLINE is set: download "
+                    f"it once where there is a network (`hf download {model}`), or give its local folder")
+    return None
 
 
 def release_memory() -> None:

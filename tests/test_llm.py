@@ -97,8 +97,16 @@ def test_count_tokens_uses_the_llm_tokenizer(llm):
     assert count_tokens(tok, ["", "hello world"]) == [0, 2]
 
 
-def test_any_hf_path_is_passed_through_and_bad_configs_are_rejected():
-    assert model_path(LLMConfig(model="/models/llama-2-7b")) == "/models/llama-2-7b"
+def test_any_hf_path_is_passed_through_and_bad_configs_are_rejected(tmp_path, monkeypatch):
+    assert model_path(LLMConfig(model=str(tmp_path))) == str(tmp_path)  # a model folder
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    assert model_path(LLMConfig(model="org/some-llm")) == "org/some-llm"  # a hub id: from_pretrained may download it
+    with pytest.raises(FileNotFoundError, match="'/models/llama-2-7b': no such folder here"):  # not "Repo id must be"
+        model_path(LLMConfig(model="/models/llama-2-7b"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    with pytest.raises(FileNotFoundError, match="'org/some-llm': not in the Hugging Face cache, and HF_HUB_OFFLINE"):
+        model_path(LLMConfig(model="org/some-llm"))
     with pytest.raises(ValueError, match="unknown embedded LLM"):
         model_path(LLMConfig(model="embedded:gpt-5"))
     with pytest.raises(ValueError, match="LLMConfig.dtype"):
