@@ -142,6 +142,17 @@ def resolve_device(device: str = "auto") -> str:
     return device
 
 
+def usable_device(device: str = "auto") -> str:
+    """:func:`resolve_device` for a run: a CUDA device this torch cannot see is a ValueError naming it (a plan may
+    name a GPU node's device; a run would fail at its first ``.to``, in torch's words)."""
+    import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
+
+    resolved = resolve_device(device)
+    if resolved.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r}: this torch sees no GPU; use 'auto' or 'cpu'")
+    return resolved
+
+
 def load_preset(preset: str) -> dict[str, dict[str, Any]]:
     """The parameters per notebook for a preset (``gr_core/presets/<preset>.yaml``): ``{"_all": {...}, "<notebook
     stem>": {...}}``."""

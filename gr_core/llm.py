@@ -19,7 +19,7 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-from .config import LLMConfig, resolve_device
+from .config import LLMConfig, usable_device
 from .kernels import contiguous_head_input, grouped_prefill, prepack_linears, register_packed_gqa
 from .paths import cache_root
 from .precision import attention_implementation, native_bf16, resolve_dtype
@@ -186,7 +186,7 @@ def model_path(cfg: LLMConfig) -> str:
         gguf = Path(cfg.model).expanduser().resolve()
         return str(gguf_llm_dir(gguf, "gguf-" + gguf.stem.lower()))
     if (why := not_here(cfg.model)):
-        raise FileNotFoundError(why)
+        raise FileNotFoundError(f"LLMConfig.model={cfg.model!r}: {why}")
     return cfg.model
 
 
@@ -194,17 +194,21 @@ def not_here(model: str) -> str | None:
     """Why a folder path or hub id cannot load on this machine (at load time; a plan may name a GPU node's folder):
     a folder path that does not exist, or a hub id missing from the Hugging Face cache while ``HF_HUB_OFFLINE`` is
     set (the suite sets it); transformers would say "Repo id must be in the form ..." or "couldn't connect"."""
-    if Path(model).expanduser().exists():
-        return None
+    if model.startswith("embedded:") or _is_gguf(model) or Path(model).expanduser().exists():
+        return None  # embedded models and GGUF files: :func:`unavailable`
+    folder = "a Hugging Face model folder, a hub id 'org/name', a .gguf file or 'embedded:NAME'"
     if model.startswith(("/", "./", "../", "~")) or model.count("/") > 1:
-        return (f"LLMConfig.model={model!r}: no such folder here (give a Hugging Face model folder, a hub id "
-                "'org/name', a .gguf file or 'embedded:NAME')")
+        return f"no such folder here (give {folder})"
     if os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE"):
         from huggingface_hub import try_to_load_from_cache  # noqa: PLC0415 deferred: only for hub ids
 
-        if not isinstance(try_to_load_from_cache(model, "config.json"), str):
-            return (f"LLMConfig.model={model!r}: not in the Hugging Face cache, and HF_HUB_OFFLINE is set: download "
-                    f"it once where there is a network (`hf download {model}`), or give its local folder")
+        try:
+            cached = try_to_load_from_cache(model, "config.json")
+        except ValueError:  # huggingface_hub's HFValidationError: not a hub id
+            return f"neither a folder here nor a hub id (give {folder})"
+        if not isinstance(cached, str):
+            return (f"not in the Hugging Face cache, and HF_HUB_OFFLINE is set: download it once where there is a "
+                    f"network (`hf download {model}`), or give its local folder")
     return None
 
 
@@ -282,7 +286,7 @@ def load_llm(cfg: LLMConfig | None = None):
     from transformers import AutoModelForCausalLM  # noqa: PLC0415 deferred: transformers + torch, ~2 s at start-up
 
     cfg = cfg or LLMConfig()
-    device = resolve_device(cfg.device)
+    device = usable_device(cfg.device)
     dtype = resolve_dtype(cfg.dtype, device)
     quantized = quantization_config(cfg, dtype)  # checked first: a missing bitsandbytes fails before any loading
     path = model_path(cfg)

@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .config import TextEncoderConfig, resolve_device
+from .config import TextEncoderConfig, resolve_device, usable_device
 from .paths import cache_root
 from .precision import attention_implementation, dtype_name, resolve_dtype
 from .runs import atomic_write_bytes, config_hash, folder_identity, progress
@@ -42,7 +42,7 @@ def load_text_encoder(cfg: TextEncoderConfig | None = None):
         path = str(embedded_encoder_dir())
     else:
         path = cfg.model
-    device = resolve_device(cfg.device)
+    device = usable_device(cfg.device)
     dtype = resolve_dtype(cfg.dtype, device)
     if dtype == torch.float32:
         return SentenceTransformer(path, device=device)

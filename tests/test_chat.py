@@ -565,7 +565,7 @@ def test_the_command_line_refuses_a_bad_model_llm_reasoner_or_graph_in_one_line(
     kg = _write(tmp_path / "kg.tsv", "".join(f"{h}\t{r}\t{t}\n" for h, r, t in MOVIES))
     not_a_reasoner = _write(tmp_path / "r.pt", "text")
     for args, message in ((["--model", "zeroshot"], "model='zeroshot' is not 'auto', 'zero_shot' or a training run"),
-                          (["--llm", str(tmp_path / "nollm")], "nollm': no such file or directory"),
+                          (["--llm", str(tmp_path / "nollm")], "nollm': no such folder here"),
                           (["--reasoner", str(tmp_path / "none.pt")], "none.pt': no such file"),
                           (["--reasoner", str(not_a_reasoner)], "is not a saved GNN-RAG reasoner"),
                           (["--max-new-tokens", "-3"], "ChatConfig.max_new_tokens=-3 must be >= 1")):

@@ -196,3 +196,15 @@ def test_gemma_loads_through_the_same_cached_route_and_answers():
     assert logp[0, paris] > logp[1, berlin] + 1.0  # the dequantized weights know their facts
     (answer,) = generate_text(model, tok, [prompt], max_new_tokens=4)
     assert answer
+
+
+def test_a_run_on_a_gpu_this_torch_cannot_see_is_refused_naming_the_device(monkeypatch):
+    import torch
+
+    from gr_core.config import resolve_device, usable_device
+    from gr_core.llm import load_llm
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device("cuda") == "cuda" and usable_device("auto") == "cpu"  # a plan may name a GPU node's device
+    with pytest.raises(ValueError, match="device='cuda:1': this torch sees no GPU"):
+        load_llm(LLMConfig(device="cuda:1"))  # before any weight loads (torch had raised at the first .to)

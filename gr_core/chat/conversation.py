@@ -12,14 +12,14 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from ..config import EMBEDDED_TEXT_ENCODER, TextEncoderConfig
+from ..config import EMBEDDED_TEXT_ENCODER, TextEncoderConfig, usable_device
 from ..data import EDGE_COLUMNS, NODE_COLUMNS, TextualGraph, induced_subgraph
 from ..g_retriever.model import Example
 from ..g_retriever.retrieval import retrieve_subgraph
 from ..g_retriever.textualize import textualize, textualize_triples
 from ..gnn_rag import load_reasoner, reasoner_meta, reasoning_paths
 from ..kg import NeighbourhoodConfig
-from ..llm import count_tokens, unavailable
+from ..llm import count_tokens, not_here, unavailable
 from ..prompts import cite_question, question_for
 from ..runs import config_hash, read_json, write_json
 from ..stats import mcnemar_exact
@@ -69,11 +69,9 @@ class GraphChat:
         run_directory(model)  # a bad model spec fails now, not at the first LLM turn
         llm_model = str(llm_model)
         # llm.unavailable takes paths as loadable (a plan may name a GPU node's); a chat loads here, so one must exist
-        missing = llm_model.startswith(("/", ".", "~")) and not Path(llm_model).expanduser().exists()
-        if (why := unavailable(llm_model) or ("no such file or directory" if missing else None)):
+        if (why := unavailable(llm_model) or not_here(llm_model)):
             raise ValueError(f"llm_model={llm_model!r}: {why}")
-        if str(device).startswith("cuda") and not torch.cuda.is_available():  # not an AssertionError at a turn
-            raise ValueError(f"device={device!r}: this torch sees no GPU; use 'auto' or 'cpu'")
+        usable_device(str(device))  # not an AssertionError at a turn
         if isinstance(reasoner, (str, Path)) and not Path(reasoner).is_file():
             raise FileNotFoundError(f"reasoner={str(reasoner)!r}: no such file (a saved GNN-RAG reasoner, .pt)")
         if graph is None or (isinstance(graph, (str, Path)) and not str(graph).strip()):

@@ -15,7 +15,7 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader
 
-from ..config import resolve_device
+from ..config import usable_device
 from ..data import question_nodes
 from ..graphqa import LazyEmbeddings
 from ..runs import atomic_write_bytes, progress
@@ -137,7 +137,7 @@ def train_reasoner(train_data: list, val_data: list, text_dim: int, cfg: Reasone
                    tcfg: ReasonerTrainConfig = ReasonerTrainConfig(), on_epoch=None) -> tuple[ReaRev, list[dict]]:
     """Train ReaRev and keep the epoch with the best validation H@1 (as GNN-RAG); ``on_epoch(row)`` gets each epoch's
     history row as it ends. Returns ``(model with the best weights, per-epoch history)``."""
-    device = resolve_device(tcfg.device)
+    device = usable_device(tcfg.device)
     with deterministic_algorithms(enabled=device == "cpu"):
         torch.manual_seed(tcfg.seed)
         model = ReaRev(text_dim, cfg).to(device)

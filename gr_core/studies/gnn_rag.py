@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..config import check_choice, resolve_device
+from ..config import check_choice, usable_device
 from ..gnn_rag.evidence import GNNRAGConfig, gnn_evidence
 from ..gnn_rag.model import SWITCH_NAMES, ReasonerConfig
 from ..gnn_rag.training import (ReasonerTrainConfig, load_reasoner, node_probabilities, reasoner_dataset,
@@ -63,7 +63,7 @@ def run_reasoner(dataset: str, hops: int = 2, max_train: int | None = None, max_
     test_idx = list(ds.split["test"])[:max_test or None]
     test = reasoner_dataset(ds, test_idx, f"{dataset} test graphs")
     if saved.get("key_hash") == config_hash(key) and saved.get("inputs", inputs) == inputs:
-        model = load_reasoner(save_path).to(resolve_device(tcfg.device))
+        model = load_reasoner(save_path).to(usable_device(tcfg.device))
         history, seconds, num_train = saved["history"], saved["train_seconds"], saved["num_train"]
         print(f"{dataset} ({hops} hops): reasoner reloaded from {save_path} (trained in {seconds:.0f} s)", flush=True)
     else:
