@@ -32,7 +32,7 @@ from common import write_result
 import gr_core.chat.link as linking
 from gr_core.chat import GraphChat
 from gr_core.chat.config import KIND_RELATION_THRESHOLD, ChatConfig
-from gr_core.chat.link import about, has_content, link_question
+from gr_core.chat.link import about, has_content, link_question, similar
 from gr_core.runs import progress
 from gr_core.stats import compare, wilson_interval
 
@@ -76,6 +76,9 @@ def family(name: str, split: str, seed: int = 0) -> tuple[list[dict], dict]:
            for k, q in enumerate(foreign)]
     neg += [{"question": text, "topic": "", "graph": specs[k % len(specs)], "source": "clevr"}
             for k, text in enumerate(clevr_questions(150, seed + 2))]
+    # typed in Title Case and in capitals, as some users do: every word capitalized marks no name
+    neg += [{**q, "question": retype(q["question"]), "source": f"{q['source']} {case}"}
+            for case, retype in (("title", str.title), ("upper", str.upper)) for q in neg[:150]]
     rows = [{**q, "positive": True} for q in pos] + [{**q, "positive": False} for q in neg]
     return sorted(rows, key=lambda q: q["graph"]), graphs  # one graph's chat open at a time
 
@@ -93,25 +96,24 @@ def features(questions: list[dict], graphs: dict) -> list[dict]:
         link = link_question(index, q["question"], None)
         node_sim, rel_sim = index.similarities(chat.embed(q["question"]))
         rel = float(rel_sim.max()) if len(rel_sim) else None
-        other = {}
+        other, shipped = {}, linking.CAPITALIZED_NAMES
         for rule in (True, False):  # with and without linking.CAPITALIZED_NAMES
             linking.CAPITALIZED_NAMES = rule
             other[rule] = about(index, q["question"], link, -np.inf, -np.inf, np.inf, np.inf)  # `similar` cannot hold
-        linking.CAPITALIZED_NAMES = True
+        linking.CAPITALIZED_NAMES = shipped
         out.append({"question": q["question"], "graph": q["graph"], "positive": q["positive"],
                     "source": q.get("source", "own"), "other": other[True],
                     "other_without_capitalized": other[False], "content": has_content(q["question"]),
-                    "node": round(float(node_sim.max()), 4), "relation": None if rel is None else round(rel, 4),
+                    "node": float(node_sim.max()), "relation": rel,
                     "topic_in_graph": bool(not q["positive"] and q.get("topic") and q["topic"].lower() in names)})
     return out
 
 
 def accepted(rows: list[dict], node_t: float, rel_t: float, capitalized: bool = True) -> np.ndarray:
     """Whether the gate at ``(node_t, rel_t)`` takes each row as about its graph (``capitalized``: with
-    ``link.CAPITALIZED_NAMES``)."""
+    ``link.CAPITALIZED_NAMES``): :func:`gr_core.chat.link.about`, its ``similar`` rule at these thresholds."""
     key = "other" if capitalized else "other_without_capitalized"
-    return np.array([bool(r[key]) or (r["content"] and r["node"] >= node_t
-                                          and (r["relation"] is None or r["relation"] >= rel_t)) for r in rows])
+    return np.array([bool(r[key]) or similar(r["content"], r["node"], r["relation"], node_t, rel_t) for r in rows])
 
 
 def scored(rows: list[dict]) -> tuple[list[dict], list[dict]]:

@@ -1216,7 +1216,7 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"seconds for the whole run (default {BUDGET_S})")
     parser.add_argument("--serial", action="store_true", help="run pytest_gpu and notebooks one after the other")
     parser.add_argument("--cell-timeout", type=int, default=200, help="seconds per notebook cell (default 200)")
-    parser.add_argument("--notebooks", type=lambda v: v.split(","), default=None,
+    parser.add_argument("--notebooks", type=lambda v: [s.strip() for s in v.split(",") if s.strip()], default=None,
                         help="notebook prefixes for the notebooks step, comma-separated (the suite's --only)")
     parser.add_argument("--precision-steps", type=int, default=6, help="timed training steps per variant")
     parser.add_argument("--precision-answers", type=int, default=64, help="ExplaGraphs test questions answered")
@@ -1232,6 +1232,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps-per-variant", type=int, default=6, help=argparse.SUPPRESS)
     parser.add_argument("--answers", type=int, default=64, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.notebooks and "notebooks" not in args.steps:
+        parser.error("--notebooks picks notebooks for the notebooks step: add it to --steps")
 
     if args.worker:
         if sys.path and Path(sys.path[0]).resolve() == ROOT / "bench":

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .config import LLMConfig, usable_device
 from .kernels import contiguous_head_input, grouped_prefill, prepack_linears, register_packed_gqa
-from .paths import cache_root
+from .paths import cache_root, hub_cache_root
 from .precision import attention_implementation, native_bf16, resolve_dtype
 from .runs import config_hash, file_stamp, folder_identity, progress, sha256_file, write_json
 
@@ -192,10 +192,14 @@ def model_path(cfg: LLMConfig) -> str:
 
 def not_here(model: str) -> str | None:
     """Why a folder path or hub id cannot load on this machine (at load time; a plan may name a GPU node's folder):
-    a folder path that does not exist, or a hub id missing from the Hugging Face cache while ``HF_HUB_OFFLINE`` is
-    set (the suite sets it); transformers would say "Repo id must be in the form ..." or "couldn't connect"."""
-    if model.startswith("embedded:") or _is_gguf(model) or Path(model).expanduser().exists():
-        return None  # embedded models and GGUF files: :func:`unavailable`
+    a path that is no folder, or a hub id missing from the Hugging Face cache while ``HF_HUB_OFFLINE`` is set (as
+    importing gr_core does unless told otherwise); transformers would say "Repo id must be in the form ..." or
+    "couldn't connect"."""
+    if model.startswith("embedded:") or _is_gguf(model):
+        return None  # :func:`unavailable`'s
+    where = Path(model).expanduser()
+    if where.exists():
+        return None if where.is_dir() else "a file, not a model folder"
     folder = "a Hugging Face model folder, a hub id 'org/name', a .gguf file or 'embedded:NAME'"
     if model.startswith(("/", "./", "../", "~")) or model.count("/") > 1:
         return f"no such folder here (give {folder})"
@@ -203,12 +207,12 @@ def not_here(model: str) -> str | None:
         from huggingface_hub import try_to_load_from_cache  # noqa: PLC0415 deferred: only for hub ids
 
         try:
-            cached = try_to_load_from_cache(model, "config.json")
+            cached = try_to_load_from_cache(model, "config.json", cache_dir=hub_cache_root())
         except ValueError:  # huggingface_hub's HFValidationError: not a hub id
             return f"neither a folder here nor a hub id (give {folder})"
         if not isinstance(cached, str):
-            return (f"not in the Hugging Face cache, and HF_HUB_OFFLINE is set: download it once where there is a "
-                    f"network (`hf download {model}`), or give its local folder")
+            return (f"no such folder here, and as a hub id not in the Hugging Face cache while HF_HUB_OFFLINE is "
+                    f"set: download it once where there is a network (`hf download {model}`), or give its folder")
     return None
 
 

@@ -206,8 +206,8 @@ def environment_record() -> dict[str, Any]:
 
 def check_seed(seed: int, name: str = "seed") -> None:
     """A ValueError naming ``name`` when ``seed`` is outside numpy's seeds, 0 to 2**32 - 1."""
-    if not 0 <= seed < 2 ** 32:
-        raise ValueError(f"{name}={seed}: seeds are integers from 0 to 2**32 - 1")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2 ** 32:
+        raise ValueError(f"{name}={seed!r}: seeds are integers from 0 to 2**32 - 1")
 
 
 def seed_everything(seed: int) -> None:

@@ -114,9 +114,9 @@ def test_a_notebooks_llm_model_reaches_every_chat_it_builds(notebook):
     import nbformat
 
     if "llm_model" not in _parameters_cell_defaults(notebook):
-        return
+        pytest.skip("no llm_model parameter")
     calls = [node for cell in nbformat.read(notebook, as_version=4).cells if cell.cell_type == "code"
              for node in ast.walk(ast.parse(cell.source)) if isinstance(node, ast.Call)
-             and getattr(node.func, "id", None) == "GraphChat"]
-    for call in calls:
-        assert "llm_model" in {k.arg for k in call.keywords}, f"{notebook.name}: {ast.unparse(call)[:120]}"
+             and "GraphChat" in (getattr(node.func, "id", None), getattr(node.func, "attr", None))]
+    for call in calls:  # a **kwargs call may pass it: counted as passing
+        assert {"llm_model", None} & {k.arg for k in call.keywords}, f"{notebook.name}: {ast.unparse(call)[:120]}"

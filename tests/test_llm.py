@@ -105,8 +105,17 @@ def test_any_hf_path_is_passed_through_and_bad_configs_are_rejected(tmp_path, mo
         model_path(LLMConfig(model="/models/llama-2-7b"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
-    with pytest.raises(FileNotFoundError, match="'org/some-llm': not in the Hugging Face cache, and HF_HUB_OFFLINE"):
+    with pytest.raises(FileNotFoundError, match="'org/some-llm': no such folder here, and as a hub id not in the"):
         model_path(LLMConfig(model="org/some-llm"))
+    (tmp_path / "hub" / "models--org--some-llm" / "snapshots" / "abc").mkdir(parents=True)  # cached: loadable
+    (tmp_path / "hub" / "models--org--some-llm" / "snapshots" / "abc" / "config.json").write_text("{}")
+    (tmp_path / "hub" / "models--org--some-llm" / "refs").mkdir()
+    (tmp_path / "hub" / "models--org--some-llm" / "refs" / "main").write_text("abc")
+    assert model_path(LLMConfig(model="org/some-llm")) == "org/some-llm"
+    from gr_core.llm import not_here
+
+    assert "neither a folder here nor a hub id" in not_here("org/llama@v1")
+    assert not_here(__file__) == "a file, not a model folder"
     with pytest.raises(ValueError, match="unknown embedded LLM"):
         model_path(LLMConfig(model="embedded:gpt-5"))
     with pytest.raises(ValueError, match="LLMConfig.dtype"):

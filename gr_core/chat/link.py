@@ -249,13 +249,24 @@ def link_question(index: ChatIndex, question: str, previous=None) -> Link:
 
 
 def capitalized(question: str, name: str) -> bool:
-    """Whether ``question`` writes ``name`` (any case) beginning with a capital, after its first word.
+    """Whether ``question`` writes ``name`` (any case) beginning with a capital after its first word, and the words
+    written with capitals there are the name alone: Title Case ("What Is The Weather In London"), all capitals, or a
+    longer name ("a Big Mac" for "Big") mark nothing.
 
-    >>> [capitalized(q, "Sanctum") for q in ("who wrote Sanctum", "Sanctum was written by?", "who wrote sanctum")]
-    [True, False, False]
+    >>> [capitalized(q, "Speed") for q in ("Is Speed any good?", "Speed is good", "is speed good", "IS SPEED GOOD",
+    ...                                    "What Speed Does Light Travel At?", "Where can I buy Speed Mac?")]
+    [True, False, False, False, False, False]
     """
+    if not re.search(r"[^\W\d_]", question) or question.upper() == question:
+        return False
+    words = [(w.start(), w.end(), w.group()) for w in re.finditer(r"[^\W_][\w'’.-]*", question)]
+    marks = [w[2][:1].isupper() and w[2] != "I" for w in words]  # capitalized words ("I" is no name)
     for m in re.finditer(rf"(?<!\w){re.escape(name)}(?!\w)", question, re.I):
-        if m.group()[:1].isupper() and re.search(r"\w", question[:m.start()]):
+        inside = [k for k, (a, b, _) in enumerate(words) if a >= m.start() and b <= m.end()]
+        if not inside or inside[0] == 0 or not marks[inside[0]]:
+            continue
+        before, after = inside[0] - 1, inside[-1] + 1
+        if (before == 0 or not marks[before]) and (after == len(words) or not marks[after]):
             return True
     return False
 
@@ -263,6 +274,12 @@ def capitalized(question: str, name: str) -> bool:
 def has_content(question: str) -> bool:
     """Whether ``question`` holds a word that is no function word (``"Who is it?"`` holds none)."""
     return any(word_key(w) not in FUNCTION_WORDS for w in WORD.findall(question))
+
+
+def similar(content: bool, node_sim: float, relation_sim: float | None, relevance_threshold: float,
+            relation_threshold: float) -> bool:
+    """:func:`about`'s ``similar`` rule: a content word, and the best node and relation cosines at the thresholds."""
+    return content and node_sim >= relevance_threshold and (relation_sim is None or relation_sim >= relation_threshold)
 
 
 def about(index: ChatIndex, question: str, link: Link, node_sim: float, relation_sim: float | None,
@@ -278,8 +295,8 @@ def about(index: ChatIndex, question: str, link: Link, node_sim: float, relation
                "named": whole and (bool(BRACKET.search(question)) or names_the_graph(index, link.named, hub=False) or
                                    CAPITALIZED_NAMES and any(capitalized(question, index.kg.entities[r])
                                                              for r in link.named)),
-               "similar": has_content(question) and node_sim >= relevance_threshold and (relation_sim is None
-                                                                           or relation_sim >= relation_threshold),
+               "similar": similar(has_content(question), node_sim, relation_sim, relevance_threshold,
+                                  relation_threshold),
                "in part": shared >= 2 and 2 * shared >= size,
                "hub": whole and names_the_graph(index, link.named)}
     return next((why for why, holds in reasons.items() if holds), "")
