@@ -1,6 +1,7 @@
 """The chat's relevance gate on every family, leave one family out (docs/chat.md, step 1; issue 58 item 4):
 
-    python bench/chat_gate.py                     ->  outputs/bench/chat_gate.json  (~5 min)
+    python bench/chat_gate.py                     ->  outputs/bench/chat_gate.json  (~6 min)
+    python bench/chat_gate.py --path-scores       ->  .../chat_gate-path_scores.json: a floor on the best path's score
 
 A question that names no entity of the graph and is no follow-up is taken as about the graph when its best node
 cosine is at least ``relevance_threshold`` and its best relation cosine at least ``relation_threshold`` (the
@@ -33,6 +34,7 @@ import gr_core.chat.link as linking
 from gr_core.chat import GraphChat
 from gr_core.chat.config import KIND_RELATION_THRESHOLD, ChatConfig
 from gr_core.chat.link import about, has_content, link_question, similar
+from gr_core.evaluate import kgqa_scores
 from gr_core.runs import progress
 from gr_core.stats import compare, wilson_interval
 
@@ -155,10 +157,47 @@ def paired_gate(rows: list[dict], a: tuple, b: tuple) -> dict:
             for label, rs, want in (("positives kept", pos, True), ("negatives refused", neg, False))}
 
 
+def path_scores(questions: list[dict], graphs: dict) -> dict:
+    """The ``similar`` turns (no other rule holds; negatives whose topic names a node left out), each asked: the best
+    candidate's score, and Hit for positives; with the hits lost and negatives refused by a floor on that score."""
+    rows, chat, spec = [], None, None
+    for q in progress(questions, desc="similar turns"):
+        if spec != q["graph"]:
+            chat, spec = GraphChat(graphs[q["graph"]], model="zero_shot"), q["graph"]
+            names = {n.lower() for n in chat.index.kg.entities}
+        link = link_question(chat.index, q["question"], None)
+        if (not q["positive"] and q.get("topic") and q["topic"].lower() in names) or about(
+                chat.index, q["question"], link, -np.inf, -np.inf, np.inf, np.inf):
+            continue
+        chat.reset()
+        turn = chat.ask(q["question"])
+        if turn.about == "similar":
+            rows.append({"positive": q["positive"], "question": q["question"], "answer": turn.answer,
+                         "score": turn.candidates[0]["score"] if turn.candidates else None,
+                         "hit": bool(q["positive"] and kgqa_scores(turn.answer.split(" | "), q["answers"])["hit"])})
+    scored_rows = [r for r in rows if r["score"] is not None]
+    floors = {str(t): {"hits_lost": sum(r["hit"] and r["score"] < t for r in scored_rows),
+                       "negatives_refused": sum(not r["positive"] and r["score"] < t for r in scored_rows)}
+              for t in (0.0, 0.05, 0.1, 0.15, 0.2)}
+    return {"positives": sum(r["positive"] for r in rows), "hits": sum(r["hit"] for r in rows),
+            "negatives": sum(not r["positive"] for r in rows), "floors": floors,
+            "positive_rows": [r for r in rows if r["positive"]],
+            "negative_scores": [r["score"] for r in rows if not r["positive"]]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python bench/chat_gate.py", description=__doc__.split("\n")[0])
     parser.add_argument("--families", nargs="+", choices=FAMILIES, default=list(FAMILIES))
+    parser.add_argument("--path-scores", action="store_true", help="instead: a floor on the best path's score for the "
+                        "similar turns (-> outputs/bench/chat_gate-path_scores.json)")
     args = parser.parse_args()
+    if args.path_scores:
+        result = {f"{name} {split}": path_scores(*family(name, split)) for name in args.families
+                  for split in SPLITS[name]}
+        for key, r in result.items():
+            print(key, r["positives"], "positives,", r["hits"], "hits,", r["negatives"], "negatives;", r["floors"])
+        print("wrote", write_result("chat_gate-path_scores", result))
+        return
     rows = {f"{name} {split}": features(*family(name, split)) for name in args.families for split in SPLITS[name]}
     gates = {"before": BEFORE, "shipped": SHIPPED} | {
         f"chosen on {name} {SPLITS[name][0]}": choose(rows[f"{name} {SPLITS[name][0]}"]) for name in args.families}
