@@ -56,6 +56,13 @@ def clevr_questions(n: int, seed: int) -> list[str]:
     return [ds.records[int(i)].question for i in pick]
 
 
+def headline(text: str) -> str:
+    """``text`` in headline case: each word capitalized but the short function words after the first."""
+    short = {"a", "an", "the", "of", "in", "on", "at", "to", "for", "by", "and", "or", "with", "from", "as", "is"}
+    words = text.split(" ")
+    return " ".join(w if k and w.lower() in short else w[:1].upper() + w[1:] for k, w in enumerate(words))
+
+
 def family(name: str, split: str, seed: int = 0) -> tuple[list[dict], dict]:
     """``(questions, graphs)``: the family's own questions (``positive``) and the negatives (module docstring), each
     with its ``graph`` spec; the negatives of split ``split`` come from the other data's split of the same role."""
@@ -78,9 +85,9 @@ def family(name: str, split: str, seed: int = 0) -> tuple[list[dict], dict]:
            for k, q in enumerate(foreign)]
     neg += [{"question": text, "topic": "", "graph": specs[k % len(specs)], "source": "clevr"}
             for k, text in enumerate(clevr_questions(150, seed + 2))]
-    # typed in Title Case and in capitals, as some users do: every word capitalized marks no name
+    # typed with every word capitalized, as a headline (short function words lowercase) and in capitals, as some do
     neg += [{**q, "question": retype(q["question"]), "source": f"{q['source']} {case}"}
-            for case, retype in (("title", str.title), ("upper", str.upper)) for q in neg[:150]]
+            for case, retype in (("title", str.title), ("headline", headline), ("upper", str.upper)) for q in neg[:150]]
     rows = [{**q, "positive": True} for q in pos] + [{**q, "positive": False} for q in neg]
     return sorted(rows, key=lambda q: q["graph"]), graphs  # one graph's chat open at a time
 
@@ -99,10 +106,12 @@ def features(questions: list[dict], graphs: dict) -> list[dict]:
         node_sim, rel_sim = index.similarities(chat.embed(q["question"]))
         rel = float(rel_sim.max()) if len(rel_sim) else None
         other, shipped = {}, linking.CAPITALIZED_NAMES
-        for rule in (True, False):  # with and without linking.CAPITALIZED_NAMES
-            linking.CAPITALIZED_NAMES = rule
-            other[rule] = about(index, q["question"], link, -np.inf, -np.inf, np.inf, np.inf)  # `similar` cannot hold
-        linking.CAPITALIZED_NAMES = shipped
+        try:
+            for rule in (True, False):  # with and without linking.CAPITALIZED_NAMES; `similar` cannot hold here
+                linking.CAPITALIZED_NAMES = rule
+                other[rule] = about(index, q["question"], link, -np.inf, -np.inf, np.inf, np.inf)
+        finally:
+            linking.CAPITALIZED_NAMES = shipped
         out.append({"question": q["question"], "graph": q["graph"], "positive": q["positive"],
                     "source": q.get("source", "own"), "other": other[True],
                     "other_without_capitalized": other[False], "content": has_content(q["question"]),

@@ -148,8 +148,13 @@ def usable_device(device: str = "auto") -> str:
     import torch  # noqa: PLC0415 deferred: torch (~1.5 s at start-up), needed only here
 
     resolved = resolve_device(device)
-    if resolved.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device={device!r}: this torch sees no GPU; use 'auto' or 'cpu'")
+    if resolved.startswith("cuda"):
+        suffix = resolved.partition(":")[2]
+        index = int(suffix) if suffix.isdigit() else 0
+        if not torch.cuda.is_available() or index >= torch.cuda.device_count():
+            seen = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            raise ValueError(f"device={device!r}: this torch sees {seen or 'no'} GPU{'s' if seen != 1 else ''}; "
+                             "use 'auto' or 'cpu'")
     return resolved
 
 

@@ -195,9 +195,14 @@ def not_here(model: str) -> str | None:
     a path that is no folder, or a hub id missing from the Hugging Face cache while ``HF_HUB_OFFLINE`` is set (as
     importing gr_core does unless told otherwise); transformers would say "Repo id must be in the form ..." or
     "couldn't connect"."""
+    if not model.strip():
+        return "an empty name"
     if model.startswith("embedded:") or _is_gguf(model):
         return None  # :func:`unavailable`'s
-    where = Path(model).expanduser()
+    try:
+        where = Path(model).expanduser()
+    except RuntimeError:  # "~user/..." for a user this machine lacks
+        return "no such folder here (its ~user is unknown)"
     if where.exists():
         return None if where.is_dir() else "a file, not a model folder"
     folder = "a Hugging Face model folder, a hub id 'org/name', a .gguf file or 'embedded:NAME'"

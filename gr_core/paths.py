@@ -44,12 +44,15 @@ def data_root() -> Path:
 
 
 def hub_cache_root() -> Path:
-    """The Hugging Face hub cache: ``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else ``~/.cache/huggingface/hub``."""
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"])
-    if os.environ.get("HF_HOME"):
-        return Path(os.environ["HF_HOME"]) / "hub"
-    return Path.home() / ".cache" / "huggingface" / "hub"
+    """The Hugging Face hub cache, in huggingface_hub's order: ``$HF_HUB_CACHE``, ``$HUGGINGFACE_HUB_CACHE``,
+    ``$HF_HOME/hub``, ``$XDG_CACHE_HOME/huggingface/hub``, ``~/.cache/huggingface/hub`` (``~`` and variables
+    expanded), read at each call."""
+    env = os.environ
+    for value in (env.get("HF_HUB_CACHE"), env.get("HUGGINGFACE_HUB_CACHE")):
+        if value:
+            return Path(os.path.expandvars(value)).expanduser()
+    home = env.get("HF_HOME") or os.path.join(env.get("XDG_CACHE_HOME") or "~/.cache", "huggingface")
+    return Path(os.path.expandvars(home)).expanduser() / "hub"
 
 
 def hub_snapshot(repo: str) -> Path:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 import os
 import pickle
 import platform
@@ -206,7 +207,7 @@ def environment_record() -> dict[str, Any]:
 
 def check_seed(seed: int, name: str = "seed") -> None:
     """A ValueError naming ``name`` when ``seed`` is outside numpy's seeds, 0 to 2**32 - 1."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2 ** 32:
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2 ** 32:
         raise ValueError(f"{name}={seed!r}: seeds are integers from 0 to 2**32 - 1")
 
 

@@ -115,7 +115,14 @@ def test_any_hf_path_is_passed_through_and_bad_configs_are_rejected(tmp_path, mo
     from gr_core.llm import not_here
 
     assert "neither a folder here nor a hub id" in not_here("org/llama@v1")
-    assert not_here(__file__) == "a file, not a model folder"
+    assert not_here(__file__) == "a file, not a model folder" and not_here(" ") == "an empty name"
+    monkeypatch.setenv("HF_HUB_CACHE", "")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # huggingface_hub's order, read at each call
+    monkeypatch.delenv("HF_HOME", raising=False)
+    monkeypatch.delenv("HUGGINGFACE_HUB_CACHE", raising=False)
+    from gr_core.paths import hub_cache_root
+
+    assert hub_cache_root() == tmp_path / "xdg" / "huggingface" / "hub"
     with pytest.raises(ValueError, match="unknown embedded LLM"):
         model_path(LLMConfig(model="embedded:gpt-5"))
     with pytest.raises(ValueError, match="LLMConfig.dtype"):
@@ -217,3 +224,8 @@ def test_a_run_on_a_gpu_this_torch_cannot_see_is_refused_naming_the_device(monke
     assert resolve_device("cuda") == "cuda" and usable_device("auto") == "cpu"  # a plan may name a GPU node's device
     with pytest.raises(ValueError, match="device='cuda:1': this torch sees no GPU"):
         load_llm(LLMConfig(device="cuda:1"))  # before any weight loads (torch had raised at the first .to)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert usable_device("cuda:0") == "cuda:0"
+    with pytest.raises(ValueError, match="device='cuda:7': this torch sees 1 GPU;"):
+        usable_device("cuda:7")

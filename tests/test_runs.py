@@ -159,7 +159,9 @@ def test_a_verified_pickle_is_read_once_per_state_of_its_file_and_never_trusted_
 def test_seeds_are_integers_in_numpys_range():
     from gr_core.runs import check_seed
 
-    check_seed(0), check_seed(2 ** 32 - 1)
+    import numpy as np
+
+    check_seed(0), check_seed(2 ** 32 - 1), check_seed(np.int64(3))  # numpy's integers too
     for bad in (-1, 2 ** 32, 3.5, True, "1"):
         with pytest.raises(ValueError, match="seeds are integers from 0 to 2"):
             check_seed(bad, "-p seed")

@@ -26,8 +26,9 @@ ASKED_TYPE_WORDS = 2  # content words at most: "what music period", "what type o
 UNCASED_PAIRS = True
 # Names are capitalized when a word after the first holds a capital ("I" aside): sentence case alone marks no name
 SENTENCE_CASE = True
-# A name written with a capital after the question's first word ("who wrote the film Sanctum", "describe The Class")
-# makes the question about the graph, as a name of two content words does: a one-word name so written is a proper noun
+# A name capitalized among lowercase words after the question's first ("who wrote the film Sanctum", "describe The
+# Class") makes the question about the graph, as a name of two content words does: a one-word name so written is a
+# proper noun (:func:`capitalized`)
 CAPITALIZED_NAMES = True
 
 
@@ -250,23 +251,31 @@ def link_question(index: ChatIndex, question: str, previous=None) -> Link:
 
 def capitalized(question: str, name: str) -> bool:
     """Whether ``question`` writes ``name`` (any case) beginning with a capital after its first word, and the words
-    written with capitals there are the name alone: Title Case ("What Is The Weather In London"), all capitals, or a
-    longer name ("a Big Mac" for "Big") mark nothing.
+    written with capitals there (up to punctuation) are the name alone: every word capitalized ("What Is The Weather In
+    London"), all capitals, or a longer name ("a Big Mac" for "Big") mark nothing.
 
-    >>> [capitalized(q, "Speed") for q in ("Is Speed any good?", "Speed is good", "is speed good", "IS SPEED GOOD",
+    >>> [capitalized(q, "Speed") for q in ("Is Speed any good?", "who directed Speed.", "is Speed's cast good",
+    ...                                    "did Speed, Up win", "Speed is good", "is speed good", "IS SPEED GOOD",
     ...                                    "What Speed Does Light Travel At?", "Where can I buy Speed Mac?")]
-    [True, False, False, False, False, False]
+    [True, True, True, True, False, False, False, False, False]
     """
     if not re.search(r"[^\W\d_]", question) or question.upper() == question:
         return False
-    words = [(w.start(), w.end(), w.group()) for w in re.finditer(r"[^\W_][\w'’.-]*", question)]
-    marks = [w[2][:1].isupper() and w[2] != "I" for w in words]  # capitalized words ("I" is no name)
+    words = []  # (start, end, text): a word without a trailing period, quote, hyphen or possessive "'s"
+    for w in re.finditer(r"[^\W_][\w'’.-]*", question):
+        core = re.sub(r"(['’]s)?[.'’-]*$", "", w.group()) or w.group()
+        words.append((w.start(), w.start() + len(core), core))
+    marks = [text[:1].isupper() and text != "I" for _, _, text in words]  # capitalized ("I" is no name)
+
+    def joined(k: int, j: int) -> bool:  # words k and j capitalized with no punctuation between them
+        return marks[k] and marks[j] and not re.search(r"[,;:?!()\[\]\"]", question[words[k][1]:words[j][0]])
+
     for m in re.finditer(rf"(?<!\w){re.escape(name)}(?!\w)", question, re.I):
         inside = [k for k, (a, b, _) in enumerate(words) if a >= m.start() and b <= m.end()]
         if not inside or inside[0] == 0 or not marks[inside[0]]:
             continue
-        before, after = inside[0] - 1, inside[-1] + 1
-        if (before == 0 or not marks[before]) and (after == len(words) or not marks[after]):
+        first, last = inside[0], inside[-1]
+        if (first == 1 or not joined(first - 1, first)) and (last + 1 == len(words) or not joined(last, last + 1)):
             return True
     return False
 
