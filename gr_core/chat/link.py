@@ -251,13 +251,15 @@ def link_question(index: ChatIndex, question: str, previous=None) -> Link:
 
 def capitalized(question: str, name: str) -> bool:
     """Whether ``question`` writes ``name`` (any case) beginning with a capital after its first word, and the words
-    written with capitals there (up to punctuation) are the name alone: every word capitalized ("What Is The Weather In
-    London"), all capitals, or a longer name ("a Big Mac" for "Big") mark nothing.
+    written with capitals there (up to punctuation) are the name alone, in a question that capitalizes at most half
+    of its content words after the first: Title and headline case ("What Is the Weather in London"), all capitals,
+    or a longer name ("a Big Mac" for "Big") mark nothing.
 
     >>> [capitalized(q, "Speed") for q in ("Is Speed any good?", "who directed Speed.", "is Speed's cast good",
-    ...                                    "did Speed, Up win", "Speed is good", "is speed good", "IS SPEED GOOD",
-    ...                                    "What Speed Does Light Travel At?", "Where can I buy Speed Mac?")]
-    [True, True, True, True, False, False, False, False, False]
+    ...                                    "did the film Speed, Keanu's best film, win an award", "Speed is good",
+    ...                                    "is speed good", "IS SPEED GOOD", "What Speed Does Light Travel At?",
+    ...                                    "What is the Speed of Light", "Where can I buy Speed Mac?")]
+    [True, True, True, True, False, False, False, False, False, False]
     """
     if not re.search(r"[^\W\d_]", question) or question.upper() == question:
         return False
@@ -266,6 +268,9 @@ def capitalized(question: str, name: str) -> bool:
         core = re.sub(r"(['’]s)?[.'’-]*$", "", w.group()) or w.group()
         words.append((w.start(), w.start() + len(core), core))
     marks = [text[:1].isupper() and text != "I" for _, _, text in words]  # capitalized ("I" is no name)
+    content = [k for k in range(1, len(words)) if word_key(words[k][2]) not in FUNCTION_WORDS]
+    if 2 * sum(marks[k] for k in content) > len(content):  # headline style: capitals mark no names here
+        return False
 
     def joined(k: int, j: int) -> bool:  # words k and j capitalized with no punctuation between them
         return marks[k] and marks[j] and not re.search(r"[,;:?!()\[\]\"]", question[words[k][1]:words[j][0]])
