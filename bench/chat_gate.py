@@ -27,7 +27,7 @@ import argparse
 
 import numpy as np
 
-from chat_families import metaqa_sample, metaqa_slice_family, webqsp_mini_family, webqsp_union_family
+from chat_families import family_of, metaqa_sample, webqsp_mini_family
 from common import write_result
 
 import gr_core.chat.link as linking
@@ -41,6 +41,7 @@ from gr_core.stats import compare, wilson_interval
 FAMILIES = ("metaqa", "metaqa_slice", "webqsp_mini", "webqsp_union")
 SPLITS = {"metaqa": ("dev", "test"), "metaqa_slice": ("dev", "test"), "webqsp_mini": ("val", "test"),
           "webqsp_union": ("val", "test")}
+SIZES = {"metaqa": 100, "metaqa_slice": 60, "webqsp_mini": 300, "webqsp_union": 300}  # chat_families.family_of's
 NODE_GRID = np.round(np.arange(0.20, 0.701, 0.025), 3)
 RELATION_GRID = np.round(np.arange(0.0, 0.401, 0.01), 3)
 SHIPPED = (ChatConfig.relevance_threshold, KIND_RELATION_THRESHOLD["kg"], True)  # (node, relation, capitalized)
@@ -68,14 +69,7 @@ def family(name: str, split: str, seed: int = 0) -> tuple[list[dict], dict]:
     with its ``graph`` spec; the negatives of split ``split`` come from the other data's split of the same role."""
     other = "dev" if split in ("val", "dev") else "test"
     webqsp_split = "val" if split in ("val", "dev") else "test"
-    if name == "metaqa":
-        pos, graphs = [{**q, "graph": "metaqa"} for q in metaqa_sample(split, 100, seed)], {"metaqa": "metaqa"}
-    elif name == "metaqa_slice":
-        pos, graphs = metaqa_slice_family(split, 4, 60, seed)
-    elif name == "webqsp_mini":
-        pos, graphs = webqsp_mini_family(split, 300, seed)
-    else:
-        pos, graphs = webqsp_union_family(split, 300, seed)
+    pos, graphs = family_of(name, split, SIZES[name], seed)
     if name.startswith("metaqa"):
         foreign = webqsp_mini_family(webqsp_split, 300, seed + 1)[0]
     else:

@@ -151,8 +151,8 @@ def usable_device(device: str = "auto") -> str:
     if resolved.startswith("cuda"):
         suffix = resolved.partition(":")[2]
         index = int(suffix) if suffix.isdigit() else 0
-        if not torch.cuda.is_available() or index >= torch.cuda.device_count():
-            seen = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        seen = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if index >= seen:
             raise ValueError(f"device={device!r}: this torch sees {seen or 'no'} GPU{'s' if seen != 1 else ''}; "
                              "use 'auto' or 'cpu'")
     return resolved

@@ -158,7 +158,7 @@ def gguf_llm_dir(gguf: Path, name: str) -> Path:
 
 def unavailable(model: str) -> str | None:
     """Why LLM ``model`` cannot be loaded here without downloading anything, else None (Hugging Face paths and hub
-    ids are assumed loadable)."""
+    ids are assumed loadable: a plan may name a GPU node's; at load time :func:`not_here` checks them too)."""
     if _is_gguf(model):
         gguf = Path(model).expanduser()
         return None if gguf.is_file() else (f"LLMConfig.model names the GGUF file {gguf}, "
@@ -191,14 +191,14 @@ def model_path(cfg: LLMConfig) -> str:
 
 
 def not_here(model: str) -> str | None:
-    """Why a folder path or hub id cannot load on this machine (at load time; a plan may name a GPU node's folder):
-    a path that is no folder, or a hub id missing from the Hugging Face cache while ``HF_HUB_OFFLINE`` is set (as
-    importing gr_core does unless told otherwise); transformers would say "Repo id must be in the form ..." or
-    "couldn't connect"."""
+    """Why LLM ``model`` cannot load on this machine (at load time; a plan may name a GPU node's folder): an embedded
+    model's or GGUF file's :func:`unavailable` reason, a path that is no folder, or a hub id missing from the Hugging
+    Face cache while ``HF_HUB_OFFLINE`` is set (as importing gr_core does unless told otherwise); transformers would
+    say "Repo id must be in the form ..." or "couldn't connect"."""
     if not model.strip():
         return "an empty name"
     if model.startswith("embedded:") or _is_gguf(model):
-        return None  # :func:`unavailable`'s
+        return unavailable(model)
     try:
         where = Path(model).expanduser()
     except RuntimeError:  # "~user/..." for a user this machine lacks

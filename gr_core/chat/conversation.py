@@ -19,7 +19,7 @@ from ..g_retriever.retrieval import retrieve_subgraph
 from ..g_retriever.textualize import textualize, textualize_triples
 from ..gnn_rag import load_reasoner, reasoner_meta, reasoning_paths
 from ..kg import NeighbourhoodConfig
-from ..llm import count_tokens, not_here, unavailable
+from ..llm import count_tokens, not_here
 from ..prompts import cite_question, question_for
 from ..runs import config_hash, read_json, write_json
 from ..stats import mcnemar_exact
@@ -69,7 +69,7 @@ class GraphChat:
         run_directory(model)  # a bad model spec fails now, not at the first LLM turn
         llm_model = str(llm_model)
         # llm.unavailable takes paths as loadable (a plan may name a GPU node's); a chat loads here, so one must exist
-        if (why := unavailable(llm_model) or not_here(llm_model)):
+        if (why := not_here(llm_model)):
             raise ValueError(f"llm_model={llm_model!r}: {why}")
         usable_device(str(device))  # not an AssertionError at a turn
         if isinstance(reasoner, (str, Path)) and not Path(reasoner).is_file():

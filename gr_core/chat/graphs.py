@@ -101,8 +101,8 @@ def read_triples(path: str | Path, delimiter: str | None = None) -> list[tuple[s
         if not raw.strip():
             continue
         if raw.lstrip().startswith("#"):
-            text = raw.lstrip()[1:]  # "#MeToo<TAB>...": a name, perhaps; "# a note, or two, here" is prose
-            if text[:1].strip() and len(_fields(text, delimiter or _delimiter(raw) or "\t")) == 3:
+            rest = raw.lstrip()[1:]  # "#MeToo<TAB>...": a name, perhaps; "# a note, or two, here" is prose
+            if rest[:1].strip() and len(_fields(rest, delimiter or _delimiter(raw) or "\t")) == 3:
                 commented.append(lineno)
             continue
         if delimiter is None:
@@ -111,7 +111,7 @@ def read_triples(path: str | Path, delimiter: str | None = None) -> list[tuple[s
                 raise GraphFormatError(f"{path}:{lineno}: cannot tell the delimiter: expected 'head<TAB>relation<TAB>"
                                        f"tail' (or separated by '|' or ','), got {raw[:80]!r}")
         fields = _fields(raw, delimiter)
-        if delimiter == ",":  # the csv module reads an unterminated quote to the line's end without a word
+        if delimiter == "," and '"' in raw:  # the csv module reads an open quote to the line's end without a word
             try:
                 next(csv.reader([raw], skipinitialspace=True, strict=True), None)
             except csv.Error as err:

@@ -11,7 +11,8 @@ import numpy as np
 
 from ..datasets import TOPIC_BRACKETS as BRACKET
 from ..gnn_rag.training import TOPIC_WORD, topic_masked
-from .index import FUNCTION_WORDS, STOP_WORDS, WORD, ChatIndex, joined_spans, scene_name, word_key, word_spans
+from .index import (FUNCTION_WORDS, STOP_WORDS, WORD, ChatIndex, joined_spans, name_key, scene_name, word_key,
+                    word_spans)
 
 # A follow-up question: a leading "and" / "what about", or a pronoun that points back at the last turn
 FOLLOW_UP = re.compile(r"^\s*(and|also|what about|how about)\b|\b(it|its|they|them|their|he|him|his|she|her|that|"
@@ -263,24 +264,20 @@ def capitalized(question: str, name: str) -> bool:
     """
     if not re.search(r"[^\W\d_]", question) or question.upper() == question:
         return False
-    words = []  # (start, end, text): a word without a trailing period, quote, hyphen or possessive "'s"
-    for w in re.finditer(r"[^\W_][\w'’.-]*", question):
-        core = re.sub(r"(['’]s)?[.'’-]*$", "", w.group()) or w.group()
-        words.append((w.start(), w.start() + len(core), core))
-    marks = [text[:1].isupper() and text != "I" for _, _, text in words]  # capitalized ("I" is no name)
-    content = [k for k in range(1, len(words)) if word_key(words[k][2]) not in FUNCTION_WORDS]
+    words = word_spans(question)  # (start, end, word_key): the words as the linker compares them
+    marks = [question[a:b][:1].isupper() and question[a:b] != "I" for a, b, _ in words]  # capitalized ("I": no name)
+    content = [k for k in range(1, len(words)) if words[k][2] not in FUNCTION_WORDS]
     if 2 * sum(marks[k] for k in content) > len(content):  # headline style: capitals mark no names here
         return False
 
     def joined(k: int, j: int) -> bool:  # words k and j capitalized with no punctuation between them
         return marks[k] and marks[j] and not re.search(r"[,;:?!()\[\]\"]", question[words[k][1]:words[j][0]])
 
-    for m in re.finditer(rf"(?<!\w){re.escape(name)}(?!\w)", question, re.I):
-        inside = [k for k, (a, b, _) in enumerate(words) if a >= m.start() and b <= m.end()]
-        if not inside or inside[0] == 0 or not marks[inside[0]]:
-            continue
-        first, last = inside[0], inside[-1]
-        if (first == 1 or not joined(first - 1, first)) and (last + 1 == len(words) or not joined(last, last + 1)):
+    keys = name_key(name).split()
+    for first in range(1, len(words) - len(keys) + 1):  # the name's words as the linker matches them, after the first
+        last = first + len(keys) - 1
+        if keys and [w[2] for w in words[first:last + 1]] == keys and marks[first] and \
+                (first == 1 or not joined(first - 1, first)) and (last + 1 == len(words) or not joined(last, last + 1)):
             return True
     return False
 

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from ..config import LLMConfig, usable_device
+from ..config import LLMConfig, resolve_device
 from ..evaluate import task_report, task_scores
 from ..graphqa import DatasetConfig, data_inputs, load_dataset
 from ..llm import weights_identity
@@ -319,7 +319,7 @@ def precision_of_reuse(metrics: dict, llm: LLMConfig, run_dir: str | Path | None
     recorded, never mixed silently: ``precision_here`` and ``precision_note`` say what differs, and a line is printed.
     """
     recorded = recorded_dtype(metrics, run_dir, llm.dtype, llm.device)
-    device = usable_device(llm.device)
+    device = resolve_device(llm.device)  # only names the precision a run would use here
     here = dtype_name(resolve_dtype(llm.dtype, device))
     if recorded == here:
         return metrics

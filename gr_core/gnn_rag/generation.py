@@ -143,7 +143,10 @@ def answer_examples(model: GraphLLM, examples: list[Example], batch_size: int, a
 def named_node(line: str, names: dict[str, str]) -> str | None:
     """The node a reply line names: the longest normalized node name the normalized line contains (word-bounded; the
     whole line included), None when it names none. ``names``: normalized name -> name."""
-    padded = f" {normalize(line)} "
+    text = normalize(line)
+    if text and text in names:  # the whole line is a name: the longest it can contain
+        return names[text]
+    padded = f" {text} "
     inside = [n for n in names if n and f" {n} " in padded]
     return names[max(inside, key=len)] if inside else None
 
