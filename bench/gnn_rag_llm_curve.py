@@ -76,8 +76,9 @@ def main() -> None:
     for key in KEYS[args.family]:
         ds, idx, test = key_test_graphs(key, args.max_test)
         model = load_reasoner(f"{args.reasoners}/{key}.pt")
-        results[key] = {"ds": ds, "test_indices": idx, "probs": node_probabilities(model, test),
-                        "scores": score_questions(model, test)}
+        probs = node_probabilities(model, test)
+        results[key] = {"ds": ds, "test_indices": idx, "probs": probs,
+                        "scores": score_questions(model, test, probs=probs)}
     train_evidence = None
     if args.train_evidence == "gnn":  # the served reasoners' settings (quick preset), on folds of the training split
         train_evidence = {}

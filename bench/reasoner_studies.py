@@ -58,7 +58,7 @@ def reasoner_test_run(key: str, out_dir, max_train: int | None = None, max_val: 
 
     result = run_reasoner(*dataset_key(key), max_train or None, max_val or None, max_test or None, cfg, tcfg, show)
     ds, test_idx = result["ds"], result["test_indices"]
-    scores = pd.DataFrame(score_questions(result["model"], result["test_data"]))
+    scores = pd.DataFrame(result["scores"])
     scores["qtype"] = [(ds.records[i].extra or {}).get("qtype", "all") for i in test_idx]
     hits = int(scores.h1.sum())
     metrics = {"key": key, **result["metrics"], "h1_ci": list(percent_interval(hits, len(scores), 2)),
@@ -124,8 +124,9 @@ def llm_half_run(reasoners: dict[str, str], out_dir, max_test: int = 100) -> dic
     for key, path in reasoners.items():
         ds, idx, test = key_test_graphs(key, max_test)
         model = load_reasoner(path)
-        results[key] = {"ds": ds, "test_indices": idx, "probs": node_probabilities(model, test),
-                        "scores": score_questions(model, test)}
+        probs = node_probabilities(model, test)
+        results[key] = {"ds": ds, "test_indices": idx, "probs": probs,
+                        "scores": score_questions(model, test, probs=probs)}
     s = LLM_HALF_SETTINGS
     train = TrainConfig(lr=s["llm_lr"], num_epochs=s["llm_epochs"], batch_size=8, eval_batch_size=16)
     rag = run_gnn_rag(results, out_dir / "runs", llm=LLMConfig(model=s["llm_model"]), train=train,

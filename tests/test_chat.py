@@ -203,6 +203,10 @@ def test_index_keeps_names_and_links_written_entities(movie_index, tmp_path, mon
     assert names(find_names(idx, "Who directed Up?")) == ["Up"]
     assert names(find_names(idx, "what about [Big]")) == ["Big"]
     assert names(find_names(idx, "Which film came out in 1999?")) == ["1999"]
+    # a name in quotes is capitalized all the same (its first letter after the quote)
+    assert names(find_names(idx, "Who directed 'Speed'?")) == ["Speed"]
+    assert names(find_names(idx, "Who directed ‘Up’ and 'Big'?")) == ["Up", "Big"]
+    assert names(partial_match(idx, "Who acted in 'Matrix'?")[0]) == ["The Matrix"]
     # a question without any capital letter cannot say which words are names: one-word names link only where no
     # longer name does
     assert names(find_names(idx, "who directed up")) == ["Up"] and names(find_names(idx, "was tom hanks in big")) == \
@@ -219,6 +223,8 @@ def test_index_keeps_names_and_links_written_entities(movie_index, tmp_path, mon
                                                      ("Team", "member", "Emile Heskey")]))
     rows, shared, size = partial_match(heskey, "What team does Heskey play for?")
     assert [heskey.kg.entities[r] for r in rows] == ["Emile Heskey"] and (shared, size) == (1, 2)
+    # the words after "what" ask for the answer's kind, but not where they are all the question says
+    assert [heskey.kg.entities[r] for r in partial_match(heskey, "what inspired heskey")[0]] == ["Emile Heskey"]
     # the words asking for the answer's kind ("what language", "what type of music") link no name: the answer
     # "Maasai language" shares two words with the question, the entity "Maasai people" one
     maasai = ChatIndex.build(graph_from_triple_list([("Maasai people", "languages spoken", "Maasai language"),

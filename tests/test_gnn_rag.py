@@ -87,6 +87,7 @@ def test_rearev_learns_a_two_hop_answer_on_toy_graphs():
     assert scores["h1"] == 100.0 and history[0]["train_loss"] > history[-1]["train_loss"]
     # F1's recall counts every gold answer, as GNN-RAG's evaluator: a second one the graph lacks halves it
     rows = score_questions(model, data[24:])
+    assert score_questions(model, data[24:], probs=node_probabilities(model, data[24:])) == rows  # the caller's probs
     for d in data[24:]:
         d.num_answers = 2
     for old, new in zip(rows, score_questions(model, data[24:])):

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from ..data import GraphFormatError
-from .config import ANSWER_MODES, KINDS, ChatConfig
+from .config import ANSWER_MODES, KINDS, MODEL_FREE_MODES, ChatConfig
 from .conversation import GraphChat
 from .graphs import graph_from_triple_list, read_graph_csv, read_triples
 from .turns import save_turns
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         chat = GraphChat(graph, model=args.model, llm_model=args.llm, reasoner=args.reasoner, cite=args.cite,
                          max_new_tokens=args.max_new_tokens, train_reasoner=args.train_reasoner,
                          answer_mode=args.answer_mode, kind=args.kind)
-        if chat.mode in ("ranked", "free"):  # the LLM modes: their model loaded now, not at the first turn
+        if chat.mode not in MODEL_FREE_MODES:  # the LLM modes: their model loaded now, not at the first turn
             _ = chat.llm
     except (GraphFormatError, OSError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -21,6 +21,7 @@ KIND_RELATION_THRESHOLD = {"kg": 0.18, "scene": 0.0, "explanation": 0.0}
 # answer_mode: "paths" (the relation path the question's words name: no model), "reasoner" (GNN-RAG's), "ranked"
 # (the LLM scores the evidence's node names), "free" (the LLM writes); "auto": the kind's default or a served reasoner
 ANSWER_MODES = ("auto", "paths", "reasoner", "ranked", "free")
+MODEL_FREE_MODES = ("paths", "reasoner")  # the others run the LLM
 KIND_ANSWER_MODE = {"kg": "paths", "scene": "free", "explanation": "free"}
 # How the LLM reads the evidence: KG facts as "head | relation | tail" lines, the others the paper's CSV tables
 KIND_EVIDENCE_FORMAT = {"kg": "triples", "scene": "csv", "explanation": "csv"}

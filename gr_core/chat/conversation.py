@@ -26,7 +26,7 @@ from ..stats import mcnemar_exact
 from ..text_encoder import shared_text_encoder
 from .answer import Candidate, candidate_names, choose, rank_candidates, relation_fit, score_names
 from .check import check_turn
-from .config import KIND_ANSWER_MODE, KIND_RELATION_THRESHOLD, KIND_TEMPLATE, ChatConfig
+from .config import KIND_ANSWER_MODE, KIND_RELATION_THRESHOLD, KIND_TEMPLATE, MODEL_FREE_MODES, ChatConfig
 from .generate import graph_phrase_twins, relation_phrases
 from .graph_reasoner import GraphReasonerConfig, TooFewQuestions, read_for, reasoner_candidates, train_graph_reasoner
 from .graphs import graph_from_triple_list, load_graph
@@ -120,7 +120,7 @@ class GraphChat:
         a graph without edges for the modes that follow relations."""
         mode = self.config.answer_mode if self.config.answer_mode != "auto" else \
             "reasoner" if self.serves_reasoner else KIND_ANSWER_MODE[self.config.kind]
-        return "ranked" if self.index.num_edges == 0 and mode in ("paths", "reasoner") else mode
+        return "ranked" if self.index.num_edges == 0 and mode in MODEL_FREE_MODES else mode
 
     @property
     def serves_reasoner(self) -> bool:
@@ -241,7 +241,7 @@ class GraphChat:
         keep = np.unique(np.concatenate([np.asarray(seeds, np.int64), top]))
         turn.scope = turn.evidence = self.index.subgraph(keep, np.zeros(0, np.int64))
         turn.status, turn.note = "no_edges", "the graph has no edges here: the evidence is the most similar nodes"
-        turn.mode = "ranked" if turn.mode in ("paths", "reasoner") else turn.mode
+        turn.mode = "ranked" if turn.mode in MODEL_FREE_MODES else turn.mode
         self._llm_answer(turn, [])
 
     def _path_answer(self, turn: Turn, link: Link, node_sim: np.ndarray) -> None:

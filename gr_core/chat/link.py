@@ -38,6 +38,11 @@ def rules() -> tuple:
     return ASKED_TYPE, ASKED_TYPE_WORDS, UNCASED_PAIRS, SENTENCE_CASE, CAPITALIZED_NAMES
 
 
+def initial(word: str) -> str:
+    """A word's first letter, a quote or period before it aside (``'Sanctum'`` is written capitalized)."""
+    return word.lstrip(".'’")[:1]
+
+
 def has_capitals(words: list[str]) -> bool:
     """Whether a question's words (:data:`~gr_core.chat.index.WORD`) mark names by capitals (:data:`SENTENCE_CASE`).
 
@@ -85,12 +90,16 @@ class Link:
 def asked_type(words: list[str]) -> set[int]:
     """Positions in ``words`` (a question's words) of the phrase after its first "what" / "which" that names the kind
     of answer asked for: up to :data:`ASKED_TYPE_WORDS` words, joined by "of", ended by any other function word or, in
-    a question with capitals, by a capitalized word ("which Tom Hanks film"). Empty when :data:`ASKED_TYPE` is off.
+    a question with capitals, by a capitalized word ("which Tom Hanks film"); its last content word left out where the
+    question has no other ("what inspired steinbeck", "what capital of austria": the entity). Empty when
+    :data:`ASKED_TYPE` is off.
 
     >>> sorted(asked_type("what type of music did mozart compose".split()))
     [1, 2, 3]
     >>> sorted(asked_type("Which Tom Hanks film won".split())), sorted(asked_type("what did it do".split()))
     ([], [])
+    >>> sorted(asked_type("what capital of austria".split())), sorted(asked_type("what inspired steinbeck".split()))
+    ([1], [1])
     """
     low = [word_key(w) for w in words]
     start = next((i for i, w in enumerate(low) if w in ("what", "which")), None)
@@ -103,10 +112,13 @@ def asked_type(words: list[str]) -> set[int]:
         if low[i] == "of" and out and i + 1 < len(words) and low[i + 1] not in FUNCTION_WORDS:
             out.add(i)
             continue
-        if low[i] in FUNCTION_WORDS or (cased and words[i][:1].isupper()) or content == ASKED_TYPE_WORDS:
+        if low[i] in FUNCTION_WORDS or (cased and initial(words[i]).isupper()) or content == ASKED_TYPE_WORDS:
             break
         out.add(i)
         content += 1
+    if out and all(i in out or w in FUNCTION_WORDS for i, w in enumerate(low)):  # it would hold the entity too
+        last = max(i for i in out if low[i] != "of")
+        out -= {last, last - 1} if low[last - 1] == "of" else {last}
     return out
 
 
@@ -161,7 +173,7 @@ def written_names(index: ChatIndex, question: str, uncased: bool = True) -> tupl
             if n == 1 and not cased and uncased:
                 single.append((s, rows))
                 continue
-            if n == 1 and not any(c.isdigit() for c in words[s]) and (not words[s][:1].isupper() or s == 0):
+            if n == 1 and not any(c.isdigit() for c in words[s]) and (not initial(words[s]).isupper() or s == 0):
                 continue  # one-word names ("Up", "drama") only capitalized mid-sentence; a number ("1994") always
             hits.append((s, rows))
             taken[s:s + n] = [True] * n
@@ -177,7 +189,7 @@ def partial_match(index: ChatIndex, question: str) -> tuple[list[int], int, int]
     raw = WORD.findall(BRACKET.sub(r"\1", question))
     cased = has_capitals(raw)
     asked = asked_type(raw)
-    words = {k for i, w in enumerate(raw) if (not cased or (i > 0 and w[:1].isupper())) and i not in asked
+    words = {k for i, w in enumerate(raw) if (not cased or (i > 0 and initial(w).isupper())) and i not in asked
              if len(k := word_key(w)) >= 3 and k not in STOP_WORDS}
     shared = Counter(key for w in words for key in index.name_words.get(w, ()))
     if not shared:

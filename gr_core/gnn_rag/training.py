@@ -188,14 +188,16 @@ def node_probabilities(model: ReaRev, data_list: list, batch_size: int = 32) -> 
     return out
 
 
-def score_questions(model: ReaRev, data_list: list, eps: float = 0.95) -> list[dict]:
+def score_questions(model: ReaRev, data_list: list, eps: float = 0.95, probs: list[np.ndarray] | None = None
+                    ) -> list[dict]:
     """Per question: ``h1`` (the most probable non-seed node is a gold answer), ``f1`` of the ``eps`` candidate set,
-    ``hit`` (a candidate is gold), ``candidates`` (its size), ``gold`` (gold answers in the graph).
+    ``hit`` (a candidate is gold), ``candidates`` (its size), ``gold`` (gold answers in the graph). ``probs``: the
+    model's :func:`node_probabilities` of ``data_list`` where the caller has them (not computed again).
 
     F1's recall divides by every gold answer (``num_answers``, in the graph or not; without it, those in the graph),
     as GNN-RAG's evaluator and :func:`gr_core.evaluate.kgqa_scores` do."""
     rows = []
-    for p, d in zip(node_probabilities(model, data_list), data_list):
+    for p, d in zip(node_probabilities(model, data_list) if probs is None else probs, data_list, strict=True):
         seeds = set(np.flatnonzero(d.seed.numpy()).tolist())
         gold = set(np.flatnonzero(d.answer.numpy()).tolist())
         masked = np.where(d.seed.numpy(), -1, p)

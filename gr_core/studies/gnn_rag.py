@@ -77,11 +77,12 @@ def run_reasoner(dataset: str, hops: int = 2, max_train: int | None = None, max_
             save_reasoner(model, save_path, {"dataset": dataset, "hops": hops, "key_hash": config_hash(key),
                                              "identity": key, "inputs": inputs, "history": history,
                                              "train_seconds": seconds, "num_train": num_train})
-    scores = score_questions(model, test)
+    probs = node_probabilities(model, test)
+    scores = score_questions(model, test, probs=probs)
     metrics = summarize_scores(scores) | {"train_seconds": seconds, "num_train": num_train,
                                           "missing_seed": sum(d.missing_seed for d in test)}
     return {"ds": ds, "model": model, "history": history, "metrics": metrics, "test_indices": test_idx,
-            "probs": node_probabilities(model, test), "test_data": test, "scores": scores}
+            "probs": probs, "test_data": test, "scores": scores}
 
 
 def run_reasoners(datasets: list[str], metaqa_hops: list[int], max_train: int | None, max_val: int | None,
