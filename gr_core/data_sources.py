@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     """``./gr data``: exit 0 when the folder matches the manifest, 1 when a file is missing or wrong, 2 on usage."""
     ap = argparse.ArgumentParser(prog="./gr data", description=__doc__.split("\n\n")[0])
     mode = ap.add_mutually_exclusive_group()
-    mode.add_argument("--check", nargs="?", const="", metavar="DIR", help="verify DIR (default: the data folder)")
+    mode.add_argument("--check", nargs="?", const=None, metavar="DIR", help="verify DIR (default: the data folder)")
     mode.add_argument("--fetch", metavar="DIR", help="download missing or corrupt files into DIR and verify them")
     mode.add_argument("--list", action="store_true", help="print the manifest")
     ap.add_argument("--papers", nargs="*", metavar="NAME",
@@ -187,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.fetch is not None:
         report = fetch(args.fetch, args.source, files, args.timeout)
         return _report(report, f"{len(report.fetched)} fetched, {len(report.already)} already verified")
+    if args.check is not None and not args.check.strip():  # an empty $DIR: not the data folder checked instead
+        ap.error("--check: name the folder to check (or give none: the data folder)")
     try:
         root = Path(args.check) if args.check else data_root()
     except DataNotFoundError as err:

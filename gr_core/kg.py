@@ -43,16 +43,17 @@ class NeighbourhoodConfig:
             raise ValueError(f"NeighbourhoodConfig.max_nodes={self.max_nodes} must be >= 1")
 
 
-# Names that name nothing: Freebase machine ids (WebQSP's mediator "CVT" nodes: m.0abc1, g.11b6...), RDF blank nodes
-# (_:b0) and bare Wikidata ids (Q42). Never a user's answer; the named nodes beyond them are.
-IDENTIFIER = re.compile(r"[mg]\.[0-9a-z_]{2,}|_:\S+|Q\d+")
+# Names that name nothing: Freebase machine ids (WebQSP's mediator "CVT" nodes: m.0abc1, g.11b6...) and RDF blank
+# nodes (_:b0). Never a user's answer; the named nodes beyond them are. Not "Q" and digits: a user's quarters ("Q3")
+# were taken for Wikidata ids and never answered
+IDENTIFIER = re.compile(r"[mg]\.[0-9a-z_]{2,}|_:\S+")
 
 
 def is_identifier(name: str) -> bool:
     """Whether an entity name is an identifier that names nothing (:data:`IDENTIFIER`).
 
-    >>> is_identifier("m.07nvh58"), is_identifier("_:b0"), is_identifier("Q42"), is_identifier("Tom Hanks")
-    (True, True, True, False)
+    >>> is_identifier("m.07nvh58"), is_identifier("_:b0"), is_identifier("Q3"), is_identifier("Tom Hanks")
+    (True, True, False, False)
     """
     return bool(IDENTIFIER.fullmatch(str(name).strip()))
 

@@ -76,6 +76,11 @@ def check_overrides(notebooks: list[Path], overrides: dict) -> None:
                                  f"read as JSON: 3, 0.5, true, \"text\", [1, 2], null)")
         if key == "seed":  # every notebook seeds with it: refused here, not at a notebook's first cell
             check_seed(value, "-p seed")
+        if key == "preset":  # the notebooks write under outputs/<preset>/: another preset's folder
+            raise ValueError("-p preset: the preset is --preset's (-p would send the notebooks' outputs to another "
+                             "preset's folder)")
+        if key == "num_seeds" and value < 1:
+            raise ValueError(f"-p num_seeds={value}: at least 1")
 
 
 def run_suite(preset: str, notebooks_dir: Path | None = None, only: list[str] | None = None,
@@ -250,8 +255,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         parser.error(str(err))
     if args.dry_run:
-        print(render(args.preset, args.profile or default_profile(args.preset), overrides=dict(args.param),
-                     only=args.only))
+        try:
+            print(render(args.preset, args.profile or default_profile(args.preset), overrides=dict(args.param),
+                         only=args.only))
+        except ValueError as err:  # a setting the methods' configs refuse (a negative epoch count, an unknown dataset)
+            parser.error(f"the plan cannot be made with these settings: {err}")
         return 0
     summary = run_suite(args.preset, args.notebooks_dir, args.only, dict(args.param),
                         args.keep_going, args.log_output, args.cell_timeout)

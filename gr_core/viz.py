@@ -61,9 +61,11 @@ def save_figure(fig, out_dir: str | Path, name: str, show: bool = True,
         fig.savefig(paths[-1], bbox_inches="tight", metadata=meta)
     if show:
         try:
-            from IPython.display import display  # noqa: PLC0415 deferred: optional: only inside a notebook
+            from IPython import get_ipython  # noqa: PLC0415 deferred: optional: only inside a notebook
+            from IPython.display import display  # noqa: PLC0415 the same
 
-            display(fig)
+            if getattr(get_ipython(), "kernel", None) is not None:  # a terminal would print "Figure(800x600)"
+                display(fig)
         except ImportError:
             pass
     _pyplot().close(fig)
@@ -72,6 +74,12 @@ def save_figure(fig, out_dir: str | Path, name: str, show: bool = True,
 
 def _label(text: str, width: int = 28) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _drawn(text: str, width: int = 28) -> str:
+    """:func:`_label` for matplotlib, its dollar signs escaped: matplotlib reads text between two as math ("Ke$ha and
+    A$AP" came out garbled, an unbalanced formula raised)."""
+    return _label(text, width).replace("$", r"\$")
 
 
 def _edges(graph: TextualGraph):
@@ -180,12 +188,12 @@ def draw_graph(graph: TextualGraph, highlight_nodes: Iterable[int] = (), highlig
     fig, ax = _draw(
         g, pos, figsize=(7, 5), node_size=[500 if (n in hn or not crowded) else 120 for n in g.nodes],
         node_color=[HIGHLIGHT if n in hn else PLAIN for n in g.nodes],
-        labels={n: _label(str(names[n]), 18) for n in g.nodes if n in hn or not crowded}, label_size=8,
+        labels={n: _drawn(str(names[n]), 18) for n in g.nodes if n in hn or not crowded}, label_size=8,
         edges=[(s, d, HIGHLIGHT if i in he else PLAIN_EDGE, 2.5 if i in he else 0.8) for i, (s, _, d) in rows],
-        edge_labels=[(s, d, _label(rel, 16)) for i, (s, rel, d) in rows if i in he or not crowded],
+        edge_labels=[(s, d, _drawn(rel, 16)) for i, (s, rel, d) in rows if i in he or not crowded],
         label_kw={"font_size": 7})
     if title:
-        ax.set_title(title)
+        ax.set_title(_drawn(title, len(title)))
     return fig
 
 
@@ -259,9 +267,9 @@ def draw_evidence(graph: TextualGraph, roles: dict[int, str], highlight_edges: I
     fig, ax = _draw(
         g, pos, figsize=(8, 6), node_size=[420 if roles.get(n, "other") != "other" else 160 for n in g.nodes],
         node_color=[ROLE_COLORS[roles.get(n, "other")] for n in g.nodes],
-        labels={n: _label(names[n], 20) for n in g.nodes}, label_size=7,
+        labels={n: _drawn(names[n], 20) for n in g.nodes}, label_size=7,
         edges=[(s, d, HIGHLIGHT if i in he else "#999999", 2.5 if i in he else 0.8) for i, s, _, d in rows],
-        edge_labels=[(s, d, _label(r, 16)) for _, s, r, d in rows],
+        edge_labels=[(s, d, _drawn(r, 16)) for _, s, r, d in rows],
         label_kw={"font_size": 6, "font_color": "#444444"},
         label_bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.7, "pad": 0.5}, arrowsize=10)
     used = {roles.get(n, "other") for n in keep}
@@ -272,7 +280,7 @@ def draw_evidence(graph: TextualGraph, roles: dict[int, str], highlight_edges: I
     # beside the drawing, not over it: the layout puts nodes in the corners (saved with a tight bounding box)
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=True)
     if title:
-        ax.set_title(_label(title, 90), fontsize=9)
+        ax.set_title(_drawn(title, 90), fontsize=9)
     return fig
 
 

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 import torch
 
-from gr_core.chat import (ChatConfig, ChatIndex, GraphChat, Turn, find_checkpoint, graph_from_triple_list,
-                          read_graph_csv, read_triples, turns_table, write_triples)
+from gr_core.chat import (ChatConfig, ChatIndex, GraphChat, Turn, candidates_table, find_checkpoint,
+                          graph_from_triple_list, read_graph_csv, read_triples, turns_table, write_triples)
 from gr_core.chat.index import name_key
 from gr_core.chat.link import find_names, link_question, masked, names_the_graph, partial_match
 from gr_core.config import TextEncoderConfig
@@ -244,6 +244,45 @@ def test_index_keeps_names_and_links_written_entities(movie_index, tmp_path, mon
     assert ChatIndex.build(graph_from_triple_list(MOVIES)).cached  # the unedited one is still found
 
 
+def test_long_names_and_names_of_common_words_link_where_written():
+    title = "A Very Long Paper Title About Deep Learning For Program Repair In The Wild With Many Words"  # 16 words
+    kg = GraphChat([(title, "written_by", "Ada Lovelace"), ("Deep Learning", "written_by", "Ian Goodfellow"),
+                    ("Her", "directed_by", "Spike Jonze"), ("The Actress", "directed_by", "George Cukor"),
+                    ("All of Me", "has_genre", "Comedy"), ("Forrest Gump", "directed_by", "Robert Zemeckis"),
+                    ("Acme Corp", "best_quarter", "Q3"), ("Acme Corp", "worst_quarter", "Q1"),
+                    ("Q3", "revenue", "5 million")], model="zero_shot")
+    names = lambda q: [kg.index.kg.entities[r] for r in find_names(kg.index, q)]  # noqa: E731
+    assert names(f"Who wrote {title}?") == [title]  # not the shorter name inside it
+    assert kg.ask(f"Who wrote {title}?").answer == "Ada Lovelace"
+    # a name of function words capitalized after the first word is the film; not so in a headline or all capitals
+    assert names("Who directed Her?") == ["Her"] and names("What genre is All of Me?") == ["All of Me"]
+    assert names("WHO DIRECTED HER") == [] and names("Who directed her?") == []
+    kg.reset()
+    kg.ask("Who directed Forrest Gump?")
+    turn = kg.ask("Who directed Her?")  # the film, not a pronoun pointing back at the last turn
+    assert not turn.follow_up and turn.answer == "Spike Jonze"
+    assert kg.ask("and what genre is it?").follow_up
+    kg.reset()  # "Q" and digits are names, not Wikidata ids that never answer
+    assert kg.ask("What was Acme Corp's best quarter?").answer == "Q3"
+    with pytest.raises(ValueError, match=r"ask.mode='bogus' is not one of"):
+        kg.ask("Who directed Her?", mode="bogus")
+    with pytest.raises(ValueError, match=r"ask\(mode='reasoner'\) needs a reasoner"):
+        kg.ask("Who directed Her?", mode="reasoner")
+    assert kg.ask("Who directed Her?", mode="auto").mode == "paths"
+
+
+def test_names_equal_but_for_accents_are_one_entity_and_candidates_score_as_the_answer():
+    chat = GraphChat([("José", "born_in", "Madrid"), ("Jose", "born_in", "Lima"), ("Tom Hanks", "acted_in", "Big"),
+                      ("Big", "directed_by", "Penny Marshall"), ("Meg Ryan", "acted_in", "Sleepless"),
+                      ("Sleepless", "directed_by", "Nora Ephron")], model="zero_shot")
+    turn = chat.ask("Where was Jose born?")  # both nodes of the name, as linking reads them: no entity left out
+    assert set(turn.answer.split(" | ")) == {"Madrid", "Lima"}
+    chat.reset()
+    turn = chat.ask("Who directed the film of Tom Hanks and Meg Ryan?")  # no path meets: one path leaves one out
+    table = candidates_table(turn)
+    assert table[table.chosen].score.min() >= table[~table.chosen].score.max()  # the chosen ones score highest
+
+
 def test_the_question_is_read_with_its_entities_written_it():
     accented = ChatIndex.build(graph_from_triple_list([("Hugo Chávez", "born in", "Sabaneta")]))
     hugo = find_names(accented, "where was hugo chavez born")
@@ -458,6 +497,17 @@ def test_a_ranked_turn_returns_answer_evidence_checks_and_timings(chat):
     row = turns_table([turn]).iloc[0]  # the table's retrieval time is the evidence steps' (scope and PCST here)
     assert row["retrieval ms"] == round(1000 * (turn.timings["scope"] + turn.timings["pcst"]), 1) > 0
     assert chat.history == [turn]
+
+
+def test_the_llm_ranks_only_the_names_its_prompt_holds(tiny_llm_dir):
+    short = GraphChat(MOVIES, model="zero_shot", llm_model=tiny_llm_dir, answer_mode="ranked", max_txt_len=12,
+                      whole_graph_edges=100)
+    turn = short.ask("Who starred in The Matrix?")  # the whole graph's evidence, cut to 12 tokens in the prompt
+    tok = short.llm.tokenizer
+    read = tok.decode(tok(turn.desc, add_special_tokens=False)["input_ids"][:12])
+    names = [c["name"] for c in turn.candidates]
+    assert names and all(n in read or n in turn.question for n in names)
+    assert len(names) < len(set(turn.evidence.nodes.node_attr)) - 1  # the evidence holds more than the prompt
 
 
 def test_follow_up_carries_the_previous_entities_and_the_history_is_in_the_prompt(chat):

@@ -111,6 +111,9 @@ def test_check_passes_on_the_shared_data_folder(capsys):
     assert ds.check() == []
     assert ds.main(["--check"]) == 0
     assert "match the manifest" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as stop:  # an empty $DIR is refused, not read as "the data folder"
+        ds.main(["--check", " "])
+    assert stop.value.code == 2 and "--check: name the folder" in capsys.readouterr().err
 
 
 @pytest.mark.data

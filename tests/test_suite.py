@@ -100,16 +100,31 @@ def test_only_and_parameters_are_checked_against_the_notebooks_before_anything_r
     (tmp_path / "nbs").mkdir()
     _notebook(tmp_path / "nbs" / "00_first.ipynb", "print(x)",
               parameters="x: int = 1\nrate: float = 0.5\nname: str = 'a'\nlimit: int | None = None\nfree = 1\n"
-                         "seed: int = 0")
+                         "seed: int = 0\npreset: str = 'smoke'\nnum_seeds: int = 1")
     for args, message in ((["--only", "00", "07"], "--only 07: no notebook in .* the notebooks: 00_first"),
                           (["--only", ""], "--only : no notebook in"),  # an empty prefix would match every one
                           (["-p", "nmae=\"b\""], r"-p nmae: not a parameter of 00_first \(did you mean name\?\)"),
                           (["-p", "x=two"], r"-p x=\"two\": 00_first declares x: int"),
                           (["-p", "x=true"], "00_first declares x: int"),
                           (["-p", "limit=\"all\""], "00_first declares limit: int | None"),
-                          (["-p", "seed=-1"], "-p seed=-1: seeds are integers from 0 to 2")):
+                          (["-p", "seed=-1"], "-p seed=-1: seeds are integers from 0 to 2"),
+                          (["-p", "preset=\"full\""], "-p preset: the preset is --preset's"),
+                          (["-p", "num_seeds=0"], "-p num_seeds=0: at least 1")):
         with pytest.raises(SystemExit) as stop:
             main(["--preset", "smoke", "--notebooks-dir", str(tmp_path / "nbs"), "--dry-run", *args])
         assert stop.value.code == 2 and re.search(message, capsys.readouterr().err), args
     notebooks = find_notebooks(tmp_path / "nbs", ["00_first.ipynb"])  # a file name is a prefix too
     check_overrides(notebooks, {"x": 3, "rate": 1, "name": "b", "limit": None, "free": "anything"})  # 1 is a float
+
+
+def test_a_dry_run_the_methods_refuse_says_why_in_one_line(capsys):
+    from gr_core.suite import main
+
+    for args, message in ((["-p", "metaqa_hops=[7]"], r"metaqa_hops \[7\]: MetaQA has \[1, 2, 3\]-hop questions"),
+                          (["-p", 'datasets=["nonexist"]'], r"datasets \['nonexist'\]: the reasoner trains on"),
+                          (["-p", "num_epochs=-3"], "num_epochs must be an integer >= 0")):
+        with pytest.raises(SystemExit) as stop:
+            main(["--preset", "quick", "--dry-run", *args])
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and re.search(f"the plan cannot be made with these settings: .*{message}", err)
+        assert "Traceback" not in err, args

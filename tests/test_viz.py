@@ -25,3 +25,13 @@ def test_png_twin_is_byte_stable(tmp_path):
     a = save_figure(draw_graph(_graph()), tmp_path / "a", "g", show=False)[0].read_bytes()
     b = save_figure(draw_graph(_graph()), tmp_path / "b", "g", show=False)[0].read_bytes()
     assert a == b and a[:4] == b"\x89PNG"
+
+
+def test_dollar_signs_are_text_not_math(tmp_path, capsys):
+    graph = graph_from_triples([("Ke$ha", "genre", "Pop"), ("$\\frac{a$ Money", "costs", "5 $")])
+    fig = draw_graph(graph, highlight_nodes=[0], title="Did Ke$ha and A$AP Rocky share a genre?")
+    texts = [t.get_text() for t in fig.axes[0].texts] + [fig.axes[0].get_title()]
+    assert "ke\\$ha" in texts and "Did Ke\\$ha and A\\$AP Rocky share a genre?" in texts  # escaped for matplotlib
+    save_figure(fig, tmp_path, "g")  # an unbalanced "$" had raised while drawing
+    assert "Figure(" not in capsys.readouterr().out  # outside a notebook, shown nowhere (it printed its repr)
+    assert '"label": "ke$ha"' in graph_html(graph)  # the HTML view keeps the text as it is

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from ..config import EMBEDDED_TEXT_ENCODER, TextEncoderConfig, usable_device
+from ..config import EMBEDDED_TEXT_ENCODER, TextEncoderConfig, check_choice, usable_device
 from ..data import EDGE_COLUMNS, NODE_COLUMNS, TextualGraph, induced_subgraph
 from ..g_retriever.model import Example
 from ..g_retriever.retrieval import retrieve_subgraph
@@ -26,11 +26,12 @@ from ..stats import mcnemar_exact
 from ..text_encoder import shared_text_encoder
 from .answer import Candidate, candidate_names, choose, rank_candidates, relation_fit, score_names
 from .check import check_turn
-from .config import KIND_ANSWER_MODE, KIND_RELATION_THRESHOLD, KIND_TEMPLATE, MODEL_FREE_MODES, ChatConfig
+from .config import (ANSWER_MODES, KIND_ANSWER_MODE, KIND_RELATION_THRESHOLD, KIND_TEMPLATE, MODEL_FREE_MODES,
+                     ChatConfig)
 from .generate import graph_phrase_twins, relation_phrases
 from .graph_reasoner import GraphReasonerConfig, TooFewQuestions, read_for, reasoner_candidates, train_graph_reasoner
 from .graphs import graph_from_triple_list, load_graph
-from .index import KIND_PROTOTYPES, ChatIndex, WordVectors, answer_kinds
+from .index import KIND_PROTOTYPES, ChatIndex, WordVectors, answer_kinds, name_key
 from .link import Link, about, asked_phrase, has_content, link_question, most_similar, unknown_brackets
 from .link import rules as link_rules
 from .models import load_answerer, run_directory
@@ -176,9 +177,16 @@ class GraphChat:
     # ------------------------------------------------------------------ one turn
     def ask(self, question: str, mode: str | None = None) -> Turn:
         """One turn: link, scope, candidates, answer, check; it joins the history unless empty or unrelated. ``mode``:
-        this turn's answer mode instead of :attr:`mode`."""
+        this turn's answer mode instead of :attr:`mode` (one of :data:`~gr_core.chat.config.ANSWER_MODES`; ``auto``:
+        :attr:`mode`)."""
         if question is not None and not isinstance(question, str):
             raise TypeError(f"ask: the question must be a str, got {type(question).__name__}")
+        if mode is not None:
+            check_choice("ask", "mode", mode, ANSWER_MODES)
+            if mode == "reasoner" and self.reasoner is None:
+                raise ValueError("ask(mode='reasoner') needs a reasoner: GraphChat(..., reasoner=<ReaRev or its .pt>) "
+                                 "or GraphChat(..., train_reasoner=True) on a KG")
+            mode = None if mode == "auto" else mode
         question = (question or "").strip()
         if not question:
             return Turn(question="", status="empty_question",
@@ -200,10 +208,10 @@ class GraphChat:
         if not turn.about:
             best = index.kg.entities[int(np.argmax(node_sim))]
             why = ("it holds no word but function words" if not has_content(question) else
-                   f"the closest node, {best!r}, has similarity {turn.best_similarity:.2f} < {cfg.relevance_threshold}"
+                   f"the closest node, {best!r}, has similarity {turn.best_similarity:.4g} < {cfg.relevance_threshold}"
                    if turn.best_similarity < cfg.relevance_threshold else
                    f"the closest relation, {index.kg.relations[int(np.argmax(rel_sim))]!r}, has similarity "
-                   f"{turn.best_relation_similarity:.2f} < {threshold}")
+                   f"{turn.best_relation_similarity:.4g} < {threshold}")
             turn.status, turn.answer = "unrelated", "I could not find anything about this in the graph."
             turn.note = f"nothing in this graph seems to be about the question: it names no entity of it and {why}"
         else:
@@ -263,8 +271,8 @@ class GraphChat:
         best, starts = None, []
         for start in begin:
             by_name: dict[str, list[int]] = {}
-            for r in start:  # one entity per distinct name; a carried set is one start
-                by_name.setdefault(kg.entities[r].lower() if link.named else "", []).append(r)
+            for r in start:  # one entity per name as linking reads it ("José" = "Jose"); a carried set is one start
+                by_name.setdefault(name_key(kg.entities[r]) if link.named else "", []).append(r)
             found = path_ranker.rank_paths(kg, list(by_name.values()) + ([also] if also else []), words,
                                            self.config.path_hops, self.kinds if asked is not None else None, asked,
                                            optional=bool(also))
@@ -346,9 +354,14 @@ class GraphChat:
             return check_turn(self.index, turn, asked)
         own = [int(self.index.node_ids[r]) for r in asked]  # the named entities; a follow-up's carried ones may answer
         cands = candidate_names(ev.nodes.node_id.tolist(), ev.nodes.node_attr.tolist(), own)
+        batch = self._prompt_batch(turn)
+        # the names the prompt holds: evidence past max_txt_len tokens is cut, and the LLM cannot rank what it never
+        # read (a 30k-edge graph's PCST tie groups gave 1,150 names, 20 s a turn)
+        read = net.tokenizer.decode(batch.input_ids[0][batch.attention_mask[0].bool()].tolist())
+        cands = [c for c in cands if c.name in read] or cands
         chosen: list[Candidate] = []
         if cands:
-            scores, lengths = score_names(net, self._prompt_batch(turn), [c.name for c in cands])
+            scores, lengths = score_names(net, batch, [c.name for c in cands])
             fit = relation_fit(cands, ev.edges, turn.relation_similarity, self.index.kg.rels)
             ranked = rank_candidates(cands, scores, lengths, fit)
             parts = {c.name: {"loglik": round(float(v), 6), "relation_fit": round(float(f), 6)}

@@ -22,7 +22,10 @@ from ..runs import atomic_write_bytes, config_hash
 from ..text_encoder import EmbeddingStore, encoder_identity
 from .generate import relation_phrase
 
-FORMAT_VERSION = 7  # bump when the cached index layout or its name keys change
+FORMAT_VERSION = 8  # bump when the cached index layout or its name keys change
+# the longest name (in words) looked up whole: MetaQA's titles run to 16 words ("Don't Be a Menace to South Central
+# While Drinking Your Juice in the Hood"); a question's n-grams up to this length are tried, longest first
+MAX_NAME_WORDS = 40
 # The chat's one list of function words: never an entity name on their own, and, but for the words that ask
 # (paths.STOPWORDS), no relation's name (the auxiliary "have" would name every "has ...") ...
 FUNCTION_WORDS = frozenset(
@@ -159,7 +162,7 @@ class ChatIndex:
                 names.setdefault(name, []).append(k)
         longest = max((len(name.split()) for name in names), default=1)
         index = cls(kg, node_ids, node_emb.astype(np.float32), rel_emb.astype(np.float32),
-                    {p: emb[row[p]].astype(np.float32) for p in phrases}, names, min(longest, 12), digest)
+                    {p: emb[row[p]].astype(np.float32) for p in phrases}, names, min(longest, MAX_NAME_WORDS), digest)
         atomic_write_bytes(path, pickle.dumps(index, protocol=pickle.HIGHEST_PROTOCOL))
         index.seconds = time.perf_counter() - t0
         return index

@@ -43,6 +43,17 @@ def initial(word: str) -> str:
     return word.lstrip(".'’")[:1]
 
 
+def headline(words: list[str]) -> bool:
+    """Whether a question's words capitalize more than half of its content words after the first (Title or headline
+    case, all capitals): there capitals mark no names.
+
+    >>> headline("What Is the Speed of Light".split()), headline("Who directed Her".split())
+    (True, False)
+    """
+    content = [w for w in words[1:] if word_key(w) not in FUNCTION_WORDS]
+    return 2 * sum(initial(w).isupper() and w != "I" for w in content) > len(content)
+
+
 def has_capitals(words: list[str]) -> bool:
     """Whether a question's words (:data:`~gr_core.chat.index.WORD`) mark names by capitals (:data:`SENTENCE_CASE`).
 
@@ -159,6 +170,7 @@ def written_names(index: ChatIndex, question: str, uncased: bool = True) -> tupl
     low = [word_key(w) for w in words]
     cased = has_capitals(words)
     asked = asked_type(words)
+    proper = cased and not headline(words)  # a capital after the first word marks a name ("Who directed Her?")
     taken = [False] * len(words)
     hits: list[tuple[int, list[int]]] = []
     single: list[tuple[int, list[int]]] = []
@@ -167,9 +179,10 @@ def written_names(index: ChatIndex, question: str, uncased: bool = True) -> tupl
             if any(taken[s:s + n]):
                 continue
             rows = index.names.get(" ".join(low[s:s + n]))
-            if not rows or all(w in FUNCTION_WORDS for w in low[s:s + n]) or (
-                    n == 1 and (low[s] in STOP_WORDS or s in asked)):
-                continue
+            common = all(w in FUNCTION_WORDS for w in low[s:s + n]) or (n == 1 and low[s] in STOP_WORDS)
+            if not rows or (n == 1 and s in asked) or (
+                    common and not (proper and s > 0 and initial(words[s]).isupper() and words[s] != "I")):
+                continue  # a name of common words ("Her", "All of Me") only where capitals mark it as one
             if n == 1 and not cased and uncased:
                 single.append((s, rows))
                 continue
@@ -246,11 +259,20 @@ def masked(index: ChatIndex, question: str, rows, written=None) -> str:
     return out
 
 
+def follows(index: ChatIndex, question: str) -> bool:
+    """Whether ``question`` reads as a follow-up (:data:`FOLLOW_UP`), a pronoun capitalized after the first word that
+    is a node's name aside ("Who directed Her?" asks about the film)."""
+    words = WORD.findall(question)
+    proper = has_capitals(words) and not headline(words)
+    return any(not (proper and m.start() > 0 and m.group()[:1].isupper() and name_key(m.group()) in index.names)
+               for m in FOLLOW_UP.finditer(question))
+
+
 def link_question(index: ChatIndex, question: str, previous=None) -> Link:
     """The :class:`Link` of ``question`` after the turn ``previous`` (None: a new conversation). A follow-up ("and who
     starred in it?") carries the previous turn's start and answers; its own names are read whole only (a lowercase
     one-word name or a name in part would rather be the pronoun's referent)."""
-    follow = previous is not None and previous.status == "answered" and bool(FOLLOW_UP.search(question))
+    follow = previous is not None and previous.status == "answered" and follows(index, question)
     (named, also), in_part = written_names(index, question, uncased=not follow), (0, 0)
     if not named and not follow:
         named, *in_part = partial_match(index, question)
@@ -278,8 +300,7 @@ def capitalized(question: str, name: str) -> bool:
         return False
     words = word_spans(question)  # (start, end, word_key): the words as the linker compares them
     marks = [question[a:b][:1].isupper() and question[a:b] != "I" for a, b, _ in words]  # capitalized ("I": no name)
-    content = [k for k in range(1, len(words)) if words[k][2] not in FUNCTION_WORDS]
-    if 2 * sum(marks[k] for k in content) > len(content):  # headline style: capitals mark no names here
+    if headline([question[a:b] for a, b, _ in words]):  # capitals mark no names here
         return False
 
     def joined(k: int, j: int) -> bool:  # words k and j capitalized with no punctuation between them

@@ -442,9 +442,10 @@ def rank_paths(kg: KnowledgeGraph, groups: list[list[int]], words: Words, max_ho
         chosen = max((p for p in flat if len(p.units) == len(flat[0].units)),
                      key=lambda p: p.score + SEMANTIC * words.similarity(p.units))
         flat.insert(0, flat.pop(next(i for i, p in enumerate(flat) if p is chosen)))  # by identity: arrays inside
-    best = PathAnswer(flat[0].reached, flat[:1], top)
+    # a single path leaves the other entity the question names out (not an optional one-word name)
+    left_out = ENTITY if len(per) >= 2 and not (optional and len(per) == 2) else 0.0
+    best = PathAnswer(flat[0].reached, flat[:1], top - left_out)
     if len(per) >= 2:
-        best.score -= 0.0 if optional and len(per) == 2 else ENTITY  # the other entity the question names, left out
         tops = [sorted(paths, key=lambda p: (-p.solo, len(p.hops)))[:PAIR_TOP] for paths in per[:2]]
         for x, y in (tops, tops[::-1]):
             for a, b, rows in pairs(kg, x, y):
@@ -455,7 +456,7 @@ def rank_paths(kg: KnowledgeGraph, groups: list[list[int]], words: Words, max_ho
     scores: dict[int, float] = {int(n): best.score for n in best.rows.tolist()}
     for p in flat:
         for n in p.reached.tolist():
-            scores.setdefault(int(n), p.score)
+            scores.setdefault(int(n), p.score - left_out)
     best.candidates = list(scores.items())
     return best
 

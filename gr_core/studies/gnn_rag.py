@@ -21,16 +21,24 @@ from ..stats import percent_interval, wilson_interval
 
 
 # ---------------------------------------------------------------------- notebook-level helpers
+REASONER_DATASETS = ("webqsp", "rog_webqsp", "rog_cwq", "metaqa")  # what the reasoner trains on (GNN-RAG Table 7)
+METAQA_HOPS = (1, 2, 3)
+
+
 def dataset_keys(datasets: list[str], metaqa_hops: list[int]) -> list[tuple[str, str, int]]:
-    """``(key, dataset name, hops)`` per run: MetaQA once per hop set (``metaqa-2hop``), the others as named."""
+    """``(key, dataset name, hops)`` per run: MetaQA once per hop set (``metaqa-2hop``), the others as named;
+    ValueError for a dataset or a MetaQA hop count there is no data for."""
+    if unknown := [d for d in datasets if d not in REASONER_DATASETS]:
+        raise ValueError(f"datasets {unknown}: the reasoner trains on {list(REASONER_DATASETS)}")
+    if "metaqa" in datasets and (odd := [h for h in metaqa_hops if h not in METAQA_HOPS]):
+        raise ValueError(f"metaqa_hops {odd}: MetaQA has {list(METAQA_HOPS)}-hop questions")
     keys = [(name, name, 2) for name in datasets if name != "metaqa"]
     return keys + ([(f"metaqa-{h}hop", "metaqa", int(h)) for h in metaqa_hops] if "metaqa" in datasets else [])
 
 
 def dataset_key(key: str) -> tuple[str, int]:
     """``(dataset name, hops)`` of a dataset key (``webqsp``, ``metaqa-1hop`` ...); ValueError names the known keys."""
-    names = ["webqsp", "rog_webqsp", "rog_cwq", "metaqa"]
-    known = {k: (name, hops) for k, name, hops in dataset_keys(names, [1, 2, 3])}
+    known = {k: (name, hops) for k, name, hops in dataset_keys(list(REASONER_DATASETS), list(METAQA_HOPS))}
     if key not in known:
         raise ValueError(f"dataset key {key!r} is not one of {sorted(known)}")
     return known[key]
