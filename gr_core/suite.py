@@ -250,6 +250,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default=None, choices=PROFILE_NAMES, help="with --dry-run: where to estimate for "
                         "(default: h100 for full, else this CPU's); a GPU adds the memory plan")
     args = parser.parse_args(argv)
+    if args.cell_timeout is not None and args.cell_timeout <= 0:  # nbclient would read it as no limit at all
+        parser.error(f"--cell-timeout {args.cell_timeout}: seconds, at least 1 (leave it out for no limit)")
+    if args.profile and not args.dry_run:
+        parser.error("--profile names where --dry-run estimates for; a run runs here")
     try:
         check_overrides(find_notebooks(args.notebooks_dir or repo_root() / "notebooks", args.only), dict(args.param))
     except ValueError as err:

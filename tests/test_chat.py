@@ -250,18 +250,27 @@ def test_long_names_and_names_of_common_words_link_where_written():
                     ("Her", "directed_by", "Spike Jonze"), ("The Actress", "directed_by", "George Cukor"),
                     ("All of Me", "has_genre", "Comedy"), ("Forrest Gump", "directed_by", "Robert Zemeckis"),
                     ("Acme Corp", "best_quarter", "Q3"), ("Acme Corp", "worst_quarter", "Q1"),
-                    ("Q3", "revenue", "5 million")], model="zero_shot")
+                    ("Q3", "revenue", "5 million"), ("What?", "has_genre", "Comedy"),
+                    ("Forrest Gump", "has_genre", "Drama"), ("Forrest Gump", "release_year", "1994"),
+                    ("Star", "has_genre", "Drama")], model="zero_shot")
     names = lambda q: [kg.index.kg.entities[r] for r in find_names(kg.index, q)]  # noqa: E731
     assert names(f"Who wrote {title}?") == [title]  # not the shorter name inside it
     assert kg.ask(f"Who wrote {title}?").answer == "Ada Lovelace"
     # a name of function words capitalized after the first word is the film; not so in a headline or all capitals
     assert names("Who directed Her?") == ["Her"] and names("What genre is All of Me?") == ["All of Me"]
     assert names("WHO DIRECTED HER") == [] and names("Who directed her?") == []
+    # a capital starting a sentence marks no name ("What?" is a film here), nor does a film word ("Star")
+    assert names("Quick question: What genre is Forrest Gump?") == ["Forrest Gump"]
+    assert names("Who was the biggest Star in Forrest Gump?") == ["Forrest Gump"]
     kg.reset()
     kg.ask("Who directed Forrest Gump?")
     turn = kg.ask("Who directed Her?")  # the film, not a pronoun pointing back at the last turn
     assert not turn.follow_up and turn.answer == "Spike Jonze"
     assert kg.ask("and what genre is it?").follow_up
+    kg.reset()
+    kg.ask("Who directed Forrest Gump?")
+    turn = kg.ask("OK. What year was it released?")  # "What" starts a sentence: the pronoun points back
+    assert turn.follow_up and turn.answer == "1994"
     kg.reset()  # "Q" and digits are names, not Wikidata ids that never answer
     assert kg.ask("What was Acme Corp's best quarter?").answer == "Q3"
     with pytest.raises(ValueError, match=r"ask.mode='bogus' is not one of"):
@@ -281,6 +290,13 @@ def test_names_equal_but_for_accents_are_one_entity_and_candidates_score_as_the_
     turn = chat.ask("Who directed the film of Tom Hanks and Meg Ryan?")  # no path meets: one path leaves one out
     table = candidates_table(turn)
     assert table[table.chosen].score.min() >= table[~table.chosen].score.max()  # the chosen ones score highest
+
+
+def test_an_answer_cut_to_max_answers_says_how_many_more_the_path_reaches():
+    chat = GraphChat([(f"Person {i}", "lives_in", "Hub City") for i in range(10)], model="zero_shot")
+    turn = chat.ask("Who lives in Hub City?")
+    assert len(turn.answer.split(" | ")) == 3 and turn.note.startswith("7 more nodes the same path reaches")
+    assert "note: 7 more nodes" in str(turn) and len(turn.candidates) == 10
 
 
 def test_the_question_is_read_with_its_entities_written_it():

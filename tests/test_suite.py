@@ -109,7 +109,8 @@ def test_only_and_parameters_are_checked_against_the_notebooks_before_anything_r
                           (["-p", "limit=\"all\""], "00_first declares limit: int | None"),
                           (["-p", "seed=-1"], "-p seed=-1: seeds are integers from 0 to 2"),
                           (["-p", "preset=\"full\""], "-p preset: the preset is --preset's"),
-                          (["-p", "num_seeds=0"], "-p num_seeds=0: at least 1")):
+                          (["-p", "num_seeds=0"], "-p num_seeds=0: at least 1"),
+                          (["--cell-timeout", "0"], "--cell-timeout 0: seconds, at least 1")):
         with pytest.raises(SystemExit) as stop:
             main(["--preset", "smoke", "--notebooks-dir", str(tmp_path / "nbs"), "--dry-run", *args])
         assert stop.value.code == 2 and re.search(message, capsys.readouterr().err), args

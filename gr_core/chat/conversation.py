@@ -260,7 +260,7 @@ class GraphChat:
         begin = link.starts() or [[int(np.argmax(node_sim))]]
         every = relation_phrases(kg)
         # a one-word name kept aside (a question without capitals) pairs with the one entity named beside it
-        also = link.also if len({kg.entities[r].lower() for r in link.named}) == 1 else []
+        also = link.also if len({name_key(kg.entities[r]) for r in link.named}) == 1 else []
         rels = path_ranker.relations_in_reach(kg, [r for s in begin + [also] for r in s], self.config.path_hops) \
             if path_ranker.IN_REACH else range(len(every))
         phrases = list(dict.fromkeys(every[r] for r in rels))
@@ -296,6 +296,9 @@ class GraphChat:
         turn.paths = [f"{' / '.join(kg.entities[s] for s in p.start)}: {p.text} ({best.score:.2f})"
                       for p in best.paths]
         turn.answer = " | ".join(kg.entities[n] for n in chosen)
+        if more := len(best.rows) - len(chosen):  # the answer lists max_answers; say that the path reaches more
+            turn.note = f"{more} more node{'s' * (more > 1)} the same path reaches " \
+                        f"(max_answers={self.config.max_answers})"
         turn.timings["paths"] = time.perf_counter() - t
         check_turn(index, turn, link.named, [int(index.node_ids[n]) for n in chosen])
 

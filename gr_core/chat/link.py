@@ -45,13 +45,29 @@ def initial(word: str) -> str:
 
 def headline(words: list[str]) -> bool:
     """Whether a question's words capitalize more than half of its content words after the first (Title or headline
-    case, all capitals): there capitals mark no names.
+    case, all capitals): there capitals mark no names. (Counting a run of capitals as one name, "Joaquin Phoenix",
+    let a retyped "What Happened in Bosnia in the 90s" through the relevance gate: `python bench/chat_gate.py`.)
 
     >>> headline("What Is the Speed of Light".split()), headline("Who directed Her".split())
     (True, False)
     """
     content = [w for w in words[1:] if word_key(w) not in FUNCTION_WORDS]
     return 2 * sum(initial(w).isupper() and w != "I" for w in content) > len(content)
+
+
+def sentence_starts(text: str) -> set[int]:
+    """Indices of the words of ``text`` (:data:`~gr_core.chat.index.WORD`) that begin a sentence: the first, and
+    those after a period, question or exclamation mark or colon ("OK. What year ...": "What" is no name).
+
+    >>> sorted(sentence_starts("OK. What year was it? Quick question: who"))
+    [0, 1, 5, 7]
+    """
+    out, prev = set(), None
+    for k, m in enumerate(WORD.finditer(text)):
+        if prev is None or re.search(r"[.?!:]", text[prev.end():m.start()]) or prev.group().endswith("."):
+            out.add(k)
+        prev = m
+    return out
 
 
 def has_capitals(words: list[str]) -> bool:
@@ -111,6 +127,8 @@ def asked_type(words: list[str]) -> set[int]:
     ([], [])
     >>> sorted(asked_type("what capital of austria".split())), sorted(asked_type("what inspired steinbeck".split()))
     ([1], [1])
+    >>> sorted(asked_type("what currency is it".split()))  # a kind asked of a pronoun: kept
+    [1]
     """
     low = [word_key(w) for w in words]
     start = next((i for i, w in enumerate(low) if w in ("what", "which")), None)
@@ -127,7 +145,7 @@ def asked_type(words: list[str]) -> set[int]:
             break
         out.add(i)
         content += 1
-    if out and all(i in out or w in FUNCTION_WORDS for i, w in enumerate(low)):  # it would hold the entity too
+    if content > 1 and all(i in out or w in FUNCTION_WORDS for i, w in enumerate(low)):  # it holds the entity too
         last = max(i for i in out if low[i] != "of")
         out -= {last, last - 1} if low[last - 1] == "of" else {last}
     return out
@@ -166,11 +184,14 @@ def written_names(index: ChatIndex, question: str, uncased: bool = True) -> tupl
     ("... plays in fc barcelona and is born in rosario": "rosario", a second entity or a mere word)."""
     if found := [r for span in BRACKET.findall(question) for r in _bracketed(index, span)]:
         return list(dict.fromkeys(found)), []
-    words = WORD.findall(BRACKET.sub(r"\1", question))
+    text = BRACKET.sub(r"\1", question)
+    words = WORD.findall(text)
     low = [word_key(w) for w in words]
     cased = has_capitals(words)
     asked = asked_type(words)
-    proper = cased and not headline(words)  # a capital after the first word marks a name ("Who directed Her?")
+    # a capital inside a sentence marks a name ("Who directed Her?"), not one starting it ("OK. What year ...")
+    marked = set() if not cased or headline(words) else \
+        {k for k, w in enumerate(words) if initial(w).isupper() and w != "I"} - sentence_starts(text)
     taken = [False] * len(words)
     hits: list[tuple[int, list[int]]] = []
     single: list[tuple[int, list[int]]] = []
@@ -179,10 +200,9 @@ def written_names(index: ChatIndex, question: str, uncased: bool = True) -> tupl
             if any(taken[s:s + n]):
                 continue
             rows = index.names.get(" ".join(low[s:s + n]))
-            common = all(w in FUNCTION_WORDS for w in low[s:s + n]) or (n == 1 and low[s] in STOP_WORDS)
-            if not rows or (n == 1 and s in asked) or (
-                    common and not (proper and s > 0 and initial(words[s]).isupper() and words[s] != "I")):
-                continue  # a name of common words ("Her", "All of Me") only where capitals mark it as one
+            if not rows or (n == 1 and (s in asked or low[s] in STOP_WORDS - FUNCTION_WORDS)) or (
+                    all(w in FUNCTION_WORDS for w in low[s:s + n]) and s not in marked):
+                continue  # a name of function words ("Her", "All of Me") only where capitals mark it as one
             if n == 1 and not cased and uncased:
                 single.append((s, rows))
                 continue
@@ -263,9 +283,11 @@ def follows(index: ChatIndex, question: str) -> bool:
     """Whether ``question`` reads as a follow-up (:data:`FOLLOW_UP`), a pronoun capitalized after the first word that
     is a node's name aside ("Who directed Her?" asks about the film)."""
     words = WORD.findall(question)
-    proper = has_capitals(words) and not headline(words)
-    return any(not (proper and m.start() > 0 and m.group()[:1].isupper() and name_key(m.group()) in index.names)
-               for m in FOLLOW_UP.finditer(question))
+    starts = [m.start() for m in WORD.finditer(question)]
+    marked = set() if not has_capitals(words) or headline(words) else \
+        {starts[k] for k, w in enumerate(words) if initial(w).isupper() and w != "I"} - \
+        {starts[k] for k in sentence_starts(question)}
+    return any(not (m.start() in marked and name_key(m.group()) in index.names) for m in FOLLOW_UP.finditer(question))
 
 
 def link_question(index: ChatIndex, question: str, previous=None) -> Link:
