@@ -667,13 +667,14 @@ def test_cli_answers_a_triples_file_and_names_a_bad_line(tmp_path, tiny_llm_dir)
     kg = _write(tmp_path / "my_kg.tsv", "".join(f"{h}\t{r}\t{t}\n" for h, r, t in MOVIES))
     out = tmp_path / "turns.json"
     res = subprocess.run([sys.executable, "-m", "gr_core.chat", "--triples", str(kg), "--model", "zero_shot", "--llm",
-                          tiny_llm_dir, "--json", str(out), "Who directed The Matrix?", "and who starred in it?"],
-                         capture_output=True, text=True, timeout=300)
+                          tiny_llm_dir, "--json", str(out), "--cite", "Who directed The Matrix?",
+                          "and who starred in it?"], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "Q: Who directed The Matrix?" in res.stdout and "(The Matrix | directed_by | Lana Wachowski)" in res.stdout
     assert "answers: paths" in res.stdout and "A: Keanu Reeves" in res.stdout
     saved = json.loads(out.read_text())
     assert saved["turns"][0]["answer"] == "Lana Wachowski" and saved["turns"][1]["follow_up"]
+    assert saved["meta"]["model"] == "relation paths (no model)" and "--cite asks the LLM" in res.stderr  # not ignored
     bad = _write(tmp_path / "bad.tsv", "a\tb\tc\nbroken line\twith two\n")
     res = subprocess.run([sys.executable, "-m", "gr_core.chat", "--triples", str(bad), "question"], capture_output=True,
                          text=True, timeout=120)

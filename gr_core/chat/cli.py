@@ -50,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
                          answer_mode=args.answer_mode, kind=args.kind)
         if chat.mode not in MODEL_FREE_MODES:  # the LLM modes: their model loaded now, not at the first turn
             _ = chat.llm
+        elif args.cite:  # said, not ignored: only an LLM's reply cites; a path's answer is its evidence already
+            print(f"note: --cite asks the LLM for citations; the {chat.mode} answer writes none (its evidence is "
+                  "the facts shown)", file=sys.stderr)
     except (GraphFormatError, OSError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -67,5 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{turn.status}; {turn.mode or '-'} answer; model: {turn.model or '-'}; "
               f"{turn.timings.get('total', 0) * 1000:.0f} ms]", flush=True)
     if args.json:
-        save_turns(turns, args.json, {"graph": args.triples or args.csv or args.graph, "model": chat.model_name})
+        save_turns(turns, args.json, {"graph": args.triples or args.csv or args.graph,  # paths: no LLM loaded
+                                      "model": chat.model_name or ", ".join(dict.fromkeys(t.model for t in turns
+                                                                                          if t.model))})
     return 0
