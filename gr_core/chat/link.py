@@ -45,8 +45,7 @@ def initial(word: str) -> str:
 
 def headline(words: list[str]) -> bool:
     """Whether a question's words capitalize more than half of its content words after the first (Title or headline
-    case, all capitals): there capitals mark no names. (Counting a run of capitals as one name, "Joaquin Phoenix",
-    let a retyped "What Happened in Bosnia in the 90s" through the relevance gate: `python bench/chat_gate.py`.)
+    case, all capitals): there capitals mark no names.
 
     >>> headline("What Is the Speed of Light".split()), headline("Who directed Her".split())
     (True, False)
@@ -55,19 +54,20 @@ def headline(words: list[str]) -> bool:
     return 2 * sum(initial(w).isupper() and w != "I" for w in content) > len(content)
 
 
-def sentence_starts(text: str) -> set[int]:
-    """Indices of the words of ``text`` (:data:`~gr_core.chat.index.WORD`) that begin a sentence: the first, and
-    those after a period, question or exclamation mark or colon ("OK. What year ...": "What" is no name).
+def marked(text: str) -> set[int]:
+    """Indices of the words of ``text`` (:data:`~gr_core.chat.index.WORD`) whose capital marks a name: capitalized
+    ("I" aside) inside a sentence, not starting one (the first word, or one after a period, question or exclamation
+    mark or colon: "OK. What year ..."), in a question with capitals that is not a :func:`headline`.
 
-    >>> sorted(sentence_starts("OK. What year was it? Quick question: who"))
-    [0, 1, 5, 7]
+    >>> sorted(marked("OK. What year was Her made? Quick question: who directed It")), marked("WHO DIRECTED HER")
+    ([4, 10], set())
     """
-    out, prev = set(), None
-    for k, m in enumerate(WORD.finditer(text)):
-        if prev is None or re.search(r"[.?!:]", text[prev.end():m.start()]) or prev.group().endswith("."):
-            out.add(k)
-        prev = m
-    return out
+    found = list(WORD.finditer(text))
+    words = [m.group() for m in found]
+    if not has_capitals(words) or headline(words):
+        return set()
+    return {k for k, m in enumerate(found) if k and initial(m.group()).isupper() and m.group() != "I"
+            and not re.search(r"[.?!:]", text[found[k - 1].end():m.start()]) and not words[k - 1].endswith(".")}
 
 
 def has_capitals(words: list[str]) -> bool:
@@ -189,9 +189,7 @@ def written_names(index: ChatIndex, question: str, uncased: bool = True) -> tupl
     low = [word_key(w) for w in words]
     cased = has_capitals(words)
     asked = asked_type(words)
-    # a capital inside a sentence marks a name ("Who directed Her?"), not one starting it ("OK. What year ...")
-    marked = set() if not cased or headline(words) else \
-        {k for k, w in enumerate(words) if initial(w).isupper() and w != "I"} - sentence_starts(text)
+    names = marked(text)  # a capital inside a sentence ("Who directed Her?"), not one starting it ("OK. What ...")
     taken = [False] * len(words)
     hits: list[tuple[int, list[int]]] = []
     single: list[tuple[int, list[int]]] = []
@@ -201,7 +199,7 @@ def written_names(index: ChatIndex, question: str, uncased: bool = True) -> tupl
                 continue
             rows = index.names.get(" ".join(low[s:s + n]))
             if not rows or (n == 1 and (s in asked or low[s] in STOP_WORDS - FUNCTION_WORDS)) or (
-                    all(w in FUNCTION_WORDS for w in low[s:s + n]) and s not in marked):
+                    all(w in FUNCTION_WORDS for w in low[s:s + n]) and s not in names):
                 continue  # a name of function words ("Her", "All of Me") only where capitals mark it as one
             if n == 1 and not cased and uncased:
                 single.append((s, rows))
@@ -282,12 +280,9 @@ def masked(index: ChatIndex, question: str, rows, written=None) -> str:
 def follows(index: ChatIndex, question: str) -> bool:
     """Whether ``question`` reads as a follow-up (:data:`FOLLOW_UP`), a pronoun capitalized after the first word that
     is a node's name aside ("Who directed Her?" asks about the film)."""
-    words = WORD.findall(question)
     starts = [m.start() for m in WORD.finditer(question)]
-    marked = set() if not has_capitals(words) or headline(words) else \
-        {starts[k] for k, w in enumerate(words) if initial(w).isupper() and w != "I"} - \
-        {starts[k] for k in sentence_starts(question)}
-    return any(not (m.start() in marked and name_key(m.group()) in index.names) for m in FOLLOW_UP.finditer(question))
+    names = {starts[k] for k in marked(question)}
+    return any(not (m.start() in names and name_key(m.group()) in index.names) for m in FOLLOW_UP.finditer(question))
 
 
 def link_question(index: ChatIndex, question: str, previous=None) -> Link:
