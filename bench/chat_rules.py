@@ -30,6 +30,7 @@ RULES = {"as shipped": {}, "no cost for unnamed words": {"UNEXPLAINED": 0.0}, "n
          "no pairs with a lowercase question's one-word names": {"link.UNCASED_PAIRS": False},
          "a capital on the first word marks names": {"link.SENTENCE_CASE": False},
          "a capitalized one-word name is no reason": {"link.CAPITALIZED_NAMES": False},
+         "no longer names carried on by the next words": {"link.LONGER_NAMES": False},
          "no joint fit of a mention's words": {"JOINT": False},
          "where names a relation": {"KIND_ONLY": frozenset()},
          "when and how read by the asked kind only too": {"KIND_ONLY": frozenset({"where", "when", "how"})},

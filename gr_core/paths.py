@@ -131,14 +131,19 @@ def repo_relative(path: str | Path | None) -> str | None:
 
 def find_notebooks(folder: Path, only: list[str] | None = None) -> list[Path]:
     """``NN_*.ipynb`` in ``folder``, sorted; ``only`` keeps those whose stem starts with one of its items (a file name
-    too: ``04_gnn_rag.ipynb``), a ``ValueError`` naming an item that matches none."""
+    too: ``04_gnn_rag.ipynb``; a number picks by number: ``4`` and ``04`` are ``04_*``, not every name starting with
+    a "0"), a ``ValueError`` naming an item that matches none."""
     notebooks = sorted(folder.glob("[0-9][0-9]_*.ipynb"))
     if only:
+        def picks(item: str, nb: Path) -> bool:
+            if item.isdigit():
+                return nb.stem[:2].isdigit() and int(nb.stem[:2]) == int(item)
+            return bool(item) and nb.stem.startswith(item)  # an empty item would start every name
+
         prefixes = [o.removesuffix(".ipynb") for o in only]
-        # an empty item would start every name
-        unmatched = [o for o, p in zip(only, prefixes) if not p or not any(nb.stem.startswith(p) for nb in notebooks)]
+        unmatched = [o for o, p in zip(only, prefixes) if not any(picks(p, nb) for nb in notebooks)]
         if unmatched:
             raise ValueError(f"--only {' '.join(unmatched)}: no notebook in {folder} starts with it; the notebooks: "
                              f"{', '.join(nb.stem for nb in notebooks)}")
-        notebooks = [nb for nb in notebooks if any(nb.stem.startswith(p) for p in prefixes)]
+        notebooks = [nb for nb in notebooks if any(picks(p, nb) for p in prefixes)]
     return notebooks

@@ -238,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gr_core.suite", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="quick", choices=PRESETS)
-    parser.add_argument("--only", nargs="+", help="run only notebooks whose name starts with these (e.g. 00 02)")
+    parser.add_argument("--only", nargs="+",
+                        help="run only these notebooks: numbers (0 2 or 00 02) or the starts of their names")
     parser.add_argument("-p", "--param", action="append", type=_parse_override, default=[],
                         help="override a parameter for every notebook: key=value (value JSON-decoded)")
     parser.add_argument("--keep-going", action="store_true", help="run the remaining notebooks after a failure")

@@ -280,6 +280,18 @@ def test_long_names_and_names_of_common_words_link_where_written():
     assert kg.ask("Who directed Her?", mode="auto").mode == "paths"
 
 
+def test_a_name_written_without_its_end_is_the_longer_name_not_a_shorter_one_inside_it():
+    chat = GraphChat([("Martin Luther", "religion", "Lutheranism"), ("Martin Luther King, Jr.", "died_in", "Memphis"),
+                      ("Martin Luther King, Jr. Day", "honours", "Martin Luther King, Jr."),
+                      ("Martin Luther King III", "child_of", "Martin Luther King, Jr.")], model="zero_shot")
+    names = lambda q: [chat.index.kg.entities[r] for r in find_names(chat.index, q)]  # noqa: E731
+    assert names("what town was martin luther king assassinated in") == ["Martin Luther King, Jr."]  # the shortest
+    assert names("Where did Martin Luther King die?") == ["Martin Luther King, Jr."]
+    assert names("What religion did Martin Luther found?") == ["Martin Luther"]
+    assert names("Did Martin Luther have a king?") == ["Martin Luther"]  # a function word ends it; "king" lowercase
+    assert chat.ask("what town was martin luther king assassinated in").answer == "Memphis"
+
+
 def test_names_equal_but_for_accents_are_one_entity_and_candidates_score_as_the_answer():
     chat = GraphChat([("José", "born_in", "Madrid"), ("Jose", "born_in", "Lima"), ("Tom Hanks", "acted_in", "Big"),
                       ("Big", "directed_by", "Penny Marshall"), ("Meg Ryan", "acted_in", "Sleepless"),

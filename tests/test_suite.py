@@ -115,6 +115,12 @@ def test_only_and_parameters_are_checked_against_the_notebooks_before_anything_r
             main(["--preset", "smoke", "--notebooks-dir", str(tmp_path / "nbs"), "--dry-run", *args])
         assert stop.value.code == 2 and re.search(message, capsys.readouterr().err), args
     notebooks = find_notebooks(tmp_path / "nbs", ["00_first.ipynb"])  # a file name is a prefix too
+    for name in ("01_second", "10_tenth"):
+        (tmp_path / "nbs" / f"{name}.ipynb").write_text((tmp_path / "nbs" / "00_first.ipynb").read_text())
+    pick = {o: [nb.stem for nb in find_notebooks(tmp_path / "nbs", [o])] for o in ("0", "1", "01", "10", "01_s")}
+    # a number picks by number, not every name that starts with its digit
+    assert pick == {"0": ["00_first"], "1": ["01_second"], "01": ["01_second"], "10": ["10_tenth"],
+                    "01_s": ["01_second"]}
     check_overrides(notebooks, {"x": 3, "rate": 1, "name": "b", "limit": None, "free": "anything"})  # 1 is a float
 
 

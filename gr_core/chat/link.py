@@ -31,11 +31,14 @@ SENTENCE_CASE = True
 # Class") makes the question about the graph, as a name of two content words does: a one-word name so written is a
 # proper noun (:func:`capitalized`)
 CAPITALIZED_NAMES = True
+# A name written whole that the question's next content words carry on into a longer name, written without its end,
+# is that longer name ("martin luther king" is "Martin Luther King, Jr.", not "Martin Luther"): :func:`longer_name`
+LONGER_NAMES = True
 
 
 def rules() -> tuple:
     """Linking's rules as they are now: part of the key of a cached decision, as :func:`~gr_core.chat.paths.rules`."""
-    return ASKED_TYPE, ASKED_TYPE_WORDS, UNCASED_PAIRS, SENTENCE_CASE, CAPITALIZED_NAMES
+    return ASKED_TYPE, ASKED_TYPE_WORDS, UNCASED_PAIRS, SENTENCE_CASE, CAPITALIZED_NAMES, LONGER_NAMES
 
 
 def initial(word: str) -> str:
@@ -206,10 +209,33 @@ def written_names(index: ChatIndex, question: str, uncased: bool = True) -> tupl
                 continue
             if n == 1 and not any(c.isdigit() for c in words[s]) and (not initial(words[s]).isupper() or s == 0):
                 continue  # one-word names ("Up", "drama") only capitalized mid-sentence; a number ("1994") always
+            if LONGER_NAMES and (longer := longer_name(index, words, low, s, n, taken, asked, cased)):
+                rows, n = longer
             hits.append((s, rows))
             taken[s:s + n] = [True] * n
     named = list(dict.fromkeys(r for _, rows in sorted(hits or single) for r in rows))
     return named, list(dict.fromkeys(r for _, rows in sorted(single) for r in rows if hits and r not in named))
+
+
+def longer_name(index: ChatIndex, words: list[str], low: list[str], s: int, n: int, taken: list[bool], asked: set[int],
+                cased: bool) -> tuple[list[int], int] | None:
+    """Where the name written whole at ``words[s:s + n]`` goes on with the question's next content words (capitalized
+    in a question with capitals, none of :func:`asked_type`'s) into the first words of longer node names: the rows of
+    the shortest of those names (then of highest degree) and the words the question writes of it; else None.
+
+    "what town was martin luther king assassinated in" writes "Martin Luther King, Jr." without its end, not "Martin
+    Luther" and a word.
+    """
+    best, end = None, s + n
+    while end < len(words) and not taken[end] and end not in asked and low[end] not in FUNCTION_WORDS and (
+            not cased or initial(words[end]).isupper()):
+        prefix = " ".join(low[s:end + 1]) + " "
+        longer = [k for k in index.name_words.get(low[end], ()) if k.startswith(prefix)]
+        if not longer:
+            break
+        key = min(longer, key=lambda k: (len(k.split()), -max(int(index.kg.degree[r]) for r in index.names[k]), k))
+        best, end = (list(index.names[key]), end + 1 - s), end + 1
+    return best
 
 
 def partial_match(index: ChatIndex, question: str) -> tuple[list[int], int, int]:
