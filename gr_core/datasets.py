@@ -71,13 +71,17 @@ def _read_json(path: Path):
 
 
 def _field(obj, key: str, where: str, kind="text"):
-    """``obj[key]``, checked: ``"text"`` a non-empty string, ``"texts"`` a list of strings, else an instance of
-    ``kind``; a :class:`GraphFormatError` naming ``where`` and the field otherwise."""
+    """``obj[key]``, checked: ``"text"`` a non-empty string, ``"texts"`` a list of strings, ``"answers"`` a list of
+    one or more non-empty strings, else an instance of ``kind``; a :class:`GraphFormatError` naming ``where`` and the
+    field otherwise."""
     value = obj.get(key) if isinstance(obj, dict) else None
     if kind == "text":
         ok, expected = isinstance(value, str) and value.strip() != "", "a non-empty string"
     elif kind == "texts":
         ok, expected = isinstance(value, list) and all(isinstance(x, str) for x in value), "a list of strings"
+    elif kind == "answers":  # a question without a gold answer can be neither trained on nor scored
+        ok = isinstance(value, list) and bool(value) and all(isinstance(x, str) and x.strip() for x in value)
+        expected = "a list of one or more non-empty strings (the gold answers)"
     else:
         ok, expected = isinstance(value, kind), f"a {kind.__name__}"
     if not ok:
@@ -119,7 +123,7 @@ def build_webqsp(file: str = "minigraphs.jsonl"):
         if qid in first:  # a question's graph is cached by its id: a repeated id would read the first one's graph
             raise GraphFormatError(f"{where}: field 'id' {qid!r} repeats line {first[qid]}")
         first[qid] = line
-        rec = QARecord(question, [a.lower() for a in _field(row, "answer", where, "texts")], qid,
+        rec = QARecord(question, [a.lower() for a in _field(row, "answer", where, "answers")], qid,
                        [e.lower() for e in _field(row, "q_entity", where, "texts")])
         graph = graph_from_triples([(h.lower(), r, t.lower()) for h, r, t in _checked_triples(row, path, line)],
                                    lowercase=False, question=rec.question, answers=rec.answers, graph_id=rec.graph_id,

@@ -85,6 +85,11 @@ class DatasetConfig:
         return NeighbourhoodConfig(self.hops, self.max_expand_degree, self.max_nodes)
 
 
+# the settings of a DatasetConfig that decide which questions and graphs it holds (its name and encoder are recorded
+# apart): part of a training run's identity (gr_core.g_retriever.train.run_inputs)
+DATASET_BUILD = ("max_questions", "split_seed", "hops", "max_expand_degree", "max_nodes")
+
+
 class LazyEmbeddings:
     """Sentence embeddings of a list of texts, encoded on first use and indexed like an array ``(len(texts), dim)``.
 

@@ -35,6 +35,8 @@ SPLIT_SIZES = {
     "rog_webqsp": (2826, 246, 1628), "rog_cwq": (27639, 3519, 3531), "gqa": (60000, 20000, 20000),
 }
 
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"  # the repository's, which --only picks from
+
 
 # the measured method that stands in for one without a committed run: the same inputs (graph token, text, LoRA),
 # so the same tokens per example and speed (the prompt vectors / encoder kind change neither much)
@@ -128,7 +130,7 @@ def training_rows(preset: str, measured: pd.DataFrame, profile: Profile, root: P
                   overrides: dict | None = None, only: list[str] | None = None) -> list[dict]:
     """The runs of notebooks 03 and 07 (07 reuses 03's runs of the same configuration, unless ``only`` leaves 03
     out), less the seeds already finished (:func:`with_progress`)."""
-    from .g_retriever.experiments import preset_run_config  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.g_retriever; this module stays torch-free
+    from .g_retriever.experiments import dataset_settings, preset_run_config  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.g_retriever; this module stays torch-free
     from .g_retriever.model import method_config  # noqa: PLC0415 deferred: as above
     from .g_retriever.train import run_inputs  # noqa: PLC0415 deferred: as above
 
@@ -164,7 +166,10 @@ def training_rows(preset: str, measured: pd.DataFrame, profile: Profile, root: P
     seen = set()
     p3 = notebook_parameters(preset, "03_training", overrides)
     per3 = p3.get("per_dataset") or {}
-    with_03 = not only or any("03_training".startswith(o) for o in only)
+    chosen = {nb.stem for nb in find_notebooks(NOTEBOOKS, only)}  # --only 3 is 03 too
+    with_03 = "03_training" in chosen
+    if with_03:  # a per_dataset key naming no planned dataset (a typo) is refused here, as the notebook refuses it
+        dataset_settings(p3, per3, list(p3.get("plan") or {}))
     for dataset, methods in (p3.get("plan") or {}).items() if with_03 else ():
         for method in methods:
             add("03_training", p3, {**p3, **(per3.get(dataset) or {}), **(per3.get(f"{dataset}/{method}") or {})},
@@ -172,6 +177,10 @@ def training_rows(preset: str, measured: pd.DataFrame, profile: Profile, root: P
             seen.add((dataset, method))
     p7 = notebook_parameters(preset, "07_ablations", overrides)
     per7 = p7.get("per_dataset") or {}
+    ablated = p7.get("ablation_dataset", "webqsp")
+    if "07_ablations" in chosen:  # the datasets notebook 07 passes to dataset_settings
+        dataset_settings(p7, per7, sorted({ablated, *p7.get("encoder_datasets", []),
+                                           p7.get("llm_size_dataset") or ablated, p7.get("k_dataset") or ablated}))
     wanted = [(p7.get("ablation_dataset", "webqsp"), m) for m in p7.get("ablations", [])]
     wanted += [(d, m) for d in p7.get("encoder_datasets", []) for m in p7.get("encoders", [])]
     for dataset, method in wanted:
@@ -260,7 +269,7 @@ def plan(preset: str, profile: str = "cpu-bf16", root: Path | None = None, overr
     (``overrides``, ``only``: the suite's ``-p`` and ``--only``)."""
     prof = profiles(root)[profile]
     measured = measured_runs(root)
-    chosen = find_notebooks(Path(__file__).resolve().parent.parent / "notebooks", only)
+    chosen = find_notebooks(NOTEBOOKS, only)
     # notebook 04's rows only where it runs: its settings (a -p datasets=... meant for 05) are checked there alone
     runs = pd.DataFrame(training_rows(preset, measured, prof, root, overrides, only)
                         + (gnn_rag_rows(preset, prof, root, overrides) if any(nb.stem == "04_gnn_rag" for nb in chosen)

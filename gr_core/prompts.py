@@ -75,10 +75,11 @@ def cite_question(dataset: str, question: str, request: str = "paper") -> str:
     return head.rstrip() + " " + ask + "\n\n" + cue + tail
 
 
-def label_for(dataset: str, answers: list[str]) -> str:
-    """The training target: KGQA answers lowercased and joined by ``|`` (GR code), otherwise the one label."""
+def label_for(dataset: str, answers: list[str], record: str = "") -> str:
+    """The training target: KGQA answers lowercased and joined by ``|`` (GR code), otherwise the one label;
+    ``record`` names the question in the error for one without answers."""
     if not answers:
-        raise ValueError(f"{dataset}: a record has no answer to train on")
+        raise ValueError(f"{dataset}: record {record or '?'} has no answer to train on or score")
     if dataset in KGQA_DATASETS:
         return "|".join(a.lower() for a in answers)
     return answers[0]

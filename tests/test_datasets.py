@@ -70,7 +70,8 @@ def test_webqsp_bad_rows_are_named_by_file_and_line(tmp_path, monkeypatch):
         D.build_webqsp()
     # a string where a list belongs (it would read as one answer per letter), a repeated id (its graph would be the
     # first one's), a bad byte, and a blank line, which the line numbers count
-    bad = [({**good, "id": "q2", "answer": "A"}, r":2: field 'answer' is 'A', expected a list of strings"),
+    bad = [({**good, "id": "q2", "answer": "A"}, r":2: field 'answer' is 'A', expected a list of one or more"),
+           ({**good, "id": "q2", "answer": []}, r":2: field 'answer' is \[\], expected a list of one or more non-"),
            (good, r":2: field 'id' 'q' repeats line 1")]
     for row, message in bad:
         _write_jsonl(tmp_path / "webqsp" / "minigraphs.jsonl", [good, row])

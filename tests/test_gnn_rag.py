@@ -283,6 +283,12 @@ def test_reasoner_training_is_bit_reproducible():
     strip = [[{k: v for k, v in h.items() if k != "seconds"} for h in hist] for _, hist in runs]
     assert strip[0] == strip[1]
     assert not torch.are_deterministic_algorithms_enabled()  # restored after training
+    # without validation questions there is no epoch to choose: the last one is kept (it had kept the first)
+    one, two = (train_reasoner(data[:12], [], 16, ReasonerConfig(entity_dim=8), ReasonerTrainConfig(num_epochs=n))
+                for n in (1, 2))
+    assert [h["val_h1"] for h in two[1]] == [None, None]
+    first, last = one[0].state_dict(), two[0].state_dict()
+    assert not all(torch.equal(first[k], last[k]) for k in first)
 
 
 def test_dataset_keys_run_metaqa_once_per_hop_set():

@@ -77,6 +77,11 @@ def test_the_plan_lists_every_notebook_and_the_presets_runs():
     assert (g.seeds, g.epochs, g.train, g.test) == (3, 3, 1659, 554)
     assert runs[runs.name == "explagraphs-zero_shot"].iloc[0].seeds == 1  # untrained: one run for every seed
     assert "explagraphs-gr_wo_projector" in set(runs.name)  # Table 6 on ExplaGraphs in the cpu preset
+    # --only picks as the suite does: "3" is notebook 03, whose runs stay 03's beside 07
+    for only in (["3", "7"], ["03_training.ipynb", "07"]):
+        picked = plan("cpu", "cpu-bf16", only=only)[0]
+        assert (picked[picked.name == "explagraphs-g_retriever"].notebook == "03_training").all(), only
+        assert set(picked.notebook) == {"03_training", "07_ablations"}
     text = render("full", "h100")
     assert "03_training" in text and "LLM training tokens in all" in text and "  this machine: " in text
 

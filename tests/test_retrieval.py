@@ -93,6 +93,13 @@ def test_retrieval_on_a_hand_checked_toy_graph():
     assert res.graph.nodes.node_id.tolist() == [2, 3]  # original ids kept
 
 
+def test_retrieval_settings_are_checked_when_made():
+    for k in (2.5, True, "3", -1):  # a count: anything else reached torch.topk, or compared str with int
+        with pytest.raises(ValueError, match=r"RetrievalConfig.top_k_nodes=.* must be an integer >= 0"):
+            RetrievalConfig(top_k_nodes=k)
+    assert RetrievalConfig(np.int64(2), 0).top_k_nodes == 2
+
+
 def test_whole_graph_setting_and_edgeless_graphs_return_the_input():
     g, x, e = _toy()
     assert retrieve_subgraph(g, x, e, x[0], RetrievalConfig(whole_graph=True)).graph is g

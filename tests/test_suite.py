@@ -129,7 +129,9 @@ def test_a_dry_run_the_methods_refuse_says_why_in_one_line(capsys):
 
     for args, message in ((["-p", "metaqa_hops=[7]"], r"metaqa_hops \[7\]: MetaQA has \[1, 2, 3\]-hop questions"),
                           (["-p", 'datasets=["nonexist"]'], r"datasets \['nonexist'\]: the reasoner trains on"),
-                          (["-p", "num_epochs=-3"], "num_epochs must be an integer >= 0")):
+                          (["-p", "num_epochs=-3"], "num_epochs must be an integer >= 0"),
+                          (["--only", "3", "-p", 'per_dataset={"webqsq": {"max_train": 3}}'],  # a typo, as 03 says
+                           r"per-dataset settings name datasets that are not in the plan: \['webqsq'\]")):
         with pytest.raises(SystemExit) as stop:
             main(["--preset", "quick", "--dry-run", *args])
         err = capsys.readouterr().err

@@ -83,6 +83,10 @@ def test_the_command_line_names_a_config_it_cannot_read(tmp_path, capsys):
 def test_run_config_round_trips_through_json(tiny_llm_dir):
     cfg = _cfg(tiny_llm_dir, "g_retriever_lora")
     assert RunConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+    from dataclasses import replace as replaced
+
+    with pytest.raises(ValueError, match=r"max_train=0 must be >= 1, or None for the whole split"):
+        replaced(cfg, max_train=0)  # an empty split, not the whole one (RunSettings' 0)
 
 
 @pytest.mark.data
@@ -116,12 +120,24 @@ def test_a_run_writes_its_directory_and_a_finished_run_is_reused(tiny_llm_dir, e
     with pytest.raises(ValueError, match=f"reads {dim}-d text embeddings"):
         load_answerer(str(tmp_path / "r"), "kg", str(tiny_llm_dir), "cpu", 64, dim + 1)
     # what the run read is recorded; a finished run made from other inputs is refused by name, not reused
-    assert set(metrics["inputs"]) == {"data", "encoder", "llm"} and str(tiny_llm_dir) in metrics["inputs"]["llm"]
+    assert set(metrics["inputs"]) == {"data", "encoder", "dataset", "llm"}
+    assert str(tiny_llm_dir) in metrics["inputs"]["llm"]
+    # another split of the same data is other questions: refused by name; another dataset than cfg's is refused first
+    import copy
+    from dataclasses import replace as replaced
+
+    from gr_core.runs import RunConflictError
+
+    other = copy.copy(explagraphs)
+    other.config = replaced(explagraphs.config, split_seed=explagraphs.config.split_seed + 1)
+    with pytest.raises(RunConflictError, match="made from other inputs \\(dataset: "):
+        run(cfg, tmp_path / "r", ds=other)
+    other.config = replaced(explagraphs.config, name="webqsp")
+    with pytest.raises(ValueError, match="ds is webqsp \\(hops=2\\) but the RunConfig names explagraphs"):
+        run(cfg, tmp_path / "r", ds=other)
     done = tmp_path / "r" / "metrics.json"
     changed = json.loads(done.read_text()) | {"inputs": metrics["inputs"] | {"data": "an older release"}}
     done.write_text(json.dumps(changed))
-    from gr_core.runs import RunConflictError
-
     with pytest.raises(RunConflictError, match="made from other inputs \\(data: an older release -> "):
         run(cfg, tmp_path / "r", ds=explagraphs)
     # force reruns it from its first epoch (not on from its last checkpoint); a training that has not finished

@@ -63,7 +63,8 @@ def build_examples(ds, indices: list[int], cfg: ModelConfig, desc: str = "exampl
                         edge_index=torch.from_numpy(np.stack([pos[src], pos[dst]]).astype(np.int64)).view(2, -1),
                         edge_attr=torch.from_numpy(np.ascontiguousarray(edge_attr[erows])), num_nodes=len(rows))
         out.append(Example(uid=str(rec.graph_id), question=question, desc=res.desc if res is not None else "",
-                           label=label_for(ds.name, rec.answers), answers=list(rec.answers), data=data))
+                           label=label_for(ds.name, rec.answers, str(rec.graph_id)), answers=list(rec.answers),
+                           data=data))
     return out
 
 

@@ -110,8 +110,10 @@ class RetrievalConfig:
     def __post_init__(self) -> None:
         check_choice("RetrievalConfig", "prize_mode", self.prize_mode, PRIZE_MODES)
         check_choice("RetrievalConfig", "similarity", self.similarity, SIMILARITIES)
-        if self.top_k_nodes < 0 or self.top_k_edges < 0:
-            raise ValueError("RetrievalConfig.top_k_nodes and top_k_edges must be >= 0")
+        for name in ("top_k_nodes", "top_k_edges"):  # a count: 2.5 or True would reach torch.topk as k
+            k = getattr(self, name)
+            if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
+                raise ValueError(f"RetrievalConfig.{name}={k!r} must be an integer >= 0")
         if self.edge_cost < 0:
             raise ValueError(f"RetrievalConfig.edge_cost={self.edge_cost} must be >= 0")
 

@@ -81,8 +81,9 @@ class RunConfig:
         check_choice("RunConfig", "dataset", self.dataset, DATASETS)  # before anything loads
         check_seed(self.seed, "RunConfig.seed")
         for name in ("max_train", "max_val", "max_test"):
-            if (getattr(self, name) or 0) < 0:
-                raise ValueError(f"RunConfig.{name}={getattr(self, name)} must be >= 0 (or None: the whole split)")
+            if getattr(self, name) is not None and getattr(self, name) < 1:  # 0 would be an empty split
+                raise ValueError(f"RunConfig.{name}={getattr(self, name)} must be >= 1, or None for the whole split "
+                                 "(0 keeps it whole only in the notebooks' parameters, RunSettings)")
 
     @property
     def name(self) -> str:

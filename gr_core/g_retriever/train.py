@@ -31,7 +31,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from ..config import LLMConfig, resolve_device
 from ..evaluate import task_report, task_scores
-from ..graphqa import DatasetConfig, data_inputs, load_dataset
+from ..graphqa import DATASET_BUILD, DatasetConfig, data_inputs, load_dataset
 from ..llm import weights_identity
 from ..precision import dtype_name, legacy_dtype, precision_record, recorded_dtype, resolve_dtype, run_precision
 from ..runs import (atomic_write_bytes, check_run_identity, config_hash, environment_record, progress, read_json,
@@ -228,9 +228,20 @@ def predict_timed(model: GraphLLM, examples: list[Example], batch_size: int, des
 def run_inputs(cfg: RunConfig, ds=None) -> dict:
     """What a run reads besides its settings, recorded in its ``metrics.json`` and checkpoints and checked when it is
     reused (:func:`~gr_core.runs.check_run_identity`): ``ds``'s raw data and sentence encoder
-    (:func:`~gr_core.graphqa.data_inputs`; default: the dataset's) and the LLM's weights, the same on every machine."""
-    return data_inputs(DatasetConfig(cfg.dataset) if ds is None else getattr(ds, "config", None)) | \
-        {"llm": weights_identity(cfg.model.llm.model)}
+    (:func:`~gr_core.graphqa.data_inputs`; default: the dataset's), how it was built (its split seed, size and
+    neighbourhoods: another split is other questions) and the LLM's weights, the same on every machine."""
+    data = DatasetConfig(cfg.dataset, hops=cfg.hops) if ds is None else getattr(ds, "config", None)
+    built = {} if data is None else {"dataset": {k: getattr(data, k) for k in DATASET_BUILD}}
+    return data_inputs(data) | built | {"llm": weights_identity(cfg.model.llm.model)}
+
+
+def check_dataset(cfg: RunConfig, ds) -> None:
+    """A ``ds`` given to :func:`run` must be the dataset ``cfg`` names (and, for MetaQA, its hops): the run directory
+    records ``cfg``'s, so another one would be trained on and filed under the wrong name."""
+    data = getattr(ds, "config", None)
+    if data is not None and (data.name != cfg.dataset or (cfg.dataset == "metaqa" and data.hops != cfg.hops)):
+        raise ValueError(f"run: ds is {data.name} (hops={data.hops}) but the RunConfig names {cfg.dataset} "
+                         f"(hops={cfg.hops}): pass the dataset the configuration names, or ds=None to load it")
 
 
 def run(cfg: RunConfig, run_dir: str | Path, ds=None, force: bool = False, on_epoch_end=None) -> dict:
@@ -244,6 +255,7 @@ def run(cfg: RunConfig, run_dir: str | Path, ds=None, force: bool = False, on_ep
         the metrics dict written to ``metrics.json``.
     """
     run_dir = Path(run_dir)
+    check_dataset(cfg, ds)
     cfg_hash = config_hash(cfg.to_dict())
     done = run_dir / "metrics.json"
     inputs = run_inputs(cfg, ds)

@@ -135,8 +135,9 @@ class ReasonerTrainConfig:
 
 def train_reasoner(train_data: list, val_data: list, text_dim: int, cfg: ReasonerConfig = ReasonerConfig(),
                    tcfg: ReasonerTrainConfig = ReasonerTrainConfig(), on_epoch=None) -> tuple[ReaRev, list[dict]]:
-    """Train ReaRev and keep the epoch with the best validation H@1 (as GNN-RAG); ``on_epoch(row)`` gets each epoch's
-    history row as it ends. Returns ``(model with the best weights, per-epoch history)``."""
+    """Train ReaRev and keep the epoch with the best validation H@1 (as GNN-RAG; without ``val_data``, the last epoch,
+    its ``val_h1`` None); ``on_epoch(row)`` gets each epoch's history row as it ends. Returns ``(model with the best
+    weights, per-epoch history)``."""
     device = usable_device(tcfg.device)
     with deterministic_algorithms(enabled=device == "cpu"):
         torch.manual_seed(tcfg.seed)
@@ -162,12 +163,12 @@ def train_reasoner(train_data: list, val_data: list, text_dim: int, cfg: Reasone
                 torch.nn.utils.clip_grad_norm_(model.parameters(), tcfg.grad_clip)
                 opt.step()
                 total, count = total + float(loss_sum.detach()), count + n
-            val = evaluate_reasoner(model, val_data) if val_data else {"h1": 0.0}
+            val = evaluate_reasoner(model, val_data) if val_data else {"h1": None}  # nothing to choose by
             history.append({"epoch": epoch, "train_loss": total / max(count, 1), "val_h1": val["h1"],
                             "val_f1": val.get("f1"), "seconds": round(time.perf_counter() - t0, 2)})
             if on_epoch is not None:
                 on_epoch(history[-1])
-            if val["h1"] > best:
+            if val_data and val["h1"] > best:
                 best, best_state = val["h1"], copy.deepcopy(model.state_dict())
         if best_state is not None:
             model.load_state_dict(best_state)

@@ -210,7 +210,8 @@ def reasoner_change_table(dataset: str, hops: int = 2, max_train: int | None = N
         rows.append({"change": name, "val H@1": 100 * hits / max(len(scores), 1), "ci_low": 100 * low,
                      "ci_high": 100 * high, "val F1": 100 * float(np.mean([r["f1"] for r in scores])),
                      "mean candidates": float(np.mean([r["candidates"] for r in scores])), "n": len(scores),
-                     "best epoch": max(history, key=lambda h: h["val_h1"])["epoch"] if history else None,
+                     "best epoch": (max(history, key=lambda h: h["val_h1"]) if val else history[-1])["epoch"]
+                     if history else None,
                      "train seconds": round(seconds, 1)})
         frame = pd.DataFrame(scores).assign(qtype=qtypes)
         for t, g in frame.groupby("qtype"):
