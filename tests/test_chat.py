@@ -234,6 +234,13 @@ def test_index_keeps_names_and_links_written_entities(movie_index, tmp_path, mon
     assert [maasai.kg.entities[r] for r in find_names(maasai, "what type of music did mozart compose")] == ["Mozart"]
     assert [maasai.kg.entities[r] for r in find_names(maasai, "what country borders kenya")] == ["Kenya"]
     assert [maasai.kg.entities[r] for r in find_names(maasai, "which country borders Kenya")] == ["Kenya"]
+    # a name in part covers its content words: "the united states" covers "United States of America" as much as
+    # "United States Senator", and the node of higher degree takes it
+    usa = ChatIndex.build(graph_from_triple_list([("United States of America", "capital", "Washington, D.C."),
+                                                  ("United States of America", "currency", "United States dollar"),
+                                                  ("Barack Obama", "office", "United States Senator")]))
+    rows, shared, size = partial_match(usa, "what form of government does the united states use")
+    assert [usa.kg.entities[r] for r in rows] == ["United States of America"] and (shared, size) == (2, 4)
     again = ChatIndex.build(graph_from_triple_list(MOVIES))
     assert again.cached and again.digest == idx.digest
     # one fact's relation changed: another graph, indexed anew (the cache is keyed by the graph's content)

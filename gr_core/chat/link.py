@@ -34,11 +34,14 @@ CAPITALIZED_NAMES = True
 # A name written whole that the question's next content words carry on into a longer name, written without its end,
 # is that longer name ("martin luther king" is "Martin Luther King, Jr.", not "Martin Luther"): :func:`longer_name`
 LONGER_NAMES = True
+# A name written in part covers its content words: "the united states" covers as much of "United States of America" as
+# of "United States Senator" (the node of higher degree then takes it), not less for its "of"
+CONTENT_COVERAGE = True
 
 
 def rules() -> tuple:
     """Linking's rules as they are now: part of the key of a cached decision, as :func:`~gr_core.chat.paths.rules`."""
-    return ASKED_TYPE, ASKED_TYPE_WORDS, UNCASED_PAIRS, SENTENCE_CASE, CAPITALIZED_NAMES, LONGER_NAMES
+    return ASKED_TYPE, ASKED_TYPE_WORDS, UNCASED_PAIRS, SENTENCE_CASE, CAPITALIZED_NAMES, LONGER_NAMES, CONTENT_COVERAGE
 
 
 def initial(word: str) -> str:
@@ -251,7 +254,10 @@ def partial_match(index: ChatIndex, question: str) -> tuple[list[int], int, int]
     shared = Counter(key for w in words for key in index.name_words.get(w, ()))
     if not shared:
         return [], 0, 0
-    best = max(shared, key=lambda k: (shared[k], shared[k] / len(k.split()),
+    def size(key: str) -> int:  # the words a name has to cover
+        return max(1, sum(w not in FUNCTION_WORDS for w in key.split())) if CONTENT_COVERAGE else len(key.split())
+
+    best = max(shared, key=lambda k: (shared[k], shared[k] / size(k),
                                       max(int(index.kg.degree[r]) for r in index.names[k])))
     return list(index.names[best]), shared[best], len(best.split())
 
