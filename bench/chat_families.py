@@ -30,7 +30,8 @@ families, each with real questions written for it (none of them generated):
 - ``two_entity``: questions naming two MetaQA entities that together pick the answer (:func:`two_entity_questions`).
 
 Any family written ``FAMILY+lower`` or ``FAMILY+sentence`` asks its questions typed without capitals, or with only
-the first letter capitalized: where a one-word name cannot be told from a word by its capital.
+the first letter capitalized: where a one-word name cannot be told from a word by its capital; ``FAMILY+hyphenless``
+with a space for each hyphen ("spider man 2" for "Spider-Man 2").
 
 :func:`ask_alone` asks one question on its own; :func:`hit_record` and :func:`paired` give Hit with its 95% interval
 and the exact McNemar test of two systems on the same questions.
@@ -288,15 +289,16 @@ def two_entity_questions(kg: KnowledgeGraph, n: int, seed: int = 0, edges: np.nd
     return out
 
 
-CASES = {"lower": str.lower, "sentence": lambda q: q.lower()[:1].upper() + q.lower()[1:]}
+CASES = {"lower": str.lower, "sentence": lambda q: q.lower()[:1].upper() + q.lower()[1:],
+         "hyphenless": lambda q: q.replace("-", " ")}
 
 
 def family_questions(family: str, split: str, size: int, seed: int = 0) -> tuple[list[dict], dict]:
     """:func:`family_of`'s questions; ``FAMILY+lower`` (``+sentence``) asks them typed without capitals (but the
-    first letter), as users often type (WebQSP's are lowercase)."""
+    first letter), as users often type (WebQSP's are lowercase), ``+hyphenless`` with spaces for hyphens."""
     family, _, case = family.partition("+")
     if case and case not in CASES:
-        raise ValueError(f"unknown retyping +{case}: use +lower or +sentence")
+        raise ValueError(f"unknown retyping +{case}: use one of {sorted(CASES)}")
     questions, graphs = family_of(family, split, size, seed)
     if case:
         questions = [{**q, "question": CASES[case](q["question"])} for q in questions]
@@ -322,7 +324,8 @@ def family_of(family: str, split: str, size: int, seed: int = 0) -> tuple[list[d
         kg = ChatIndex.build(load_graph("metaqa")[0]).kg
         return ([{**q, "graph": "metaqa"} for q in two_entity_questions(kg, size, seed + (split == "test"))],
                 {"metaqa": "metaqa"})
-    raise ValueError(f"unknown family {family!r}: use one of {FAMILIES + ('two_entity',)}, +lower or +sentence")
+    raise ValueError(f"unknown family {family!r}: use one of {FAMILIES + ('two_entity',)}, +lower, +sentence or "
+                     "+hyphenless")
 
 
 def served_h1(chats: list, meta: dict, limit: int = 300) -> dict:
@@ -406,7 +409,8 @@ def family_study(family: str, split: str, size: int, seed: int = 0, reasoner_cfg
 def main() -> None:
     p = argparse.ArgumentParser(prog="python bench/chat_families.py", description=__doc__.split("\n")[0])
     p.add_argument("--family", required=True, help=f"one of {FAMILIES + ('two_entity',)}, "
-                   "+lower or +sentence: its questions typed without capitals (but the first letter)")
+                   "+lower, +sentence or +hyphenless: its questions typed without capitals (but the first letter) "
+                   "or hyphens")
     p.add_argument("--split", default="test", help="dev or test (metaqa), val or test (webqsp_mini, webqsp_union)")
     p.add_argument("--size", type=int, default=300,
                    help="questions per hop count / per slice / graphs (webqsp_full: 0 or more than 18 for all 18)")

@@ -32,6 +32,7 @@ RULES = {"as shipped": {}, "no cost for unnamed words": {"UNEXPLAINED": 0.0}, "n
          "a capitalized one-word name is no reason": {"link.CAPITALIZED_NAMES": False},
          "no longer names carried on by the next words": {"link.LONGER_NAMES": False},
          "a name in part covers its function words too": {"link.CONTENT_COVERAGE": False},
+         "a hyphen's name only with its hyphen": {"link.HYPHENS": False},
          "no joint fit of a mention's words": {"JOINT": False},
          "where names a relation": {"KIND_ONLY": frozenset()},
          "when and how read by the asked kind only too": {"KIND_ONLY": frozenset({"where", "when", "how"})},

@@ -299,6 +299,16 @@ def test_a_name_written_without_its_end_is_the_longer_name_not_a_shorter_one_ins
     assert chat.ask("what town was martin luther king assassinated in").answer == "Memphis"
 
 
+def test_a_name_with_a_hyphen_is_written_whole_without_it():
+    chat = GraphChat([("Vera-Ellen", "cause_of_death", "Cancer"), ("Spider-Man 2", "directed_by", "Sam Raimi"),
+                      ("Spider", "is_a", "Animal")], model="zero_shot")
+    names = lambda q: [chat.index.kg.entities[r] for r in find_names(chat.index, q)]  # noqa: E731
+    assert names("what did vera ellen die from") == ["Vera-Ellen"]
+    assert names("Who directed Spider Man 2?") == ["Spider-Man 2"] == names("who directed spider-man 2")
+    assert link_question(chat.index, "who directed spider man 2").masked == "who directed it"
+    assert chat.ask("who directed spider man 2").answer == "Sam Raimi"
+
+
 def test_names_equal_but_for_accents_are_one_entity_and_candidates_score_as_the_answer():
     chat = GraphChat([("José", "born_in", "Madrid"), ("Jose", "born_in", "Lima"), ("Tom Hanks", "acted_in", "Big"),
                       ("Big", "directed_by", "Penny Marshall"), ("Meg Ryan", "acted_in", "Sleepless"),

@@ -177,6 +177,16 @@ class ChatIndex:
         return inverted
 
     @functools.cached_property
+    def spaced_names(self) -> tuple[dict[str, list[int]], int]:
+        """The names written with a hyphen, keyed with spaces for it ("vera ellen" -> "Vera-Ellen": a question typed
+        without the hyphen names them too), and the most words such a key has."""
+        out: dict[str, list[int]] = {}
+        for key, rows in self.names.items():
+            if "-" in key and (spaced := " ".join(key.replace("-", " ").split())) not in self.names:
+                out.setdefault(spaced, []).extend(rows)
+        return out, max((len(k.split()) for k in out), default=0)
+
+    @functools.cached_property
     def _positions(self) -> pd.Index:
         return pd.Index(self.node_ids)
 

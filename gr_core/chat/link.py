@@ -11,8 +11,8 @@ import numpy as np
 
 from ..datasets import TOPIC_BRACKETS as BRACKET
 from ..gnn_rag.training import TOPIC_WORD, topic_masked
-from .index import (FUNCTION_WORDS, STOP_WORDS, WORD, ChatIndex, joined_spans, name_key, scene_name, word_key,
-                    word_spans)
+from .index import (FUNCTION_WORDS, MAX_NAME_WORDS, STOP_WORDS, WORD, ChatIndex, joined_spans, name_key, scene_name,
+                    word_key, word_spans)
 
 # A follow-up question: a leading "and" / "what about", or a pronoun that points back at the last turn
 FOLLOW_UP = re.compile(r"^\s*(and|also|what about|how about)\b|\b(it|its|they|them|their|he|him|his|she|her|that|"
@@ -37,11 +37,14 @@ LONGER_NAMES = True
 # A name written in part covers its content words: "the united states" covers as much of "United States of America" as
 # of "United States Senator" (the node of higher degree then takes it), not less for its "of"
 CONTENT_COVERAGE = True
+# A name written with a hyphen is written whole without it too ("vera ellen" names "Vera-Ellen")
+HYPHENS = True
 
 
 def rules() -> tuple:
     """Linking's rules as they are now: part of the key of a cached decision, as :func:`~gr_core.chat.paths.rules`."""
-    return ASKED_TYPE, ASKED_TYPE_WORDS, UNCASED_PAIRS, SENTENCE_CASE, CAPITALIZED_NAMES, LONGER_NAMES, CONTENT_COVERAGE
+    return (ASKED_TYPE, ASKED_TYPE_WORDS, UNCASED_PAIRS, SENTENCE_CASE, CAPITALIZED_NAMES, LONGER_NAMES,
+            CONTENT_COVERAGE, HYPHENS)
 
 
 def initial(word: str) -> str:
@@ -199,11 +202,12 @@ def written_names(index: ChatIndex, question: str, uncased: bool = True) -> tupl
     taken = [False] * len(words)
     hits: list[tuple[int, list[int]]] = []
     single: list[tuple[int, list[int]]] = []
-    for n in range(min(index.max_name_words, len(words)), 0, -1):
+    spaced, longest = index.spaced_names if HYPHENS else ({}, 0)
+    for n in range(min(max(index.max_name_words, longest), MAX_NAME_WORDS, len(words)), 0, -1):
         for s in range(len(words) - n + 1):
             if any(taken[s:s + n]):
                 continue
-            rows = index.names.get(" ".join(low[s:s + n]))
+            rows = index.names.get(key := " ".join(low[s:s + n])) or spaced.get(key)
             if not rows or (n == 1 and (s in asked or low[s] in STOP_WORDS - FUNCTION_WORDS)) or (
                     all(w in FUNCTION_WORDS for w in low[s:s + n]) and s not in names):
                 continue  # a name of function words ("Her", "All of Me") only where capitals mark it as one
@@ -292,11 +296,15 @@ def masked(index: ChatIndex, question: str, rows, written=None) -> str:
             keys = [k for k in map(word_key, WORD.findall(name)) if k]
             spans = word_spans(out)
             if whole:
-                cut, s = [], 0
-                while keys and s + len(keys) <= len(spans):
-                    hit = [k for *_, k in spans[s:s + len(keys)]] == keys
-                    cut += [(spans[s][0], spans[s + len(keys) - 1][1])] if hit else []
-                    s += len(keys) if hit else 1
+                cut = []
+                for written in (keys, " ".join(keys).replace("-", " ").split() if HYPHENS else []):  # "spider man"
+                    s = 0
+                    while written and s + len(written) <= len(spans):
+                        hit = [k for *_, k in spans[s:s + len(written)]] == written
+                        cut += [(spans[s][0], spans[s + len(written) - 1][1])] if hit else []
+                        s += len(written) if hit else 1
+                    if cut:
+                        break
             else:
                 own = {k for k in keys if len(k) >= 3 and k not in STOP_WORDS}
                 cut = joined_spans(out, [(a, b) for i, (a, b, k) in enumerate(spans)
