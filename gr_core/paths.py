@@ -111,10 +111,12 @@ def cache_root() -> Path:
     return root
 
 
-def outputs_root(preset: str) -> Path:
-    """``$GR_OUTPUTS_DIR/<preset>``, default ``<repo>/outputs/<preset>``; created on demand."""
+def outputs_root(preset: str, create: bool = True) -> Path:
+    """``$GR_OUTPUTS_DIR/<preset>``, default ``<repo>/outputs/<preset>``; created on demand (``create``: a plan only
+    reads it)."""
     out = Path(os.environ.get(OUTPUTS_ENV) or repo_root() / "outputs") / preset
-    out.mkdir(parents=True, exist_ok=True)
+    if create:
+        out.mkdir(parents=True, exist_ok=True)
     return out
 
 

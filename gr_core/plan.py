@@ -24,7 +24,7 @@ from .precision import cpu_info, dtype_name, resolve_dtype
 from .runs import config_hash, seed_progress
 from .published import PAPER_TABLE12
 from .speeds import (LORA_METHODS, PROFILE_NAMES, Profile, bench_json, gnn_rag_measured, llm_training_rates,
-                     measured_runs, profiles)
+                     measured_root, measured_runs, profiles)
 
 # Split sizes (train, val, test) as the loaders build them (gr_core.graphqa.load_dataset; tested against it).
 SPLIT_SIZES = {
@@ -134,7 +134,7 @@ def training_rows(preset: str, measured: pd.DataFrame, profile: Profile, root: P
     from .g_retriever.model import method_config  # noqa: PLC0415 deferred: as above
     from .g_retriever.train import run_inputs  # noqa: PLC0415 deferred: as above
 
-    runs_dir = (Path(root) / preset if root is not None else outputs_root(preset)) / "runs"
+    runs_dir = (Path(root) / preset if root is not None else outputs_root(preset, create=False)) / "runs"
     rows = []
 
     def add(notebook: str, p: dict, params: dict, dataset: str, method: str, name: str | None = None,
@@ -204,7 +204,7 @@ def gnn_rag_rows(preset: str, profile: Profile, root: Path | None = None, overri
     from .studies.gnn_rag import dataset_keys  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.studies.gnn_rag; this module stays torch-free
     from .gnn_rag.evidence import RETRIEVERS  # noqa: PLC0415 deferred: loads torch (~1.5 s at start-up) through gr_core.gnn_rag.evidence; this module stays torch-free
 
-    base = Path(root) if root is not None else outputs_root("bench").parent
+    base = Path(root) if root is not None else measured_root()
     p = notebook_parameters(preset, "04_gnn_rag", overrides)
     by_key = p.get("by_key") or {}
     keys = dataset_keys(p.get("datasets", []), p.get("metaqa_hops", []))
@@ -274,7 +274,7 @@ def plan(preset: str, profile: str = "cpu-bf16", root: Path | None = None, overr
     runs = pd.DataFrame(training_rows(preset, measured, prof, root, overrides, only)
                         + (gnn_rag_rows(preset, prof, root, overrides) if any(nb.stem == "04_gnn_rag" for nb in chosen)
                            else []))
-    base = Path(root) if root else outputs_root("bench").parent
+    base = Path(root) if root else measured_root()
     suite = bench_json(base / preset / "suite.json")
     last = {n.get("notebook"): n.get("seconds") for n in suite.get("notebooks", []) if isinstance(n, dict)}
     rows = []

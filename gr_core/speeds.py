@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .paths import outputs_root
+from .paths import repo_root
 from .precision import run_precision
 
 LORA_METHODS = ("lora", "g_retriever_lora")
@@ -32,6 +32,12 @@ class Profile:
     memory_gb: float | None = None  # the GPU's memory (1 GB = 1e9 bytes); None: a CPU, no GPU memory plan
 
 
+def measured_root() -> Path:
+    """The committed measurements the estimates read: the repository's ``outputs/``, whatever ``GR_OUTPUTS_DIR`` says
+    (a user's own outputs elsewhere hold their runs' progress, not the speeds)."""
+    return repo_root() / "outputs"
+
+
 def bench_json(path: Path) -> dict:
     """A JSON file's contents; {} when it is missing or unreadable."""
     try:
@@ -45,7 +51,7 @@ PROFILE_NAMES = ("cpu-fp32", "cpu-bf16", "cpu-avx2", "h100", "gpu-80gb", "gpu-24
 
 def profiles(root: Path | None = None) -> dict[str, Profile]:
     """The targets the plan can be estimated for, each from files under ``outputs/`` (``root``)."""
-    root = Path(root) if root is not None else outputs_root("bench").parent
+    root = Path(root) if root is not None else measured_root()
     prec = bench_json(root / "bench" / "precision.json").get("speedups_bf16_vs_fp32", {})
     cpu_reasoner = _reasoner_cpu(root)
     fp32 = bench_json(root / "bench" / "train_infer_throughput-float32.json")  # the committed runs' CPU, in fp32
@@ -120,7 +126,7 @@ def training_rate(path: Path) -> TrainingRate | None:
 def llm_training_rates(root: Path | None = None) -> dict[str, TrainingRate]:
     """The embedded SmolLM2-135M's measured training rates, ``gpu`` (the H100) and ``cpu`` (2 AVX512-BF16 cores);
     a missing file leaves its key out."""
-    root = Path(root) if root is not None else outputs_root("bench").parent
+    root = Path(root) if root is not None else measured_root()
     found = {"gpu": training_rate(root / "gpu" / "train_infer_throughput.json"),
              "cpu": training_rate(root / "bench" / "train_infer_throughput.json")}
     return {k: v for k, v in found.items() if v is not None}
@@ -159,7 +165,7 @@ def _reasoner_gpu(root: Path) -> dict:
 def measured_runs(root: Path | None = None) -> pd.DataFrame:
     """One row per committed trained or answered run: dataset, method, tokens per training example, training
     tokens/s, validation and answering seconds per question, and its dtype (fp32 rows only are scaled)."""
-    root = Path(root) if root is not None else outputs_root("bench").parent
+    root = Path(root) if root is not None else measured_root()
     rows = []
     for mpath in sorted(root.glob("*/runs/*/metrics.json")) + sorted(root.glob("studies/*/runs/*/metrics.json")):
         m = bench_json(mpath)

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from gr_core.data import graph_from_triples
 from gr_core.g_retriever.baselines import retrieve_kaping, retrieve_khop, retrieve_none, triple_texts
@@ -75,3 +76,13 @@ def test_summary_reports_reductions_and_the_answer_rate():
     shuffled = summarize_retrievers(both.sample(frac=1, random_state=0)).set_index("retriever")  # aligned by question
     assert shuffled.loc["kaping", "answer_p_vs_pcst"] == 2 * 0.5 ** 6
     assert "answer_p_vs_pcst" not in summarize_retrievers(both[both.retriever == "kaping"])  # nothing to pair with
+
+
+def test_studies_over_nothing_are_refused_by_name():
+    from gr_core.g_retriever.baselines import zero_shot_whole_graphs
+    from gr_core.studies.retrieval_eval import evaluate_datasets
+
+    with pytest.raises(ValueError, match=r"no graph to ask \(num_questions must be at least 1\)"):
+        zero_shot_whole_graphs(None, None, [])  # notebook 00's num_questions=0 had failed with an IndexError
+    with pytest.raises(ValueError, match=r"no dataset named \(study_datasets=\[\]\)"):
+        evaluate_datasets([])  # notebook 02's had failed in pandas' concat

@@ -321,6 +321,16 @@ def test_names_equal_but_for_accents_are_one_entity_and_candidates_score_as_the_
     assert table[table.chosen].score.min() >= table[~table.chosen].score.max()  # the chosen ones score highest
 
 
+def test_turn_views_replace_an_earlier_call_s(tmp_path):
+    from gr_core.chat.turns import show_turns
+
+    chat = GraphChat([("Forrest Gump", "directed_by", "Robert Zemeckis")], model="zero_shot")
+    for name in ("turn1.html", "turn1.png", "turn7.png", "notes.txt"):
+        (tmp_path / name).write_text("from an earlier conversation")
+    show_turns([chat.ask("Who directed Forrest Gump?"), chat.ask("What is the weather today?")], tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "turn0.html", "turn0.png"]
+
+
 def test_an_answer_cut_to_max_answers_says_how_many_more_the_path_reaches():
     chat = GraphChat([(f"Person {i}", "lives_in", "Hub City") for i in range(10)], model="zero_shot")
     turn = chat.ask("Who lives in Hub City?")

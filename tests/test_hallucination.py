@@ -184,6 +184,8 @@ def test_summary_and_table5():
     t = table5(s)
     assert list(t.metric) == ["Valid Nodes", "Valid Edges", "Fully Valid Graphs"]
     assert t.loc[2, "paper g_retriever"] == "62" and t.loc[2, "toy g_retriever"].startswith("50.0 [")
+    with pytest.raises(ValueError, match=r"table5.level='bogus' is not one of \('exact', 'normalized', 'fuzzy'\)"):
+        table5(s, level="bogus")  # it had given the paper's columns alone
 
 
 def test_agreement_with_hand_labels():

@@ -109,6 +109,10 @@ def test_suite_dry_run_prints_the_plan_and_runs_nothing(capsys, tmp_path, monkey
     # 07's rows shared with 03 (the full model, prompt tuning) are 07's to train when 03 is left out
     runs, _ = plan("cpu", "cpu-bf16", only=["07"])
     assert {"explagraphs-g_retriever", "explagraphs-prompt_tuning"} <= set(runs[runs.notebook == "07_ablations"].name)
+    # outputs of one's own elsewhere: their progress from there, the speeds still the committed ones; nothing created
+    monkeypatch.setenv("GR_OUTPUTS_DIR", str(tmp_path / "mine"))
+    runs, notebooks = plan("quick", "cpu-bf16", only=["03"])
+    assert runs.seconds.sum() > 60 and notebooks.estimate_seconds.sum() > 60 and not (tmp_path / "mine").exists()
 
 
 def test_gnn_rag_answers_add_the_relation_paths_measured_by_the_bench(outputs):

@@ -259,6 +259,12 @@ def test_report_judges_claims_by_paired_tests(tmp_path):
     assert report.read_text() == md and (tmp_path / "RESULTS.md").read_text().startswith("# Results: preset `toy`")
     summary = json.loads((tmp_path / "08_report" / "summary.json").read_text())
     assert len(summary["claims"]) == len(c) and "03_training/table3" in summary["tables"]
+    # a notebook whose last run failed is named above both files' numbers
+    (tmp_path / "suite.json").write_text(json.dumps({"notebooks": [{"notebook": "00_quickstart.ipynb",
+                                                                    "status": "failed"}]}))
+    write_report(load_tables(tmp_path), c, "toy", tmp_path)
+    for text in (report.read_text(), (tmp_path / "RESULTS.md").read_text()):
+        assert "**The last run of 00_quickstart.ipynb failed** (`suite.json`): its folder may hold" in text
 
 
 def test_retrieval_shortens_epochs_is_decided_by_the_steps_timed_alone(tmp_path):
@@ -369,7 +375,11 @@ def test_a_claim_not_run_says_whether_its_preset_will_run_it(tmp_path):
     quick, cpu = tmp_path / "quick", tmp_path / "cpu"
     for root in (quick, cpu):
         root.mkdir()
-    assert all("not run in this preset (the cpu preset runs it)" in e for e in claims({}, quick).evidence)
+    # a notebook that has not run says how to run it (every preset runs every notebook), not that it is out of scope
+    assert all("not run yet (`./gr suite --preset quick --only 0" in e for e in claims({}, quick).evidence)
+    for n in ("02_retrieval", "03_training", "04_gnn_rag", "05_hallucination", "06_efficiency", "07_ablations"):
+        (quick / n).mkdir()  # they ran: what has no result is left out by the preset's settings
+    assert all("not in this preset's settings (the cpu preset runs it)" in e for e in claims({}, quick).evidence)
     # the cpu preset is resumable: a row it has not reached yet says how to continue, not that it is out of scope
     assert all("not run yet" in e and "--preset cpu" in e for e in claims({}, cpu).evidence)
 

@@ -2,6 +2,7 @@
 user looks at (a pyvis page per turn, a table of turns, a turn's ranked candidates) and saving turns to JSON."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -119,7 +120,11 @@ class Turn:
 
 def show_turns(turns: list[Turn], out_dir: str | Path, height: int = 520) -> None:
     """Each turn's evidence inline (offline pyvis) with its PNG twin, written as ``out_dir/turn<k>.html`` / ``.png``;
-    a turn without evidence prints why."""
+    a turn without evidence prints why. The ``turn<k>`` files of an earlier call are removed first: they would stand
+    beside answers they do not belong to."""
+    for old in Path(out_dir).glob("turn*.*"):
+        if re.fullmatch(r"turn\d+\.(html|png|pdf|svg)", old.name):
+            old.unlink()
     for k, turn in enumerate(turns):
         if turn.evidence is None:
             print(f"turn {k}: {turn.status}: {turn.note}")

@@ -98,6 +98,8 @@ def zero_shot_whole_graphs(model, tokenizer, graphs: list[TextualGraph], max_new
     Returns:
         ``{"answers", "correct", "n", "accuracy", "ci_low", "ci_high", "mean_prompt_tokens", "max_prompt_tokens"}``.
     """
+    if not graphs:  # an accuracy over no question is no number
+        raise ValueError("zero_shot_whole_graphs: no graph to ask (num_questions must be at least 1)")
     prompts = [chat_prompt(tokenizer, graph_prompt(textualize(g), g.question)) for g in graphs]
     answers = generate_batched(model, tokenizer, prompts, max_new_tokens, batch_size, desc="zero-shot")
     correct = [bool(explagraphs_correct(a, g.answers[0])) for a, g in zip(answers, graphs)]

@@ -140,19 +140,24 @@ def paper_difference(dataset: str, a: str, b: str) -> float | None:
     return round(PAPER_TABLE3[a][col][0] - PAPER_TABLE3[b][col][0], 4)
 
 
-def _not_run(root: Path | None, what: str) -> str:
-    """Why ``what`` has no result: it is not part of this preset, or (the resumable cpu preset) not reached yet."""
-    if root is not None and root.name == "cpu":
+def _not_run(root: Path | None, what: str, *notebooks: str) -> str:
+    """Why ``what`` has no result: the ``notebooks`` (numbers) that make it have not run under ``root`` yet (the
+    resumable cpu preset: not reached yet), or they ran and this preset's settings leave it out."""
+    ran = root is not None and all(any(d.is_dir() for d in root.glob(f"{n}_*")) for n in notebooks)
+    if root is not None and root.name == "cpu" and not ran:
         return (f"{what}: not run yet (the cpu preset runs it and resumes where it stopped: `./gr suite --preset cpu` "
                 "continues, `--dry-run` lists what is left)")
-    return f"{what}: not run in this preset (the cpu preset runs it)"
+    if not ran:
+        return (f"{what}: not run yet (`./gr suite --preset {root.name if root is not None else 'PRESET'} --only "
+                f"{' '.join(notebooks)}` runs it)")
+    return f"{what}: not in this preset's settings (the cpu preset runs it)"
 
 
 def _table3_claims(t: dict, root: Path | None) -> list[Claim]:
     df = t.get("03_training/table3")
     src = "03_training/table3.csv"
     if df is None or root is None:
-        return [Claim("G-Retriever", c, "not testable here", _not_run(root, "notebook 03"), src)
+        return [Claim("G-Retriever", c, "not testable here", _not_run(root, "notebook 03", "03"), src)
                 for c in ("G-Retriever beats prompt tuning and GraphToken",
                           "LoRA helps (G-Retriever w/ LoRA > G-Retriever)")]
     rows = {(r.dataset, r.method) for r in df.itertuples()}
@@ -168,7 +173,8 @@ def _table3_claims(t: dict, root: Path | None) -> list[Claim]:
         out += [paired_claim(paper, claim, d, root / "runs", f"{d}-{a}-seed0", f"{d}-{b}-seed0", src, a, b,
                              paper_difference(d, a, b)) for d in both]
         if not both and paper == "G-Retriever":
-            out.append(Claim(paper, claim, "not testable here", _not_run(root, f"{a} beside {b} on one dataset"), src))
+            why = _not_run(root, f"{a} beside {b} on one dataset", "03")
+            out.append(Claim(paper, claim, "not testable here", why, src))
     return out
 
 
@@ -187,7 +193,7 @@ def _efficiency_claims(t: dict, root: Path | None) -> list[Claim]:
     verdict_ = ("not testable here" if not flags else "reproduced" if all(flags) else "partly" if any(flags) else
                 "not reproduced")
     tokens = Claim("G-Retriever", "Retrieval cuts prompt tokens by 80-99% (Table 4)", verdict_,
-                   "; ".join(ev) or _not_run(root, "notebooks 02 and 06"),
+                   "; ".join(ev) or _not_run(root, "notebooks 02 and 06", "02", "06"),
                    "06_efficiency/table4.csv" if t4 is not None else "02_retrieval/table4_table11.csv")
     # only both sides timed alone in one process decide (bench/retrieval_epoch.py for this preset): the runs' own
     # epochs were trained when and beside what the preset's lanes allowed
@@ -212,7 +218,7 @@ def _efficiency_claims(t: dict, root: Path | None) -> list[Claim]:
     preset = root.name if root is not None else "PRESET"
     how = [_timed_alone(timed, tests)] + few if timed else [
         f"python bench/retrieval_epoch.py --preset {preset} times both sides alone"] if ev else [
-        _not_run(root, "notebook 06's runs with and without retrieval")]
+        _not_run(root, "notebook 06's runs with and without retrieval", "06")]
     return [tokens, Claim("G-Retriever", "Retrieval shortens training epochs (Table 4: -29% / -67%)", verdict_,
                           "; ".join(how + ev), f"../bench/{bench.name}" if timed else "06_efficiency/table4.csv",
                           dataset=", ".join(behind), p=max((deciding[d]["p"] for d in behind), default=None),
@@ -252,7 +258,7 @@ def _hallucination_claims(t: dict, root: Path | None) -> list[Claim]:
     claim = "Hallucination drops: more valid citations than graph prompt tuning (Table 5)"
     table = "05_hallucination/table5_all_levels.csv"  # the source of the rows with nothing to pair
     if df is None:
-        return [Claim("G-Retriever", claim, "not testable here", _not_run(root, "notebook 05"), table)]
+        return [Claim("G-Retriever", claim, "not testable here", _not_run(root, "notebook 05", "05"), table)]
     resp = pd.read_json(root / src, lines=True) if root is not None and (root / src).is_file() else None
     paper_pct = PAPER_TABLE5["g_retriever"]["fully_valid_%"] - PAPER_TABLE5["graph_token"]["fully_valid_%"]
     out, silent = [], []
@@ -322,7 +328,7 @@ def _ablation_claims(t: dict, root: Path | None) -> list[Claim]:
     src = "07_ablations/table6.csv"
     claim = "Every ablated component matters: the full model beats each ablation (Table 6)"
     if df is None or root is None:
-        return [Claim("G-Retriever", claim, "not testable here", _not_run(root, "notebook 07"), src)]
+        return [Claim("G-Retriever", claim, "not testable here", _not_run(root, "notebook 07", "07"), src)]
     out = []
     d = str(df.dataset.iloc[0]) if "dataset" in df else "webqsp"
     for r in df[df.method != "g_retriever"].itertuples():
@@ -333,7 +339,7 @@ def _ablation_claims(t: dict, root: Path | None) -> list[Claim]:
         if pd.isna(r.ours):
             why = (f"{r.ablation}: does not apply on {d} (its graphs are used whole: nothing is retrieved)"
                    if r.method == "gr_wo_retrieval" and d in WHOLE_GRAPH_DATASETS
-                   else _not_run(root, r.ablation))
+                   else _not_run(root, r.ablation, "07"))
             out.append(Claim("G-Retriever", f"{claim}: {r.ablation}", "not testable here", why, src, d, "g_retriever",
                              r.method, paper_diff=diff))
             continue
@@ -372,7 +378,8 @@ def _gnn_rag_claims(t: dict, root: Path | None) -> list[Claim]:
                       (f"{name}{what} beats its GNN alone (F1; Table 2)", r + suffix, "", "f1",
                        web[r]["F1"] - alone["f1"])]
     if root is None or not (root / src).is_file():
-        return [Claim("GNN-RAG", c, "not testable here", _not_run(root, "notebook 04"), src) for c, *_ in specs[:2]]
+        why = _not_run(root, "notebook 04", "04")
+        return [Claim("GNN-RAG", c, "not testable here", why, src) for c, *_ in specs[:2]]
     preds = pd.read_json(root / src, lines=True)
     out = []
     for claim, a, b, col, diff in specs:

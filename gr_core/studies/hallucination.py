@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..citations import LEVELS, CitationMatcher, check_response, parse_citations  # noqa: F401 (notebook 05 imports them here)
-from ..config import resolve_device
+from ..config import check_choice, resolve_device
 from ..data import TextualGraph
 from ..evaluate import task_scores
 from ..llm import unavailable
@@ -122,6 +122,7 @@ def table1_scene():
 
 def table5(summary: pd.DataFrame, level: str = "normalized") -> pd.DataFrame:
     """Table 5's layout (metrics as rows, systems as columns), ours at ``level`` with 95% CIs, the paper beside."""
+    check_choice("table5", "level", level, LEVELS)  # another would select no row of ours: the paper's columns alone
     rows = []
     sub = summary[summary.level == level]
     for metric, label in (("valid_nodes_%", "Valid Nodes"), ("valid_edges_%", "Valid Edges"),
