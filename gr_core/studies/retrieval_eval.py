@@ -120,7 +120,8 @@ def k_sweep(ds: GraphQADataset, indices: list[int], ks=(3, 5, 10, 20), tokenizer
     if edge_costs:
         table["C_e"] = table.retriever.map(lambda name: grid[name][1])
     # the paper's Table 10 is WebQSP's: another dataset's sweep has no paper figure beside it
-    table["paper_hit@1"] = table.k.map(PAPER_TABLE10) if ds.name in ("webqsp", "webqsp_full", "rog_webqsp") else np.nan
+    webqsp = ds is not None and ds.name in ("webqsp", "webqsp_full", "rog_webqsp")
+    table["paper_hit@1"] = table.k.map(PAPER_TABLE10) if webqsp else np.nan
     return table
 
 
