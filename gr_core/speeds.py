@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from .paths import repo_root
 from .precision import run_precision
 
 LORA_METHODS = ("lora", "g_retriever_lora")
@@ -33,9 +32,10 @@ class Profile:
 
 
 def measured_root() -> Path:
-    """The committed measurements the estimates read: the repository's ``outputs/``, whatever ``GR_OUTPUTS_DIR`` says
-    (a user's own outputs elsewhere hold their runs' progress, not the speeds)."""
-    return repo_root() / "outputs"
+    """The committed measurements the estimates read: the checkout's ``outputs/`` beside this package, whatever
+    ``GR_OUTPUTS_DIR`` says (a user's own outputs elsewhere hold their runs' progress, not the speeds); an install
+    outside a checkout has none, and its estimates say so."""
+    return Path(__file__).resolve().parent.parent / "outputs"
 
 
 def bench_json(path: Path) -> dict:

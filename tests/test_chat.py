@@ -11,7 +11,7 @@ import torch
 from gr_core.chat import (ChatConfig, ChatIndex, GraphChat, Turn, candidates_table, find_checkpoint,
                           graph_from_triple_list, read_graph_csv, read_triples, turns_table, write_triples)
 from gr_core.chat.index import name_key
-from gr_core.chat.link import find_names, link_question, masked, names_the_graph, partial_match
+from gr_core.chat.link import find_names, link_question, masked, names_the_graph, partial_match, unknown_brackets
 from gr_core.config import TextEncoderConfig
 from gr_core.data import GraphFormatError
 from gr_core.kg import NeighbourhoodConfig
@@ -296,16 +296,25 @@ def test_a_name_written_without_its_end_is_the_longer_name_not_a_shorter_one_ins
     assert names("Where did Martin Luther King die?") == ["Martin Luther King, Jr."]
     assert names("What religion did Martin Luther found?") == ["Martin Luther"]
     assert names("Did Martin Luther have a king?") == ["Martin Luther"]  # a function word ends it; "king" lowercase
+    assert names("Did Martin Luther King meet Martin Luther at home?") == ["Martin Luther King, Jr.", "Martin Luther"]
     assert chat.ask("what town was martin luther king assassinated in").answer == "Memphis"
 
 
 def test_a_name_with_a_hyphen_is_written_whole_without_it():
     chat = GraphChat([("Vera-Ellen", "cause_of_death", "Cancer"), ("Spider-Man 2", "directed_by", "Sam Raimi"),
-                      ("Spider", "is_a", "Animal")], model="zero_shot")
+                      ("Spider", "is_a", "Animal"), ("Speed", "has_tags", "Non-Stop"), ("Speed", "has_tags", "Sci-Fi"),
+                      ("Harrison Ford", "starred_in", "Blade Runner"), ("Blade Runner", "has_tags", "Sci-Fi")],
+                     model="zero_shot")
     names = lambda q: [chat.index.kg.entities[r] for r in find_names(chat.index, q)]  # noqa: E731
     assert names("what did vera ellen die from") == ["Vera-Ellen"]
+    # a one-word name typed without its hyphen keeps the one-word rules: capitalized mid-sentence, else kept aside
+    assert names("Who starred in the non stop thriller Speed?") == ["Speed"]
+    assert names("What sci fi movies did Harrison Ford star in?") == ["Harrison Ford"]
+    assert names("Is Speed a Non Stop film") == ["Speed", "Non-Stop"]
     assert names("Who directed Spider Man 2?") == ["Spider-Man 2"] == names("who directed spider-man 2")
     assert link_question(chat.index, "who directed spider man 2").masked == "who directed it"
+    assert names("who directed [spider man 2]") == ["Spider-Man 2"]
+    assert not unknown_brackets(chat.index, "who directed [spider man 2]")
     assert chat.ask("who directed spider man 2").answer == "Sam Raimi"
 
 

@@ -380,7 +380,15 @@ def test_a_claim_not_run_says_whether_its_preset_will_run_it(tmp_path):
     for n in ("02_retrieval", "03_training", "04_gnn_rag", "05_hallucination", "06_efficiency", "07_ablations"):
         (quick / n).mkdir()  # they ran: what has no result is left out by the preset's settings
     assert all("not in this preset's settings (the cpu preset runs it)" in e for e in claims({}, quick).evidence)
-    # the cpu preset is resumable: a row it has not reached yet says how to continue, not that it is out of scope
+    # where the suite ran, its record decides: a notebook that failed (its folder made) has not run yet
+    (quick / "suite.json").write_text(json.dumps({"notebooks": [
+        {"notebook": f"{n}.ipynb", "status": "failed" if n.startswith("07") else "passed"} for n in (
+            "02_retrieval", "03_training", "04_gnn_rag", "05_hallucination", "06_efficiency", "07_ablations")]}))
+    why = claims({}, quick).set_index("claim").evidence
+    assert "not run yet (`./gr suite --preset quick --only 07`" in why[why.index.str.contains("Table 6")].iloc[0]
+    # the cpu preset is resumable: a row it has not reached yet says how to continue, not that it is out of scope,
+    # also where the notebook's folder exists (a run stopped inside it)
+    (cpu / "07_ablations").mkdir()
     assert all("not run yet" in e and "--preset cpu" in e for e in claims({}, cpu).evidence)
 
 

@@ -117,6 +117,15 @@ def test_a_run_writes_its_directory_and_a_finished_run_is_reused(tiny_llm_dir, e
     assert where == tmp_path / "r" and about.startswith("trained g_retriever")
     mine, theirs = net.state_dict(), trained_model(cfg, tmp_path / "r", ds=explagraphs).state_dict()
     assert all(torch.equal(mine[k], theirs[k]) for k in theirs if k.startswith(("gnn.", "projector.")))
+    # a checkpoint saved before an input was recorded (here: how the dataset was built) is taken as it is, not retrained
+    best = tmp_path / "r" / "ckpt" / "best.pt"
+    state = torch.load(best, map_location="cpu", weights_only=True)
+    torch.save({**state, "inputs": {k: v for k, v in state["inputs"].items() if k != "dataset"}}, best)
+    import gr_core.g_retriever.train as train_module
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(train_module, "run", lambda *a, **k: pytest.fail("a checkpoint of the same inputs was retrained"))
+        trained_model(cfg, tmp_path / "r", ds=explagraphs)
     with pytest.raises(ValueError, match=f"reads {dim}-d text embeddings"):
         load_answerer(str(tmp_path / "r"), "kg", str(tiny_llm_dir), "cpu", 64, dim + 1)
     # what the run read is recorded; a finished run made from other inputs is refused by name, not reused

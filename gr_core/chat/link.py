@@ -177,7 +177,8 @@ def unknown_brackets(index: ChatIndex, question: str) -> list[str]:
 
 def _bracketed(index: ChatIndex, span: str) -> list[int]:
     """Node rows named by a ``[span]`` (the name table's key: case, accents and punctuation aside)."""
-    return index.names.get(" ".join(map(word_key, WORD.findall(span))), [])
+    key = " ".join(map(word_key, WORD.findall(span)))
+    return index.names.get(key) or (index.spaced_names[0].get(key, []) if HYPHENS else [])
 
 
 def find_names(index: ChatIndex, question: str, uncased: bool = True) -> list[int]:
@@ -207,19 +208,22 @@ def written_names(index: ChatIndex, question: str, uncased: bool = True) -> tupl
         for s in range(len(words) - n + 1):
             if any(taken[s:s + n]):
                 continue
-            rows = index.names.get(key := " ".join(low[s:s + n])) or spaced.get(key)
-            if not rows or (n == 1 and (s in asked or low[s] in STOP_WORDS - FUNCTION_WORDS)) or (
+            rows, one = index.names.get(key := " ".join(low[s:s + n])), n == 1
+            if not rows and (rows := spaced.get(key)):  # a one-word name typed without its hyphen ("non stop") is one
+                one = all(" " not in name_key(scene_name(index.kg.entities[r])) for r in rows)
+            if not rows or (one and (s in asked or low[s] in STOP_WORDS - FUNCTION_WORDS)) or (
                     all(w in FUNCTION_WORDS for w in low[s:s + n]) and s not in names):
                 continue  # a name of function words ("Her", "All of Me") only where capitals mark it as one
-            if n == 1 and not cased and uncased:
+            if one and not cased and uncased:
                 single.append((s, rows))
                 continue
-            if n == 1 and not any(c.isdigit() for c in words[s]) and (not initial(words[s]).isupper() or s == 0):
+            if one and not any(c.isdigit() for c in words[s]) and (not initial(words[s]).isupper() or s == 0):
                 continue  # one-word names ("Up", "drama") only capitalized mid-sentence; a number ("1994") always
+            width = n  # the words the name takes: more where a longer name carries it on
             if LONGER_NAMES and (longer := longer_name(index, words, low, s, n, taken, asked, cased)):
-                rows, n = longer
+                rows, width = longer
             hits.append((s, rows))
-            taken[s:s + n] = [True] * n
+            taken[s:s + width] = [True] * width
     named = list(dict.fromkeys(r for _, rows in sorted(hits or single) for r in rows))
     return named, list(dict.fromkeys(r for _, rows in sorted(single) for r in rows if hits and r not in named))
 

@@ -123,7 +123,7 @@ def show_turns(turns: list[Turn], out_dir: str | Path, height: int = 520) -> Non
     a turn without evidence prints why. The ``turn<k>`` files of an earlier call are removed first: they would stand
     beside answers they do not belong to."""
     for old in Path(out_dir).glob("turn*.*"):
-        if re.fullmatch(r"turn\d+\.(html|png|pdf|svg)", old.name):
+        if re.fullmatch(r"turn\d+\.(html|png)", old.name):
             old.unlink()
     for k, turn in enumerate(turns):
         if turn.evidence is None:

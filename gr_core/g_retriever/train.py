@@ -34,8 +34,8 @@ from ..evaluate import task_report, task_scores
 from ..graphqa import DATASET_BUILD, DatasetConfig, data_inputs, load_dataset
 from ..llm import weights_identity
 from ..precision import dtype_name, legacy_dtype, precision_record, recorded_dtype, resolve_dtype, run_precision
-from ..runs import (atomic_write_bytes, check_run_identity, config_hash, environment_record, progress, read_json,
-                    seed_everything, write_json)
+from ..runs import (atomic_write_bytes, changed_inputs, check_run_identity, config_hash, environment_record, progress,
+                    read_json, seed_everything, write_json)
 from .distributed import Dist, init_distributed
 from .examples import build_examples, example_lengths, length_batches, split_indices
 from .model import DEFAULT_SOFT_PROMPT_INIT, SOFT_PROMPT_INIT, Example, GraphLLM
@@ -123,7 +123,7 @@ def fit(model: GraphLLM, train: list[Example], val: list[Example], cfg: TrainCon
     if last.is_file():
         state = torch.load(last, map_location="cpu", weights_only=False)
         trained_in = state.get("llm_dtype") or legacy_dtype(model.cfg.llm.dtype, model.device.type)
-        same = state.get("config_hash") == cfg_hash and state.get("inputs", inputs) == inputs
+        same = state.get("config_hash") == cfg_hash and not changed_inputs(state.get("inputs"), inputs)
         if same and trained_in != dtype:
             # "auto" means another dtype on this machine: the epochs left would train in another precision
             if dist.main:
@@ -193,7 +193,7 @@ def fit(model: GraphLLM, train: list[Example], val: list[Example], cfg: TrainCon
             on_epoch_end(epoch, row)
     if best.is_file() and best_epoch >= 0:  # a best.pt left by another configuration is never loaded
         state = torch.load(best, map_location="cpu", weights_only=True)
-        if state.get("config_hash") == cfg_hash and state.get("inputs", inputs) == inputs:
+        if state.get("config_hash") == cfg_hash and not changed_inputs(state.get("inputs"), inputs):
             model.load_trainable_state(state["model"])
     return history
 
@@ -359,7 +359,7 @@ def trained_model(cfg: RunConfig, run_dir: str | Path, ds=None) -> GraphLLM:
         state = torch.load(best, map_location="cpu", weights_only=True) if best.is_file() else None
         cfg_hash, inputs = config_hash(cfg.to_dict()), run_inputs(cfg, ds)
         finished = check_run_identity(run_dir, cfg.to_dict(), cfg_hash, inputs)  # refuses another run's directory
-        stale = state is None or state.get("config_hash") != cfg_hash or state.get("inputs", inputs) != inputs
+        stale = state is None or state.get("config_hash") != cfg_hash or changed_inputs(state.get("inputs"), inputs)
         if stale or not finished:
             # trains, finishes an interrupted training, or retrains a finished run whose weights are missing
             run(cfg, run_dir, ds=ds, force=finished and stale)

@@ -141,10 +141,16 @@ def paper_difference(dataset: str, a: str, b: str) -> float | None:
 
 
 def _not_run(root: Path | None, what: str, *notebooks: str) -> str:
-    """Why ``what`` has no result: the ``notebooks`` (numbers) that make it have not run under ``root`` yet (the
-    resumable cpu preset: not reached yet), or they ran and this preset's settings leave it out."""
-    ran = root is not None and all(any(d.is_dir() for d in root.glob(f"{n}_*")) for n in notebooks)
-    if root is not None and root.name == "cpu" and not ran:
+    """Why ``what`` has no result: the ``notebooks`` (numbers) that make it have not passed under ``root`` yet (its
+    ``suite.json``; without one, their folders are absent), or they passed and this preset's settings leave it out.
+    The cpu preset runs everything and resumes: there it is always not reached yet."""
+    try:
+        passed = {r["notebook"] for r in json.loads((root / "suite.json").read_text())["notebooks"]
+                  if r.get("status") == "passed"}
+    except (OSError, ValueError, KeyError, TypeError):  # no suite run here: the notebooks' folders say what ran
+        passed = {d.name for d in root.iterdir() if d.is_dir()} if root is not None and root.is_dir() else set()
+    ran = root is not None and all(any(name.startswith(f"{n}_") for name in passed) for n in notebooks)
+    if root is not None and root.name == "cpu":
         return (f"{what}: not run yet (the cpu preset runs it and resumes where it stopped: `./gr suite --preset cpu` "
                 "continues, `--dry-run` lists what is left)")
     if not ran:

@@ -23,7 +23,7 @@ from ..paths import cache_root
 from ..precision import dtype_name, resolve_dtype
 from ..prompts import CITE_REQUESTS, cite_question
 from ..published import PAPER_TABLE5
-from ..runs import atomic_write_text, config_hash, read_json, seed_everything, write_json
+from ..runs import atomic_write_text, changed_inputs, config_hash, read_json, seed_everything, write_json
 from ..stats import wilson_interval
 
 
@@ -189,7 +189,7 @@ def _responses(cfg, ds, indices: list[int], runs_dir, max_new_tokens: int, batch
 
     cached, inputs = response_cache(cfg, ds, indices, max_new_tokens, batch_size, seed, request), run_inputs(cfg, ds)
     # the run's inputs (data, encoder, LLM weights) are checked beside the key; responses cached before them are kept
-    if cached.is_file() and (found := read_json(cached)).get("inputs", inputs) == inputs:
+    if cached.is_file() and not changed_inputs((found := read_json(cached)).get("inputs"), inputs):
         return found["responses"]
     loaded = {} if loaded is None else loaded
     if "model" not in loaded:
