@@ -1,6 +1,7 @@
 """A graph nobody wrote questions for: generated questions, a reasoner trained and served on one scope, and the choice
 between it and the path ranker on its own held-out questions."""
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -61,6 +62,8 @@ def test_a_graph_too_small_to_generate_from_warns_and_answers_with_the_path_rank
     with pytest.warns(UserWarning, match="only .* questions could be generated"):
         chat = GraphChat([("Film A", "directed_by", "Ann Lee")], model="zero_shot", train_reasoner=True)
     assert chat.reasoner is None and chat.mode == "paths" and chat.ask("Who directed Film A?").answer == "Ann Lee"
+    with pytest.raises(ValueError, match="train_reasoner trained none on this graph"):
+        chat.ask("Who directed Film A?", mode="reasoner")
 
 
 @pytest.fixture(scope="module")
@@ -77,10 +80,7 @@ def trained(tmp_path_factory):
             return real(index, seeds, whole_graph_edges, scope)
 
         mp.setattr("gr_core.chat.graph_reasoner.search_scope", spy)
-        cfg = GraphReasonerConfig(generation=GenerationConfig(num_questions=400, seed=0), num_epochs=3, lr=5e-3,
-                                  val_fraction=0.3,
-                                  reasoner=replace(GraphReasonerConfig().reasoner, entity_dim=16))
-        chat = GraphChat(FILMS, model="zero_shot", train_reasoner=cfg, whole_graph_edges=10)
+        chat = GraphChat(FILMS, model="zero_shot", train_reasoner=_small(), whole_graph_edges=10)
         yield chat, calls
 
 
@@ -101,6 +101,23 @@ def test_the_reasoner_is_trained_on_the_scope_it_is_served_on(trained):
     finally:
         conversation.search_scope = original
     assert served == [(10, chat.config.scope)] and turn.searched_edges < len(FILMS)
+
+
+def _small() -> GraphReasonerConfig:
+    """The module's reasoner: 400 generated questions, 3 epochs, 16-d entities."""
+    return GraphReasonerConfig(generation=GenerationConfig(num_questions=400, seed=0), num_epochs=3, lr=5e-3,
+                               val_fraction=0.3, reasoner=replace(GraphReasonerConfig().reasoner, entity_dim=16))
+
+
+def test_a_cached_reasoner_cut_short_is_trained_again(trained, capsys):
+    chat, _ = trained
+    path = Path(chat.trained_reasoner)
+    whole = path.read_bytes()
+    path.write_bytes(whole[:200])  # an interrupted save: it had failed every later open
+    again = GraphChat(FILMS, model="zero_shot", train_reasoner=_small(), whole_graph_edges=10)
+    assert Path(again.trained_reasoner) == path and reasoner_meta(path)["history"]
+    assert "reusing" not in capsys.readouterr().out
+    path.write_bytes(whole)  # the module's other tests read the first training
 
 
 def test_held_out_generated_questions_asked_through_the_chat_score_as_in_training(trained):

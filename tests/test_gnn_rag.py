@@ -187,7 +187,7 @@ def test_masked_seeds_hold_no_probability_after_reasoning_and_a_seed_only_graph_
 
 
 def test_switches_add_only_their_own_parameters_and_old_saved_reasoners_load_as_the_first_version(tmp_path):
-    from gr_core.gnn_rag import load_reasoner, save_reasoner
+    from gr_core.gnn_rag import load_reasoner, reasoner_meta, save_reasoner
 
     names = lambda cfg: {n.split(".")[0] for n, _ in ReaRev(16, cfg).named_parameters()}  # noqa: E731
     base = names(ReasonerConfig(entity_dim=8, **FIRST))
@@ -208,6 +208,28 @@ def test_switches_add_only_their_own_parameters_and_old_saved_reasoners_load_as_
     with pytest.raises(ValueError, match="is not a saved GNN-RAG reasoner"):
         load_reasoner(path)
     assert not (tmp_path / "ran").exists()
+    path.write_bytes(path.read_bytes()[:100])  # cut short: both readers say so
+    for read in (load_reasoner, reasoner_meta):
+        with pytest.raises(ValueError, match="is not a saved GNN-RAG reasoner"):
+            read(path)
+
+
+def test_reasoner_inputs_of_another_shape_are_named():
+    rng = np.random.default_rng(0)
+    model = ReaRev(16, ReasonerConfig(entity_dim=8))
+    with pytest.raises(ValueError, match="ReaRev reads 16-d text embeddings; these questions are 8-d"):
+        node_probabilities(model, [_toy_question(rng, dim=8)])
+    empty = Data(edge_index=torch.zeros(2, 0, dtype=torch.long), rel_emb=torch.zeros(0, 16),
+                 seed=torch.zeros(0, dtype=torch.bool), answer=torch.zeros(0, dtype=torch.bool),
+                 q_emb=torch.ones(1, 16), q_masked=torch.ones(1, 16), num_nodes=0)
+    assert [p.shape for p in node_probabilities(model, [empty])] == [(0,)]  # alone as in a batch
+    with pytest.raises(ValueError, match="train_reasoner: no training questions"):
+        train_reasoner([], [], 16)
+    from gr_core.gnn_rag.evidence import gnn_evidence
+
+    g = _graph([(0, "r", 1), (1, "r", 2)], {0: "jamaica"})
+    with pytest.raises(ValueError, match="probs has 2 entries, the graph 3 nodes"):
+        gnn_evidence(g, np.ones(2) / 2)
 
 
 class _RunsCode:

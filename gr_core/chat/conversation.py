@@ -89,7 +89,7 @@ class GraphChat:
         self._llm, self.model_name = None, ""
         self.history: list[Turn] = []
         self.reasoner = self.reasoner_path = self.trained_reasoner = self.decision = None
-        tried = reasoner is None and bool(train_reasoner) and self.config.kind == "kg"
+        tried = self.reasoner_tried = reasoner is None and bool(train_reasoner) and self.config.kind == "kg"
         if tried:
             cfg = train_reasoner if isinstance(train_reasoner, GraphReasonerConfig) else GraphReasonerConfig()
             try:
@@ -184,8 +184,9 @@ class GraphChat:
         if mode is not None:
             check_choice("ask", "mode", mode, ANSWER_MODES)
             if mode == "reasoner" and self.reasoner is None:
-                raise ValueError("ask(mode='reasoner') needs a reasoner: GraphChat(..., reasoner=<ReaRev or its .pt>) "
-                                 "or GraphChat(..., train_reasoner=True) on a KG")
+                raise ValueError("ask(mode='reasoner') needs a reasoner: GraphChat(..., reasoner=<ReaRev or its .pt>)"
+                                 + ("; train_reasoner trained none on this graph (its warning said why)"
+                                    if self.reasoner_tried else " or GraphChat(..., train_reasoner=True) on a KG"))
             mode = None if mode == "auto" else mode
         question = (question or "").strip()
         if not question:

@@ -160,9 +160,13 @@ def train_graph_reasoner(indexes: ChatIndex | list[ChatIndex], cfg: GraphReasone
     key = config_hash(identity)
     path = cache_root() / "chat" / "reasoners" / f"{key}.pt"
     if path.is_file():
-        if verbose:
-            print(f"graph reasoner: reusing {path} (same graph and settings)", flush=True)
-        return path
+        try:
+            reasoner_meta(path)  # a file cut short (an interrupted save, a full disk) is trained again
+            if verbose:
+                print(f"graph reasoner: reusing {path} (same graph and settings)", flush=True)
+            return path
+        except ValueError:
+            path.unlink(missing_ok=True)
     t0 = time.perf_counter()
     data, questions, decision, counts = generated_dataset(indexes, cfg, scope, EmbeddingStore(enc))
     build_s = time.perf_counter() - t0

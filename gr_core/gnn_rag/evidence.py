@@ -90,6 +90,8 @@ def answer_hops(graph, seeds: list[int], targets: list[int]) -> int | None:
 def gnn_evidence(graph, probs: np.ndarray, cfg: GNNRAGConfig = GNNRAGConfig()) -> Evidence:
     """GNN-RAG: paths from the question entities to the GNN's candidates (``probs``: ``(N,)`` in node order)."""
     ids = graph.nodes.node_id.to_numpy()
+    if len(probs) != len(ids):  # another graph's distribution would name this graph's first nodes
+        raise ValueError(f"gnn_evidence: probs has {len(probs)} entries, the graph {len(ids)} nodes")
     seeds, seed_pos = seed_positions(graph)
     cands = [int(ids[c]) for c, _ in select_candidates(probs, seed_pos, cfg.eps)]
     rep = reasoning_paths(graph, seeds, cands, cfg.max_lines_per_pair)

@@ -203,6 +203,9 @@ class ReaRev(nn.Module):
         D, K = cfg.entity_dim, cfg.num_ins
         N, batch = data.num_nodes, data.batch
         B = data.q_emb.shape[0]
+        if data.q_emb.shape[-1] != self.text_dim:  # a matmul's shape error otherwise, naming nothing
+            raise ValueError(f"ReaRev reads {self.text_dim}-d text embeddings; these questions are "
+                             f"{data.q_emb.shape[-1]}-d (another sentence encoder)")
         src, dst = data.edge_index
         if "rel_table" in data:
             table, rel_id = data.rel_table, data.rel_id

@@ -138,6 +138,8 @@ def train_reasoner(train_data: list, val_data: list, text_dim: int, cfg: Reasone
     """Train ReaRev and keep the epoch with the best validation H@1 (as GNN-RAG; without ``val_data``, the last epoch,
     its ``val_h1`` None); ``on_epoch(row)`` gets each epoch's history row as it ends. Returns ``(model with the best
     weights, per-epoch history)``."""
+    if not train_data:
+        raise ValueError("train_reasoner: no training questions")
     device = usable_device(tcfg.device)
     with deterministic_algorithms(enabled=device == "cpu"):
         torch.manual_seed(tcfg.seed)
@@ -182,6 +184,9 @@ def node_probabilities(model: ReaRev, data_list: list, batch_size: int = 32) -> 
     device = next(model.parameters()).device
     out = []
     for batch in DataLoader(data_list, batch_size=batch_size):
+        if batch.num_nodes == 0:  # graphs without nodes (alone in their batch): nothing to distribute over
+            out.extend(np.zeros(0, np.float32) for _ in range(batch.num_graphs))
+            continue
         with deterministic_algorithms(enabled=device.type == "cpu"):
             p = model(batch.to(device)).exp().cpu().numpy()
         counts = np.bincount(batch.batch.cpu().numpy(), minlength=batch.num_graphs)  # nodes are grouped by graph
@@ -245,18 +250,24 @@ def save_reasoner(model: ReaRev, path, meta: dict | None = None):
     return atomic_write_bytes(path, buf.getvalue())
 
 
-def reasoner_meta(path) -> dict:
-    """The ``meta`` record saved with a reasoner (:func:`save_reasoner`)."""
-    return torch.load(path, map_location="cpu", weights_only=True).get("meta") or {}
-
-
-def load_reasoner(path) -> ReaRev:
-    """A reasoner saved by :func:`save_reasoner`, in eval mode; ValueError for any other file (a truncated save)."""
+def _saved(path) -> dict:
+    """A file :func:`save_reasoner` wrote; ValueError for any other (a truncated save)."""
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
         blob["config"], blob["text_dim"], blob["state"]
     except Exception as err:  # noqa: BLE001 whatever the unpickler meets in a file that is not one (IndexError too)
         raise ValueError(f"{path} is not a saved GNN-RAG reasoner ({err})") from None
+    return blob
+
+
+def reasoner_meta(path) -> dict:
+    """The ``meta`` record saved with a reasoner (:func:`save_reasoner`); ValueError for any other file."""
+    return _saved(path).get("meta") or {}
+
+
+def load_reasoner(path) -> ReaRev:
+    """A reasoner saved by :func:`save_reasoner`, in eval mode; ValueError for any other file (a truncated save)."""
+    blob = _saved(path)
     # a file written before the switches (or mask_topic) describes the first version: those missing are off
     config = {name: False for name in SWITCH_NAMES} | {"mask_topic": False} | blob["config"]
     known = {f.name for f in fields(ReasonerConfig)}  # a setting since removed was off where saved
