@@ -324,8 +324,8 @@ def family_of(family: str, split: str, size: int, seed: int = 0) -> tuple[list[d
         kg = ChatIndex.build(load_graph("metaqa")[0]).kg
         return ([{**q, "graph": "metaqa"} for q in two_entity_questions(kg, size, seed + (split == "test"))],
                 {"metaqa": "metaqa"})
-    raise ValueError(f"unknown family {family!r}: use one of {FAMILIES + ('two_entity',)}, +lower, +sentence or "
-                     "+hyphenless")
+    raise ValueError(f"unknown family {family!r}: use one of {FAMILIES + ('two_entity',)}, with "
+                     f"{' or '.join('+' + c for c in CASES)} for a retyping")
 
 
 def served_h1(chats: list, meta: dict, limit: int = 300) -> dict:
@@ -409,8 +409,8 @@ def family_study(family: str, split: str, size: int, seed: int = 0, reasoner_cfg
 def main() -> None:
     p = argparse.ArgumentParser(prog="python bench/chat_families.py", description=__doc__.split("\n")[0])
     p.add_argument("--family", required=True, help=f"one of {FAMILIES + ('two_entity',)}, "
-                   "+lower, +sentence or +hyphenless: its questions typed without capitals (but the first letter) "
-                   "or hyphens")
+                   f"{', '.join('+' + c for c in CASES)}: its questions typed without capitals (but the first "
+                   "letter) or hyphens")
     p.add_argument("--split", default="test", help="dev or test (metaqa), val or test (webqsp_mini, webqsp_union)")
     p.add_argument("--size", type=int, default=300,
                    help="questions per hop count / per slice / graphs (webqsp_full: 0 or more than 18 for all 18)")

@@ -14,6 +14,10 @@ class DataNotFoundError(FileNotFoundError):
     """The raw benchmark data (or one file in it) is not where we looked."""
 
 
+# the folder holding this package: a checkout's root (with notebooks/ and the committed outputs/) unless installed
+PACKAGE_PARENT = Path(__file__).resolve().parent.parent
+
+
 def repo_root(start: str | Path | None = None) -> Path:
     """The folder holding this project's ``pyproject.toml``, above ``start`` (default: the cwd), else above the
     installed ``gr_core`` package (an editable install's checkout)."""
@@ -21,9 +25,8 @@ def repo_root(start: str | Path | None = None) -> Path:
     for folder in (here, *here.parents):
         if (folder / "pyproject.toml").is_file() and (folder / "gr_core").is_dir():
             return folder
-    package_parent = Path(__file__).resolve().parent.parent
-    if (package_parent / "pyproject.toml").is_file():
-        return package_parent
+    if (PACKAGE_PARENT / "pyproject.toml").is_file():
+        return PACKAGE_PARENT
     raise FileNotFoundError(f"no gr_core checkout (pyproject.toml + gr_core/) above {here}")
 
 

@@ -19,7 +19,7 @@ from .config import EMBEDDED_LLM, PRESETS, notebook_parameters, papers_data_note
 from .gpu_plan import (FP32, PAPER_LLM, PUBLISHED, Shapes, Step, describe_lines, duration, llm_shapes, memory_lines,
                        step_from_run_config, train_flops_per_token)
 from .llm import unavailable
-from .paths import DataNotFoundError, data_root, find_notebooks, outputs_root
+from .paths import PACKAGE_PARENT, DataNotFoundError, data_root, find_notebooks, outputs_root
 from .precision import cpu_info, dtype_name, resolve_dtype
 from .runs import config_hash, seed_progress
 from .published import PAPER_TABLE12
@@ -35,7 +35,7 @@ SPLIT_SIZES = {
     "rog_webqsp": (2826, 246, 1628), "rog_cwq": (27639, 3519, 3531), "gqa": (60000, 20000, 20000),
 }
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"  # the repository's, which --only picks from
+NOTEBOOKS = PACKAGE_PARENT / "notebooks"  # the repository's, which --only picks from
 
 
 # the measured method that stands in for one without a committed run: the same inputs (graph token, text, LoRA),

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .paths import PACKAGE_PARENT
 from .precision import run_precision
 
 LORA_METHODS = ("lora", "g_retriever_lora")
@@ -35,7 +36,7 @@ def measured_root() -> Path:
     """The committed measurements the estimates read: the checkout's ``outputs/`` beside this package, whatever
     ``GR_OUTPUTS_DIR`` says (a user's own outputs elsewhere hold their runs' progress, not the speeds); an install
     outside a checkout has none, and its estimates say so."""
-    return Path(__file__).resolve().parent.parent / "outputs"
+    return PACKAGE_PARENT / "outputs"
 
 
 def bench_json(path: Path) -> dict:

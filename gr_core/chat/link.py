@@ -175,10 +175,19 @@ def unknown_brackets(index: ChatIndex, question: str) -> list[str]:
     return [span for span in BRACKET.findall(question) if not _bracketed(index, span)]
 
 
+def named_by(index: ChatIndex, key: str) -> tuple[list[int], bool]:
+    """The node rows whose name is ``key`` (words as :func:`~gr_core.chat.index.name_key` writes them), also typed
+    without its hyphens (:data:`HYPHENS`: "spider man 2"), and whether that name is one word ("non stop" is "Non-Stop",
+    one word under the one-word rules)."""
+    if rows := index.names.get(key):
+        return rows, " " not in key
+    rows = index.spaced_names[0].get(key, []) if HYPHENS else []
+    return rows, bool(rows) and all(" " not in name_key(scene_name(index.kg.entities[r])) for r in rows)
+
+
 def _bracketed(index: ChatIndex, span: str) -> list[int]:
     """Node rows named by a ``[span]`` (the name table's key: case, accents and punctuation aside)."""
-    key = " ".join(map(word_key, WORD.findall(span)))
-    return index.names.get(key) or (index.spaced_names[0].get(key, []) if HYPHENS else [])
+    return named_by(index, " ".join(map(word_key, WORD.findall(span))))[0]
 
 
 def find_names(index: ChatIndex, question: str, uncased: bool = True) -> list[int]:
@@ -203,14 +212,12 @@ def written_names(index: ChatIndex, question: str, uncased: bool = True) -> tupl
     taken = [False] * len(words)
     hits: list[tuple[int, list[int]]] = []
     single: list[tuple[int, list[int]]] = []
-    spaced, longest = index.spaced_names if HYPHENS else ({}, 0)
-    for n in range(min(max(index.max_name_words, longest), MAX_NAME_WORDS, len(words)), 0, -1):
+    longest = max(index.max_name_words, index.spaced_names[1] if HYPHENS else 0)
+    for n in range(min(longest, MAX_NAME_WORDS, len(words)), 0, -1):
         for s in range(len(words) - n + 1):
             if any(taken[s:s + n]):
                 continue
-            rows, one = index.names.get(key := " ".join(low[s:s + n])), n == 1
-            if not rows and (rows := spaced.get(key)):  # a one-word name typed without its hyphen ("non stop") is one
-                one = all(" " not in name_key(scene_name(index.kg.entities[r])) for r in rows)
+            rows, one = named_by(index, " ".join(low[s:s + n]))
             if not rows or (one and (s in asked or low[s] in STOP_WORDS - FUNCTION_WORDS)) or (
                     all(w in FUNCTION_WORDS for w in low[s:s + n]) and s not in names):
                 continue  # a name of function words ("Her", "All of Me") only where capitals mark it as one

@@ -18,7 +18,7 @@ from ..published import (PAPER_COLUMN, PAPER_GNN_ONLY, PAPER_GNN_RAG, PAPER_TABL
                          PAPER_TABLE10)
 from ..runs import seed_run_dirs
 from ..stats import compare, compare_seeds, mcnemar_n_for_power, signed_rank, total_reduction, verdict
-from .results import GROUNDED, metric_scale, run_question_scores
+from .results import GROUNDED, metric_scale, notebook_statuses, run_question_scores
 
 
 @dataclass
@@ -144,10 +144,10 @@ def _not_run(root: Path | None, what: str, *notebooks: str) -> str:
     """Why ``what`` has no result: the ``notebooks`` (numbers) that make it have not passed under ``root`` yet (its
     ``suite.json``; without one, their folders are absent), or they passed and this preset's settings leave it out.
     The cpu preset runs everything and resumes: there it is always not reached yet."""
-    try:
-        passed = {r["notebook"] for r in json.loads((root / "suite.json").read_text())["notebooks"]
-                  if r.get("status") == "passed"}
-    except (OSError, ValueError, KeyError, TypeError):  # no suite run here: the notebooks' folders say what ran
+    statuses = notebook_statuses(root) if root is not None else None
+    if statuses is not None:
+        passed = {name for name, status in statuses.items() if status == "passed"}
+    else:  # no suite run here: the notebooks' folders say what ran
         passed = {d.name for d in root.iterdir() if d.is_dir()} if root is not None and root.is_dir() else set()
     ran = root is not None and all(any(name.startswith(f"{n}_") for name in passed) for n in notebooks)
     if root is not None and root.name == "cpu":

@@ -58,6 +58,16 @@ def load_tables(root: str | Path) -> dict[str, pd.DataFrame]:
     return {key: pd.read_csv(path) for key in TITLES if (path := Path(root) / f"{key}.csv").is_file()}
 
 
+def notebook_statuses(root: str | Path | None) -> dict[str, str] | None:
+    """Each notebook's status in the last suite run under ``root`` (``suite.json``: ``"04_gnn_rag.ipynb"`` ->
+    ``"passed"`` ...); None where no suite ran there (a notebook run alone) or its record is unreadable."""
+    try:
+        return {r["notebook"]: r.get("status", "") for r in json.loads((Path(root) / "suite.json").read_text())[
+            "notebooks"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def figures(root: str | Path) -> list[Path]:
     """The PNG figures of :data:`FIGURES` that exist under ``root``."""
     return [p for nb, names in FIGURES.items() for n in names if (p := Path(root) / nb / f"{n}.png").is_file()]

@@ -11,7 +11,7 @@ from ..published import DATASET_SOURCE, PAPER_COLUMN
 from ..stats import wilson_interval
 from .claims import MIN_SEEDS
 from .markdown import markdown_table
-from .results import TITLES, figures
+from .results import TITLES, figures, notebook_statuses
 
 
 def _num(v, digits: int = 4) -> str:
@@ -236,12 +236,7 @@ def show_figures(root: str | Path) -> None:
 def failed_note(root: str | Path) -> str:
     """A warning naming the notebooks whose last run under ``root`` failed (its ``suite.json``): their folders may
     hold that run's files beside an earlier run's. "" when none failed."""
-    try:
-        suite = json.loads((Path(root) / "suite.json").read_text())
-    except (OSError, ValueError):  # no suite run here (a notebook run alone), or a file cut short
-        suite = {}
-    failed = [n.get("notebook", "?") for n in suite.get("notebooks", [])
-              if isinstance(n, dict) and n.get("status") == "failed"]
+    failed = [name for name, status in (notebook_statuses(root) or {}).items() if status == "failed"]
     folders = "its folder" if len(failed) == 1 else "their folders"
     return (f"**The last run of {', '.join(failed)} failed** (`suite.json`): {folders} may hold files of that run "
             "beside an earlier one's; rerun before reading their rows.") if failed else ""
