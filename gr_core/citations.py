@@ -60,8 +60,8 @@ def _clean(text: str) -> str:
 
 
 def _edge_from_line(line: str) -> Citation | None:
-    """An edge written as ``id,rel,id``, ``(h, r, t)`` or with an arrow (``h -> t``, ``h --r--> t``,
-    ``h -> r -> t``)."""
+    """An edge written as ``id,rel,id``, ``(h, r, t)``, ``h | r | t`` (the chat's evidence lines) or with an arrow
+    (``h -> t``, ``h --r--> t``, ``h -> r -> t``)."""
     body = _EDGE_REF.sub("", _clean(line)).strip()
     m = _ID_TRIPLE.match(body)
     if m:
@@ -70,6 +70,9 @@ def _edge_from_line(line: str) -> Citation | None:
     if m:
         h, r, t = (_clean(x) for x in m.groups())
         return Citation("edge", body, head=h, relation=r, tail=t)
+    fields = [_clean(x) for x in body.split("|")]
+    if len(fields) == 3 and all(fields):  # the chat's evidence lines on a KG (textualize)
+        return Citation("edge", body, head=fields[0], relation=fields[1], tail=fields[2])
     pieces = _ARROW.split(body)  # part, the relation written inside the arrow (its two forms), part, ...
     parts, rels = [_clean(p) for p in pieces[::3]], [a or b for a, b in zip(pieces[1::3], pieces[2::3])]
     if len(parts) == 2 and all(parts):
@@ -103,9 +106,9 @@ def parse_citations(response: str) -> list[Citation]:
 
     Read, line by line: a ``Nodes:`` / ``Edges:`` heading (or an echoed ``node_id,node_attr`` / ``src,edge_attr,dst``
     header) starts a list whose items (bullets, numbers, a copied ``3,cube`` line, the heading's remainder) are
-    citations; anywhere, an edge line (``3,behind,5``, ``(h, r, t)``, ``h -> t``, ``h --r--> t``, ``h -> r -> t``) and
-    ``node N`` references (``cube (node 3)``, ``Node 3: cube``). ``head`` keeps a node citation's name when it has one.
-    Prose outside these forms is not a citation.
+    citations; anywhere, an edge line (``3,behind,5``, ``(h, r, t)``, ``h | r | t``, ``h -> t``, ``h --r--> t``,
+    ``h -> r -> t``) and ``node N`` references (``cube (node 3)``, ``Node 3: cube``). ``head`` keeps a node citation's
+    name when it has one. Prose outside these forms is not a citation.
     """
     out: list[Citation] = []
     mode = None

@@ -8,6 +8,7 @@ untrusted notebooks and GitHub, which run no JS.
 from __future__ import annotations
 
 import html
+import io
 import json
 import re
 import tempfile
@@ -20,7 +21,7 @@ import numpy as np
 
 from .data import TextualGraph
 from .published import PAPER_TABLE5
-from .runs import atomic_write_text
+from .runs import atomic_write_bytes, atomic_write_text
 
 HIGHLIGHT = "#d62728"
 PLAIN = "#9ecae1"
@@ -58,7 +59,9 @@ def save_figure(fig, out_dir: str | Path, name: str, show: bool = True,
     for fmt in formats:
         meta = {"Date": None} if fmt == "svg" else {"CreationDate": None} if fmt == "pdf" else {"Software": None}
         paths.append(out_dir / f"{name}.{fmt}")
-        fig.savefig(paths[-1], bbox_inches="tight", metadata=meta)
+        buffer = io.BytesIO()  # written whole or not at all, as every other file (runs.atomic_write_bytes)
+        fig.savefig(buffer, format=fmt, bbox_inches="tight", metadata=meta)
+        atomic_write_bytes(paths[-1], buffer.getvalue())
     if show:
         try:
             from IPython import get_ipython  # noqa: PLC0415 deferred: optional: only inside a notebook
@@ -99,9 +102,11 @@ def graph_network(graph: TextualGraph, highlight_nodes: Iterable[int] = (), high
     hn, he = set(highlight_nodes), set(highlight_edges)
     net = _network(height)
     for nid, text in graph.nodes[["node_id", "node_attr"]].itertuples(index=False):
-        net.add_node(int(nid), label=_label(str(text)), title=f"{nid}: {text}", color=HIGHLIGHT if nid in hn else PLAIN)
+        # ids as text: vis-network reads numbers as JavaScript's doubles, where ids above 2**53 collide
+        net.add_node(str(int(nid)), label=_label(str(text)), title=f"{nid}: {text}",
+                     color=HIGHLIGHT if nid in hn else PLAIN)
     for row, (src, rel, dst) in _edges(graph):
-        net.add_edge(int(src), int(dst), label=_label(str(rel), 20), title=str(rel),
+        net.add_edge(str(int(src)), str(int(dst)), label=_label(str(rel), 20), title=str(rel),
                      color=HIGHLIGHT if row in he else PLAIN_EDGE, width=3 if row in he else 1)
     net.set_options('{"physics": {"stabilization": {"iterations": 200}}, "edges": {"font": {"size": 10}}}')
     return net
@@ -162,14 +167,22 @@ def _draw(g, pos, *, figsize, node_size, node_color, labels, label_size, edges, 
     nx.draw_networkx_nodes(g, pos, ax=ax, node_size=node_size, node_color=node_color)
     nx.draw_networkx_labels(g, pos, ax=ax, labels=labels, font_size=label_size,
                             **({"bbox": label_bbox} if label_bbox else {}))
-    nx.draw_networkx_edges(g, pos, ax=ax, edgelist=[(s, d) for s, d, _, _ in edges],
-                           edge_color=[c for _, _, c, _ in edges], width=[w for _, _, _, w in edges], arrows=True,
-                           arrowsize=arrowsize, node_size=node_size)
+    # facts both ways between two nodes (spouse, Freebase's inverse relations) drawn as two arcs, each with its label:
+    # straight, they were one line under two overlapping labels
+    both = {(s, d) for s, d, _, _ in edges if s != d} & {(d, s) for s, d, _, _ in edges}
     joined = {}
     for s, d, text in edge_labels:
         joined.setdefault((s, d), []).append(text)
-    nx.draw_networkx_edge_labels(g, pos, ax=ax, edge_labels={k: " / ".join(v) for k, v in joined.items()},
-                                 **label_kw)
+    for bent in (False, True):
+        style = {"connectionstyle": "arc3,rad=0.25"} if bent else {}
+        drawn = [e for e in edges if ((e[0], e[1]) in both) == bent]
+        if drawn:
+            nx.draw_networkx_edges(g, pos, ax=ax, edgelist=[(s, d) for s, d, _, _ in drawn],
+                                   edge_color=[c for _, _, c, _ in drawn], width=[w for _, _, _, w in drawn],
+                                   arrows=True, arrowsize=arrowsize, node_size=node_size, **style)
+        texts = {k: " / ".join(v) for k, v in joined.items() if (k in both) == bent}
+        if texts:
+            nx.draw_networkx_edge_labels(g, pos, ax=ax, edge_labels=texts, **style, **label_kw)
     return fig, ax
 
 
@@ -184,7 +197,8 @@ def draw_graph(graph: TextualGraph, highlight_nodes: Iterable[int] = (), highlig
     for _, (src, rel, dst) in rows:
         g.add_edge(src, dst, rel=rel)
     pos = nx.spring_layout(g, seed=seed)
-    crowded = g.number_of_nodes() > 25 and bool(hn)  # large views label only the highlighted part
+    # large views label only the highlighted part; with nothing highlighted, none past 100 nodes (a ball of text)
+    crowded = g.number_of_nodes() > 25 and (bool(hn) or g.number_of_nodes() > 100)
     fig, ax = _draw(
         g, pos, figsize=(7, 5), node_size=[500 if (n in hn or not crowded) else 120 for n in g.nodes],
         node_color=[HIGHLIGHT if n in hn else PLAIN for n in g.nodes],
@@ -229,11 +243,11 @@ def evidence_html(graph: TextualGraph, roles: dict[int, str], highlight_edges: I
     net = _network(height)
     for nid in keep:
         role = roles.get(nid, "other")
-        net.add_node(nid, label=_label(names[nid], 24), title=f"{nid}: {names[nid]} ({role})",
+        net.add_node(str(nid), label=_label(names[nid], 24), title=f"{nid}: {names[nid]} ({role})",
                      color=ROLE_COLORS[role], size=16 if role != "other" else 10,
                      font={"size": 14 if role != "other" else 12, "strokeWidth": 3, "strokeColor": "#ffffff"})
     for row, src, rel, dst in rows:
-        net.add_edge(src, dst, label=_label(str(rel), 22), title=str(rel),
+        net.add_edge(str(src), str(dst), label=_label(str(rel), 22), title=str(rel),
                      color=HIGHLIGHT if row in he else "#999999", width=3 if row in he else 1)
     # Repulsion with long springs and overlap avoidance keeps labels apart; edge labels sit on the edges.
     net.set_options('{"physics": {"solver": "forceAtlas2Based", "forceAtlas2Based": {"gravitationalConstant": -120, '

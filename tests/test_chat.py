@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from gr_core.chat import (ChatConfig, ChatIndex, GraphChat, Turn, candidates_table, find_checkpoint,
-                          graph_from_triple_list, read_graph_csv, read_triples, turns_table, write_triples)
+                          graph_from_triple_list, read_graph_csv, read_triples, turns_table, write_evidence,
+                          write_triples)
 from gr_core.chat.index import name_key
 from gr_core.chat.link import find_names, link_question, masked, names_the_graph, partial_match, unknown_brackets
 from gr_core.config import TextEncoderConfig
@@ -69,6 +70,19 @@ def test_triples_as_spreadsheets_and_users_write_them(tmp_path):
                                        '"#MeToo"\tnamed\tmovement\n# a note\tin\tprose\n')
     with pytest.warns(UserWarning, match="1 line.* starting with '#' hold three fields .* line 2"):
         assert read_triples(tagged) == [("#MeToo", "named", "movement")]
+
+
+def test_the_evidence_of_the_first_turn_that_found_some_is_written_as_a_triples_file(tmp_path):
+    # notebook 09 wrote the first turn's evidence: an unrelated first question, or a name with a line break, failed it
+    chat = GraphChat([("Nineteen\nEighty-Four", "written_by", "George Orwell"), ("Animal Farm", "written_by",
+                                                                                "George Orwell")], model="zero_shot")
+    unrelated = chat.ask("How do I reset my wifi router?")
+    with pytest.raises(ValueError, match="no turn found evidence"):
+        write_evidence([unrelated], tmp_path / "none.tsv")
+    turns = [unrelated, chat.ask("What did George Orwell write?")]
+    assert not turns[0].triples() and turns[1].triples()
+    written = read_triples(write_evidence(turns, tmp_path / "mine.tsv"))
+    assert ("Nineteen Eighty-Four", "written_by", "George Orwell") in written
 
 
 def test_triple_lists_and_table_pairs_refuse_empty_or_malformed_fields(tmp_path):
@@ -249,6 +263,18 @@ def test_index_keeps_names_and_links_written_entities(movie_index, tmp_path, mon
     edited = ChatIndex.build(graph_from_triple_list(MOVIES[:-1] + [("Up", "written_by", "Pete Docter")]))
     assert not edited.cached and edited.digest != idx.digest and "written_by" in edited.kg.relations
     assert ChatIndex.build(graph_from_triple_list(MOVIES)).cached  # the unedited one is still found
+    # two graphs whose columns, run together, read alike ("0", "51" then "Alice Walker" against "0", "5" then
+    # "1Alice Walker") are two indexes: one had served the other's names and ids
+    one = tmp_path / "one_nodes.csv"
+    one.write_text("node_id,node_attr\n0,Alice Walker\n51,Bob Stone\n")
+    two = tmp_path / "two_nodes.csv"
+    two.write_text("node_id,node_attr\n0,1Alice Walker\n5,Bob Stone\n")
+    edges = tmp_path / "edges.csv"
+    edges.write_text("src,edge_attr,dst\n0,knows,0\n")
+    first = ChatIndex.build(read_graph_csv(one, edges))
+    second = ChatIndex.build(read_graph_csv(two, edges))
+    assert first.digest != second.digest and not second.cached
+    assert second.kg.entities == ["1Alice Walker", "Bob Stone"] and second.node_ids.tolist() == [0, 5]
 
 
 def test_long_names_and_names_of_common_words_link_where_written():

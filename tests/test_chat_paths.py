@@ -188,6 +188,16 @@ def test_a_mediator_fact_back_to_its_own_subject_is_no_cycle(monkeypatch):
     assert answers_ann()
 
 
+def test_a_self_loop_never_answers_not_even_followed_twice():
+    # "Loop links_to Loop" followed forward twice had been a cycle of two units, answering Loop (docs/chat.md: never)
+    loops = [("Loop", "links_to", "Loop"), ("Loop", "hosted_by", "Acme"), ("Ring", "links_to", "Node")]
+    kg = kg_of(loops)
+    loop, links = kg.entity_id["Loop"], kg.relations.index("links_to")
+    assert not [p for p in P.enumerate_paths(kg, [loop]) if any(h.relation == links for h in p.hops)]
+    turn = GraphChat(loops, model="zero_shot").ask("What does Loop link to?")
+    assert turn.linked and turn.linked[0] not in list(turn.answer_nodes)
+
+
 def test_the_relations_in_reach_are_those_a_path_of_at_most_max_hops_can_follow():
     kg = kg_of([("a", "r1", "b"), ("c", "r2", "b"), ("c", "r3", "d"), ("d", "r4", "e"), ("x", "r5", "y")])
     rid = {r: i for i, r in enumerate(kg.relations)}

@@ -46,6 +46,29 @@ def test_generated_questions_have_exact_answers_in_every_form():
         assert 1 <= len(q.answers) <= 8 and q.text.endswith("?") and "who" not in q.text.split()[:1]
 
 
+def test_no_question_asks_for_others_sharing_a_relation_where_there_are_none():
+    # "others with the performed by of Rocket Man", Rocket Man Elton John's only song: the step there and back reached
+    # only the song itself, an impossible question that had decided for the reasoner on a user's graph
+    songs = [("Rocket Man", "performed_by", "Elton John"), ("Your Song", "performed_by", "Elton John"),
+             ("Lonely Song", "performed_by", "Solo Artist"), ("Elton John", "born_in", "Pinner"),
+             ("Solo Artist", "born_in", "Leeds"), ("Lonely Song", "has_genre", "Pop"),
+             ("Rocket Man", "has_genre", "Pop"), ("Your Song", "has_genre", "Ballad")]
+    kg = kg_of(songs)
+    questions = generate_questions(kg, GenerationConfig(num_questions=300, max_hops=3, max_answers=8, seed=0))
+    def steps_back(q):
+        return [(k, q.path[k]) for k in range(len(q.path) - 1) if q.path[k + 1].relation == q.path[k].relation
+                and q.path[k + 1].inverse != q.path[k].inverse]
+    shared = [q for q in questions if steps_back(q)]
+    assert shared  # "the same performer as Rocket Man" (Your Song) is asked
+    lonely = kg.entity_id["Lonely Song"]
+    for q in shared:  # never from Lonely Song through its performer and back: nothing but Lonely Song is there
+        first = steps_back(q)[0][0]
+        before = reach(kg, q.topics[0], q.path[:first])
+        assert set(reach(kg, q.topics[0], q.path[:first + 2]).tolist()) - set(before.tolist())
+    performed = kg.relations.index("performed_by")
+    assert not [q for q in shared if q.topics[0] == lonely and q.path[0].relation == performed]
+
+
 def test_the_frames_read_the_same_with_the_name_and_with_it_and_held_out_frames_differ():
     kg = kg_of(FILMS)
     path = generate_questions(kg, GenerationConfig(num_questions=20, max_hops=2, seed=0))[-1].path

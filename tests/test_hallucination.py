@@ -126,6 +126,10 @@ def test_edge_forms_and_direction():
     assert [index.valid(c, "exact") for c in cites] == [True, True, False, True, True]
     assert index.valid(cites[2], "fuzzy")  # reversed direction only counts at the fuzzy level
     assert not index.valid(parse_citations("Edges:\n0,next to,1")[0], "exact")  # wrong relation
+    # the chat's own evidence lines on a knowledge graph, copied back by its LLM: cited nowhere before
+    piped = parse_citations("The answer is the bushes.\nelephant | in | bushes")
+    assert [(c.kind, c.head, c.relation, c.tail) for c in piped] == [("edge", "elephant", "in", "bushes")]
+    assert index.valid(piped[0], "exact") and parse_citations("| a | b |") == []
 
 
 def test_node_forms():

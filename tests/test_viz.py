@@ -1,5 +1,7 @@
 import re
 
+import numpy as np
+
 from gr_core.data import graph_from_triples
 from gr_core.viz import draw_graph, graph_html, save_figure
 
@@ -17,8 +19,34 @@ def test_pyvis_page_loads_nothing_remote():
 def test_pyvis_page_highlights_the_requested_nodes_and_edges():
     page = graph_html(_graph(), highlight_nodes=[0], highlight_edges=[1])
     assert page.count('"color": "#d62728"') == 2
-    assert '{"color": "#d62728", "id": 0, "label": "a"' in page  # node 0, "a"
-    assert '"color": "#d62728", "from": 1, "label": "r2"' in page  # edge 1: b -r2-> c
+    assert '{"color": "#d62728", "id": "0", "label": "a"' in page  # node 0, "a"
+    assert '"color": "#d62728", "from": "1", "label": "r2"' in page  # edge 1: b -r2-> c
+
+
+def test_pyvis_ids_above_two_to_the_53_stay_apart():
+    # vis-network reads a number as a double: ids 2**60 + 1 and 2**60 + 2 were one node, and the view drew nothing
+    from gr_core.data import TextualGraph  # noqa: PLC0415
+    import pandas as pd  # noqa: PLC0415
+
+    big = 2 ** 60
+    graph = TextualGraph(pd.DataFrame({"node_id": [big + 1, big + 2], "node_attr": ["Alice", "Bob"]}),
+                         pd.DataFrame({"src": [big + 1], "edge_attr": ["knows"], "dst": [big + 2]}))
+    page = graph_html(graph)
+    assert f'"id": "{big + 1}"' in page and f'"id": "{big + 2}"' in page and f'"to": "{big + 2}"' in page
+
+
+def test_facts_both_ways_are_two_arcs_each_with_its_label(tmp_path):
+    graph = graph_from_triples([("Alpha Corp", "owns", "Beta Ltd"), ("Alpha Corp", "funds", "Beta Ltd"),
+                                ("Beta Ltd", "supplies", "Alpha Corp")])
+    at = {t.get_text(): np.array(t.get_position()) for t in draw_graph(graph).axes[0].texts}
+    # both labels had sat at the one line's middle, one over the other
+    assert np.linalg.norm(at["owns / funds"] - at["supplies"]) > 0.05
+
+
+def test_a_large_view_with_nothing_highlighted_draws_no_labels():
+    graph = graph_from_triples([(f"node {i}", "next", f"node {i + 1}") for i in range(120)])
+    assert not [t for t in draw_graph(graph).axes[0].texts if t.get_text()]
+    assert len(draw_graph(graph, highlight_nodes=[0]).axes[0].texts) > 0
 
 
 def test_png_twin_is_byte_stable(tmp_path):

@@ -15,10 +15,10 @@ from .graph_reasoner import GraphReasonerConfig, TooFewQuestions, train_graph_re
 from .graphs import graph_from_triple_list, load_graph, read_graph_csv, read_triples, write_triples
 from .index import ChatIndex
 from .models import checkpoint_in_dim, find_checkpoint, load_answerer
-from .turns import Turn, candidates_table, save_turns, show_turns, turns_table
+from .turns import Turn, candidates_table, save_turns, show_turns, turns_table, write_evidence
 
 __all__ = ["ANSWER_MODES", "CHECKPOINT_PRESETS", "KINDS", "KIND_DATASETS", "ChatConfig", "ChatIndex",
            "GenerationConfig", "GraphChat", "GraphReasonerConfig", "TooFewQuestions", "Turn", "candidates_table",
            "checkpoint_in_dim", "find_checkpoint", "generate_questions", "graph_from_triple_list", "load_answerer",
            "load_graph", "read_graph_csv", "read_triples", "save_turns", "show_turns", "train_graph_reasoner",
-           "training_record", "turns_table", "write_triples"]
+           "training_record", "turns_table", "write_evidence", "write_triples"]

@@ -5,7 +5,9 @@ questions".
 - **chains** of 1 to ``max_hops`` hops walked from a **topic** (a named entity with 1 to ``max_topic_degree`` facts),
   either direction at each hop (:func:`walk`); the answers are every named node the path reaches, followed as sets, the
   topic removed; a path reaching nothing else, more than ``max_answers`` nodes, or passing a set larger than
-  ``max_frontier`` is dropped;
+  ``max_frontier`` is dropped, and so is one whose relation followed there and back ("the same {p} as {N}") reaches
+  nothing but where it started (:func:`others_reached`: "others with the director of X" where X is the director's
+  only film has no answer);
 - **two entities** (a share ``two_entity``): a chain's answers narrowed by a fact with a second named entity
   (:func:`narrowed`: "what did X direct that stars Y?");
 - **cycles**: a chain of two or more hops over different relations back to the topic alone answers the topic.
@@ -164,6 +166,22 @@ def reach(kg: KnowledgeGraph, topic, path: tuple[Hop, ...], max_frontier: int | 
     return current
 
 
+def others_reached(kg: KnowledgeGraph, topic: int, path: tuple[Hop, ...]) -> bool:
+    """Whether each relation of ``path`` followed there and back (paired as :func:`chain_text` writes "the same {p}
+    as") reaches a node outside the set it started from."""
+    current, i = np.array([topic], np.int64), 0
+    while i < len(path):
+        hop = path[i]
+        if i + 1 < len(path) and path[i + 1].relation == hop.relation and path[i + 1].inverse != hop.inverse:
+            after = reach(kg, current, path[i:i + 2])
+            if not len(np.setdiff1d(after, current)):
+                return False
+            current, i = after, i + 2
+        else:
+            current, i = kg.follow(current, hop.relation, hop.inverse), i + 1
+    return True
+
+
 def walk(kg: KnowledgeGraph, node: int, hops: int, rng: np.random.Generator) -> tuple[Hop, ...] | None:
     """A random relation path of ``hops`` steps from ``node``, one of the node's distinct ``(relation, direction)``
     pairs drawn uniformly, then one of its facts; None at a dead end."""
@@ -241,7 +259,7 @@ def generate_questions(kg: KnowledgeGraph, cfg: GenerationConfig = GenerationCon
                 continue
             seen.add((form, topic, path))
             reached = reach(kg, topic, path, cfg.max_frontier)
-            if reached is None or len(reached) == 0:
+            if reached is None or len(reached) == 0 or not others_reached(kg, topic, path):
                 continue
             answers, kind = reached[reached != topic], "chain"
             if len(answers) == 0:  # back at the topic, not by a relation followed back: a cycle

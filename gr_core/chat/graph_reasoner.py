@@ -28,7 +28,7 @@ from .link import link_question, most_similar
 from .link import rules as link_rules
 from .scope import question_graph, read_question, scope_tensors, search_scope
 
-FORMAT_VERSION = 12  # keys the cache: bump when the training questions or their reading change
+FORMAT_VERSION = 13  # keys the cache: bump when the generated questions (training, decision) or their reading change
 MIN_QUESTIONS = 20  # fewer generated questions than this train no reasoner (a graph too small: TooFewQuestions)
 DECISION_QUESTIONS = 300  # questions generated to decide between the reasoner and the path ranker (at most)
 DECISION_TOPICS = 5  # one topic in this many is the decision's, never a training question's

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import pickle
 import re
 import time
@@ -86,9 +87,11 @@ def scene_name(text: str) -> str:
 
 
 def _digest(graph: TextualGraph) -> str:
+    """The graph's content, each column written as a JSON list: values that run on across a column's end ("0", "51"
+    then "Bob" against "0", "5" then "1Bob") are other lists, so two graphs never share a cached index."""
     h = hashlib.sha256()
     for values in [graph.nodes[c] for c in NODE_COLUMNS] + [graph.edges[c] for c in EDGE_COLUMNS]:
-        h.update("\x1f".join(map(str, values.tolist())).encode())
+        h.update(json.dumps(values.tolist(), ensure_ascii=False).encode())
     return h.hexdigest()
 
 

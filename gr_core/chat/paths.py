@@ -290,7 +290,8 @@ def relations_in_reach(kg: KnowledgeGraph, start, max_hops: int = 3) -> np.ndarr
 def enumerate_paths(kg: KnowledgeGraph, start, max_hops: int = 3, max_frontier: int = 2000, max_paths: int = 3000,
                     unnamed: bool = False) -> list[RankedPath]:
     """Every relation path of 1..``max_hops`` hops from the node rows ``start`` that reaches a named node other than
-    the start (``unnamed``: identifier-named nodes too), or, through two or more units, the start itself (a cycle).
+    the start (``unnamed``: identifier-named nodes too), or, through two or more units, the start itself (a cycle);
+    self-loop facts are not followed.
     Sets larger than ``max_frontier`` are not followed further; a path ending with one relation there, back and there
     again reaches nothing new and is skipped; at most ``max_paths`` paths."""
     start = np.unique(np.asarray(start, np.int64))
@@ -306,6 +307,7 @@ def enumerate_paths(kg: KnowledgeGraph, start, max_hops: int = 3, max_frontier: 
             inside[nodes] = True
             for inverse, (src, dst) in ((False, (kg.heads, kg.tails)), (True, (kg.tails, kg.heads))):
                 mine = np.unique(edges[inside[src[edges]]])
+                mine = mine[kg.heads[mine] != kg.tails[mine]]  # a self-loop never answers (twice over: a false cycle)
                 rels = kg.rels[mine]
                 order = np.argsort(rels, kind="stable")
                 rels, ends = rels[order], dst[mine[order]]

@@ -12,6 +12,7 @@ import pandas as pd
 from ..data import TextualGraph
 from ..runs import write_json
 from ..viz import draw_evidence, evidence_html, save_figure, show_page
+from .graphs import write_triples
 
 
 @dataclass
@@ -133,6 +134,20 @@ def show_turns(turns: list[Turn], out_dir: str | Path, height: int = 520) -> Non
         turn.show(out_html=Path(out_dir) / f"turn{k}.html", height=height)
         save_figure(draw_evidence(turn.evidence, turn.roles(), turn.cited_edges, title=turn.question), out_dir,
                     f"turn{k}")
+
+
+def write_evidence(turns: list[Turn], path: str | Path) -> Path:
+    """The evidence of the first of ``turns`` that found some, written as a triples file a chat opens again
+    (:func:`~gr_core.chat.graphs.write_triples`); a tab or line break inside a name is written as a space (a file of
+    lines cannot hold it).
+
+    Raises:
+        ValueError: no turn found evidence (every question was about something other than the graph).
+    """
+    for turn in turns:
+        if triples := turn.triples():
+            return write_triples([tuple(re.sub(r"[\t\r\n]+", " ", x).strip() for x in t) for t in triples], path)
+    raise ValueError("no turn found evidence to write: every question was about something other than the graph")
 
 
 def save_turns(turns: list[Turn], path: str | Path, meta: dict | None = None) -> Path:
