@@ -398,7 +398,10 @@ def load_dataset(cfg: DatasetConfig | str, force: bool = False, store: Embedding
     folder = cache_root() / "datasets"
     blob, manifest = folder / f"{cfg.name}-{key}.pkl", folder / f"{cfg.name}-{key}.json"
     if not force and blob.is_file() and manifest.is_file():
-        info = read_json(manifest)
+        try:
+            info = read_json(manifest)
+        except ValueError:  # a manifest cut short: the cache is rebuilt, as for a pickle that fails its checksum
+            info = {}
         if (ds := unpickle_verified(blob, info.get("size"), info.get("sha256"))) is not None:
             ds.meta["source"] = dataset_source(cfg.name)  # today's label, also on caches written before it
             ds.meta["cache"] = {"hit": True, "file": str(blob)}

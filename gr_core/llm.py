@@ -121,6 +121,15 @@ def plain_copy(model, config):
     return plain
 
 
+def _shared_modes(folder: Path) -> None:
+    """``folder`` and its files readable as the umask allows (mkdtemp's 0700 hid a shared cache from other users)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    folder.chmod(0o777 & ~umask)
+    for f in folder.rglob("*"):
+        f.chmod((0o777 if f.is_dir() else 0o666) & ~umask)
+
+
 def gguf_llm_dir(gguf: Path, name: str) -> Path:
     """A plain Hugging Face model directory holding the dequantized fp32 weights of the GGUF file ``gguf``, cached
     as ``<cache>/models/<name>-<key>`` (key: the file's sha256 and the transformers version).
@@ -147,9 +156,15 @@ def gguf_llm_dir(gguf: Path, name: str) -> Path:
         plain_copy(gguf_model, config).save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         write_json(tmp / "gr_core_done.json", {"source": str(gguf), "key": _cache_key(gguf)})
-        if target.exists():
-            shutil.rmtree(target)
-        tmp.rename(target)
+        _shared_modes(tmp)
+        # another process may have finished the same folder meanwhile, and be reading it: a finished one is kept
+        if target.exists() and not (target / "gr_core_done.json").is_file():
+            shutil.rmtree(target, ignore_errors=True)  # a build of code before the rename, never finished
+        try:
+            tmp.rename(target)
+        except OSError:  # renamed into place by another process first (a non-empty folder is not replaced)
+            if not (target / "gr_core_done.json").is_file():
+                raise
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

@@ -67,8 +67,13 @@ def write_json(path: str | Path, obj: Any) -> Path:
 
 
 def read_json(path: str | Path) -> Any:
+    """The JSON file at ``path``; a ValueError naming it where it is not valid JSON (a file cut short by hand)."""
     with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
+        try:
+            return json.load(fh)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}: not valid JSON (line {err.lineno}: {err.msg}); delete it to have it made "
+                             "again") from err
 
 
 def sha256_file(path: str | Path) -> str:
@@ -321,6 +326,7 @@ def seed_progress(run_dir: str | Path, expected_hash: str | None = None, llm_dty
         except Exception:  # unreadable (saved by another torch version?): counted as not started
             return "new", 0
         same_dtype = llm_dtype is None or state.get("llm_dtype") in (None, llm_dtype)
-        if (expected_hash is None or state.get("config_hash") == expected_hash) and same_dtype:
+        same_inputs = not changed_inputs(state.get("inputs"), inputs)  # else fit starts over (train.fit)
+        if (expected_hash is None or state.get("config_hash") == expected_hash) and same_dtype and same_inputs:
             return "partial", int(state.get("epoch", -1)) + 1
     return "new", 0

@@ -120,6 +120,9 @@ def run_suite(preset: str, notebooks_dir: Path | None = None, only: list[str] | 
         record = {"notebook": nb.name,
                   "output": str(target.relative_to(root)) if target.is_relative_to(root) else str(target),
                   "parameters": params}
+        # recorded as running first: a suite killed part way leaves this notebook's folder half rewritten, and its
+        # record must not stay an earlier run's "passed" (the report warns of any status but passed)
+        _write_progress(out_dir, preset, results + [{**record, "status": "running"}], environment, total_start)
         try:
             pm.execute_notebook(str(nb), str(target), parameters=params, kernel_name="python3", cwd=str(root),
                                 log_output=log_output, progress_bar=sys.stderr.isatty() and not log_output,
@@ -131,6 +134,10 @@ def run_suite(preset: str, notebooks_dir: Path | None = None, only: list[str] | 
         except Exception as err:  # kernel death, timeout, missing kernel: still a named failure
             failed = True
             record.update(status="failed", error=f"{type(err).__name__}: {err}")
+        except BaseException:  # Ctrl-C: recorded as interrupted, then the suite stops as asked
+            record.update(status="interrupted", seconds=round(time.perf_counter() - start, 1))
+            _write_progress(out_dir, preset, results + [record], environment, total_start)
+            raise
         record["seconds"] = round(time.perf_counter() - start, 1)
         if record["status"] == "passed":
             print(f"      passed in {record['seconds']} s", flush=True)
@@ -140,8 +147,7 @@ def run_suite(preset: str, notebooks_dir: Path | None = None, only: list[str] | 
                   file=sys.stderr, flush=True)
         results.append(record)
         # written after every notebook, so that a suite stopped part way keeps the records of those it finished
-        write_json(out_dir / "suite.json", _merge_previous(out_dir / "suite.json", dict(
-            _summary(preset, results, environment, time.perf_counter() - total_start), running=True)))
+        _write_progress(out_dir, preset, results, environment, total_start)
     seconds = round(time.perf_counter() - total_start, 1)
     summary = _summary(preset, results, environment, seconds)
     if not only:  # the whole suite ran: its time is the suite's total (a partial run never replaces it)
@@ -151,9 +157,15 @@ def run_suite(preset: str, notebooks_dir: Path | None = None, only: list[str] | 
     return summary
 
 
+def _write_progress(out_dir: Path, preset: str, results: list[dict], environment: dict, total_start: float) -> None:
+    """``suite.json`` while the suite runs (``running``), the other notebooks' records kept."""
+    write_json(out_dir / "suite.json", _merge_previous(out_dir / "suite.json", dict(
+        _summary(preset, results, environment, time.perf_counter() - total_start), running=True)))
+
+
 def _summary(preset: str, results: list[dict], environment: dict, seconds: float) -> dict:
     """The suite's record of the notebooks run so far (``suite.json``'s layout)."""
-    counts = {s: sum(r["status"] == s for r in results) for s in ("passed", "failed", "skipped")}
+    counts = {s: sum(r["status"] == s for r in results) for s in ("passed", "failed", "skipped", "interrupted")}
     return {"preset": preset, "notebooks": results, "counts": counts, "seconds": round(seconds, 1),
             "environment": environment}
 

@@ -319,6 +319,14 @@ def test_a_stopped_llm_half_resumes_after_its_last_finished_key(tiny_llm_dir, tm
     other = {"webqsp": {**results["webqsp"], "probs": [p[::-1].copy() for p in probs]}}
     llm_half.run_gnn_rag(other, tmp_path, **kw)
     assert answered == [1]  # another reasoner's probabilities: answered again
+    from gr_core.config import resolve_device  # noqa: PLC0415
+    from gr_core.precision import dtype_name, resolve_dtype  # noqa: PLC0415
+
+    # "auto" resolved to another precision (GR_DTYPE, another machine): answers made in the first were reloaded
+    monkeypatch.setenv("GR_DTYPE", "float32" if dtype_name(resolve_dtype("auto", resolve_device("auto"))) != "float32"
+                       else "bfloat16")
+    llm_half.run_gnn_rag(other, tmp_path, **kw)  # the answers on file are other's
+    assert answered == [1, 1]
 
 
 def test_a_family_answered_over_two_runs_reloads_without_an_llm_and_keeps_each_keys_path_time(tiny_llm_dir, tmp_path,

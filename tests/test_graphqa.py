@@ -1,5 +1,6 @@
 """Cached, deduplicated datasets: built once per config and raw data, rebuilt when either changes."""
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -37,6 +38,14 @@ def test_truncated_cache_file_is_detected_and_rebuilt(private_cache):
         fh.truncate(100)
     again = load_dataset("gqa_micro")
     assert again.meta["cache"]["hit"] is False and len(again) == 33
+    manifest = Path(again.meta["cache"]["file"]).with_suffix(".json")  # its manifest cut short: a miss too
+    manifest.write_text(manifest.read_text()[:40])
+    assert load_dataset("gqa_micro").meta["cache"]["hit"] is False  # it had raised a bare JSONDecodeError
+    from gr_core.runs import read_json  # noqa: PLC0415
+
+    manifest.write_text("{")
+    with pytest.raises(ValueError, match=f"{manifest}: not valid JSON"):  # every JSON file read says which it is
+        read_json(manifest)
 
 
 @pytest.mark.data

@@ -1,5 +1,9 @@
 import importlib.util
 import os
+import shutil
+import stat
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -22,6 +26,39 @@ def test_embedded_llm_cache_is_a_plain_hf_directory_reused_across_calls():
     assert embedded_llm_dir() == first
     assert (first / "model.safetensors").stat().st_mtime_ns == stamp  # not rebuilt
     assert (first / "config.json").is_file() and (first / "tokenizer.json").is_file()
+
+
+def test_a_model_folder_finished_by_another_process_meanwhile_is_kept_and_ours_discarded(tmp_path, monkeypatch):
+    # two processes building the embedded LLM at once: the later one had removed the folder the first was reading
+    import transformers
+
+    import gr_core.llm as L
+
+    monkeypatch.setattr(L, "cache_root", lambda: tmp_path)
+    monkeypatch.setattr(L, "_cache_key", lambda gguf: "k1")
+    target = tmp_path / "models" / "tiny-k1"
+
+    class Saved:
+        def save_pretrained(self, folder):
+            (Path(folder) / "weights.bin").write_bytes(b"ours")
+            if not target.exists():  # the other process finishes first, while this one still writes
+                target.mkdir(parents=True)
+                (target / "weights.bin").write_bytes(b"theirs")
+                (target / "gr_core_done.json").write_text("{}")
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *a, **k: Saved())
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained",
+                        lambda *a, **k: SimpleNamespace(config=SimpleNamespace()))
+    monkeypatch.setattr(L, "plain_copy", lambda model, config: Saved())
+    assert L.gguf_llm_dir(tmp_path / "tiny.gguf", "tiny") == target
+    assert (target / "weights.bin").read_bytes() == b"theirs"  # the finished folder untouched
+    assert [p.name for p in (tmp_path / "models").iterdir()] == ["tiny-k1"]  # our build folder removed
+    shutil.rmtree(target)  # built alone: the folder readable as the umask allows, not mkdtemp's 0700
+    assert L.gguf_llm_dir(tmp_path / "tiny.gguf", "tiny") == target
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o777 & ~umask
+    assert stat.S_IMODE((target / "weights.bin").stat().st_mode) == 0o666 & ~umask
 
 
 def test_a_tokenizer_is_read_once_per_folder_and_each_caller_gets_its_own_copy(tmp_path):

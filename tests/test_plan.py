@@ -158,6 +158,10 @@ def test_finished_seeds_cost_nothing_and_an_interrupted_one_only_its_epochs_left
     torch.save({"config_hash": "h4", "epoch": 1, "llm_dtype": "float32"}, _ckpt(runs / "x-g_retriever-seed4"))
     assert seed_progress(runs / "x-g_retriever-seed4", "h4", "float32") == ("partial", 2)
     assert seed_progress(runs / "x-g_retriever-seed4", "h4", "bfloat16") == ("new", 0)  # fit starts over in bf16
+    # an interrupted run made from other data: fit starts it over, so it is new (it had said "partial")
+    torch.save({"config_hash": "h6", "epoch": 0, "inputs": {"data": "a"}}, _ckpt(runs / "x-g_retriever-seed6"))
+    assert seed_progress(runs / "x-g_retriever-seed6", "h6", inputs={"data": "a"}) == ("partial", 1)
+    assert seed_progress(runs / "x-g_retriever-seed6", "h6", inputs={"data": "b"}) == ("new", 0)
     # a finished run made from other data is refused by run() (check_run_identity), so not "done" here either
     _write(runs / "x-g_retriever-seed9" / "metrics.json", {"config_hash": "h5", "inputs": {"data": "a", "llm": "m"}})
     assert seed_progress(runs / "x-g_retriever-seed9", "h5", inputs={"data": "a", "llm": "m"}) == ("done", 0)

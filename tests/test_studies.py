@@ -264,7 +264,14 @@ def test_report_judges_claims_by_paired_tests(tmp_path):
                                                                     "status": "failed"}]}))
     write_report(load_tables(tmp_path), c, "toy", tmp_path)
     for text in (report.read_text(), (tmp_path / "RESULTS.md").read_text()):
-        assert "**The last run of 00_quickstart.ipynb failed** (`suite.json`): its folder may hold" in text
+        assert "**The last run of 00_quickstart.ipynb failed or was stopped** (`suite.json`): its folder may" in text
+    # one stopped by Ctrl-C, or still "running" from a killed suite, is named too; the report's own run is not
+    (tmp_path / "suite.json").write_text(json.dumps({"notebooks": [
+        {"notebook": "01_datasets.ipynb", "status": "interrupted"}, {"notebook": "02_retrieval.ipynb",
+                                                                     "status": "running"},
+        {"notebook": "03_training.ipynb", "status": "passed"}, {"notebook": "08_report.ipynb", "status": "running"}]}))
+    write_report(load_tables(tmp_path), c, "toy", tmp_path)
+    assert "**The last run of 01_datasets.ipynb, 02_retrieval.ipynb failed or was stopped**" in report.read_text()
 
 
 def test_retrieval_shortens_epochs_is_decided_by_the_steps_timed_alone(tmp_path):

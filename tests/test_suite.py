@@ -89,8 +89,18 @@ def test_a_suite_stopped_part_way_keeps_the_records_of_the_notebooks_it_finished
     res = _run_suite(tmp_path)
     assert res.returncode == -9
     summary = json.loads((tmp_path / "out" / "smoke" / "suite.json").read_text())
-    assert [(n["notebook"], n["status"]) for n in summary["notebooks"]] == [("00_first.ipynb", "passed")]
+    # the one it was running stays "running" (an earlier run's "passed" had stood for its half-rewritten folder)
+    assert [(n["notebook"], n["status"]) for n in summary["notebooks"]] == [("00_first.ipynb", "passed"),
+                                                                          ("01_stops.ipynb", "running")]
     assert summary["running"] is True and "total_seconds" not in summary  # never mistaken for a whole run
+    # stopped by Ctrl-C: recorded as interrupted, and the suite stops
+    _notebook(tmp_path / "nbs" / "01_stops.ipynb", "import os, signal, time\nos.kill(os.getppid(), signal.SIGINT)\n"
+                                                  "time.sleep(30)")
+    res = _run_suite(tmp_path)
+    assert res.returncode != 0
+    summary = json.loads((tmp_path / "out" / "smoke" / "suite.json").read_text())
+    assert [(n["notebook"], n["status"]) for n in summary["notebooks"]] == [("00_first.ipynb", "passed"),
+                                                                          ("01_stops.ipynb", "interrupted")]
 
 
 def test_only_and_parameters_are_checked_against_the_notebooks_before_anything_runs(tmp_path, capsys):

@@ -238,6 +238,14 @@ def test_a_checkpoint_of_another_precision_is_not_resumed(tiny_llm_dir, explagra
     assert "training starts over instead of resuming" in capsys.readouterr().out
     history = json.loads((tmp_path / "b" / "history.json").read_text())
     assert [h["epoch"] for h in history] == [0, 1] and metrics["precision"]["dtype"] == "bfloat16"
+    # a checkpoint cut short (a full disk): training starts over with a note, as the dry run counts it
+    with pytest.raises(KeyboardInterrupt):
+        run(cfg, tmp_path / "c", ds=explagraphs, on_epoch_end=crash)
+    last = tmp_path / "c" / "ckpt" / "last.pt"
+    last.write_bytes(last.read_bytes()[:1000])
+    run(cfg, tmp_path / "c", ds=explagraphs)
+    assert f"note: {last} is unreadable" in capsys.readouterr().out
+    assert [h["epoch"] for h in json.loads((tmp_path / "c" / "history.json").read_text())] == [0, 1]
 
 
 @pytest.mark.data

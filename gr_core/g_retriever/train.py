@@ -120,10 +120,17 @@ def fit(model: GraphLLM, train: list[Example], val: list[Example], cfg: TrainCon
     history, best_val, best_epoch, start_epoch = [], float("inf"), -1, 0
     last, best = ckpt_dir / "last.pt", ckpt_dir / "best.pt"
     dtype = dtype_name(model.llm_dtype)
-    if last.is_file():
-        state = torch.load(last, map_location="cpu", weights_only=False)
+    try:
+        state = torch.load(last, map_location="cpu", weights_only=False) if last.is_file() else None
+    except Exception as err:  # a checkpoint cut short (a full disk, a copy): counted as none, as seed_progress does
+        if dist.main:
+            print(f"note: {last} is unreadable ({type(err).__name__}): training starts over", flush=True)
+        state = None
+    if state is not None:
         trained_in = state.get("llm_dtype") or legacy_dtype(model.cfg.llm.dtype, model.device.type)
         same = state.get("config_hash") == cfg_hash and not changed_inputs(state.get("inputs"), inputs)
+        if not same and dist.main:
+            print(f"note: {last} was trained from another config or other inputs: training starts over", flush=True)
         if same and trained_in != dtype:
             # "auto" means another dtype on this machine: the epochs left would train in another precision
             if dist.main:

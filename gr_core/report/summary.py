@@ -13,6 +13,8 @@ from .claims import MIN_SEEDS
 from .markdown import markdown_table
 from .results import TITLES, figures, notebook_statuses
 
+REPORT_NOTEBOOK = "08_report.ipynb"  # the notebook that writes the report (running while it does)
+
 
 def _num(v, digits: int = 4) -> str:
     if v is None or (isinstance(v, float) and v != v) or v == "":
@@ -234,12 +236,15 @@ def show_figures(root: str | Path) -> None:
 
 
 def failed_note(root: str | Path) -> str:
-    """A warning naming the notebooks whose last run under ``root`` failed (its ``suite.json``): their folders may
-    hold that run's files beside an earlier run's. "" when none failed."""
-    failed = [name for name, status in (notebook_statuses(root) or {}).items() if status == "failed"]
+    """A warning naming the notebooks whose last run under ``root`` failed or was stopped part way (its
+    ``suite.json``: failed, interrupted, or still running when the suite was killed): their folders may hold that
+    run's files beside an earlier run's. "" when none did. The report's own notebook, running as it writes, is not
+    named."""
+    failed = [name for name, status in (notebook_statuses(root) or {}).items()
+              if status in ("failed", "interrupted", "running") and name != REPORT_NOTEBOOK]
     folders = "its folder" if len(failed) == 1 else "their folders"
-    return (f"**The last run of {', '.join(failed)} failed** (`suite.json`): {folders} may hold files of that run "
-            "beside an earlier one's; rerun before reading their rows.") if failed else ""
+    return (f"**The last run of {', '.join(failed)} failed or was stopped** (`suite.json`): {folders} may hold files "
+            "of that run beside an earlier one's; rerun before reading their rows.") if failed else ""
 
 
 def write_report(tables: dict[str, pd.DataFrame], claim_table: pd.DataFrame, preset: str, root: str | Path) -> Path:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..config import LLMConfig, llm_identity
+from ..config import LLMConfig, llm_identity, resolve_device
 from ..evaluate import kgqa_scores, normalize
 from ..g_retriever.model import GraphLLM
 from ..g_retriever.train import TrainConfig
@@ -22,6 +22,7 @@ from ..gnn_rag.generation import (answer_examples, answer_kind, fit_lines, gener
 from ..gnn_rag.reasoning_paths import select_candidates
 from ..graphqa import cache_key
 from ..llm import load_tokenizer, release_memory, weights_identity
+from ..precision import dtype_name, resolve_dtype
 from ..published import PAPER_COLUMN, PAPER_GNN_RAG, PAPER_HOPS_F1
 from ..report.results import GROUNDED
 from ..runs import config_hash, frame_value, progress, read_keyed, value_frame, write_keyed
@@ -128,6 +129,7 @@ def run_gnn_rag(results: dict, run_dir: str | Path, llm: LLMConfig = LLMConfig()
         families.setdefault(r["ds"].name, []).append(key)
     frames, training, rel_paths_out = [], {}, {}
     needs_rog = any("rog" in r for r in retrievers)
+    dtype = dtype_name(resolve_dtype(llm.dtype, resolve_device(llm.device)))  # answers in bf16 are not fp32's
     for family, keys in families.items():
         dss = [results[k]["ds"] for k in keys]
         t0 = time.perf_counter()
@@ -150,6 +152,8 @@ def run_gnn_rag(results: dict, run_dir: str | Path, llm: LLMConfig = LLMConfig()
                      "data": [cache_key(d.config) for d in dss], "indices": [int(i) for i in tests[key][0]],
                      "probs": _digest(tests[key][1]),
                      "train_evidence": config_hash(train_evidence) if train_evidence else None}
+            if dtype != "float32":  # the LLM's precision here ("auto"); fp32 keeps the keys made before it mattered
+                ident["llm_dtype"] = dtype
             done[key] = (ident, read_keyed(run_dir / f"{key}-answers.json", ident))
         finished = [done[key][1] for key in keys]
         if all(f is not None and f.get("training") for f in finished):  # nothing left to answer: no LLM is loaded
