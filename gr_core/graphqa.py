@@ -13,7 +13,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -32,7 +31,8 @@ from .paths import PAPERS_DATA as PAPERS_FOLDERS
 from .paths import DataNotFoundError, cache_root, data_root
 from .prompts import KGQA_DATASETS
 from .published import DATASET_SOURCE, PAPER_STATS
-from .runs import atomic_write_bytes, config_hash, file_stamp, read_json, sha256_file, unpickle_verified, write_json
+from .runs import (atomic_write_bytes, config_hash, file_stamp, read_json, sha256_file, sha256_memo,
+                   unpickle_verified, write_json)
 from .text_encoder import EmbeddingStore, encoder_identity
 
 FORMAT_VERSION = 4  # bump when the cached layout or a builder's output changes (4: embeddings encoded lazily)
@@ -265,23 +265,11 @@ def _sha256_cached(path: str, size: int, mtime_ns: int) -> str:
     return sha256_file(path)
 
 
-def _sha256_memo(path: Path) -> str:
-    """sha256 of a large file, remembered across processes per (path, size, mtime) in ``.cache/datasets/sha256.json``
-    (hashing RoG-cwq's 2 GB on every load would take longer than reading the cached dataset)."""
-    memo_file = cache_root() / "datasets" / "sha256.json"
-    memo = read_json(memo_file) if memo_file.is_file() else {}
-    entry, stamp = memo.get(str(path.resolve()), {}), list(file_stamp(path))
-    if entry.get("stamp") != stamp:
-        entry = memo[str(path.resolve())] = {"stamp": stamp, "sha256": sha256_file(path)}
-        write_json(memo_file, memo)
-    return entry["sha256"]
-
-
 def raw_checksums(name: str) -> dict[str, str]:
     """sha256 of each raw file ``name`` is built from, keyed by its path under the data folder (RoG shards as
     ``rog/<name>/data/<shard>`` wherever they were found: the data folder or a hub cache)."""
     if name in ROG_DATASETS:
-        return {f"rog/{ROG_DATASETS[name]}/data/{p.name}": _sha256_memo(p)
+        return {f"rog/{ROG_DATASETS[name]}/data/{p.name}": sha256_memo(p)
                 for paths in rog.find_shards(ROG_DATASETS[name]).values() for p in paths}
     root = data_root()
     out = {}
@@ -292,7 +280,7 @@ def raw_checksums(name: str) -> dict[str, str]:
             raise DataNotFoundError(f"missing raw data file {p} needed by dataset {name!r}; ./gr data --check "
                                     f"lists what is missing and ./gr data --fetch {root}{papers} downloads it "
                                     "(docs/data.md)")
-        out[rel] = _sha256_memo(p) if name in PAPERS_DATA else _sha256_cached(str(p), *file_stamp(p))
+        out[rel] = sha256_memo(p) if name in PAPERS_DATA else _sha256_cached(str(p), *file_stamp(p))
     return out
 
 

@@ -28,7 +28,7 @@ with warnings.catch_warnings():  # as tqdm.auto imports it: the widget in Jupyte
     from tqdm.autonotebook import tqdm as tqdm_auto
 
 from .config import resolve_device
-from .paths import repo_root
+from .paths import cache_root, repo_root
 from .precision import precision_record, resolve_dtype
 
 # Packages whose versions are recorded beside every result (env.json); None where not installed
@@ -90,6 +90,29 @@ def folder_identity(path: str | Path) -> str:
     path = Path(path).expanduser()
     files = [path] if path.is_file() else sorted(f for f in path.rglob("*") if f.is_file())
     return config_hash([(f.relative_to(path).as_posix() if f != path else f.name, f.stat().st_size) for f in files])
+
+
+def sha256_memo(path: Path) -> str:
+    """sha256 of a large file, remembered across processes per (path, size, mtime) in ``.cache/datasets/sha256.json``
+    (hashing RoG-cwq's 2 GB, or an LLM's weights, on every load would take longer than what it checks)."""
+    memo_file = cache_root() / "datasets" / "sha256.json"
+    try:
+        memo = read_json(memo_file) if memo_file.is_file() else {}
+    except ValueError:  # unreadable: hashed again
+        memo = {}
+    entry, stamp = memo.get(str(path.resolve()), {}), list(file_stamp(path))
+    if entry.get("stamp") != stamp:
+        entry = memo[str(path.resolve())] = {"stamp": stamp, "sha256": sha256_file(path)}
+        write_json(memo_file, memo)
+    return entry["sha256"]
+
+
+def folder_content(path: str | Path) -> str:
+    """A model folder's (or file's) content: its files' names and sha256 (:func:`sha256_memo`), which
+    :func:`folder_identity` leaves out (weights rewritten in place keep their sizes)."""
+    path = Path(path).expanduser()
+    files = [path] if path.is_file() else sorted(f for f in path.rglob("*") if f.is_file())
+    return config_hash([(f.relative_to(path).as_posix() if f != path else f.name, sha256_memo(f)) for f in files])
 
 
 def file_stamp(path: str | Path) -> tuple[int, int]:

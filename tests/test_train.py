@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -129,8 +130,19 @@ def test_a_run_writes_its_directory_and_a_finished_run_is_reused(tiny_llm_dir, e
     with pytest.raises(ValueError, match=f"reads {dim}-d text embeddings"):
         load_answerer(str(tmp_path / "r"), "kg", str(tiny_llm_dir), "cpu", 64, dim + 1)
     # what the run read is recorded; a finished run made from other inputs is refused by name, not reused
-    assert set(metrics["inputs"]) == {"data", "encoder", "dataset", "llm"}
+    assert set(metrics["inputs"]) == {"data", "encoder", "dataset", "llm", "llm_content"}
     assert str(tiny_llm_dir) in metrics["inputs"]["llm"]
+    # a local LLM's content: weights rewritten in place keep names and sizes, which alone had identified the folder
+    from gr_core.runs import folder_content, folder_identity
+
+    copy_dir = tmp_path / "llm_copy"
+    shutil.copytree(tiny_llm_dir, copy_dir)
+    weights = max(copy_dir.iterdir(), key=lambda f: f.stat().st_size)
+    before = (folder_identity(copy_dir), folder_content(copy_dir))
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    assert folder_identity(copy_dir) == before[0] and folder_content(copy_dir) != before[1]
     # another split of the same data is other questions: refused by name; another dataset than cfg's is refused first
     import copy
     from dataclasses import replace as replaced

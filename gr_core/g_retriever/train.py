@@ -34,8 +34,8 @@ from ..evaluate import task_report, task_scores
 from ..graphqa import DATASET_BUILD, DatasetConfig, data_inputs, load_dataset
 from ..llm import weights_identity
 from ..precision import dtype_name, legacy_dtype, precision_record, recorded_dtype, resolve_dtype, run_precision
-from ..runs import (atomic_write_bytes, changed_inputs, check_run_identity, config_hash, environment_record, progress,
-                    read_json, seed_everything, write_json)
+from ..runs import (atomic_write_bytes, changed_inputs, check_run_identity, config_hash, environment_record,
+                    folder_content, progress, read_json, seed_everything, write_json)
 from .distributed import Dist, init_distributed
 from .examples import build_examples, example_lengths, length_batches, split_indices
 from .model import DEFAULT_SOFT_PROMPT_INIT, SOFT_PROMPT_INIT, Example, GraphLLM
@@ -236,10 +236,15 @@ def run_inputs(cfg: RunConfig, ds=None) -> dict:
     """What a run reads besides its settings, recorded in its ``metrics.json`` and checkpoints and checked when it is
     reused (:func:`~gr_core.runs.check_run_identity`): ``ds``'s raw data and sentence encoder
     (:func:`~gr_core.graphqa.data_inputs`; default: the dataset's), how it was built (its split seed, size and
-    neighbourhoods: another split is other questions) and the LLM's weights, the same on every machine."""
+    neighbourhoods: another split is other questions) and the LLM's weights, the same on every machine; a local LLM
+    folder's content too (``llm_content``: weights rewritten in place keep their names and sizes; runs recorded
+    before it are compared without it)."""
     data = DatasetConfig(cfg.dataset, hops=cfg.hops) if ds is None else getattr(ds, "config", None)
     built = {} if data is None else {"dataset": {k: getattr(data, k) for k in DATASET_BUILD}}
-    return data_inputs(data) | built | {"llm": weights_identity(cfg.model.llm.model)}
+    model = cfg.model.llm.model
+    local = not model.startswith("embedded:") and Path(model).expanduser().exists()
+    return (data_inputs(data) | built | {"llm": weights_identity(model)}
+            | ({"llm_content": folder_content(model)} if local else {}))
 
 
 def check_dataset(cfg: RunConfig, ds) -> None:
