@@ -59,9 +59,10 @@ def _clean(text: str) -> str:
     return text.strip().strip("*_`\"'“”").strip().rstrip(".;,:").strip()
 
 
-def _edge_from_line(line: str) -> Citation | None:
-    """An edge written as ``id,rel,id``, ``(h, r, t)``, ``h | r | t`` (the chat's evidence lines) or with an arrow
-    (``h -> t``, ``h --r--> t``, ``h -> r -> t``)."""
+def _edge_from_line(line: str, pipes: bool = False) -> Citation | None:
+    """An edge written as ``id,rel,id``, ``(h, r, t)`` or with an arrow (``h -> t``, ``h --r--> t``, ``h -> r -> t``);
+    with ``pipes`` also ``h | r | t`` (the chat's evidence lines: not on an answer's first line, where the chat lists
+    three answers so)."""
     body = _EDGE_REF.sub("", _clean(line)).strip()
     m = _ID_TRIPLE.match(body)
     if m:
@@ -70,7 +71,7 @@ def _edge_from_line(line: str) -> Citation | None:
     if m:
         h, r, t = (_clean(x) for x in m.groups())
         return Citation("edge", body, head=h, relation=r, tail=t)
-    fields = [_clean(x) for x in body.split("|")]
+    fields = [_clean(x) for x in body.split("|")] if pipes else []
     if len(fields) == 3 and all(fields):  # the chat's evidence lines on a KG (textualize)
         return Citation("edge", body, head=fields[0], relation=fields[1], tail=fields[2])
     pieces = _ARROW.split(body)  # part, the relation written inside the arrow (its two forms), part, ...
@@ -106,19 +107,21 @@ def parse_citations(response: str) -> list[Citation]:
 
     Read, line by line: a ``Nodes:`` / ``Edges:`` heading (or an echoed ``node_id,node_attr`` / ``src,edge_attr,dst``
     header) starts a list whose items (bullets, numbers, a copied ``3,cube`` line, the heading's remainder) are
-    citations; anywhere, an edge line (``3,behind,5``, ``(h, r, t)``, ``h | r | t``, ``h -> t``, ``h --r--> t``,
-    ``h -> r -> t``) and ``node N`` references (``cube (node 3)``, ``Node 3: cube``). ``head`` keeps a node citation's
-    name when it has one. Prose outside these forms is not a citation.
+    citations; anywhere, an edge line (``3,behind,5``, ``(h, r, t)``, ``h | r | t`` below the first line, ``h -> t``,
+    ``h --r--> t``, ``h -> r -> t``) and ``node N`` references (``cube (node 3)``, ``Node 3: cube``). ``head`` keeps a
+    node citation's name when it has one. Prose outside these forms is not a citation.
     """
     out: list[Citation] = []
     mode = None
     # lists written on one line: a heading after a sentence, and " * item" bullets, start new lines
     response = _INLINE_HEADING.sub("\n", response)
     response = _INLINE_BULLET.sub("\n", response)
+    first = True  # the answer's own line: "A | B | C" lists three answers there, an evidence line below it
     for raw in response.splitlines():
         line = raw.strip()
         if not line:
             continue
+        pipes, first = not first, False
         h = _HEADING.match(line)
         items: list[str] = []
         if line.lower().replace(" ", "") in ("node_id,node_attr", "src,edge_attr,dst"):  # the prompt's CSV, echoed
@@ -128,7 +131,7 @@ def parse_citations(response: str) -> list[Citation]:
             mode = "node" if h.group(1).lower().startswith("node") else "edge"
             rest = _clean(h.group(2))
             if rest:
-                if _edge_from_line(rest) or mode == "edge":
+                if _edge_from_line(rest, pipes=mode == "edge") or mode == "edge":
                     items = [rest]
                 else:
                     items = [x for x in re.split(r"\s*[;,]\s*", rest) if x.strip()]
@@ -139,7 +142,7 @@ def parse_citations(response: str) -> list[Citation]:
             elif mode and (_ID_TRIPLE.match(_clean(line)) or _ID_NODE.match(_clean(line))):
                 items = [line]
             else:
-                edge = _edge_from_line(line) if len(line) < 200 else None
+                edge = _edge_from_line(line, pipes) if len(line) < 200 else None
                 if edge is not None:
                     out.append(edge)
                     continue
@@ -153,7 +156,7 @@ def parse_citations(response: str) -> list[Citation]:
                     out.append(Citation("node", text or m.group(0), node_id=int(m.group(1)), head=text or None))
                 continue
         for item in items:
-            edge = _edge_from_line(item)
+            edge = _edge_from_line(item, pipes=mode == "edge")
             if edge is not None:
                 out.append(edge)
             elif mode == "edge":

@@ -123,8 +123,11 @@ def plain_copy(model, config):
 
 def _shared_modes(folder: Path) -> None:
     """``folder`` and its files readable as the umask allows (mkdtemp's 0700 hid a shared cache from other users)."""
-    umask = os.umask(0)
-    os.umask(umask)
+    try:  # read, not set: setting it to read it back would open a window for other threads' files
+        umask = int(next(x for x in open("/proc/self/status") if x.startswith("Umask:")).split()[1], 8)
+    except (OSError, StopIteration, ValueError):  # not Linux
+        umask = os.umask(0)
+        os.umask(umask)
     folder.chmod(0o777 & ~umask)
     for f in folder.rglob("*"):
         f.chmod((0o777 if f.is_dir() else 0o666) & ~umask)

@@ -276,7 +276,8 @@ def plan(preset: str, profile: str = "cpu-bf16", root: Path | None = None, overr
                            else []))
     base = Path(root) if root else measured_root()
     suite = bench_json(base / preset / "suite.json")
-    last = {n.get("notebook"): n.get("seconds") for n in suite.get("notebooks", []) if isinstance(n, dict)}
+    last = {n.get("notebook"): n.get("seconds") for n in suite.get("notebooks", [])  # a stopped run's time is part
+            if isinstance(n, dict) and n.get("status") == "passed"}
     rows = []
     if len(runs):
         runs = runs[runs.notebook.isin([nb.stem for nb in chosen])].reset_index(drop=True)

@@ -122,7 +122,9 @@ def run_suite(preset: str, notebooks_dir: Path | None = None, only: list[str] | 
                   "parameters": params}
         # recorded as running first: a suite killed part way leaves this notebook's folder half rewritten, and its
         # record must not stay an earlier run's "passed" (the report warns of any status but passed)
-        _write_progress(out_dir, preset, results + [{**record, "status": "running"}], environment, total_start)
+        pending = [later.name for later in notebooks[i:]]  # this run's notebooks still to come (the report skips them)
+        _write_progress(out_dir, preset, results + [{**record, "status": "running"}], environment, total_start,
+                        pending)
         try:
             pm.execute_notebook(str(nb), str(target), parameters=params, kernel_name="python3", cwd=str(root),
                                 log_output=log_output, progress_bar=sys.stderr.isatty() and not log_output,
@@ -136,7 +138,7 @@ def run_suite(preset: str, notebooks_dir: Path | None = None, only: list[str] | 
             record.update(status="failed", error=f"{type(err).__name__}: {err}")
         except BaseException:  # Ctrl-C: recorded as interrupted, then the suite stops as asked
             record.update(status="interrupted", seconds=round(time.perf_counter() - start, 1))
-            _write_progress(out_dir, preset, results + [record], environment, total_start)
+            _write_progress(out_dir, preset, results + [record], environment, total_start, pending)
             raise
         record["seconds"] = round(time.perf_counter() - start, 1)
         if record["status"] == "passed":
@@ -147,7 +149,7 @@ def run_suite(preset: str, notebooks_dir: Path | None = None, only: list[str] | 
                   file=sys.stderr, flush=True)
         results.append(record)
         # written after every notebook, so that a suite stopped part way keeps the records of those it finished
-        _write_progress(out_dir, preset, results, environment, total_start)
+        _write_progress(out_dir, preset, results, environment, total_start, pending)
     seconds = round(time.perf_counter() - total_start, 1)
     summary = _summary(preset, results, environment, seconds)
     if not only:  # the whole suite ran: its time is the suite's total (a partial run never replaces it)
@@ -157,10 +159,12 @@ def run_suite(preset: str, notebooks_dir: Path | None = None, only: list[str] | 
     return summary
 
 
-def _write_progress(out_dir: Path, preset: str, results: list[dict], environment: dict, total_start: float) -> None:
-    """``suite.json`` while the suite runs (``running``), the other notebooks' records kept."""
+def _write_progress(out_dir: Path, preset: str, results: list[dict], environment: dict, total_start: float,
+                    pending: list[str]) -> None:
+    """``suite.json`` while the suite runs (``running``; ``pending``: the notebooks this run has yet to run, whose
+    records are still an earlier run's), the other notebooks' records kept."""
     write_json(out_dir / "suite.json", _merge_previous(out_dir / "suite.json", dict(
-        _summary(preset, results, environment, time.perf_counter() - total_start), running=True)))
+        _summary(preset, results, environment, time.perf_counter() - total_start), running=True, pending=pending)))
 
 
 def _summary(preset: str, results: list[dict], environment: dict, seconds: float) -> dict:

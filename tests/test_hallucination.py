@@ -130,6 +130,10 @@ def test_edge_forms_and_direction():
     piped = parse_citations("The answer is the bushes.\nelephant | in | bushes")
     assert [(c.kind, c.head, c.relation, c.tail) for c in piped] == [("edge", "elephant", "in", "bushes")]
     assert index.valid(piped[0], "exact") and parse_citations("| a | b |") == []
+    # but the chat lists three answers so on its first line, and a node list may be written with bars
+    assert parse_citations("Larry Crowne | Philadelphia | Big") == []
+    assert [c.kind for c in parse_citations("Edges:\nelephant | in | bushes")] == ["edge"]
+    assert [c.kind for c in parse_citations("Nodes: cube | sphere | cylinder")] == ["node"]
 
 
 def test_node_forms():

@@ -86,6 +86,24 @@ def test_the_plan_lists_every_notebook_and_the_presets_runs():
     assert "03_training" in text and "LLM training tokens in all" in text and "  this machine: " in text
 
 
+def test_a_notebook_stopped_part_way_gives_the_plan_no_time(monkeypatch):
+    import gr_core.plan as plan_module
+
+    real = plan_module.bench_json
+
+    def stopped(path):  # quick's suite.json with 00's last run interrupted after 3 s
+        data = real(path)
+        if path.name == "suite.json":
+            data = {**data, "notebooks": [{**n, "status": "interrupted", "seconds": 3.0}
+                                          if n["notebook"] == "00_quickstart.ipynb" else n for n in data["notebooks"]]}
+        return data
+
+    _, before = plan("quick", "cpu-bf16", only=["00"])
+    monkeypatch.setattr(plan_module, "bench_json", stopped)
+    _, after = plan("quick", "cpu-bf16", only=["00"])
+    assert before.last_measured_seconds.iloc[0] > 3 and after.last_measured_seconds.isna().iloc[0]
+
+
 @pytest.mark.data
 def test_the_plan_says_when_the_data_is_missing(monkeypatch, tmp_path):
     # notebook 05's datasets (-p applies to every notebook) plan where 04, whose reasoner refuses them, is left out

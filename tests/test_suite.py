@@ -68,7 +68,7 @@ def test_keep_going_then_a_partial_run_with_an_override_merges_keeps_the_total_a
     assert summary["total_seconds"] == total  # the partial run's own seconds do not replace the whole run's
     names = [(n["notebook"], n.get("from_previous_run", False)) for n in summary["notebooks"]]
     assert names == [("00_first.ipynb", False), ("01_breaks.ipynb", True), ("02_after.ipynb", False)]
-    assert summary["counts"] == {"passed": 2, "failed": 0, "skipped": 0}  # counts describe this run only
+    assert summary["counts"] == {"passed": 2, "failed": 0, "skipped": 0, "interrupted": 0}  # this run's only
 
 
 def test_progress_line_estimates_from_the_last_run():

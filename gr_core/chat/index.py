@@ -91,7 +91,7 @@ def _digest(graph: TextualGraph) -> str:
     then "Bob" against "0", "5" then "1Bob") are other lists, so two graphs never share a cached index."""
     h = hashlib.sha256()
     for values in [graph.nodes[c] for c in NODE_COLUMNS] + [graph.edges[c] for c in EDGE_COLUMNS]:
-        h.update(json.dumps(values.tolist(), ensure_ascii=False).encode())
+        h.update(json.dumps(values.tolist(), ensure_ascii=False, default=str).encode())  # str: as build reads them
     return h.hexdigest()
 
 

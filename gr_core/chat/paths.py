@@ -290,8 +290,8 @@ def relations_in_reach(kg: KnowledgeGraph, start, max_hops: int = 3) -> np.ndarr
 def enumerate_paths(kg: KnowledgeGraph, start, max_hops: int = 3, max_frontier: int = 2000, max_paths: int = 3000,
                     unnamed: bool = False) -> list[RankedPath]:
     """Every relation path of 1..``max_hops`` hops from the node rows ``start`` that reaches a named node other than
-    the start (``unnamed``: identifier-named nodes too), or, through two or more units, the start itself (a cycle);
-    self-loop facts are not followed.
+    the start (``unnamed``: identifier-named nodes too), or, through two or more units that leave the start, the start
+    itself (a cycle: a self-loop fact followed twice never left it).
     Sets larger than ``max_frontier`` are not followed further; a path ending with one relation there, back and there
     again reaches nothing new and is skipped; at most ``max_paths`` paths."""
     start = np.unique(np.asarray(start, np.int64))
@@ -299,15 +299,15 @@ def enumerate_paths(kg: KnowledgeGraph, start, max_hops: int = 3, max_frontier: 
     at_start = np.isin(np.arange(kg.num_entities), start)
     inside = np.zeros(kg.num_entities, bool)
     out: list[RankedPath] = []
-    level = [((), (), start)]
+    level = [((), (), start, False)]  # hops, mediators, the set reached, whether a set on the way held another node
     for _ in range(max_hops):
         nxt = []
-        for prefix, mediators, nodes in level:
+        for prefix, mediators, nodes, away in level:
+            away = away or not at_start[nodes].all()
             _, edges = kg.incidences(nodes)
             inside[nodes] = True
             for inverse, (src, dst) in ((False, (kg.heads, kg.tails)), (True, (kg.tails, kg.heads))):
                 mine = np.unique(edges[inside[src[edges]]])
-                mine = mine[kg.heads[mine] != kg.tails[mine]]  # a self-loop never answers (twice over: a false cycle)
                 rels = kg.rels[mine]
                 order = np.argsort(rels, kind="stable")
                 rels, ends = rels[order], dst[mine[order]]
@@ -324,12 +324,13 @@ def enumerate_paths(kg: KnowledgeGraph, start, max_hops: int = 3, max_frontier: 
                         units = path_units(hops, list(meds), phrases, groups)
                         back = at_start[named]
                         answers = named[~back]
-                        if CYCLES and not len(answers) and back.any() and len(hops if FACT_CYCLES else units) >= 2:
+                        if (CYCLES and not len(answers) and back.any() and away
+                                and len(hops if FACT_CYCLES else units) >= 2):
                             answers = named[back]  # a cycle (ended by a step back: only where a word asks, score_path)
                         if len(answers):
                             out.append(RankedPath(tuple(start.tolist()), hops, units, answers, bool(back.any())))
                     if len(reached) <= max_frontier:
-                        nxt.append((hops, meds, reached))
+                        nxt.append((hops, meds, reached, away))
                     if len(out) >= max_paths:
                         return out
             inside[nodes] = False

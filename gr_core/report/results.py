@@ -58,12 +58,15 @@ def load_tables(root: str | Path) -> dict[str, pd.DataFrame]:
     return {key: pd.read_csv(path) for key in TITLES if (path := Path(root) / f"{key}.csv").is_file()}
 
 
-def notebook_statuses(root: str | Path | None) -> dict[str, str] | None:
+def notebook_statuses(root: str | Path | None, pending: bool = True) -> dict[str, str] | None:
     """Each notebook's status in the last suite run under ``root`` (``suite.json``: ``"04_gnn_rag.ipynb"`` ->
-    ``"passed"`` ...); None where no suite ran there (a notebook run alone) or its record is unreadable."""
+    ``"passed"`` ...); None where no suite ran there (a notebook run alone) or its record is unreadable.
+    ``pending=False`` leaves out the notebooks a suite still running has yet to run (their records are an earlier
+    run's)."""
     try:
-        return {r["notebook"]: r.get("status", "") for r in json.loads((Path(root) / "suite.json").read_text())[
-            "notebooks"]}
+        record = json.loads((Path(root) / "suite.json").read_text())
+        later = set() if pending else set(record.get("pending") or ())
+        return {r["notebook"]: r.get("status", "") for r in record["notebooks"] if r["notebook"] not in later}
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

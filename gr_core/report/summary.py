@@ -238,9 +238,9 @@ def show_figures(root: str | Path) -> None:
 def failed_note(root: str | Path) -> str:
     """A warning naming the notebooks whose last run under ``root`` failed or was stopped part way (its
     ``suite.json``: failed, interrupted, or still running when the suite was killed): their folders may hold that
-    run's files beside an earlier run's. "" when none did. The report's own notebook, running as it writes, is not
-    named."""
-    failed = [name for name, status in (notebook_statuses(root) or {}).items()
+    run's files beside an earlier run's. "" when none did. The report's own notebook, running as it writes, and those
+    a running suite has yet to run are not named."""
+    failed = [name for name, status in (notebook_statuses(root, pending=False) or {}).items()
               if status in ("failed", "interrupted", "running") and name != REPORT_NOTEBOOK]
     folders = "its folder" if len(failed) == 1 else "their folders"
     return (f"**The last run of {', '.join(failed)} failed or was stopped** (`suite.json`): {folders} may hold files "
