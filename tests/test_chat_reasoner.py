@@ -8,7 +8,7 @@ import pytest
 
 from gr_core.chat import GenerationConfig, GraphChat, GraphReasonerConfig, generate_questions
 from gr_core.chat import scope as scope_module
-from gr_core.chat.conversation import decide
+from gr_core.chat.conversation import DECISION_ALPHA, decide
 from gr_core.chat.generate import FRAMES, HELD_OUT_FRAMES, chain_text, reach
 from gr_core.gnn_rag import reasoner_meta
 from test_chat_paths import kg_of
@@ -165,7 +165,7 @@ def test_a_trained_reasoner_is_served_only_where_it_beats_the_path_ranker_on_its
     chat, _ = trained
     d = chat.decision
     assert d is not None and d["n"] >= 5 and d["reasoner_only"] + d["paths_only"] <= d["n"]
-    better = d["reasoner_hit"] > d["paths_hit"] and d["p"] < 0.05
+    better = d["reasoner_hit"] > d["paths_hit"] and d["p"] < DECISION_ALPHA
     assert d["served"] == ("reasoner" if better else "paths") and chat.mode == d["served"]
     assert chat.ask("Who directed Film C?").decision == d  # each turn records the choice
     meta = reasoner_meta(chat.trained_reasoner)
