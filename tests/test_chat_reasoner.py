@@ -165,6 +165,7 @@ def test_a_trained_reasoner_is_served_only_where_it_beats_the_path_ranker_on_its
     chat, _ = trained
     d = chat.decision
     assert d is not None and d["n"] >= 5 and d["reasoner_only"] + d["paths_only"] <= d["n"]
+    assert d["alpha"] == DECISION_ALPHA  # the threshold it was decided at is recorded
     better = d["reasoner_hit"] > d["paths_hit"] and d["p"] < DECISION_ALPHA
     assert d["served"] == ("reasoner" if better else "paths") and chat.mode == d["served"]
     assert chat.ask("Who directed Film C?").decision == d  # each turn records the choice

@@ -444,7 +444,7 @@ def decide(chats: list[GraphChat], meta: dict) -> dict:
     answers more of them, exact McNemar p < :data:`DECISION_ALPHA`. A hit: an answer node named as a gold one.
 
     Returns:
-        ``{n, paths_hit, reasoner_hit, reasoner_only, paths_only, p, served}`` (hits in percent).
+        ``{n, paths_hit, reasoner_hit, reasoner_only, paths_only, p, alpha, served}`` (hits in percent).
     """
     hits: dict[str, list[float]] = {"paths": [], "reasoner": []}
     for q in meta.get("decision_questions", []):
@@ -463,4 +463,5 @@ def decide(chats: list[GraphChat], meta: dict) -> dict:
     better = n > 0 and sum(hits["reasoner"]) > sum(hits["paths"]) and test["p"] < DECISION_ALPHA
     rate = {mode: round(100 * sum(h) / n, 2) if n else None for mode, h in hits.items()}
     return {"n": n, "paths_hit": rate["paths"], "reasoner_hit": rate["reasoner"], "reasoner_only": test["a_only"],
-            "paths_only": test["b_only"], "p": test["p"], "served": "reasoner" if better else "paths"}
+            "paths_only": test["b_only"], "p": test["p"], "alpha": DECISION_ALPHA,
+            "served": "reasoner" if better else "paths"}
