@@ -87,9 +87,15 @@ def sha256_file(path: str | Path) -> str:
 def folder_identity(path: str | Path) -> str:
     """A model folder's (or file's) identity, the same on every machine: its files' names and sizes (a copy keeps
     them, unlike mtimes; hashing gigabytes of weights on every run would cost more than the runs it checks)."""
+    return config_hash([(name, f.stat().st_size) for name, f in _model_files(path)])
+
+
+def _model_files(path: str | Path) -> list[tuple[str, Path]]:
+    """``(name, file)`` of a model folder's files (relative names, sorted), or of the one file ``path``."""
     path = Path(path).expanduser()
-    files = [path] if path.is_file() else sorted(f for f in path.rglob("*") if f.is_file())
-    return config_hash([(f.relative_to(path).as_posix() if f != path else f.name, f.stat().st_size) for f in files])
+    if path.is_file():
+        return [(path.name, path)]
+    return [(f.relative_to(path).as_posix(), f) for f in sorted(path.rglob("*")) if f.is_file()]
 
 
 def sha256_memo(path: Path) -> str:
@@ -110,9 +116,7 @@ def sha256_memo(path: Path) -> str:
 def folder_content(path: str | Path) -> str:
     """A model folder's (or file's) content: its files' names and sha256 (:func:`sha256_memo`), which
     :func:`folder_identity` leaves out (weights rewritten in place keep their sizes)."""
-    path = Path(path).expanduser()
-    files = [path] if path.is_file() else sorted(f for f in path.rglob("*") if f.is_file())
-    return config_hash([(f.relative_to(path).as_posix() if f != path else f.name, sha256_memo(f)) for f in files])
+    return config_hash([(name, sha256_memo(f)) for name, f in _model_files(path)])
 
 
 def file_stamp(path: str | Path) -> tuple[int, int]:

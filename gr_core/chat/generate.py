@@ -145,8 +145,7 @@ def chain_text(path: tuple[Hop, ...], relations: list[str], rng: np.random.Gener
     """The question of a relation path from ``topic``, each hop in a frame drawn from ``frames``."""
     inner, i = "\0", 0  # the topic written in last, so that its name is never read as a frame
     while i < len(path):
-        hop = path[i]
-        same = i + 1 < len(path) and path[i + 1].relation == hop.relation and path[i + 1].inverse != hop.inverse
+        hop, same = path[i], step_back_at(path, i)
         i += 2 if same else 1
         kind = ("last" if i >= len(path) else "inner") + ("_same" if same else "_inverse" if hop.inverse else "")
         inner = frames[kind][int(rng.integers(len(frames[kind])))].format(p=relation_phrase(relations[hop.relation]),
@@ -166,13 +165,20 @@ def reach(kg: KnowledgeGraph, topic, path: tuple[Hop, ...], max_frontier: int | 
     return current
 
 
+def step_back_at(path: tuple[Hop, ...], i: int) -> bool:
+    """Whether hop ``i`` of ``path`` and the next are one relation followed there and back ("the same {p} as")."""
+    return i + 1 < len(path) and path[i + 1].relation == path[i].relation and path[i + 1].inverse != path[i].inverse
+
+
 def others_reached(kg: KnowledgeGraph, topic: int, path: tuple[Hop, ...]) -> bool:
     """Whether each relation of ``path`` followed there and back (paired as :func:`chain_text` writes "the same {p}
     as") reaches a node outside the set it started from."""
+    if not any(step_back_at(path, i) for i in range(len(path))):
+        return True
     current, i = np.array([topic], np.int64), 0
     while i < len(path):
         hop = path[i]
-        if i + 1 < len(path) and path[i + 1].relation == hop.relation and path[i + 1].inverse != hop.inverse:
+        if step_back_at(path, i):
             after = reach(kg, current, path[i:i + 2])
             if not len(np.setdiff1d(after, current)):
                 return False
